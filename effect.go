@@ -1,0 +1,76 @@
+package oncekey
+
+import "fmt"
+
+// Effect is a tool's effect class: what repeating it would do. The zero value is invalid so that
+// a Policy that forgets to say is refused by Registry.Set rather than treated as harmless.
+type Effect int
+
+const (
+	// ReadOnly tools change nothing. They are never claimed and are retried freely.
+	ReadOnly Effect = iota + 1
+	// Idempotent tools land the same state when repeated. They are claimed, replayed, and
+	// retried on failure by Temporal's normal retry policy.
+	Idempotent
+	// Effectful tools perform a second effect when repeated (a second ticket, e-mail or charge).
+	// They are claimed and replayed, Temporal retries are turned off for them, and an outcome
+	// nobody can prove goes to reconciliation.
+	Effectful
+)
+
+// String returns "read_only", "idempotent" or "effectful".
+func (e Effect) String() string {
+	switch e {
+	case ReadOnly:
+		return "read_only"
+	case Idempotent:
+		return "idempotent"
+	case Effectful:
+		return "effectful"
+	}
+	return fmt.Sprintf("Effect(%d)", int(e))
+}
+
+// Claimed reports whether tools of this class are claimed in the store before they run.
+func (e Effect) Claimed() bool { return e == Idempotent || e == Effectful }
+
+// Status is the state of a stored record.
+type Status string
+
+const (
+	// StatusPending: claimed, the owner's lease is running (or ran out).
+	StatusPending Status = "pending"
+	// StatusApplied: the effect is done and its result is stored.
+	StatusApplied Status = "applied"
+	// StatusFailed: a definite failure, remembered; the effect did not and will not land.
+	StatusFailed Status = "failed"
+	// StatusUnknown: the effect may have landed; reconciliation decides.
+	StatusUnknown Status = "unknown"
+	// StatusReleased: the owner gave the claim back without an effect; the next claim acquires.
+	StatusReleased Status = "released"
+	// StatusExpired: a tombstone. Retention is over, only digests are kept, and late duplicates
+	// are refused until the tombstone expires.
+	StatusExpired Status = "expired"
+)
+
+// Valid reports whether s is one of the defined statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusApplied, StatusFailed, StatusUnknown, StatusReleased, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// Outcome is what a caller (an agent) is told about one tool call.
+type Outcome string
+
+const (
+	OutcomeApplied  Outcome = "applied"   // the effect happened now
+	OutcomeReplayed Outcome = "replayed"  // the effect happened before; this is its stored result
+	OutcomeInFlight Outcome = "in_flight" // another attempt holds the claim; poll with the same key
+	OutcomeRejected Outcome = "rejected"  // refused: key reused with other arguments, or not authorized
+	OutcomeUnknown  Outcome = "unknown"   // the effect may have landed; reconcile, do not repeat
+	OutcomeExpired  Outcome = "expired"   // the key is past retention; a new key is a new effect
+	OutcomeFailed   Outcome = "failed"    // a definite failure: no effect landed
+)

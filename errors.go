@@ -1,0 +1,174 @@
+package oncekey
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Test with errors.Is.
+var (
+	// ErrNoKey: an operation key could not be derived (an empty part, a missing field). The body
+	// did not run; nothing was claimed.
+	ErrNoKey = errors.New("oncekey: no operation key")
+	// ErrLostClaim: a write carried an epoch that is no longer the record's (another owner took
+	// over, or the claim was released or resolved). The write changed nothing.
+	ErrLostClaim = errors.New("oncekey: claim lost to a newer epoch")
+	// ErrNotFound: no record for the tenant and key.
+	ErrNotFound = errors.New("oncekey: record not found")
+)
+
+// Application error types carried across the activity/workflow boundary as
+// temporal.ApplicationError types. Workflows and Label recognise oncekey failures by them.
+const (
+	ErrTypeIndeterminate       = "oncekey.IndeterminateOutcome"
+	ErrTypeFingerprintMismatch = "oncekey.FingerprintMismatch"
+	ErrTypeInFlight            = "oncekey.InFlight"
+	ErrTypeExpired             = "oncekey.ExpiredOperation"
+	ErrTypeStoreUnavailable    = "oncekey.StoreUnavailable"
+	ErrTypeNotApplied          = "oncekey.NotApplied"
+	ErrTypeFailed              = "oncekey.Failed"
+	ErrTypeUnauthorized        = "oncekey.Unauthorized"
+	ErrTypeResultTooLarge      = "oncekey.ResultTooLarge"
+	ErrTypeConfig              = "oncekey.Config"
+)
+
+// IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,
+// panicked or timed out after it may have reached the downstream, or its result could not be
+// recorded). The record is unknown; reconciliation decides. Never retried blindly.
+type IndeterminateOutcomeError struct {
+	Tenant       string
+	OperationKey string
+	Tool         string
+	Cause        error
+}
+
+func (e *IndeterminateOutcomeError) Error() string {
+	return fmt.Sprintf("oncekey: outcome of %s (key %s) is unknown: %v; resolve it with `oncekey resolve %s`", e.Tool, e.OperationKey, e.Cause, e.OperationKey)
+}
+func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
+
+// FingerprintMismatchError: the operation key was used before with different arguments (or tool
+// or version). Nothing ran, nothing was replayed, the record is untouched.
+type FingerprintMismatchError struct {
+	OperationKey string
+	Tool         string
+	Stored, Got  string
+}
+
+func (e *FingerprintMismatchError) Error() string {
+	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments (fingerprint %.12s, now %.12s); use a new step ID for a new operation", e.OperationKey, e.Tool, e.Stored, e.Got)
+}
+
+// InFlightError: another attempt of the same operation holds a live claim. Retry later with the
+// same key (after RetryAfter); nothing ran.
+type InFlightError struct {
+	OperationKey string
+	Tool         string
+	RetryAfter   time.Duration
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("oncekey: %s (key %s) is in flight in another attempt; retry after %s", e.Tool, e.OperationKey, e.RetryAfter)
+}
+
+// ExpiredOperationError: the key is past its retention window; only a tombstone remains. A new
+// effect needs a new operation key: it is never re-run silently.
+type ExpiredOperationError struct {
+	OperationKey string
+	Tool         string
+	ExpiredAt    time.Time
+}
+
+func (e *ExpiredOperationError) Error() string {
+	return fmt.Sprintf("oncekey: key %s for %s expired at %s; a new effect needs a new step ID", e.OperationKey, e.Tool, e.ExpiredAt.UTC().Format(time.RFC3339))
+}
+
+// StoreUnavailableError: the store could not be reached or failed. oncekey fails closed: the body
+// was not entered (or its outcome could not be recorded). Retryable.
+type StoreUnavailableError struct {
+	Op  string
+	Err error
+}
+
+func (e *StoreUnavailableError) Error() string {
+	return fmt.Sprintf("oncekey: store unavailable during %s: %v", e.Op, e.Err)
+}
+func (e *StoreUnavailableError) Unwrap() error { return e.Err }
+
+// ResultTooLargeError: the encoded result is larger than Policy.MaxResultBytes. It is never
+// truncated.
+type ResultTooLargeError struct {
+	OperationKey string
+	Tool         string
+	Size, Limit  int
+}
+
+func (e *ResultTooLargeError) Error() string {
+	return fmt.Sprintf("oncekey: result of %s (key %s) is %d bytes, over the %d-byte limit (Policy.MaxResultBytes)", e.Tool, e.OperationKey, e.Size, e.Limit)
+}
+
+// PolicyError: a policy or its registration is invalid. Field names the bad field.
+type PolicyError struct {
+	Tool   string
+	Field  string
+	Reason string
+}
+
+func (e *PolicyError) Error() string {
+	if e.Tool == "" {
+		return fmt.Sprintf("oncekey: policy %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("oncekey: policy for %s: %s: %s", e.Tool, e.Field, e.Reason)
+}
+
+// StatusConflictError: a write (Resolve, for instance) is not allowed from the record's status.
+type StatusConflictError struct {
+	OperationKey string
+	Status       Status
+	Want         string
+}
+
+func (e *StatusConflictError) Error() string {
+	return fmt.Sprintf("oncekey: key %s is %s; %s", e.OperationKey, e.Status, e.Want)
+}
+
+type notAppliedError struct{ err error }
+
+func (e *notAppliedError) Error() string { return e.err.Error() }
+func (e *notAppliedError) Unwrap() error { return e.err }
+
+type failedError struct{ err error }
+
+func (e *failedError) Error() string { return e.err.Error() }
+func (e *failedError) Unwrap() error { return e.err }
+
+// NotApplied wraps err to assert that no effect happened: the downstream refused before
+// committing. The claim is released and the operation may run again. Returns nil for nil.
+func NotApplied(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notAppliedError{err: err}
+}
+
+// Failed wraps err to assert a definite failure: the effect did not and will not land. The record
+// becomes failed and the failure is not retried. Returns nil for nil.
+func Failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &failedError{err: err}
+}
+
+// IsNotApplied reports whether err (or an error it wraps) was marked with NotApplied.
+func IsNotApplied(err error) bool {
+	var e *notAppliedError
+	return errors.As(err, &e)
+}
+
+// IsFailed reports whether err (or an error it wraps) was marked with Failed.
+func IsFailed(err error) bool {
+	var e *failedError
+	return errors.As(err, &e)
+}

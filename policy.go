@@ -1,0 +1,148 @@
+package oncekey
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Policy defaults. A zero field in Policy means the default.
+const (
+	DefaultRetention      = 7 * 24 * time.Hour
+	DefaultTombstone      = 30 * 24 * time.Hour
+	DefaultLease          = 30 * time.Second
+	DefaultWaitInFlight   = 10 * time.Second
+	DefaultMaxResultBytes = 1 << 20
+)
+
+// Policy declares how one tool (activity type) is protected. Register it with Registry.Set.
+// Fields are alphabetical after Effect; a zero value means the documented default.
+type Policy struct {
+	// Effect is the tool's effect class. Required.
+	Effect Effect
+
+	// Authorize, if set, runs before an effect AND before a replay: a stored result is no way
+	// around a revoked permission. A non-nil error rejects the call (label rejected, nothing run,
+	// nothing stored).
+	Authorize func(ctx context.Context, op Operation) error
+
+	// Exclude names argument fields (dotted JSON paths into the activity's input) left out of the
+	// fingerprint: request IDs, trace headers, timestamps the model regenerates. Checked against
+	// the input type by Registry.Set.
+	Exclude []string
+
+	// Key derives the operation key. Defaults to StepKey().
+	Key KeyStrategy
+
+	// Lease is how long a claim is held without renewal, judged on the store's clock; the
+	// interceptor renews it every Lease/3 while the body runs. Defaults to 30s.
+	Lease time.Duration
+
+	// MaxResultBytes is the largest encoded result stored; a larger one fails with
+	// ResultTooLargeError (never truncated). Defaults to 1 MiB.
+	MaxResultBytes int
+
+	// Reconcile, if set, is run by the reconciliation workflow before it waits for a person: it
+	// looks the operation up downstream (by operation key) and says what happened.
+	Reconcile func(ctx context.Context, req ReconcileRequest) (Receipt, error)
+
+	// RememberFailures stores definite failures (Failed, and non-retryable NotApplied errors) so
+	// a repeat gets the same failure, flagged as a replay, without running the body.
+	RememberFailures bool
+
+	// RequireStepID makes scheduling this tool without WithStepID an error at schedule time.
+	RequireStepID bool
+
+	// Retention is how long a record (and its result) is kept after it is created. Size it longer
+	// than the longest retry and late-delivery window. Defaults to 7 days.
+	Retention time.Duration
+
+	// Tombstone is how long after retention a digest-only tombstone refuses late duplicates with
+	// ExpiredOperationError. Defaults to 30 days.
+	Tombstone time.Duration
+
+	// Verify, if set, checks a result before it is stored as applied. A non-nil error makes the
+	// outcome unknown (the effect may have landed wrongly): reconciliation decides.
+	Verify func(ctx context.Context, op Operation, result any) error
+
+	// Version is the tool contract version; it is part of the fingerprint. Change it when the
+	// meaning of an argument or a default changes.
+	Version string
+
+	// WaitInFlight is how long a call waits for another live attempt of the same operation before
+	// failing with InFlightError (retryable, label in_flight). Defaults to 10s; negative means do
+	// not wait.
+	WaitInFlight time.Duration
+}
+
+// withDefaults returns p with zero fields set to their defaults.
+func (p Policy) withDefaults() Policy {
+	if p.Key == nil {
+		p.Key = StepKey()
+	}
+	if p.Lease <= 0 {
+		p.Lease = DefaultLease
+	}
+	if p.MaxResultBytes <= 0 {
+		p.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if p.Retention <= 0 {
+		p.Retention = DefaultRetention
+	}
+	if p.Tombstone <= 0 {
+		p.Tombstone = DefaultTombstone
+	}
+	if p.WaitInFlight == 0 {
+		p.WaitInFlight = DefaultWaitInFlight
+	} else if p.WaitInFlight < 0 {
+		p.WaitInFlight = 0
+	}
+	return p
+}
+
+func (p Policy) validate(tool string) error {
+	if p.Effect < ReadOnly || p.Effect > Effectful {
+		return &PolicyError{Tool: tool, Field: "Effect", Reason: "must be ReadOnly, Idempotent or Effectful"}
+	}
+	if p.Lease < 0 || p.Retention < 0 || p.Tombstone < 0 || p.MaxResultBytes < 0 {
+		return &PolicyError{Tool: tool, Field: "Lease/Retention/Tombstone/MaxResultBytes", Reason: "must not be negative"}
+	}
+	if p.Lease > 0 && p.Lease < 100*time.Millisecond {
+		return &PolicyError{Tool: tool, Field: "Lease", Reason: fmt.Sprintf("%s is shorter than 100ms", p.Lease)}
+	}
+	return nil
+}
+
+// ReconcileRequest is what a Policy.Reconcile hook gets: the identity of the operation, never its
+// arguments (arguments are not stored).
+type ReconcileRequest struct {
+	Tenant       string
+	OperationKey string
+	Tool         string
+	WorkflowID   string
+	StepID       string
+}
+
+// ReceiptOutcome is what a downstream receipt lookup found.
+type ReceiptOutcome int
+
+const (
+	// ReceiptNotFound: the lookup cannot tell; a person decides.
+	ReceiptNotFound ReceiptOutcome = iota
+	// ReceiptApplied: the downstream has the effect; Receipt.Result is its result.
+	ReceiptApplied
+	// ReceiptNotApplied: the downstream proves the effect did not land; the tool may run again.
+	ReceiptNotApplied
+	// ReceiptFailed: the downstream proves a definite failure.
+	ReceiptFailed
+)
+
+// Receipt is the answer of a Policy.Reconcile hook.
+type Receipt struct {
+	Outcome         ReceiptOutcome
+	EffectReference string
+	// Result is the activity result to hand back when Outcome is ReceiptApplied; it must encode
+	// to the activity's declared result type.
+	Result any
+	Note   string
+}

@@ -1,0 +1,195 @@
+package oncekey
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the durable record of operations. Every method takes ctx and a params struct; every
+// write after Claim is fenced by the epoch the claim returned. Implementations must pass
+// storetest.Run. Leases and expiry are judged on the store's own clock, never the caller's.
+//
+// Errors: a store that cannot be reached returns an error wrapping *StoreUnavailableError; a
+// fenced write by a stale epoch returns ErrLostClaim and changes nothing; a missing record is
+// ErrNotFound.
+type Store interface {
+	// Claim either creates the record as pending with a new epoch and a lease (Acquired), takes
+	// over a record that is free to take (released; pending with an expired lease for an
+	// Idempotent tool; a tombstone past its window), marks a pending Effectful record with an
+	// expired lease unknown, or returns the record as it stands. A fingerprint different from
+	// the stored one changes nothing. It is one round trip.
+	Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
+	// Renew extends the lease of a pending record held at p.Epoch.
+	Renew(ctx context.Context, p *RenewParams) (*Record, error)
+	// Complete stores the outcome (applied or failed) of a pending record held at p.Epoch.
+	Complete(ctx context.Context, p *CompleteParams) (*Record, error)
+	// Release gives a pending record held at p.Epoch back (status released): no effect happened.
+	Release(ctx context.Context, p *ReleaseParams) (*Record, error)
+	// MarkUnknown marks a pending record held at p.Epoch unknown.
+	MarkUnknown(ctx context.Context, p *MarkUnknownParams) (*Record, error)
+	// Resolve records an operator's or receipt lookup's decision on an unknown record (or a
+	// pending one whose lease has expired). Any other status is a *StatusConflictError.
+	Resolve(ctx context.Context, p *ResolveParams) (*Record, error)
+	// Get returns the record for (tenant, key) or ErrNotFound.
+	Get(ctx context.Context, p *GetParams) (*Record, error)
+	// List returns records matching the filters, oldest update first, with a cursor.
+	List(ctx context.Context, p *ListParams) (*ListResult, error)
+	// Purge turns records past retention into tombstones and deletes tombstones past their
+	// window, at most p.BatchSize rows per statement.
+	Purge(ctx context.Context, p *PurgeParams) (*PurgeResult, error)
+	// Forget deletes every record of one tenant.
+	Forget(ctx context.Context, p *ForgetParams) (*ForgetResult, error)
+}
+
+// Record is the durable row for one operation key. Arguments are never stored.
+type Record struct {
+	Tenant       string
+	OperationKey string // "ok1_…"
+	Tool         string
+	Version      string
+	Fingerprint  string // hex SHA-256
+	WorkflowID   string
+	StepID       string
+	Effect       Effect
+	Status       Status
+	Epoch        int64
+	// LeaseUntil is when the current claim's lease ends (store clock). Zero when not pending.
+	LeaseUntil time.Time
+	// LeaseExpired reports, on the store's clock at the time of the read, whether a pending
+	// record's lease has run out.
+	LeaseExpired bool
+	// Result is the stored result, opaque to the store (the interceptor stores encoded Temporal
+	// payloads). Returned byte-for-byte.
+	Result []byte
+	// Failure is the stored definite failure, opaque to the store.
+	Failure         []byte
+	EffectReference string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	// ExpiresAt is the end of retention; after it the record becomes a tombstone.
+	ExpiresAt time.Time
+	// TombstoneUntil is when the tombstone expires and the key is free again.
+	TombstoneUntil time.Time
+	ResolvedBy     string
+	Note           string
+}
+
+// ClaimParams are the arguments of Store.Claim.
+type ClaimParams struct {
+	Tenant       string
+	OperationKey string
+	Tool         string
+	Version      string
+	Fingerprint  string
+	WorkflowID   string
+	StepID       string
+	Effect       Effect
+	// Lease is the claim's lease, from the store's now. Required.
+	Lease time.Duration
+	// Retention is the record's retention from creation. Required.
+	Retention time.Duration
+	// Tombstone is the tombstone window after retention. Required.
+	Tombstone time.Duration
+}
+
+// ClaimResult is what Store.Claim found or did.
+type ClaimResult struct {
+	// Acquired: the caller owns the record at Record.Epoch and may run the body.
+	Acquired bool
+	// TookOver: acquired from an existing record (released, expired lease, or expired tombstone).
+	TookOver bool
+	// FingerprintMismatch: the record exists with another fingerprint; nothing changed.
+	FingerprintMismatch bool
+	// Expired: the record is a tombstone (or past retention, not yet purged).
+	Expired bool
+	// Record is the record after the claim.
+	Record *Record
+}
+
+// RenewParams are the arguments of Store.Renew.
+type RenewParams struct {
+	Tenant, OperationKey string
+	Epoch                int64
+	Lease                time.Duration
+}
+
+// CompleteParams are the arguments of Store.Complete.
+type CompleteParams struct {
+	Tenant, OperationKey string
+	Epoch                int64
+	// Status is StatusApplied or StatusFailed.
+	Status          Status
+	Result          []byte
+	Failure         []byte
+	EffectReference string
+}
+
+// ReleaseParams are the arguments of Store.Release.
+type ReleaseParams struct {
+	Tenant, OperationKey string
+	Epoch                int64
+}
+
+// MarkUnknownParams are the arguments of Store.MarkUnknown.
+type MarkUnknownParams struct {
+	Tenant, OperationKey string
+	Epoch                int64
+	// Failure describes what made the outcome unknown (opaque to the store).
+	Failure []byte
+}
+
+// ResolveParams are the arguments of Store.Resolve.
+type ResolveParams struct {
+	Tenant, OperationKey string
+	// Status is the decision: StatusApplied, StatusReleased (not applied) or StatusFailed.
+	Status          Status
+	Result          []byte
+	Failure         []byte
+	EffectReference string
+	ResolvedBy      string
+	Note            string
+}
+
+// GetParams are the arguments of Store.Get.
+type GetParams struct{ Tenant, OperationKey string }
+
+// ListParams are the arguments of Store.List. Zero fields do not filter.
+type ListParams struct {
+	Status       Status
+	Tenant       string
+	Tool         string
+	WorkflowID   string
+	UpdatedSince time.Time
+	// Cursor is ListResult.Next of the previous page; "" starts at the beginning.
+	Cursor string
+	// Limit is the page size. Defaults to 100; at most 10,000.
+	Limit int
+}
+
+// ListResult is a page of records.
+type ListResult struct {
+	Records []*Record
+	// Next is the cursor of the next page, "" after the last page.
+	Next string
+}
+
+// PurgeParams are the arguments of Store.Purge.
+type PurgeParams struct {
+	// BatchSize bounds the rows touched per statement. Defaults to 1,000.
+	BatchSize int
+	// Progress, if set, is called after each batch with the running totals.
+	Progress func(PurgeResult)
+}
+
+// PurgeResult counts what Purge did.
+type PurgeResult struct {
+	Tombstoned int64 // records past retention turned into tombstones
+	Deleted    int64 // tombstones past their window deleted
+	Batches    int
+}
+
+// ForgetParams are the arguments of Store.Forget.
+type ForgetParams struct{ Tenant string }
+
+// ForgetResult counts what Forget deleted.
+type ForgetResult struct{ Deleted int64 }
