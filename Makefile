@@ -1,0 +1,45 @@
+# oncekey — developer entry points.
+#
+#   make demo      run examples/ticketdesk on a Temporal dev server and Postgres
+#   make test      go vet + every test with the race detector (needs Postgres and the Temporal CLI)
+#   make temporal  install the Temporal CLI used for dev servers (cached outside the clone)
+#   make bench     benchmarks against their baselines
+#   make faults    fault-injection suite
+
+SHELL := /bin/bash
+GO ?= go
+
+TEMPORAL_VERSION := v1.5.1
+TEMPORAL_DIR     := $(HOME)/.cache/oncekey/temporal-$(TEMPORAL_VERSION)
+TEMPORAL_BIN     := $(TEMPORAL_DIR)/temporal
+
+# Packages run one or two at a time: each Temporal test binary starts its own dev server, and a
+# 2-core machine starves if several run at once.
+TEST_PARALLEL ?= 2
+TEST_TIMEOUT  ?= 40m
+
+export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
+
+.PHONY: demo test temporal bench faults vet
+
+demo: temporal
+	$(GO) run ./examples/ticketdesk
+
+test: temporal vet
+	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+
+vet:
+	$(GO) vet ./...
+
+temporal: $(TEMPORAL_BIN)
+
+$(TEMPORAL_BIN):
+	@echo "installing Temporal CLI $(TEMPORAL_VERSION) into $(TEMPORAL_DIR) (one time, takes a few minutes)"
+	mkdir -p $(TEMPORAL_DIR)
+	GOBIN=$(TEMPORAL_DIR) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
+bench:
+	@echo "make bench: not written yet" >&2; exit 2
+
+faults:
+	@echo "make faults: not written yet" >&2; exit 2
