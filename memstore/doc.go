@@ -1,0 +1,5 @@
+// Package memstore is an in-memory oncekey.Store for tests and single-process programs.
+//
+// It keeps records in a map guarded by one mutex and judges leases and retention on its own
+// clock (Options.Clock). It must not import pgstore, the interceptor or any Temporal package.
+package memstore

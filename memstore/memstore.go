@@ -1,0 +1,452 @@
+package memstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/oncekey/oncekey"
+)
+
+// DefaultMaxResultBytes is the largest Result or Failure the store accepts when
+// Options.MaxResultBytes is zero: 16 MiB.
+const DefaultMaxResultBytes = 16 << 20
+
+// Options configure a Store. The zero value (or nil) gives the defaults.
+type Options struct {
+	// Clock is the store's clock: leases, retention and tombstones are judged on it, never on a
+	// caller's clock. Tests pass a fake clock to move time. Defaults to time.Now.
+	Clock func() time.Time
+
+	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
+	// refused with *oncekey.ResultTooLargeError and nothing changes. Defaults to 16 MiB.
+	MaxResultBytes int
+}
+
+// Store is an in-memory oncekey.Store. It is safe for concurrent use. The zero value is not
+// usable; call New.
+type Store struct {
+	now      func() time.Time
+	maxBytes int
+
+	mu   sync.Mutex
+	recs map[pk]*oncekey.Record
+}
+
+type pk struct{ tenant, key string }
+
+var _ oncekey.Store = (*Store)(nil)
+
+// New returns an empty Store. opts may be nil.
+func New(opts *Options) *Store {
+	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record)}
+	if opts != nil {
+		if opts.Clock != nil {
+			s.now = opts.Clock
+		}
+		if opts.MaxResultBytes > 0 {
+			s.maxBytes = opts.MaxResultBytes
+		}
+	}
+	return s
+}
+
+// clock returns the store's now, without a monotonic reading and at microsecond resolution
+// (the resolution Postgres keeps), so that records compare the same way in both stores.
+func (s *Store) clock() time.Time { return s.now().Round(0).Truncate(time.Microsecond) }
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// view returns a copy of r for a caller, with LeaseExpired judged at now.
+func view(r *oncekey.Record, now time.Time) *oncekey.Record {
+	c := *r
+	c.Result = cloneBytes(r.Result)
+	c.Failure = cloneBytes(r.Failure)
+	c.LeaseExpired = r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil)
+	return &c
+}
+
+func (s *Store) checkSize(op, key string, bs ...[]byte) error {
+	for _, b := range bs {
+		if len(b) > s.maxBytes {
+			return fmt.Errorf("memstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+		}
+	}
+	return nil
+}
+
+// Claim implements oncekey.Store.
+func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: claim: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	k := pk{p.Tenant, p.OperationKey}
+	r, ok := s.recs[k]
+	fresh := func(epoch int64) *oncekey.Record {
+		exp := now.Add(p.Retention)
+		return &oncekey.Record{
+			Tenant: p.Tenant, OperationKey: p.OperationKey, Tool: p.Tool, Version: p.Version,
+			Fingerprint: p.Fingerprint, WorkflowID: p.WorkflowID, StepID: p.StepID, Effect: p.Effect,
+			Status: oncekey.StatusPending, Epoch: epoch, LeaseUntil: now.Add(p.Lease),
+			CreatedAt: now, UpdatedAt: now, ExpiresAt: exp, TombstoneUntil: exp.Add(p.Tombstone),
+		}
+	}
+	switch {
+	case !ok:
+		r = fresh(1)
+		s.recs[k] = r
+		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}, nil
+	case !now.Before(r.TombstoneUntil):
+		// The tombstone window is over: the key is free again.
+		r = fresh(r.Epoch + 1)
+		s.recs[k] = r
+		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
+	case !now.Before(r.ExpiresAt) || r.Status == oncekey.StatusExpired:
+		return &oncekey.ClaimResult{Expired: true, Record: view(r, now)}, nil
+	case r.Fingerprint != p.Fingerprint:
+		return &oncekey.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}, nil
+	}
+	leaseOver := r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil)
+	switch {
+	case r.Status == oncekey.StatusReleased || (leaseOver && r.Effect == oncekey.Idempotent):
+		r.Status = oncekey.StatusPending
+		r.Epoch++
+		r.Effect = p.Effect
+		r.LeaseUntil = now.Add(p.Lease)
+		r.Result, r.Failure, r.EffectReference, r.ResolvedBy, r.Note = nil, nil, "", "", ""
+		r.UpdatedAt = now
+		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
+	case leaseOver:
+		// Effectful and its owner is gone: the effect may have landed. The epoch stays.
+		r.Status = oncekey.StatusUnknown
+		r.LeaseUntil = time.Time{}
+		r.UpdatedAt = now
+	}
+	return &oncekey.ClaimResult{Record: view(r, now)}, nil
+}
+
+// fenced runs write on the record held at (tenant, key, epoch) if it is pending, under the lock.
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, write func(r *oncekey.Record, now time.Time)) (*oncekey.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: %s %s: %w", op, key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	r, ok := s.recs[pk{tenant, key}]
+	if !ok {
+		return nil, fmt.Errorf("memstore: %s %s: %w", op, key, oncekey.ErrNotFound)
+	}
+	if r.Epoch != epoch || r.Status != oncekey.StatusPending {
+		return nil, fmt.Errorf("memstore: %s %s at epoch %d: %w", op, key, epoch, oncekey.ErrLostClaim)
+	}
+	write(r, now)
+	r.UpdatedAt = now
+	return view(r, now), nil
+}
+
+// Renew implements oncekey.Store.
+func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
+		r.LeaseUntil = now.Add(p.Lease)
+	})
+}
+
+// Complete implements oncekey.Store. Result and Failure over Options.MaxResultBytes are refused
+// with *oncekey.ResultTooLargeError and change nothing.
+func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("complete", p.OperationKey, p.Result, p.Failure); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
+		r.Status = p.Status
+		r.Result = cloneBytes(p.Result)
+		r.Failure = cloneBytes(p.Failure)
+		r.EffectReference = p.EffectReference
+		r.LeaseUntil = time.Time{}
+	})
+}
+
+// Release implements oncekey.Store.
+func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
+		r.Status = oncekey.StatusReleased
+		r.LeaseUntil = time.Time{}
+	})
+}
+
+// MarkUnknown implements oncekey.Store.
+func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "mark unknown", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
+		r.Status = oncekey.StatusUnknown
+		r.Failure = cloneBytes(p.Failure)
+		r.LeaseUntil = time.Time{}
+	})
+}
+
+// Resolve implements oncekey.Store.
+func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	r, ok := s.recs[pk{p.Tenant, p.OperationKey}]
+	if !ok {
+		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	}
+	expired := !now.Before(r.ExpiresAt) || r.Status == oncekey.StatusExpired
+	resolvable := r.Status == oncekey.StatusUnknown ||
+		(r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil))
+	if expired || !resolvable {
+		st := r.Status
+		if expired {
+			st = oncekey.StatusExpired
+		}
+		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
+			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
+	}
+	r.Status = p.Status
+	r.Result = cloneBytes(p.Result)
+	r.Failure = cloneBytes(p.Failure)
+	r.EffectReference = p.EffectReference
+	r.ResolvedBy = p.ResolvedBy
+	r.Note = p.Note
+	r.LeaseUntil = time.Time{}
+	r.UpdatedAt = now
+	return view(r, now), nil
+}
+
+// Get implements oncekey.Store.
+func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: get %s: %w", p.OperationKey, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[pk{p.Tenant, p.OperationKey}]
+	if !ok {
+		return nil, fmt.Errorf("memstore: get %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	}
+	return view(r, s.clock()), nil
+}
+
+// cursor is the sort key of the last record of a page: (updated_at, tenant, key).
+type cursor struct {
+	U int64  `json:"u"` // updated_at, Unix microseconds
+	T string `json:"t"`
+	K string `json:"k"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return c, &oncekey.InvalidParamsError{Op: "list", Field: "Cursor", Reason: "not a cursor this store issued"}
+	}
+	return c, nil
+}
+
+func (c cursor) less(r *oncekey.Record) bool {
+	u := r.UpdatedAt.UnixMicro()
+	if c.U != u {
+		return c.U < u
+	}
+	if c.T != r.Tenant {
+		return c.T < r.Tenant
+	}
+	return c.K < r.OperationKey
+}
+
+// List implements oncekey.Store. Records come in (UpdatedAt, Tenant, OperationKey) order; the
+// cursor is the last record's sort key, so a record that is not updated while a caller pages
+// appears exactly once, and a record updated meanwhile moves to the end (it may appear again
+// there) without making any other record be skipped or repeated.
+func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var after *cursor
+	if p.Cursor != "" {
+		c, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: list: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	var out []*oncekey.Record
+	for _, r := range s.recs {
+		switch {
+		case p.Status != "" && r.Status != p.Status,
+			p.Tenant != "" && r.Tenant != p.Tenant,
+			p.Tool != "" && r.Tool != p.Tool,
+			p.WorkflowID != "" && r.WorkflowID != p.WorkflowID,
+			!p.UpdatedSince.IsZero() && r.UpdatedAt.Before(p.UpdatedSince),
+			after != nil && !after.less(r):
+			continue
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.UpdatedAt.Equal(b.UpdatedAt) {
+			return a.UpdatedAt.Before(b.UpdatedAt)
+		}
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
+		}
+		return a.OperationKey < b.OperationKey
+	})
+	res := &oncekey.ListResult{}
+	limit := p.PageSize()
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		res.Next = cursor{U: last.UpdatedAt.UnixMicro(), T: last.Tenant, K: last.OperationKey}.encode()
+	}
+	for _, r := range out {
+		res.Records = append(res.Records, view(r, now))
+	}
+	return res, nil
+}
+
+// Purge implements oncekey.Store. Each batch takes the lock once and touches at most
+// p.BatchSize records; claims run between batches.
+func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	n := p.Batch()
+	var res oncekey.PurgeResult
+	for _, deleting := range []bool{false, true} {
+		for {
+			if err := ctx.Err(); err != nil {
+				return &res, fmt.Errorf("memstore: purge: %w", err)
+			}
+			done := s.purgeBatch(n, deleting)
+			if done == 0 {
+				break
+			}
+			if deleting {
+				res.Deleted += int64(done)
+			} else {
+				res.Tombstoned += int64(done)
+			}
+			res.Batches++
+			if p.Progress != nil {
+				p.Progress(res)
+			}
+			if done < n {
+				break
+			}
+		}
+	}
+	return &res, nil
+}
+
+// purgeBatch deletes (deleting) tombstones past their window, or turns records past retention
+// into tombstones, at most n of them, and returns how many.
+func (s *Store) purgeBatch(n int, deleting bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	done := 0
+	for k, r := range s.recs {
+		if done == n {
+			break
+		}
+		switch {
+		case !now.Before(r.TombstoneUntil):
+			if !deleting {
+				continue
+			}
+			delete(s.recs, k)
+		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired:
+			if deleting {
+				continue
+			}
+			r.Status = oncekey.StatusExpired
+			r.Result, r.Failure, r.EffectReference, r.Note = nil, nil, "", ""
+			r.LeaseUntil = time.Time{}
+			r.UpdatedAt = now
+		default:
+			continue
+		}
+		done++
+	}
+	return done
+}
+
+// Forget implements oncekey.Store.
+func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: forget: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for k := range s.recs {
+		if k.tenant == p.Tenant {
+			delete(s.recs, k)
+			n++
+		}
+	}
+	return &oncekey.ForgetResult{Deleted: n}, nil
+}

@@ -1,0 +1,116 @@
+package memstore_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/memstore"
+)
+
+// fakeClock is a settable clock for the store.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func setup(t *testing.T) (*memstore.Store, *fakeClock) {
+	t.Helper()
+	clk := &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	return memstore.New(&memstore.Options{Clock: clk.Now}), clk
+}
+
+func claimParams(key string, eff oncekey.Effect) *oncekey.ClaimParams {
+	return &oncekey.ClaimParams{
+		Tenant: "t1", OperationKey: key, Tool: "create_ticket", Version: "1", Fingerprint: "fp",
+		WorkflowID: "wf", StepID: "step", Effect: eff,
+		Lease: 30 * time.Second, Retention: time.Hour, Tombstone: 2 * time.Hour,
+	}
+}
+
+func TestFakeClockLeaseAndRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clk := setup(t)
+
+	res, err := s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	require.NoError(t, err)
+	require.True(t, res.Acquired)
+	require.Equal(t, int64(1), res.Record.Epoch)
+
+	clk.Advance(29 * time.Second)
+	res, err = s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	require.NoError(t, err)
+	require.False(t, res.Acquired, "a live lease on the store's clock is not taken")
+	require.False(t, res.Record.LeaseExpired)
+
+	clk.Advance(time.Second)
+	res, err = s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	require.NoError(t, err)
+	require.True(t, res.Acquired && res.TookOver)
+	require.Equal(t, int64(2), res.Record.Epoch)
+
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_a", Epoch: 2, Status: oncekey.StatusApplied, Result: []byte("r")})
+	require.NoError(t, err)
+
+	clk.Advance(time.Hour)
+	res, err = s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	require.NoError(t, err)
+	require.True(t, res.Expired)
+	require.False(t, res.Acquired)
+
+	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pr.Tombstoned)
+	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusExpired, got.Status)
+	require.Nil(t, got.Result)
+	require.Equal(t, "fp", got.Fingerprint)
+
+	clk.Advance(2 * time.Hour)
+	p := claimParams("ok1_a", oncekey.Effectful)
+	p.Fingerprint = "fp2"
+	res, err = s.Claim(ctx, p)
+	require.NoError(t, err)
+	require.True(t, res.Acquired && res.TookOver, "the tombstone window is over: the key is free")
+	require.Equal(t, int64(3), res.Record.Epoch)
+	require.Equal(t, "fp2", res.Record.Fingerprint)
+	require.Nil(t, res.Record.Result)
+}
+
+func TestConcurrentClaimOneAcquires(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	var acquired atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Claim(context.Background(), claimParams("ok1_c", oncekey.Effectful))
+			if err == nil && res.Acquired {
+				acquired.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), acquired.Load())
+}

@@ -1,0 +1,198 @@
+package oncekey
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// InvalidParamsError: a Store method was called with bad arguments (an empty key, a negative
+// lease, a Complete with a status other than applied or failed, text that is not valid UTF-8,
+// a malformed cursor). Nothing was read or written. Field names the bad field.
+type InvalidParamsError struct {
+	Op     string
+	Field  string
+	Reason string
+}
+
+func (e *InvalidParamsError) Error() string {
+	return fmt.Sprintf("oncekey: %s: invalid %s: %s", e.Op, e.Field, e.Reason)
+}
+
+// MaxListLimit is the largest page ListParams.Limit may ask for.
+const MaxListLimit = 10000
+
+// DefaultListLimit is the page size when ListParams.Limit is zero.
+const DefaultListLimit = 100
+
+func checkText(op, field, v string, required bool) error {
+	if required && strings.TrimSpace(v) == "" {
+		return &InvalidParamsError{Op: op, Field: field, Reason: "must not be empty"}
+	}
+	if !utf8.ValidString(v) {
+		return &InvalidParamsError{Op: op, Field: field, Reason: "is not valid UTF-8"}
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return &InvalidParamsError{Op: op, Field: field, Reason: "contains a NUL byte"}
+	}
+	return nil
+}
+
+func checkFenced(op, tenant, key string, epoch int64) error {
+	if err := checkText(op, "Tenant", tenant, true); err != nil {
+		return err
+	}
+	if err := checkText(op, "OperationKey", key, true); err != nil {
+		return err
+	}
+	if epoch < 1 {
+		return &InvalidParamsError{Op: op, Field: "Epoch", Reason: fmt.Sprintf("%d is not a claimed epoch", epoch)}
+	}
+	return nil
+}
+
+func checkPositive(op, field string, d time.Duration) error {
+	if d <= 0 {
+		return &InvalidParamsError{Op: op, Field: field, Reason: fmt.Sprintf("%s must be positive", d)}
+	}
+	return nil
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil. Stores call it
+// before touching anything.
+func (p *ClaimParams) Validate() error {
+	const op = "claim"
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{
+		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Tool", p.Tool, true},
+		{"Version", p.Version, false}, {"Fingerprint", p.Fingerprint, true},
+		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false},
+	} {
+		if err := checkText(op, f.name, f.v, f.required); err != nil {
+			return err
+		}
+	}
+	if p.Effect != Idempotent && p.Effect != Effectful {
+		return &InvalidParamsError{Op: op, Field: "Effect", Reason: fmt.Sprintf("%s is not claimed (want idempotent or effectful)", p.Effect)}
+	}
+	if err := checkPositive(op, "Lease", p.Lease); err != nil {
+		return err
+	}
+	if err := checkPositive(op, "Retention", p.Retention); err != nil {
+		return err
+	}
+	return checkPositive(op, "Tombstone", p.Tombstone)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *RenewParams) Validate() error {
+	if err := checkFenced("renew", p.Tenant, p.OperationKey, p.Epoch); err != nil {
+		return err
+	}
+	return checkPositive("renew", "Lease", p.Lease)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *CompleteParams) Validate() error {
+	if err := checkFenced("complete", p.Tenant, p.OperationKey, p.Epoch); err != nil {
+		return err
+	}
+	if p.Status != StatusApplied && p.Status != StatusFailed {
+		return &InvalidParamsError{Op: "complete", Field: "Status", Reason: fmt.Sprintf("%q is not applied or failed", p.Status)}
+	}
+	return checkText("complete", "EffectReference", p.EffectReference, false)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *ReleaseParams) Validate() error {
+	return checkFenced("release", p.Tenant, p.OperationKey, p.Epoch)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *MarkUnknownParams) Validate() error {
+	return checkFenced("mark unknown", p.Tenant, p.OperationKey, p.Epoch)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *ResolveParams) Validate() error {
+	const op = "resolve"
+	if err := checkText(op, "Tenant", p.Tenant, true); err != nil {
+		return err
+	}
+	if err := checkText(op, "OperationKey", p.OperationKey, true); err != nil {
+		return err
+	}
+	switch p.Status {
+	case StatusApplied, StatusReleased, StatusFailed:
+	default:
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not applied, released or failed", p.Status)}
+	}
+	for _, f := range []struct{ name, v string }{
+		{"EffectReference", p.EffectReference}, {"ResolvedBy", p.ResolvedBy}, {"Note", p.Note},
+	} {
+		if err := checkText(op, f.name, f.v, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *GetParams) Validate() error {
+	if err := checkText("get", "Tenant", p.Tenant, true); err != nil {
+		return err
+	}
+	return checkText("get", "OperationKey", p.OperationKey, true)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil. The cursor is
+// checked by the store that issued it.
+func (p *ListParams) Validate() error {
+	const op = "list"
+	if p.Status != "" && !p.Status.Valid() {
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not a status", p.Status)}
+	}
+	for _, f := range []struct{ name, v string }{
+		{"Tenant", p.Tenant}, {"Tool", p.Tool}, {"WorkflowID", p.WorkflowID}, {"Cursor", p.Cursor},
+	} {
+		if err := checkText(op, f.name, f.v, false); err != nil {
+			return err
+		}
+	}
+	if p.Limit < 0 || p.Limit > MaxListLimit {
+		return &InvalidParamsError{Op: op, Field: "Limit", Reason: fmt.Sprintf("%d is outside 0..%d", p.Limit, MaxListLimit)}
+	}
+	return nil
+}
+
+// PageSize returns p.Limit, or DefaultListLimit when it is zero.
+func (p *ListParams) PageSize() int {
+	if p.Limit == 0 {
+		return DefaultListLimit
+	}
+	return p.Limit
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *PurgeParams) Validate() error {
+	if p.BatchSize < 0 {
+		return &InvalidParamsError{Op: "purge", Field: "BatchSize", Reason: fmt.Sprintf("%d is negative", p.BatchSize)}
+	}
+	return nil
+}
+
+// Batch returns p.BatchSize, or 1,000 when it is zero.
+func (p *PurgeParams) Batch() int {
+	if p.BatchSize == 0 {
+		return 1000
+	}
+	return p.BatchSize
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *ForgetParams) Validate() error {
+	return checkText("forget", "Tenant", p.Tenant, true)
+}
