@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/storetest"
 )
 
 // fakeClock is a settable clock for the store.
@@ -113,4 +114,26 @@ func TestConcurrentClaimOneAcquires(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int32(1), acquired.Load())
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) oncekey.Store { return memstore.New(nil) })
+}
+
+func TestResultLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := memstore.New(&memstore.Options{MaxResultBytes: 8})
+	r, err := s.Claim(ctx, claimParams("ok1_big", oncekey.Effectful))
+	require.NoError(t, err)
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 9)})
+	var tooLarge *oncekey.ResultTooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	require.Equal(t, 9, tooLarge.Size)
+	require.Equal(t, 8, tooLarge.Limit)
+	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_big"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusPending, got.Status, "a refused result changes nothing")
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 8)})
+	require.NoError(t, err)
 }

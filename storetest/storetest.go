@@ -1,0 +1,1234 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Short windows the suite waits out on the store's own clock. A store's clock must run at real
+// speed; the suite waits with require.Eventually, never with a fixed sleep.
+const (
+	shortLease = 300 * time.Millisecond
+	longLease  = 30 * time.Second
+	waitFor    = 15 * time.Second
+	pollEvery  = 20 * time.Millisecond
+)
+
+// Run runs the conformance suite against stores made by newStore. newStore is called once per
+// subtest and must return an empty store that is cleaned up with t.Cleanup. Subtests run in
+// parallel. The suite uses real time: leases, retention and tombstone windows of a few hundred
+// milliseconds, waited out on the store's clock (through Get and Claim) with a bound.
+func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s oncekey.Store)
+	}{
+		{"ClaimNew", testClaimNew},
+		{"LeaseIsExact", testLeaseIsExact},
+		{"ClaimPendingLive", testClaimPendingLive},
+		{"ClaimPendingExpiredIdempotentTakesOver", testClaimPendingExpiredIdempotent},
+		{"ClaimPendingExpiredEffectfulBecomesUnknown", testClaimPendingExpiredEffectful},
+		{"ClaimApplied", testClaimApplied},
+		{"ClaimFailed", testClaimFailed},
+		{"ClaimUnknown", testClaimUnknown},
+		{"ClaimReleased", testClaimReleased},
+		{"FingerprintMismatchChangesNothing", testFingerprintMismatch},
+		{"FencingAfterTakeover", testFencing},
+		{"FencedWritesNeedPending", testFencedWritesNeedPending},
+		{"FencedWriteMissingIsNotFound", testFencedMissing},
+		{"RenewExtendsLease", testRenew},
+		{"RetentionTombstoneThenFree", testRetentionTombstone},
+		{"TombstoneExpiryFreesKey", testTombstoneExpiry},
+		{"TenantsAreSeparate", testTenants},
+		{"Forget", testForget},
+		{"ListFilters", testListFilters},
+		{"ListPagination", testListPagination},
+		{"ListPaginationWithUpdates", testListPaginationUpdates},
+		{"ListInvalid", testListInvalid},
+		{"PurgeTombstonesInBatches", testPurgeTombstones},
+		{"PurgeDeletesTombstones", testPurgeDeletes},
+		{"ResultBytesExact", testResultBytes},
+		{"TextFieldsExact", testTextFields},
+		{"ResolveUnknown", testResolveUnknown},
+		{"ResolveExpiredPending", testResolveExpiredPending},
+		{"ResolveRefused", testResolveRefused},
+		{"InvalidParams", testInvalidParams},
+		{"ConcurrentClaimOneAcquires", testConcurrentClaim},
+		{"ConcurrentTakeoverOneAcquires", testConcurrentTakeover},
+		{"ContextCanceled", testContextCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// ---- helpers -------------------------------------------------------------------------------
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newKey() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s%x", oncekey.KeyPrefix, b)
+}
+
+// params returns claim params for a fresh key in tenant "acme".
+func params(eff oncekey.Effect) *oncekey.ClaimParams {
+	return &oncekey.ClaimParams{
+		Tenant: "acme", OperationKey: newKey(), Tool: "create_ticket", Version: "v1",
+		Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-1", StepID: "record_issue",
+		Effect: eff, Lease: longLease, Retention: time.Hour, Tombstone: 2 * time.Hour,
+	}
+}
+
+func claim(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(ctxT(t), p)
+	require.NoError(t, err)
+	require.NotNil(t, res.Record)
+	return res
+}
+
+func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Record {
+	t.Helper()
+	res := claim(t, s, p)
+	require.True(t, res.Acquired, "claim of %s not acquired: %+v", p.OperationKey, res)
+	return res.Record
+}
+
+func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
+	t.Helper()
+	r, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	require.NoError(t, err)
+	return r
+}
+
+func complete(t *testing.T, s oncekey.Store, r *oncekey.Record, st oncekey.Status, result, failure []byte) *oncekey.Record {
+	t.Helper()
+	out, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey,
+		Epoch: r.Epoch, Status: st, Result: result, Failure: failure, EffectReference: "ref-" + r.OperationKey[:8]})
+	require.NoError(t, err)
+	return out
+}
+
+// waitLeaseExpired waits until the store's clock says the pending record's lease ran out.
+func waitLeaseExpired(t *testing.T, s oncekey.Store, tenant, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r, err := s.Get(context.Background(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+		return err == nil && r.LeaseExpired
+	}, waitFor, pollEvery, "lease of %s never expired", key)
+}
+
+// waitExpired waits until a claim of a settled (non-pending) record reports it past retention.
+// Such a claim changes nothing.
+func waitExpired(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		res, err := s.Claim(context.Background(), p)
+		return err == nil && res.Expired
+	}, waitFor, pollEvery, "record %s never expired", p.OperationKey)
+}
+
+// requireSame asserts two reads of a record are equal in everything but LeaseExpired.
+func requireSame(t *testing.T, want, got *oncekey.Record) {
+	t.Helper()
+	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
+	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
+	require.Equal(t, want.Tool, got.Tool, "Tool")
+	require.Equal(t, want.Version, got.Version, "Version")
+	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
+	require.Equal(t, want.WorkflowID, got.WorkflowID, "WorkflowID")
+	require.Equal(t, want.StepID, got.StepID, "StepID")
+	require.Equal(t, want.Effect, got.Effect, "Effect")
+	require.Equal(t, want.Status, got.Status, "Status")
+	require.Equal(t, want.Epoch, got.Epoch, "Epoch")
+	requireBytes(t, want.Result, got.Result, "Result")
+	requireBytes(t, want.Failure, got.Failure, "Failure")
+	require.Equal(t, want.EffectReference, got.EffectReference, "EffectReference")
+	require.Equal(t, want.ResolvedBy, got.ResolvedBy, "ResolvedBy")
+	require.Equal(t, want.Note, got.Note, "Note")
+	for _, f := range []struct {
+		name string
+		w, g time.Time
+	}{
+		{"LeaseUntil", want.LeaseUntil, got.LeaseUntil}, {"CreatedAt", want.CreatedAt, got.CreatedAt},
+		{"UpdatedAt", want.UpdatedAt, got.UpdatedAt}, {"ExpiresAt", want.ExpiresAt, got.ExpiresAt},
+		{"TombstoneUntil", want.TombstoneUntil, got.TombstoneUntil},
+	} {
+		require.True(t, f.w.Equal(f.g), "%s: want %s, got %s", f.name, f.w, f.g)
+	}
+}
+
+// requireBytes asserts exact equality, including nil versus empty.
+func requireBytes(t *testing.T, want, got []byte, what string) {
+	t.Helper()
+	require.Equal(t, want == nil, got == nil, "%s: nil-ness differs (want nil=%v, got nil=%v)", what, want == nil, got == nil)
+	require.True(t, bytes.Equal(want, got), "%s: bytes differ (want %d bytes, got %d)", what, len(want), len(got))
+}
+
+func requireLost(t *testing.T, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+}
+
+func requireConflict(t *testing.T, err error) *oncekey.StatusConflictError {
+	t.Helper()
+	var ce *oncekey.StatusConflictError
+	require.ErrorAs(t, err, &ce)
+	return ce
+}
+
+func requireInvalid(t *testing.T, err error, field string) {
+	t.Helper()
+	var ie *oncekey.InvalidParamsError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, field, ie.Field)
+}
+
+// ---- claim ---------------------------------------------------------------------------------
+
+func testClaimNew(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	res := claim(t, s, p)
+	require.True(t, res.Acquired)
+	require.False(t, res.TookOver)
+	require.False(t, res.FingerprintMismatch)
+	require.False(t, res.Expired)
+	r := res.Record
+	require.Equal(t, oncekey.StatusPending, r.Status)
+	require.Equal(t, int64(1), r.Epoch)
+	require.Equal(t, p.Tenant, r.Tenant)
+	require.Equal(t, p.OperationKey, r.OperationKey)
+	require.Equal(t, p.Tool, r.Tool)
+	require.Equal(t, p.Version, r.Version)
+	require.Equal(t, p.Fingerprint, r.Fingerprint)
+	require.Equal(t, p.WorkflowID, r.WorkflowID)
+	require.Equal(t, p.StepID, r.StepID)
+	require.Equal(t, oncekey.Effectful, r.Effect)
+	require.False(t, r.LeaseExpired)
+	require.Nil(t, r.Result)
+	require.Nil(t, r.Failure)
+	require.True(t, r.CreatedAt.Equal(r.UpdatedAt))
+	require.Equal(t, p.Lease, r.LeaseUntil.Sub(r.CreatedAt), "lease is counted from the store's now")
+	require.Equal(t, p.Retention, r.ExpiresAt.Sub(r.CreatedAt), "retention from creation")
+	require.Equal(t, p.Tombstone, r.TombstoneUntil.Sub(r.ExpiresAt), "tombstone window after retention")
+	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testLeaseIsExact(t *testing.T, s oncekey.Store) {
+	for _, lease := range []time.Duration{1500 * time.Millisecond, 1234567 * time.Microsecond, 200 * time.Millisecond} {
+		p := params(oncekey.Idempotent)
+		p.Lease = lease
+		p.Retention = 36*time.Hour + 250*time.Millisecond
+		p.Tombstone = 1500 * time.Millisecond
+		r := acquire(t, s, p)
+		require.Equal(t, lease, r.LeaseUntil.Sub(r.UpdatedAt), "a %s lease is stored as %s", lease, lease)
+		require.Equal(t, p.Retention, r.ExpiresAt.Sub(r.CreatedAt))
+		require.Equal(t, p.Tombstone, r.TombstoneUntil.Sub(r.ExpiresAt))
+		rn, err := s.Renew(ctxT(t), &oncekey.RenewParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Lease: lease})
+		require.NoError(t, err)
+		require.Equal(t, lease, rn.LeaseUntil.Sub(rn.UpdatedAt))
+	}
+}
+
+func testClaimPendingLive(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	first := acquire(t, s, p)
+	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
+		q := *p
+		q.Effect = eff
+		res := claim(t, s, &q)
+		require.False(t, res.Acquired)
+		require.False(t, res.TookOver)
+		require.False(t, res.FingerprintMismatch)
+		require.False(t, res.Expired)
+		require.False(t, res.Record.LeaseExpired, "a %s lease is live on the store's clock", longLease)
+		requireSame(t, first, res.Record)
+	}
+}
+
+func testClaimPendingExpiredIdempotent(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Idempotent)
+	p.Lease = shortLease
+	first := acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	p.Lease = longLease
+	res := claim(t, s, p)
+	require.True(t, res.Acquired)
+	require.True(t, res.TookOver)
+	require.Equal(t, first.Epoch+1, res.Record.Epoch)
+	require.Equal(t, oncekey.StatusPending, res.Record.Status)
+	require.False(t, res.Record.LeaseExpired)
+	require.Equal(t, longLease, res.Record.LeaseUntil.Sub(res.Record.UpdatedAt))
+	require.True(t, first.CreatedAt.Equal(res.Record.CreatedAt), "a takeover keeps creation and retention")
+	require.True(t, first.ExpiresAt.Equal(res.Record.ExpiresAt))
+	requireSame(t, res.Record, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testClaimPendingExpiredEffectful(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	p.Lease = shortLease
+	first := acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	res := claim(t, s, p)
+	require.False(t, res.Acquired, "the dead owner may have reached the downstream: no takeover")
+	require.False(t, res.TookOver)
+	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, first.Epoch, res.Record.Epoch, "marking unknown keeps the epoch")
+	require.True(t, res.Record.LeaseUntil.IsZero())
+	marked := get(t, s, p.Tenant, p.OperationKey)
+	requireSame(t, res.Record, marked)
+
+	// A further claim changes nothing, even for a caller that calls the tool Idempotent now.
+	p.Effect = oncekey.Idempotent
+	again := claim(t, s, p)
+	require.False(t, again.Acquired)
+	requireSame(t, marked, again.Record)
+
+	// The old owner cannot write any more.
+	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: first.Epoch, Status: oncekey.StatusApplied, Result: []byte("late")})
+	requireLost(t, err)
+	requireSame(t, marked, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testClaimApplied(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	done := complete(t, s, r, oncekey.StatusApplied, []byte(`{"ticket":"T-1"}`), nil)
+	require.Equal(t, oncekey.StatusApplied, done.Status)
+	require.True(t, done.LeaseUntil.IsZero())
+	require.False(t, done.LeaseExpired)
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	require.False(t, res.FingerprintMismatch)
+	require.False(t, res.Expired)
+	requireSame(t, done, res.Record)
+	require.Equal(t, `{"ticket":"T-1"}`, string(res.Record.Result))
+	require.Equal(t, "ref-"+p.OperationKey[:8], res.Record.EffectReference)
+}
+
+func testClaimFailed(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Idempotent)
+	r := acquire(t, s, p)
+	done := complete(t, s, r, oncekey.StatusFailed, nil, []byte("card declined"))
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	require.Equal(t, oncekey.StatusFailed, res.Record.Status)
+	require.Equal(t, "card declined", string(res.Record.Failure))
+	requireSame(t, done, res.Record)
+}
+
+func testClaimUnknown(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	marked, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("timeout")})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, marked.Status)
+	require.True(t, marked.LeaseUntil.IsZero())
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, "timeout", string(res.Record.Failure))
+	requireSame(t, marked, res.Record)
+}
+
+func testClaimReleased(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	rel, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusReleased, rel.Status)
+	require.True(t, rel.LeaseUntil.IsZero())
+	res := claim(t, s, p)
+	require.True(t, res.Acquired)
+	require.True(t, res.TookOver)
+	require.Equal(t, r.Epoch+1, res.Record.Epoch)
+	require.Equal(t, oncekey.StatusPending, res.Record.Status)
+	// The old epoch cannot release the new claim.
+	_, err = s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	requireLost(t, err)
+	requireSame(t, res.Record, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
+	other := strings.Repeat("cd", 32)
+	mismatch := func(p *oncekey.ClaimParams) {
+		t.Helper()
+		before := get(t, s, p.Tenant, p.OperationKey)
+		q := *p
+		q.Fingerprint = other
+		q.Lease = longLease
+		res := claim(t, s, &q)
+		require.True(t, res.FingerprintMismatch)
+		require.False(t, res.Acquired)
+		require.False(t, res.TookOver)
+		require.False(t, res.Expired)
+		require.Equal(t, p.Fingerprint, res.Record.Fingerprint, "the stored fingerprint is reported")
+		requireSame(t, before, res.Record)
+		requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
+	}
+
+	// While the first claim is still pending.
+	pending := params(oncekey.Effectful)
+	acquire(t, s, pending)
+	mismatch(pending)
+
+	applied := params(oncekey.Effectful)
+	complete(t, s, acquire(t, s, applied), oncekey.StatusApplied, []byte("r"), nil)
+	mismatch(applied)
+
+	// A released record stays bound to its fingerprint: only the same operation may take it.
+	released := params(oncekey.Effectful)
+	rr := acquire(t, s, released)
+	_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: rr.Tenant, OperationKey: rr.OperationKey, Epoch: rr.Epoch})
+	require.NoError(t, err)
+	mismatch(released)
+
+	// An expired lease is not taken over by a different operation, nor marked unknown.
+	for _, eff := range []oncekey.Effect{oncekey.Idempotent, oncekey.Effectful} {
+		exp := params(eff)
+		exp.Lease = shortLease
+		acquire(t, s, exp)
+		waitLeaseExpired(t, s, exp.Tenant, exp.OperationKey)
+		mismatch(exp)
+		require.Equal(t, oncekey.StatusPending, get(t, s, exp.Tenant, exp.OperationKey).Status)
+	}
+}
+
+// ---- fencing -------------------------------------------------------------------------------
+
+func testFencing(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Idempotent)
+	p.Lease = shortLease
+	old := acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	p.Lease = longLease
+	res := claim(t, s, p)
+	require.True(t, res.Acquired && res.TookOver)
+	owner := res.Record
+	ctx := ctxT(t)
+	k := func() (string, string) { return p.Tenant, p.OperationKey }
+
+	tenant, key := k()
+	_, err := s.Renew(ctx, &oncekey.RenewParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Lease: time.Hour})
+	requireLost(t, err)
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Status: oncekey.StatusApplied, Result: []byte("stale")})
+	requireLost(t, err)
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Status: oncekey.StatusFailed, Failure: []byte("stale")})
+	requireLost(t, err)
+	_, err = s.Release(ctx, &oncekey.ReleaseParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch})
+	requireLost(t, err)
+	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch})
+	requireLost(t, err)
+	// A future epoch is no better.
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: owner.Epoch + 1, Status: oncekey.StatusApplied})
+	requireLost(t, err)
+	requireSame(t, owner, get(t, s, tenant, key))
+
+	// The current owner's writes still work.
+	done := complete(t, s, owner, oncekey.StatusApplied, []byte("fresh"), nil)
+	require.Equal(t, "fresh", string(done.Result))
+	require.Equal(t, owner.Epoch, done.Epoch)
+}
+
+func testFencedWritesNeedPending(t *testing.T, s oncekey.Store) {
+	ctx := ctxT(t)
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	done := complete(t, s, r, oncekey.StatusApplied, []byte("once"), nil)
+	// The owner's own epoch cannot write again once the record is settled.
+	_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied, Result: []byte("twice")})
+	requireLost(t, err)
+	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Lease: time.Minute})
+	requireLost(t, err)
+	_, err = s.Release(ctx, &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	requireLost(t, err)
+	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	requireLost(t, err)
+	requireSame(t, done, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testFencedMissing(t *testing.T, s oncekey.Store) {
+	ctx := ctxT(t)
+	key := newKey()
+	_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: key, Epoch: 1, Lease: time.Second})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Status: oncekey.StatusApplied})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
+
+func testRenew(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	p.Lease = shortLease
+	r := acquire(t, s, p)
+	rn, err := s.Renew(ctxT(t), &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Lease: longLease})
+	require.NoError(t, err)
+	require.Equal(t, r.Epoch, rn.Epoch)
+	require.Equal(t, oncekey.StatusPending, rn.Status)
+	require.Equal(t, longLease, rn.LeaseUntil.Sub(rn.UpdatedAt))
+	require.True(t, rn.LeaseUntil.After(r.LeaseUntil))
+	// A renewed lease is live: a second claim neither takes over nor marks unknown.
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	require.Equal(t, oncekey.StatusPending, res.Record.Status)
+	require.False(t, res.Record.LeaseExpired)
+
+	// An owner whose lease ran out but was not taken over may still renew.
+	q := params(oncekey.Idempotent)
+	q.Lease = shortLease
+	r2 := acquire(t, s, q)
+	waitLeaseExpired(t, s, q.Tenant, q.OperationKey)
+	rn2, err := s.Renew(ctxT(t), &oncekey.RenewParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: r2.Epoch, Lease: longLease})
+	require.NoError(t, err)
+	require.False(t, rn2.LeaseExpired)
+}
+
+// ---- retention and tombstones --------------------------------------------------------------
+
+func testRetentionTombstone(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	p.Retention = 300 * time.Millisecond
+	p.Tombstone = time.Hour
+	r := acquire(t, s, p)
+	complete(t, s, r, oncekey.StatusApplied, []byte("result"), nil)
+	waitExpired(t, s, p)
+
+	// A late duplicate past retention is refused, not re-run, whether or not Purge ran, and
+	// whatever its fingerprint.
+	q := *p
+	q.Fingerprint = strings.Repeat("ef", 32)
+	res := claim(t, s, &q)
+	require.True(t, res.Expired)
+	require.False(t, res.Acquired)
+	require.False(t, res.FingerprintMismatch)
+
+	pr, err := s.Purge(ctxT(t), &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pr.Tombstoned)
+	require.Equal(t, int64(0), pr.Deleted)
+
+	tomb := get(t, s, p.Tenant, p.OperationKey)
+	require.Equal(t, oncekey.StatusExpired, tomb.Status)
+	require.Nil(t, tomb.Result, "a tombstone keeps digests only")
+	require.Nil(t, tomb.Failure)
+	require.Empty(t, tomb.EffectReference)
+	require.Empty(t, tomb.Note)
+	require.Equal(t, p.Fingerprint, tomb.Fingerprint)
+	require.Equal(t, r.Epoch, tomb.Epoch)
+	require.True(t, r.TombstoneUntil.Equal(tomb.TombstoneUntil))
+
+	res = claim(t, s, p)
+	require.True(t, res.Expired)
+	require.False(t, res.Acquired)
+	requireSame(t, tomb, res.Record)
+	res = claim(t, s, &q)
+	require.True(t, res.Expired)
+	requireSame(t, tomb, get(t, s, p.Tenant, p.OperationKey))
+
+	// A tombstone cannot be resolved.
+	_, err = s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied})
+	requireConflict(t, err)
+}
+
+func testTombstoneExpiry(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	p.Retention = 200 * time.Millisecond
+	p.Tombstone = 200 * time.Millisecond
+	r := acquire(t, s, p)
+	complete(t, s, r, oncekey.StatusApplied, []byte("old result"), nil)
+
+	q := *p
+	q.Fingerprint = strings.Repeat("12", 32)
+	q.Tool = "send_email"
+	q.Effect = oncekey.Idempotent
+	q.Retention = time.Hour
+	q.Tombstone = time.Hour
+	var res *oncekey.ClaimResult
+	require.Eventually(t, func() bool {
+		var err error
+		res, err = s.Claim(context.Background(), &q)
+		require.NoError(t, err)
+		if !res.Acquired {
+			require.True(t, res.Expired || res.FingerprintMismatch, "claim before the key is free: %+v", res)
+		}
+		return res.Acquired
+	}, waitFor, pollEvery)
+	require.True(t, res.TookOver)
+	n := res.Record
+	require.Equal(t, r.Epoch+1, n.Epoch, "the epoch keeps counting so old owners stay fenced")
+	require.Equal(t, oncekey.StatusPending, n.Status)
+	require.Equal(t, q.Fingerprint, n.Fingerprint)
+	require.Equal(t, "send_email", n.Tool)
+	require.Equal(t, oncekey.Idempotent, n.Effect)
+	require.Nil(t, n.Result)
+	require.Empty(t, n.EffectReference)
+	require.True(t, n.CreatedAt.After(r.CreatedAt))
+	require.Equal(t, time.Hour, n.ExpiresAt.Sub(n.CreatedAt))
+	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+	requireLost(t, err)
+}
+
+// ---- tenants -------------------------------------------------------------------------------
+
+func testTenants(t *testing.T, s oncekey.Store) {
+	a := params(oncekey.Effectful)
+	b := *a
+	b.Tenant = "globex"
+	b.Fingerprint = strings.Repeat("99", 32)
+	ra := acquire(t, s, a)
+	rb := acquire(t, s, &b)
+	require.Equal(t, int64(1), rb.Epoch, "the same key under another tenant is another record")
+	complete(t, s, ra, oncekey.StatusApplied, []byte("a"), nil)
+	require.Equal(t, oncekey.StatusPending, get(t, s, "globex", a.OperationKey).Status)
+	require.Equal(t, b.Fingerprint, get(t, s, "globex", a.OperationKey).Fingerprint)
+	require.Equal(t, "a", string(get(t, s, "acme", a.OperationKey).Result))
+	// Fenced writes are tenant-scoped too.
+	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: "initech", OperationKey: a.OperationKey, Epoch: 1, Status: oncekey.StatusApplied})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
+
+func testForget(t *testing.T, s oncekey.Store) {
+	var keep []*oncekey.ClaimParams
+	for i := range 5 {
+		p := params(oncekey.Effectful)
+		acquire(t, s, p)
+		q := *p
+		q.Tenant = "globex"
+		acquire(t, s, &q)
+		keep = append(keep, &q)
+		if i%2 == 0 {
+			r := get(t, s, "acme", p.OperationKey)
+			complete(t, s, r, oncekey.StatusApplied, []byte("x"), nil)
+		}
+	}
+	res, err := s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), res.Deleted)
+	for _, q := range keep {
+		_, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "acme", OperationKey: q.OperationKey})
+		require.ErrorIs(t, err, oncekey.ErrNotFound)
+		require.Equal(t, oncekey.StatusPending, get(t, s, "globex", q.OperationKey).Status)
+	}
+	lr, err := s.List(ctxT(t), &oncekey.ListParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Empty(t, lr.Records)
+	res, err = s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), res.Deleted)
+}
+
+// ---- list ----------------------------------------------------------------------------------
+
+func keysOf(rs []*oncekey.Record) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Tenant + "/" + r.OperationKey
+	}
+	return out
+}
+
+// sortedByUpdate sorts records the way List returns them: (UpdatedAt, Tenant, OperationKey).
+func sortedByUpdate(rs []*oncekey.Record) []*oncekey.Record {
+	out := append([]*oncekey.Record(nil), rs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.UpdatedAt.Equal(b.UpdatedAt) {
+			return a.UpdatedAt.Before(b.UpdatedAt)
+		}
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
+		}
+		return a.OperationKey < b.OperationKey
+	})
+	return out
+}
+
+func listAll(t *testing.T, s oncekey.Store, p oncekey.ListParams) []*oncekey.Record {
+	t.Helper()
+	var out []*oncekey.Record
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 1000)
+		res, err := s.List(ctxT(t), &p)
+		require.NoError(t, err)
+		out = append(out, res.Records...)
+		if res.Next == "" {
+			return out
+		}
+		p.Cursor = res.Next
+	}
+}
+
+func testListFilters(t *testing.T, s oncekey.Store) {
+	type made struct {
+		p  *oncekey.ClaimParams
+		st oncekey.Status
+	}
+	var all []made
+	mk := func(tenant, tool, wf string, st oncekey.Status) {
+		p := params(oncekey.Effectful)
+		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
+		r := acquire(t, s, p)
+		switch st {
+		case oncekey.StatusApplied, oncekey.StatusFailed:
+			complete(t, s, r, st, []byte("x"), nil)
+		case oncekey.StatusUnknown:
+			_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+			require.NoError(t, err)
+		case oncekey.StatusReleased:
+			_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+			require.NoError(t, err)
+		}
+		all = append(all, made{p, st})
+	}
+	mk("acme", "create_ticket", "wf-1", oncekey.StatusUnknown)
+	mk("acme", "create_ticket", "wf-2", oncekey.StatusApplied)
+	mk("acme", "send_email", "wf-1", oncekey.StatusUnknown)
+	mk("globex", "create_ticket", "wf-1", oncekey.StatusUnknown)
+	mk("globex", "refund", "wf-3", oncekey.StatusPending)
+	mk("globex", "refund", "wf-3", oncekey.StatusReleased)
+	mk("acme", "refund", "wf-4", oncekey.StatusFailed)
+
+	want := func(f func(m made) bool) []string {
+		var out []string
+		for _, m := range all {
+			if f(m) {
+				out = append(out, m.p.Tenant+"/"+m.p.OperationKey)
+			}
+		}
+		return out
+	}
+	check := func(lp oncekey.ListParams, f func(m made) bool) {
+		t.Helper()
+		got := listAll(t, s, lp)
+		require.ElementsMatch(t, want(f), keysOf(got), "filter %+v", lp)
+		for i := 1; i < len(got); i++ {
+			require.False(t, got[i].UpdatedAt.Before(got[i-1].UpdatedAt), "oldest update first")
+		}
+	}
+	check(oncekey.ListParams{}, func(made) bool { return true })
+	check(oncekey.ListParams{Status: oncekey.StatusUnknown}, func(m made) bool { return m.st == oncekey.StatusUnknown })
+	check(oncekey.ListParams{Status: oncekey.StatusUnknown, Tenant: "acme"}, func(m made) bool {
+		return m.st == oncekey.StatusUnknown && m.p.Tenant == "acme"
+	})
+	check(oncekey.ListParams{Tool: "refund"}, func(m made) bool { return m.p.Tool == "refund" })
+	check(oncekey.ListParams{WorkflowID: "wf-1", Tool: "create_ticket"}, func(m made) bool {
+		return m.p.WorkflowID == "wf-1" && m.p.Tool == "create_ticket"
+	})
+	check(oncekey.ListParams{Status: oncekey.StatusExpired}, func(made) bool { return false })
+
+	// UpdatedSince keeps records updated at or after the time, on the store's clock.
+	mid := get(t, s, all[3].p.Tenant, all[3].p.OperationKey)
+	got := listAll(t, s, oncekey.ListParams{UpdatedSince: mid.UpdatedAt})
+	require.Contains(t, keysOf(got), mid.Tenant+"/"+mid.OperationKey)
+	for _, r := range got {
+		require.False(t, r.UpdatedAt.Before(mid.UpdatedAt))
+	}
+	all0 := get(t, s, all[0].p.Tenant, all[0].p.OperationKey)
+	if all0.UpdatedAt.Before(mid.UpdatedAt) {
+		require.NotContains(t, keysOf(got), all0.Tenant+"/"+all0.OperationKey)
+	}
+}
+
+func testListPagination(t *testing.T, s oncekey.Store) {
+	var made []*oncekey.Record
+	for range 23 {
+		made = append(made, acquire(t, s, params(oncekey.Idempotent)))
+	}
+	want := keysOf(sortedByUpdate(made))
+	var pages int
+	var got []*oncekey.Record
+	lp := oncekey.ListParams{Limit: 5}
+	for {
+		res, err := s.List(ctxT(t), &lp)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(res.Records), 5)
+		pages++
+		got = append(got, res.Records...)
+		if res.Next == "" {
+			break
+		}
+		lp.Cursor = res.Next
+	}
+	require.GreaterOrEqual(t, pages, 5)
+	require.Equal(t, want, keysOf(got), "each record exactly once, in update order")
+
+	// The default page size is 100.
+	for range 80 {
+		acquire(t, s, params(oncekey.Idempotent))
+	}
+	res, err := s.List(ctxT(t), &oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Records, oncekey.DefaultListLimit)
+	require.NotEmpty(t, res.Next)
+	res, err = s.List(ctxT(t), &oncekey.ListParams{Cursor: res.Next})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 3)
+	require.Empty(t, res.Next)
+	res, err = s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 103)
+}
+
+func testListPaginationUpdates(t *testing.T, s oncekey.Store) {
+	var recs []*oncekey.Record
+	for range 12 {
+		recs = append(recs, acquire(t, s, params(oncekey.Effectful)))
+	}
+	recs = sortedByUpdate(recs)
+	lp := oncekey.ListParams{Limit: 4}
+	res, err := s.List(ctxT(t), &lp)
+	require.NoError(t, err)
+	require.Equal(t, keysOf(recs[:4]), keysOf(res.Records))
+	seen := keysOf(res.Records)
+
+	// While paging, update one record already seen and one not yet seen.
+	complete(t, s, recs[1], oncekey.StatusApplied, []byte("x"), nil)
+	complete(t, s, recs[6], oncekey.StatusApplied, []byte("y"), nil)
+	lp.Cursor = res.Next
+	rest := listAll(t, s, lp)
+	seen = append(seen, keysOf(rest)...)
+
+	count := map[string]int{}
+	for _, k := range seen {
+		count[k]++
+	}
+	for i, r := range recs {
+		k := r.Tenant + "/" + r.OperationKey
+		switch i {
+		case 1:
+			require.Equal(t, 2, count[k], "an updated record already seen shows again at the end")
+		default:
+			require.Equal(t, 1, count[k], "record %d must be neither skipped nor repeated", i)
+		}
+	}
+	require.Equal(t, keysOf([]*oncekey.Record{recs[1], recs[6]}), seen[len(seen)-2:], "updated records move to the end")
+}
+
+func testListInvalid(t *testing.T, s oncekey.Store) {
+	_, err := s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit + 1})
+	requireInvalid(t, err, "Limit")
+	_, err = s.List(ctxT(t), &oncekey.ListParams{Limit: -1})
+	requireInvalid(t, err, "Limit")
+	_, err = s.List(ctxT(t), &oncekey.ListParams{Cursor: "not a cursor!"})
+	requireInvalid(t, err, "Cursor")
+	_, err = s.List(ctxT(t), &oncekey.ListParams{Status: "bogus"})
+	requireInvalid(t, err, "Status")
+}
+
+// ---- purge ---------------------------------------------------------------------------------
+
+func testPurgeTombstones(t *testing.T, s oncekey.Store) {
+	var expiring []*oncekey.ClaimParams
+	for i := range 25 {
+		p := params(oncekey.Effectful)
+		p.Retention = 300 * time.Millisecond
+		p.Tombstone = time.Hour
+		r := acquire(t, s, p)
+		switch i % 3 {
+		case 0:
+			complete(t, s, r, oncekey.StatusApplied, []byte("r"), nil)
+		case 1:
+			complete(t, s, r, oncekey.StatusFailed, nil, []byte("f"))
+		default:
+			_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+			require.NoError(t, err)
+		}
+		expiring = append(expiring, p)
+	}
+	live := params(oncekey.Effectful)
+	acquire(t, s, live)
+	for _, p := range expiring {
+		waitExpired(t, s, p)
+	}
+	var progress []oncekey.PurgeResult
+	res, err := s.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 10, Progress: func(r oncekey.PurgeResult) { progress = append(progress, r) }})
+	require.NoError(t, err)
+	require.Equal(t, int64(25), res.Tombstoned)
+	require.Equal(t, int64(0), res.Deleted)
+	require.Equal(t, 3, res.Batches, "25 records in batches of 10")
+	require.Len(t, progress, 3)
+	require.Equal(t, []int64{10, 20, 25}, []int64{progress[0].Tombstoned, progress[1].Tombstoned, progress[2].Tombstoned})
+	require.Equal(t, *res, progress[2])
+	for _, p := range expiring {
+		r := get(t, s, p.Tenant, p.OperationKey)
+		require.Equal(t, oncekey.StatusExpired, r.Status)
+		require.Nil(t, r.Result)
+		require.Nil(t, r.Failure)
+	}
+	require.Equal(t, oncekey.StatusPending, get(t, s, live.Tenant, live.OperationKey).Status)
+
+	// Nothing left to do.
+	res, err = s.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 10})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.PurgeResult{}, *res)
+}
+
+func testPurgeDeletes(t *testing.T, s oncekey.Store) {
+	var gone []*oncekey.ClaimParams
+	for range 7 {
+		p := params(oncekey.Effectful)
+		p.Retention = 100 * time.Millisecond
+		p.Tombstone = 200 * time.Millisecond
+		complete(t, s, acquire(t, s, p), oncekey.StatusApplied, []byte("r"), nil)
+		gone = append(gone, p)
+	}
+	live := params(oncekey.Effectful)
+	complete(t, s, acquire(t, s, live), oncekey.StatusApplied, []byte("keep"), nil)
+
+	var total oncekey.PurgeResult
+	require.Eventually(t, func() bool {
+		res, err := s.Purge(context.Background(), &oncekey.PurgeParams{BatchSize: 3})
+		require.NoError(t, err)
+		require.LessOrEqual(t, res.Deleted, int64(7))
+		total.Deleted += res.Deleted
+		total.Tombstoned += res.Tombstoned
+		return total.Deleted == 7
+	}, waitFor, pollEvery)
+	require.LessOrEqual(t, total.Tombstoned, int64(7))
+	for _, p := range gone {
+		_, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		require.ErrorIs(t, err, oncekey.ErrNotFound)
+	}
+	require.Equal(t, "keep", string(get(t, s, live.Tenant, live.OperationKey).Result))
+}
+
+// ---- exact storage -------------------------------------------------------------------------
+
+func testResultBytes(t *testing.T, s oncekey.Store) {
+	every := make([]byte, 512)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	big := make([]byte, 1<<20)
+	_, _ = rand.Read(big)
+	for _, tc := range []struct {
+		name            string
+		result, failure []byte
+		st              oncekey.Status
+	}{
+		{"all byte values", every, nil, oncekey.StatusApplied},
+		{"empty result", []byte{}, nil, oncekey.StatusApplied},
+		{"nil result", nil, nil, oncekey.StatusApplied},
+		{"empty failure", nil, []byte{}, oncekey.StatusFailed},
+		{"failure bytes", nil, every, oncekey.StatusFailed},
+		{"1 MiB random", big, nil, oncekey.StatusApplied},
+		{"invalid UTF-8 and NUL", []byte{0, 0xff, 0xfe, '\\', '\'', 0}, nil, oncekey.StatusApplied},
+	} {
+		p := params(oncekey.Effectful)
+		done := complete(t, s, acquire(t, s, p), tc.st, tc.result, tc.failure)
+		requireBytes(t, tc.result, done.Result, tc.name+": Complete result")
+		requireBytes(t, tc.failure, done.Failure, tc.name+": Complete failure")
+		r := get(t, s, p.Tenant, p.OperationKey)
+		requireBytes(t, tc.result, r.Result, tc.name+": Get result")
+		requireBytes(t, tc.failure, r.Failure, tc.name+": Get failure")
+		res := claim(t, s, p)
+		requireBytes(t, tc.result, res.Record.Result, tc.name+": replayed result")
+	}
+	// The store keeps its own copy: a caller changing its slice afterwards changes nothing.
+	p := params(oncekey.Effectful)
+	buf := []byte("original")
+	complete(t, s, acquire(t, s, p), oncekey.StatusApplied, buf, nil)
+	copy(buf, "XXXXXXXX")
+	r := get(t, s, p.Tenant, p.OperationKey)
+	require.Equal(t, "original", string(r.Result))
+	r.Result[0] = 'Y'
+	require.Equal(t, "original", string(get(t, s, p.Tenant, p.OperationKey).Result))
+}
+
+func testTextFields(t *testing.T, s oncekey.Store) {
+	long := strings.Repeat("é'\"\\%_ü漢字🙂", 10*1024/19+1)
+	require.Greater(t, len(long), 10*1024)
+	odd := `O'Brien "quoted" \back\slash\\ \x00 $1 %s _% ; DROP TABLE x; -- Ünïcødé 漢字 🙂 ` + "\t\n\r"
+	for _, v := range []string{odd, long} {
+		p := params(oncekey.Effectful)
+		p.Tenant = "tenant " + v
+		p.OperationKey = newKey() + v
+		p.Tool, p.Version, p.WorkflowID, p.StepID = "tool "+v, "v "+v, "wf "+v, "step "+v
+		r := acquire(t, s, p)
+		got := get(t, s, p.Tenant, p.OperationKey)
+		requireSame(t, r, got)
+		require.Equal(t, p.Tenant, got.Tenant)
+		require.Equal(t, p.OperationKey, got.OperationKey)
+		require.Equal(t, p.Tool, got.Tool)
+		require.Equal(t, p.Version, got.Version)
+		require.Equal(t, p.WorkflowID, got.WorkflowID)
+		require.Equal(t, p.StepID, got.StepID)
+		_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+		require.NoError(t, err)
+		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey,
+			Status: oncekey.StatusApplied, EffectReference: "ref " + v, ResolvedBy: "by " + v, Note: "note " + v})
+		require.NoError(t, err)
+		got = get(t, s, p.Tenant, p.OperationKey)
+		requireSame(t, res, got)
+		require.Equal(t, "ref "+v, got.EffectReference)
+		require.Equal(t, "by "+v, got.ResolvedBy)
+		require.Equal(t, "note "+v, got.Note)
+		lr := listAll(t, s, oncekey.ListParams{Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID})
+		require.Equal(t, []string{p.Tenant + "/" + p.OperationKey}, keysOf(lr))
+	}
+}
+
+// ---- resolve -------------------------------------------------------------------------------
+
+func unknownRecord(t *testing.T, s oncekey.Store) (*oncekey.ClaimParams, *oncekey.Record) {
+	t.Helper()
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	m, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("lost response")})
+	require.NoError(t, err)
+	return p, m
+}
+
+func testResolveUnknown(t *testing.T, s oncekey.Store) {
+	ctx := ctxT(t)
+	// Applied, with a result and an effect reference: the next claim replays it.
+	p, m := unknownRecord(t, s)
+	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied,
+		Result: []byte(`{"ticket":"T-9"}`), EffectReference: "T-9", ResolvedBy: "alice@example.com", Note: "found it in the desk"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, r.Status)
+	require.Equal(t, m.Epoch, r.Epoch)
+	require.Equal(t, "alice@example.com", r.ResolvedBy)
+	require.Equal(t, "found it in the desk", r.Note)
+	require.Equal(t, "T-9", r.EffectReference)
+	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	require.Equal(t, `{"ticket":"T-9"}`, string(res.Record.Result))
+
+	// Released (not applied): the next claim acquires at a new epoch.
+	p, m = unknownRecord(t, s)
+	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusReleased,
+		ResolvedBy: "bob", Note: "downstream has no such ticket"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusReleased, r.Status)
+	require.Equal(t, "bob", r.ResolvedBy)
+	res = claim(t, s, p)
+	require.True(t, res.Acquired)
+	require.True(t, res.TookOver)
+	require.Equal(t, m.Epoch+1, res.Record.Epoch)
+
+	// Failed.
+	p, _ = unknownRecord(t, s)
+	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusFailed,
+		Failure: []byte("rejected downstream"), ResolvedBy: "carol", Note: "declined"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusFailed, r.Status)
+	require.Equal(t, "rejected downstream", string(r.Failure))
+	res = claim(t, s, p)
+	require.False(t, res.Acquired)
+	require.Equal(t, oncekey.StatusFailed, res.Record.Status)
+
+	// Resolved once: a second resolution is refused and changes nothing.
+	before := get(t, s, p.Tenant, p.OperationKey)
+	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied, ResolvedBy: "mallory"})
+	ce := requireConflict(t, err)
+	require.Equal(t, oncekey.StatusFailed, ce.Status)
+	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testResolveExpiredPending(t *testing.T, s oncekey.Store) {
+	for _, st := range []oncekey.Status{oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed} {
+		p := params(oncekey.Effectful)
+		p.Lease = shortLease
+		r := acquire(t, s, p)
+		waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: st,
+			Result: []byte("r"), ResolvedBy: "receipt lookup", Note: "by operation key"})
+		require.NoError(t, err, "resolve pending with an expired lease to %s", st)
+		require.Equal(t, st, res.Status)
+		require.True(t, res.LeaseUntil.IsZero())
+		require.Equal(t, "receipt lookup", res.ResolvedBy)
+		// The owner whose lease expired has lost the record.
+		_, err = s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+		requireLost(t, err)
+		c := claim(t, s, p)
+		require.Equal(t, st == oncekey.StatusReleased, c.Acquired)
+	}
+}
+
+func testResolveRefused(t *testing.T, s oncekey.Store) {
+	ctx := ctxT(t)
+	refuse := func(p *oncekey.ClaimParams, want oncekey.Status) {
+		t.Helper()
+		before := get(t, s, p.Tenant, p.OperationKey)
+		for _, st := range []oncekey.Status{oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed} {
+			_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: st, Result: []byte("z"), ResolvedBy: "x", Note: "y"})
+			ce := requireConflict(t, err)
+			require.Equal(t, want, ce.Status)
+			require.Equal(t, p.OperationKey, ce.OperationKey)
+		}
+		requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
+	}
+	live := params(oncekey.Effectful)
+	acquire(t, s, live)
+	refuse(live, oncekey.StatusPending)
+
+	applied := params(oncekey.Effectful)
+	complete(t, s, acquire(t, s, applied), oncekey.StatusApplied, []byte("a"), nil)
+	refuse(applied, oncekey.StatusApplied)
+
+	failed := params(oncekey.Effectful)
+	complete(t, s, acquire(t, s, failed), oncekey.StatusFailed, nil, []byte("f"))
+	refuse(failed, oncekey.StatusFailed)
+
+	released := params(oncekey.Effectful)
+	r := acquire(t, s, released)
+	_, err := s.Release(ctx, &oncekey.ReleaseParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch})
+	require.NoError(t, err)
+	refuse(released, oncekey.StatusReleased)
+
+	// Only applied, released and failed are decisions.
+	p, _ := unknownRecord(t, s)
+	for _, st := range []oncekey.Status{oncekey.StatusPending, oncekey.StatusUnknown, oncekey.StatusExpired, ""} {
+		_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: st})
+		requireInvalid(t, err, "Status")
+	}
+	require.Equal(t, oncekey.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status)
+}
+
+// ---- bad input and concurrency -------------------------------------------------------------
+
+func testInvalidParams(t *testing.T, s oncekey.Store) {
+	ctx := ctxT(t)
+	for field, mut := range map[string]func(p *oncekey.ClaimParams){
+		"Tenant":       func(p *oncekey.ClaimParams) { p.Tenant = " " },
+		"OperationKey": func(p *oncekey.ClaimParams) { p.OperationKey = "" },
+		"Fingerprint":  func(p *oncekey.ClaimParams) { p.Fingerprint = "" },
+		"Tool":         func(p *oncekey.ClaimParams) { p.Tool = "bad\x00tool" },
+		"WorkflowID":   func(p *oncekey.ClaimParams) { p.WorkflowID = "bad\xffutf8" },
+		"Effect":       func(p *oncekey.ClaimParams) { p.Effect = oncekey.ReadOnly },
+		"Lease":        func(p *oncekey.ClaimParams) { p.Lease = 0 },
+		"Retention":    func(p *oncekey.ClaimParams) { p.Retention = -time.Second },
+		"Tombstone":    func(p *oncekey.ClaimParams) { p.Tombstone = 0 },
+	} {
+		p := params(oncekey.Effectful)
+		mut(p)
+		_, err := s.Claim(ctx, p)
+		requireInvalid(t, err, field)
+		_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: p.OperationKey})
+		if p.OperationKey != "" {
+			require.ErrorIs(t, err, oncekey.ErrNotFound, "a refused claim stores nothing")
+		}
+	}
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	for _, st := range []oncekey.Status{oncekey.StatusPending, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired, ""} {
+		_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: st})
+		requireInvalid(t, err, "Status")
+	}
+	_, err := s.Renew(ctx, &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 0, Lease: time.Second})
+	requireInvalid(t, err, "Epoch")
+	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	requireInvalid(t, err, "Lease")
+	_, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: -1})
+	requireInvalid(t, err, "BatchSize")
+	_, err = s.Forget(ctx, &oncekey.ForgetParams{})
+	requireInvalid(t, err, "Tenant")
+	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
+}
+
+func testConcurrentClaim(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	var mu sync.Mutex
+	var acquired, observed int
+	var errs []error
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			q := *p
+			res, err := s.Claim(context.Background(), &q)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case res.Acquired:
+				acquired++
+			default:
+				observed++
+				if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
+					errs = append(errs, fmt.Errorf("unexpected record %+v", res.Record))
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, 1, acquired, "exactly one of 32 concurrent claims acquires")
+	require.Equal(t, 31, observed)
+}
+
+func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Idempotent)
+	p.Lease = shortLease
+	acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	p.Lease = longLease
+	var mu sync.Mutex
+	var winners []int64
+	var errs []error
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			q := *p
+			res, err := s.Claim(context.Background(), &q)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if res.Acquired {
+				winners = append(winners, res.Record.Epoch)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, []int64{2}, winners, "exactly one takeover, at epoch 2")
+}
+
+func testContextCanceled(t *testing.T, s oncekey.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := params(oncekey.Effectful)
+	_, err := s.Claim(ctx, p)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	_, err = s.Get(ctxT(t), &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
