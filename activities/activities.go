@@ -1,0 +1,357 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// Registered names of the activities. Every name starts with "oncekey." so it cannot collide
+// with a tool.
+const (
+	InspectName             = "oncekey.Inspect"
+	MarkUnknownName         = "oncekey.MarkUnknown"
+	LookupReceiptName       = "oncekey.LookupReceipt"
+	RecordResolutionName    = "oncekey.RecordResolution"
+	AwaitReconciliationName = "oncekey.AwaitReconciliation"
+)
+
+// ErrTypeInvalid is the application error type of a request these activities refuse for good
+// (a malformed resolution, a record in a status that cannot be resolved). Non-retryable.
+const ErrTypeInvalid = "oncekey.InvalidResolution"
+
+// Activities are oncekey's own activities. Build them with New and register them with Register.
+type Activities struct {
+	store    oncekey.Store
+	registry *oncekey.Registry
+	dc       converter.DataConverter
+}
+
+// New returns the activities over store. registry supplies the tools' Reconcile hooks (nil: no
+// hooks); dc encodes results given by people or receipt lookups and must be the data converter
+// the workers use (nil means converter.GetDefaultDataConverter()). It returns an error when store
+// is nil.
+func New(store oncekey.Store, registry *oncekey.Registry, dc converter.DataConverter) (*Activities, error) {
+	if store == nil {
+		return nil, errors.New("activities: Store is required")
+	}
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	return &Activities{store: store, registry: registry, dc: dc}, nil
+}
+
+// Registry is the part of a worker (or a plugin's registry) Register needs; worker.Worker has it.
+type Registry interface {
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers the activities on r under their "oncekey." names. Registering them twice
+// on one worker is harmless.
+func (a *Activities) Register(r Registry) {
+	r.RegisterActivityWithOptions(a.Inspect, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: InspectName})
+	r.RegisterActivityWithOptions(a.MarkUnknown, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: MarkUnknownName})
+	r.RegisterActivityWithOptions(a.LookupReceipt, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: LookupReceiptName})
+	r.RegisterActivityWithOptions(a.RecordResolution, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: RecordResolutionName})
+	r.RegisterActivityWithOptions(a.AwaitReconciliation, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: AwaitReconciliationName})
+}
+
+// RecordRef names one record.
+type RecordRef struct {
+	Tenant       string `json:"tenant"`
+	OperationKey string `json:"operation_key"`
+}
+
+// Inspection is what Inspect found.
+type Inspection struct {
+	// Found is false when no record exists: no claim was ever made for the key.
+	Found        bool           `json:"found"`
+	Status       oncekey.Status `json:"status,omitempty"`
+	Epoch        int64          `json:"epoch,omitempty"`
+	LeaseExpired bool           `json:"lease_expired,omitempty"`
+	// LeaseRemaining estimates how long a live lease still runs (store clock, measured on the
+	// worker against the record's update time). Zero when not pending or expired.
+	LeaseRemaining  time.Duration `json:"lease_remaining,omitempty"`
+	Result          []byte        `json:"result,omitempty"`
+	Failure         string        `json:"failure,omitempty"`
+	EffectReference string        `json:"effect_reference,omitempty"`
+	ResolvedBy      string        `json:"resolved_by,omitempty"`
+	Note            string        `json:"note,omitempty"`
+}
+
+func inspection(rec *oncekey.Record) Inspection {
+	in := Inspection{
+		Found:           true,
+		Status:          rec.Status,
+		Epoch:           rec.Epoch,
+		LeaseExpired:    rec.LeaseExpired,
+		Result:          rec.Result,
+		Failure:         string(rec.Failure),
+		EffectReference: rec.EffectReference,
+		ResolvedBy:      rec.ResolvedBy,
+		Note:            rec.Note,
+	}
+	if rec.Status == oncekey.StatusPending && !rec.LeaseExpired && !rec.LeaseUntil.IsZero() && !rec.UpdatedAt.IsZero() {
+		// Both times are on the store's clock; their difference is the lease granted at the last
+		// write. It over-estimates what remains, which only makes the caller wait longer.
+		in.LeaseRemaining = rec.LeaseUntil.Sub(rec.UpdatedAt)
+	}
+	return in
+}
+
+// Inspect reads the record for ref. A missing record is Found=false, not an error; store errors
+// are returned (retryable).
+func (a *Activities) Inspect(ctx context.Context, ref RecordRef) (Inspection, error) {
+	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return Inspection{}, nil
+	}
+	if err != nil {
+		return Inspection{}, fmt.Errorf("activities: inspect %s: %w", ref.OperationKey, err)
+	}
+	return inspection(rec), nil
+}
+
+// MarkUnknownInput names a pending record whose lease has run out, at the epoch it was seen.
+type MarkUnknownInput struct {
+	RecordRef
+	Epoch  int64  `json:"epoch"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// MarkUnknown marks a pending record whose owner is gone unknown, fenced by in.Epoch, and returns
+// the record as it then stands (if another write won, the record as that write left it).
+func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Inspection, error) {
+	failure, _ := json.Marshal(map[string]string{"reason": in.Reason})
+	rec, err := a.store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
+		Tenant: in.Tenant, OperationKey: in.OperationKey, Epoch: in.Epoch, Failure: failure,
+	})
+	if err == nil {
+		return inspection(rec), nil
+	}
+	if !errors.Is(err, oncekey.ErrLostClaim) {
+		var conflict *oncekey.StatusConflictError
+		if !errors.As(err, &conflict) {
+			return Inspection{}, fmt.Errorf("activities: mark unknown %s: %w", in.OperationKey, err)
+		}
+	}
+	return a.Inspect(ctx, in.RecordRef)
+}
+
+// ReceiptInput asks for the tool's automatic receipt lookup.
+type ReceiptInput struct {
+	Request oncekey.ReconcileRequest `json:"request"`
+}
+
+// ReceiptOutput is the receipt lookup's decision. Decided is false when the tool has no
+// Reconcile hook or the hook could not tell (ReceiptNotFound); a person decides then.
+type ReceiptOutput struct {
+	Decided bool             `json:"decided"`
+	Output  reconcile.Output `json:"output"`
+}
+
+// LookupReceipt runs the tool's Policy.Reconcile hook. A decisive receipt (applied, not applied,
+// failed) is recorded with Store.Resolve (resolved by "receipt:<tool>") and returned. A hook
+// error is returned retryable.
+func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (ReceiptOutput, error) {
+	req := in.Request
+	p, ok := a.registry.Policy(req.Tool)
+	if !ok || p.Reconcile == nil {
+		return ReceiptOutput{}, nil
+	}
+	rc, err := p.Reconcile(ctx, req)
+	if err != nil {
+		return ReceiptOutput{}, fmt.Errorf("activities: receipt lookup for %s (key %s): %w", req.Tool, req.OperationKey, err)
+	}
+	params := &oncekey.ResolveParams{
+		Tenant:          req.Tenant,
+		OperationKey:    req.OperationKey,
+		EffectReference: rc.EffectReference,
+		ResolvedBy:      "receipt:" + req.Tool,
+		Note:            rc.Note,
+	}
+	switch rc.Outcome {
+	case oncekey.ReceiptNotFound:
+		return ReceiptOutput{}, nil
+	case oncekey.ReceiptApplied:
+		params.Status = oncekey.StatusApplied
+		if rc.Result != nil {
+			ps, err := a.dc.ToPayloads(rc.Result)
+			if err != nil {
+				return ReceiptOutput{}, temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("activities: receipt result of %s does not encode: %v", req.Tool, err), ErrTypeInvalid, err)
+			}
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ps)
+			if err != nil {
+				return ReceiptOutput{}, err
+			}
+			params.Result = b
+		}
+	case oncekey.ReceiptNotApplied:
+		params.Status = oncekey.StatusReleased
+	case oncekey.ReceiptFailed:
+		params.Status = oncekey.StatusFailed
+		params.Failure, _ = json.Marshal(map[string]string{"message": rc.Note, "resolved_by": params.ResolvedBy})
+	default:
+		return ReceiptOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("activities: receipt lookup for %s returned unknown outcome %d", req.Tool, rc.Outcome), ErrTypeInvalid, nil)
+	}
+	rec, err := a.store.Resolve(ctx, params)
+	if err != nil {
+		out, ok, gerr := a.settled(ctx, RecordRef{Tenant: req.Tenant, OperationKey: req.OperationKey}, err)
+		if gerr != nil {
+			return ReceiptOutput{}, gerr
+		}
+		return ReceiptOutput{Decided: ok, Output: out}, nil
+	}
+	return ReceiptOutput{Decided: true, Output: OutputOf(rec)}, nil
+}
+
+// RecordInput carries a Resolution to record.
+type RecordInput struct {
+	RecordRef
+	Resolution reconcile.Resolution `json:"resolution"`
+}
+
+// RecordResolution writes a Resolution to the store (reconcile.Record) and returns the decision
+// as the reconciliation workflow's output. When the record was meanwhile settled another way
+// (applied, released or failed), that settlement is returned instead. A malformed resolution or
+// a record that cannot be resolved is a non-retryable error of type ErrTypeInvalid.
+func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reconcile.Output, error) {
+	rec, err := reconcile.Record(ctx, a.store, a.dc, in.Tenant, in.OperationKey, in.Resolution)
+	if err == nil {
+		return OutputOf(rec), nil
+	}
+	var inv *reconcile.InvalidResolutionError
+	if errors.As(err, &inv) {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalid, nil)
+	}
+	out, ok, gerr := a.settled(ctx, in.RecordRef, err)
+	if gerr != nil {
+		return reconcile.Output{}, gerr
+	}
+	if !ok {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalid, nil)
+	}
+	return out, nil
+}
+
+// settled handles a failed Store.Resolve: when the record is already applied, released or
+// failed it returns that settlement; other conflicts report ok=false; store trouble is returned
+// as an error (retryable).
+func (a *Activities) settled(ctx context.Context, ref RecordRef, resolveErr error) (reconcile.Output, bool, error) {
+	var conflict *oncekey.StatusConflictError
+	if !errors.As(resolveErr, &conflict) && !errors.Is(resolveErr, oncekey.ErrNotFound) {
+		return reconcile.Output{}, false, resolveErr
+	}
+	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return reconcile.Output{}, false, nil
+	}
+	if err != nil {
+		return reconcile.Output{}, false, err
+	}
+	switch rec.Status {
+	case oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed:
+		return OutputOf(rec), true, nil
+	}
+	return reconcile.Output{}, false, nil
+}
+
+// OutputOf maps a settled record (applied, released, failed) to the reconciliation output.
+func OutputOf(rec *oncekey.Record) reconcile.Output {
+	out := reconcile.Output{
+		EffectReference: rec.EffectReference,
+		Note:            rec.Note,
+		ResolvedBy:      rec.ResolvedBy,
+	}
+	switch rec.Status {
+	case oncekey.StatusApplied:
+		out.Outcome = reconcile.Applied
+		out.Result = rec.Result
+	case oncekey.StatusReleased:
+		out.Outcome = reconcile.NotApplied
+	default:
+		out.Outcome = reconcile.Failed
+		out.Failure = FailureText(rec.Failure)
+	}
+	return out
+}
+
+// FailureText returns the message of a stored failure (a JSON object with "message" or
+// "reason"), or the bytes as text.
+func FailureText(b []byte) string {
+	var doc struct {
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+	}
+	if json.Unmarshal(b, &doc) == nil {
+		if doc.Message != "" {
+			return doc.Message
+		}
+		if doc.Reason != "" {
+			return doc.Reason
+		}
+	}
+	return string(b)
+}
+
+// AwaitInput names a reconciliation workflow to wait for.
+type AwaitInput struct {
+	WorkflowID string `json:"workflow_id"`
+}
+
+// AwaitOutput is what AwaitReconciliation saw. Done is false when the activity's own time ran
+// out first: call it again.
+type AwaitOutput struct {
+	Done   bool             `json:"done"`
+	Output reconcile.Output `json:"output"`
+	// Err is the reconciliation workflow's failure (an escalation timeout, a termination).
+	Err string `json:"err,omitempty"`
+}
+
+// AwaitReconciliation waits, through the worker's client, for another workflow's
+// reconciliation workflow to finish and returns its output: the way a second workflow blocked on
+// the same key is released by the same resolution. It heartbeats while it waits and returns
+// Done=false shortly before its start-to-close deadline.
+func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
+	c := activity.GetClient(ctx)
+	info := activity.GetInfo(ctx)
+	budget := 5 * time.Minute
+	if !info.Deadline.IsZero() {
+		budget = time.Until(info.Deadline) - 5*time.Second
+	}
+	end := time.Now().Add(budget)
+	for time.Now().Before(end) {
+		wait := min(time.Until(end), 20*time.Second)
+		if info.HeartbeatTimeout > 0 {
+			wait = min(wait, info.HeartbeatTimeout/2)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		var out reconcile.Output
+		err := c.GetWorkflow(wctx, in.WorkflowID, "").Get(wctx, &out)
+		cancel()
+		if err == nil {
+			return AwaitOutput{Done: true, Output: out}, nil
+		}
+		if ctx.Err() != nil {
+			return AwaitOutput{}, ctx.Err()
+		}
+		if wctx.Err() == nil {
+			// The workflow finished without an output: it failed, timed out or was terminated.
+			return AwaitOutput{Done: true, Err: err.Error()}, nil
+		}
+		activity.RecordHeartbeat(ctx)
+	}
+	return AwaitOutput{}, nil
+}

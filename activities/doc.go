@@ -1,0 +1,5 @@
+// Package activities holds oncekey's own activities: the store reads and writes the
+// reconciliation workflow needs, the automatic receipt lookup (Policy.Reconcile), and the wait on
+// another workflow's reconciliation. It must not import the workflows, interceptor or worker
+// packages.
+package activities

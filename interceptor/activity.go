@@ -1,0 +1,583 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/activity"
+	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Metric names recorded through the activity's metrics handler, tagged with "tool" (and
+// "outcome" for the counter).
+const (
+	MetricCalls        = "oncekey_tool_calls"
+	MetricClaimLatency = "oncekey_claim_latency"
+)
+
+// storeWriteTimeout bounds each store write made after the body ran; those writes use a context
+// detached from the activity's, which may already be done.
+const storeWriteTimeout = 15 * time.Second
+
+type activityInbound struct {
+	tinterceptor.ActivityInboundInterceptorBase
+	root *root
+}
+
+// call is one interception of a claimed tool.
+type call struct {
+	root   *root
+	next   tinterceptor.ActivityInboundInterceptor
+	info   activity.Info
+	policy oncekey.Policy
+	tool   string
+	op     oncekey.Operation
+	key    string
+	fp     string
+	start  time.Time
+
+	claimLatency time.Duration
+	outcome      oncekey.Outcome
+}
+
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	tool := info.ActivityType.Name
+	p, ok := a.root.opts.Registry.Policy(tool)
+	if !ok || !p.Effect.Claimed() {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	c := &call{root: a.root, next: a.Next, info: info, policy: p, tool: tool, start: time.Now()}
+	res, err := c.run(ctx, in)
+	c.report(ctx, err)
+	return res, err
+}
+
+func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
+	if c.info.IsLocalActivity {
+		return nil, c.configError(fmt.Errorf("%s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", c.tool, c.policy.Effect))
+	}
+	op, err := c.operation(ctx, in.Args)
+	if err != nil {
+		return nil, c.configError(err)
+	}
+	c.op = op
+	// Key and fingerprint come from the arguments before the body can mutate them.
+	if c.key, err = oncekey.Key(c.policy, op); err != nil {
+		return nil, c.configError(err)
+	}
+	if c.fp, err = oncekey.Fingerprint(c.policy, op); err != nil {
+		return nil, c.configError(err)
+	}
+	if c.policy.Authorize != nil {
+		if err := c.policy.Authorize(ctx, op); err != nil {
+			c.outcome = oncekey.OutcomeRejected
+			return nil, c.appError(fmt.Sprintf("oncekey: %s (key %s) is not authorized: %v", c.tool, c.key, err),
+				oncekey.ErrTypeUnauthorized, true, err, "not authorized", false)
+		}
+	}
+	if ctx.Err() != nil {
+		// The attempt is over (its deadline passed or it was cancelled) before any claim: claiming
+		// now could start an effect nobody waits for.
+		c.outcome = oncekey.OutcomeFailed
+		return nil, ctx.Err()
+	}
+	res, err := c.claim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Acquired {
+		out, err, acquired := c.existing(ctx, res)
+		if acquired == nil {
+			return out, err
+		}
+		res = acquired
+	}
+	return c.execute(ctx, in, res.Record.Epoch)
+}
+
+// operation builds the Operation from the activity info and headers.
+func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, error) {
+	dc := c.root.opts.DataConverter
+	var stepID, tenant string
+	if h := tinterceptor.Header(ctx); h != nil {
+		if p := h[oncekey.HeaderStepID]; p != nil {
+			if err := dc.FromPayload(p, &stepID); err != nil {
+				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderStepID, err)
+			}
+		}
+		if p := h[oncekey.HeaderTenant]; p != nil {
+			if err := dc.FromPayload(p, &tenant); err != nil {
+				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderTenant, err)
+			}
+		}
+	}
+	ns := c.info.WorkflowNamespace
+	if ns == "" {
+		ns = c.info.Namespace
+	}
+	if tenant == "" {
+		tenant = c.root.tenant(TenantInfo{
+			Namespace:    ns,
+			WorkflowID:   c.info.WorkflowExecution.ID,
+			WorkflowType: workflowTypeName(c.info.WorkflowType),
+			TaskQueue:    c.info.TaskQueue,
+		})
+	}
+	return oncekey.Operation{
+		Namespace:  ns,
+		Tenant:     tenant,
+		WorkflowID: c.info.WorkflowExecution.ID,
+		RunID:      c.info.WorkflowExecution.RunID,
+		ActivityID: c.info.ActivityID,
+		StepID:     stepID,
+		Tool:       c.tool,
+		Args:       args,
+	}, nil
+}
+
+func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
+	t := time.Now()
+	res, err := c.root.opts.Store.Claim(ctx, &oncekey.ClaimParams{
+		Tenant:       c.op.Tenant,
+		OperationKey: c.key,
+		Tool:         c.tool,
+		Version:      c.policy.Version,
+		Fingerprint:  c.fp,
+		WorkflowID:   c.op.WorkflowID,
+		StepID:       c.op.Step(),
+		Effect:       c.policy.Effect,
+		Lease:        c.policy.Lease,
+		Retention:    c.policy.Retention,
+		Tombstone:    c.policy.Tombstone,
+	})
+	c.claimLatency += time.Since(t)
+	if err != nil {
+		var inv *oncekey.InvalidParamsError
+		if errors.As(err, &inv) {
+			return nil, c.configError(err)
+		}
+		return nil, c.storeUnavailable("claim", err)
+	}
+	if res == nil || res.Record == nil {
+		return nil, c.storeUnavailable("claim", errors.New("the store returned no record"))
+	}
+	return res, nil
+}
+
+// existing handles a claim that found a record it could not acquire. It returns the answer, or
+// a claim result when a later claim acquired the record after all.
+func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (any, error, *oncekey.ClaimResult) {
+	deadline := time.Now().Add(c.policy.WaitInFlight)
+	backoff := 50 * time.Millisecond
+	for {
+		rec := res.Record
+		switch {
+		case res.Expired || rec.Status == oncekey.StatusExpired:
+			return nil, c.expired(rec), nil
+		case res.FingerprintMismatch:
+			c.outcome = oncekey.OutcomeRejected
+			e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: rec.Fingerprint, Got: c.fp}
+			return nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false), nil
+		}
+		switch rec.Status {
+		case oncekey.StatusApplied:
+			out, err := c.replay(rec)
+			return out, err, nil
+		case oncekey.StatusFailed:
+			return nil, c.replayFailure(rec), nil
+		case oncekey.StatusUnknown:
+			return nil, c.unknownExisting(rec), nil
+		}
+		// Pending (another attempt holds a live claim) or released: wait, then look again.
+		if !time.Now().Before(deadline) {
+			c.outcome = oncekey.OutcomeInFlight
+			retry := max(c.policy.WaitInFlight, time.Second)
+			e := &oncekey.InFlightError{OperationKey: c.key, Tool: c.tool, RetryAfter: retry}
+			return nil, temporal.NewApplicationErrorWithOptions(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
+				NextRetryDelay: retry,
+				Details:        []any{c.details("another attempt holds the claim", false)},
+			}), nil
+		}
+		wait := min(backoff, time.Until(deadline))
+		backoff = min(backoff*2, 2*time.Second)
+		select {
+		case <-ctx.Done():
+			c.outcome = oncekey.OutcomeInFlight
+			return nil, ctx.Err(), nil
+		case <-time.After(wait):
+		}
+		if c.info.HeartbeatTimeout > 0 {
+			activity.RecordHeartbeat(ctx)
+		}
+		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+		if err != nil {
+			return nil, c.storeUnavailable("get", err), nil
+		}
+		if rec.Status == oncekey.StatusReleased || (rec.Status == oncekey.StatusPending && rec.LeaseExpired) {
+			// Free, or its owner is gone: claim again (the store takes over or marks unknown).
+			res, err = c.claim(ctx)
+			if err != nil {
+				return nil, err, nil
+			}
+			if res.Acquired {
+				return nil, nil, res
+			}
+			continue
+		}
+		res = &oncekey.ClaimResult{Record: rec, FingerprintMismatch: rec.Fingerprint != c.fp}
+	}
+}
+
+func (c *call) replay(rec *oncekey.Record) (any, error) {
+	ps, err := payloadsOf(rec.Result)
+	if err != nil {
+		c.outcome = oncekey.OutcomeUnknown
+		return nil, c.appError(fmt.Sprintf("oncekey: stored result of %s (key %s) does not decode: %v", c.tool, c.key, err),
+			oncekey.ErrTypeIndeterminate, true, nil, "stored result unreadable", false)
+	}
+	c.outcome = oncekey.OutcomeReplayed
+	if ps == nil {
+		return nil, nil
+	}
+	return ps, nil
+}
+
+func (c *call) replayFailure(rec *oncekey.Record) error {
+	c.outcome = oncekey.OutcomeFailed
+	msg := failureMessage(rec.Failure)
+	return c.appError(fmt.Sprintf("oncekey: %s (key %s) failed before; replaying the remembered failure without running it: %s", c.tool, c.key, msg),
+		oncekey.ErrTypeFailed, true, nil, "remembered failure", true)
+}
+
+func (c *call) unknownExisting(rec *oncekey.Record) error {
+	c.outcome = oncekey.OutcomeUnknown
+	cause := errors.New(failureMessage(rec.Failure))
+	e := &oncekey.IndeterminateOutcomeError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Cause: cause}
+	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, nil, "the outcome of an earlier attempt is unknown", true)
+}
+
+func (c *call) expired(rec *oncekey.Record) error {
+	c.outcome = oncekey.OutcomeExpired
+	e := &oncekey.ExpiredOperationError{OperationKey: c.key, Tool: c.tool, ExpiredAt: rec.ExpiresAt}
+	return c.appError(e.Error(), oncekey.ErrTypeExpired, true, nil, "expired", false)
+}
+
+// execute runs the body under an acquired claim at epoch and records its outcome.
+func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInput, epoch int64) (any, error) {
+	bodyCtx, cancelBody := context.WithCancelCause(oncekey.ContextWithOperationKey(ctx, c.key))
+	defer cancelBody(nil)
+	lease := c.renewInBackground(ctx, epoch, cancelBody)
+	result, bodyErr, panicked := c.body(bodyCtx, in)
+	lost := lease.stop()
+
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	defer cancel()
+	effectful := c.policy.Effect == oncekey.Effectful
+
+	if lost != nil {
+		// Another epoch owns the record now (a takeover or a resolution): this attempt may write
+		// nothing, and what it did is for the record's owner or reconciliation to settle.
+		if effectful {
+			return nil, c.indeterminate(lost, "claim lost while the body ran")
+		}
+		c.outcome = oncekey.OutcomeFailed
+		return nil, c.appError(fmt.Sprintf("oncekey: %s (key %s) lost its claim while running: %v", c.tool, c.key, lost),
+			oncekey.ErrTypeInFlight, false, lost, "claim lost", false)
+	}
+	if panicked != nil {
+		perr := fmt.Errorf("%s panicked: %v", c.tool, panicked)
+		if effectful {
+			return nil, c.markUnknown(wctx, epoch, perr, "panic")
+		}
+		c.release(wctx, epoch)
+		c.outcome = oncekey.OutcomeFailed
+		return nil, perr
+	}
+	if bodyErr != nil {
+		return nil, c.bodyFailed(wctx, epoch, bodyErr)
+	}
+	if c.policy.Verify != nil {
+		if err := c.policy.Verify(ctx, c.op, result); err != nil {
+			return nil, c.markUnknown(wctx, epoch, err, "verify rejected the result")
+		}
+	}
+	ps, ok := result.(*commonpb.Payloads)
+	if !ok && result != nil {
+		var err error
+		if ps, err = c.root.opts.DataConverter.ToPayloads(result); err != nil {
+			err = fmt.Errorf("oncekey: encode result of %s: %w", c.tool, err)
+			if effectful {
+				return nil, c.markUnknown(wctx, epoch, err, "result does not encode")
+			}
+			c.release(wctx, epoch)
+			c.outcome = oncekey.OutcomeFailed
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, err, c.details("result does not encode", false))
+		}
+	}
+	var stored []byte
+	if ps != nil {
+		var err error
+		if stored, err = (proto.MarshalOptions{Deterministic: true}).Marshal(ps); err != nil {
+			if effectful {
+				return nil, c.markUnknown(wctx, epoch, err, "result does not marshal")
+			}
+			c.release(wctx, epoch)
+			return nil, err
+		}
+	}
+	if len(stored) > c.policy.MaxResultBytes {
+		e := &oncekey.ResultTooLargeError{OperationKey: c.key, Tool: c.tool, Size: len(stored), Limit: c.policy.MaxResultBytes}
+		if effectful {
+			// The effect happened; keep the claim as unknown with the reason rather than lose it.
+			c.markUnknownOnly(wctx, epoch, e.Error())
+			c.outcome = oncekey.OutcomeUnknown
+		} else {
+			c.release(wctx, epoch)
+			c.outcome = oncekey.OutcomeFailed
+		}
+		return nil, c.appError(e.Error(), oncekey.ErrTypeResultTooLarge, true, nil, "result too large", false)
+	}
+	_, err := c.root.opts.Store.Complete(wctx, &oncekey.CompleteParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusApplied, Result: stored,
+	})
+	if err != nil {
+		if effectful {
+			return nil, c.markUnknown(wctx, epoch, err, "the result could not be recorded")
+		}
+		c.outcome = oncekey.OutcomeFailed
+		return nil, c.storeUnavailable("complete", err)
+	}
+	c.outcome = oncekey.OutcomeApplied
+	return ps, nil
+}
+
+// body runs the next interceptor (eventually the tool) and recovers a panic.
+func (c *call) body(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (result any, err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+			activity.GetLogger(ctx).Error("oncekey: tool panicked", "tool", c.tool, "key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
+		}
+	}()
+	result, err = c.next.ExecuteActivity(ctx, in)
+	return result, err, nil
+}
+
+// bodyFailed records a body's error according to the effect class and the error's kind.
+func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error {
+	var appErr *temporal.ApplicationError
+	innerNonRetryable := errors.As(bodyErr, &appErr) && appErr.NonRetryable()
+	switch {
+	case oncekey.IsFailed(bodyErr):
+		doc := failureDoc{Message: bodyErr.Error(), NonRetryable: true}
+		if appErr != nil {
+			doc.Type = appErr.Type()
+		}
+		if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
+			Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+		}); err != nil {
+			// The tool asserted the effect did not land: giving the claim back is safe.
+			c.release(ctx, epoch)
+		}
+		c.outcome = oncekey.OutcomeFailed
+		return c.appError(bodyErr.Error(), oncekey.ErrTypeFailed, true, bodyErr, "definite failure", false)
+	case oncekey.IsNotApplied(bodyErr):
+		if c.policy.RememberFailures && innerNonRetryable {
+			doc := failureDoc{Message: bodyErr.Error(), Type: appErr.Type(), NonRetryable: true}
+			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
+				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+			}); err != nil {
+				c.release(ctx, epoch)
+			}
+		} else {
+			c.release(ctx, epoch)
+		}
+		c.outcome = oncekey.OutcomeFailed
+		return c.appError(bodyErr.Error(), oncekey.ErrTypeNotApplied, innerNonRetryable, bodyErr, "not applied", false)
+	case c.policy.Effect == oncekey.Effectful:
+		reason := "the tool returned an error"
+		if ctx.Err() != nil || errors.Is(bodyErr, context.DeadlineExceeded) || errors.Is(bodyErr, context.Canceled) {
+			reason = "the attempt timed out or was cancelled"
+		}
+		return c.markUnknown(ctx, epoch, bodyErr, reason)
+	default:
+		c.release(ctx, epoch)
+		c.outcome = oncekey.OutcomeFailed
+		return bodyErr
+	}
+}
+
+// release gives the claim back, retrying briefly: a release that never lands leaves the record
+// pending until its lease runs out.
+func (c *call) release(ctx context.Context, epoch int64) {
+	var err error
+	for i := range 3 {
+		_, err = c.root.opts.Store.Release(ctx, &oncekey.ReleaseParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch})
+		if err == nil || errors.Is(err, oncekey.ErrLostClaim) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(50<<i) * time.Millisecond)
+	}
+	if err != nil {
+		activity.GetLogger(ctx).Warn("oncekey: release failed; the claim stays pending until its lease ends",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+	}
+}
+
+// markUnknownOnly marks the record unknown; failures are logged (the record then stays pending
+// and becomes unknown on the next claim after its lease ends).
+func (c *call) markUnknownOnly(ctx context.Context, epoch int64, reason string) {
+	_, err := c.root.opts.Store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Failure: failureDoc{Message: reason, Reason: reason}.bytes(),
+	})
+	if err != nil {
+		activity.GetLogger(ctx).Warn("oncekey: mark unknown failed; the record becomes unknown when its lease ends",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+	}
+}
+
+// markUnknown marks the record unknown and returns the IndeterminateOutcome error.
+func (c *call) markUnknown(ctx context.Context, epoch int64, cause error, reason string) error {
+	c.markUnknownOnly(ctx, epoch, reason+": "+cause.Error())
+	return c.indeterminate(cause, reason)
+}
+
+func (c *call) indeterminate(cause error, reason string) error {
+	c.outcome = oncekey.OutcomeUnknown
+	e := &oncekey.IndeterminateOutcomeError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Cause: cause}
+	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, cause, reason, false)
+}
+
+func (c *call) storeUnavailable(op string, err error) error {
+	if c.outcome == "" {
+		c.outcome = oncekey.OutcomeFailed
+	}
+	e := &oncekey.StoreUnavailableError{Op: op, Err: err}
+	return c.appError(e.Error(), oncekey.ErrTypeStoreUnavailable, false, nil, "store unavailable", false)
+}
+
+func (c *call) configError(err error) error {
+	c.outcome = oncekey.OutcomeRejected
+	return c.appError(fmt.Sprintf("oncekey: %s: %v", c.tool, err), oncekey.ErrTypeConfig, true, nil, "configuration", false)
+}
+
+func (c *call) details(reason string, replay bool) Details {
+	return Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, Replay: replay, Reason: reason}
+}
+
+func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {
+	return temporal.NewApplicationErrorWithOptions(msg, typ, temporal.ApplicationErrorOptions{
+		NonRetryable: nonRetryable,
+		Cause:        cause,
+		Details:      []any{c.details(reason, replay)},
+	})
+}
+
+// report emits the metrics, the log line and the OnEvent event for the call.
+func (c *call) report(ctx context.Context, err error) {
+	if c.outcome == "" {
+		c.outcome = oncekey.OutcomeFailed
+		if err == nil {
+			c.outcome = oncekey.OutcomeApplied
+		}
+	}
+	mh := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": c.tool})
+	mh.WithTags(map[string]string{"outcome": string(c.outcome)}).Counter(MetricCalls).Inc(1)
+	if c.claimLatency > 0 {
+		mh.Timer(MetricClaimLatency).Record(c.claimLatency)
+	}
+	kv := []any{"tool", c.tool, "key_prefix", keyPrefix(c.key), "tenant", c.op.Tenant, "outcome", string(c.outcome)}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		kv = append(kv, "error_type", appErr.Type())
+	}
+	activity.GetLogger(ctx).Info("oncekey: tool call", kv...)
+	if f := c.root.opts.OnEvent; f != nil {
+		f(Event{
+			Tool: c.tool, KeyPrefix: keyPrefix(c.key), Tenant: c.op.Tenant, Effect: c.policy.Effect,
+			Outcome: c.outcome, Duration: time.Since(c.start), ClaimLatency: c.claimLatency, Err: err,
+		})
+	}
+}
+
+// leaseRenewer renews a claim's lease every Lease/3 while the body runs.
+type leaseRenewer struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	lost error
+}
+
+func (l *leaseRenewer) stop() error {
+	close(l.done)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody context.CancelCauseFunc) *leaseRenewer {
+	l := &leaseRenewer{done: make(chan struct{})}
+	every := c.policy.Lease / 3
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		lastOK := time.Now()
+		for {
+			select {
+			case <-l.done:
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+			_, err := c.root.opts.Store.Renew(rctx, &oncekey.RenewParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Lease: c.policy.Lease})
+			cancel()
+			switch {
+			case err == nil:
+				lastOK = time.Now()
+				continue
+			case errors.Is(err, oncekey.ErrLostClaim):
+			case time.Since(lastOK) < c.policy.Lease:
+				activity.GetLogger(ctx).Warn("oncekey: lease renewal failed; retrying", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+				continue
+			default:
+				err = fmt.Errorf("lease not renewed for %s: %w", c.policy.Lease, err)
+			}
+			l.mu.Lock()
+			l.lost = err
+			l.mu.Unlock()
+			cancelBody(fmt.Errorf("oncekey: %s lost its claim: %w", c.tool, err))
+			return
+		}
+	}()
+	return l
+}
+
+func failureMessage(b []byte) string {
+	var d failureDoc
+	if len(b) > 0 && json.Unmarshal(b, &d) == nil {
+		if d.Message != "" {
+			return d.Message
+		}
+		if d.Reason != "" {
+			return d.Reason
+		}
+	}
+	if len(b) == 0 {
+		return "no reason recorded"
+	}
+	return string(b)
+}

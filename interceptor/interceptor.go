@@ -1,0 +1,125 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	commonpb "go.temporal.io/api/common/v1"
+	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Details is the detail payload of the application errors oncekey returns
+// (temporal.ApplicationError.Details): which operation, and what its outcome label is.
+type Details struct {
+	Tenant       string          `json:"tenant,omitempty"`
+	OperationKey string          `json:"operation_key,omitempty"`
+	Tool         string          `json:"tool"`
+	Outcome      oncekey.Outcome `json:"outcome"`
+	// Replay is true when the error is a stored failure given again without running the tool.
+	Replay bool `json:"replay,omitempty"`
+	// Reason says what made the outcome what it is (a timeout, a panic, a lost claim).
+	Reason string `json:"reason,omitempty"`
+}
+
+// ErrorDetails returns the Details of an oncekey application error in err's chain, and false
+// when err carries none.
+func ErrorDetails(err error) (Details, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || !appErr.HasDetails() {
+		return Details{}, false
+	}
+	var d Details
+	if appErr.Details(&d) != nil || d.Tool == "" {
+		return Details{}, false
+	}
+	return d, true
+}
+
+// root holds the options; the per-activity and per-workflow wrappers point to it.
+type root struct {
+	tinterceptor.WorkerInterceptorBase
+	opts Options
+}
+
+var _ tinterceptor.WorkerInterceptor = (*root)(nil)
+
+// New returns the worker interceptor. Install it with worker.Options.Interceptors (or use the
+// worker package's plugin, which does it for you) on every worker that runs claimed tools or
+// workflows that call them. It returns a *ConfigError (errors.Is ErrConfig) naming the bad field.
+func New(opts Options) (tinterceptor.WorkerInterceptor, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &root{opts: opts.withDefaults()}, nil
+}
+
+// InterceptActivity wraps the activity inbound side: the claim protocol.
+func (r *root) InterceptActivity(ctx context.Context, next tinterceptor.ActivityInboundInterceptor) tinterceptor.ActivityInboundInterceptor {
+	return &activityInbound{ActivityInboundInterceptorBase: tinterceptor.ActivityInboundInterceptorBase{Next: next}, root: r}
+}
+
+// InterceptWorkflow wraps the workflow outbound side: headers, retries, reconciliation.
+func (r *root) InterceptWorkflow(ctx workflow.Context, next tinterceptor.WorkflowInboundInterceptor) tinterceptor.WorkflowInboundInterceptor {
+	return &workflowInbound{WorkflowInboundInterceptorBase: tinterceptor.WorkflowInboundInterceptorBase{Next: next}, root: r}
+}
+
+type workflowInbound struct {
+	tinterceptor.WorkflowInboundInterceptorBase
+	root *root
+}
+
+func (w *workflowInbound) Init(outbound tinterceptor.WorkflowOutboundInterceptor) error {
+	return w.Next.Init(&workflowOutbound{WorkflowOutboundInterceptorBase: tinterceptor.WorkflowOutboundInterceptorBase{Next: outbound}, root: w.root})
+}
+
+// failureDoc is the stored form of a definite failure (Record.Failure) and of the reason an
+// outcome became unknown.
+type failureDoc struct {
+	Message      string `json:"message"`
+	Type         string `json:"type,omitempty"`
+	NonRetryable bool   `json:"non_retryable,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+func (d failureDoc) bytes() []byte {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return []byte(fmt.Sprintf("%q", d.Message))
+	}
+	return b
+}
+
+func keyPrefix(key string) string {
+	if len(key) > 12 {
+		return key[:12]
+	}
+	return key
+}
+
+func payloadsOf(b []byte) (*commonpb.Payloads, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	ps := &commonpb.Payloads{}
+	if err := proto.Unmarshal(b, ps); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// tenant returns Options.Tenant(info), or the namespace.
+func (r *root) tenant(info TenantInfo) string {
+	if r.opts.Tenant != nil {
+		if t := r.opts.Tenant(info); t != "" {
+			return t
+		}
+	}
+	return info.Namespace
+}

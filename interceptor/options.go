@@ -1,0 +1,114 @@
+package interceptor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/oncekey/oncekey"
+)
+
+// TenantInfo is what Options.Tenant sees of the workflow an operation belongs to.
+type TenantInfo struct {
+	Namespace    string
+	WorkflowID   string
+	WorkflowType string
+	TaskQueue    string
+}
+
+// Event describes one claimed tool call, for Options.OnEvent. It carries no arguments and no
+// results.
+type Event struct {
+	Tool string
+	// KeyPrefix is the first 12 characters of the operation key ("ok1_" and 8 hex digits); empty
+	// when no key could be derived.
+	KeyPrefix string
+	Tenant    string
+	Effect    oncekey.Effect
+	// Outcome is the outcome label: applied, replayed, in_flight, rejected, unknown, expired or
+	// failed.
+	Outcome oncekey.Outcome
+	// Duration is the time from the start of the interception to the answer, body included.
+	Duration time.Duration
+	// ClaimLatency is the duration of the Store.Claim round trip (zero if none was made).
+	ClaimLatency time.Duration
+	// Err is the error returned to Temporal, nil on success.
+	Err error
+}
+
+// Options configure the interceptor. Store and Registry are required; every other field has a
+// default. Fields are alphabetical.
+type Options struct {
+	// DataConverter encodes stored results, header values and resolved results. It must be the
+	// data converter of the client the workers use (codecs included), or stored results will not
+	// decode. worker.NewPlugin captures the client's automatically when the plugin is given to
+	// client.Options.Plugins. Defaults to converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+
+	// EscalationTimeout bounds how long a reconciliation workflow waits for a person; when it
+	// passes, the reconciliation fails with an error saying nobody resolved the operation and the
+	// waiting activity fails with an IndeterminateOutcome error. Defaults to 0: wait forever.
+	EscalationTimeout time.Duration
+
+	// OnEvent, if set, is called once per claimed tool call (never for pass-through calls) on the
+	// activity worker, after the outcome is known. It must not block.
+	OnEvent func(Event)
+
+	// ReconcileTaskQueue is the task queue of the reconciliation workflows the interceptor starts;
+	// a worker there must have oncekey's workflow and activities registered (worker.Register or
+	// worker.NewPlugin). Defaults to the task queue of the workflow that blocked.
+	ReconcileTaskQueue string
+
+	// Registry maps tools (activity type names) to policies. A tool without a policy passes
+	// through untouched. Required.
+	Registry *oncekey.Registry
+
+	// Store keeps the records. Required.
+	Store oncekey.Store
+
+	// Tenant, if set, names the tenant of a workflow that did not set one with oncekey.WithTenant.
+	// It must be deterministic (it runs in workflow code). Defaults to the namespace.
+	Tenant func(TenantInfo) string
+}
+
+// ConfigError: Options are invalid. Field names the bad field.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("interceptor: Options.%s: %s", e.Field, e.Reason)
+}
+
+// ErrConfig is matched by every *ConfigError (errors.Is).
+var ErrConfig = errors.New("interceptor: invalid options")
+
+// Is makes errors.Is(err, ErrConfig) hold for a *ConfigError.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// Validate returns a *ConfigError naming the first bad field, or nil.
+func (o Options) Validate() error { return o.validate() }
+
+func (o *Options) validate() error {
+	if o.Store == nil {
+		return &ConfigError{Field: "Store", Reason: "is required"}
+	}
+	if o.Registry == nil {
+		return &ConfigError{Field: "Registry", Reason: "is required (oncekey.NewRegistry())"}
+	}
+	if o.EscalationTimeout < 0 {
+		return &ConfigError{Field: "EscalationTimeout", Reason: fmt.Sprintf("%s is negative", o.EscalationTimeout)}
+	}
+	return nil
+}
+
+// withDefaults returns o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.DataConverter == nil {
+		o.DataConverter = converter.GetDefaultDataConverter()
+	}
+	return o
+}

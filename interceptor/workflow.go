@@ -1,0 +1,405 @@
+package interceptor
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// Defaults of the retry loop the workflow side runs for Effectful tools, matching Temporal's.
+const (
+	defaultInitialInterval    = time.Second
+	defaultBackoffCoefficient = 2.0
+	defaultMaxIntervalFactor  = 100
+)
+
+type workflowOutbound struct {
+	tinterceptor.WorkflowOutboundInterceptorBase
+	root *root
+}
+
+func workflowTypeName(t *workflow.Type) string {
+	if t == nil {
+		return ""
+	}
+	return t.Name
+}
+
+// workflowTenant returns the tenant of activities scheduled from ctx.
+func (w *workflowOutbound) workflowTenant(ctx workflow.Context) string {
+	if t, ok := oncekey.Tenant(ctx); ok {
+		return t
+	}
+	info := workflow.GetInfo(ctx)
+	return w.root.tenant(TenantInfo{
+		Namespace:    info.Namespace,
+		WorkflowID:   info.WorkflowExecution.ID,
+		WorkflowType: info.WorkflowType.Name,
+		TaskQueue:    info.TaskQueueName,
+	})
+}
+
+func failedFuture(ctx workflow.Context, err error) workflow.Future {
+	f, s := workflow.NewFuture(ctx)
+	s.SetError(err)
+	return f
+}
+
+func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	name := activityType
+	if p, ok := w.root.opts.Registry.Policy(name); ok && p.Effect.Claimed() {
+		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("oncekey: %s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", name, p.Effect),
+			oncekey.ErrTypeConfig, nil, Details{Tool: name, Outcome: oncekey.OutcomeRejected, Reason: "local activity"}))
+	}
+	return w.Next.ExecuteLocalActivity(ctx, activityType, args...)
+}
+
+func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	p, ok := w.root.opts.Registry.Policy(activityType)
+	if !ok || !p.Effect.Claimed() {
+		return w.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	stepID, hasStep := oncekey.StepID(ctx)
+	if p.Effect == oncekey.Effectful && p.RequireStepID && !hasStep {
+		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("oncekey: %s requires an explicit step ID (Policy.RequireStepID): schedule it with ctx = oncekey.WithStepID(ctx, \"<stable step name>\")", activityType),
+			oncekey.ErrTypeConfig, nil, Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "missing step ID"}))
+	}
+	tenant := w.workflowTenant(ctx)
+	if h := tinterceptor.WorkflowHeader(ctx); h != nil {
+		dc := w.root.opts.DataConverter
+		if hasStep {
+			if pl, err := dc.ToPayload(stepID); err == nil {
+				h[oncekey.HeaderStepID] = pl
+			} else {
+				return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode step ID header: "+err.Error(), oncekey.ErrTypeConfig, err))
+			}
+		}
+		if pl, err := dc.ToPayload(tenant); err == nil {
+			h[oncekey.HeaderTenant] = pl
+		} else {
+			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode tenant header: "+err.Error(), oncekey.ErrTypeConfig, err))
+		}
+	}
+	if p.Effect != oncekey.Effectful {
+		return w.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	l := &effectfulLoop{
+		w: w, tool: activityType, policy: p, args: args, tenant: tenant, stepID: stepID,
+		opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
+	}
+	// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
+	first := w.Next.ExecuteActivity(l.attemptContext(ctx), activityType, args...)
+	f, s := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) { l.run(gctx, first, s) })
+	return f
+}
+
+// effectfulLoop runs an Effectful tool's retries in workflow code, with the user's RetryPolicy,
+// and hands unknown outcomes to reconciliation.
+type effectfulLoop struct {
+	w      *workflowOutbound
+	tool   string
+	policy oncekey.Policy
+	args   []any
+	tenant string
+	stepID string
+	opts   workflow.ActivityOptions
+	start  time.Time
+}
+
+// attemptContext returns ctx with the user's activity options, except that Temporal makes one
+// attempt only, within what is left of the schedule-to-close budget.
+func (l *effectfulLoop) attemptContext(ctx workflow.Context) workflow.Context {
+	ao := l.opts
+	rp := &temporal.RetryPolicy{}
+	if ao.RetryPolicy != nil {
+		*rp = *ao.RetryPolicy
+	}
+	rp.MaximumAttempts = 1
+	ao.RetryPolicy = rp
+	if ao.ScheduleToCloseTimeout > 0 {
+		ao.ScheduleToCloseTimeout = max(l.start.Add(l.opts.ScheduleToCloseTimeout).Sub(workflow.Now(ctx)), time.Millisecond)
+	}
+	return workflow.WithActivityOptions(ctx, ao)
+}
+
+func (l *effectfulLoop) retryPolicy() temporal.RetryPolicy {
+	rp := temporal.RetryPolicy{}
+	if l.opts.RetryPolicy != nil {
+		rp = *l.opts.RetryPolicy
+	}
+	if rp.InitialInterval <= 0 {
+		rp.InitialInterval = defaultInitialInterval
+	}
+	if rp.BackoffCoefficient < 1 {
+		rp.BackoffCoefficient = defaultBackoffCoefficient
+	}
+	if rp.MaximumInterval <= 0 {
+		rp.MaximumInterval = defaultMaxIntervalFactor * rp.InitialInterval
+	}
+	return rp
+}
+
+// backoff returns the delay before attempt n+1 after n attempts.
+func backoff(rp temporal.RetryPolicy, n int) time.Duration {
+	d := float64(rp.InitialInterval) * math.Pow(rp.BackoffCoefficient, float64(n-1))
+	if d > float64(rp.MaximumInterval) || math.IsInf(d, 0) || math.IsNaN(d) {
+		return rp.MaximumInterval
+	}
+	return time.Duration(d)
+}
+
+type failureClass int
+
+const (
+	classFail failureClass = iota
+	classRetry
+	classReconcile
+)
+
+// classify decides what an attempt's failure means, from the failure alone (history), so
+// replay takes the same path.
+func classify(err error) (failureClass, time.Duration) {
+	var toErr *temporal.TimeoutError
+	if errors.As(err, &toErr) {
+		switch toErr.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			return classRetry, 0 // never started: nothing ran
+		case enumspb.TIMEOUT_TYPE_START_TO_CLOSE, enumspb.TIMEOUT_TYPE_HEARTBEAT, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE:
+			return classReconcile, 0
+		}
+		return classFail, 0
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case oncekey.ErrTypeNotApplied:
+			if !appErr.NonRetryable() {
+				return classRetry, appErr.NextRetryDelay()
+			}
+		case oncekey.ErrTypeInFlight, oncekey.ErrTypeStoreUnavailable:
+			return classRetry, appErr.NextRetryDelay()
+		case oncekey.ErrTypeIndeterminate:
+			return classReconcile, 0
+		}
+	}
+	return classFail, 0
+}
+
+func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflow.Settable) {
+	rp := l.retryPolicy()
+	attempt := 1
+	logger := workflow.GetLogger(ctx)
+	for {
+		var raw converter.RawValue
+		err := fut.Get(ctx, &raw)
+		if err == nil {
+			l.settleRaw(s, raw)
+			return
+		}
+		class, delay := classify(err)
+		if class == classReconcile {
+			out, rerr := l.reconcile(ctx, err)
+			if rerr != nil {
+				s.SetError(rerr)
+				return
+			}
+			switch out.Outcome {
+			case reconcile.Applied:
+				ps, perr := payloadsOf(out.Result)
+				if perr != nil {
+					s.SetError(temporal.NewNonRetryableApplicationError("oncekey: resolved result of "+l.tool+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr))
+					return
+				}
+				if ps == nil {
+					s.SetValue(nil)
+				} else {
+					s.SetValue(ps)
+				}
+				return
+			case reconcile.NotApplied:
+				logger.Info("oncekey: reconciled as not applied; running the tool again", "tool", l.tool)
+				err = temporal.NewApplicationError("oncekey: "+l.tool+" was reconciled as not applied", oncekey.ErrTypeNotApplied)
+				delay = time.Nanosecond // run again at once, inside the attempt bounds
+			default:
+				msg := out.Failure
+				if msg == "" {
+					msg = "resolved as failed"
+				}
+				s.SetError(temporal.NewNonRetryableApplicationError(
+					fmt.Sprintf("oncekey: %s was reconciled as failed: %s", l.tool, msg), oncekey.ErrTypeFailed, nil,
+					Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
+				return
+			}
+		} else if class != classRetry {
+			s.SetError(err)
+			return
+		}
+		if l.nonRetryableType(err) || (rp.MaximumAttempts > 0 && attempt >= int(rp.MaximumAttempts)) {
+			s.SetError(err)
+			return
+		}
+		if delay <= 0 {
+			delay = backoff(rp, attempt)
+		}
+		if l.opts.ScheduleToCloseTimeout > 0 && !workflow.Now(ctx).Add(delay).Before(l.start.Add(l.opts.ScheduleToCloseTimeout)) {
+			s.SetError(err)
+			return
+		}
+		if delay > time.Nanosecond {
+			if serr := workflow.Sleep(ctx, delay); serr != nil {
+				s.SetError(serr)
+				return
+			}
+		}
+		attempt++
+		fut = l.w.Next.ExecuteActivity(l.attemptContext(ctx), l.tool, l.args...)
+	}
+}
+
+func (l *effectfulLoop) nonRetryableType(err error) bool {
+	if l.opts.RetryPolicy == nil {
+		return false
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return false
+	}
+	for _, t := range l.opts.RetryPolicy.NonRetryableErrorTypes {
+		if t == appErr.Type() {
+			return true
+		}
+	}
+	return false
+}
+
+// settleRaw settles s with the attempt's result payloads, re-encoded through the data converter
+// so a codec applies again; Get on the returned future decodes them into the caller's type.
+func (l *effectfulLoop) settleRaw(s workflow.Settable, raw converter.RawValue) {
+	if raw.Payload() == nil {
+		s.SetValue(nil)
+		return
+	}
+	ps, err := l.w.root.opts.DataConverter.ToPayloads(raw)
+	if err != nil {
+		s.SetError(err)
+		return
+	}
+	s.SetValue(ps)
+}
+
+// operationKey finds the key of the failed attempt: from the error's details, or derived like
+// the activity side derives it (a timeout carries no details).
+func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, error) {
+	if d, ok := ErrorDetails(err); ok && d.OperationKey != "" {
+		return d.OperationKey, nil
+	}
+	info := workflow.GetInfo(ctx)
+	op := oncekey.Operation{
+		Namespace:  info.Namespace,
+		Tenant:     l.tenant,
+		WorkflowID: info.WorkflowExecution.ID,
+		RunID:      info.WorkflowExecution.RunID,
+		StepID:     l.stepID,
+		Tool:       l.tool,
+		Args:       l.args,
+	}
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) {
+		op.ActivityID = actErr.ActivityID()
+	}
+	return oncekey.Key(l.policy, op)
+}
+
+// reconcile hands the operation to its reconciliation workflow and waits for the decision.
+func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.Output, error) {
+	logger := workflow.GetLogger(ctx)
+	key, err := l.operationKey(ctx, cause)
+	if err != nil {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.tool, err, cause),
+			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
+	}
+	info := workflow.GetInfo(ctx)
+	tq := l.w.root.opts.ReconcileTaskQueue
+	if tq == "" {
+		tq = info.TaskQueueName
+	}
+	in := reconcile.Input{
+		Tenant:            l.tenant,
+		OperationKey:      key,
+		Tool:              l.tool,
+		WorkflowID:        info.WorkflowExecution.ID,
+		StepID:            l.stepID,
+		Reason:            cause.Error(),
+		EscalationTimeout: l.w.root.opts.EscalationTimeout,
+	}
+	if in.StepID == "" {
+		var actErr *temporal.ActivityError
+		if errors.As(cause, &actErr) {
+			in.StepID = info.WorkflowExecution.RunID + "/" + actErr.ActivityID()
+		}
+	}
+	id := reconcile.WorkflowID(key)
+	logger.Info("oncekey: outcome unknown; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", id)
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:        id,
+		TaskQueue:         tq,
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+	})
+	child := workflow.ExecuteChildWorkflow(cctx, reconcile.WorkflowName, in)
+	var out reconcile.Output
+	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			return out, l.reconcileFailed(key, err)
+		}
+		// Another workflow blocked on the same key started the investigation: wait for its
+		// decision, which releases every workflow blocked on the key.
+		return l.await(ctx, tq, key, id)
+	}
+	if err := child.Get(ctx, &out); err != nil {
+		return out, l.reconcileFailed(key, err)
+	}
+	return out, nil
+}
+
+func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconcile.Output, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           tq,
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+	})
+	for {
+		var res activities.AwaitOutput
+		if err := workflow.ExecuteActivity(actx, activities.AwaitReconciliationName, activities.AwaitInput{WorkflowID: id}).Get(ctx, &res); err != nil {
+			return reconcile.Output{}, l.reconcileFailed(key, err)
+		}
+		if !res.Done {
+			continue
+		}
+		if res.Err != "" {
+			return reconcile.Output{}, l.reconcileFailed(key, errors.New(res.Err))
+		}
+		return res.Output, nil
+	}
+}
+
+func (l *effectfulLoop) reconcileFailed(key string, err error) error {
+	e := &oncekey.IndeterminateOutcomeError{Tenant: l.tenant, OperationKey: key, Tool: l.tool, Cause: fmt.Errorf("reconciliation did not decide: %w", err)}
+	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeIndeterminate, err,
+		Details{Tenant: l.tenant, OperationKey: key, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
+}

@@ -1,0 +1,239 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Names of the reconciliation workflow's signal, query and registered type.
+const (
+	// SignalName is the signal that carries a Resolution to the reconciliation workflow.
+	SignalName = "oncekey.resolve"
+	// QueryName is the query that returns the reconciliation workflow's StatusReport.
+	QueryName = "oncekey.status"
+	// WorkflowName is the registered name of the reconciliation workflow.
+	WorkflowName = "oncekey.Reconcile"
+	// WorkflowIDPrefix starts every reconciliation workflow ID.
+	WorkflowIDPrefix = "oncekey-reconcile-"
+)
+
+// WorkflowID returns the ID of the reconciliation workflow for an operation key:
+// "oncekey-reconcile-" + key. The key already digests the tenant, so one key has one
+// investigation however many workflows are blocked on it.
+func WorkflowID(key string) string { return WorkflowIDPrefix + key }
+
+// ResolutionOutcome is what an operator (or a receipt lookup) decided happened.
+type ResolutionOutcome string
+
+const (
+	// Applied: the effect landed. Resolution.Result, if given, is handed back as the activity's
+	// result.
+	Applied ResolutionOutcome = "applied"
+	// NotApplied: the effect did not land. The claim is released and the activity runs again.
+	NotApplied ResolutionOutcome = "not_applied"
+	// Failed: a definite failure; the effect did not and will not land. The activity fails,
+	// non-retryable.
+	Failed ResolutionOutcome = "failed"
+)
+
+// Valid reports whether o is Applied, NotApplied or Failed.
+func (o ResolutionOutcome) Valid() bool {
+	return o == Applied || o == NotApplied || o == Failed
+}
+
+// Status returns the record status the outcome is written as: applied, released or failed.
+func (o ResolutionOutcome) Status() oncekey.Status {
+	switch o {
+	case Applied:
+		return oncekey.StatusApplied
+	case NotApplied:
+		return oncekey.StatusReleased
+	case Failed:
+		return oncekey.StatusFailed
+	}
+	return ""
+}
+
+// Resolution is a decision on an operation whose outcome is unknown. It is the payload of the
+// SignalName signal.
+type Resolution struct {
+	// Outcome is the decision. Required.
+	Outcome ResolutionOutcome `json:"outcome"`
+	// EffectReference identifies the effect downstream (a ticket number, a charge ID). Optional.
+	EffectReference string `json:"effect_reference,omitempty"`
+	// Result is the activity's result as JSON, for Applied only. It must decode into the
+	// activity's declared result type. Empty means the zero value.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Note says why (free text, stored with the record).
+	Note string `json:"note,omitempty"`
+	// ResolvedBy names who decided (a person, or "receipt:<tool>" for an automatic lookup).
+	ResolvedBy string `json:"resolved_by,omitempty"`
+	// Tenant, if set, must be the tenant of the operation; a mismatch makes the signal invalid.
+	// Resolve sets it.
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// InvalidResolutionError: a Resolution is malformed. Nothing was signalled or written.
+type InvalidResolutionError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidResolutionError) Error() string {
+	return fmt.Sprintf("reconcile: invalid resolution: %s: %s", e.Field, e.Reason)
+}
+
+// Validate checks r: a known Outcome, a Result only with Applied and only as valid JSON.
+// It returns an *InvalidResolutionError naming the bad field.
+func (r Resolution) Validate() error {
+	if !r.Outcome.Valid() {
+		return &InvalidResolutionError{Field: "Outcome", Reason: fmt.Sprintf("%q is not %q, %q or %q", r.Outcome, Applied, NotApplied, Failed)}
+	}
+	if len(bytes.TrimSpace(r.Result)) > 0 {
+		if r.Outcome != Applied {
+			return &InvalidResolutionError{Field: "Result", Reason: fmt.Sprintf("a result is only allowed with %q", Applied)}
+		}
+		if !json.Valid(r.Result) {
+			return &InvalidResolutionError{Field: "Result", Reason: "is not valid JSON"}
+		}
+	}
+	return nil
+}
+
+// Input is the input of the reconciliation workflow. The interceptor fills it in when it hands
+// an operation over.
+type Input struct {
+	Tenant       string `json:"tenant"`
+	OperationKey string `json:"operation_key"`
+	Tool         string `json:"tool"`
+	WorkflowID   string `json:"workflow_id"`
+	StepID       string `json:"step_id"`
+	// Reason says why the outcome is unknown (the error or timeout that ended the attempt).
+	Reason string `json:"reason,omitempty"`
+	// EscalationTimeout bounds the wait for a Resolution; 0 waits forever. When it passes the
+	// workflow fails with an error saying nobody resolved the operation.
+	EscalationTimeout time.Duration `json:"escalation_timeout,omitempty"`
+}
+
+// Output is the result of the reconciliation workflow.
+type Output struct {
+	Outcome ResolutionOutcome `json:"outcome"`
+	// Result is the activity's result for Applied: a proto-marshalled commonpb.Payloads, exactly
+	// as stored with the record. Empty when the activity has no result.
+	Result          []byte `json:"result,omitempty"`
+	EffectReference string `json:"effect_reference,omitempty"`
+	Note            string `json:"note,omitempty"`
+	ResolvedBy      string `json:"resolved_by,omitempty"`
+	// Failure is the reason for Failed, as text.
+	Failure string `json:"failure,omitempty"`
+}
+
+// State is where a reconciliation workflow stands.
+type State string
+
+const (
+	StateInspecting      State = "inspecting"             // reading the record
+	StateWaitingForLease State = "waiting_for_lease"      // a live claim still runs; waiting for its lease
+	StateReceiptLookup   State = "receipt_lookup"         // running the tool's Reconcile hook
+	StateWaiting         State = "waiting_for_resolution" // waiting for the SignalName signal
+	StateResolved        State = "resolved"               // decided; the workflow is finishing
+)
+
+// StatusReport is the answer of the QueryName query.
+type StatusReport struct {
+	State        State  `json:"state"`
+	Tenant       string `json:"tenant"`
+	OperationKey string `json:"operation_key"`
+	Tool         string `json:"tool"`
+	WorkflowID   string `json:"workflow_id"`
+	StepID       string `json:"step_id"`
+	Reason       string `json:"reason,omitempty"`
+	// RecordStatus is the record's status at the last inspection.
+	RecordStatus oncekey.Status `json:"record_status,omitempty"`
+	// WaitingSince is when the workflow started waiting for a Resolution (zero before).
+	WaitingSince time.Time `json:"waiting_since,omitempty"`
+	// LastInvalidSignal is why the last signal was ignored, if one was.
+	LastInvalidSignal string `json:"last_invalid_signal,omitempty"`
+	// Outcome is the decision once State is resolved.
+	Outcome ResolutionOutcome `json:"outcome,omitempty"`
+}
+
+// ErrNoReconciliation: no reconciliation workflow is running for the key: it was never started,
+// or it already finished. Test with errors.Is.
+var ErrNoReconciliation = errors.New("reconcile: no running reconciliation workflow")
+
+// Resolve validates r and signals it to the reconciliation workflow of key. It returns an
+// *InvalidResolutionError for a malformed r (nothing is sent), and an error wrapping
+// ErrNoReconciliation when no reconciliation workflow is running for the key. The workflow
+// checks r.Tenant against the operation's tenant and ignores a mismatching signal (see Status).
+func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolution) error {
+	if strings.TrimSpace(key) == "" {
+		return &InvalidResolutionError{Field: "key", Reason: "must not be empty"}
+	}
+	if strings.TrimSpace(tenant) == "" {
+		return &InvalidResolutionError{Field: "tenant", Reason: "must not be empty"}
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	r.Tenant = tenant
+	if len(r.Result) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r.Result); err != nil {
+			return &InvalidResolutionError{Field: "Result", Reason: err.Error()}
+		}
+		r.Result = buf.Bytes()
+	}
+	id := WorkflowID(key)
+	if err := c.SignalWorkflow(ctx, id, "", SignalName, r); err != nil {
+		return noWorkflow("resolve", key, err)
+	}
+	return nil
+}
+
+// Status asks the reconciliation workflow of key where it stands. It returns an error wrapping
+// ErrNoReconciliation when no such workflow exists. A finished workflow still answers (with
+// State resolved) while its history is retained, if a worker polls its task queue.
+func Status(ctx context.Context, c client.Client, key string) (*StatusReport, error) {
+	v, err := c.QueryWorkflow(ctx, WorkflowID(key), "", QueryName)
+	if err != nil {
+		return nil, noWorkflow("status", key, err)
+	}
+	var rep StatusReport
+	if err := v.Get(&rep); err != nil {
+		return nil, fmt.Errorf("reconcile: status %s: decode: %w", key, err)
+	}
+	return &rep, nil
+}
+
+func noWorkflow(op, key string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("reconcile: %s %s: %w (workflow %s was never started or has finished; "+
+			"list open operations with reconcile.List): %v", op, key, ErrNoReconciliation, WorkflowID(key), err)
+	}
+	return fmt.Errorf("reconcile: %s %s: %w", op, key, err)
+}
+
+// List returns a page of records waiting for reconciliation: p's filters, with Status defaulting
+// to unknown. It is Store.List with that default; store errors are returned wrapped.
+func List(ctx context.Context, s oncekey.Store, p oncekey.ListParams) (*oncekey.ListResult, error) {
+	if p.Status == "" {
+		p.Status = oncekey.StatusUnknown
+	}
+	res, err := s.List(ctx, &p)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: list: %w", err)
+	}
+	return res, nil
+}

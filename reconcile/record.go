@@ -1,0 +1,90 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
+)
+
+// EncodeResult turns a JSON result given by a person into the stored form of an activity
+// result: a proto-marshalled commonpb.Payloads holding one "json/plain" payload, passed through
+// dc (so a codec applies, as for results the activity itself produced). A nil dc means
+// converter.GetDefaultDataConverter(). Empty jsonResult encodes to nil (no result).
+func EncodeResult(dc converter.DataConverter, jsonResult json.RawMessage) ([]byte, error) {
+	if len(jsonResult) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(jsonResult) {
+		return nil, &InvalidResolutionError{Field: "Result", Reason: "is not valid JSON"}
+	}
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	p := &commonpb.Payload{
+		Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)},
+		Data:     append([]byte(nil), jsonResult...),
+	}
+	ps, err := dc.ToPayloads(converter.NewRawValue(p))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: encode result: %w", err)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(ps)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: encode result: %w", err)
+	}
+	return b, nil
+}
+
+// failureDoc is the stored form of a failure written by a resolution.
+type failureDoc struct {
+	Message    string `json:"message"`
+	ResolvedBy string `json:"resolved_by,omitempty"`
+}
+
+// Record writes r for (tenant, key) straight to the store with Store.Resolve: resolved_by, note,
+// effect reference and, for Applied, the result encoded by EncodeResult. The reconciliation
+// workflow records its decisions with it; an operator may use it when no reconciliation workflow
+// is running. It returns *InvalidResolutionError for a malformed r, and the store's errors
+// (*oncekey.StatusConflictError when the record is not unknown, oncekey.ErrNotFound) wrapped.
+func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, tenant, key string, r Resolution) (*oncekey.Record, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	p := &oncekey.ResolveParams{
+		Tenant:          tenant,
+		OperationKey:    key,
+		Status:          r.Outcome.Status(),
+		EffectReference: r.EffectReference,
+		ResolvedBy:      r.ResolvedBy,
+		Note:            r.Note,
+	}
+	switch r.Outcome {
+	case Applied:
+		res, err := EncodeResult(dc, r.Result)
+		if err != nil {
+			return nil, err
+		}
+		p.Result = res
+	case Failed:
+		msg := r.Note
+		if msg == "" {
+			msg = "resolved as failed"
+		}
+		b, err := json.Marshal(failureDoc{Message: msg, ResolvedBy: r.ResolvedBy})
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: record %s: %w", key, err)
+		}
+		p.Failure = b
+	}
+	rec, err := s.Resolve(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: record %s: %w", key, err)
+	}
+	return rec, nil
+}

@@ -1,0 +1,136 @@
+package worker
+
+import (
+	"context"
+	"sync/atomic"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/workflows"
+)
+
+// PluginName is the name of the plugin NewPlugin returns.
+const PluginName = "oncekey"
+
+// NewPlugin returns a Temporal plugin that installs oncekey on every worker it configures: the
+// interceptor (New(opts)), the reconciliation workflow and oncekey's activities. It also installs
+// the interceptor on workflow replayers, so replay tests see what workers do.
+//
+// Give it to client.Options.Plugins: every worker made from that client gets it, and when
+// opts.DataConverter is nil the plugin uses the client's data converter (codecs included) for
+// stored results. Given to worker.Options.Plugins instead, it cannot see the client's data
+// converter: set opts.DataConverter if the client has a custom one.
+//
+// It returns a *interceptor.ConfigError for invalid options.
+func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
+	var lazy *lazyConverter
+	if opts.DataConverter == nil {
+		lazy = &lazyConverter{}
+		opts.DataConverter = lazy
+	}
+	ic, err := interceptor.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	acts, err := activities.New(opts.Store, opts.Registry, opts.DataConverter)
+	if err != nil {
+		return nil, err
+	}
+	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
+		Name:               PluginName,
+		WorkerInterceptors: []tinterceptor.WorkerInterceptor{ic},
+		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
+			if lazy != nil {
+				lazy.set(o.ClientOptions.DataConverter)
+			}
+			return nil
+		},
+		ConfigureWorkflowReplayer: func(_ context.Context, o sdkworker.PluginConfigureWorkflowReplayerOptions) error {
+			if lazy != nil && o.WorkflowReplayerOptions.DataConverter != nil {
+				lazy.set(o.WorkflowReplayerOptions.DataConverter)
+			}
+			return nil
+		},
+		RunContextBefore: func(_ context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
+			workflows.Register(o.Registry)
+			if !o.WorkflowReplayer {
+				acts.Register(o.Registry)
+			}
+			return nil
+		},
+	})
+}
+
+// Register registers oncekey's reconciliation workflow and activities on w (a worker.Worker).
+// It does not install the interceptor, which Temporal only accepts at worker construction: pass
+// interceptor.New(opts) in worker.Options.Interceptors (or use NewPlugin, which does both).
+// Every worker on a task queue that runs reconciliation workflows (Options.ReconcileTaskQueue,
+// by default the workflows' own) needs this registration. It returns a *interceptor.ConfigError
+// for invalid options.
+func Register(w sdkworker.Registry, opts interceptor.Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	acts, err := activities.New(opts.Store, opts.Registry, opts.DataConverter)
+	if err != nil {
+		return err
+	}
+	workflows.Register(w)
+	acts.Register(w)
+	return nil
+}
+
+// Options returns base with the interceptor appended to its Interceptors, for
+// worker.New(c, taskQueue, opts) when not using the plugin. Call Register on the new worker too.
+func Options(opts interceptor.Options, base sdkworker.Options) (sdkworker.Options, error) {
+	ic, err := interceptor.New(opts)
+	if err != nil {
+		return base, err
+	}
+	base.Interceptors = append(append([]tinterceptor.WorkerInterceptor(nil), base.Interceptors...), ic)
+	return base, nil
+}
+
+// lazyConverter is a data converter whose target is set when the plugin learns the client's; until
+// then (and when set to nil) it is converter.GetDefaultDataConverter().
+type lazyConverter struct {
+	dc atomic.Pointer[converter.DataConverter]
+}
+
+func (l *lazyConverter) set(dc converter.DataConverter) {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	l.dc.Store(&dc)
+}
+
+func (l *lazyConverter) get() converter.DataConverter {
+	if p := l.dc.Load(); p != nil {
+		return *p
+	}
+	return converter.GetDefaultDataConverter()
+}
+
+func (l *lazyConverter) ToPayload(value any) (*commonpb.Payload, error) {
+	return l.get().ToPayload(value)
+}
+func (l *lazyConverter) FromPayload(p *commonpb.Payload, valuePtr any) error {
+	return l.get().FromPayload(p, valuePtr)
+}
+func (l *lazyConverter) ToPayloads(values ...any) (*commonpb.Payloads, error) {
+	return l.get().ToPayloads(values...)
+}
+func (l *lazyConverter) FromPayloads(ps *commonpb.Payloads, valuePtrs ...any) error {
+	return l.get().FromPayloads(ps, valuePtrs...)
+}
+func (l *lazyConverter) ToString(p *commonpb.Payload) string { return l.get().ToString(p) }
+func (l *lazyConverter) ToStrings(ps *commonpb.Payloads) []string {
+	return l.get().ToStrings(ps)
+}
