@@ -1,0 +1,204 @@
+package interceptor_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/workflows"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// suiteEnv is an SDK test environment with the interceptor installed through worker options,
+// the fake downstream's tools registered for real (no mocks) and memstore as the store.
+type suiteEnv struct {
+	env   *testsuite.TestWorkflowEnvironment
+	store *memstore.Store
+	ds    *downstream
+	reg   *oncekey.Registry
+}
+
+func setupSuite(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, mutate ...func(*interceptor.Options)) *suiteEnv {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(ds.CreateTicket, ticketPolicy))
+	require.NoError(t, reg.Set(ds.LookupCustomer, oncekey.Policy{Effect: oncekey.ReadOnly}))
+	store := memstore.New(nil)
+	opts := interceptor.Options{Store: store, Registry: reg}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	ic, err := interceptor.New(opts)
+	require.NoError(t, err)
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []tinterceptor.WorkerInterceptor{ic}})
+	env.RegisterWorkflow(AgentWorkflow)
+	env.RegisterActivity(ds.CreateTicket)
+	env.RegisterActivity(ds.LookupCustomer)
+	env.RegisterActivity(ds.Untracked)
+	acts, err := activities.New(store, reg, nil)
+	require.NoError(t, err)
+	acts.Register(env)
+	workflows.Register(env)
+	return &suiteEnv{env: env, store: store, ds: ds, reg: reg}
+}
+
+func (s *suiteEnv) run(t *testing.T, in workflowInput) []callResult {
+	t.Helper()
+	s.env.ExecuteWorkflow(AgentWorkflow, in)
+	require.True(t, s.env.IsWorkflowCompleted())
+	require.NoError(t, s.env.GetWorkflowError())
+	var out []callResult
+	require.NoError(t, s.env.GetWorkflowResult(&out))
+	require.Len(t, out, len(in.Calls))
+	return out
+}
+
+func (s *suiteEnv) records(t *testing.T) []*oncekey.Record {
+	t.Helper()
+	res, err := s.store.List(context.Background(), &oncekey.ListParams{})
+	require.NoError(t, err)
+	return res.Records
+}
+
+var req1 = TicketRequest{Customer: "acme", Subject: "printer on fire", RequestID: "r-1"}
+
+func TestSuiteReadOnlyAndUnpolicedPassThrough(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{Tool: "LookupCustomer", Req: req1}, {Tool: "LookupCustomer", Req: req1}, {Tool: "Untracked", Req: req1},
+	}})
+	require.Equal(t, "customer:acme", out[0].Text)
+	require.Equal(t, "customer:acme", out[1].Text)
+	require.Equal(t, "untracked:acme", out[2].Text)
+	_, bodies := ds.counts()
+	require.Equal(t, 3, bodies, "read-only and unpoliced tools run every time")
+	require.Empty(t, s.records(t), "nothing is claimed for them")
+}
+
+func TestSuiteEffectfulReplaySameStep(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Empty(t, out[0].Err)
+	require.Empty(t, out[1].Err)
+	require.Equal(t, "T-1", out[0].Ticket.ID)
+	require.Equal(t, out[0].Ticket, out[1].Ticket, "the repeat gets the first result")
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies, "the repeat never entered the body")
+	recs := s.records(t)
+	require.Len(t, recs, 1)
+	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+	require.Equal(t, []string{recs[0].OperationKey}, ds.keys, "the body saw its operation key")
+}
+
+func TestSuiteFingerprintMismatchRejected(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	other := req1
+	other.Subject = "something else"
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: other},
+	}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, out[1].Type, out[1].Err)
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	recs := s.records(t)
+	require.Len(t, recs, 1)
+	require.Equal(t, oncekey.StatusApplied, recs[0].Status, "the record is untouched")
+}
+
+func TestSuiteExcludedFieldDoesNotChangeFingerprint(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"request_id"}})
+	other := req1
+	other.RequestID = "r-2"
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: other},
+	}})
+	require.Empty(t, out[1].Err)
+	require.Equal(t, out[0].Ticket, out[1].Ticket)
+	effects, _ := ds.counts()
+	require.Equal(t, 1, effects)
+}
+
+func TestSuiteIdempotentRetriedAfterPlainError(t *testing.T) {
+	ds := newDownstream(faultErrorBeforeCommit, faultErrorBeforeCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Idempotent})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, "T-1", out[0].Ticket.ID)
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 3, bodies, "Temporal retried the body after each plain error")
+	recs := s.records(t)
+	require.Len(t, recs, 1)
+	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+}
+
+func TestSuiteNotAppliedRescheduledByWorkflow(t *testing.T) {
+	ds := newDownstream(faultNotApplied, faultNotApplied)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	var attempts []int32
+	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "CreateTicket" {
+			attempts = append(attempts, info.Attempt)
+		}
+	})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, "T-1", out[0].Ticket.ID)
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 3, bodies)
+	// Each run was a fresh activity with Temporal retries off: the workflow side re-scheduled it.
+	require.Equal(t, []int32{1, 1, 1}, attempts)
+}
+
+func TestSuiteNotAppliedStopsAtMaximumAttempts(t *testing.T) {
+	ds := newDownstream(faultNotApplied, faultNotApplied, faultNotApplied)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{MaxAttempts: 2, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeNotApplied, out[0].Type, out[0].Err)
+	effects, bodies := ds.counts()
+	require.Equal(t, 0, effects)
+	require.Equal(t, 2, bodies, "the user's MaximumAttempts bounds the workflow-side loop")
+}
+
+func TestSuiteRequireStepID(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, RequireStepID: true})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Equal(t, oncekey.ErrTypeConfig, out[0].Type)
+	require.Contains(t, out[0].Err, "WithStepID")
+	require.Contains(t, out[0].Err, "CreateTicket")
+	require.Empty(t, out[1].Err)
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies, "the call without a step ID never reached the worker")
+}
