@@ -1,0 +1,557 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxResultBytes   = 16 << 20
+	DefaultStatementTimeout = 10 * time.Second
+)
+
+// Options configure a Store. A nil *Options or a zero field means the default.
+type Options struct {
+	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
+	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
+	// The interceptor enforces the tighter Policy.MaxResultBytes (1 MiB by default) first; this
+	// is the store's own guard. Defaults to 16 MiB.
+	MaxResultBytes int
+
+	// Schema is the Postgres schema holding the table oncekey_operations; it must have been
+	// migrated with MigrateSchema(ctx, pool, Schema). Defaults to "", which means unqualified
+	// names resolved through the connection's search_path (Migrate uses the same).
+	Schema string
+
+	// StatementTimeout bounds each store call (one statement, or two on an error path). When it
+	// passes, pgx cancels the statement on the server and the call fails with an error wrapping
+	// *oncekey.StoreUnavailableError and context.DeadlineExceeded. A server-side limit can be
+	// added with the connection parameter statement_timeout. Defaults to 10s; negative means no
+	// limit beyond the caller's context.
+	StatementTimeout time.Duration
+}
+
+// Store is the Postgres oncekey.Store. It is safe for concurrent use and holds no connection
+// of its own: every call borrows one from the pool, so a Store outlives database restarts.
+type Store struct {
+	pool     *pgxpool.Pool
+	maxBytes int
+	timeout  time.Duration
+	table    string
+
+	claimSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL string
+	tombstoneSQL, deleteSQL, forgetSQL                                          string
+}
+
+var _ oncekey.Store = (*Store)(nil)
+
+// New returns a Store on pool. opts may be nil. The pool's schema must be migrated (Migrate or
+// MigrateSchema) before the first call.
+func New(pool *pgxpool.Pool, opts *Options) *Store {
+	s := &Store{pool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations"}
+	if opts != nil {
+		if opts.MaxResultBytes > 0 {
+			s.maxBytes = opts.MaxResultBytes
+		}
+		if opts.StatementTimeout != 0 {
+			s.timeout = opts.StatementTimeout
+		}
+		if opts.Schema != "" {
+			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
+		}
+	}
+	s.claimSQL = ClaimSQL(s.table)
+	r := strings.NewReplacer("{t}", s.table, "{cols}", recordCols)
+	s.renewSQL = r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
+RETURNING {cols}`)
+	s.completeSQL = CompleteSQL(s.table)
+	s.releaseSQL = r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now()
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
+RETURNING {cols}`)
+	s.unknownSQL = r.Replace(`UPDATE {t} SET status = 'unknown', failure = $4, lease_until = NULL, updated_at = now()
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
+RETURNING {cols}`)
+	s.resolveSQL = r.Replace(`UPDATE {t} SET status = $3, result = $4, failure = $5, effect_ref = $6, resolved_by = $7,
+    note = $8, lease_until = NULL, updated_at = now()
+WHERE tenant = $1 AND operation_key = $2
+  AND expires_at > now() AND status <> 'expired'
+  AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
+RETURNING {cols}`)
+	s.getSQL = r.Replace(`SELECT {cols}, expires_at <= now() FROM {t} WHERE tenant = $1 AND operation_key = $2`)
+	// Each purge batch is one short statement: it picks at most $1 rows with SKIP LOCKED (rows
+	// a claim holds are left for the next run) and changes only those.
+	s.tombstoneSQL = r.Replace(`WITH picked AS (
+    SELECT tenant, operation_key FROM {t}
+    WHERE expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)
+UPDATE {t} AS o SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
+    lease_until = NULL, claim_token = NULL, updated_at = now()
+FROM picked WHERE o.tenant = picked.tenant AND o.operation_key = picked.operation_key`)
+	s.deleteSQL = r.Replace(`WITH picked AS (
+    SELECT tenant, operation_key FROM {t}
+    WHERE tombstone_until <= now()
+    ORDER BY tombstone_until
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)
+DELETE FROM {t} AS o USING picked WHERE o.tenant = picked.tenant AND o.operation_key = picked.operation_key`)
+	s.forgetSQL = r.Replace(`DELETE FROM {t} WHERE tenant = $1`)
+	return s
+}
+
+// recordCols are the columns every statement returns, in scanRecord's order. lease_expired is
+// judged on the database clock at the time of the statement.
+const recordCols = `tenant, operation_key, tool, version, fingerprint, workflow_id, step_id, effect, status, epoch,
+    lease_until, result, failure, effect_ref, created_at, updated_at, expires_at, tombstone_until,
+    resolved_by, note, (status = 'pending' AND lease_until <= now()) AS lease_expired`
+
+// ClaimSQL returns the claim statement for table (a sanitized, possibly schema-qualified name).
+// It is exported so that benchmarks can run the identical statement through pgbench.
+//
+// Parameters: $1 tenant, $2 operation key, $3 tool, $4 version, $5 fingerprint, $6 workflow ID,
+// $7 step ID, $8 effect (smallint), $9 lease, $10 retention, $11 tombstone (all three in
+// microseconds), $12 claim token (a random bigint). The statement inserts a pending record or,
+// on conflict, rewrites the existing row with a CASE per column: every column keeps its value
+// unless a transition applies, so a claim that finds a live, settled, mismatched or expired
+// record changes nothing. RETURNING reports the row after the statement plus whether this
+// claim's token is the one stored (acquired) and whether the row is past retention.
+func ClaimSQL(table string) string {
+	// The conditions are evaluated on the existing row (o) and the proposed row (EXCLUDED).
+	const (
+		free = `o.tombstone_until <= now()`
+		same = `(o.tombstone_until > now() AND o.expires_at > now() AND o.status <> 'expired' AND o.fingerprint = EXCLUDED.fingerprint)`
+		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect = 2))))`
+		unk  = `(` + same + ` AND o.status = 'pending' AND o.lease_until <= now() AND o.effect = 3)`
+	)
+	r := strings.NewReplacer("{t}", table, "{cols}", recordCols, "{free}", free, "{take}", take, "{unk}", unk)
+	return r.Replace(`INSERT INTO {t} AS o (tenant, operation_key, tool, version, fingerprint, workflow_id, step_id,
+    effect, status, epoch, lease_until, claim_token, created_at, updated_at, expires_at, tombstone_until)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
+    now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
+    now() + $10::bigint * interval '1 microsecond',
+    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond')
+ON CONFLICT (tenant, operation_key) DO UPDATE SET
+    tool            = CASE WHEN {free} THEN EXCLUDED.tool ELSE o.tool END,
+    version         = CASE WHEN {free} THEN EXCLUDED.version ELSE o.version END,
+    fingerprint     = CASE WHEN {free} THEN EXCLUDED.fingerprint ELSE o.fingerprint END,
+    workflow_id     = CASE WHEN {free} THEN EXCLUDED.workflow_id ELSE o.workflow_id END,
+    step_id         = CASE WHEN {free} THEN EXCLUDED.step_id ELSE o.step_id END,
+    created_at      = CASE WHEN {free} THEN EXCLUDED.created_at ELSE o.created_at END,
+    expires_at      = CASE WHEN {free} THEN EXCLUDED.expires_at ELSE o.expires_at END,
+    tombstone_until = CASE WHEN {free} THEN EXCLUDED.tombstone_until ELSE o.tombstone_until END,
+    effect          = CASE WHEN {take} THEN EXCLUDED.effect ELSE o.effect END,
+    status          = CASE WHEN {take} THEN 'pending' WHEN {unk} THEN 'unknown' ELSE o.status END,
+    epoch           = CASE WHEN {take} THEN o.epoch + 1 ELSE o.epoch END,
+    lease_until     = CASE WHEN {take} THEN EXCLUDED.lease_until WHEN {unk} THEN NULL ELSE o.lease_until END,
+    claim_token     = CASE WHEN {take} THEN EXCLUDED.claim_token ELSE o.claim_token END,
+    result          = CASE WHEN {take} THEN NULL ELSE o.result END,
+    failure         = CASE WHEN {take} THEN NULL ELSE o.failure END,
+    effect_ref      = CASE WHEN {take} THEN '' ELSE o.effect_ref END,
+    resolved_by     = CASE WHEN {take} THEN '' ELSE o.resolved_by END,
+    note            = CASE WHEN {take} THEN '' ELSE o.note END,
+    updated_at      = CASE WHEN {take} OR {unk} THEN now() ELSE o.updated_at END
+RETURNING {cols}, coalesce(claim_token = $12, false) AS acquired, (expires_at <= now() OR status = 'expired') AS past_retention`)
+}
+
+// CompleteSQL returns the complete statement for table. Parameters: $1 tenant, $2 operation
+// key, $3 epoch, $4 status, $5 result, $6 failure, $7 effect reference.
+func CompleteSQL(table string) string {
+	return strings.NewReplacer("{t}", table, "{cols}", recordCols).Replace(
+		`UPDATE {t} SET status = $4, result = $5, failure = $6, effect_ref = $7, lease_until = NULL, updated_at = now()
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
+RETURNING {cols}`)
+}
+
+// call runs fn with the statement timeout. A failure pgconn.SafeToRetry says happened before
+// anything reached the server (a pooled connection that died with a restart, for instance) is
+// retried, at most twice; nothing else is.
+func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	var err error
+	for range 3 {
+		if err = fn(ctx); err == nil || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// scanRecord scans recordCols (and extra destinations after them) from row.
+func scanRecord(row pgx.Row, extra ...any) (*oncekey.Record, error) {
+	var (
+		r          oncekey.Record
+		effect     int16
+		status     string
+		leaseUntil *time.Time
+	)
+	dest := append([]any{&r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
+		&effect, &status, &r.Epoch, &leaseUntil, &r.Result, &r.Failure, &r.EffectReference, &r.CreatedAt, &r.UpdatedAt,
+		&r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.LeaseExpired}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	r.Effect = oncekey.Effect(effect)
+	r.Status = oncekey.Status(status)
+	if leaseUntil != nil {
+		r.LeaseUntil = *leaseUntil
+	}
+	return &r, nil
+}
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+func (s *Store) checkSize(op, key string, bs ...[]byte) error {
+	for _, b := range bs {
+		if len(b) > s.maxBytes {
+			return fmt.Errorf("pgstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+		}
+	}
+	return nil
+}
+
+// Claim implements oncekey.Store in one statement (ClaimSQL), judged on the database clock.
+// A pending Effectful record whose lease ran out becomes unknown at its current epoch; a
+// released record is acquired only by a claim with its fingerprint.
+func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	token := rand.Int64()
+	var (
+		res               oncekey.ClaimResult
+		acquired, expired bool
+	)
+	err := s.call(ctx, func(ctx context.Context) error {
+		row := s.pool.QueryRow(ctx, s.claimSQL, p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint,
+			p.WorkflowID, p.StepID, int16(p.Effect), micros(p.Lease), micros(p.Retention), micros(p.Tombstone), token)
+		var err error
+		res.Record, err = scanRecord(row, &acquired, &expired)
+		return err
+	})
+	if err != nil {
+		return nil, wrapErr("claim", p.OperationKey, err)
+	}
+	res.Acquired = acquired
+	res.TookOver = acquired && res.Record.Epoch > 1
+	res.Expired = !acquired && expired
+	res.FingerprintMismatch = !acquired && !expired && res.Record.Fingerprint != p.Fingerprint
+	return &res, nil
+}
+
+// fenced runs a write conditional on (tenant, key, epoch, pending). Zero rows is ErrLostClaim,
+// or ErrNotFound when a second read finds no record at all (error path only).
+func (s *Store) fenced(ctx context.Context, op, tenant, key, query string, args ...any) (*oncekey.Record, error) {
+	var r *oncekey.Record
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = scanRecord(s.pool.QueryRow(ctx, query, args...))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekey.ErrNotFound) {
+			return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
+		}
+		return nil, fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2], oncekey.ErrLostClaim)
+	}
+	if err != nil {
+		return nil, wrapErr(op, key, err)
+	}
+	return r, nil
+}
+
+// Renew implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
+func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, s.renewSQL, p.Tenant, p.OperationKey, p.Epoch, micros(p.Lease))
+}
+
+// Complete implements oncekey.Store: one UPDATE conditional on the epoch and status pending,
+// storing Result and Failure byte-for-byte (nil is NULL, empty is empty). A Result or Failure
+// over Options.MaxResultBytes is refused with *oncekey.ResultTooLargeError.
+func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("complete", p.OperationKey, p.Result, p.Failure); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, s.completeSQL,
+		p.Tenant, p.OperationKey, p.Epoch, string(p.Status), p.Result, p.Failure, p.EffectReference)
+}
+
+// Release implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
+func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, s.releaseSQL, p.Tenant, p.OperationKey, p.Epoch)
+}
+
+// MarkUnknown implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
+func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "mark unknown", p.Tenant, p.OperationKey, s.unknownSQL, p.Tenant, p.OperationKey, p.Epoch, p.Failure)
+}
+
+// Resolve implements oncekey.Store: one UPDATE allowed from unknown, or from pending with a
+// lease expired on the database clock, within retention. Otherwise it returns
+// *oncekey.StatusConflictError (Status expired for a record past retention) or ErrNotFound,
+// found by a second read on that error path, and changes nothing.
+func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
+		return nil, err
+	}
+	var r *oncekey.Record
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = scanRecord(s.pool.QueryRow(ctx, s.resolveSQL, p.Tenant, p.OperationKey, string(p.Status),
+			p.Result, p.Failure, p.EffectReference, p.ResolvedBy, p.Note))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, pastRetention, gerr := s.getRetention(ctx, p.Tenant, p.OperationKey)
+		if gerr != nil {
+			return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, gerr)
+		}
+		st := cur.Status
+		if pastRetention {
+			st = oncekey.StatusExpired
+		}
+		return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
+			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
+	}
+	if err != nil {
+		return nil, wrapErr("resolve", p.OperationKey, err)
+	}
+	return r, nil
+}
+
+// Get implements oncekey.Store.
+func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	r, err := s.get(ctx, p.Tenant, p.OperationKey)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get %s: %w", p.OperationKey, err)
+	}
+	return r, nil
+}
+
+func (s *Store) get(ctx context.Context, tenant, key string) (*oncekey.Record, error) {
+	r, _, err := s.getRetention(ctx, tenant, key)
+	return r, err
+}
+
+// getRetention reads a record and whether it is past retention; pgx.ErrNoRows becomes
+// oncekey.ErrNotFound here and only here.
+func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.Record, bool, error) {
+	var (
+		r    *oncekey.Record
+		past bool
+	)
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = scanRecord(s.pool.QueryRow(ctx, s.getSQL, tenant, key), &past)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, oncekey.ErrNotFound
+	}
+	if err != nil {
+		if unavailable(err) {
+			return nil, false, &oncekey.StoreUnavailableError{Op: "get", Err: err}
+		}
+		return nil, false, err
+	}
+	return r, past, nil
+}
+
+// cursor is the sort key of the last record of a page: (updated_at, tenant, operation_key).
+type cursor struct {
+	U int64  `json:"u"` // updated_at, Unix microseconds
+	T string `json:"t"`
+	K string `json:"k"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return c, &oncekey.InvalidParamsError{Op: "list", Field: "Cursor", Reason: "not a cursor this store issued"}
+	}
+	return c, nil
+}
+
+// List implements oncekey.Store with keyset pagination in (updated_at, tenant, operation_key)
+// order. The cursor is the last record's sort key, so a record that is not updated while a
+// caller pages appears exactly once; a record updated meanwhile moves to the end (it may appear
+// again there) without making any other record be skipped or repeated. Each page is one
+// statement; pages are not one snapshot.
+func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if p.Status != "" {
+		where = append(where, "status = "+arg(string(p.Status)))
+	}
+	if p.Tenant != "" {
+		where = append(where, "tenant = "+arg(p.Tenant))
+	}
+	if p.Tool != "" {
+		where = append(where, "tool = "+arg(p.Tool))
+	}
+	if p.WorkflowID != "" {
+		where = append(where, "workflow_id = "+arg(p.WorkflowID))
+	}
+	if !p.UpdatedSince.IsZero() {
+		where = append(where, "updated_at >= "+arg(p.UpdatedSince))
+	}
+	if p.Cursor != "" {
+		c, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, fmt.Sprintf("(updated_at, tenant, operation_key) > (%s, %s, %s)",
+			arg(time.UnixMicro(c.U)), arg(c.T), arg(c.K)))
+	}
+	q := "SELECT " + recordCols + " FROM " + s.table
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.PageSize()
+	q += " ORDER BY updated_at, tenant, operation_key LIMIT " + arg(limit+1)
+
+	var recs []*oncekey.Record
+	err := s.call(ctx, func(ctx context.Context) error {
+		recs = recs[:0]
+		rows, err := s.pool.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRecord(rows)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, wrapErr("list", "", err)
+	}
+	res := &oncekey.ListResult{Records: recs}
+	if len(recs) > limit {
+		res.Records = recs[:limit]
+		last := recs[limit-1]
+		res.Next = cursor{U: last.UpdatedAt.UnixMicro(), T: last.Tenant, K: last.OperationKey}.encode()
+	}
+	return res, nil
+}
+
+// Purge implements oncekey.Store. Each batch is one statement in its own short transaction
+// touching at most p.BatchSize rows (rows locked by a concurrent claim are skipped and left for
+// the next run), so claims are never blocked for longer than one small batch. It first turns
+// records past retention into tombstones (status expired; result, failure, effect reference and
+// note cleared; digests, epoch and windows kept), then deletes tombstones past their window.
+// Batches counts statements that changed at least one row; p.Progress is called after each.
+// On an error the counts so far are returned with it.
+func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	n := p.Batch()
+	var res oncekey.PurgeResult
+	for _, step := range []struct {
+		query string
+		count *int64
+	}{{s.tombstoneSQL, &res.Tombstoned}, {s.deleteSQL, &res.Deleted}} {
+		for {
+			var done int64
+			err := s.call(ctx, func(ctx context.Context) error {
+				tag, err := s.pool.Exec(ctx, step.query, n)
+				done = tag.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return &res, wrapErr("purge", "", err)
+			}
+			if done == 0 {
+				break
+			}
+			*step.count += done
+			res.Batches++
+			if p.Progress != nil {
+				p.Progress(res)
+			}
+			if done < int64(n) {
+				break
+			}
+		}
+	}
+	return &res, nil
+}
+
+// Forget implements oncekey.Store: one DELETE of every record of the tenant.
+func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var n int64
+	err := s.call(ctx, func(ctx context.Context) error {
+		tag, err := s.pool.Exec(ctx, s.forgetSQL, p.Tenant)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return nil, wrapErr("forget", "", err)
+	}
+	return &oncekey.ForgetResult{Deleted: n}, nil
+}
