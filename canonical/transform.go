@@ -613,7 +613,7 @@ func compareUTF16(a, b []byte) int {
 // utf16Rank maps a rune to a number ordered like its UTF-16 encoding.
 func utf16Rank(r rune) rune {
 	if r >= 0xE000 && r <= 0xFFFF {
-		return r + 0x100000
+		return r + 0x200000 // above every supplementary code point (max 0x10FFFF)
 	}
 	return r
 }
