@@ -94,6 +94,13 @@ func (e *encoder) value(v reflect.Value, quoted bool) error {
 	if t == timeType {
 		return e.time(v.Interface().(time.Time))
 	}
+	if t.Kind() == reflect.Pointer && t.Elem() == timeType {
+		if v.IsNil() {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		return e.time(v.Elem().Interface().(time.Time))
+	}
 	// Methods, in encoding/json's order: a pointer-receiver method is used when v is addressable.
 	if t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(marshalerType) {
 		return e.marshalJSON(v.Addr())
