@@ -1,0 +1,134 @@
+package desk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// OperatorName is the ResolvedBy of the demo's operator.
+const OperatorName = "operator:ticketdesk"
+
+// operator stands in for the person on call: it lists operations whose outcome is unknown,
+// waits until their reconciliation workflow asks for a person, looks the operation up in the
+// downstream system by the idempotency key the tool sent (as a person would search the ticket
+// system), and resolves it with reconcile.Resolve.
+type operator struct {
+	client   client.Client
+	store    oncekey.Store
+	tenant   string
+	services *downstream.Set
+	http     *downstream.Client
+	progress func(string)
+
+	mu       sync.Mutex
+	resolved map[string]reconcile.ResolutionOutcome
+}
+
+// lookup names where a person would look for a tool's effect.
+func (o *operator) lookup(tool string) (base, path, what string, ok bool) {
+	switch tool {
+	case ToolCreateTicket:
+		return o.services.Tickets.URL, "/tickets", "ticket system", true
+	case ToolSendConfirmation:
+		return o.services.Email.URL, "/messages", "e-mail log", true
+	case ToolIssueRefund:
+		return o.services.Payments.URL, "/refunds", "payments dashboard", true
+	}
+	return "", "", "", false
+}
+
+func (o *operator) run(ctx context.Context) {
+	t := time.NewTicker(150 * time.Millisecond)
+	defer t.Stop()
+	for {
+		o.pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// count returns how many operations the operator resolved.
+func (o *operator) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.resolved)
+}
+
+func (o *operator) pass(ctx context.Context) {
+	page, err := reconcile.List(ctx, o.store, oncekey.ListParams{Tenant: o.tenant, Limit: 1000})
+	if err != nil {
+		return
+	}
+	for _, rec := range page.Records {
+		o.mu.Lock()
+		_, done := o.resolved[rec.OperationKey]
+		o.mu.Unlock()
+		if done {
+			continue
+		}
+		st, err := reconcile.Status(ctx, o.client, rec.OperationKey)
+		if err != nil || st.State != reconcile.StateWaiting {
+			continue // not started yet, or still inspecting / running the receipt lookup
+		}
+		r, ok := o.decide(ctx, rec)
+		if !ok {
+			continue
+		}
+		if err := reconcile.Resolve(ctx, o.client, rec.Tenant, rec.OperationKey, r); err != nil {
+			continue // try again on the next pass
+		}
+		o.mu.Lock()
+		if o.resolved == nil {
+			o.resolved = map[string]reconcile.ResolutionOutcome{}
+		}
+		o.resolved[rec.OperationKey] = r.Outcome
+		o.mu.Unlock()
+		o.progress(fmt.Sprintf("[operator] %s of %s (key %.16s…): %s → %s", rec.Tool, rec.WorkflowID, rec.OperationKey, r.Note, r.Outcome))
+	}
+}
+
+// decide looks the operation up downstream by its key. Found: applied, with the downstream's
+// record as the result. Not found: not applied (every request in the demo finishes well within
+// its timeout, so a missing effect will not land later).
+func (o *operator) decide(ctx context.Context, rec *oncekey.Record) (reconcile.Resolution, bool) {
+	base, path, what, ok := o.lookup(rec.Tool)
+	if !ok {
+		return reconcile.Resolution{}, false
+	}
+	var body json.RawMessage
+	err := o.http.FindByKey(ctx, base, path, rec.OperationKey, &body)
+	switch {
+	case err == nil:
+		var ref struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(body, &ref)
+		return reconcile.Resolution{
+			Outcome:         reconcile.Applied,
+			EffectReference: ref.ID,
+			Result:          body,
+			Note:            fmt.Sprintf("found %s in the %s", ref.ID, what),
+			ResolvedBy:      OperatorName,
+		}, true
+	case errors.Is(err, downstream.ErrNotFound):
+		return reconcile.Resolution{
+			Outcome:    reconcile.NotApplied,
+			Note:       "nothing in the " + what + " for this key",
+			ResolvedBy: OperatorName,
+		}, true
+	}
+	return reconcile.Resolution{}, false
+}

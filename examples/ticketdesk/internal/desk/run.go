@@ -1,0 +1,375 @@
+// Package desk is the ticketdesk demo: the agent workflow, its tools, the operator that
+// resolves unknown outcomes, and the runner that plays every request once with oncekey and once
+// with plain Temporal retries, counting effects from the downstream services' own ledgers.
+package desk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+
+	tworker "go.temporal.io/sdk/worker"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/pgstore"
+	okworker "github.com/oncekey/oncekey/worker"
+)
+
+// Config configures a run.
+type Config struct {
+	// Client is a Temporal client; the runner starts its own workers on it. Required.
+	Client client.Client
+	// Pool is a Postgres pool whose search_path is a schema the run may own (it migrates it).
+	// Required.
+	Pool *pgxpool.Pool
+	// Requests are the support requests to play. Required.
+	Requests []Request
+	// Customers is the customer directory (and the refund allow-list). Required.
+	Customers []Customer
+	// Seed selects the fault schedule and the model's repeats. Defaults to 1.
+	Seed int64
+	// Faults is the fault schedule. Defaults to downstream.DefaultFaults(Seed).
+	Faults *downstream.Faults
+	// RepeatPercent is the chance, per effectful tool and request, that the model proposes the
+	// call again. Defaults to 25; negative means never.
+	RepeatPercent int
+	// Tenant keys the oncekey run's records. Defaults to "ticketdesk".
+	Tenant string
+	// Progress, if set, receives progress lines.
+	Progress func(string)
+	// Timeout bounds each of the two runs. Defaults to 4 minutes.
+	Timeout time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Client == nil || c.Pool == nil {
+		return errors.New("desk: Config.Client and Config.Pool are required")
+	}
+	if len(c.Requests) == 0 {
+		return errors.New("desk: no requests")
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.Faults == nil {
+		f := downstream.DefaultFaults(c.Seed)
+		c.Faults = &f
+	}
+	if c.RepeatPercent == 0 {
+		c.RepeatPercent = 25
+	} else if c.RepeatPercent < 0 {
+		c.RepeatPercent = 0
+	}
+	if c.Tenant == "" {
+		c.Tenant = "ticketdesk"
+	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 4 * time.Minute
+	}
+	return nil
+}
+
+// Report is what both runs produced.
+type Report struct {
+	Oncekey *ModeReport
+	Plain   *ModeReport
+}
+
+// ModeReport is what one run produced. Effects are counted from the downstream ledgers.
+type ModeReport struct {
+	// Mode is "oncekey" or "plain retries".
+	Mode     string
+	Requests int
+	// Completed and Failed count agent workflows.
+	Completed, Failed int
+	// WorkflowErrors lists failed workflows ("REQ-007: ...").
+	WorkflowErrors []string
+	// ToolCalls counts the calls the model proposed; Repeats those it proposed a second time.
+	ToolCalls, Repeats int
+	// Effects, DoubleEffects and Doubled come from the ledgers of the three effectful services.
+	Effects, DoubleEffects int
+	Doubled                []string
+	// PerService is each service's ledger snapshot.
+	PerService map[string]downstream.Stats
+	// Faults counts the faults the services injected.
+	Faults map[downstream.Fault]int
+	// RefundsIssued and RefundsRefused count the agents' refund outcomes.
+	RefundsIssued, RefundsRefused int
+	// Operations is the number of operation keys in the store (oncekey only).
+	Operations int
+	// Outcomes counts claimed tool calls by outcome label, from the interceptor's OnEvent hook
+	// (oncekey only).
+	Outcomes map[oncekey.Outcome]int
+	// Replays is Outcomes[replayed].
+	Replays int
+	// Reconciled counts records resolved by reconciliation; ByOperator and ByReceipt split it.
+	Reconciled, ReconciledByOperator, ReconciledByReceipt int
+	Duration                                              time.Duration
+}
+
+// Run plays every request with oncekey, then with plain Temporal retries, and returns both
+// reports.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	tag := randomTag()
+	once, err := runOncekey(ctx, cfg, tag)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := runPlain(ctx, cfg, tag)
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Oncekey: once, Plain: plain}, nil
+}
+
+func randomTag() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// eventCounter tallies the interceptor's events.
+type eventCounter struct {
+	mu sync.Mutex
+	by map[oncekey.Outcome]int
+}
+
+func (e *eventCounter) add(ev interceptor.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.by == nil {
+		e.by = map[oncekey.Outcome]int{}
+	}
+	e.by[ev.Outcome]++
+}
+
+func (e *eventCounter) snapshot() map[oncekey.Outcome]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[oncekey.Outcome]int{}
+	for k, v := range e.by {
+		out[k] = v
+	}
+	return out
+}
+
+func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	services, err := downstream.Start(*cfg.Faults, cfg.Customers)
+	if err != nil {
+		return nil, err
+	}
+	defer services.Close()
+
+	if err := pgstore.Migrate(ctx, cfg.Pool); err != nil {
+		return nil, fmt.Errorf("desk: migrate: %w", err)
+	}
+	store := pgstore.New(cfg.Pool, nil)
+	tools := NewTools(services, cfg.Customers, false)
+	registry, err := tools.Policies()
+	if err != nil {
+		return nil, err
+	}
+	var events eventCounter
+	taskQueue := "ticketdesk-oncekey-" + tag
+	// The plugin installs the interceptor and registers oncekey's reconciliation workflow and
+	// activities on this worker only; the plain run's worker stays untouched.
+	plugin, err := okworker.NewPlugin(interceptor.Options{
+		Store:    store,
+		Registry: registry,
+		Tenant:   constTenant(cfg.Tenant),
+		OnEvent:  events.add,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("desk: oncekey plugin: %w", err)
+	}
+	w := tworker.New(cfg.Client, taskQueue, tworker.Options{Plugins: []tworker.Plugin{plugin}})
+	registerAgent(w, tools)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("desk: start worker: %w", err)
+	}
+	defer w.Stop()
+
+	op := &operator{client: cfg.Client, store: store, tenant: cfg.Tenant, services: services, http: downstream.NewClient(5 * time.Second), progress: cfg.Progress}
+	opCtx, stopOp := context.WithCancel(ctx)
+	opDone := make(chan struct{})
+	go func() { defer close(opDone); op.run(opCtx) }()
+
+	rep := &ModeReport{Mode: "oncekey", Requests: len(cfg.Requests)}
+	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-oncekey-", rep)
+	stopOp()
+	<-opDone
+	tally(rep, results, services)
+
+	outcomes := events.snapshot()
+	rep.Outcomes = outcomes
+	rep.Replays = outcomes[oncekey.OutcomeReplayed]
+	if err := countRecords(ctx, store, cfg.Tenant, rep); err != nil {
+		return nil, err
+	}
+	rep.Duration = time.Since(start)
+	return rep, nil
+}
+
+func runPlain(ctx context.Context, cfg Config, tag string) (*ModeReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	services, err := downstream.Start(*cfg.Faults, cfg.Customers)
+	if err != nil {
+		return nil, err
+	}
+	defer services.Close()
+	tools := NewTools(services, cfg.Customers, true)
+	taskQueue := "ticketdesk-plain-" + tag
+	w := tworker.New(cfg.Client, taskQueue, tworker.Options{})
+	registerAgent(w, tools)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("desk: start plain worker: %w", err)
+	}
+	defer w.Stop()
+	rep := &ModeReport{Mode: "plain retries", Requests: len(cfg.Requests)}
+	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-plain-", rep)
+	tally(rep, results, services)
+	rep.Duration = time.Since(start)
+	return rep, nil
+}
+
+func constTenant(t string) func(interceptor.TenantInfo) string {
+	return func(interceptor.TenantInfo) string { return t }
+}
+
+func registerAgent(w tworker.Worker, tools *Tools) {
+	w.RegisterWorkflowWithOptions(Agent, workflow.RegisterOptions{Name: "TicketdeskAgent"})
+	w.RegisterActivity(tools)
+}
+
+// playAll starts one agent workflow per request and waits for all of them.
+func playAll(ctx context.Context, cfg Config, taskQueue, idPrefix string, rep *ModeReport) []AgentResult {
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		results []AgentResult
+		done    int
+	)
+	step := max(1, len(cfg.Requests)/4)
+	for _, req := range cfg.Requests {
+		in := AgentInput{Request: req, Tenant: cfg.Tenant, Seed: cfg.Seed, RepeatPercent: cfg.RepeatPercent}
+		run, err := cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       idPrefix + req.ID,
+			TaskQueue:                taskQueue,
+			WorkflowExecutionTimeout: cfg.Timeout,
+		}, "TicketdeskAgent", in)
+		if err != nil {
+			mu.Lock()
+			rep.Failed++
+			rep.WorkflowErrors = append(rep.WorkflowErrors, fmt.Sprintf("%s: start: %v", req.ID, err))
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res AgentResult
+			err := run.Get(ctx, &res)
+			mu.Lock()
+			defer mu.Unlock()
+			done++
+			if err != nil {
+				rep.Failed++
+				rep.WorkflowErrors = append(rep.WorkflowErrors, fmt.Sprintf("%s: %v", req.ID, err))
+			} else {
+				rep.Completed++
+				results = append(results, res)
+			}
+			if done%step == 0 || done == len(cfg.Requests) {
+				cfg.Progress(fmt.Sprintf("[%s] %d/%d requests done", rep.Mode, done, len(cfg.Requests)))
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Strings(rep.WorkflowErrors)
+	return results
+}
+
+// tally counts the agents' calls and the services' ledgers.
+func tally(rep *ModeReport, results []AgentResult, services *downstream.Set) {
+	for _, r := range results {
+		rep.ToolCalls += len(r.Calls)
+		for _, c := range r.Calls {
+			if c.Repeat {
+				rep.Repeats++
+			}
+		}
+		switch r.RefundStatus {
+		case "issued":
+			rep.RefundsIssued++
+		case "refused":
+			rep.RefundsRefused++
+		}
+	}
+	rep.PerService = map[string]downstream.Stats{}
+	rep.Faults = map[downstream.Fault]int{}
+	for _, s := range append(services.Effectful(), services.Directory) {
+		st := s.Ledger.Stats()
+		rep.PerService[s.Name] = st
+		for f, n := range st.Faults {
+			rep.Faults[f] += n
+		}
+		if s == services.Directory {
+			continue
+		}
+		rep.Effects += st.Effects
+		rep.DoubleEffects += st.DoubleEffects
+		for _, id := range st.Doubled {
+			rep.Doubled = append(rep.Doubled, s.Name+":"+id)
+		}
+	}
+}
+
+// countRecords counts the tenant's operation keys and how many were resolved by reconciliation.
+func countRecords(ctx context.Context, store oncekey.Store, tenant string, rep *ModeReport) error {
+	cursor := ""
+	for {
+		page, err := store.List(ctx, &oncekey.ListParams{Tenant: tenant, Cursor: cursor, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("desk: list records: %w", err)
+		}
+		for _, r := range page.Records {
+			rep.Operations++
+			switch {
+			case r.ResolvedBy == "":
+			case strings.HasPrefix(r.ResolvedBy, "receipt:"):
+				rep.Reconciled++
+				rep.ReconciledByReceipt++
+			default:
+				rep.Reconciled++
+				rep.ReconciledByOperator++
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		cursor = page.Next
+	}
+}

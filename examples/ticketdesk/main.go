@@ -1,0 +1,186 @@
+// Command ticketdesk is oncekey's main demo: a support agent workflow per request from
+// testdata/requests.jsonl looks up the customer, opens a ticket, e-mails a confirmation and issues
+// a refund where asked, against fake downstream services that lose responses, fail and stall on
+// a seeded schedule. Every request is played once with oncekey and once with plain Temporal
+// retries; effects are counted by the downstream services themselves.
+//
+// It starts a Temporal dev server (the CLI installed by `make temporal`) unless TEMPORAL_ADDRESS
+// is set, and uses Postgres from DATABASE_URL or the libpq variables (PGHOST, PGUSER, …) in a
+// schema of its own that it drops at exit.
+//
+// The last line of its output is, exactly:
+//
+//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N | plain retries: double_effects=N
+//
+// Exit codes: 0 success; 1 an operation landed twice with oncekey, or a workflow failed; 2 the
+// environment is not usable (Postgres or Temporal unreachable, bad flags or data).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
+)
+
+//go:embed testdata/requests.jsonl testdata/customers.json
+var data embed.FS
+
+const (
+	exitOK    = 0
+	exitFault = 1
+	exitEnv   = 2
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ticketdesk", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Int64("seed", 1, "seed of the fault schedule and of the model's repeats")
+	requestsPath := fs.String("requests", "", "JSONL file of support requests (default: the shipped testdata/requests.jsonl)")
+	repeat := fs.Int("repeat", 25, "chance in percent that the model proposes an effectful call again")
+	verbose := fs.Bool("v", false, "show Temporal SDK and dev server logs")
+	if err := fs.Parse(args); err != nil {
+		return exitEnv
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	requests, customers, err := load(*requestsPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
+		return exitEnv
+	}
+	progress := func(s string) { fmt.Fprintln(stdout, s) }
+
+	pg, err := openPostgres(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
+		return exitEnv
+	}
+	defer pg.close()
+	progress(fmt.Sprintf("postgres: %s, schema %s (dropped at exit)", pg.where, pg.schema))
+
+	tc, err := openTemporal(ctx, *verbose)
+	if err != nil {
+		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
+		return exitEnv
+	}
+	defer tc.close()
+	progress("temporal: " + tc.where)
+
+	rep := *repeat
+	if rep == 0 {
+		rep = -1 // desk.Config: 0 means the default, negative means never
+	}
+	progress(fmt.Sprintf("playing %d support requests (seed %d), first with oncekey, then with plain Temporal retries", len(requests), *seed))
+	start := time.Now()
+	report, err := desk.Run(ctx, desk.Config{
+		Client:        tc.client,
+		Pool:          pg.pool,
+		Requests:      requests,
+		Customers:     customers,
+		Seed:          *seed,
+		RepeatPercent: rep,
+		Progress:      progress,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
+		return exitEnv
+	}
+	printReport(stdout, report)
+	fmt.Fprintf(stdout, "total time %s\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintln(stdout, summaryLine(report))
+	switch {
+	case report.Oncekey.DoubleEffects != 0:
+		fmt.Fprintf(stderr, "ticketdesk: %d operation(s) landed twice with oncekey\n", report.Oncekey.DoubleEffects)
+		return exitFault
+	case report.Oncekey.Failed != 0 || report.Plain.Failed != 0:
+		fmt.Fprintf(stderr, "ticketdesk: %d workflow(s) failed\n", report.Oncekey.Failed+report.Plain.Failed)
+		return exitFault
+	}
+	return exitOK
+}
+
+// load reads the requests (from path, or the shipped file when path is "") and the customers.
+func load(path string) ([]desk.Request, []desk.Customer, error) {
+	var raw []byte
+	var err error
+	if path == "" {
+		raw, err = data.ReadFile("testdata/requests.jsonl")
+	} else {
+		raw, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read requests: %w", err)
+	}
+	requests, err := parseRequests(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, err := data.ReadFile("testdata/customers.json")
+	if err != nil {
+		return nil, nil, err
+	}
+	var customers []desk.Customer
+	if err := json.Unmarshal(cb, &customers); err != nil {
+		return nil, nil, fmt.Errorf("customers.json: %w", err)
+	}
+	known := map[string]bool{}
+	for _, c := range customers {
+		known[c.ID] = true
+	}
+	for _, r := range requests {
+		if !known[r.CustomerID] {
+			return nil, nil, fmt.Errorf("request %s: unknown customer %s", r.ID, r.CustomerID)
+		}
+	}
+	return requests, customers, nil
+}
+
+// parseRequests decodes JSONL: one request per non-empty line, IDs unique.
+func parseRequests(raw []byte) ([]desk.Request, error) {
+	var out []desk.Request
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		var r desk.Request
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("requests line %d: %w", n, err)
+		}
+		if r.ID == "" || r.CustomerID == "" || r.Subject == "" {
+			return nil, fmt.Errorf("requests line %d: id, customer_id and subject are required", n)
+		}
+		if seen[r.ID] {
+			return nil, fmt.Errorf("requests line %d: duplicate id %s", n, r.ID)
+		}
+		seen[r.ID] = true
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no requests")
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+	"github.com/oncekey/oncekey/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var summaryRE = regexp.MustCompile(`^oncekey: operations=(\d+) effects=(\d+) double_effects=(\d+) replays=(\d+) reconciled=(\d+) \| plain retries: double_effects=(\d+)$`)
+
+// TestDemo plays the shipped requests on the test dev server and Postgres, with oncekey and with
+// plain retries, and checks the outcome against what the data says should land — counted by the
+// fake services' own ledgers.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays 44 requests twice on a dev server")
+	}
+	pool := testenv.Postgres(t)
+	c := testenv.Temporal(t)
+	requests, customers, err := load("")
+	require.NoError(t, err)
+
+	// What must land exactly once: a ticket and a confirmation per request, a refund per
+	// request whose refund the allow-list and the limit permit.
+	allowed := map[string]bool{}
+	for _, cu := range customers {
+		allowed[cu.ID] = cu.RefundsAllowed
+	}
+	wantRefunds, wantRefused := 0, 0
+	for _, r := range requests {
+		if r.Refund == nil {
+			continue
+		}
+		if allowed[r.CustomerID] && r.Refund.AmountCents <= desk.RefundLimitCents {
+			wantRefunds++
+		} else {
+			wantRefused++
+		}
+	}
+	require.Positive(t, wantRefused, "the data must exercise the Authorize hook")
+
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	rep, err := desk.Run(ctx, desk.Config{
+		Client: c, Pool: pool, Requests: requests, Customers: customers, Seed: 1,
+		Progress: func(s string) { progress.WriteString(s + "\n") },
+	})
+	require.NoError(t, err)
+	o, p := rep.Oncekey, rep.Plain
+	t.Logf("progress:\n%s", progress.String())
+
+	require.Empty(t, o.WorkflowErrors)
+	require.Equal(t, len(requests), o.Completed)
+	require.Equal(t, len(requests), p.Completed)
+
+	// With oncekey: every intended effect landed exactly once, per the services' ledgers.
+	require.Equal(t, 0, o.DoubleEffects, "landed twice: %v", o.Doubled)
+	require.Equal(t, len(requests), o.PerService[downstream.ServiceTickets].Effects)
+	require.Equal(t, len(requests), o.PerService[downstream.ServiceEmail].Effects)
+	require.Equal(t, wantRefunds, o.PerService[downstream.ServicePayments].Effects)
+	require.Equal(t, 2*len(requests)+wantRefunds, o.Effects)
+	require.Equal(t, wantRefunds, o.RefundsIssued)
+	require.Equal(t, wantRefused, o.RefundsRefused)
+	require.Equal(t, o.Effects, o.Operations, "one operation key per effect")
+	require.Equal(t, wantRefused, o.Outcomes[oncekey.OutcomeRejected], "Authorize refused each over-limit or not-allowed refund")
+
+	// The faults really happened, and oncekey handled them: repeats were replayed, lost
+	// responses were reconciled.
+	require.Positive(t, o.Faults[downstream.FaultLostAfterCommit])
+	require.Positive(t, o.Faults[downstream.FaultErrorBeforeCommit])
+	require.Positive(t, o.Repeats)
+	require.Equal(t, o.Repeats, o.Replays, "every repeat the model proposed was a replay")
+	require.Positive(t, o.Reconciled)
+	require.Equal(t, o.Outcomes[oncekey.OutcomeUnknown], o.Reconciled, "every unknown outcome was reconciled")
+	require.Positive(t, o.ReconciledByOperator)
+	require.Positive(t, o.ReconciledByReceipt, "the e-mail receipt lookup settled lost confirmations")
+	require.Contains(t, progress.String(), "[operator] ")
+
+	// Plain retries: the same faults and the same repeats land operations twice.
+	require.Equal(t, o.Repeats, p.Repeats, "both runs play the same script")
+	require.GreaterOrEqual(t, p.DoubleEffects, 1)
+	require.Greater(t, p.Effects, o.Effects)
+	require.Equal(t, wantRefunds, p.RefundsIssued, "plain tools enforce the allow-list inside the body")
+
+	line := summaryLine(rep)
+	m := summaryRE.FindStringSubmatch(line)
+	require.NotNil(t, m, line)
+	require.Equal(t, strconv.Itoa(o.Operations), m[1])
+	require.Equal(t, strconv.Itoa(o.Effects), m[2])
+	require.Equal(t, "0", m[3])
+	require.Equal(t, strconv.Itoa(p.DoubleEffects), m[6])
+
+	var out bytes.Buffer
+	printReport(&out, rep)
+	require.Contains(t, out.String(), "DOUBLE EFFECTS")
+}
+
+func TestUnreachablePostgresSaysWhatToSet(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://nobody@127.0.0.1:1/nowhere?connect_timeout=2")
+	var stdout, stderr bytes.Buffer
+	code := run(nil, &stdout, &stderr)
+	require.Equal(t, exitEnv, code)
+	msg := stderr.String()
+	require.Contains(t, msg, "cannot reach Postgres")
+	require.Contains(t, msg, "DATABASE_URL=postgres://user@host:5432/db")
+	require.Contains(t, msg, "PGHOST")
+}
+
+func TestShippedRequests(t *testing.T) {
+	requests, customers, err := load("")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(requests), 40)
+	require.NotEmpty(t, customers)
+	refunds := 0
+	for _, r := range requests {
+		if r.Refund != nil {
+			refunds++
+			require.Positive(t, r.Refund.AmountCents, r.ID)
+		}
+	}
+	require.Positive(t, refunds)
+	require.Less(t, refunds, len(requests))
+}
+
+func TestParseRequestsRejectsBadInput(t *testing.T) {
+	for name, in := range map[string]string{
+		"duplicate id":  `{"id":"A","customer_id":"C","subject":"s"}` + "\n" + `{"id":"A","customer_id":"C","subject":"t"}`,
+		"unknown field": `{"id":"A","customer_id":"C","subject":"s","amount":3}`,
+		"missing id":    `{"customer_id":"C","subject":"s"}`,
+		"not JSON":      `id=A`,
+		"empty":         "\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseRequests([]byte(in))
+			require.Error(t, err)
+		})
+	}
+	got, err := parseRequests([]byte(strings.Join([]string{
+		`{"id":"A","customer_id":"C","subject":"s"}`, "", `{"id":"B","customer_id":"C","subject":"t","refund":{"order_id":"O","amount_cents":5,"currency":"EUR","reason":"r"}}`,
+	}, "\n")))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, int64(5), got[1].Refund.AmountCents)
+}

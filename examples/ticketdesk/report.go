@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+)
+
+// summaryLine is the report's last line, for programs:
+// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N | plain retries: double_effects=N".
+func summaryLine(r *desk.Report) string {
+	o := r.Oncekey
+	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d | plain retries: double_effects=%d",
+		o.Operations, o.Effects, o.DoubleEffects, o.Replays, o.Reconciled, r.Plain.DoubleEffects)
+}
+
+// printReport writes the human part of the report (everything but the summary line).
+func printReport(w io.Writer, r *desk.Report) {
+	o, p := r.Oncekey, r.Plain
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(label string, a, b any) { fmt.Fprintf(tw, "%s\t%v\t%v\n", label, a, b) }
+	row("", "with oncekey", "plain retries")
+	row("requests completed", fmt.Sprintf("%d/%d", o.Completed, o.Requests), fmt.Sprintf("%d/%d", p.Completed, p.Requests))
+	row("tool calls proposed by the model", o.ToolCalls, p.ToolCalls)
+	row("  of which proposed again", o.Repeats, p.Repeats)
+	row("faults injected downstream", total(o.Faults), total(p.Faults))
+	for _, f := range []downstream.Fault{downstream.FaultLostAfterCommit, downstream.FaultErrorBeforeCommit, downstream.FaultDelay} {
+		row("  "+strings.ReplaceAll(f.String(), "_", " "), o.Faults[f], p.Faults[f])
+	}
+	row("effects landed (downstream ledgers)", o.Effects, p.Effects)
+	for _, s := range []string{downstream.ServiceTickets, downstream.ServiceEmail, downstream.ServicePayments} {
+		row("  "+s, o.PerService[s].Effects, p.PerService[s].Effects)
+	}
+	row("DOUBLE EFFECTS", o.DoubleEffects, p.DoubleEffects)
+	row("refunds issued / refused", fmt.Sprintf("%d / %d", o.RefundsIssued, o.RefundsRefused), fmt.Sprintf("%d / %d", p.RefundsIssued, p.RefundsRefused))
+	row("operation keys claimed", o.Operations, "-")
+	row("duplicates suppressed (replays)", o.Replays, "-")
+	row("refused by Authorize (rejected)", o.Outcomes[oncekey.OutcomeRejected], "-")
+	row("outcomes unknown, sent to reconciliation", o.Outcomes[oncekey.OutcomeUnknown], "-")
+	row("reconciled: operator / receipt lookup", fmt.Sprintf("%d / %d", o.ReconciledByOperator, o.ReconciledByReceipt), "-")
+	row("e-mail service dedup hits", o.PerService[downstream.ServiceEmail].DedupHits, p.PerService[downstream.ServiceEmail].DedupHits)
+	row("wall time", o.Duration.Round(100e6), p.Duration.Round(100e6))
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	for _, m := range []*desk.ModeReport{o, p} {
+		if len(m.Doubled) > 0 {
+			fmt.Fprintf(w, "landed twice with %s: %s\n", m.Mode, list(m.Doubled, 12))
+		}
+		for _, e := range m.WorkflowErrors {
+			fmt.Fprintf(w, "workflow failed with %s: %s\n", m.Mode, e)
+		}
+	}
+}
+
+func total(m map[downstream.Fault]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func list(items []string, limit int) string {
+	if len(items) <= limit {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:limit], ", ") + fmt.Sprintf(" and %d more", len(items)-limit)
+}
