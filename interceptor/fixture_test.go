@@ -147,6 +147,8 @@ type stepCall struct {
 	StepID string        `json:"step_id"`
 	Tool   string        `json:"tool"`
 	Req    TicketRequest `json:"req"`
+	// Local schedules the call as a local activity.
+	Local bool `json:"local"`
 }
 
 type workflowInput struct {
@@ -156,6 +158,11 @@ type workflowInput struct {
 	Heartbeat    time.Duration `json:"heartbeat"`
 	MaxAttempts  int32         `json:"max_attempts"`
 	Tenant       string        `json:"tenant"`
+	// Retry policy shape; zero fields give 100ms initial interval and Temporal's defaults.
+	Initial         time.Duration `json:"initial"`
+	Coefficient     float64       `json:"coefficient"`
+	MaxInterval     time.Duration `json:"max_interval"`
+	ScheduleToClose time.Duration `json:"schedule_to_close"`
 }
 
 type callResult struct {
@@ -171,11 +178,18 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 	if stc == 0 {
 		stc = 10 * time.Second
 	}
+	initial := in.Initial
+	if initial == 0 {
+		initial = 100 * time.Millisecond
+	}
+	rp := &retryPolicy{InitialInterval: initial, BackoffCoefficient: in.Coefficient, MaximumInterval: in.MaxInterval, MaximumAttempts: in.MaxAttempts}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: stc,
-		HeartbeatTimeout:    in.Heartbeat,
-		RetryPolicy:         &retryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: in.MaxAttempts},
+		StartToCloseTimeout:    stc,
+		ScheduleToCloseTimeout: in.ScheduleToClose,
+		HeartbeatTimeout:       in.Heartbeat,
+		RetryPolicy:            rp,
 	})
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: stc, RetryPolicy: rp})
 	if in.Tenant != "" {
 		ctx = oncekey.WithTenant(ctx, in.Tenant)
 	}
@@ -187,8 +201,10 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 		}
 		var r callResult
 		var err error
-		switch c.Tool {
-		case "CreateTicket":
+		switch {
+		case c.Local:
+			err = workflow.ExecuteLocalActivity(cctx, c.Tool, c.Req).Get(ctx, &r.Ticket)
+		case c.Tool == "CreateTicket":
 			err = workflow.ExecuteActivity(cctx, c.Tool, c.Req).Get(ctx, &r.Ticket)
 		default:
 			err = workflow.ExecuteActivity(cctx, c.Tool, c.Req.Customer).Get(ctx, &r.Text)

@@ -30,17 +30,44 @@ type suiteEnv struct {
 	reg   *oncekey.Registry
 }
 
+// suiteConfig adjusts setupSuite.
+type suiteConfig struct {
+	suite func(*testsuite.WorkflowTestSuite)
+	store func(oncekey.Store) oncekey.Store // wraps memstore (fault injection)
+	opts  func(*interceptor.Options)
+	env   func(*testsuite.TestWorkflowEnvironment)
+}
+
 func setupSuite(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, mutate ...func(*interceptor.Options)) *suiteEnv {
 	t.Helper()
+	return setupSuiteWith(t, ds, ticketPolicy, suiteConfig{opts: func(o *interceptor.Options) {
+		for _, m := range mutate {
+			m(o)
+		}
+	}})
+}
+
+func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, cfg suiteConfig) *suiteEnv {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	if cfg.suite != nil {
+		cfg.suite(&s)
+	}
 	env := s.NewTestWorkflowEnvironment()
+	if cfg.env != nil {
+		cfg.env(env)
+	}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(ds.CreateTicket, ticketPolicy))
 	require.NoError(t, reg.Set(ds.LookupCustomer, oncekey.Policy{Effect: oncekey.ReadOnly}))
-	store := memstore.New(nil)
+	mem := memstore.New(nil)
+	var store oncekey.Store = mem
+	if cfg.store != nil {
+		store = cfg.store(mem)
+	}
 	opts := interceptor.Options{Store: store, Registry: reg}
-	for _, m := range mutate {
-		m(&opts)
+	if cfg.opts != nil {
+		cfg.opts(&opts)
 	}
 	ic, err := interceptor.New(opts)
 	require.NoError(t, err)
@@ -49,11 +76,11 @@ func setupSuite(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, mutat
 	env.RegisterActivity(ds.CreateTicket)
 	env.RegisterActivity(ds.LookupCustomer)
 	env.RegisterActivity(ds.Untracked)
-	acts, err := activities.New(store, reg, nil)
+	acts, err := activities.New(store, reg, opts.DataConverter)
 	require.NoError(t, err)
 	acts.Register(env)
 	workflows.Register(env)
-	return &suiteEnv{env: env, store: store, ds: ds, reg: reg}
+	return &suiteEnv{env: env, store: mem, ds: ds, reg: reg}
 }
 
 func (s *suiteEnv) run(t *testing.T, in workflowInput) []callResult {

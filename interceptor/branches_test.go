@@ -1,0 +1,455 @@
+package interceptor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// testNamespace is the namespace of the SDK test environment's workflows.
+const testNamespace = "default-test-namespace"
+
+// faultStore wraps a store to inject a fault at one exact point.
+type faultStore struct {
+	oncekey.Store
+	mu        sync.Mutex
+	claimErrs int    // fail this many Claims with an unreachable-store error
+	beforeGet func() // runs once, before the first Get
+	claims    int
+}
+
+func (f *faultStore) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+	f.mu.Lock()
+	f.claims++
+	fail := f.claimErrs > 0
+	if fail {
+		f.claimErrs--
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
+	}
+	return f.Store.Claim(ctx, p)
+}
+
+func (f *faultStore) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+	f.mu.Lock()
+	hook := f.beforeGet
+	f.beforeGet = nil
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return f.Store.Get(ctx, p)
+}
+
+// timers records the durations of the workflow timers (workflow.Sleep) the environment saw.
+func timers(env *testsuite.TestWorkflowEnvironment) func() []time.Duration {
+	var mu sync.Mutex
+	var ds []time.Duration
+	env.SetOnTimerScheduledListener(func(_ string, d time.Duration) {
+		mu.Lock()
+		ds = append(ds, d)
+		mu.Unlock()
+	})
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), ds...)
+	}
+}
+
+func TestSuiteFailedIsRememberedAndReplayed(t *testing.T) {
+	ds := newDownstream(faultFailed)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, RememberFailures: true})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Equal(t, oncekey.ErrTypeFailed, out[0].Type)
+	require.Contains(t, out[0].Err, "customer account closed")
+	require.Equal(t, oncekey.ErrTypeFailed, out[1].Type)
+	require.Contains(t, out[1].Err, "replaying the remembered failure")
+	require.Contains(t, out[1].Err, "customer account closed")
+	effects, bodies := ds.counts()
+	require.Equal(t, 0, effects)
+	require.Equal(t, 1, bodies, "the repeat got the stored failure without running")
+	recs := s.records(t)
+	require.Len(t, recs, 1)
+	require.Equal(t, oncekey.StatusFailed, recs[0].Status)
+}
+
+func TestSuiteNonRetryableNotAppliedRemembered(t *testing.T) {
+	ds := newDownstream(faultNonRetryableNotApp)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, RememberFailures: true})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Equal(t, oncekey.ErrTypeNotApplied, out[0].Type, "non-retryable: the workflow side does not re-schedule it")
+	require.Equal(t, oncekey.ErrTypeFailed, out[1].Type)
+	require.Contains(t, out[1].Err, "invalid customer")
+	_, bodies := ds.counts()
+	require.Equal(t, 1, bodies)
+}
+
+func TestSuiteAuthorizeRunsBeforeReplay(t *testing.T) {
+	ds := newDownstream()
+	var mu sync.Mutex
+	revoked := false
+	var seen []oncekey.Operation
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Authorize: func(ctx context.Context, op oncekey.Operation) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, op)
+		if revoked {
+			return errors.New("agent lost the tickets:write permission")
+		}
+		revoked = true // the first call is allowed, then the permission is revoked
+		return nil
+	}})
+	out := s.run(t, workflowInput{Tenant: "acme-corp", Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, oncekey.ErrTypeUnauthorized, out[1].Type, "a stored result is no way around a revoked permission")
+	_, bodies := ds.counts()
+	require.Equal(t, 1, bodies)
+	require.Len(t, seen, 2)
+	require.Equal(t, "acme-corp", seen[1].Tenant)
+	require.Equal(t, "create_ticket", seen[1].StepID)
+	require.Equal(t, []any{req1}, seen[1].Args)
+}
+
+// preClaim claims the operation the workflow will make, as another live attempt would.
+func preClaim(t *testing.T, store oncekey.Store, p oncekey.Policy, tenant string) (key string, epoch int64) {
+	t.Helper()
+	op := oncekey.Operation{Namespace: testNamespace, Tenant: tenant, Tool: "CreateTicket", Args: []any{req1}}
+	key, err := oncekey.Key(p, op)
+	require.NoError(t, err)
+	fp, err := oncekey.Fingerprint(p, op)
+	require.NoError(t, err)
+	res, err := store.Claim(context.Background(), &oncekey.ClaimParams{
+		Tenant: tenant, OperationKey: key, Tool: "CreateTicket", Fingerprint: fp, WorkflowID: "elsewhere", StepID: "elsewhere",
+		Effect: p.Effect, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour,
+	})
+	require.NoError(t, err)
+	require.True(t, res.Acquired)
+	return key, res.Record.Epoch
+}
+
+var requestKey = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
+	r, ok := op.Args[0].(TicketRequest)
+	if !ok {
+		return "", fmt.Errorf("argument is %T", op.Args[0])
+	}
+	return "request:" + r.RequestID, nil
+})
+
+func TestSuiteWaitInFlightThenReplay(t *testing.T) {
+	ds := newDownstream()
+	p := oncekey.Policy{Effect: oncekey.Effectful, Key: requestKey, WaitInFlight: 5 * time.Second}
+	var fs *faultStore
+	s := setupSuiteWith(t, ds, p, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
+		fs = &faultStore{Store: m}
+		return fs
+	}})
+	key, epoch := preClaim(t, s.store, p, "t1")
+	stored, err := converter.GetDefaultDataConverter().ToPayloads(Ticket{ID: "T-99", Customer: "acme", Subject: "printer on fire", Seq: 99})
+	require.NoError(t, err)
+	storedBytes, err := protoMarshal(stored)
+	require.NoError(t, err)
+	// The other attempt finishes while this one waits: the first poll sees it applied.
+	fs.beforeGet = func() {
+		_, err := s.store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: key, Epoch: epoch, Status: oncekey.StatusApplied, Result: storedBytes})
+		require.NoError(t, err)
+	}
+	out := s.run(t, workflowInput{Tenant: "t1", Calls: []stepCall{{Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, "T-99", out[0].Ticket.ID, "the waiting call replayed the other attempt's result")
+	_, bodies := ds.counts()
+	require.Equal(t, 0, bodies)
+}
+
+func TestSuiteInFlightRescheduledThenGivesUp(t *testing.T) {
+	ds := newDownstream()
+	p := oncekey.Policy{Effect: oncekey.Effectful, Key: requestKey, WaitInFlight: -1}
+	s := setupSuite(t, ds, p)
+	preClaim(t, s.store, p, "t1")
+	sleeps := timers(s.env)
+	out := s.run(t, workflowInput{Tenant: "t1", MaxAttempts: 3, Calls: []stepCall{{Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeInFlight, out[0].Type, out[0].Err)
+	_, bodies := ds.counts()
+	require.Equal(t, 0, bodies, "the body never ran while another attempt held the claim")
+	// The in-flight error's next-retry delay (max(WaitInFlight, 1s)) paces the workflow-side loop.
+	require.Equal(t, []time.Duration{time.Second, time.Second}, sleeps())
+}
+
+func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
+	ds := newDownstream()
+	var fs *faultStore
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
+		fs = &faultStore{Store: m, claimErrs: 2}
+		return fs
+	}})
+	sleeps := timers(s.env)
+	out := s.run(t, workflowInput{Coefficient: 2, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies, "the body was never entered while the store was unreachable")
+	require.Equal(t, 3, fs.claims)
+	require.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, sleeps())
+}
+
+func TestSuiteStoreUnavailableIdempotentUsesTemporalRetries(t *testing.T) {
+	ds := newDownstream()
+	var fs *faultStore
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
+		fs = &faultStore{Store: m, claimErrs: 2}
+		return fs
+	}})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	_, bodies := ds.counts()
+	require.Equal(t, 1, bodies)
+	require.Equal(t, 3, fs.claims)
+}
+
+func TestSuiteBackoffFollowsUserRetryPolicy(t *testing.T) {
+	ds := newDownstream(faultNotApplied, faultNotApplied, faultNotApplied, faultNotApplied)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	sleeps := timers(s.env)
+	out := s.run(t, workflowInput{Initial: time.Second, Coefficient: 3, MaxInterval: 5 * time.Second,
+		Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, []time.Duration{time.Second, 3 * time.Second, 5 * time.Second, 5 * time.Second}, sleeps())
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 5, bodies)
+}
+
+func TestSuiteScheduleToCloseBoundsTheLoop(t *testing.T) {
+	ds := newDownstream(faultNotApplied, faultNotApplied, faultNotApplied, faultNotApplied, faultNotApplied)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{Initial: time.Second, Coefficient: 2, ScheduleToClose: 5 * time.Second,
+		Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeNotApplied, out[0].Type)
+	_, bodies := ds.counts()
+	// Attempts at 0s, 1s, 3s; the next would start at 7s, past the 5s budget.
+	require.Equal(t, 3, bodies)
+}
+
+func TestSuiteLocalActivityRefused(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1, Local: true}}})
+	require.Equal(t, oncekey.ErrTypeConfig, out[0].Type)
+	require.Contains(t, out[0].Err, "local activity")
+	_, bodies := ds.counts()
+	require.Equal(t, 0, bodies)
+}
+
+// resolveLater signals the reconciliation workflow of the single unknown record once the
+// workflow blocks, after checking (through the query) that it waits for a person.
+func resolveLater(t *testing.T, s *suiteEnv, r reconcile.Resolution, check func(reconcile.StatusReport)) {
+	s.env.RegisterDelayedCallback(func() {
+		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
+		require.NoError(t, err)
+		require.Len(t, res.Records, 1)
+		key := res.Records[0].OperationKey
+		v, err := s.env.QueryWorkflowByID(reconcile.WorkflowID(key), reconcile.QueryName)
+		require.NoError(t, err)
+		var st reconcile.StatusReport
+		require.NoError(t, v.Get(&st))
+		require.Equal(t, reconcile.StateWaiting, st.State)
+		require.Equal(t, key, st.OperationKey)
+		if check != nil {
+			check(st)
+		}
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, r)
+	}, time.Minute)
+}
+
+func TestSuitePanicAfterCommitReconciledApplied(t *testing.T) {
+	ds := newDownstream(faultPanicAfterCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	resolved := Ticket{ID: "T-1", Customer: "acme", Subject: "printer on fire", Seq: 1}
+	body, _ := json.Marshal(resolved)
+	resolveLater(t, s, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "dana"}, func(st reconcile.StatusReport) {
+		require.Contains(t, st.Reason, "panicked")
+	})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, resolved, out[0].Ticket, "the resolved result decodes into the declared type")
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+}
+
+func TestSuiteVerifyFailureIsUnknownThenFailed(t *testing.T) {
+	ds := newDownstream()
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Verify: func(ctx context.Context, op oncekey.Operation, result any) error {
+		if tk, ok := result.(Ticket); ok && tk.Customer == op.Args[0].(TicketRequest).Customer {
+			return errors.New("ticket filed under the wrong queue")
+		}
+		return nil
+	}})
+	resolveLater(t, s, reconcile.Resolution{Outcome: reconcile.Failed, Note: "ticket voided by hand", ResolvedBy: "erin"}, func(st reconcile.StatusReport) {
+		require.Contains(t, st.Reason, "wrong queue")
+	})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeFailed, out[0].Type)
+	require.Contains(t, out[0].Err, "ticket voided by hand")
+	_, bodies := ds.counts()
+	require.Equal(t, 1, bodies)
+	recs := s.records(t)
+	require.Equal(t, oncekey.StatusFailed, recs[0].Status)
+	require.Equal(t, "erin", recs[0].ResolvedBy)
+}
+
+func TestSuiteInvalidSignalIgnored(t *testing.T) {
+	ds := newDownstream(faultLostAfterCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	var key string
+	s.env.RegisterDelayedCallback(func() {
+		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
+		require.NoError(t, err)
+		key = res.Records[0].OperationKey
+		// A signal that bypassed Resolve's validation, and one for another tenant.
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Outcome: "perhaps"})
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.NotApplied, Tenant: "someone-else"})
+	}, time.Minute)
+	s.env.RegisterDelayedCallback(func() {
+		v, err := s.env.QueryWorkflowByID(reconcile.WorkflowID(key), reconcile.QueryName)
+		require.NoError(t, err)
+		var st reconcile.StatusReport
+		require.NoError(t, v.Get(&st))
+		require.Equal(t, reconcile.StateWaiting, st.State, "invalid signals are ignored")
+		require.Contains(t, st.LastInvalidSignal, "tenant")
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)})
+	}, 2*time.Minute)
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, "T-1", out[0].Ticket.ID)
+}
+
+func TestSuiteEscalationTimeout(t *testing.T) {
+	ds := newDownstream(faultLostAfterCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) { o.EscalationTimeout = time.Hour })
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
+	require.Contains(t, out[0].Err, "nobody resolved")
+	require.Contains(t, out[0].Err, "1h0m0s")
+	recs := s.records(t)
+	require.Equal(t, oncekey.StatusUnknown, recs[0].Status, "an escalation loses nothing: the record stays unknown")
+}
+
+func TestSuiteCodecDataConverterRoundTrip(t *testing.T) {
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
+	ds := newDownstream()
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		opts: func(o *interceptor.Options) { o.DataConverter = dc },
+		env:  func(e *testsuite.TestWorkflowEnvironment) { e.SetDataConverter(dc) },
+	})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, out[0].Ticket, out[1].Ticket)
+	recs := s.records(t)
+	ps, err := payloadsFrom(recs[0].Result)
+	require.NoError(t, err)
+	require.Equal(t, "binary/zlib", string(ps.Payloads[0].Metadata["encoding"]), "the stored result went through the codec")
+	var back Ticket
+	require.NoError(t, dc.FromPayloads(ps, &back))
+	require.Equal(t, out[0].Ticket, back)
+}
+
+// capture is a logger and metrics handler that keep everything they are given.
+type capture struct {
+	mu       sync.Mutex
+	lines    []string
+	counters map[string]int64
+	timers   map[string]int
+	tags     map[string]string
+}
+
+func newCapture() *capture {
+	return &capture{counters: map[string]int64{}, timers: map[string]int{}, tags: map[string]string{}}
+}
+
+func (c *capture) log(level, msg string, kv ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lines = append(c.lines, level+" "+msg+" "+fmt.Sprint(kv...))
+}
+func (c *capture) Debug(msg string, kv ...any) { c.log("DEBUG", msg, kv...) }
+func (c *capture) Info(msg string, kv ...any)  { c.log("INFO", msg, kv...) }
+func (c *capture) Warn(msg string, kv ...any)  { c.log("WARN", msg, kv...) }
+func (c *capture) Error(msg string, kv ...any) { c.log("ERROR", msg, kv...) }
+
+var _ log.Logger = (*capture)(nil)
+
+func TestSuiteObservability(t *testing.T) {
+	ds := newDownstream()
+	logs := newCapture()
+	metrics := newMetrics()
+	var mu sync.Mutex
+	var events []interceptor.Event
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		suite: func(s *testsuite.WorkflowTestSuite) { s.SetLogger(logs); s.SetMetricsHandler(metrics) },
+		opts: func(o *interceptor.Options) {
+			o.OnEvent = func(e interceptor.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }
+		},
+	})
+	secret := TicketRequest{Customer: "zz-customer-secret", Subject: "zz-subject-secret", RequestID: "zz-request-secret"}
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: secret},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: secret},
+		{Tool: "LookupCustomer", Req: secret},
+	}})
+	require.Empty(t, out[0].Err)
+	require.Empty(t, out[1].Err)
+
+	require.Len(t, events, 2, "one event per claimed call; the ReadOnly call has none")
+	require.Equal(t, oncekey.OutcomeApplied, events[0].Outcome)
+	require.Equal(t, oncekey.OutcomeReplayed, events[1].Outcome)
+	for _, e := range events {
+		require.Equal(t, "CreateTicket", e.Tool)
+		require.Equal(t, testNamespace, e.Tenant)
+		require.Regexp(t, `^ok1_[0-9a-f]{8}$`, e.KeyPrefix)
+		require.Positive(t, e.ClaimLatency)
+		require.NoError(t, e.Err)
+	}
+
+	require.EqualValues(t, 1, metrics.counter(interceptor.MetricCalls, "CreateTicket", "applied"))
+	require.EqualValues(t, 1, metrics.counter(interceptor.MetricCalls, "CreateTicket", "replayed"))
+	require.Equal(t, 2, metrics.timerCount(interceptor.MetricClaimLatency, "CreateTicket"))
+
+	logs.mu.Lock()
+	all := strings.Join(logs.lines, "\n")
+	logs.mu.Unlock()
+	require.Contains(t, all, "oncekey: tool call")
+	require.Contains(t, all, events[0].KeyPrefix)
+	require.Contains(t, all, "replayed")
+	for _, v := range []string{"zz-customer-secret", "zz-subject-secret", "zz-request-secret", "T-1"} {
+		require.NotContains(t, all, v, "logs never carry arguments or results")
+	}
+}
