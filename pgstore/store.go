@@ -189,8 +189,13 @@ func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) er
 	var err error
 	for range 3 {
 		if err = fn(ctx); err == nil || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
-			return err
+			break
 		}
+	}
+	// A canceled statement comes back as the server's error; keep the context's reason in the
+	// chain so that errors.Is(err, context.Canceled / DeadlineExceeded) holds.
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", ctx.Err(), err)
 	}
 	return err
 }
