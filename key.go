@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -45,51 +47,79 @@ func (op Operation) Step() string {
 // ExplicitKey.
 type KeyStrategy interface {
 	// parts returns the ordered, named parts of the key (namespace and tenant are added by the
-	// caller).
+	// caller). The first part names the strategy, so two strategies never share a key.
 	parts(op Operation) ([]keyPart, error)
 	// fields returns argument paths the strategy reads, for checking at registration.
 	fields() []string
+	// check reports a strategy that can never produce a key, for Registry.Set.
+	check() error
 }
 
 type stepKey struct{}
 
 // StepKey is the default strategy: the key is (namespace, tenant, workflow ID, step ID). Without
-// WithStepID the step is "<runID>/<activityID>", safe within a run but new after a reset.
+// WithStepID the step is the run ID and the activity ID, safe within a run but new after a reset
+// or a workflow retry; a step ID that is empty or only white space is an error wrapping ErrNoKey.
 func StepKey() KeyStrategy { return stepKey{} }
 
 // keyPart is one named part of an operation key; the name appears in errors only.
 type keyPart struct{ name, value string }
 
 func (stepKey) parts(op Operation) ([]keyPart, error) {
-	return []keyPart{{"strategy", "step"}, {"workflow ID", op.WorkflowID}, {"step ID", op.Step()}}, nil
+	if op.StepID != "" {
+		return []keyPart{{"strategy", "step"}, {"workflow ID", op.WorkflowID}, {"step ID", op.StepID}}, nil
+	}
+	// Run ID and activity ID are separate parts, so no explicit step ID can collide with them.
+	return []keyPart{{"strategy", "run-step"}, {"workflow ID", op.WorkflowID}, {"run ID", op.RunID},
+		{"activity ID", op.ActivityID}}, nil
 }
 func (stepKey) fields() []string { return nil }
+func (stepKey) check() error     { return nil }
 
 type argsKey struct{ paths []string }
 
 // ArgsKey keys the operation by (namespace, tenant, workflow ID, tool, the named argument fields):
 // two calls with equal values of those fields in one workflow are one effect by declaration.
-// Fields are dotted JSON paths into the activity's input ("Flight", "Order.ID"); for an activity
-// with more than one argument, the first segment is the argument's index ("0.Flight").
-func ArgsKey(fields ...string) KeyStrategy { return argsKey{paths: append([]string(nil), fields...)} }
+// Fields are dotted JSON paths into the activity's input ("Flight", "order.id"), checked by
+// Registry.Set against the input type; for an activity with more than one argument, the first
+// segment is the argument's index ("0.Flight"). Values are compared in canonical JSON (see
+// package canonical), so 2 and 2.0 are one value and "2" another. The order of fields does not
+// matter. A field that is absent, null, or a string that is empty or only white space is an
+// error wrapping ErrNoKey: keying on a value nobody filled in would merge unrelated calls.
+func ArgsKey(fields ...string) KeyStrategy {
+	paths := slices.Clone(fields)
+	slices.Sort(paths)
+	return argsKey{paths: slices.Compact(paths)}
+}
+
+func (k argsKey) check() error {
+	if len(k.paths) == 0 {
+		return errors.New("ArgsKey needs at least one field")
+	}
+	return nil
+}
 
 func (k argsKey) parts(op Operation) ([]keyPart, error) {
-	if len(k.paths) == 0 {
-		return nil, fmt.Errorf("%w: ArgsKey needs at least one field", ErrNoKey)
+	if err := k.check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
 	}
 	doc, err := argsDocument(op.Args)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
-	out := []keyPart{{"strategy", "args"}, {"workflow ID", op.WorkflowID}, {"tool", op.Tool}}
+	out := make([]keyPart, 0, 3+2*len(k.paths))
+	out = append(out, keyPart{"strategy", "args"}, keyPart{"workflow ID", op.WorkflowID}, keyPart{"tool", op.Tool})
 	for _, p := range k.paths {
 		v, ok := lookupPath(doc, p)
 		if !ok {
-			return nil, fmt.Errorf("%w: argument field %q is absent", ErrNoKey, p)
+			return nil, fmt.Errorf("%w: argument field %q of %s is absent", ErrNoKey, p, op.Tool)
+		}
+		if s, isString := v.(string); v == nil || isString && blank(s) {
+			return nil, fmt.Errorf("%w: argument field %q of %s is empty", ErrNoKey, p, op.Tool)
 		}
 		b, err := canonical.Marshal(v)
 		if err != nil {
-			return nil, fmt.Errorf("oncekey: key field %q: %w", p, err)
+			return nil, fmt.Errorf("%w: argument field %q of %s: %w", ErrNoKey, p, op.Tool, err)
 		}
 		out = append(out, keyPart{"field name", p}, keyPart{"field " + p, string(b)})
 	}
@@ -102,20 +132,31 @@ type explicitKey struct {
 }
 
 // ExplicitKey keys the operation by (namespace, tenant, the string fn returns), e.g. a business
-// transaction ID. fn must return the same string for every repeat of one intended effect.
+// transaction ID. fn must return the same string for every repeat of one intended effect. An
+// error from fn, or a string that is empty or only white space, is an error wrapping ErrNoKey
+// (and fn's error).
 func ExplicitKey(fn func(Operation) (string, error)) KeyStrategy { return explicitKey{fn: fn} }
 
-func (k explicitKey) parts(op Operation) ([]keyPart, error) {
+func (k explicitKey) check() error {
 	if k.fn == nil {
-		return nil, fmt.Errorf("%w: ExplicitKey function is nil", ErrNoKey)
+		return errors.New("ExplicitKey function is nil")
+	}
+	return nil
+}
+
+func (k explicitKey) parts(op Operation) ([]keyPart, error) {
+	if err := k.check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
 	}
 	s, err := k.fn(op)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
+		return nil, fmt.Errorf("%w: explicit key of %s: %w", ErrNoKey, op.Tool, err)
 	}
 	return []keyPart{{"strategy", "explicit"}, {"explicit key", s}}, nil
 }
 func (explicitKey) fields() []string { return nil }
+
+func blank(s string) bool { return strings.TrimFunc(s, unicode.IsSpace) == "" }
 
 // deriveKey returns the printable operation key for op under strategy ks.
 func deriveKey(ks KeyStrategy, op Operation) (string, error) {
@@ -123,41 +164,51 @@ func deriveKey(ks KeyStrategy, op Operation) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	all := append([]keyPart{{"namespace", op.Namespace}, {"tenant", op.Tenant}}, parts...)
-	values := make([]string, len(all))
-	for i, p := range all {
-		if strings.TrimFunc(p.value, unicode.IsSpace) == "" {
-			return "", fmt.Errorf("%w: the %s of tool %q is empty", ErrNoKey, p.name, op.Tool)
+	var stack [512]byte
+	b := stack[:0]
+	for i := -2; i < len(parts); i++ {
+		var p keyPart
+		switch i {
+		case -2:
+			p = keyPart{"namespace", op.Namespace}
+		case -1:
+			p = keyPart{"tenant", op.Tenant}
+		default:
+			p = parts[i]
 		}
-		values[i] = p.value
+		if blank(p.value) {
+			return "", fmt.Errorf("%w: the %s of %s is empty", ErrNoKey, p.name, op.Tool)
+		}
+		b = appendPart(b, p.value)
 	}
-	return KeyPrefix + hex.EncodeToString(digestParts(values)), nil
+	sum := sha256.Sum256(b)
+	var out [len(KeyPrefix) + 2*sha256.Size]byte
+	copy(out[:], KeyPrefix)
+	hex.Encode(out[len(KeyPrefix):], sum[:])
+	return string(out[:]), nil
 }
 
-// digestParts hashes parts with an unambiguous encoding: each part is its byte length as a
-// big-endian uint64 followed by its bytes, so ("a:b","c") and ("a","b:c") differ.
-func digestParts(parts []string) []byte {
-	h := sha256.New()
-	var n [8]byte
-	for _, p := range parts {
-		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-		h.Write(n[:])
-		h.Write([]byte(p))
-	}
-	return h.Sum(nil)
+// appendPart appends one key part in an unambiguous encoding: its byte length as a big-endian
+// uint64, then its bytes. A sequence of parts so encoded has one decoding, so ("a:b","c") and
+// ("a","b:c") differ.
+func appendPart(b []byte, p string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+	return append(b, p...)
 }
 
 // argsDocument returns the JSON document that argument paths address: the single argument
-// itself, or an array of the arguments when there are several.
+// itself, or an array of the arguments when there are several (or none), decoded from its
+// canonical JSON with numbers kept as json.Number.
 func argsDocument(args []any) (any, error) {
-	var v any = args
-	if len(args) == 1 {
-		v = args[0]
-	}
-	b, err := canonical.Marshal(v)
+	b, err := canonicalArgs(args)
 	if err != nil {
-		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
+		return nil, err
 	}
+	return decodeDocument(b)
+}
+
+// decodeDocument decodes canonical JSON with numbers kept as json.Number.
+func decodeDocument(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var doc any
@@ -165,6 +216,21 @@ func argsDocument(args []any) (any, error) {
 		return nil, fmt.Errorf("oncekey: decode arguments: %w", err)
 	}
 	return doc, nil
+}
+
+// canonicalArgs returns the canonical JSON of the arguments document (see argsDocument).
+func canonicalArgs(args []any) ([]byte, error) {
+	var v any = args
+	if len(args) == 1 {
+		v = args[0]
+	} else if args == nil {
+		v = []any{}
+	}
+	b, err := canonical.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
+	}
+	return b, nil
 }
 
 func lookupPath(doc any, path string) (any, bool) {
@@ -190,6 +256,8 @@ func lookupPath(doc any, path string) (any, bool) {
 	return cur, true
 }
 
+// deletePath removes the member at path from doc; an array element at the end of a path is set
+// to null, so later elements keep their indexes.
 func deletePath(doc any, path string) {
 	segs := strings.Split(path, ".")
 	cur := doc
@@ -218,20 +286,37 @@ func deletePath(doc any, path string) {
 	}
 }
 
+// fingerprintDoc is what a fingerprint digests.
+type fingerprintDoc struct {
+	Args    json.RawMessage `json:"args"`
+	Tool    string          `json:"tool"`
+	Version string          `json:"version"`
+}
+
 // fingerprint returns the hex SHA-256 of canonical JSON {"args":…,"tool":…,"version":…} with the
-// excluded fields removed from args.
+// excluded fields removed from args. The encoding is persisted in every record: it is pinned by
+// a test.
 func fingerprint(tool, version string, exclude []string, args []any) (string, error) {
-	doc, err := argsDocument(args)
-	if err != nil {
-		return "", err
-	}
-	for _, p := range exclude {
-		deletePath(doc, p)
-	}
-	b, err := canonical.Marshal(map[string]any{"tool": tool, "version": version, "args": doc})
+	b, err := canonicalArgs(args)
 	if err != nil {
 		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
 	}
-	sum := sha256.Sum256(b)
+	if len(exclude) > 0 {
+		doc, err := decodeDocument(b)
+		if err != nil {
+			return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
+		}
+		for _, p := range exclude {
+			deletePath(doc, p)
+		}
+		if b, err = canonical.Marshal(doc); err != nil {
+			return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
+		}
+	}
+	doc, err := canonical.Marshal(fingerprintDoc{Args: b, Tool: tool, Version: version})
+	if err != nil {
+		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
+	}
+	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:]), nil
 }

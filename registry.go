@@ -2,12 +2,18 @@ package oncekey
 
 import (
 	"context"
+	"encoding"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/oncekey/oncekey/canonical"
 )
 
 // Registry maps tool names (registered activity names) to policies. It is safe for concurrent use.
@@ -34,21 +40,34 @@ func (r *Registry) Set(activity any, p Policy) error {
 	if err := p.validate(name); err != nil {
 		return err
 	}
-	var paths []string
 	if p.Key != nil {
-		paths = append(paths, p.Key.fields()...)
+		if err := p.Key.check(); err != nil {
+			return &PolicyError{Tool: name, Field: "Key", Reason: err.Error()}
+		}
 	}
-	paths = append(paths, p.Exclude...)
-	if len(paths) > 0 {
+	check := func(field string, paths []string) error {
+		if len(paths) == 0 {
+			return nil
+		}
 		if fnType == nil {
-			return &PolicyError{Tool: name, Field: "Key/Exclude", Reason: "argument fields need the activity's function value, not its name, so they can be checked"}
+			return &PolicyError{Tool: name, Field: field, Reason: "argument fields need the activity's function value, not its name, so they can be checked"}
 		}
 		for _, path := range paths {
 			if err := checkPath(fnType, path); err != nil {
-				return &PolicyError{Tool: name, Field: "Key/Exclude", Reason: fmt.Sprintf("field %q: %v", path, err)}
+				return &PolicyError{Tool: name, Field: field, Reason: fmt.Sprintf("field %q: %v", path, err)}
 			}
 		}
+		return nil
 	}
+	if p.Key != nil {
+		if err := check("Key", p.Key.fields()); err != nil {
+			return err
+		}
+	}
+	if err := check("Exclude", p.Exclude); err != nil {
+		return err
+	}
+	p.Exclude = slices.Clone(p.Exclude)
 	r.mu.Lock()
 	r.policies[name] = p.withDefaults()
 	r.mu.Unlock()
@@ -149,12 +168,23 @@ func walkType(t reflect.Type, segs []string) error {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
+		if t == timeType {
+			return fmt.Errorf("%q is inside a time.Time, which has no fields", seg)
+		}
+		if t.Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(jsonMarshalerType) {
+			return nil // its own MarshalJSON decides the shape
+		}
 		switch t.Kind() {
 		case reflect.Interface:
 			return nil // anything may be inside
 		case reflect.Map:
-			if t.Key().Kind() != reflect.String {
-				return fmt.Errorf("map key %s is not a string", t.Key())
+			switch t.Key().Kind() {
+			case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			default:
+				if !t.Key().Implements(textMarshalerType) {
+					return fmt.Errorf("map key %s cannot be encoded", t.Key())
+				}
 			}
 			t = t.Elem()
 		case reflect.Slice, reflect.Array:
@@ -163,9 +193,9 @@ func walkType(t reflect.Type, segs []string) error {
 			}
 			t = t.Elem()
 		case reflect.Struct:
-			f, ok := jsonField(t, seg)
+			f, ok := canonical.StructField(t, seg)
 			if !ok {
-				return fmt.Errorf("%s has no JSON field %q", t, seg)
+				return fmt.Errorf("%s has no JSON field %q (JSON names are exact, as json tags spell them)", t, seg)
 			}
 			t = f
 		default:
@@ -175,37 +205,8 @@ func walkType(t reflect.Type, segs []string) error {
 	return nil
 }
 
-// jsonField finds the field whose encoding/json name is exactly name (embedded structs included).
-func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		tagName, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && tagName == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				if inner, ok := jsonField(ft, name); ok {
-					return inner, true
-				}
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		n := f.Name
-		if tagName != "" {
-			n = tagName
-		}
-		if n == name {
-			return f.Type, true
-		}
-	}
-	return nil, false
-}
+var (
+	timeType          = reflect.TypeFor[time.Time]()
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
