@@ -1,0 +1,76 @@
+// Command oncekey is the operator CLI for oncekey's records: apply migrations, list and inspect
+// operations, resolve an operation whose outcome is unknown, purge expired records and erase a
+// tenant.
+//
+// Postgres is reached with --database-url, else DATABASE_URL, else the libpq variables (PGHOST,
+// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). Temporal (for resolve) with --address, else
+// TEMPORAL_ADDRESS, else 127.0.0.1:7233; namespace --namespace, else TEMPORAL_NAMESPACE, else
+// "default".
+//
+// Exit codes:
+//
+//	0  success
+//	1  the operation failed (a store or server error, a record in the wrong state)
+//	2  usage: unknown command or flag, missing or conflicting flags, malformed input
+//	3  not found: no such record, or no reconciliation workflow waiting for the key
+//	4  unreachable: Postgres or the Temporal server could not be reached
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitNotFound    = 3
+	exitUnreachable = 4
+)
+
+// exitError carries an exit code with the one line printed for it.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func fail(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// execute runs the CLI with args and returns the exit code. getenv reads the environment.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	cmd := newRootCmd(&app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv})
+	cmd.SetArgs(args)
+	cmd.SetIn(stdin)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitUsage // cobra's own errors: unknown command or flag, wrong argument count
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	fmt.Fprintf(stderr, "oncekey: %v\n", err)
+	return code
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+func newMigrateCmd(a *app) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade oncekey's tables (idempotent; safe to run from several places at once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			pool, err := a.pool(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if dryRun {
+				return migrateDryRun(cmd, a, pool)
+			}
+			if err := pgstore.MigrateSchema(ctx, pool, a.schema); err != nil {
+				return storeError("migrate", err)
+			}
+			fmt.Fprintln(a.stdout, "migrations applied; the schema is up to date")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the migrations that would be applied, apply nothing")
+	return cmd
+}
+
+// resolveFlags are the flags of `oncekey resolve`.
+type resolveFlags struct {
+	tenant                     string
+	applied, notApplied, faild bool
+	ref, result, note, by      string
+}
+
+func newResolveCmd(a *app) *cobra.Command {
+	var f resolveFlags
+	cmd := &cobra.Command{
+		Use:   "resolve KEY (--applied [--ref R] [--result JSON] | --not-applied | --failed)",
+		Short: "Tell the reconciliation workflow of an unknown operation what happened",
+		Long: "resolve signals the reconciliation workflow waiting on KEY with a decision. Every workflow blocked on the key\n" +
+			"continues: --applied hands back the result given with --result (JSON of the tool's result type; @FILE reads a file),\n" +
+			"--not-applied lets the tool run again, --failed fails the call for good.\n\n" +
+			"Find waiting operations with `oncekey list --status unknown`.",
+		Example: "  oncekey resolve ok1_3f2a… --tenant acme --applied --ref TCK-0042 --result '{\"id\":\"TCK-0042\"}' --note 'found in the ticket system'\n" +
+			"  oncekey resolve ok1_3f2a… --tenant acme --not-applied --note 'no charge at the provider'",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, key, err := f.resolution(a, args[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := a.temporal(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			rctx, cancel := contextWithTimeout(ctx, a.timeout)
+			defer cancel()
+			err = reconcile.Resolve(rctx, c, f.tenant, key, r)
+			var inv *reconcile.InvalidResolutionError
+			switch {
+			case err == nil:
+			case errors.As(err, &inv):
+				return fail(exitUsage, "%v", err)
+			case errors.Is(err, reconcile.ErrNoReconciliation):
+				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started or has already finished (see `oncekey show %s --tenant %s`)", key, a.ns(), key, f.tenant)
+			default:
+				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
+			}
+			fmt.Fprintf(a.stdout, "signalled %s to %s: %s\n", r.Outcome, reconcile.WorkflowID(key), describe(r))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
+	fl.BoolVar(&f.applied, "applied", false, "the effect landed")
+	fl.BoolVar(&f.notApplied, "not-applied", false, "the effect did not land: the tool may run again")
+	fl.BoolVar(&f.faild, "failed", false, "a definite failure: the effect did not and will not land; the call fails")
+	fl.StringVar(&f.ref, "ref", "", "effect reference downstream (ticket number, charge ID); with --applied")
+	fl.StringVar(&f.result, "result", "", "the tool's result as JSON, or @FILE; with --applied (default: the zero value)")
+	fl.StringVar(&f.note, "note", "", "why; stored with the record")
+	fl.StringVar(&f.by, "by", "", "who decided (default: $USER)")
+	return cmd
+}
+
+// resolution checks the flags and builds the Resolution.
+func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, string, error) {
+	key := strings.TrimSpace(keyArg)
+	if !strings.HasPrefix(key, oncekey.KeyPrefix) {
+		return reconcile.Resolution{}, "", fail(exitUsage, "%q is not an operation key (they start with %q)", key, oncekey.KeyPrefix)
+	}
+	n := 0
+	for _, b := range []bool{f.applied, f.notApplied, f.faild} {
+		if b {
+			n++
+		}
+	}
+	if n != 1 {
+		return reconcile.Resolution{}, "", fail(exitUsage, "give exactly one of --applied, --not-applied, --failed")
+	}
+	if !f.applied && (f.ref != "" || f.result != "") {
+		return reconcile.Resolution{}, "", fail(exitUsage, "--ref and --result go with --applied only")
+	}
+	if f.tenant == "" {
+		f.tenant = a.ns()
+	}
+	by := f.by
+	if by == "" {
+		by = a.getenv("USER")
+	}
+	if by == "" {
+		by = "oncekey-cli"
+	}
+	r := reconcile.Resolution{EffectReference: f.ref, Note: f.note, ResolvedBy: by}
+	switch {
+	case f.applied:
+		r.Outcome = reconcile.Applied
+	case f.notApplied:
+		r.Outcome = reconcile.NotApplied
+	default:
+		r.Outcome = reconcile.Failed
+	}
+	if f.result != "" {
+		raw := []byte(f.result)
+		if path, ok := strings.CutPrefix(f.result, "@"); ok {
+			var err error
+			if path == "-" {
+				raw, err = io.ReadAll(a.stdin)
+			} else {
+				raw, err = os.ReadFile(path)
+			}
+			if err != nil {
+				return reconcile.Resolution{}, "", fail(exitUsage, "--result %s: %v", f.result, err)
+			}
+		}
+		if !json.Valid(raw) {
+			return reconcile.Resolution{}, "", fail(exitUsage, "--result is not valid JSON (quote strings: --result '\"done\"')")
+		}
+		r.Result = raw
+	}
+	if err := r.Validate(); err != nil {
+		return reconcile.Resolution{}, "", fail(exitUsage, "%v", err)
+	}
+	return r, key, nil
+}
+
+func describe(r reconcile.Resolution) string {
+	parts := []string{"by " + r.ResolvedBy}
+	if r.EffectReference != "" {
+		parts = append(parts, "ref "+r.EffectReference)
+	}
+	if len(r.Result) > 0 {
+		parts = append(parts, fmt.Sprintf("result %d bytes", len(r.Result)))
+	}
+	if r.Note != "" {
+		parts = append(parts, fmt.Sprintf("note %q", r.Note))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newPurgeCmd(a *app) *cobra.Command {
+	var (
+		batch  int
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "purge",
+		Short: "Turn records past retention into tombstones and delete tombstones past their window",
+		Long: "purge works in batches so claims are never blocked for long. Run it on a schedule (hourly is plenty).\n" +
+			"A tombstone keeps only digests and refuses late duplicates until its window ends; then the key is free.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if batch < 1 {
+				return fail(exitUsage, "--batch-size must be at least 1")
+			}
+			ctx := cmd.Context()
+			s, pool, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if dryRun {
+				var now time.Time
+				if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+					return storeError("purge --dry-run", err)
+				}
+				recs, _, err := listAll(ctx, s, oncekey.ListParams{}, 0)
+				if err != nil {
+					return storeError("purge --dry-run", err)
+				}
+				var tomb, del int
+				for _, r := range recs {
+					switch {
+					case r.Status == oncekey.StatusExpired && !r.TombstoneUntil.IsZero() && !now.Before(r.TombstoneUntil):
+						del++
+					case r.Status != oncekey.StatusExpired && r.Status != oncekey.StatusPending && !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt):
+						tomb++
+					}
+				}
+				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)\n", now.UTC().Format(time.RFC3339), tomb, del)
+				return nil
+			}
+			tty := isTerminal(a.stdout)
+			res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: batch, Progress: func(p oncekey.PurgeResult) {
+				if tty {
+					fmt.Fprintf(a.stdout, "\r%s batch %d: %d tombstoned, %d deleted", spinner(p.Batches), p.Batches, p.Tombstoned, p.Deleted)
+				}
+			}})
+			if tty {
+				fmt.Fprint(a.stdout, "\r\033[K")
+			}
+			if err != nil {
+				return storeError("purge", err)
+			}
+			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted\n", res.Batches, res.Tombstoned, res.Deleted)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&batch, "batch-size", 1000, "rows per statement")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be purged, change nothing")
+	return cmd
+}
+
+func spinner(i int) string { return string(`|/-\`[i%4]) }
+
+// isTerminal reports whether w is a character device (a terminal), for progress output.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func newForgetCmd(a *app) *cobra.Command {
+	var (
+		tenant string
+		yes    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "forget --tenant T --yes",
+		Short: "Delete every record of one tenant (for erasure requests); late duplicates are then no longer refused",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(tenant) == "" {
+				return fail(exitUsage, "--tenant is required")
+			}
+			ctx := cmd.Context()
+			s, pool, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if !yes {
+				recs, _, err := listAll(ctx, s, oncekey.ListParams{Tenant: tenant}, 0)
+				if err != nil {
+					return storeError("forget", err)
+				}
+				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %q, tombstones included, and cannot be undone", len(recs), tenant)
+			}
+			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
+			if err != nil {
+				return storeError("forget", err)
+			}
+			fmt.Fprintf(a.stdout, "deleted %d record(s) of tenant %q\n", res.Deleted, tenant)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant to erase (required)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
+	return cmd
+}
+
+func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
+}
+
+// migrateDryRun prints the migrations Migrate would apply.
+func migrateDryRun(cmd *cobra.Command, a *app, pool *pgxpool.Pool) error {
+	pending, err := pgstore.PendingMigrations(cmd.Context(), pool, a.schema)
+	if err != nil {
+		return storeError("migrate --dry-run", err)
+	}
+	if len(pending) == 0 {
+		fmt.Fprintln(a.stdout, "dry run: the schema is up to date; nothing to apply")
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "dry run: would apply %d migration(s):\n", len(pending))
+	for _, m := range pending {
+		fmt.Fprintln(a.stdout, "  "+m)
+	}
+	return nil
+}

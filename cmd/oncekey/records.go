@@ -1,0 +1,430 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
+)
+
+// recordView is a record as the CLI prints it. The stored result is left out unless asked for.
+type recordView struct {
+	Tenant          string          `json:"tenant"`
+	OperationKey    string          `json:"operation_key"`
+	Tool            string          `json:"tool"`
+	Version         string          `json:"version,omitempty"`
+	Effect          string          `json:"effect"`
+	Status          oncekey.Status  `json:"status"`
+	WorkflowID      string          `json:"workflow_id"`
+	StepID          string          `json:"step_id"`
+	Epoch           int64           `json:"epoch"`
+	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
+	LeaseExpired    bool            `json:"lease_expired,omitempty"`
+	EffectReference string          `json:"effect_reference,omitempty"`
+	ResolvedBy      string          `json:"resolved_by,omitempty"`
+	Note            string          `json:"note,omitempty"`
+	Failure         json.RawMessage `json:"failure,omitempty"`
+	ResultBytes     int             `json:"result_bytes"`
+	Result          any             `json:"result,omitempty"`
+	Fingerprint     string          `json:"fingerprint"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	ExpiresAt       *time.Time      `json:"expires_at,omitempty"`
+	TombstoneUntil  *time.Time      `json:"tombstone_until,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func view(r *oncekey.Record, showResult bool) recordView {
+	v := recordView{
+		Tenant: r.Tenant, OperationKey: r.OperationKey, Tool: r.Tool, Version: r.Version,
+		Effect: r.Effect.String(), Status: r.Status, WorkflowID: r.WorkflowID, StepID: r.StepID,
+		Epoch: r.Epoch, LeaseUntil: timePtr(r.LeaseUntil), LeaseExpired: r.LeaseExpired,
+		EffectReference: r.EffectReference, ResolvedBy: r.ResolvedBy, Note: r.Note,
+		ResultBytes: len(r.Result), Fingerprint: r.Fingerprint,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		ExpiresAt: timePtr(r.ExpiresAt), TombstoneUntil: timePtr(r.TombstoneUntil),
+	}
+	if len(r.Failure) > 0 {
+		if json.Valid(r.Failure) {
+			v.Failure = r.Failure
+		} else {
+			b, _ := json.Marshal(string(r.Failure))
+			v.Failure = b
+		}
+	}
+	if showResult && len(r.Result) > 0 {
+		v.Result = decodeResult(r.Result)
+	}
+	return v
+}
+
+// decodeResult turns a stored result (proto-encoded Temporal payloads) into something printable:
+// JSON payloads as their JSON, anything else (a codec's output, protobuf) as encoding + base64.
+func decodeResult(b []byte) any {
+	ps := &commonpb.Payloads{}
+	if err := proto.Unmarshal(b, ps); err != nil {
+		return map[string]string{"undecodable": err.Error(), "base64": base64.StdEncoding.EncodeToString(b)}
+	}
+	out := make([]any, 0, len(ps.Payloads))
+	for _, p := range ps.Payloads {
+		enc := string(p.Metadata[converter.MetadataEncoding])
+		switch {
+		case enc == converter.MetadataEncodingJSON && json.Valid(p.Data):
+			out = append(out, json.RawMessage(p.Data))
+		case enc == converter.MetadataEncodingNil:
+			out = append(out, nil)
+		default:
+			out = append(out, map[string]string{"encoding": enc, "base64": base64.StdEncoding.EncodeToString(p.Data)})
+		}
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.UTC().Format("2006-01-02")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseSince reads --since: a duration back from now ("2h", "30m") or an RFC 3339 time.
+func parseSince(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("--since %s is negative", s)
+		}
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since %q is neither a duration (2h, 30m) nor an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+	}
+	return t, nil
+}
+
+func parseStatus(s string) (oncekey.Status, error) {
+	if s == "" {
+		return "", nil
+	}
+	st := oncekey.Status(strings.ToLower(s))
+	if !st.Valid() {
+		return "", fmt.Errorf("--status %q is not one of pending, applied, failed, unknown, released, expired", s)
+	}
+	return st, nil
+}
+
+// listAll pages through Store.List until limit records (0: all) or the end.
+func listAll(ctx context.Context, s oncekey.Store, p oncekey.ListParams, limit int) ([]*oncekey.Record, bool, error) {
+	var out []*oncekey.Record
+	for {
+		page := 1000
+		if limit > 0 {
+			page = min(page, limit-len(out))
+		}
+		p.Limit = page
+		res, err := s.List(ctx, &p)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, res.Records...)
+		if res.Next == "" {
+			return out, false, nil
+		}
+		if limit > 0 && len(out) >= limit {
+			return out, true, nil
+		}
+		p.Cursor = res.Next
+	}
+}
+
+func newListCmd(a *app) *cobra.Command {
+	var (
+		status, tenant, tool, wf, since string
+		limit                           int
+		asJSON                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List operation records (oldest update first)",
+		Example: "  oncekey list --status unknown\n" +
+			"  oncekey list --tenant acme --tool CreateTicket --since 2h --json",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := parseStatus(status)
+			if err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			sinceT, err := parseSince(since)
+			if err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			if limit < 1 {
+				return fail(exitUsage, "--limit must be at least 1")
+			}
+			ctx := cmd.Context()
+			s, pool, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			recs, more, err := listAll(ctx, s, oncekey.ListParams{Status: st, Tenant: tenant, Tool: tool, WorkflowID: wf, UpdatedSince: sinceT}, limit)
+			if err != nil {
+				return storeError("list", err)
+			}
+			if asJSON {
+				views := make([]recordView, 0, len(recs))
+				for _, r := range recs {
+					views = append(views, view(r, false))
+				}
+				return writeJSON(a.stdout, views)
+			}
+			if len(recs) == 0 {
+				fmt.Fprintln(a.stdout, "no records match")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
+			for _, r := range recs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.OperationKey, r.Tool, r.Status,
+					r.WorkflowID, r.StepID, age(r.UpdatedAt), dash(r.EffectReference), dash(r.ResolvedBy))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if more {
+				fmt.Fprintf(a.stdout, "(first %d shown; raise --limit for more)\n", len(recs))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&status, "status", "", "only this status: pending, applied, failed, unknown, released, expired")
+	f.StringVar(&tenant, "tenant", "", "only this tenant")
+	f.StringVar(&tool, "tool", "", "only this tool (activity type)")
+	f.StringVar(&wf, "workflow", "", "only this workflow ID")
+	f.StringVar(&since, "since", "", "only records updated since: a duration back from now (2h) or an RFC 3339 time")
+	f.IntVar(&limit, "limit", 100, "at most this many records")
+	f.BoolVar(&asJSON, "json", false, "print JSON (an array of records)")
+	return cmd
+}
+
+func newShowCmd(a *app) *cobra.Command {
+	var (
+		tenant     string
+		showResult bool
+		asJSON     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show one operation record (the stored result only with --show-result)",
+		Example: "  oncekey show ok1_3f2a… --tenant acme\n" +
+			"  oncekey show ok1_3f2a… --tenant acme --show-result --json",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := strings.TrimSpace(args[0])
+			if !strings.HasPrefix(key, oncekey.KeyPrefix) {
+				return fail(exitUsage, "%q is not an operation key (they start with %q)", key, oncekey.KeyPrefix)
+			}
+			if tenant == "" {
+				tenant = a.ns()
+			}
+			ctx := cmd.Context()
+			s, pool, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+			if err != nil {
+				return storeError(fmt.Sprintf("show %s (tenant %s)", key, tenant), err)
+			}
+			v := view(r, showResult)
+			if asJSON {
+				return writeJSON(a.stdout, v)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			line := func(k string, val any) { fmt.Fprintf(tw, "%s\t%v\n", k, val) }
+			line("operation key", v.OperationKey)
+			line("tenant", v.Tenant)
+			line("tool", v.Tool)
+			if v.Version != "" {
+				line("version", v.Version)
+			}
+			line("effect class", v.Effect)
+			line("status", v.Status)
+			line("workflow", v.WorkflowID)
+			line("step", v.StepID)
+			line("epoch", v.Epoch)
+			if v.LeaseUntil != nil {
+				exp := ""
+				if v.LeaseExpired {
+					exp = " (expired)"
+				}
+				line("lease until", v.LeaseUntil.Format(time.RFC3339)+exp)
+			}
+			line("effect reference", dash(v.EffectReference))
+			line("resolved by", dash(v.ResolvedBy))
+			line("note", dash(v.Note))
+			if len(v.Failure) > 0 {
+				line("failure", string(v.Failure))
+			}
+			line("fingerprint", v.Fingerprint)
+			line("created", v.CreatedAt.Format(time.RFC3339))
+			line("updated", v.UpdatedAt.Format(time.RFC3339))
+			if v.ExpiresAt != nil {
+				line("retained until", v.ExpiresAt.Format(time.RFC3339))
+			}
+			if v.TombstoneUntil != nil {
+				line("tombstone until", v.TombstoneUntil.Format(time.RFC3339))
+			}
+			switch {
+			case showResult && v.Result != nil:
+				b, _ := json.Marshal(v.Result)
+				line("result", string(b))
+			case v.ResultBytes > 0:
+				line("result", fmt.Sprintf("%d bytes stored (print with --show-result)", v.ResultBytes))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", "", "the record's tenant (default: the namespace, the interceptor's default tenant)")
+	f.BoolVar(&showResult, "show-result", false, "print the stored result (it may hold personal data)")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// statsView counts records.
+type statsView struct {
+	Total    int                               `json:"total"`
+	ByStatus map[oncekey.Status]int            `json:"by_status"`
+	ByTool   map[string]map[oncekey.Status]int `json:"by_tool"`
+	ByTenant map[string]int                    `json:"by_tenant"`
+	// OldestUnknown is the update time of the oldest unknown record.
+	OldestUnknown *time.Time `json:"oldest_unknown,omitempty"`
+}
+
+func newStatsCmd(a *app) *cobra.Command {
+	var (
+		tenant string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "Count records by status, tool and tenant",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			s, pool, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			recs, _, err := listAll(ctx, s, oncekey.ListParams{Tenant: tenant}, 0)
+			if err != nil {
+				return storeError("stats", err)
+			}
+			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}}
+			for _, r := range recs {
+				sv.Total++
+				sv.ByStatus[r.Status]++
+				if sv.ByTool[r.Tool] == nil {
+					sv.ByTool[r.Tool] = map[oncekey.Status]int{}
+				}
+				sv.ByTool[r.Tool][r.Status]++
+				sv.ByTenant[r.Tenant]++
+				if r.Status == oncekey.StatusUnknown && (sv.OldestUnknown == nil || r.UpdatedAt.Before(*sv.OldestUnknown)) {
+					sv.OldestUnknown = timePtr(r.UpdatedAt)
+				}
+			}
+			if asJSON {
+				return writeJSON(a.stdout, sv)
+			}
+			statuses := []oncekey.Status{oncekey.StatusPending, oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprint(tw, "TOOL")
+			for _, st := range statuses {
+				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
+			}
+			fmt.Fprintln(tw, "\tTOTAL")
+			tools := make([]string, 0, len(sv.ByTool))
+			for t := range sv.ByTool {
+				tools = append(tools, t)
+			}
+			sort.Strings(tools)
+			for _, t := range tools {
+				fmt.Fprint(tw, t)
+				n := 0
+				for _, st := range statuses {
+					fmt.Fprintf(tw, "\t%d", sv.ByTool[t][st])
+					n += sv.ByTool[t][st]
+				}
+				fmt.Fprintf(tw, "\t%d\n", n)
+			}
+			fmt.Fprint(tw, "all tools")
+			for _, st := range statuses {
+				fmt.Fprintf(tw, "\t%d", sv.ByStatus[st])
+			}
+			fmt.Fprintf(tw, "\t%d\n", sv.Total)
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
+			if sv.OldestUnknown != nil {
+				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (resolve with `oncekey list --status unknown`, then `oncekey resolve`)", age(*sv.OldestUnknown))
+			}
+			fmt.Fprintln(a.stdout)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/reconcile"
+	"github.com/oncekey/oncekey/worker"
+)
+
+// bookings is a downstream the test owns: it counts its own effects.
+type bookings struct {
+	mu      sync.Mutex
+	effects int
+	runs    int
+	// loseFirst: the first run lands the effect and loses the response; failFirst: the first
+	// run fails before landing anything, with an error the tool cannot classify.
+	loseFirst, failFirst bool
+}
+
+type Booking struct {
+	ID string `json:"id"`
+}
+
+func (b *bookings) Book(ctx context.Context, ref string) (Booking, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.runs++
+	switch {
+	case b.runs == 1 && b.failFirst:
+		return Booking{}, errors.New("read: connection reset by peer")
+	case b.runs == 1 && b.loseFirst:
+		b.effects++
+		return Booking{}, errors.New("read: connection reset by peer")
+	}
+	b.effects++
+	return Booking{ID: "BK-" + ref}, nil
+}
+
+func (b *bookings) counts() (effects, runs int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.effects, b.runs
+}
+
+func bookWorkflow(ctx workflow.Context, ref string) (Booking, error) {
+	ctx = oncekey.WithStepID(ctx, "book")
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	var out Booking
+	err := workflow.ExecuteActivity(ctx, "Book", ref).Get(ctx, &out)
+	return out, err
+}
+
+// startBooking runs a worker with oncekey on a fresh task queue and starts one booking workflow.
+func startBooking(t *testing.T, c client.Client, url string, b *bookings, tenant string) client.WorkflowRun {
+	t.Helper()
+	s, _ := migratedAt(t, url)
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful}))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant }})
+	require.NoError(t, err)
+	tq := "cli-resolve-" + t.Name()
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	w.RegisterWorkflowWithOptions(bookWorkflow, workflow.RegisterOptions{Name: "Booking"})
+	w.RegisterActivityWithOptions(b.Book, activity.RegisterOptions{Name: "Book"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "booking-" + t.Name(), TaskQueue: tq, WorkflowExecutionTimeout: 3 * time.Minute}, "Booking", "R1")
+	require.NoError(t, err)
+	return run
+}
+
+// waitingKey waits until the CLI lists exactly one unknown operation and its reconciliation
+// workflow waits for a person; it returns the key.
+func waitingKey(t *testing.T, c client.Client, env map[string]string) string {
+	t.Helper()
+	var key string
+	require.Eventually(t, func() bool {
+		r := cli(t, env, "list", "--status", "unknown", "--json")
+		var views []recordView
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &views) != nil || len(views) != 1 {
+			return false
+		}
+		key = views[0].OperationKey
+		st, err := reconcile.Status(context.Background(), c, key)
+		return err == nil && st.State == reconcile.StateWaiting
+	}, 60*time.Second, 100*time.Millisecond)
+	return key
+}
+
+func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	b := &bookings{loseFirst: true}
+	run := startBooking(t, c, url, b, "acme")
+
+	key := waitingKey(t, c, env)
+
+	// Wrong tenant: the record is not found there.
+	r := cli(t, env, "show", key, "--tenant", "globex")
+	require.Equal(t, exitNotFound, r.code)
+
+	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "signalled applied")
+
+	var out Booking
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &out))
+	require.Equal(t, "BK-R1", out.ID, "the workflow gets the result the operator gave")
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects, "the downstream landed one booking")
+	require.Equal(t, 1, runs, "the tool was not run again")
+
+	r = cli(t, env, "show", key, "--tenant", "acme", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var v recordView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, "BK-R1", v.EffectReference)
+	require.Equal(t, "ines", v.ResolvedBy)
+	require.Equal(t, "found in the booking system", v.Note)
+
+	// Nothing waits on the key any more.
+	r = cli(t, env, "resolve", key, "--tenant", "acme", "--not-applied")
+	require.Equal(t, exitNotFound, r.code, r.stderr)
+	require.Contains(t, r.stderr, "no reconciliation workflow is waiting")
+}
+
+func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	b := &bookings{failFirst: true}
+	run := startBooking(t, c, url, b, "default")
+
+	key := waitingKey(t, c, env)
+	effects, _ := b.counts()
+	require.Equal(t, 0, effects)
+
+	// The tenant defaults to the namespace, as the interceptor's does.
+	r := cli(t, env, "resolve", key, "--not-applied", "--by", "ops", "--note", "no booking for R1")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	var out Booking
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &out))
+	require.Equal(t, "BK-R1", out.ID)
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 2, runs, "the tool ran exactly once more")
+}
