@@ -1,0 +1,156 @@
+package oncekey_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncekey/oncekey"
+)
+
+// details is the shape of the detail payload the interceptor attaches to its application errors.
+type details struct {
+	OperationKey string          `json:"operation_key,omitempty"`
+	Tool         string          `json:"tool"`
+	Outcome      oncekey.Outcome `json:"outcome"`
+	Replay       bool            `json:"replay,omitempty"`
+}
+
+// activityError turns err into what a workflow receives when an activity fails with it: the
+// SDK's failure converter encodes it (details through the data converter) into an activity
+// failure and decodes that into a *temporal.ActivityError wrapping the decoded cause.
+func activityError(err error) error {
+	fc := temporal.GetDefaultFailureConverter()
+	f := &failurepb.Failure{
+		Message: "activity error",
+		FailureInfo: &failurepb.Failure_ActivityFailureInfo{ActivityFailureInfo: &failurepb.ActivityFailureInfo{
+			ActivityId: "7", ActivityType: &commonpb.ActivityType{Name: "CreateTicket"},
+			RetryState: enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE,
+		}},
+		Cause: fc.ErrorToFailure(err),
+	}
+	out := fc.FailureToError(f)
+	var ae *temporal.ActivityError
+	if !errors.As(out, &ae) {
+		panic(fmt.Sprintf("not an activity error: %T", out))
+	}
+	return out
+}
+
+func appErr(typ string, nonRetryable bool, d ...any) error {
+	return temporal.NewApplicationErrorWithOptions("msg "+typ, typ, temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, Details: d})
+}
+
+func TestLabel(t *testing.T) {
+	t.Parallel()
+	const key = "ok1_0000000000000000000000000000000000000000000000000000000000000001"
+	cause := errors.New("downstream said 503")
+	cases := []struct {
+		name      string
+		err       error
+		status    oncekey.Outcome
+		safe      bool
+		next      string
+		key       string
+		retry     time.Duration
+		replayed  bool
+		errSubstr string
+	}{
+		{"nil", nil, oncekey.OutcomeApplied, true, oncekey.NextNone, "", 0, false, ""},
+
+		{"indeterminate", &oncekey.IndeterminateOutcomeError{OperationKey: key, Tool: "T", Cause: cause}, oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, "unknown"},
+		{"indeterminate app error", activityError(appErr(oncekey.ErrTypeIndeterminate, true, details{OperationKey: key, Outcome: oncekey.OutcomeUnknown})), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
+		{"result too large", &oncekey.ResultTooLargeError{OperationKey: key, Size: 2, Limit: 1}, oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
+		{"result too large app error", activityError(appErr(oncekey.ErrTypeResultTooLarge, true)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
+		{"start-to-close timeout", activityError(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
+		{"heartbeat timeout", activityError(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
+		{"cancelled", activityError(temporal.NewCanceledError()), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
+
+		{"fingerprint mismatch", &oncekey.FingerprintMismatchError{OperationKey: key, Stored: "a", Got: "b"}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "different arguments"},
+		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
+		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextAsk, "", 0, false, ""},
+
+		{"in flight", &oncekey.InFlightError{OperationKey: key, RetryAfter: 3 * time.Second}, oncekey.OutcomeInFlight, true, oncekey.NextPoll, key, 3 * time.Second, false, ""},
+		{"in flight app error", activityError(temporal.NewApplicationErrorWithOptions("busy", oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: 2 * time.Second})), oncekey.OutcomeInFlight, true, oncekey.NextPoll, "", 2 * time.Second, false, ""},
+
+		{"expired", &oncekey.ExpiredOperationError{OperationKey: key, ExpiredAt: time.Unix(0, 0)}, oncekey.OutcomeExpired, false, oncekey.NextAsk, key, 0, false, "expired"},
+		{"expired app error", activityError(appErr(oncekey.ErrTypeExpired, true)), oncekey.OutcomeExpired, false, oncekey.NextAsk, "", 0, false, ""},
+
+		{"store unavailable", &oncekey.StoreUnavailableError{Op: "claim", Err: cause}, oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, "store unavailable"},
+		{"store unavailable app error", activityError(appErr(oncekey.ErrTypeStoreUnavailable, false)), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, ""},
+		{"not applied", oncekey.NotApplied(cause), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, "503"},
+		{"not applied app error", activityError(appErr(oncekey.ErrTypeNotApplied, false)), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, ""},
+		{"not applied, non-retryable", activityError(appErr(oncekey.ErrTypeNotApplied, true)), oncekey.OutcomeFailed, true, oncekey.NextStop, "", 0, false, ""},
+		{"schedule-to-start timeout", activityError(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, ""},
+
+		{"failed", oncekey.Failed(cause), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "503"},
+		{"failed app error", activityError(appErr(oncekey.ErrTypeFailed, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
+		{"remembered failure", activityError(appErr(oncekey.ErrTypeFailed, true, details{OperationKey: key, Outcome: oncekey.OutcomeFailed, Replay: true})), oncekey.OutcomeFailed, false, oncekey.NextStop, key, 0, true, ""},
+		{"config app error", activityError(appErr(oncekey.ErrTypeConfig, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
+		{"no key", fmt.Errorf("derive: %w", oncekey.ErrNoKey), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "no operation key"},
+		{"plain error", cause, oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "503"},
+		{"other application error", activityError(temporal.NewApplicationError("card declined", "PaymentDeclined")), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "card declined"},
+		{"wrapped typed error", fmt.Errorf("tool: %w", &oncekey.InFlightError{OperationKey: key}), oncekey.OutcomeInFlight, true, oncekey.NextPoll, key, 0, false, ""},
+	}
+	seen := map[oncekey.Outcome]bool{}
+	for _, c := range cases {
+		tr := oncekey.Label("result", c.err)
+		require.Equal(t, c.status, tr.Status, c.name)
+		require.Equal(t, c.safe, tr.SafeToRepeat, c.name)
+		require.Equal(t, c.next, tr.NextAction, c.name)
+		require.Equal(t, c.key, tr.OperationKey, c.name)
+		require.Equal(t, c.retry, tr.RetryAfter, c.name)
+		require.Equal(t, c.replayed, tr.Replayed, c.name)
+		if c.err == nil {
+			require.Equal(t, "result", tr.Result)
+			require.Empty(t, tr.Error)
+		} else {
+			require.Nil(t, tr.Result, c.name)
+			require.Equal(t, c.err.Error(), tr.Error, c.name)
+			require.Contains(t, tr.Error, c.errSubstr, c.name)
+		}
+		seen[tr.Status] = true
+	}
+	r := oncekey.LabelReplay("stored", key)
+	require.Equal(t, oncekey.ToolResult{Status: oncekey.OutcomeReplayed, OperationKey: key, SafeToRepeat: true, Replayed: true,
+		NextAction: oncekey.NextNone, Result: "stored"}, r)
+	seen[r.Status] = true
+	for _, o := range []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeReplayed, oncekey.OutcomeInFlight,
+		oncekey.OutcomeRejected, oncekey.OutcomeUnknown, oncekey.OutcomeExpired, oncekey.OutcomeFailed} {
+		require.True(t, seen[o], "no case labels %s", o)
+	}
+}
+
+func TestLabelContextErrors(t *testing.T) {
+	t.Parallel()
+	// A context error inside an activity is not proof of anything: it is a plain failure to stop on.
+	tr := oncekey.Label(nil, context.DeadlineExceeded)
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status)
+	require.False(t, tr.SafeToRepeat)
+}
+
+func TestToolResultJSON(t *testing.T) {
+	t.Parallel()
+	tr := oncekey.ToolResult{Status: oncekey.OutcomeInFlight, OperationKey: "ok1_x", SafeToRepeat: true,
+		NextAction: oncekey.NextPoll, RetryAfter: 1500 * time.Millisecond, Error: "busy"}
+	b, err := json.Marshal(tr)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"status":"in_flight","operation_key":"ok1_x","safe_to_repeat":true,"next_action":"poll",
+		"retry_after_seconds":1.5,"error":"busy"}`, string(b))
+	var back oncekey.ToolResult
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, tr, back)
+
+	b, err = json.Marshal(oncekey.Label(map[string]int{"id": 7}, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"status":"applied","safe_to_repeat":true,"next_action":"none","result":{"id":7}}`, string(b))
+}
