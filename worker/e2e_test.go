@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -22,6 +24,7 @@ import (
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
+	"github.com/oncekey/oncekey/workflows"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -35,12 +38,15 @@ type ledger struct {
 	byKey   map[string]Ticket // tickets by the idempotency key they were created with
 	faults  []string          // consumed one per body run
 	dedupe  bool              // deduplicate by idempotency key (a Stripe-style downstream)
+	gate    chan struct{}     // faultGate waits for it to close
 }
 
 const (
 	faultLostAfterCommit = "lost-after-commit"   // commit, then the response is lost
 	faultHangAfterCommit = "hang-after-commit"   // commit, then hang past start-to-close
 	faultErrBeforeCommit = "error-before-commit" // fail before committing, with a plain error
+	faultNotApplied      = "not-applied"         // refuse before committing, saying so
+	faultGate            = "gate"                // wait for the gate to open, then commit
 )
 
 type TicketRequest struct {
@@ -55,7 +61,9 @@ type Ticket struct {
 	Seq     int    `json:"seq"`
 }
 
-func newLedger(faults ...string) *ledger { return &ledger{byKey: map[string]Ticket{}, faults: faults} }
+func newLedger(faults ...string) *ledger {
+	return &ledger{byKey: map[string]Ticket{}, faults: faults, gate: make(chan struct{})}
+}
 
 func (l *ledger) counts() (effects, bodies int) {
 	l.mu.Lock()
@@ -113,14 +121,29 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 		return Ticket{}, ctx.Err()
 	case faultErrBeforeCommit:
 		return Ticket{}, errors.New("dial tcp 127.0.0.1:9: connection refused")
+	case faultNotApplied:
+		return Ticket{}, oncekey.NotApplied(errors.New("503 Service Unavailable: request refused"))
+	case faultGate:
+		select {
+		case <-l.gate:
+		case <-ctx.Done():
+			return Ticket{}, ctx.Err()
+		}
 	}
 	return l.commit(key, in), nil
 }
 
+// CallOptions shape the activity call TicketWorkflow makes.
+type CallOptions struct {
+	StartToClose time.Duration
+	Heartbeat    time.Duration
+}
+
 // TicketWorkflow creates one ticket at step "create_ticket".
-func TicketWorkflow(ctx workflow.Context, in TicketRequest, startToClose time.Duration) (Ticket, error) {
+func TicketWorkflow(ctx workflow.Context, in TicketRequest, o CallOptions) (Ticket, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: startToClose,
+		StartToCloseTimeout: o.StartToClose,
+		HeartbeatTimeout:    o.Heartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: time.Second},
 	})
 	var t Ticket
@@ -129,22 +152,34 @@ func TicketWorkflow(ctx workflow.Context, in TicketRequest, startToClose time.Du
 }
 
 type e2e struct {
-	c     client.Client
-	store oncekey.Store
-	tq    string
-	l     *ledger
+	c      client.Client
+	store  oncekey.Store
+	tq     string
+	l      *ledger
+	plugin *temporal.SimplePlugin
+
+	mu     sync.Mutex
+	events []interceptor.Event
 }
 
 // setupE2E starts a worker on the dev server with the plugin on its client and Postgres as the
-// store.
-func setupE2E(t *testing.T, l *ledger, p oncekey.Policy) *e2e {
+// store. wrap, if given, wraps the store the plugin uses (fault injection at one exact point).
+func setupE2E(t *testing.T, l *ledger, p oncekey.Policy, wrap ...func(oncekey.Store) oncekey.Store) *e2e {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
-	store := pgstore.New(pool, nil)
+	var store oncekey.Store = pgstore.New(pool, nil)
+	e := &e2e{store: store, l: l}
+	for _, w := range wrap {
+		store = w(store)
+	}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, p))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg, OnEvent: func(ev interceptor.Event) {
+		e.mu.Lock()
+		e.events = append(e.events, ev)
+		e.mu.Unlock()
+	}})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{
 		HostPort:  testenv.TemporalHostPort(t),
@@ -160,14 +195,73 @@ func setupE2E(t *testing.T, l *ledger, p oncekey.Policy) *e2e {
 	w.RegisterActivity(l.CreateTicket)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	return &e2e{c: c, store: store, tq: tq, l: l}
+	e.c, e.tq, e.plugin = c, tq, plugin
+	return e
+}
+
+// outcomes returns the outcome labels of the claimed calls so far.
+func (e *e2e) outcomes() []oncekey.Outcome {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []oncekey.Outcome
+	for _, ev := range e.events {
+		out = append(out, ev.Outcome)
+	}
+	return out
+}
+
+func (e *e2e) history(t *testing.T, id string) *historypb.History {
+	t.Helper()
+	h := &historypb.History{}
+	it := e.c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, ev)
+	}
+	require.NotEmpty(t, h.Events)
+	return h
+}
+
+// replay replays the recorded histories of the workflows ids with the SDK's workflow replayer,
+// oncekey installed through the same plugin (or, with plugin false, without oncekey).
+func (e *e2e) replay(t *testing.T, plugin bool, ids ...string) error {
+	t.Helper()
+	var opts sdkworker.WorkflowReplayerOptions
+	if plugin {
+		opts.Plugins = []sdkworker.Plugin{e.plugin}
+	} else {
+		// Without oncekey the reconciliation workflow is not registered either; register it so
+		// only the interceptor's absence can make replay fail.
+		opts.Plugins = nil
+	}
+	r, err := sdkworker.NewWorkflowReplayerWithOptions(opts)
+	require.NoError(t, err)
+	r.RegisterWorkflow(TicketWorkflow)
+	if !plugin {
+		workflows.Register(r)
+	}
+	for _, id := range ids {
+		// Replay against the real namespace and execution: the history alone would replay under
+		// the replayer's placeholder namespace, which is part of every operation key.
+		require.NotEmpty(t, e.history(t, id).Events)
+		if err := r.ReplayWorkflowExecution(context.Background(), e.c.WorkflowService(), quiet{}, "default", workflow.Execution{ID: id}); err != nil {
+			return fmt.Errorf("replay %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 func (e *e2e) start(t *testing.T, id string, in TicketRequest, startToClose time.Duration) client.WorkflowRun {
 	t.Helper()
+	return e.startWith(t, id, in, CallOptions{StartToClose: startToClose})
+}
+
+func (e *e2e) startWith(t *testing.T, id string, in TicketRequest, o CallOptions) client.WorkflowRun {
+	t.Helper()
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: id, TaskQueue: e.tq, WorkflowExecutionTimeout: 2 * time.Minute,
-	}, TicketWorkflow, in, startToClose)
+	}, TicketWorkflow, in, o)
 	require.NoError(t, err)
 	return run
 }
@@ -225,6 +319,7 @@ func TestE2EResponseLostAfterCommitReceipt(t *testing.T) {
 	require.Equal(t, oncekey.StatusApplied, res.Records[0].Status)
 	require.Equal(t, "receipt:CreateTicket", res.Records[0].ResolvedBy)
 	require.Equal(t, first.ID, res.Records[0].EffectReference)
+	require.NoError(t, e.replay(t, true, "lost-after-commit-receipt", reconcile.WorkflowID(res.Records[0].OperationKey)))
 }
 
 // The same loss, for an Idempotent tool whose downstream deduplicates by the operation key the
@@ -240,6 +335,7 @@ func TestE2EResponseLostAfterCommitIdempotent(t *testing.T) {
 	require.Equal(t, 1, effects)
 	require.Equal(t, 2, bodies, "the retry ran the body again; the downstream deduplicated it")
 	require.Equal(t, onlyTicket(t, l), got)
+	require.NoError(t, e.replay(t, true, "lost-after-commit-idempotent"))
 }
 
 // The downstream commits and the tool hangs past its start-to-close timeout: the workflow side
@@ -263,6 +359,7 @@ func TestE2EStartToCloseTimeoutAfterCommit(t *testing.T) {
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
 	require.Equal(t, onlyTicket(t, l), got)
+	require.NoError(t, e.replay(t, true, "timeout-after-commit", reconcile.WorkflowID(e.onlyKey(t))))
 }
 
 // An Effectful tool fails after its effect; nobody can tell; the reconciliation waits; a person
@@ -306,6 +403,7 @@ func TestE2EResolveApplied(t *testing.T) {
 	// The reconciliation is over: another resolution has nobody to go to.
 	err = reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Outcome: reconcile.NotApplied})
 	require.ErrorIs(t, err, reconcile.ErrNoReconciliation)
+	require.NoError(t, e.replay(t, true, "resolve-applied", reconcile.WorkflowID(key)))
 }
 
 // The tool fails before committing but with a plain error, so its outcome is unknown; a person
@@ -331,6 +429,7 @@ func TestE2EResolveNotApplied(t *testing.T) {
 	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.NoError(t, e.replay(t, true, "resolve-not-applied", reconcile.WorkflowID(key)))
 }
 
 // Two workflows blocked on one unknown key (an explicit business key) are both released by one
@@ -375,6 +474,7 @@ func TestE2ETwoWorkflowsOneResolution(t *testing.T) {
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies, "the second workflow's attempt met the unknown record and never ran the body")
+	require.NoError(t, e.replay(t, true, "two-blocked-a", "two-blocked-b", reconcile.WorkflowID(key)))
 }
 
 // onlyTicket returns the one ticket the ledger holds.
@@ -395,3 +495,138 @@ func (quiet) Debug(string, ...any) {}
 func (quiet) Info(string, ...any)  {}
 func (quiet) Warn(string, ...any)  {}
 func (quiet) Error(string, ...any) {}
+
+// onlyKey returns the operation key of the one record in the store.
+func (e *e2e) onlyKey(t *testing.T) string {
+	t.Helper()
+	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 1)
+	return res.Records[0].OperationKey
+}
+
+func receiptFrom(l *ledger) func(context.Context, oncekey.ReconcileRequest) (oncekey.Receipt, error) {
+	return func(ctx context.Context, r oncekey.ReconcileRequest) (oncekey.Receipt, error) {
+		if t, ok := l.lookup(r.OperationKey); ok {
+			return oncekey.Receipt{Outcome: oncekey.ReceiptApplied, Result: t, EffectReference: t.ID}, nil
+		}
+		return oncekey.Receipt{Outcome: oncekey.ReceiptNotFound}, nil
+	}
+}
+
+// The workflow side re-schedules a tool that says NotApplied; the recorded history replays with
+// oncekey installed, and fails to replay without it.
+func TestE2ENotAppliedLoopReplays(t *testing.T) {
+	l := newLedger(faultNotApplied, faultNotApplied)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.start(t, "not-applied-loop", req, 10*time.Second)
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 3, bodies)
+	require.Equal(t, onlyTicket(t, l), got)
+	require.NoError(t, e.replay(t, true, "not-applied-loop"))
+	err := e.replay(t, false, "not-applied-loop")
+	require.Error(t, err, "a history made with oncekey must not replay without it")
+}
+
+// Two workflows share an explicit key. The second meets the first's live claim, waits
+// WaitInFlight, fails in_flight and is re-scheduled by its workflow; once the first finishes, the
+// second replays its result.
+func TestE2EInFlightThenReplay(t *testing.T) {
+	l := newLedger(faultGate)
+	e := setupE2E(t, l, oncekey.Policy{
+		Effect:       oncekey.Effectful,
+		WaitInFlight: 200 * time.Millisecond,
+		Key: oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
+			return "request:" + op.Args[0].(TicketRequest).RequestID, nil
+		}),
+	})
+	first := e.start(t, "in-flight-a", req, 20*time.Second)
+	require.Eventually(t, func() bool { _, b := l.counts(); return b == 1 }, 30*time.Second, 20*time.Millisecond)
+	second := e.start(t, "in-flight-b", req, 20*time.Second)
+	require.Eventually(t, func() bool {
+		for _, o := range e.outcomes() {
+			if o == oncekey.OutcomeInFlight {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "the second call never reported in_flight")
+	close(l.gate)
+	var a, b Ticket
+	require.NoError(t, first.Get(testCtx(t), &a))
+	require.NoError(t, second.Get(testCtx(t), &b))
+	require.Equal(t, a, b)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.Contains(t, e.outcomes(), oncekey.OutcomeReplayed)
+	require.NoError(t, e.replay(t, true, "in-flight-a", "in-flight-b"))
+}
+
+// A person resolves Failed: the workflow's call fails, non-retryable, with the person's note.
+func TestE2EResolveFailed(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.start(t, "resolve-failed", req, 10*time.Second)
+	key := e.waitingKey(t)
+	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
+		Outcome: reconcile.Failed, ResolvedBy: "frank", Note: "ticket voided by hand",
+	}))
+	err := run.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeFailed, appErr.Type())
+	require.Contains(t, appErr.Error(), "ticket voided by hand")
+	_, bodies := l.counts()
+	require.Equal(t, 1, bodies)
+	require.NoError(t, e.replay(t, true, "resolve-failed", reconcile.WorkflowID(key)))
+}
+
+// The tool commits, then stops heartbeating: a heartbeat timeout. The zombie attempt still holds
+// its lease until its own start-to-close ends; the reconciliation waits for it, then finds the
+// receipt.
+func TestE2EHeartbeatTimeoutAfterCommit(t *testing.T) {
+	l := newLedger(faultHangAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)})
+	run := e.startWith(t, "heartbeat-timeout", req, CallOptions{StartToClose: 4 * time.Second, Heartbeat: time.Second})
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.Equal(t, onlyTicket(t, l), got)
+	key := e.onlyKey(t)
+	require.NoError(t, e.replay(t, true, "heartbeat-timeout", reconcile.WorkflowID(key)))
+}
+
+// renewFails is a store whose lease renewals never land: what a claim looks like to the store
+// when its worker is gone.
+type renewFails struct{ oncekey.Store }
+
+func (renewFails) Renew(context.Context, *oncekey.RenewParams) (*oncekey.Record, error) {
+	return nil, &oncekey.StoreUnavailableError{Op: "renew", Err: errors.New("worker gone")}
+}
+
+// The claim's lease lapses while the tool runs (its owner is gone as far as the store can tell):
+// the body is cancelled, the record is left pending with an expired lease, the reconciliation
+// marks it unknown and the receipt lookup settles it with the original result.
+func TestE2EOwnerGoneLeaseLapses(t *testing.T) {
+	l := newLedger(faultHangAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)},
+		func(s oncekey.Store) oncekey.Store { return renewFails{s} })
+	run := e.start(t, "owner-gone", req, 30*time.Second)
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.Equal(t, onlyTicket(t, l), got)
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, "receipt:CreateTicket", rec.ResolvedBy)
+	require.Contains(t, e.outcomes(), oncekey.OutcomeUnknown)
+}
