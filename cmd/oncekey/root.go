@@ -89,6 +89,7 @@ func (a *app) pool(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, fail(exitUsage, "bad database URL: %v", err)
 	}
 	// libpq variables are read by ParseConfig from the process environment.
+	pgstore.ConfigurePool(cfg, &pgstore.Options{Schema: a.schema})
 	where := fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 // temporalCLIVersion is the Temporal CLI the Makefile installs (`make temporal`).
@@ -63,6 +65,7 @@ func openPostgres(ctx context.Context) (*postgres, error) {
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 16
+	pgstore.ConfigurePool(cfg, nil) // the server enforces statement timeouts
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
