@@ -137,6 +137,8 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 type CallOptions struct {
 	StartToClose time.Duration
 	Heartbeat    time.Duration
+	// NoStepID schedules the call without WithStepID (the step is "<runID>/<activityID>").
+	NoStepID bool
 }
 
 // TicketWorkflow creates one ticket at step "create_ticket".
@@ -146,8 +148,11 @@ func TicketWorkflow(ctx workflow.Context, in TicketRequest, o CallOptions) (Tick
 		HeartbeatTimeout:    o.Heartbeat,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: time.Second},
 	})
+	if !o.NoStepID {
+		ctx = oncekey.WithStepID(ctx, "create_ticket")
+	}
 	var t Ticket
-	err := workflow.ExecuteActivity(oncekey.WithStepID(ctx, "create_ticket"), "CreateTicket", in).Get(ctx, &t)
+	err := workflow.ExecuteActivity(ctx, "CreateTicket", in).Get(ctx, &t)
 	return t, err
 }
 
@@ -360,6 +365,25 @@ func TestE2EStartToCloseTimeoutAfterCommit(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	require.Equal(t, onlyTicket(t, l), got)
 	require.NoError(t, e.replay(t, true, "timeout-after-commit", reconcile.WorkflowID(e.onlyKey(t))))
+}
+
+// The same timeout without an explicit step ID: the workflow side derives the key from the run ID
+// and the timed-out attempt's activity ID, exactly as the worker did.
+func TestE2EStartToCloseTimeoutDefaultStep(t *testing.T) {
+	l := newLedger(faultHangAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)})
+	run := e.startWith(t, "timeout-default-step", req, CallOptions{StartToClose: 2 * time.Second, NoStepID: true})
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.Equal(t, onlyTicket(t, l), got)
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
+	require.NoError(t, err)
+	require.Regexp(t, "^"+run.GetRunID()+"/[0-9]+$", rec.StepID)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.NoError(t, e.replay(t, true, "timeout-default-step", reconcile.WorkflowID(rec.OperationKey)))
 }
 
 // An Effectful tool fails after its effect; nobody can tell; the reconciliation waits; a person
