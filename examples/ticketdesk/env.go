@@ -36,10 +36,10 @@ type postgres struct {
 func openPostgres(ctx context.Context) (*postgres, error) {
 	url := os.Getenv("DATABASE_URL")
 	help := func(err error) error {
-		return fmt.Errorf("cannot reach Postgres (%v).\n"+
+		return fmt.Errorf("cannot reach Postgres (%s).\n"+
 			"Set DATABASE_URL=postgres://user@host:5432/db (add ?sslmode=disable for a local server without TLS),\n"+
 			"or the libpq variables PGHOST, PGPORT, PGUSER, PGDATABASE (and PGPASSWORD if needed).\n"+
-			"The demo creates its own schema in that database and drops it when it exits", err)
+			"The demo creates its own schema in that database and drops it when it exits", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
