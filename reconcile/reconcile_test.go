@@ -1,0 +1,129 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// The workflow ID scheme is persisted in running workflows: changing it strands every open
+// reconciliation. This test pins it.
+func TestWorkflowIDPinned(t *testing.T) {
+	require.Equal(t, "oncekey-reconcile-ok1_abc", reconcile.WorkflowID("ok1_abc"))
+	require.Equal(t, "oncekey.resolve", reconcile.SignalName)
+	require.Equal(t, "oncekey.status", reconcile.QueryName)
+	require.Equal(t, "oncekey.Reconcile", reconcile.WorkflowName)
+}
+
+func TestValidate(t *testing.T) {
+	var inv *reconcile.InvalidResolutionError
+	for name, r := range map[string]reconcile.Resolution{
+		"unknown outcome":       {Outcome: "maybe"},
+		"empty outcome":         {},
+		"result on not-applied": {Outcome: reconcile.NotApplied, Result: json.RawMessage(`{}`)},
+		"bad json":              {Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := r.Validate()
+			require.ErrorAs(t, err, &inv)
+		})
+	}
+	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied}.Validate())
+	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(` {"id": "T-1"} `)}.Validate())
+	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Failed, Note: "voided"}.Validate())
+}
+
+type Ticket struct {
+	ID  string `json:"id"`
+	Seq int    `json:"seq"`
+}
+
+func TestEncodeResultDecodesIntoDeclaredType(t *testing.T) {
+	for name, dc := range map[string]converter.DataConverter{
+		"default": converter.GetDefaultDataConverter(),
+		"zlib codec": converter.NewCodecDataConverter(converter.GetDefaultDataConverter(),
+			converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true})),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := reconcile.EncodeResult(dc, json.RawMessage(`{"id":"T-7","seq":7}`))
+			require.NoError(t, err)
+			ps := &commonpb.Payloads{}
+			require.NoError(t, proto.Unmarshal(b, ps))
+			var got Ticket
+			require.NoError(t, dc.FromPayloads(ps, &got))
+			require.Equal(t, Ticket{ID: "T-7", Seq: 7}, got)
+		})
+	}
+	b, err := reconcile.EncodeResult(nil, nil)
+	require.NoError(t, err)
+	require.Nil(t, b)
+}
+
+func unknownRecord(t *testing.T, s oncekey.Store, key string) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: key, Tool: "CreateTicket", Fingerprint: "fp",
+		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
+	require.NoError(t, err)
+	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: key, Epoch: res.Record.Epoch})
+	require.NoError(t, err)
+}
+
+func TestRecordAndList(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(nil)
+	unknownRecord(t, s, "ok1_a")
+	unknownRecord(t, s, "ok1_b")
+	unknownRecord(t, s, "ok1_c")
+
+	page, err := reconcile.List(ctx, s, oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 3)
+
+	rec, err := reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{
+		Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1","seq":1}`), EffectReference: "T-1", ResolvedBy: "alice", Note: "seen in the helpdesk",
+	})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, "alice", rec.ResolvedBy)
+	require.Equal(t, "T-1", rec.EffectReference)
+	ps := &commonpb.Payloads{}
+	require.NoError(t, proto.Unmarshal(rec.Result, ps))
+	var got Ticket
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(ps, &got))
+	require.Equal(t, Ticket{ID: "T-1", Seq: 1}, got)
+
+	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_b", reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "bob"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusReleased, rec.Status)
+
+	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_c", reconcile.Resolution{Outcome: reconcile.Failed, Note: "voided"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusFailed, rec.Status)
+	require.Contains(t, string(rec.Failure), "voided")
+
+	page, err = reconcile.List(ctx, s, oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Empty(t, page.Records, "nothing is waiting any more")
+
+	// A second decision on a settled record is refused by the store and changes nothing.
+	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Outcome: reconcile.NotApplied})
+	var conflict *oncekey.StatusConflictError
+	require.ErrorAs(t, err, &conflict)
+	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_missing", reconcile.Resolution{Outcome: reconcile.NotApplied})
+	require.True(t, errors.Is(err, oncekey.ErrNotFound))
+	var inv *reconcile.InvalidResolutionError
+	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Outcome: "maybe"})
+	require.ErrorAs(t, err, &inv)
+}
