@@ -96,8 +96,11 @@ func (r *Registry) Tools() []string {
 	return out
 }
 
-// Key returns the printable operation key ("ok1_" + 64 hex digits) of op under policy p.
-// It returns an error wrapping ErrNoKey when a part of the key is empty or missing.
+// Key returns the printable operation key ("ok1_" + 64 lower-case hex digits) of op under policy
+// p (StepKey when p.Key is nil): SHA-256 over the length-prefixed parts namespace, tenant, then
+// the strategy's parts. It returns an error wrapping ErrNoKey, before anything is claimed, when a
+// part is empty or only white space, an ArgsKey field is absent, null or blank, or an
+// ExplicitKey function fails.
 func Key(p Policy, op Operation) (string, error) {
 	ks := p.Key
 	if ks == nil {
@@ -106,8 +109,12 @@ func Key(p Policy, op Operation) (string, error) {
 	return deriveKey(ks, op)
 }
 
-// Fingerprint returns the fingerprint of op under policy p: the hex SHA-256 of the canonical JSON
-// of {tool, version, arguments minus p.Exclude}.
+// Fingerprint returns the fingerprint of op under policy p: the lower-case hex SHA-256 of the
+// canonical JSON (package canonical) of {"args": arguments minus p.Exclude, "tool": op.Tool,
+// "version": p.Version}, where arguments is the single argument, or an array of them when there
+// are several. It reads op.Args when called: compute it before the tool body runs, since a body
+// may mutate a map or pointer argument. Arguments that cannot be encoded exactly (NaN, invalid
+// UTF-8, a channel…) give an error wrapping a *canonical.Error that names the field path.
 func Fingerprint(p Policy, op Operation) (string, error) {
 	return fingerprint(op.Tool, p.Version, p.Exclude, op.Args)
 }
