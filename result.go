@@ -74,11 +74,11 @@ func LabelReplay(result any, operationKey string) ToolResult {
 }
 
 // errorDetails is the part of an oncekey application error's details Label reads: the
-// interceptor's detail payload carries the operation key, the outcome label and the replay flag.
+// interceptor's detail payload (interceptor.Details) carries the operation key and whether the
+// error is a remembered failure given again.
 type errorDetails struct {
-	OperationKey string  `json:"operation_key"`
-	Outcome      Outcome `json:"outcome"`
-	Replay       bool    `json:"replay"`
+	OperationKey string `json:"operation_key"`
+	Replay       bool   `json:"replay"`
 }
 
 // Label turns a tool call's result and error, as the workflow (or the activity) sees them, into
