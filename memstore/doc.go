@@ -1,5 +1,7 @@
 // Package memstore is an in-memory oncekey.Store for tests and single-process programs.
 //
 // It keeps records in a map guarded by one mutex and judges leases and retention on its own
-// clock (Options.Clock). It must not import pgstore, the interceptor or any Temporal package.
+// clock (Options.Clock). It behaves like pgstore in every respect storetest checks; like
+// pgstore it has no change notification (waiters poll). It must not import pgstore, the
+// interceptor or any Temporal package.
 package memstore

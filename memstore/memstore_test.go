@@ -97,6 +97,28 @@ func TestFakeClockLeaseAndRetention(t *testing.T) {
 	require.Nil(t, res.Record.Result)
 }
 
+// TestCallerClockAheadCannotTakeLiveLease: the lease is judged on the store's clock. A caller
+// whose own clock runs 60s ahead has no say: Claim carries no caller time, and a 30s lease
+// taken at the store's now is live until the store's clock passes it.
+func TestCallerClockAheadCannotTakeLiveLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clk := setup(t)
+	first, err := s.Claim(ctx, claimParams("ok1_skew", oncekey.Idempotent))
+	require.NoError(t, err)
+	callerNow := clk.Now().Add(60 * time.Second)
+	require.True(t, callerNow.After(first.Record.LeaseUntil), "on the caller's clock the lease looks over")
+	res, err := s.Claim(ctx, claimParams("ok1_skew", oncekey.Idempotent))
+	require.NoError(t, err)
+	require.False(t, res.Acquired)
+	require.False(t, res.Record.LeaseExpired)
+	require.Equal(t, int64(1), res.Record.Epoch)
+	clk.Advance(30 * time.Second)
+	res, err = s.Claim(ctx, claimParams("ok1_skew", oncekey.Idempotent))
+	require.NoError(t, err)
+	require.True(t, res.Acquired, "once the store's clock passes the lease, it is taken over")
+}
+
 func TestConcurrentClaimOneAcquires(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t)

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 		{"PurgeTombstonesInBatches", testPurgeTombstones},
 		{"PurgeDeletesTombstones", testPurgeDeletes},
 		{"ResultBytesExact", testResultBytes},
+		{"ResultOverLimitRefused", testResultLimit},
 		{"TextFieldsExact", testTextFields},
 		{"ResolveUnknown", testResolveUnknown},
 		{"ResolveExpiredPending", testResolveExpiredPending},
@@ -607,8 +608,18 @@ func testTenants(t *testing.T, s oncekey.Store) {
 	require.Equal(t, oncekey.StatusPending, get(t, s, "globex", a.OperationKey).Status)
 	require.Equal(t, b.Fingerprint, get(t, s, "globex", a.OperationKey).Fingerprint)
 	require.Equal(t, "a", string(get(t, s, "acme", a.OperationKey).Result))
+	complete(t, s, rb, oncekey.StatusApplied, []byte("b"), nil)
+	// Each tenant's replay sees its own result only.
+	require.Equal(t, "a", string(claim(t, s, a).Record.Result))
+	require.Equal(t, "b", string(claim(t, s, &b).Record.Result))
+	// Same everything, including the fingerprint, under two tenants: still two records.
+	c := *a
+	c.Tenant = "initech"
+	rc := acquire(t, s, &c)
+	require.Nil(t, rc.Result)
+	require.Equal(t, int64(1), rc.Epoch)
 	// Fenced writes are tenant-scoped too.
-	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: "initech", OperationKey: a.OperationKey, Epoch: 1, Status: oncekey.StatusApplied})
+	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: "umbrella", OperationKey: a.OperationKey, Epoch: 1, Status: oncekey.StatusApplied})
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
 }
 
@@ -958,6 +969,26 @@ func testResultBytes(t *testing.T, s oncekey.Store) {
 	require.Equal(t, "original", string(r.Result))
 	r.Result[0] = 'Y'
 	require.Equal(t, "original", string(get(t, s, p.Tenant, p.OperationKey).Result))
+}
+
+// DefaultResultLimit is the largest Result or Failure a store must accept with its default
+// options; one byte more must be refused with *oncekey.ResultTooLargeError, changing nothing.
+const DefaultResultLimit = 16 << 20
+
+func testResultLimit(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	over := make([]byte, DefaultResultLimit+1)
+	var tooLarge *oncekey.ResultTooLargeError
+	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied, Result: over})
+	require.ErrorAs(t, err, &tooLarge)
+	require.Equal(t, DefaultResultLimit+1, tooLarge.Size)
+	require.Equal(t, DefaultResultLimit, tooLarge.Limit)
+	_, err = s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusFailed, Failure: over})
+	require.ErrorAs(t, err, &tooLarge)
+	_, err = s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: over})
+	require.ErrorAs(t, err, &tooLarge)
+	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
 }
 
 func testTextFields(t *testing.T, s oncekey.Store) {

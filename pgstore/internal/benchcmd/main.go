@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,8 +58,21 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "length of each measured round")
 	rounds := flag.Int("rounds", 3, "rounds per figure (ours and pgbench alternate); medians are reported")
 	only := flag.String("only", "", "run only figures whose name matches this regexp")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchcmd:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*duration, *rounds, *only); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchcmd:", err)
 		os.Exit(1)
 	}
