@@ -171,6 +171,10 @@ type e2e struct {
 // store. wrap, if given, wraps the store the plugin uses (fault injection at one exact point).
 func setupE2E(t *testing.T, l *ledger, p oncekey.Policy, wrap ...func(oncekey.Store) oncekey.Store) *e2e {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Postgres and a Temporal dev server")
+	}
+	t.Parallel()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	var store oncekey.Store = pgstore.New(pool, nil)
