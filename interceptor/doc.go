@@ -3,4 +3,15 @@
 // outcomes; its workflow outbound side carries step IDs and tenants in headers, runs Effectful
 // tools' retries itself and hands unknown outcomes to the reconciliation workflow, which it
 // starts by name. It must not import the workflows or worker packages.
+//
+// Install it on every worker that runs claimed tools or the workflows calling them: most simply
+// with the worker package's plugin on the client, or with New in worker.Options.Interceptors.
+//
+// What it does not do: local activities of Idempotent or Effectful tools are refused (an error
+// of type oncekey.ErrTypeConfig at schedule time and on the worker), because local-activity
+// retries cannot be turned off and their outcomes cannot be reconciled. Idempotent tools are left
+// to Temporal's retry policy and are not reconciled. A record that was never created is read by
+// reconciliation as "the body never ran"; an attempt that times out before claiming cannot claim
+// afterwards (the claim checks the activity's context first), but an explicit step ID keeps the
+// key the same across re-runs and closes even that window.
 package interceptor
