@@ -92,24 +92,24 @@ WHERE tenant = $1 AND operation_key = $2
   AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
 RETURNING {cols}`)
 	s.getSQL = r.Replace(`SELECT {cols}, expires_at <= now() FROM {t} WHERE tenant = $1 AND operation_key = $2`)
-	// Each purge batch is one short statement: it picks at most $1 rows with SKIP LOCKED (rows
-	// a claim holds are left for the next run) and changes only those.
-	s.tombstoneSQL = r.Replace(`WITH picked AS (
-    SELECT tenant, operation_key FROM {t}
-    WHERE expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
-    ORDER BY expires_at
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED)
-UPDATE {t} AS o SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
+	// Each purge batch is one short statement: it locks at most $1 rows with SKIP LOCKED (rows
+	// a claim holds are left for the next run) and changes only those, found again by ctid
+	// (the rows are locked, so their ctid cannot change before the outer statement runs).
+	s.tombstoneSQL = r.Replace(`UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()
-FROM picked WHERE o.tenant = picked.tenant AND o.operation_key = picked.operation_key`)
-	s.deleteSQL = r.Replace(`WITH picked AS (
-    SELECT tenant, operation_key FROM {t}
-    WHERE tombstone_until <= now()
-    ORDER BY tombstone_until
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED)
-DELETE FROM {t} AS o USING picked WHERE o.tenant = picked.tenant AND o.operation_key = picked.operation_key`)
+WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM {t}
+        WHERE expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED))
+  AND expires_at <= now() AND status <> 'expired' AND tombstone_until > now()`)
+	s.deleteSQL = r.Replace(`DELETE FROM {t}
+WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM {t}
+        WHERE tombstone_until <= now()
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED))
+  AND tombstone_until <= now()`)
 	s.forgetSQL = r.Replace(`DELETE FROM {t} WHERE tenant = $1`)
 	return s
 }

@@ -58,6 +58,7 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "length of each measured round")
 	rounds := flag.Int("rounds", 3, "rounds per figure (ours and pgbench alternate); medians are reported")
 	only := flag.String("only", "", "run only figures whose name matches this regexp")
+	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -71,7 +72,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *rounds, *only); err != nil {
+	if err := run(*duration, *rounds, *only, *purgeRows); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchcmd:", err)
 		os.Exit(1)
@@ -95,7 +96,7 @@ type figure struct {
 	tenant  string // pgbench's tenant (ours uses its own, so keys never collide)
 }
 
-func run(duration time.Duration, rounds int, only string) error {
+func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 	pgbench, err := exec.LookPath("pgbench")
 	if err != nil {
 		return fmt.Errorf("pgbench not found on PATH (Debian: apt-get install postgresql-client): %w", err)
@@ -209,6 +210,11 @@ func run(duration time.Duration, rounds int, only string) error {
 		o, p := median(ours), median(base)
 		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgbench_same_sql_prepared_c%d\n",
 			f.name, o, p, o/p, f.clients)
+	}
+	if filter.MatchString("purge_1m") || filter.MatchString("purge_1m_claim_p99") {
+		if err := purgeFigures(ctx, url, cfg, purgeRows); err != nil {
+			return fmt.Errorf("purge_1m: %w", err)
+		}
 	}
 	return nil
 }
@@ -352,4 +358,151 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// purgeFigures measures purge_1m (Purge of n records past their tombstone window, default
+// batches, vs one DELETE of the same rows on identical data) and purge_1m_claim_p99 (p99 of
+// claims made while the purge runs vs claims on the idle table). It works in its own schema.
+func purgeFigures(ctx context.Context, url string, base *pgxpool.Config, n int) error {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "oncekey_bench_purge_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return err
+	}
+	defer func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+	cfg := base.Copy()
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	// The purge runs without a statement timeout of its own: batches are short by design, and
+	// the baseline's single DELETE must not be cut off.
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	s := pgstore.New(pool, &pgstore.Options{StatementTimeout: -1})
+	populate := func() error {
+		if _, err := pool.Exec(ctx, `TRUNCATE oncekey_operations`); err != nil {
+			return err
+		}
+		// Records whose retention and tombstone window are both over, as months of traffic leave them.
+		if _, err := pool.Exec(ctx, `INSERT INTO oncekey_operations (tenant, operation_key, tool, version,
+    fingerprint, workflow_id, step_id, effect, status, epoch, claim_token, result, effect_ref,
+    created_at, updated_at, expires_at, tombstone_until)
+SELECT 'tenant-' || (g % 50), 'ok1_' || md5(g::text) || md5((g + 1)::text), 'create_ticket', 'v1',
+    md5(g::text) || md5(g::text), 'wf-' || g, 'record_issue', 3, 'applied', 1, g, $2::bytea, 'T-' || g,
+    now() - interval '40 days' - g * interval '1 millisecond', now() - interval '40 days' + g * interval '1 millisecond',
+    now() - interval '33 days' - g * interval '1 millisecond', now() - interval '3 days' - g * interval '1 millisecond'
+FROM generate_series(1, $1::int) AS g`, n, []byte(result)); err != nil {
+			return err
+		}
+		_, err := pool.Exec(ctx, `VACUUM ANALYZE oncekey_operations`)
+		return err
+	}
+
+	// Claims on the idle table.
+	if err := populate(); err != nil {
+		return err
+	}
+	idle, err := claimLatencies(ctx, s, 3*time.Second, nil)
+	if err != nil {
+		return err
+	}
+
+	// Ours: Purge, with claims running alongside.
+	if err := populate(); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	type lat struct {
+		d   []time.Duration
+		err error
+	}
+	during := make(chan lat, 1)
+	go func() {
+		d, err := claimLatencies(ctx, s, 0, stop)
+		during <- lat{d, err}
+	}()
+	start := time.Now()
+	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	ours := time.Since(start)
+	close(stop)
+	got := <-during
+	if err != nil {
+		return err
+	}
+	if got.err != nil {
+		return got.err
+	}
+	if pr.Deleted != int64(n) {
+		return fmt.Errorf("purge deleted %d of %d records", pr.Deleted, n)
+	}
+
+	// Baseline: one DELETE of the same rows.
+	if err := populate(); err != nil {
+		return err
+	}
+	start = time.Now()
+	tag, err := pool.Exec(ctx, `DELETE FROM oncekey_operations WHERE tombstone_until <= now()`)
+	baseline := time.Since(start)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != int64(n) {
+		return fmt.Errorf("baseline deleted %d of %d records", tag.RowsAffected(), n)
+	}
+	fmt.Fprintf(os.Stderr, "# purge_1m: %d records, %d batches in %s; one DELETE in %s; claims during purge: %d\n",
+		n, pr.Batches, ours.Round(time.Millisecond), baseline.Round(time.Millisecond), len(got.d))
+	fmt.Printf("BENCH name=purge_1m unit=s ours=%.3f baseline=%.3f speedup=%.3f baseline_is=one_DELETE_of_the_same_rows\n",
+		ours.Seconds(), baseline.Seconds(), baseline.Seconds()/ours.Seconds())
+	pIdle, pDuring := p99(idle), p99(got.d)
+	fmt.Printf("BENCH name=purge_1m_claim_p99 unit=ns/op ours=%d baseline=%d speedup=%.3f baseline_is=claim_p99_on_the_idle_table\n",
+		pDuring.Nanoseconds(), pIdle.Nanoseconds(), float64(pIdle)/float64(pDuring))
+	return nil
+}
+
+// claimLatencies claims new keys one after another, for d or until stop is closed, and returns
+// each claim's latency.
+func claimLatencies(ctx context.Context, s *pgstore.Store, d time.Duration, stop <-chan struct{}) ([]time.Duration, error) {
+	var out []time.Duration
+	end := time.Now().Add(d)
+	for i := 0; ; i++ {
+		if stop != nil {
+			select {
+			case <-stop:
+				return out, nil
+			default:
+			}
+		} else if time.Now().After(end) {
+			return out, nil
+		}
+		key := fmt.Sprintf("ok1_lat_%d_%d", time.Now().UnixNano(), i)
+		t0 := time.Now()
+		c, err := s.Claim(ctx, claimParams("latency", key))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, time.Since(t0))
+		if !c.Acquired {
+			return out, fmt.Errorf("claim of new key %s not acquired", key)
+		}
+	}
+}
+
+func p99(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)*99)/100]
 }
