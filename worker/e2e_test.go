@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
@@ -657,4 +660,45 @@ func TestE2EOwnerGoneLeaseLapses(t *testing.T) {
 	require.Equal(t, oncekey.StatusApplied, rec.Status)
 	require.Equal(t, "receipt:CreateTicket", rec.ResolvedBy)
 	require.Contains(t, e.outcomes(), oncekey.OutcomeUnknown)
+}
+
+// The plugin on a client with a codec data converter stores results through that codec without
+// being told, and replays decode through it.
+func TestE2EPluginCapturesClientDataConverter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres and a Temporal dev server")
+	}
+	t.Parallel()
+	pool := testenv.Postgres(t)
+	require.NoError(t, pgstore.Migrate(context.Background(), pool))
+	store := pgstore.New(pool, nil)
+	l := newLedger()
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	require.NoError(t, err)
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
+	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, DataConverter: dc, Plugins: []client.Plugin{plugin}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	tq := "oncekey-e2e-" + t.Name()
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	w.RegisterWorkflow(TicketWorkflow)
+	w.RegisterActivity(l.CreateTicket)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "codec", TaskQueue: tq}, TicketWorkflow, req, CallOptions{StartToClose: 10 * time.Second})
+	require.NoError(t, err)
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	res, err := store.List(context.Background(), &oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 1)
+	ps := &commonpb.Payloads{}
+	require.NoError(t, proto.Unmarshal(res.Records[0].Result, ps))
+	require.Equal(t, "binary/zlib", string(ps.Payloads[0].Metadata["encoding"]))
+	var stored Ticket
+	require.NoError(t, dc.FromPayloads(ps, &stored))
+	require.Equal(t, got, stored)
 }
