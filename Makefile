@@ -1,6 +1,6 @@
 # oncekey — developer entry points.
 #
-#   make demo      run examples/ticketdesk on a Temporal dev server and Postgres
+#   make demo      run examples/ticketdesk on a Temporal dev server and Postgres (ARGS=... for flags)
 #   make test      go vet + every test with the race detector (needs Postgres and the Temporal CLI)
 #   make temporal  install the Temporal CLI used for dev servers (cached outside the clone)
 #   make bench     benchmarks against their baselines
@@ -22,8 +22,11 @@ export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
 
 .PHONY: demo test temporal bench faults vet
 
+# Flags for the demo program, e.g. make demo ARGS="-seed 7 -manual".
+ARGS ?=
+
 demo: temporal
-	$(GO) run ./examples/ticketdesk
+	$(GO) run ./examples/ticketdesk $(ARGS)
 
 test: temporal vet
 	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...

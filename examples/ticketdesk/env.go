@@ -98,9 +98,11 @@ func (p *postgres) close() {
 }
 
 type temporalConn struct {
-	client client.Client
-	server *testsuite.DevServer
-	where  string
+	client    client.Client
+	server    *testsuite.DevServer
+	where     string
+	addr      string
+	namespace string
 }
 
 // openTemporal dials TEMPORAL_ADDRESS (namespace TEMPORAL_NAMESPACE, default "default"), or
@@ -121,7 +123,7 @@ func openTemporal(ctx context.Context, verbose bool) (*temporalConn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot reach Temporal at TEMPORAL_ADDRESS=%s (%v); unset it to let the demo start a dev server", addr, err)
 		}
-		return &temporalConn{client: c, where: addr + " (TEMPORAL_ADDRESS), namespace " + ns}, nil
+		return &temporalConn{client: c, where: addr + " (TEMPORAL_ADDRESS), namespace " + ns, addr: addr, namespace: ns}, nil
 	}
 	bin := temporalBinary()
 	if bin == "" {
@@ -150,7 +152,7 @@ func openTemporal(ctx context.Context, verbose bool) (*temporalConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", bin, err)
 	}
-	return &temporalConn{client: srv.Client(), server: srv, where: "dev server " + addr + " started from " + bin}, nil
+	return &temporalConn{client: srv.Client(), server: srv, where: "dev server " + addr + " started from " + bin, addr: addr, namespace: "default"}, nil
 }
 
 func (t *temporalConn) close() {

@@ -28,9 +28,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
 )
 
@@ -52,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	requestsPath := fs.String("requests", "", "JSONL file of support requests (default: the shipped testdata/requests.jsonl)")
 	repeat := fs.Int("repeat", 25, "chance in percent that the model proposes an effectful call again")
 	verbose := fs.Bool("v", false, "show Temporal SDK and dev server logs")
+	manual := fs.Bool("manual", false, "leave one unknown operation for you to resolve with the oncekey CLI; the demo waits for it")
 	if err := fs.Parse(args); err != nil {
 		return exitEnv
 	}
@@ -87,7 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	progress(fmt.Sprintf("playing %d support requests (seed %d), first with oncekey, then with plain Temporal retries", len(requests), *seed))
 	start := time.Now()
-	report, err := desk.Run(ctx, desk.Config{
+	cfg := desk.Config{
 		Client:        tc.client,
 		Pool:          pg.pool,
 		Requests:      requests,
@@ -95,7 +98,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Seed:          *seed,
 		RepeatPercent: rep,
 		Progress:      progress,
-	})
+	}
+	if *manual {
+		cfg.Timeout = 30 * time.Minute
+		cfg.LeaveOne = func(rec *oncekey.Record, lookupURL string) {
+			fmt.Fprint(stdout, manualInstructions(rec, lookupURL, pg.schema, tc))
+		}
+	}
+	report, err := desk.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
 		return exitEnv
@@ -112,6 +122,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFault
 	}
 	return exitOK
+}
+
+// manualInstructions tells the person at the terminal how to settle the operation left to them.
+func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *temporalConn) string {
+	flags := fmt.Sprintf("--schema %s --tenant %s", schema, rec.Tenant)
+	temporal := fmt.Sprintf("--address %s", tc.addr)
+	if tc.namespace != "default" {
+		temporal += " --namespace " + tc.namespace
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n*** -manual: one operation is left for you. Its outcome is unknown: %s for %s (key %s).\n", rec.Tool, rec.WorkflowID, rec.OperationKey)
+	fmt.Fprintf(&b, "*** In another terminal, in this repository, with the same DATABASE_URL / PG variables as the demo:\n")
+	fmt.Fprintf(&b, "***   go run ./cmd/oncekey list --status unknown %s\n", flags)
+	fmt.Fprintf(&b, "***   curl -s '%s'    # what the downstream landed for this key (404: nothing)\n", lookupURL)
+	fmt.Fprintf(&b, "***   go run ./cmd/oncekey resolve %s %s %s --applied --ref <id> --result '<the JSON curl printed>'\n", rec.OperationKey, flags, temporal)
+	fmt.Fprintf(&b, "***   (or --not-applied if curl found nothing)\n")
+	fmt.Fprintf(&b, "*** The demo goes on once it is resolved.\n\n")
+	return b.String()
 }
 
 // load reads the requests (from path, or the shipped file when path is "") and the customers.

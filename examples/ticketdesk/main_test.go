@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +18,8 @@ import (
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/reconcile"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -155,4 +160,71 @@ func TestParseRequestsRejectsBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	require.Equal(t, int64(5), got[1].Refund.AmountCents)
+}
+
+// TestDemoLeavesOneForAPerson plays a few requests with -manual's hook: the operator leaves the
+// first unknown operation alone, and the test acts as the person: it looks the key up in the
+// downstream and resolves it with reconcile.Resolve, as `oncekey resolve` does.
+func TestDemoLeavesOneForAPerson(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a dev server")
+	}
+	pool := testenv.Postgres(t)
+	c := testenv.Temporal(t)
+	requests, customers, err := load("")
+	require.NoError(t, err)
+	requests = requests[:12]
+
+	left := make(chan string, 1)
+	errs := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := desk.Run(ctx, desk.Config{
+		Client: c, Pool: pool, Requests: requests, Customers: customers, Seed: 1,
+		LeaveOne: func(rec *oncekey.Record, lookupURL string) {
+			left <- rec.OperationKey
+			go func() {
+				body, lerr := fetch(ctx, lookupURL)
+				if lerr != nil {
+					errs <- lerr
+					return
+				}
+				errs <- reconcile.Resolve(ctx, c, rec.Tenant, rec.OperationKey, reconcile.Resolution{
+					Outcome: reconcile.Applied, Result: body, ResolvedBy: "person", Note: "checked by hand",
+				})
+			}()
+		},
+	})
+	require.NoError(t, err)
+	var key string
+	select {
+	case key = <-left:
+	default:
+		t.Fatal("the operator left nothing for a person: seed 1 must lose a response in the first 12 requests")
+	}
+	require.NoError(t, <-errs)
+	require.Equal(t, 0, rep.Oncekey.DoubleEffects)
+	require.Equal(t, len(requests), rep.Oncekey.Completed)
+	require.Positive(t, rep.Plain.DoubleEffects)
+
+	rec, err := pgstore.New(pool, nil).Get(ctx, &oncekey.GetParams{Tenant: "ticketdesk", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, "person", rec.ResolvedBy)
+}
+
+func fetch(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }

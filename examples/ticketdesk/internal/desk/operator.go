@@ -29,6 +29,10 @@ type operator struct {
 	services *downstream.Set
 	http     *downstream.Client
 	progress func(string)
+	// leaveOne, if set, is given the first operation waiting for a person, which the operator
+	// then leaves alone.
+	leaveOne func(rec *oncekey.Record, lookupURL string)
+	left     string
 
 	mu       sync.Mutex
 	resolved map[string]reconcile.ResolutionOutcome
@@ -79,9 +83,19 @@ func (o *operator) pass(ctx context.Context) {
 		if done {
 			continue
 		}
+		if rec.OperationKey == o.left {
+			continue
+		}
 		st, err := reconcile.Status(ctx, o.client, rec.OperationKey)
 		if err != nil || st.State != reconcile.StateWaiting {
 			continue // not started yet, or still inspecting / running the receipt lookup
+		}
+		if o.leaveOne != nil && o.left == "" {
+			if base, path, _, ok := o.lookup(rec.Tool); ok {
+				o.left = rec.OperationKey
+				o.leaveOne(rec, base+path+"?idempotency_key="+rec.OperationKey)
+				continue
+			}
 		}
 		r, ok := o.decide(ctx, rec)
 		if !ok {

@@ -51,6 +51,11 @@ type Config struct {
 	Progress func(string)
 	// Timeout bounds each of the two runs. Defaults to 4 minutes.
 	Timeout time.Duration
+	// LeaveOne, if set, makes the operator leave the first operation it finds waiting for a
+	// person to someone else, and call LeaveOne with it and the URL where the downstream lists
+	// the effect its key landed. The run goes on when that operation is resolved (for instance
+	// with `oncekey resolve`).
+	LeaveOne func(rec *oncekey.Record, lookupURL string)
 }
 
 func (c *Config) defaults() error {
@@ -210,7 +215,7 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	}
 	defer w.Stop()
 
-	op := &operator{client: cfg.Client, store: store, tenant: cfg.Tenant, services: services, http: downstream.NewClient(5 * time.Second), progress: cfg.Progress}
+	op := &operator{client: cfg.Client, store: store, tenant: cfg.Tenant, services: services, http: downstream.NewClient(5 * time.Second), progress: cfg.Progress, leaveOne: cfg.LeaveOne}
 	opCtx, stopOp := context.WithCancel(ctx)
 	opDone := make(chan struct{})
 	go func() { defer close(opDone); op.run(opCtx) }()
