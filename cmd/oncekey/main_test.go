@@ -37,9 +37,18 @@ func cli(t *testing.T, env map[string]string, args ...string) result {
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
+// needsServices skips t under -short, which runs only tests that need no Postgres or Temporal.
+func needsServices(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs Postgres")
+	}
+}
+
 // migrated returns a URL on a fresh, migrated schema, and a store on it.
 func migrated(t *testing.T) (string, *pgstore.Store, *pgxpool.Pool) {
 	t.Helper()
+	needsServices(t)
 	url, _ := testenv.PostgresURL(t)
 	s, pool := migratedAt(t, url)
 	return url, s, pool
@@ -83,6 +92,7 @@ func seed(t *testing.T, s oncekey.Store, tenant, tool, wf, step string, st oncek
 }
 
 func TestMigrate(t *testing.T) {
+	needsServices(t)
 	url, schema := testenv.PostgresURL(t)
 	r := cli(t, nil, "migrate", "--dry-run", "--database-url", url)
 	require.Equal(t, 0, r.code, r.stderr)

@@ -102,6 +102,7 @@ func waitingKey(t *testing.T, c client.Client, env map[string]string) string {
 }
 
 func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
+	needsServices(t)
 	c := testenv.Temporal(t)
 	url, _ := testenv.PostgresURL(t)
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
@@ -143,6 +144,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 }
 
 func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
+	needsServices(t)
 	c := testenv.Temporal(t)
 	url, _ := testenv.PostgresURL(t)
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
