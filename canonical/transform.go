@@ -89,10 +89,11 @@ type member struct {
 }
 
 type parser struct {
-	in    []byte
-	pos   int
-	depth int
-	arena []byte
+	in      []byte
+	pos     int
+	depth   int
+	arena   []byte
+	scratch []byte // NFC output before it is copied into the arena
 
 	nodes   []node
 	kids    []int
@@ -435,14 +436,15 @@ func (p *parser) nfc(t text) (text, text, error) {
 	if norm.NFC.QuickSpan(b) == len(b) {
 		return t, t, nil
 	}
-	off := len(p.arena)
-	p.arena = norm.NFC.Append(p.arena, p.bytesOf(t)...) // bytesOf again: the arena may have moved
-	n := text{off: off, end: len(p.arena), arena: true, escape: t.escape}
-	if string(p.arena[off:]) == string(p.bytesOf(t)) {
-		p.arena = p.arena[:off]
+	// norm's Append normalises the concatenation of its arguments, so the string is normalised
+	// into an empty scratch buffer, never appended to the arena (whose tail is other text).
+	p.scratch = norm.NFC.Append(p.scratch[:0], b...)
+	if string(p.scratch) == string(b) {
 		return t, t, nil
 	}
-	return n, t, nil
+	off := len(p.arena)
+	p.arena = append(p.arena, p.scratch...)
+	return text{off: off, end: len(p.arena), arena: true, escape: t.escape}, t, nil
 }
 
 func (p *parser) enter(at int) error {
