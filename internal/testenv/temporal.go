@@ -107,14 +107,18 @@ func Temporal(t testing.TB) client.Client {
 }
 
 // Main runs the tests and stops the dev server, if one was started. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs the tests, stops the dev server if one was started, and returns the exit code, for a
+// TestMain that has more to do (print a report) before it exits.
+func Run(m *testing.M) int {
 	code := m.Run()
 	devMu.Lock()
 	if devServer != nil {
 		_ = devServer.Stop()
 	}
 	devMu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // quietLogger drops the SDK's client logs, which would drown test output.
