@@ -10,7 +10,11 @@
 // postgres://root@127.0.0.1:5432/test) and drops it at the end. Needs pgbench on PATH (Debian:
 // apt-get install postgresql-client).
 //
-// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp]
+// Also purge_1m (seconds to purge -purge-rows records past their tombstone window vs one DELETE
+// of the same rows) and purge_1m_claim_p99 (claim p99 while the purge runs vs on the idle table).
+// With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours.
+//
+// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n]
 package main
 
 import (
@@ -139,11 +143,7 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 	}
 	// Unqualified table name: ours and pgbench resolve it through search_path to the same table
 	// and send byte-identical statement text.
-	var sopts *pgstore.Options
-	if os.Getenv("BENCH_NO_TIMEOUT") != "" {
-		sopts = &pgstore.Options{StatementTimeout: -1}
-	}
-	s := pgstore.New(pool, sopts)
+	s := pgstore.New(pool, nil)
 	if err := seedReplay(ctx, s); err != nil {
 		return err
 	}
@@ -188,11 +188,24 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				return err
 			}
 			baseRun := func() (err error) {
+				before, err := countStatuses(ctx, pool, f.tenant)
+				if err != nil {
+					return err
+				}
 				p, err = runPgbench(ctx, pgbench, url, schema, script, f.tenant, f.clients, duration)
 				if err != nil {
-					err = fmt.Errorf("%s pgbench: %w", f.name, err)
+					return fmt.Errorf("%s pgbench: %w", f.name, err)
 				}
-				return err
+				after, err := countStatuses(ctx, pool, f.tenant)
+				if err != nil {
+					return err
+				}
+				// pgbench must have done the work: every claim completed, none left pending.
+				if after["pending"] != 0 || (f.tenant == "pgbench" && after["applied"] <= before["applied"]) {
+					return fmt.Errorf("%s pgbench: records before %v, after %v: the script did not complete its claims", f.name, before, after)
+				}
+				fmt.Fprintf(os.Stderr, "#   pgbench records %v -> %v\n", before, after)
+				return nil
 			}
 			first, second := oursRun, baseRun
 			if r%2 == 1 {
@@ -206,6 +219,9 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 			}
 			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, pgbench %.0f ops/s\n", f.name, r+1, o, p)
 			ours, base = append(ours, o), append(base, p)
+			if n := dbgN.Swap(0); n > 0 && os.Getenv("BENCH_DEBUG") != "" {
+				fmt.Fprintf(os.Stderr, "#   ours: claim %s complete %s\n", time.Duration(dbgClaim.Swap(0)/n), time.Duration(dbgComplete.Swap(0)/n))
+			}
 		}
 		o, p := median(ours), median(base)
 		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgbench_same_sql_prepared_c%d\n",
@@ -242,11 +258,17 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 		"-D", "status=applied", "-D", "result=\\x" + hex.EncodeToString([]byte(result)),
 		"-D", "ref=" + effectRef,
 		url}
+	if os.Getenv("BENCH_DEBUG") != "" {
+		args = append([]string{"-r"}, args...)
+	}
 	cmd := exec.CommandContext(ctx, pgbench, args...)
 	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+schema)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("%v: %s", err, out)
+	}
+	if os.Getenv("BENCH_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "%s\n", out)
 	}
 	if regexp.MustCompile(`number of failed transactions: [1-9]`).Match(out) || regexp.MustCompile(`(?i)error`).Match(out) {
 		return 0, fmt.Errorf("pgbench reported errors: %s", out)
@@ -257,8 +279,6 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
 }
-
-var keySeq atomic.Int64
 
 func claimParams(tenant, key string) *oncekey.ClaimParams {
 	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Version: version,
@@ -293,10 +313,14 @@ func drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 	return float64(n.Load()) / time.Since(start).Seconds(), first
 }
 
+var dbgClaim, dbgComplete, dbgN atomic.Int64
+
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
 	res := []byte(result)
 	return drive(ctx, clients, d, func(ctx context.Context) error {
-		key := strconv.FormatInt(time.Now().UnixNano()<<8|keySeq.Add(1)&0xff, 10)
+		// A random key in the range pgbench draws from, so both insert at random places in the index.
+		key := strconv.FormatUint(1+randUint64()%9000000000000000000, 10)
+		t0 := time.Now()
 		c, err := s.Claim(ctx, claimParams("ours", key))
 		if err != nil {
 			return err
@@ -304,8 +328,12 @@ func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d tim
 		if !c.Acquired {
 			return fmt.Errorf("claim of new key %s not acquired", key)
 		}
+		t1 := time.Now()
 		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
 			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: effectRef})
+		dbgClaim.Add(int64(t1.Sub(t0)))
+		dbgComplete.Add(int64(time.Since(t1)))
+		dbgN.Add(1)
 		return err
 	})
 }
@@ -349,6 +377,19 @@ func seedReplay(ctx context.Context, s *pgstore.Store) error {
 		}
 	}
 	return nil
+}
+
+// countStatuses counts the tenant's records by status.
+func countStatuses(ctx context.Context, pool *pgxpool.Pool, tenant string) (map[string]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM oncekey_operations WHERE tenant = $1 GROUP BY status`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var st string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
+	return out, err
 }
 
 func median(xs []float64) float64 {
