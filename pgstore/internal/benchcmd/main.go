@@ -63,6 +63,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds per figure (ours and pgbench alternate); medians are reported")
 	only := flag.String("only", "", "run only figures whose name matches this regexp")
 	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
+	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, 1,000)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -404,6 +405,8 @@ func median(xs []float64) float64 {
 // purgeFigures measures purge_1m (Purge of n records past their tombstone window, default
 // batches, vs one DELETE of the same rows on identical data) and purge_1m_claim_p99 (p99 of
 // claims made while the purge runs vs claims on the idle table). It works in its own schema.
+var purgeBatch int
+
 func purgeFigures(ctx context.Context, url string, base *pgxpool.Config, n int) error {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -474,7 +477,7 @@ FROM generate_series(1, $1::int) AS g`, n, []byte(result)); err != nil {
 		during <- lat{d, err}
 	}()
 	start := time.Now()
-	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	pr, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: purgeBatch})
 	ours := time.Since(start)
 	close(stop)
 	got := <-during
