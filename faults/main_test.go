@@ -556,6 +556,8 @@ func (c *child) alive() bool {
 }
 
 // isStoreUnavailable matches an error type the interceptor reports when it failed closed.
-func isStoreUnavailable(ev faults.WorkerEvent) bool { return ev.ErrType == oncekey.ErrTypeStoreUnavailable }
+func isStoreUnavailable(ev faults.WorkerEvent) bool {
+	return ev.ErrType == oncekey.ErrTypeStoreUnavailable
+}
 
 var errTimeout = errors.New("timed out")
