@@ -37,6 +37,27 @@ func (r *Registry) Set(activity any, p Policy) error {
 	if err != nil {
 		return err
 	}
+	return r.set(name, fnType, p)
+}
+
+// SetAs registers p under the registered activity name name for an activity registered with an
+// explicit name (activity.RegisterOptions.Name), checking ArgsKey and Exclude fields against the
+// input type of the function value fn. It returns a *PolicyError like Set.
+func (r *Registry) SetAs(name string, fn any, p Policy) error {
+	if strings.TrimSpace(name) == "" {
+		return &PolicyError{Field: "activity", Reason: "empty activity name"}
+	}
+	_, fnType, err := activityName(fn)
+	if err != nil {
+		return err
+	}
+	if fnType == nil {
+		return &PolicyError{Tool: name, Field: "activity", Reason: "SetAs needs the activity's function value"}
+	}
+	return r.set(name, fnType, p)
+}
+
+func (r *Registry) set(name string, fnType reflect.Type, p Policy) error {
 	if err := p.validate(name); err != nil {
 		return err
 	}

@@ -144,3 +144,20 @@ func TestRegistryPolicyFingerprint(t *testing.T) {
 	require.Equal(t, mustKey(t, p, a), mustKey(t, p, b), "same flight: one operation")
 	require.NotEqual(t, mustFingerprint(t, p, a), mustFingerprint(t, p, b), "with other arguments: rejected, not replayed")
 }
+
+func TestRegistrySetAs(t *testing.T) {
+	t.Parallel()
+	r := oncekey.NewRegistry()
+	require.NoError(t, r.SetAs("book_flight", BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Key: oncekey.ArgsKey("flight")}))
+	_, ok := r.Policy("book_flight")
+	require.True(t, ok)
+	_, ok = r.Policy("BookFlight")
+	require.False(t, ok)
+
+	var pe *oncekey.PolicyError
+	require.ErrorAs(t, r.SetAs("book_flight", BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Key: oncekey.ArgsKey("Flight")}), &pe)
+	require.Equal(t, "Key", pe.Field)
+	require.ErrorAs(t, r.SetAs(" ", BookFlight, oncekey.Policy{Effect: oncekey.Effectful}), &pe)
+	require.ErrorAs(t, r.SetAs("x", "BookFlight", oncekey.Policy{Effect: oncekey.Effectful}), &pe)
+	require.Equal(t, "activity", pe.Field)
+}
