@@ -20,7 +20,7 @@ TEST_TIMEOUT  ?= 40m
 
 export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
 
-.PHONY: demo test temporal bench faults vet
+.PHONY: demo test temporal bench pgbench faults vet
 
 # Flags for the demo program, e.g. make demo ARGS="-seed 7 -manual".
 ARGS ?=
@@ -41,8 +41,24 @@ $(TEMPORAL_BIN):
 	mkdir -p $(TEMPORAL_DIR)
 	GOBIN=$(TEMPORAL_DIR) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-bench:
-	@echo "make bench: not written yet" >&2; exit 2
+# Every figure is measured against its baseline in the same run and printed as one BENCH line
+# (format in DESIGN.md). Raw benchmark output goes to bench.log.
+BENCH_LOG ?= bench.log
+
+bench: temporal pgbench
+	@: > $(BENCH_LOG)
+	@echo "bench: canonical encoding vs gowebpki/jcs" >&2
+	@$(GO) test -run='^$$' -bench='^BenchmarkTransform$$' -benchmem -count=5 ./canonical/ \
+		| $(GO) run ./internal/benchfmt -baseline-is=gowebpki/jcs 2>>$(BENCH_LOG)
+	@echo "bench: store vs pgbench on the same SQL (about 5 minutes)" >&2
+	@$(GO) run ./pgstore/internal/benchcmd -duration 3s -rounds 5 2>>$(BENCH_LOG)
+	@echo "bench: 500 Effectful workflows with and without oncekey on a dev server" >&2
+	@ONCEKEY_BENCH=1 $(GO) test -run='^TestBenchE2EEffectful$$' -count=1 -v ./worker/ 2>>$(BENCH_LOG) \
+		| tee -a $(BENCH_LOG) | grep '^BENCH'
+
+pgbench:
+	@command -v pgbench >/dev/null || { echo "installing pgbench (postgresql-client)"; \
+		apt-get update -qq && apt-get install -y -qq postgresql-client postgresql-contrib >/dev/null; }
 
 faults:
 	@echo "make faults: not written yet" >&2; exit 2
