@@ -274,7 +274,7 @@ func (c *call) expired(rec *oncekey.Record) error {
 }
 
 // execute runs the body under an acquired claim at epoch and records its outcome.
-func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInput, epoch int64) (any, error) {
+func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInput, epoch int64) (_ any, err error) {
 	bodyCtx, cancelBody := context.WithCancelCause(oncekey.ContextWithOperationKey(ctx, c.key))
 	defer cancelBody(nil)
 	lease := c.renewInBackground(ctx, epoch, cancelBody)
@@ -307,6 +307,23 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if bodyErr != nil {
 		return nil, c.bodyFailed(wctx, epoch, bodyErr)
 	}
+	// A panic from here on (a Verify hook, the result's encoder) comes after the body returned: for
+	// an Effectful tool the effect may have landed, so it is an unknown outcome, not a failure.
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		activity.GetLogger(ctx).Error("oncekey: panic after the tool returned", "tool", c.tool, "key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
+		perr := fmt.Errorf("%s panicked after its body returned: %v", c.tool, p)
+		if effectful {
+			err = c.markUnknown(wctx, epoch, perr, "panic")
+			return
+		}
+		c.release(wctx, epoch)
+		c.outcome = oncekey.OutcomeFailed
+		err = perr
+	}()
 	if c.policy.Verify != nil {
 		if err := c.policy.Verify(ctx, c.op, result); err != nil {
 			return nil, c.markUnknown(wctx, epoch, err, "verify rejected the result")
@@ -348,7 +365,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 		return nil, c.appError(e.Error(), oncekey.ErrTypeResultTooLarge, true, nil, "result too large", false)
 	}
-	_, err := c.root.opts.Store.Complete(wctx, &oncekey.CompleteParams{
+	_, err = c.root.opts.Store.Complete(wctx, &oncekey.CompleteParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusApplied, Result: stored,
 	})
 	if err != nil {
