@@ -528,7 +528,8 @@ func (c *call) report(ctx context.Context, err error) {
 	}
 }
 
-// leaseRenewer renews a claim's lease every Lease/3 while the body runs.
+// leaseRenewer renews a claim's lease every Lease/3 while the body runs, until the attempt's
+// context is done.
 type leaseRenewer struct {
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -556,6 +557,11 @@ func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody co
 		for {
 			select {
 			case <-l.done:
+				return
+			case <-ctx.Done():
+				// The attempt is over (deadline or cancellation): nobody waits for this body any
+				// more. Let the lease run out so that reconciliation can act, rather than keep a body
+				// that ignores its context alive as a live claim forever.
 				return
 			case <-t.C:
 			}
