@@ -134,8 +134,10 @@ type Downstream struct {
 	effects  []Effect
 	byKey    map[string][]int // effect indexes by operation key
 	arrivals map[string]int   // create requests by operation key
+	reqs     map[string]int   // create requests by request ID
 	bodies   map[string]int   // tool bodies entered (PointBody hooks) by operation key
 	inflight map[string]int   // create requests being handled, by operation key
+	injected map[Fault]int
 	keyReq   map[string]string
 	plans    map[string][]Fault
 	random   *RandomFaults
@@ -156,8 +158,10 @@ func NewDownstream() (*Downstream, error) {
 		url:      "http://" + ln.Addr().String(),
 		byKey:    map[string][]int{},
 		arrivals: map[string]int{},
+		reqs:     map[string]int{},
 		bodies:   map[string]int{},
 		inflight: map[string]int{},
+		injected: map[Fault]int{},
 		keyReq:   map[string]string{},
 		plans:    map[string][]Fault{},
 		arms:     map[Point]map[string]*Hold{},
@@ -257,6 +261,13 @@ func (d *Downstream) Arrivals(key string) int {
 	return d.arrivals[key]
 }
 
+// RequestArrivals returns the number of create requests that carried requestID.
+func (d *Downstream) RequestArrivals(requestID string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reqs[requestID]
+}
+
 // InFlight returns the number of create requests under key the downstream is handling now.
 func (d *Downstream) InFlight(key string) int {
 	d.mu.Lock()
@@ -281,6 +292,17 @@ func (d *Downstream) Lookup(key string) (Receipt, bool) {
 		return Receipt{}, false
 	}
 	return receiptOf(d.effects[idx[0]]), true
+}
+
+// Injected returns how many create requests got each fault (FaultNone included).
+func (d *Downstream) Injected() map[Fault]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[Fault]int, len(d.injected))
+	for k, v := range d.injected {
+		out[k] = v
+	}
+	return out
 }
 
 // Events returns the events workers reported.
@@ -312,9 +334,10 @@ func receiptOf(e Effect) Receipt {
 }
 
 // nextFault returns the fault and delay for the next create request of requestID.
-func (d *Downstream) nextFault(requestID string) (Fault, time.Duration) {
+func (d *Downstream) nextFault(requestID string) (f Fault, delay time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	defer func() { d.injected[f]++ }()
 	if q := d.plans[requestID]; len(q) > 0 {
 		d.plans[requestID] = q[1:]
 		return q[0], 0
@@ -322,7 +345,6 @@ func (d *Downstream) nextFault(requestID string) (Fault, time.Duration) {
 	if d.random == nil {
 		return FaultNone, 0
 	}
-	var delay time.Duration
 	if d.random.MaxDelay > 0 {
 		delay = time.Duration(d.rng.Int64N(int64(d.random.MaxDelay)))
 	}
@@ -391,6 +413,7 @@ func (d *Downstream) create(kind string, dedupe bool) http.HandlerFunc {
 		}
 		d.mu.Lock()
 		d.arrivals[key]++
+		d.reqs[in.RequestID]++
 		d.inflight[key]++
 		d.keyReq[key] = in.RequestID
 		d.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -511,6 +510,13 @@ func (t *tailBuffer) String() string {
 // child starts a worker process and waits until it polls.
 func (e *env) child(name string, hooks bool, queues ...string) *child {
 	e.t.Helper()
+	c, err := e.spawn(name, hooks, queues...)
+	require.NoError(e.t, err)
+	return c
+}
+
+// spawn is child without failing the test, for use from other goroutines.
+func (e *env) spawn(name string, hooks bool, queues ...string) (*child, error) {
 	bin, _ := binaries(e.t)
 	c := &child{name: name, done: make(chan struct{}), out: &tailBuffer{}}
 	rw := &readyWriter{ready: make(chan struct{}), tail: c.out}
@@ -518,7 +524,9 @@ func (e *env) child(name string, hooks bool, queues ...string) *child {
 	c.cmd.Env = append(os.Environ(), e.config(name, hooks, queues...).Env()...)
 	c.cmd.Stdout = rw
 	c.cmd.Stderr = c.out
-	require.NoError(e.t, c.cmd.Start())
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
 	go func() {
 		_ = c.cmd.Wait()
 		close(c.done)
@@ -526,13 +534,13 @@ func (e *env) child(name string, hooks bool, queues ...string) *child {
 	e.t.Cleanup(c.kill)
 	select {
 	case <-rw.ready:
+		return c, nil
 	case <-c.done:
-		e.t.Fatalf("worker %s exited before it was ready: %s", name, c.out)
+		return nil, fmt.Errorf("worker %s exited before it was ready: %s", name, c.out)
 	case <-time.After(2 * time.Minute):
 		c.kill()
-		e.t.Fatalf("worker %s not ready after 2m: %s", name, c.out)
+		return nil, fmt.Errorf("worker %s not ready after 2m: %s", name, c.out)
 	}
-	return c
 }
 
 // kill SIGKILLs the process and waits for it to be gone.
@@ -559,5 +567,3 @@ func (c *child) alive() bool {
 func isStoreUnavailable(ev faults.WorkerEvent) bool {
 	return ev.ErrType == oncekey.ErrTypeStoreUnavailable
 }
-
-var errTimeout = errors.New("timed out")
