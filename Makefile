@@ -60,5 +60,5 @@ pgbench:
 	@command -v pgbench >/dev/null || { echo "installing pgbench (postgresql-client)"; \
 		apt-get update -qq && apt-get install -y -qq postgresql-client postgresql-contrib >/dev/null; }
 
-faults:
-	@echo "make faults: not written yet" >&2; exit 2
+faults: temporal
+	$(GO) run ./faults/cmd/faults $(FAULTS_ARGS)

@@ -34,7 +34,7 @@ var (
 	flagReport      = flag.String("faults.report", "", "append each scenario's result as a JSON line to this file")
 	flagSoakOps     = flag.Int("faults.soak-ops", 200, "operations in the soak (make faults runs 2000)")
 	flagSoakWorkers = flag.Int("faults.soak-workers", 4, "worker processes in the soak")
-	flagSoakKill    = flag.Duration("faults.soak-kill-every", 20*time.Second, "how often the soak SIGKILLs a worker (and starts a fresh one)")
+	flagSoakKill    = flag.Duration("faults.soak-kill-every", 5*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one (make faults: 20s)")
 	flagSoakBudget  = flag.Duration("faults.soak-budget", 12*time.Minute, "how long the soak may take before it fails")
 	flagLinDuration = flag.Duration("faults.lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
 	flagPGRestart   = flag.Bool("faults.pg-restart", false, "run the Postgres restart scenario (also with ONCEKEY_TEST_PG_RESTART=1 or CI set); it disturbs every other user of the server")

@@ -1,0 +1,92 @@
+// Command faults runs oncekey's fault-injection suite (the tests of package faults, on a Temporal
+// dev server and Postgres) with `go test`, then prints the table of scenarios and, last, exactly:
+//
+//	faults: passed=N total=N double_effects=N lost=N stuck=N
+//
+// It exits 0 only when go test passed, every scenario passed and the three counts are 0. A
+// scenario that never reported (a crash, a timeout, a filter) counts as not passed. `make faults`
+// runs it with the full soak (2,000 operations) and the Postgres restart.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/oncekey/oncekey/faults"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("faults", flag.ContinueOnError)
+	soakOps := fs.Int("soak-ops", 2000, "operations in the soak")
+	soakWorkers := fs.Int("soak-workers", 4, "worker processes in the soak")
+	soakKill := fs.Duration("soak-kill-every", 20*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one")
+	soakBudget := fs.Duration("soak-budget", 12*time.Minute, "how long the soak may take before it fails")
+	lin := fs.Duration("lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
+	pgRestart := fs.Bool("pg-restart", true, "run the Postgres restart scenario (it stops the local server for a few seconds)")
+	runRE := fs.String("run", "", "only the tests matching this regexp (go test -run); the others count as not run")
+	verbose := fs.Bool("v", false, "verbose go test output")
+	timeout := fs.Duration("timeout", 40*time.Minute, "go test timeout")
+	out := fs.String("out", "", "directory for artifacts such as a non-linearizable history (default: a temp dir, printed on failure)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	report, err := os.CreateTemp("", "oncekey-faults-*.jsonl")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 2
+	}
+	report.Close()
+	defer os.Remove(report.Name())
+
+	goArgs := []string{"test", "-count=1", "-timeout", timeout.String()}
+	if *verbose {
+		goArgs = append(goArgs, "-v")
+	}
+	if *runRE != "" {
+		goArgs = append(goArgs, "-run", *runRE)
+	}
+	goArgs = append(goArgs, "github.com/oncekey/oncekey/faults", "-args",
+		"-faults.report="+report.Name(),
+		"-faults.soak-ops="+strconv.Itoa(*soakOps),
+		"-faults.soak-workers="+strconv.Itoa(*soakWorkers),
+		"-faults.soak-kill-every="+soakKill.String(),
+		"-faults.soak-budget="+soakBudget.String(),
+		"-faults.lin-duration="+lin.String(),
+		"-faults.pg-restart="+strconv.FormatBool(*pgRestart),
+	)
+	if *out != "" {
+		goArgs = append(goArgs, "-faults.out="+*out)
+	}
+	fmt.Printf("faults: go %v\n", goArgs)
+	began := time.Now()
+	cmd := exec.Command("go", goArgs...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	testErr := cmd.Run()
+
+	f, err := os.Open(report.Name())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 1
+	}
+	results, rerr := faults.ReadResults(f)
+	f.Close()
+	verdict := "passed"
+	if testErr != nil {
+		verdict = "FAILED (" + testErr.Error() + ")"
+	}
+	if rerr != nil {
+		fmt.Fprintln(os.Stderr, "faults:", rerr)
+	}
+	fmt.Printf("\nfaults: go test %s in %s\n\n", verdict, time.Since(began).Round(time.Second))
+	s := faults.WriteReport(os.Stdout, results)
+	if testErr != nil || rerr != nil || !s.OK() {
+		return 1
+	}
+	return 0
+}
