@@ -226,7 +226,8 @@ type RecordInput struct {
 // RecordResolution writes a Resolution to the store (reconcile.Record) and returns the decision
 // as the reconciliation workflow's output. When the record was meanwhile settled another way
 // (applied, released or failed), that settlement is returned instead. A malformed resolution or
-// a record that cannot be resolved is a non-retryable error of type ErrTypeInvalid.
+// a record that cannot be resolved is a non-retryable error of type ErrTypeInvalid; a record past
+// its retention (a tombstone) is a non-retryable error of type oncekey.ErrTypeExpired.
 func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reconcile.Output, error) {
 	rec, err := reconcile.Record(ctx, a.store, a.dc, in.Tenant, in.OperationKey, in.Resolution)
 	if err == nil {
@@ -235,6 +236,11 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 	var inv *reconcile.InvalidResolutionError
 	if errors.As(err, &inv) {
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalid, nil)
+	}
+	var conflict *oncekey.StatusConflictError
+	if errors.As(err, &conflict) && conflict.Status == oncekey.StatusExpired {
+		// Past retention: no resolution can be recorded any more, and what happened stays unknown.
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeExpired, nil)
 	}
 	out, ok, gerr := a.settled(ctx, in.RecordRef, err)
 	if gerr != nil {

@@ -36,7 +36,8 @@ const minLeaseWait = time.Second
 // running) is waited for; a pending record whose lease ran out is marked unknown. For an unknown
 // record it runs the tool's Reconcile hook, if any, and otherwise waits for the
 // reconcile.SignalName signal, answering reconcile.QueryName meanwhile. The decision is written to
-// the store and returned. With in.EscalationTimeout set, it fails with an application error of
+// the store and returned. A record past its retention (a tombstone) keeps no outcome: the workflow
+// then fails with a non-retryable application error of type oncekey.ErrTypeExpired. With in.EscalationTimeout set, it fails with an application error of
 // type ErrTypeEscalationTimeout when nobody decides in time.
 func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
 	logger := workflow.GetLogger(ctx)
@@ -92,7 +93,10 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 			}
 			return done(out)
 		case oncekey.StatusExpired:
-			return done(reconcile.Output{Outcome: reconcile.Failed, ResolvedBy: "oncekey", Failure: "the operation key expired (tombstone); a new effect needs a new step ID"})
+			// A tombstone keeps no outcome: what happened is unknown, and no decision can be recorded.
+			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("oncekey: the record of %s (key %s) is past its retention (a tombstone): its outcome is unknown and can no longer be resolved", in.Tool, in.OperationKey),
+				oncekey.ErrTypeExpired, nil)
 		case oncekey.StatusPending:
 			if !rec.LeaseExpired {
 				status.State = reconcile.StateWaitingForLease

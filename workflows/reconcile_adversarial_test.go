@@ -1,0 +1,93 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/reconcile"
+	"github.com/oncekey/oncekey/workflows"
+)
+
+// setupSkewed is setup with a store clock that runs skew ahead of the environment's, so a test
+// can move the store past a record's retention.
+func setupSkewed(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.Store, *time.Duration) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(20 * time.Second)
+	skew := new(time.Duration)
+	store := memstore.New(&memstore.Options{Clock: func() time.Time { return env.Now().Add(*skew) }})
+	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
+	require.NoError(t, err)
+	acts.Register(env)
+	workflows.Register(env)
+	return env, store, skew
+}
+
+// unknownRecord claims ok1_k with a one-hour retention and marks it unknown.
+func unknownRecord(t *testing.T, store oncekey.Store) {
+	t.Helper()
+	res, err := store.Claim(context.Background(), &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
+		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: 24 * time.Hour})
+	require.NoError(t, err)
+	require.True(t, res.Acquired)
+	_, err = store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch})
+	require.NoError(t, err)
+}
+
+// requireUndecided checks the reconciliation ended without a decision: an error, not an Output
+// that claims to know what happened.
+func requireUndecided(t *testing.T, env *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	require.True(t, env.IsWorkflowCompleted(), "the reconciliation must end, not wait forever")
+	err := env.GetWorkflowError()
+	if err == nil {
+		var out reconcile.Output
+		require.NoError(t, env.GetWorkflowResult(&out))
+		t.Fatalf("an expired record's outcome is not known, yet the reconciliation decided %q (%s)", out.Outcome, out.Failure)
+	}
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, oncekey.ErrTypeExpired, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+}
+
+// An unknown record that outlived its retention is a tombstone: what happened is not known. The
+// reconciliation must not report it as a definite failure (which tells the caller no effect
+// landed).
+func TestAdversarialExpiredRecordIsNotAFailure(t *testing.T) {
+	env, store, skew := setupSkewed(t)
+	unknownRecord(t, store)
+	*skew = 2 * time.Hour
+	res, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Tombstoned)
+	env.ExecuteWorkflow(reconcile.WorkflowName, input)
+	requireUndecided(t, env)
+}
+
+// The reconciliation waits for a person; meanwhile the record outlives its retention and is
+// purged into a tombstone. Every resolution is now refused by the store; the reconciliation must
+// end (reporting the outcome unknown) instead of waiting forever for a resolution it can never
+// record.
+func TestAdversarialRecordExpiresWhileWaitingForAPerson(t *testing.T) {
+	env, store, skew := setupSkewed(t)
+	unknownRecord(t, store)
+	env.RegisterDelayedCallback(func() {
+		*skew = 2 * time.Hour
+		_, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
+		require.NoError(t, err)
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, ResolvedBy: "hana"})
+	}, 10*time.Minute)
+	env.ExecuteWorkflow(reconcile.WorkflowName, input)
+	requireUndecided(t, env)
+}
