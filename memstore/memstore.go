@@ -415,7 +415,8 @@ func (s *Store) purgeBatch(n int, deleting bool) int {
 				continue
 			}
 			delete(s.recs, k)
-		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired:
+		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired &&
+			!(r.Status == oncekey.StatusPending && now.Before(r.LeaseUntil)): // a live claim's owner still runs
 			if deleting {
 				continue
 			}

@@ -94,15 +94,19 @@ RETURNING {cols}`)
 	s.getSQL = r.Replace(`SELECT {cols}, expires_at <= now() FROM {t} WHERE tenant = $1 AND operation_key = $2`)
 	// Each purge batch is one short statement: it locks at most $1 rows with SKIP LOCKED (rows
 	// a claim holds are left for the next run) and changes only those, found again by ctid
-	// (the rows are locked, so their ctid cannot change before the outer statement runs).
+	// (the rows are locked, so their ctid cannot change before the outer statement runs). A
+	// pending record under a live lease is not tombstoned: its owner is still running and must be
+	// able to record what it did; it is purged once settled or once its lease runs out.
 	s.tombstoneSQL = r.Replace(`UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()
 WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM {t}
         WHERE expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
+          AND NOT (status = 'pending' AND lease_until > now())
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
-  AND expires_at <= now() AND status <> 'expired' AND tombstone_until > now()`)
+  AND expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
+  AND NOT (status = 'pending' AND lease_until > now())`)
 	s.deleteSQL = r.Replace(`DELETE FROM {t}
 WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM {t}
@@ -505,7 +509,8 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 // touching at most p.BatchSize rows (rows locked by a concurrent claim are skipped and left for
 // the next run), so claims are never blocked for longer than one small batch. It first turns
 // records past retention into tombstones (status expired; result, failure, effect reference and
-// note cleared; digests, epoch and windows kept), then deletes tombstones past their window.
+// note cleared; digests, epoch and windows kept), leaving pending records under a live lease to
+// their owner, then deletes tombstones past their window.
 // Batches counts statements that changed at least one row; p.Progress is called after each.
 // On an error the counts so far are returned with it.
 func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
