@@ -233,7 +233,9 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			case reconcile.NotApplied:
 				logger.Info("oncekey: reconciled as not applied; running the tool again", "tool", l.tool)
 				err = temporal.NewApplicationError("oncekey: "+l.tool+" was reconciled as not applied", oncekey.ErrTypeNotApplied)
-				delay = time.Nanosecond // run again at once, inside the attempt bounds
+				// Run again after the user's backoff, inside the attempt bounds: a tool that keeps
+				// ending unknown and keeps being proven not applied must not loop without a pause.
+				delay = 0
 			default:
 				msg := out.Failure
 				if msg == "" {
