@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/testenv"
 )
 
 func baseOp() oncekey.Operation {
@@ -349,14 +350,8 @@ func TestFingerprintTakenAtCallTime(t *testing.T) {
 // exactly when their canonical values are equal; error cases have no fingerprint.
 func TestFingerprintVectors(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join("..", "shared", "vectors")
-	b, err := os.ReadFile(filepath.Join(dir, "canonical.json"))
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("test vectors missing: %v", err)
-		}
-		t.Skipf("test vectors missing: %v", err)
-	}
+	b, err := os.ReadFile(filepath.Join(testenv.VectorsDir(t), "canonical.json"))
+	require.NoError(t, err)
 	var doc struct {
 		Cases []struct {
 			Name      string  `json:"name"`

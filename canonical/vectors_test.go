@@ -12,20 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/testenv"
 )
 
-// vectorsDir returns ../shared/vectors relative to the repository root. Without it the test is
-// skipped, or fails when CI is set.
+// vectorsDir returns the shared test vectors directory (see testenv.VectorsDir).
 func vectorsDir(tb testing.TB) string {
 	tb.Helper()
-	dir := filepath.Join("..", "..", "shared", "vectors")
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("test vectors missing: %v", err)
-		}
-		tb.Skipf("test vectors missing: %v", err)
-	}
-	return dir
+	return testenv.VectorsDir(tb)
 }
 
 type vectorCase struct {
