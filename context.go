@@ -11,6 +11,10 @@ import (
 const (
 	HeaderStepID = "oncekey-step-id"
 	HeaderTenant = "oncekey-tenant"
+	// HeaderFirstActivityID carries, on a re-run of an Effectful call made without a step ID, the
+	// activity ID of the call's first attempt (a string). The worker keys the re-run with it
+	// (Operation.FirstActivityID), so the re-run has the first attempt's operation key.
+	HeaderFirstActivityID = "oncekey-first-activity-id"
 )
 
 type stepIDKey struct{}
@@ -19,7 +23,11 @@ type opKeyKey struct{}
 
 // WithStepID returns a workflow context whose activities carry the step ID id. Give every
 // Effectful step an explicit, stable step ID ("create_ticket"): it keeps the operation key the
-// same across workflow resets and retries, which the default "<runID>/<activityID>" does not.
+// same across workflow resets and retries. Without one the step is the default
+// "<runID>/<activityID>", where activityID is the activity ID of the call's first attempt: every
+// retry and every re-run the workflow side schedules for that call keeps it, but a reset, a
+// workflow retry or continue-as-new (a new run ID) does not, and two calls in the workflow code
+// are always two steps.
 func WithStepID(ctx workflow.Context, id string) workflow.Context {
 	return workflow.WithValue(ctx, stepIDKey{}, id)
 }

@@ -27,6 +27,11 @@ type Operation struct {
 	WorkflowID string
 	RunID      string
 	ActivityID string
+	// FirstActivityID is the activity ID of the first attempt of this call. It differs from
+	// ActivityID on a re-run the workflow side scheduled as a new activity after a proven
+	// not-applied outcome (see HeaderFirstActivityID); "" means ActivityID. The default step uses
+	// it, so every re-run of one call keeps the first attempt's operation key.
+	FirstActivityID string
 	// StepID is the step ID set with WithStepID, or "" when none was set.
 	StepID string
 	Tool   string
@@ -35,12 +40,22 @@ type Operation struct {
 	Args []any
 }
 
-// Step returns the step ID of the operation: the explicit one, else "<runID>/<activityID>".
+// Step returns the step ID of the operation: the explicit one, else the default step
+// "<runID>/<activity ID of the call's first attempt>" (FirstActivityID, or ActivityID when that is
+// empty).
 func (op Operation) Step() string {
 	if op.StepID != "" {
 		return op.StepID
 	}
-	return op.RunID + "/" + op.ActivityID
+	return op.RunID + "/" + op.firstActivityID()
+}
+
+// firstActivityID returns FirstActivityID, or ActivityID when it is empty.
+func (op Operation) firstActivityID() string {
+	if op.FirstActivityID != "" {
+		return op.FirstActivityID
+	}
+	return op.ActivityID
 }
 
 // KeyStrategy derives the operation key's parts for an operation. Use StepKey, ArgsKey or
@@ -58,8 +73,14 @@ type KeyStrategy interface {
 type stepKey struct{}
 
 // StepKey is the default strategy: the key is (namespace, tenant, workflow ID, step ID). Without
-// WithStepID the step is the run ID and the activity ID, safe within a run but new after a reset
-// or a workflow retry; a step ID that is empty or only white space is an error wrapping ErrNoKey.
+// WithStepID the step is the default step: the workflow's run ID and the activity ID of the call's
+// first attempt (Operation.Step gives it as "<runID>/<activityID>"). It is the same for every
+// attempt of one call: Temporal's retries keep the activity ID, and the re-runs the workflow side
+// schedules as new activities for an Effectful tool (after NotApplied, in_flight, an unreachable
+// store or a reconciliation that found the effect not applied) carry the first attempt's activity
+// ID. It is new for every call in the workflow code, and new after a reset, a workflow retry or
+// continue-as-new (a new run ID): give Effectful steps explicit step IDs. A step ID that is empty or
+// only white space is an error wrapping ErrNoKey.
 func StepKey() KeyStrategy { return stepKey{} }
 
 // keyPart is one named part of an operation key; the name appears in errors only.
@@ -71,7 +92,7 @@ func (stepKey) parts(op Operation) ([]keyPart, error) {
 	}
 	// Run ID and activity ID are separate parts, so no explicit step ID can collide with them.
 	return []keyPart{{"strategy", "run-step"}, {"workflow ID", op.WorkflowID}, {"run ID", op.RunID},
-		{"activity ID", op.ActivityID}}, nil
+		{"activity ID", op.firstActivityID()}}, nil
 }
 func (stepKey) fields() []string { return nil }
 func (stepKey) check() error     { return nil }

@@ -109,11 +109,16 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 // operation builds the Operation from the activity info and headers.
 func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, error) {
 	dc := c.root.opts.DataConverter
-	var stepID, tenant string
+	var stepID, tenant, firstActivityID string
 	if h := tinterceptor.Header(ctx); h != nil {
 		if p := h[oncekey.HeaderStepID]; p != nil {
 			if err := dc.FromPayload(p, &stepID); err != nil {
 				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderStepID, err)
+			}
+		}
+		if p := h[oncekey.HeaderFirstActivityID]; p != nil {
+			if err := dc.FromPayload(p, &firstActivityID); err != nil {
+				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderFirstActivityID, err)
 			}
 		}
 		if p := h[oncekey.HeaderTenant]; p != nil {
@@ -140,9 +145,11 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 		WorkflowID: c.info.WorkflowExecution.ID,
 		RunID:      c.info.WorkflowExecution.RunID,
 		ActivityID: c.info.ActivityID,
-		StepID:     stepID,
-		Tool:       c.tool,
-		Args:       args,
+		// A re-run the workflow side scheduled keeps the first attempt's default step.
+		FirstActivityID: firstActivityID,
+		StepID:          stepID,
+		Tool:            c.tool,
+		Args:            args,
 	}, nil
 }
 

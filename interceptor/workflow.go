@@ -107,6 +107,12 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	return f
 }
 
+// rerunKeyChangeID is the workflow.GetVersion change ID under which re-runs of a call without a
+// step ID carry the first attempt's activity ID (oncekey.HeaderFirstActivityID). Histories
+// recorded before it have no marker and replay with the earlier derivation (each re-run keyed by
+// its own activity ID).
+const rerunKeyChangeID = "oncekey-rerun-first-activity-id"
+
 // effectfulLoop runs an Effectful tool's retries in workflow code, with the user's RetryPolicy,
 // and hands unknown outcomes to reconciliation.
 type effectfulLoop struct {
@@ -118,6 +124,12 @@ type effectfulLoop struct {
 	stepID string
 	opts   workflow.ActivityOptions
 	start  time.Time
+
+	// firstActivityID is the activity ID of the first attempt, known once it has failed.
+	firstActivityID string
+	// rerunChecked: the version of the re-run keying has been read; rerunKeyed: re-runs carry
+	// firstActivityID, so each has the first attempt's operation key.
+	rerunChecked, rerunKeyed bool
 }
 
 // attemptContext returns ctx with the user's activity options, except that Temporal makes one
@@ -210,6 +222,12 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			l.settleRaw(s, raw)
 			return
 		}
+		if attempt == 1 {
+			var actErr *temporal.ActivityError
+			if errors.As(err, &actErr) {
+				l.firstActivityID = actErr.ActivityID()
+			}
+		}
 		class, delay := classify(err)
 		if class == classReconcile {
 			out, rerr := l.reconcile(ctx, err)
@@ -267,9 +285,40 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				return
 			}
 		}
+		if err := l.keepFirstKey(ctx); err != nil {
+			s.SetError(err)
+			return
+		}
 		attempt++
 		fut = l.w.Next.ExecuteActivity(l.attemptContext(ctx), l.tool, l.args...)
 	}
+}
+
+// keepFirstKey makes the next re-run of a call without an explicit step ID carry the first
+// attempt's activity ID in its headers, so that the worker derives the first attempt's default
+// step and operation key for it. The decision is read once per workflow through
+// workflow.GetVersion, so histories recorded before it replay unchanged.
+func (l *effectfulLoop) keepFirstKey(ctx workflow.Context) error {
+	if l.stepID != "" || l.firstActivityID == "" {
+		return nil
+	}
+	if !l.rerunChecked {
+		l.rerunChecked = true
+		l.rerunKeyed = workflow.GetVersion(ctx, rerunKeyChangeID, workflow.DefaultVersion, 1) == 1
+	}
+	if !l.rerunKeyed {
+		return nil
+	}
+	h := tinterceptor.WorkflowHeader(ctx)
+	if h == nil {
+		return nil
+	}
+	pl, err := l.w.root.opts.DataConverter.ToPayload(l.firstActivityID)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("oncekey: encode first activity ID header: "+err.Error(), oncekey.ErrTypeConfig, err)
+	}
+	h[oncekey.HeaderFirstActivityID] = pl
+	return nil
 }
 
 func (l *effectfulLoop) nonRetryableType(err error) bool {
@@ -303,12 +352,9 @@ func (l *effectfulLoop) settleRaw(s workflow.Settable, raw converter.RawValue) {
 	s.SetValue(ps)
 }
 
-// operationKey finds the key of the failed attempt: from the error's details, or derived like
-// the activity side derives it (a timeout carries no details).
-func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, error) {
-	if d, ok := ErrorDetails(err); ok && d.OperationKey != "" {
-		return d.OperationKey, nil
-	}
+// operation returns the failed attempt's operation as the activity side saw it: a re-run of a
+// call without a step ID has its first attempt's default step.
+func (l *effectfulLoop) operation(ctx workflow.Context, err error) oncekey.Operation {
 	info := workflow.GetInfo(ctx)
 	op := oncekey.Operation{
 		Namespace:  info.Namespace,
@@ -323,7 +369,19 @@ func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, e
 	if errors.As(err, &actErr) {
 		op.ActivityID = actErr.ActivityID()
 	}
-	return oncekey.Key(l.policy, op)
+	if l.rerunKeyed {
+		op.FirstActivityID = l.firstActivityID
+	}
+	return op
+}
+
+// operationKey finds the key of the failed attempt: from the error's details, or derived like
+// the activity side derives it (a timeout carries no details).
+func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, error) {
+	if d, ok := ErrorDetails(err); ok && d.OperationKey != "" {
+		return d.OperationKey, nil
+	}
+	return oncekey.Key(l.policy, l.operation(ctx, err))
 }
 
 // reconcile hands the operation to its reconciliation workflow and waits for the decision.
@@ -349,11 +407,8 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 		Reason:            cause.Error(),
 		EscalationTimeout: l.w.root.opts.EscalationTimeout,
 	}
-	if in.StepID == "" {
-		var actErr *temporal.ActivityError
-		if errors.As(cause, &actErr) {
-			in.StepID = info.WorkflowExecution.RunID + "/" + actErr.ActivityID()
-		}
+	if op := l.operation(ctx, cause); in.StepID == "" && op.ActivityID != "" {
+		in.StepID = op.Step()
 	}
 	id := reconcile.WorkflowID(key)
 	logger.Info("oncekey: outcome unknown; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", id)
