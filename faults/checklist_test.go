@@ -295,7 +295,7 @@ func TestMalformedResult(t *testing.T) {
 	ids := []string{"malformed", "incomplete", "timeout"}
 	for _, id := range ids {
 		e.startCalls(id, faults.CallsInput{Calls: []faults.Call{{Tool: faults.ToolCreate, StepID: "create",
-			Request: faults.Request{RequestID: id, Customer: "acme", Subject: id}}}, StartToClose: 3 * time.Second})
+			Request: faults.Request{RequestID: id, Customer: "acme", Subject: id}}}, StartToClose: 5 * time.Second})
 	}
 	for _, id := range ids {
 		key := e.key(id, "create")

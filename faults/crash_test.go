@@ -76,7 +76,7 @@ func runKill(t *testing.T, kc killCase) {
 	}
 	run := e.startCalls("wf", faults.CallsInput{
 		Calls:        []faults.Call{{Tool: kc.tool, StepID: "create", Request: req}},
-		StartToClose: 6 * time.Second,
+		StartToClose: 8 * time.Second,
 	})
 	key := e.key("wf", "create")
 	if hold != nil {

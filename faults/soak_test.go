@@ -16,7 +16,8 @@ import (
 	"github.com/oncekey/oncekey/faults"
 )
 
-// The soak: -faults.soak-ops operations (4 per workflow) over -faults.soak-workers worker
+// The soak: -faults.soak-ops operations (4 per workflow, each workflow proposing one of its
+// calls a second time) over -faults.soak-workers worker
 // processes, on a downstream that loses 10% of its answers after committing, refuses 5% before
 // committing and delays every request by up to 100ms, while one worker process is SIGKILLed
 // every -faults.soak-kill-every and a fresh one started. An operator settles every unknown
@@ -107,6 +108,8 @@ func TestSoak(t *testing.T) {
 			in.Calls = append(in.Calls, faults.Call{Tool: faults.ToolCreate, StepID: fmt.Sprintf("s%d", s),
 				Request: faults.Request{RequestID: fmt.Sprintf("soak-%04d-s%d", w, s), Customer: "acme", Subject: "soak"}})
 		}
+		// The agent proposes one of its calls again: the same operation, which must replay.
+		in.Calls = append(in.Calls, in.Calls[w%len(in.Calls)])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -135,6 +138,10 @@ func TestSoak(t *testing.T) {
 	}
 	done := 0
 	for w, out := range results {
+		require.NotEmpty(t, out, "soak-%04d", w)
+		repeat := out[len(out)-1]
+		out = out[:len(out)-1]
+		require.Equal(t, out[w%len(out)].Receipt, repeat.Receipt, "soak-%04d: the repeated proposal replayed the first result", w)
 		for _, r := range out {
 			require.Equal(t, oncekey.OutcomeApplied, r.Label.Status, "soak-%04d: %+v", w, r.Label)
 			landed, ok := e.ds.Lookup(r.Receipt.Key)
