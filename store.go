@@ -84,6 +84,13 @@ type ClaimParams struct {
 	WorkflowID   string
 	StepID       string
 	Effect       Effect
+	// ClaimToken identifies this claim. A claim the store acquires records its token; a Claim
+	// repeated with the same non-zero token while that record is still pending (its lease live)
+	// reports it Acquired at the same epoch, changing nothing. That makes a Claim whose outcome
+	// is ambiguous (an error after the statement may have committed) safe to repeat. Callers
+	// pass a random non-zero value, new for each claim they mean. Defaults to 0: the store picks
+	// a random token, and a repeat of the call is a new claim.
+	ClaimToken int64
 	// Lease is the claim's lease, from the store's now. Required.
 	Lease time.Duration
 	// Retention is the record's retention from creation. Required.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -153,9 +154,25 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 	}, nil
 }
 
+// claimRetries are the pauses before the repeats of a Claim that failed with an ambiguous
+// *oncekey.StoreUnavailableError (the statement may have committed and only its response been
+// lost): two repeats with the same claim token, within the attempt's context.
+var claimRetries = [...]time.Duration{50 * time.Millisecond, 200 * time.Millisecond}
+
+// newClaimToken returns a random non-zero claim token.
+func newClaimToken() int64 {
+	for {
+		if t := rand.Int64(); t != 0 {
+			return t
+		}
+	}
+}
+
+// claim makes one claim. A claim that fails with a *oncekey.StoreUnavailableError is repeated
+// with the same token (see claimRetries): if the first statement committed, the repeat finds the
+// record it created and reports it acquired, instead of leaving it pending with nobody running.
 func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
-	t := time.Now()
-	res, err := c.root.opts.Store.Claim(ctx, &oncekey.ClaimParams{
+	p := &oncekey.ClaimParams{
 		Tenant:       c.op.Tenant,
 		OperationKey: c.key,
 		Tool:         c.tool,
@@ -164,11 +181,33 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		WorkflowID:   c.op.WorkflowID,
 		StepID:       c.op.Step(),
 		Effect:       c.policy.Effect,
+		ClaimToken:   newClaimToken(),
 		Lease:        c.policy.Lease,
 		Retention:    c.policy.Retention,
 		Tombstone:    c.policy.Tombstone,
-	})
-	c.claimLatency += time.Since(t)
+	}
+	once := func() (*oncekey.ClaimResult, error) {
+		t := time.Now()
+		defer func() { c.claimLatency += time.Since(t) }()
+		return c.root.opts.Store.Claim(ctx, p)
+	}
+	res, err := once()
+	for _, pause := range claimRetries {
+		var unavailable *oncekey.StoreUnavailableError
+		if err == nil || !errors.As(err, &unavailable) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		activity.GetLogger(ctx).Warn("oncekey: claim failed with the store unreachable; repeating it with the same token",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+		res, err = once()
+	}
 	if err != nil {
 		var inv *oncekey.InvalidParamsError
 		if errors.As(err, &inv) {

@@ -204,7 +204,8 @@ func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
 	ds := newDownstream()
 	var fs *faultStore
 	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
-		fs = &faultStore{Store: m, claimErrs: 2}
+		// Each attempt asks three times (a claim and two repeats): two attempts fail closed.
+		fs = &faultStore{Store: m, claimErrs: 6}
 		return fs
 	}})
 	sleeps := timers(s.env)
@@ -213,7 +214,7 @@ func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
 	effects, bodies := ds.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies, "the body was never entered while the store was unreachable")
-	require.Equal(t, 3, fs.claims)
+	require.Equal(t, 7, fs.claims)
 	require.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, sleeps())
 }
 
@@ -221,14 +222,14 @@ func TestSuiteStoreUnavailableIdempotentUsesTemporalRetries(t *testing.T) {
 	ds := newDownstream()
 	var fs *faultStore
 	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
-		fs = &faultStore{Store: m, claimErrs: 2}
+		fs = &faultStore{Store: m, claimErrs: 6}
 		return fs
 	}})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Empty(t, out[0].Err)
 	_, bodies := ds.counts()
 	require.Equal(t, 1, bodies)
-	require.Equal(t, 3, fs.claims)
+	require.Equal(t, 7, fs.claims, "two attempts of three claims each failed closed; Temporal retried")
 }
 
 func TestSuiteBackoffFollowsUserRetryPolicy(t *testing.T) {

@@ -32,7 +32,8 @@ type Event struct {
 	Outcome oncekey.Outcome
 	// Duration is the time from the start of the interception to the answer, body included.
 	Duration time.Duration
-	// ClaimLatency is the duration of the Store.Claim round trip (zero if none was made).
+	// ClaimLatency is the time spent in Store.Claim round trips, repeats included (zero if none was
+	// made).
 	ClaimLatency time.Duration
 	// Err is the error returned to Temporal, nil on success.
 	Err error

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -35,6 +36,8 @@ type Store struct {
 
 	mu   sync.Mutex
 	recs map[pk]*oncekey.Record
+	// tokens holds the claim token of the claim that last acquired each record.
+	tokens map[pk]int64
 }
 
 type pk struct{ tenant, key string }
@@ -43,7 +46,7 @@ var _ oncekey.Store = (*Store)(nil)
 
 // New returns an empty Store. opts may be nil.
 func New(opts *Options) *Store {
-	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record)}
+	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record), tokens: make(map[pk]int64)}
 	if opts != nil {
 		if opts.Clock != nil {
 			s.now = opts.Clock
@@ -110,11 +113,13 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	case !ok:
 		r = fresh(1)
 		s.recs[k] = r
+		s.tokens[k] = token(p)
 		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}, nil
 	case !now.Before(r.TombstoneUntil):
 		// The tombstone window is over: the key is free again.
 		r = fresh(r.Epoch + 1)
 		s.recs[k] = r
+		s.tokens[k] = token(p)
 		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
 	case !now.Before(r.ExpiresAt) || r.Status == oncekey.StatusExpired:
 		return &oncekey.ClaimResult{Expired: true, Record: view(r, now)}, nil
@@ -122,6 +127,10 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		return &oncekey.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}, nil
 	}
 	leaseOver := r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil)
+	if r.Status == oncekey.StatusPending && !leaseOver && p.ClaimToken != 0 && s.tokens[k] == p.ClaimToken {
+		// The repeat of the claim that acquired the record: acquired, at the same epoch.
+		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}, nil
+	}
 	switch {
 	case r.Status == oncekey.StatusReleased || (leaseOver && r.Effect == oncekey.Idempotent):
 		r.Status = oncekey.StatusPending
@@ -130,6 +139,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		r.LeaseUntil = now.Add(p.Lease)
 		r.Result, r.Failure, r.EffectReference, r.ResolvedBy, r.Note = nil, nil, "", "", ""
 		r.UpdatedAt = now
+		s.tokens[k] = token(p)
 		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
 	case leaseOver:
 		// Effectful and its owner is gone: the effect may have landed. The epoch stays.
@@ -138,6 +148,14 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		r.UpdatedAt = now
 	}
 	return &oncekey.ClaimResult{Record: view(r, now)}, nil
+}
+
+// token returns the claim token of p, or a random one when p leaves it to the store.
+func token(p *oncekey.ClaimParams) int64 {
+	if p.ClaimToken != 0 {
+		return p.ClaimToken
+	}
+	return rand.Int64()
 }
 
 // fenced runs write on the record held at (tenant, key, epoch) if it is pending, under the lock.
@@ -415,6 +433,7 @@ func (s *Store) purgeBatch(n int, deleting bool) int {
 				continue
 			}
 			delete(s.recs, k)
+			delete(s.tokens, k)
 		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired &&
 			!(r.Status == oncekey.StatusPending && now.Before(r.LeaseUntil)): // a live claim's owner still runs
 			if deleting {
@@ -446,6 +465,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	for k := range s.recs {
 		if k.tenant == p.Tenant {
 			delete(s.recs, k)
+			delete(s.tokens, k)
 			n++
 		}
 	}

@@ -129,11 +129,13 @@ const recordCols = `tenant, operation_key, tool, version, fingerprint, workflow_
 //
 // Parameters: $1 tenant, $2 operation key, $3 tool, $4 version, $5 fingerprint, $6 workflow ID,
 // $7 step ID, $8 effect (smallint), $9 lease, $10 retention, $11 tombstone (all three in
-// microseconds), $12 claim token (a random bigint). The statement inserts a pending record or,
+// microseconds), $12 claim token (ClaimParams.ClaimToken, or a random bigint). The statement inserts a pending record or,
 // on conflict, rewrites the existing row with a CASE per column: every column keeps its value
 // unless a transition applies, so a claim that finds a live, settled, mismatched or expired
 // record changes nothing. RETURNING reports the row after the statement plus whether this
-// claim's token is the one stored (acquired) and whether the row is past retention.
+// claim's token is the one stored on a pending row (acquired: this claim inserted or took the row
+// over now, or it is the repeat of the claim that did and the lease is still live) and whether the
+// row is past retention.
 func ClaimSQL(table string) string {
 	// The conditions are evaluated on the existing row (o) and the proposed row (EXCLUDED).
 	const (
@@ -169,7 +171,7 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     resolved_by     = CASE WHEN {take} THEN '' ELSE o.resolved_by END,
     note            = CASE WHEN {take} THEN '' ELSE o.note END,
     updated_at      = CASE WHEN {take} OR {unk} THEN now() ELSE o.updated_at END
-RETURNING {cols}, coalesce(claim_token = $12, false) AS acquired, (expires_at <= now() OR status = 'expired') AS past_retention`)
+RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, (expires_at <= now() OR status = 'expired') AS past_retention`)
 }
 
 // CompleteSQL returns the complete statement for table. Parameters: $1 tenant, $2 operation
@@ -244,7 +246,10 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	token := rand.Int64()
+	token := p.ClaimToken
+	if token == 0 {
+		token = rand.Int64()
+	}
 	var (
 		res               oncekey.ClaimResult
 		acquired, expired bool

@@ -45,6 +45,8 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 		{"ClaimFailed", testClaimFailed},
 		{"ClaimUnknown", testClaimUnknown},
 		{"ClaimReleased", testClaimReleased},
+		{"ClaimRepeatedWithSameToken", testClaimSameToken},
+		{"ClaimSameTokenSettledOrExpired", testClaimSameTokenSettled},
 		{"FingerprintMismatchChangesNothing", testFingerprintMismatch},
 		{"FencingAfterTakeover", testFencing},
 		{"FencedWritesNeedPending", testFencedWritesNeedPending},
@@ -370,6 +372,86 @@ func testClaimReleased(t *testing.T, s oncekey.Store) {
 	_, err = s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 	requireLost(t, err)
 	requireSame(t, res.Record, get(t, s, p.Tenant, p.OperationKey))
+}
+
+// newToken returns a random non-zero claim token.
+func newToken() int64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:])
+		var v int64
+		for _, c := range b {
+			v = v<<8 | int64(c)
+		}
+		if v != 0 {
+			return v
+		}
+	}
+}
+
+// A Claim repeated with its token (its response was lost after the statement committed) finds
+// the pending record it created and reports it acquired at the same epoch; any other claim,
+// including one that lets the store pick a token, still sees a live claim.
+func testClaimSameToken(t *testing.T, s oncekey.Store) {
+	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
+		p := params(eff)
+		p.ClaimToken = newToken()
+		first := acquire(t, s, p)
+		again := claim(t, s, p)
+		require.True(t, again.Acquired, "the repeat of the claim recognises its own record")
+		require.False(t, again.TookOver)
+		require.False(t, again.FingerprintMismatch)
+		require.False(t, again.Expired)
+		require.Equal(t, first.Epoch, again.Record.Epoch, "no new epoch")
+		requireSame(t, first, again.Record)
+		requireSame(t, first, get(t, s, p.Tenant, p.OperationKey))
+
+		other := *p
+		other.ClaimToken = newToken()
+		res := claim(t, s, &other)
+		require.False(t, res.Acquired, "another token meets a live claim")
+		other.ClaimToken = 0
+		res = claim(t, s, &other)
+		require.False(t, res.Acquired, "a store-generated token meets a live claim")
+		requireSame(t, first, res.Record)
+
+		// The epoch the repeat reported is the one that owns the record.
+		done := complete(t, s, again.Record, oncekey.StatusApplied, []byte("ok"), nil)
+		require.Equal(t, oncekey.StatusApplied, done.Status)
+	}
+}
+
+// A token acquires nothing but the pending record it created: once the record is settled, or its
+// Effectful lease ran out (unknown), a repeat with the same token is an ordinary claim of that
+// record.
+func testClaimSameTokenSettled(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	p.ClaimToken = newToken()
+	r := acquire(t, s, p)
+	done := complete(t, s, r, oncekey.StatusApplied, []byte("T-1"), nil)
+	res := claim(t, s, p)
+	require.False(t, res.Acquired, "an applied record is replayed, not acquired")
+	requireSame(t, done, res.Record)
+
+	p = params(oncekey.Effectful)
+	p.ClaimToken = newToken()
+	p.Lease = shortLease
+	r = acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	res = claim(t, s, p)
+	require.False(t, res.Acquired, "the lease ran out: the outcome is unknown even for its owner")
+	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, r.Epoch, res.Record.Epoch)
+
+	p = params(oncekey.Effectful)
+	p.ClaimToken = newToken()
+	r = acquire(t, s, p)
+	_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	require.NoError(t, err)
+	res = claim(t, s, p)
+	require.True(t, res.Acquired, "a released record is free to take")
+	require.True(t, res.TookOver)
+	require.Equal(t, r.Epoch+1, res.Record.Epoch)
 }
 
 func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
