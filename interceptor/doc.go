@@ -12,6 +12,7 @@
 // retries cannot be turned off and their outcomes cannot be reconciled. Idempotent tools are left
 // to Temporal's retry policy and are not reconciled. A record that was never created is read by
 // reconciliation as "the body never ran"; an attempt that times out before claiming cannot claim
-// afterwards (the claim checks the activity's context first), but an explicit step ID keeps the
-// key the same across re-runs and closes even that window.
+// afterwards (the claim checks the activity's context first), and a claim that still lands late is
+// met by the re-runs, which keep the first attempt's operation key (its explicit step ID, or its
+// default step "<runID>/<first activity ID>").
 package interceptor
