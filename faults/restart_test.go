@@ -82,7 +82,8 @@ func TestPostgresRestart(t *testing.T) {
 	require.NoError(t, pgCtl("stop"))
 	down := time.Now()
 	wave(1) // proposed while the store is down
-	e.waitEvents(3, "store unavailable", isStoreUnavailable)
+	require.Eventually(t, func() bool { return e.ds.CountEvents(isStoreUnavailable) >= 3 }, time.Minute, 50*time.Millisecond,
+		"no claim failed closed while the store was down")
 	unavailable := e.ds.CountEvents(isStoreUnavailable)
 	// Fail closed: nothing proposed while the store is down reached the downstream.
 	for i := range perWave {

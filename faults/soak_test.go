@@ -16,8 +16,8 @@ import (
 	"github.com/oncekey/oncekey/faults"
 )
 
-// The soak: -faults.soak-ops operations (4 per workflow, each workflow proposing one of its
-// calls a second time) over -faults.soak-workers worker
+// The soak: -faults.soak-ops operations (4 per workflow, half of them with a receipt lookup,
+// each workflow proposing one of its calls a second time) over -faults.soak-workers worker
 // processes, on a downstream that loses 10% of its answers after committing, refuses 5% before
 // committing and delays every request by up to 100ms, while one worker process is SIGKILLed
 // every -faults.soak-kill-every and a fresh one started. An operator settles every unknown
@@ -105,7 +105,11 @@ func TestSoak(t *testing.T) {
 		}
 		in := faults.CallsInput{StartToClose: 10 * time.Second}
 		for s := 0; s < perWorkflow && w*perWorkflow+s < ops; s++ {
-			in.Calls = append(in.Calls, faults.Call{Tool: faults.ToolCreate, StepID: fmt.Sprintf("s%d", s),
+			tool := faults.ToolCreate // unknown outcomes wait for the operator
+			if s%2 == 1 {
+				tool = faults.ToolCreateReceipt // unknown outcomes settled by the receipt lookup
+			}
+			in.Calls = append(in.Calls, faults.Call{Tool: tool, StepID: fmt.Sprintf("s%d", s),
 				Request: faults.Request{RequestID: fmt.Sprintf("soak-%04d-s%d", w, s), Customer: "acme", Subject: "soak"}})
 		}
 		// The agent proposes one of its calls again: the same operation, which must replay.
@@ -154,7 +158,13 @@ func TestSoak(t *testing.T) {
 	e.check(ops, ops)
 	inj := e.ds.Injected()
 	replays := e.ds.CountEvents(func(ev faults.WorkerEvent) bool { return ev.Outcome == string(oncekey.OutcomeReplayed) })
-	e.note("%d ops in %.0fs (%.1f ops/s) over %d processes; %d SIGKILLs; %d answers dropped after commit, %d refused before; operator settled %d applied, %d not applied; %d replays",
+	receipts := 0
+	for _, rec := range e.list(e.ctx(time.Minute), oncekey.StatusApplied) {
+		if rec.ResolvedBy == "receipt:"+faults.ToolCreateReceipt {
+			receipts++
+		}
+	}
+	e.note("%d ops in %.0fs (%.1f ops/s) over %d processes; %d SIGKILLs; %d answers dropped after commit, %d refused before; settled by receipt lookup %d, by the operator %d applied + %d not applied; %d replays",
 		ops, took.Seconds(), float64(ops)/took.Seconds(), workers, kills.Load(), inj[faults.FaultDropAfterCommit], inj[faults.FaultRefuseBeforeCommit],
-		op.applied.Load(), op.notApplied.Load(), replays)
+		receipts, op.applied.Load(), op.notApplied.Load(), replays)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -69,6 +70,9 @@ func run(args []string) int {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	testErr := cmd.Run()
 
+	if *pgRestart {
+		ensurePostgres()
+	}
 	f, err := os.Open(report.Name())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
@@ -89,4 +93,18 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// ensurePostgres starts the local cluster again if the suite left it stopped (a go test timeout
+// ends the test binary without running its cleanups).
+func ensurePostgres() {
+	if exec.Command("pg_isready", "-h", "127.0.0.1", "-q").Run() == nil {
+		return
+	}
+	versions, _ := filepath.Glob("/etc/postgresql/*")
+	if len(versions) != 1 {
+		return
+	}
+	out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", filepath.Base(versions[0]), "main", "start").CombinedOutput()
+	fmt.Fprintf(os.Stderr, "faults: Postgres was left stopped; started it again: %v %s\n", err, out)
 }
