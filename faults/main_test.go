@@ -524,6 +524,7 @@ func (e *env) spawn(name string, hooks bool, queues ...string) (*child, error) {
 	c.cmd.Env = append(os.Environ(), e.config(name, hooks, queues...).Env()...)
 	c.cmd.Stdout = rw
 	c.cmd.Stderr = c.out
+	dieWithParent(c.cmd)
 	if err := c.cmd.Start(); err != nil {
 		return nil, err
 	}
