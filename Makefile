@@ -28,8 +28,14 @@ ARGS ?=
 demo: temporal
 	$(GO) run ./examples/ticketdesk $(ARGS)
 
+# The two tests that stop and start the local Postgres run last, one at a time, so they cannot
+# disturb the packages running in parallel before them.
+PG_RESTART_TESTS := ^(TestSurvivesPostgresRestart|TestPostgresRestart)$$
+
 test: temporal vet
 	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	ONCEKEY_TEST_PG_RESTART=1 $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) \
+		-run '$(PG_RESTART_TESTS)' ./pgstore/ ./faults/
 
 vet:
 	$(GO) vet ./...

@@ -37,7 +37,7 @@ var (
 	flagSoakKill    = flag.Duration("faults.soak-kill-every", 5*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one (make faults: 20s)")
 	flagSoakBudget  = flag.Duration("faults.soak-budget", 12*time.Minute, "how long the soak may take before it fails")
 	flagLinDuration = flag.Duration("faults.lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
-	flagPGRestart   = flag.Bool("faults.pg-restart", false, "run the Postgres restart scenario (also with ONCEKEY_TEST_PG_RESTART=1 or CI set); it disturbs every other user of the server")
+	flagPGRestart   = flag.Bool("faults.pg-restart", false, "run the Postgres restart scenario (also with ONCEKEY_TEST_PG_RESTART=1); it disturbs every other user of the server")
 	flagOut         = flag.String("faults.out", "", "directory for artifacts such as non-linearizable histories (default: a new directory under the system temp dir)")
 )
 
