@@ -1,0 +1,35 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/pgstore"
+)
+
+// A store on a pool opened with the same options: NewPool sets the server-side statement
+// timeout, Migrate creates or upgrades the table, and New returns the oncekey.Store to give to
+// the interceptor. (It needs Postgres, so it is compiled but not run.)
+func ExampleNew() {
+	ctx := context.Background()
+	opts := &pgstore.Options{StatementTimeout: 5 * time.Second}
+	pool, err := pgstore.NewPool(ctx, os.Getenv("DATABASE_URL"), opts) // "" = PGHOST, PGUSER, …
+	if err != nil {
+		log.Fatal(err) // wraps *oncekey.StoreUnavailableError when the server is unreachable
+	}
+	defer pool.Close()
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+	store := pgstore.New(pool, opts)
+
+	unknown, err := store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(unknown.Records), "operation(s) waiting for reconciliation")
+}

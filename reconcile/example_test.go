@@ -1,0 +1,61 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// An operator program: list the operations waiting for reconciliation and settle one after
+// finding the ticket in the downstream system. The blocked workflow continues with the result
+// given here. (It needs Postgres and a Temporal server, so it is compiled but not run.)
+func ExampleResolve() {
+	ctx := context.Background()
+	pool, err := pgstore.NewPool(ctx, os.Getenv("DATABASE_URL"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := client.Dial(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	waiting, err := reconcile.List(ctx, pgstore.New(pool, nil), oncekey.ListParams{Tenant: "acme", Tool: "CreateTicket"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, rec := range waiting.Records {
+		fmt.Println(rec.OperationKey, rec.WorkflowID, rec.StepID)
+	}
+	if len(waiting.Records) == 0 {
+		return
+	}
+	rec := waiting.Records[0]
+	err = reconcile.Resolve(ctx, c, rec.Tenant, rec.OperationKey, reconcile.Resolution{
+		Outcome:         reconcile.Applied,
+		EffectReference: "TCK-0042",
+		Result:          json.RawMessage(`{"id":"TCK-0042","status":"open"}`), // the tool's result type, as JSON
+		Note:            "found in the ticket system by its idempotency key",
+		ResolvedBy:      "ada",
+	})
+	var invalid *reconcile.InvalidResolutionError
+	switch {
+	case errors.As(err, &invalid):
+		log.Fatalf("fix the resolution: %v", err)
+	case errors.Is(err, reconcile.ErrNoReconciliation):
+		log.Printf("nothing is waiting for %s any more: %v", rec.OperationKey, err)
+	case err != nil:
+		log.Fatal(err)
+	}
+}
