@@ -151,7 +151,7 @@ func TestBenchE2EEffectful(t *testing.T) {
 	othr := float64(total) / oursWall.Seconds()
 	bthr := float64(total) / baseWall.Seconds()
 	fmt.Printf("BENCH name=e2e_effectful_latency_p50 unit=s ours=%.4f baseline=%.4f speedup=%.3f baseline_is=%s\n",
-		op50.Seconds(), bp50.Seconds(), bp50.Seconds()/op50.Seconds(), "same workflow and activity on a worker without oncekey")
+		op50.Seconds(), bp50.Seconds(), bp50.Seconds()/op50.Seconds(), "same_workflow_without_oncekey")
 	fmt.Printf("BENCH name=e2e_effectful_throughput unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=%s\n",
-		othr, bthr, othr/bthr, "same workflow and activity on a worker without oncekey")
+		othr, bthr, othr/bthr, "same_workflow_without_oncekey")
 }
