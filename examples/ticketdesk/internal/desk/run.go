@@ -47,7 +47,7 @@ type Config struct {
 	RepeatPercent int
 	// Tenant keys the oncekey run's records. Defaults to "ticketdesk".
 	Tenant string
-	// Progress, if set, receives progress lines.
+	// Progress, if set, receives progress lines, one call at a time.
 	Progress func(string)
 	// Timeout bounds each of the two runs. Defaults to 4 minutes.
 	Timeout time.Duration
@@ -82,6 +82,15 @@ func (c *Config) defaults() error {
 	}
 	if c.Progress == nil {
 		c.Progress = func(string) {}
+	} else {
+		// The runner and the operator report from their own goroutines: one line at a time.
+		var mu sync.Mutex
+		progress := c.Progress
+		c.Progress = func(s string) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress(s)
+		}
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 4 * time.Minute
