@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,11 +15,9 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/oncekey/oncekey/internal/devserver"
 	"github.com/oncekey/oncekey/pgstore"
 )
-
-// temporalCLIVersion is the Temporal CLI the Makefile installs (`make temporal`).
-const temporalCLIVersion = "v1.5.1"
 
 type postgres struct {
 	pool   *pgxpool.Pool
@@ -125,33 +120,15 @@ func openTemporal(ctx context.Context, verbose bool) (*temporalConn, error) {
 		}
 		return &temporalConn{client: c, where: addr + " (TEMPORAL_ADDRESS), namespace " + ns, addr: addr, namespace: ns}, nil
 	}
-	bin := temporalBinary()
-	if bin == "" {
-		return nil, fmt.Errorf("no Temporal CLI found: run `make temporal` (installs %s into ~/.cache/oncekey), "+
-			"or set ONCEKEY_TEMPORAL_BIN to a temporal binary, or TEMPORAL_ADDRESS to a running server", temporalCLIVersion)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	var out io.Writer = io.Discard
 	if verbose {
 		out = os.Stderr
 	}
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	srv, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{HostPort: addr, Namespace: "default", Logger: logger},
-		LogLevel:      "error",
-		Stdout:        out,
-		Stderr:        out,
-	})
+	srv, addr, err := devserver.Start(ctx, devserver.Options{Logger: logger, Output: out})
 	if err != nil {
-		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", bin, err)
+		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
+	bin := devserver.Binary()
 	return &temporalConn{client: srv.Client(), server: srv, where: "dev server " + addr + " started from " + bin, addr: addr, namespace: "default"}, nil
 }
 
@@ -161,24 +138,6 @@ func (t *temporalConn) close() {
 		return
 	}
 	t.client.Close()
-}
-
-// temporalBinary returns ONCEKEY_TEMPORAL_BIN, else the build `make temporal` caches at
-// ~/.cache/oncekey/temporal-<version>/temporal, else `temporal` on PATH, else "".
-func temporalBinary() string {
-	if p := os.Getenv("ONCEKEY_TEMPORAL_BIN"); p != "" {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "oncekey", "temporal-"+temporalCLIVersion, "temporal")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("temporal"); err == nil {
-		return p
-	}
-	return ""
 }
 
 // quietLogger drops the SDK's logs: with faults injected on purpose, its warnings would drown

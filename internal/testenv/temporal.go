@@ -2,41 +2,22 @@ package testenv
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncekey/oncekey/internal/devserver"
 )
 
 // TemporalCLIVersion is the Temporal CLI version the project's dev server runs.
-const TemporalCLIVersion = "v1.5.1"
+const TemporalCLIVersion = devserver.CLIVersion
 
-// TemporalBinary returns the path of the Temporal CLI: ONCEKEY_TEMPORAL_BIN, else the cached
-// build at ~/.cache/oncekey/temporal-<version>/temporal, else `temporal` on PATH. It returns ""
-// when none exists.
-func TemporalBinary() string {
-	if p := os.Getenv("ONCEKEY_TEMPORAL_BIN"); p != "" {
-		return p
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "oncekey", "temporal-"+TemporalCLIVersion, "temporal")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("temporal"); err == nil {
-		return p
-	}
-	return ""
-}
+// TemporalBinary returns the path of the Temporal CLI, or "" (see devserver.Binary).
+func TemporalBinary() string { return devserver.Binary() }
 
 var (
 	devMu     sync.Mutex
@@ -64,30 +45,14 @@ func TemporalHostPort(t testing.TB) string {
 }
 
 func startDevServer() (string, error) {
-	bin := TemporalBinary()
-	if bin == "" {
-		return "", fmt.Errorf("no Temporal CLI: run `make temporal` (installs %s under ~/.cache/oncekey) or set ONCEKEY_TEMPORAL_BIN or TEMPORAL_ADDRESS", TemporalCLIVersion)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{HostPort: addr, Namespace: "default", Logger: quietLogger{}},
-		LogLevel:      "error",
-		ExtraArgs: []string{
-			"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
-		},
-		Stdout: io.Discard,
-		Stderr: os.Stderr,
+	srv, addr, err := devserver.Start(ctx, devserver.Options{
+		ExtraArgs: []string{"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"},
+		Logger:    quietLogger{},
 	})
 	if err != nil {
-		return "", fmt.Errorf("start %s: %w", bin, err)
+		return "", err
 	}
 	devServer = srv
 	return addr, nil

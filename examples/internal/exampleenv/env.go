@@ -9,8 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +19,12 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/oncekey/oncekey/internal/devserver"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
 // TemporalCLIVersion is the Temporal CLI the Makefile installs (`make temporal`).
-const TemporalCLIVersion = "v1.5.1"
+const TemporalCLIVersion = devserver.CLIVersion
 
 // Postgres is a pool on a schema of its own. Close drops the schema.
 type Postgres struct {
@@ -115,27 +114,9 @@ func OpenTemporal(ctx context.Context) (*Temporal, error) {
 		}
 		return &Temporal{Client: c, HostPort: addr, Where: addr + " (TEMPORAL_ADDRESS)"}, nil
 	}
-	bin := temporalBinary()
-	if bin == "" {
-		return nil, fmt.Errorf("no Temporal CLI found: run `make temporal`, or set ONCEKEY_TEMPORAL_BIN to a temporal binary, or TEMPORAL_ADDRESS to a running server")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, addr, err := devserver.Start(ctx, devserver.Options{Logger: Quiet{}})
 	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	srv, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{HostPort: addr, Logger: Quiet{}},
-		LogLevel:      "error",
-		Stdout:        io.Discard,
-		Stderr:        io.Discard,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start the Temporal dev server (%s): %w", bin, err)
+		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
 	return &Temporal{Client: srv.Client(), HostPort: addr, Where: "dev server " + addr, server: srv}, nil
 }
