@@ -21,10 +21,15 @@ import (
 type Registry struct {
 	mu       sync.RWMutex
 	policies map[string]Policy
+	// results holds the declared result type of tools registered with a function value that
+	// returns (T, error).
+	results map[string]reflect.Type
 }
 
 // NewRegistry returns an empty Registry.
-func NewRegistry() *Registry { return &Registry{policies: map[string]Policy{}} }
+func NewRegistry() *Registry {
+	return &Registry{policies: map[string]Policy{}, results: map[string]reflect.Type{}}
+}
 
 // Set registers p for an activity, given as its function value (the name is derived the way the
 // Temporal SDK derives it: the function or method name) or as its registered name.
@@ -91,8 +96,34 @@ func (r *Registry) set(name string, fnType reflect.Type, p Policy) error {
 	p.Exclude = slices.Clone(p.Exclude)
 	r.mu.Lock()
 	r.policies[name] = p.withDefaults()
+	if t := resultType(fnType); t != nil {
+		r.results[name] = t
+	} else {
+		delete(r.results, name)
+	}
 	r.mu.Unlock()
 	return nil
+}
+
+// ResultType returns the declared result type T of the tool name when it was registered (Set or
+// SetAs) with a function value returning (T, error). It returns false when the tool is unknown,
+// was registered by name only (the type is then unknown), or returns only an error.
+func (r *Registry) ResultType(tool string) (reflect.Type, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.results[tool]
+	return t, ok
+}
+
+// resultType returns T for a function type returning (T, error), or nil.
+func resultType(fn reflect.Type) reflect.Type {
+	if fn == nil || fn.NumOut() != 2 {
+		return nil
+	}
+	return fn.Out(0)
 }
 
 // Policy returns the policy registered for the tool name, with defaults applied.

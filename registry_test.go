@@ -3,6 +3,7 @@ package oncekey_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -160,4 +161,33 @@ func TestRegistrySetAs(t *testing.T) {
 	require.ErrorAs(t, r.SetAs(" ", BookFlight, oncekey.Policy{Effect: oncekey.Effectful}), &pe)
 	require.ErrorAs(t, r.SetAs("x", "BookFlight", oncekey.Policy{Effect: oncekey.Effectful}), &pe)
 	require.Equal(t, "activity", pe.Field)
+}
+
+func TestRegistryResultType(t *testing.T) {
+	t.Parallel()
+	r := oncekey.NewRegistry()
+	require.NoError(t, r.Set(BookFlight, oncekey.Policy{Effect: oncekey.Effectful}))
+	require.NoError(t, r.SetAs("book_flight", BookFlight, oncekey.Policy{Effect: oncekey.Effectful}))
+	require.NoError(t, r.Set(TransferFunds, oncekey.Policy{Effect: oncekey.Effectful}))
+	require.NoError(t, r.Set("ByName", oncekey.Policy{Effect: oncekey.Effectful}))
+
+	for _, name := range []string{"BookFlight", "book_flight"} {
+		typ, ok := r.ResultType(name)
+		require.True(t, ok, name)
+		require.Equal(t, reflect.TypeFor[string](), typ, name)
+	}
+	_, ok := r.ResultType("TransferFunds")
+	require.False(t, ok, "returns only an error")
+	_, ok = r.ResultType("ByName")
+	require.False(t, ok, "registered by name: the type is unknown")
+	_, ok = r.ResultType("Missing")
+	require.False(t, ok)
+
+	// Registering the same tool again by name forgets the type it no longer knows.
+	require.NoError(t, r.Set("BookFlight", oncekey.Policy{Effect: oncekey.Effectful}))
+	_, ok = r.ResultType("BookFlight")
+	require.False(t, ok)
+	var nilReg *oncekey.Registry
+	_, ok = nilReg.ResultType("BookFlight")
+	require.False(t, ok)
 }

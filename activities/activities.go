@@ -1,10 +1,12 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -220,6 +222,9 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 // RecordInput carries a Resolution to record.
 type RecordInput struct {
 	RecordRef
+	// Tool is the operation's registered activity name, for checking an Applied result against
+	// its declared result type. Empty: it is read from the record.
+	Tool       string               `json:"tool,omitempty"`
 	Resolution reconcile.Resolution `json:"resolution"`
 }
 
@@ -228,7 +233,15 @@ type RecordInput struct {
 // (applied, released or failed), that settlement is returned instead. A malformed resolution or
 // a record that cannot be resolved is a non-retryable error of type ErrTypeInvalid; a record past
 // its retention (a tombstone) is a non-retryable error of type oncekey.ErrTypeExpired.
+//
+// An Applied result must decode (encoding/json) into the tool's declared result type when the
+// registry knows it (the tool was registered with its function value); otherwise the resolution
+// is refused with ErrTypeInvalid and the record is left as it was, since a stored result the
+// blocked workflow cannot decode would fail it for good. A tool registered by name is not checked.
 func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reconcile.Output, error) {
+	if err := a.checkResult(ctx, in); err != nil {
+		return reconcile.Output{}, err
+	}
 	rec, err := reconcile.Record(ctx, a.store, a.dc, in.Tenant, in.OperationKey, in.Resolution)
 	if err == nil {
 		return OutputOf(rec), nil
@@ -250,6 +263,37 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalid, nil)
 	}
 	return out, nil
+}
+
+// checkResult refuses an Applied result that does not decode into the tool's declared result
+// type (a non-retryable error of type ErrTypeInvalid). It passes when there is no result or the
+// type is unknown; a store error reading the tool's name is returned retryable.
+func (a *Activities) checkResult(ctx context.Context, in RecordInput) error {
+	r := in.Resolution
+	if r.Outcome != reconcile.Applied || len(bytes.TrimSpace(r.Result)) == 0 || !json.Valid(r.Result) {
+		return nil // nothing to check, or Record refuses it itself
+	}
+	tool := in.Tool
+	if tool == "" {
+		rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
+		if errors.Is(err, oncekey.ErrNotFound) {
+			return nil // Record reports it
+		}
+		if err != nil {
+			return fmt.Errorf("activities: record resolution %s: %w", in.OperationKey, err)
+		}
+		tool = rec.Tool
+	}
+	t, ok := a.registry.ResultType(tool)
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(r.Result, reflect.New(t).Interface()); err != nil {
+		inv := &reconcile.InvalidResolutionError{Field: "Result", Reason: fmt.Sprintf(
+			"does not decode into %s's result type %s (%v); nothing was recorded", tool, t, err)}
+		return temporal.NewNonRetryableApplicationError(inv.Error(), ErrTypeInvalid, nil)
+	}
+	return nil
 }
 
 // settled handles a failed Store.Resolve: when the record is already applied, released or

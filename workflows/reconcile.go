@@ -169,7 +169,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 			continue
 		}
 		var out reconcile.Output
-		err := workflow.ExecuteActivity(actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Resolution: r}).Get(ctx, &out)
+		err := workflow.ExecuteActivity(actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: in.Tool, Resolution: r}).Get(ctx, &out)
 		if err != nil {
 			var appErr *temporal.ApplicationError
 			if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {

@@ -1,0 +1,61 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+type Ticket struct {
+	ID string `json:"id"`
+}
+
+func CreateTicket(ctx context.Context, title string) (Ticket, error) { return Ticket{ID: title}, nil }
+
+// RecordResolution without the tool's name (input from a reconciliation workflow started before
+// the field existed) reads it from the record and still refuses a result of the wrong type,
+// leaving the record unknown.
+func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
+	store := memstore.New(nil)
+	ctx := context.Background()
+	res, err := store.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
+		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
+	require.NoError(t, err)
+	_, err = store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch})
+	require.NoError(t, err)
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
+	acts, err := activities.New(store, reg, nil)
+	require.NoError(t, err)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	acts.Register(env)
+
+	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
+		Resolution: reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`["T-1"]`)}}
+	_, err = env.ExecuteActivity(activities.RecordResolutionName, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+
+	in.Resolution.Result = json.RawMessage(`{"id":"T-1"}`)
+	v, err := env.ExecuteActivity(activities.RecordResolutionName, in)
+	require.NoError(t, err)
+	var out reconcile.Output
+	require.NoError(t, v.Get(&out))
+	require.Equal(t, reconcile.Applied, out.Outcome)
+}
