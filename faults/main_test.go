@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -305,7 +306,8 @@ func (e *env) runOperator(ctx context.Context) *operator {
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				err = reconcile.Resolve(rctx, e.c, "default", rec.OperationKey, r)
 				cancel()
-				if err == nil {
+				// Unconfirmed: delivered, and handled once a worker runs the workflow again.
+				if err == nil || errors.Is(err, reconcile.ErrUnconfirmed) {
 					if r.Outcome == reconcile.Applied {
 						op.applied.Add(1)
 					} else {

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,6 +83,9 @@ type Resolution struct {
 	// Tenant, if set, must be the tenant of the operation; a mismatch makes the signal invalid.
 	// Resolve sets it.
 	Tenant string `json:"tenant,omitempty"`
+	// RequestID identifies this signal; the workflow names it in StatusReport.LastInvalidRequestID
+	// when it refuses the signal. Optional; Resolve sets a fresh one.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // InvalidResolutionError: a Resolution is malformed. Nothing was signalled or written.
@@ -164,6 +169,8 @@ type StatusReport struct {
 	WaitingSince time.Time `json:"waiting_since,omitempty"`
 	// LastInvalidSignal is why the last signal was ignored, if one was.
 	LastInvalidSignal string `json:"last_invalid_signal,omitempty"`
+	// LastInvalidRequestID is the RequestID of that signal ("" when it had none).
+	LastInvalidRequestID string `json:"last_invalid_request_id,omitempty"`
 	// Outcome is the decision once State is resolved.
 	Outcome ResolutionOutcome `json:"outcome,omitempty"`
 }
@@ -172,10 +179,47 @@ type StatusReport struct {
 // or it already finished. Test with errors.Is.
 var ErrNoReconciliation = errors.New("reconcile: no running reconciliation workflow")
 
-// Resolve validates r and signals it to the reconciliation workflow of key. It returns an
-// *InvalidResolutionError for a malformed r (nothing is sent), and an error wrapping
-// ErrNoReconciliation when no reconciliation workflow is running for the key. The workflow
-// checks r.Tenant against the operation's tenant and ignores a mismatching signal (see Status).
+// ErrUnconfirmed: the resolution was delivered to the reconciliation workflow, but the workflow
+// neither accepted nor refused it within ConfirmWait (or before ctx ended), typically because no
+// worker is running it or it is still busy. The workflow handles the signal when it gets to it;
+// check with Status or the record. Test with errors.Is.
+var ErrUnconfirmed = errors.New("reconcile: resolution delivered but not yet confirmed")
+
+// RefusedError: the reconciliation workflow received the resolution and did not apply it. Either
+// it refused the signal (Reason is its StatusReport.LastInvalidSignal: a tenant mismatch, a result
+// that does not decode into the tool's result type…; the workflow keeps waiting and the record
+// is unchanged), or the operation was settled another way (SettledAs is then the workflow's
+// output, with an outcome other than the one sent), or the workflow ended without an outcome
+// (a record past its retention). Test with errors.As.
+type RefusedError struct {
+	Key       string
+	Reason    string
+	SettledAs *Output
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("reconcile: resolve %s: refused: %s", e.Key, e.Reason)
+}
+
+// ConfirmWait bounds how long Resolve waits for the workflow to accept or refuse a resolution.
+const ConfirmWait = 10 * time.Second
+
+// confirmPoll is the pause between two looks at the workflow while Resolve waits.
+const confirmPoll = 200 * time.Millisecond
+
+// Resolve validates r, signals it to the reconciliation workflow of key, and waits (at most
+// ConfirmWait, and not past ctx) until the workflow has accepted or refused it. It returns nil
+// once the workflow finished with r's outcome. Errors:
+//   - *InvalidResolutionError: r is malformed; nothing was sent.
+//   - ErrNoReconciliation (wrapped): no reconciliation workflow is running for the key.
+//   - *RefusedError: the workflow refused the signal (it checks r.Tenant against the
+//     operation's tenant, and a result against the tool's result type) and keeps waiting, or the
+//     operation was settled another way.
+//   - ErrUnconfirmed (wrapped): delivered, but no answer in time; the signal is still handled
+//     when the workflow gets to it.
+//
+// Answers come from the workflow's status query and its result, so a worker must be running
+// the reconciliation workflow for Resolve to confirm.
 func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolution) error {
 	if strings.TrimSpace(key) == "" {
 		return &InvalidResolutionError{Field: "key", Reason: "must not be empty"}
@@ -194,11 +238,72 @@ func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolut
 		}
 		r.Result = buf.Bytes()
 	}
+	if r.RequestID == "" {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("reconcile: resolve %s: request ID: %w", key, err)
+		}
+		r.RequestID = hex.EncodeToString(b[:])
+	}
 	id := WorkflowID(key)
 	if err := c.SignalWorkflow(ctx, id, "", SignalName, r); err != nil {
 		return noWorkflow("resolve", key, err)
 	}
-	return nil
+	return confirm(ctx, c, key, r)
+}
+
+// confirm waits until the workflow of key has finished or refused the signal r.
+func confirm(ctx context.Context, c client.Client, key string, r Resolution) error {
+	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
+	defer cancel()
+	id := WorkflowID(key)
+	var last error
+	for {
+		done, err := finished(ctx, c, key, r)
+		if done || err != nil {
+			return err
+		}
+		qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
+		st, qerr := Status(qctx, c, key)
+		qcancel()
+		switch {
+		case qerr != nil:
+			last = qerr
+		case st.LastInvalidRequestID == r.RequestID:
+			return &RefusedError{Key: key, Reason: st.LastInvalidSignal}
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("reconcile: resolve %s: %w (workflow %s; last status query: %v)", key, ErrUnconfirmed, id, last)
+			}
+			return fmt.Errorf("reconcile: resolve %s: %w within %s (workflow %s is busy or no worker runs it)", key, ErrUnconfirmed, ConfirmWait, id)
+		case <-time.After(confirmPoll):
+		}
+	}
+}
+
+// finished reports whether the workflow of key has closed, and what that means for r: nil when
+// it completed with r's outcome, a *RefusedError otherwise. Trouble asking is not an answer:
+// (false, nil).
+func finished(ctx context.Context, c client.Client, key string, r Resolution) (bool, error) {
+	id := WorkflowID(key)
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
+		return false, nil
+	}
+	var out Output
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return true, &RefusedError{Key: key, Reason: "the reconciliation workflow ended without an outcome: " + err.Error()}
+	}
+	if out.Outcome != r.Outcome {
+		return true, &RefusedError{Key: key, SettledAs: &out,
+			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", out.Outcome, out.ResolvedBy)}
+	}
+	return true, nil
 }
 
 // Status asks the reconciliation workflow of key where it stands. It returns an error wrapping

@@ -164,7 +164,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 					in.Tool, in.OperationKey, in.EscalationTimeout), ErrTypeEscalationTimeout, nil)
 		}
 		if reason := invalid(r, in); reason != "" {
-			status.LastInvalidSignal = reason
+			status.LastInvalidSignal, status.LastInvalidRequestID = reason, r.RequestID
 			logger.Warn("oncekey: ignored an invalid resolution", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "reason", reason)
 			continue
 		}
@@ -173,7 +173,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 		if err != nil {
 			var appErr *temporal.ApplicationError
 			if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
-				status.LastInvalidSignal = appErr.Error()
+				status.LastInvalidSignal, status.LastInvalidRequestID = appErr.Error(), r.RequestID
 				logger.Warn("oncekey: resolution refused", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "reason", appErr.Error())
 				continue
 			}

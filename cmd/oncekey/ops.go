@@ -57,7 +57,8 @@ func newResolveCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resolve KEY (--applied [--ref R] [--result JSON] | --not-applied | --failed)",
 		Short: "Tell the reconciliation workflow of an unknown operation what happened",
-		Long: "resolve signals the reconciliation workflow waiting on KEY with a decision. Every workflow blocked on the key\n" +
+		Long: "resolve signals the reconciliation workflow waiting on KEY with a decision and waits (up to 10s) until the workflow\n" +
+			"accepts or refuses it; a refusal (wrong tenant, a result that does not fit the tool's result type) exits 1. Every workflow blocked on the key\n" +
 			"continues: --applied hands back the result given with --result (JSON of the tool's result type; @FILE reads a file),\n" +
 			"--not-applied lets the tool run again, --failed fails the call for good.\n\n" +
 			"Find waiting operations with `oncekey list --status unknown`.",
@@ -78,17 +79,24 @@ func newResolveCmd(a *app) *cobra.Command {
 			rctx, cancel := contextWithTimeout(ctx, a.timeout)
 			defer cancel()
 			err = reconcile.Resolve(rctx, c, f.tenant, key, r)
-			var inv *reconcile.InvalidResolutionError
+			var (
+				inv     *reconcile.InvalidResolutionError
+				refused *reconcile.RefusedError
+			)
 			switch {
 			case err == nil:
 			case errors.As(err, &inv):
 				return fail(exitUsage, "%v", err)
+			case errors.As(err, &refused):
+				return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
+			case errors.Is(err, reconcile.ErrUnconfirmed):
+				return fail(exitFailed, "signalled %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `oncekey show %s --tenant %s` (%v)", r.Outcome, reconcile.WorkflowID(key), reconcile.ConfirmWait, key, f.tenant, oneLine(err))
 			case errors.Is(err, reconcile.ErrNoReconciliation):
 				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started or has already finished (see `oncekey show %s --tenant %s`)", key, a.ns(), key, f.tenant)
 			default:
 				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
 			}
-			fmt.Fprintf(a.stdout, "signalled %s to %s: %s\n", r.Outcome, reconcile.WorkflowID(key), describe(r))
+			fmt.Fprintf(a.stdout, "resolved %s as %s (%s accepted it): %s\n", key, r.Outcome, reconcile.WorkflowID(key), describe(r))
 			return nil
 		},
 	}

@@ -117,7 +117,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 
 	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "signalled applied")
+	require.Contains(t, r.stdout, "as applied")
 
 	var out Booking
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -167,4 +167,47 @@ func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 2, runs, "the tool ran exactly once more")
+}
+
+// A resolution the workflow refuses is reported as refused (exit 1 with the reason), not as
+// success; the record is unchanged and the workflow keeps waiting for a good one.
+func TestResolveReportsARefusal(t *testing.T) {
+	needsServices(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	b := &bookings{loseFirst: true}
+	run := startBooking(t, c, url, b, "acme")
+	key := waitingKey(t, c, env)
+
+	r := cli(t, env, "resolve", key, "--tenant", "globex", "--applied", "--result", `{"id":"BK-R1"}`)
+	require.Equal(t, exitFailed, r.code, r.stdout)
+	require.Contains(t, r.stderr, "refused")
+	require.Contains(t, r.stderr, `tenant "globex"`)
+	require.NotContains(t, r.stdout, "as applied")
+
+	// A result of the wrong shape for Booking (a string, not an object).
+	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--result", `"BK-R1"`)
+	require.Equal(t, exitFailed, r.code, r.stdout)
+	require.Contains(t, r.stderr, "does not decode into Book's result type main.Booking")
+
+	r = cli(t, env, "show", key, "--tenant", "acme", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var v recordView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	require.Equal(t, oncekey.StatusUnknown, v.Status, "the refused resolutions changed nothing")
+	st, err := reconcile.Status(context.Background(), c, key)
+	require.NoError(t, err)
+	require.Equal(t, reconcile.StateWaiting, st.State)
+
+	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--result", `{"id":"BK-R1"}`)
+	require.Equal(t, 0, r.code, r.stderr)
+	var out Booking
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &out))
+	require.Equal(t, "BK-R1", out.ID)
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, runs)
 }
