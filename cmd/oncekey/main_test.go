@@ -321,3 +321,14 @@ func TestResultFromFile(t *testing.T) {
 	require.JSONEq(t, `{"id":"X"}`, string(r.Result))
 	require.Equal(t, "oncekey-cli", r.ResolvedBy)
 }
+
+// Commands on a schema without oncekey's tables say how to fix it: migrate, or name the schema
+// that holds them.
+func TestMissingTablesHintNamesSchema(t *testing.T) {
+	needsServices(t)
+	url, _ := testenv.PostgresURL(t)
+	r := cli(t, map[string]string{"DATABASE_URL": url}, "list")
+	require.Equal(t, exitFailed, r.code, r.stdout)
+	require.Contains(t, r.stderr, "run `oncekey migrate` first")
+	require.Contains(t, r.stderr, "or pass --schema if the tables live in another schema")
+}

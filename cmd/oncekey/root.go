@@ -139,7 +139,7 @@ func storeError(op string, err error) error {
 	case errors.Is(err, oncekey.ErrNotFound):
 		return fail(exitNotFound, "%s: %v", op, err)
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
-		return fail(exitFailed, "%s: the oncekey tables do not exist in this database/schema; run `oncekey migrate` first (%s)", op, pgErr.Message)
+		return fail(exitFailed, "%s: the oncekey tables do not exist in this database/schema; run `oncekey migrate` first, or pass --schema if the tables live in another schema (%s)", op, pgErr.Message)
 	case errors.As(err, &su), errors.Is(err, context.DeadlineExceeded):
 		return fail(exitUnreachable, "%s: %v", op, oneLine(err))
 	}
