@@ -1,6 +1,8 @@
 package oncekey
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -195,4 +197,50 @@ func (p *PurgeParams) Batch() int {
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
 func (p *ForgetParams) Validate() error {
 	return checkText("forget", "Tenant", p.Tenant, true)
+}
+
+// ListCursor is where List's keyset pagination resumes: the sort key (updated_at, tenant,
+// operation key) of the last record of a page. Stores hand it out as ListResult.Next with
+// NextCursor and read ListParams.Cursor with ParseListCursor; to callers it is an opaque string.
+type ListCursor struct {
+	UpdatedAt    time.Time
+	Tenant       string
+	OperationKey string
+}
+
+type listCursorJSON struct {
+	U int64  `json:"u"` // updated_at, Unix microseconds (the stores' resolution)
+	T string `json:"t"`
+	K string `json:"k"`
+}
+
+// NextCursor returns the cursor that resumes a listing after r.
+func NextCursor(r *Record) string {
+	b, _ := json.Marshal(listCursorJSON{U: r.UpdatedAt.UnixMicro(), T: r.Tenant, K: r.OperationKey})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseListCursor reads a cursor made by NextCursor. Anything else is an *InvalidParamsError.
+func ParseListCursor(s string) (ListCursor, error) {
+	var c listCursorJSON
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return ListCursor{}, &InvalidParamsError{Op: "list", Field: "Cursor", Reason: "not a cursor this store issued"}
+	}
+	return ListCursor{UpdatedAt: time.UnixMicro(c.U), Tenant: c.T, OperationKey: c.K}, nil
+}
+
+// Before reports whether c sorts before r in List's order (updated_at, tenant, operation key).
+func (c ListCursor) Before(r *Record) bool {
+	cu, ru := c.UpdatedAt.UnixMicro(), r.UpdatedAt.UnixMicro()
+	if cu != ru {
+		return cu < ru
+	}
+	if c.Tenant != r.Tenant {
+		return c.Tenant < r.Tenant
+	}
+	return c.OperationKey < r.OperationKey
 }

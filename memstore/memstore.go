@@ -2,8 +2,6 @@ package memstore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -289,41 +287,6 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 	return view(r, s.clock()), nil
 }
 
-// cursor is the sort key of the last record of a page: (updated_at, tenant, key).
-type cursor struct {
-	U int64  `json:"u"` // updated_at, Unix microseconds
-	T string `json:"t"`
-	K string `json:"k"`
-}
-
-func (c cursor) encode() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s string) (cursor, error) {
-	var c cursor
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
-	if err != nil {
-		return c, &oncekey.InvalidParamsError{Op: "list", Field: "Cursor", Reason: "not a cursor this store issued"}
-	}
-	return c, nil
-}
-
-func (c cursor) less(r *oncekey.Record) bool {
-	u := r.UpdatedAt.UnixMicro()
-	if c.U != u {
-		return c.U < u
-	}
-	if c.T != r.Tenant {
-		return c.T < r.Tenant
-	}
-	return c.K < r.OperationKey
-}
-
 // List implements oncekey.Store. Records come in (UpdatedAt, Tenant, OperationKey) order; the
 // cursor is the last record's sort key, so a record that is not updated while a caller pages
 // appears exactly once, and a record updated meanwhile moves to the end (it may appear again
@@ -332,9 +295,9 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *cursor
+	var after *oncekey.ListCursor
 	if p.Cursor != "" {
-		c, err := decodeCursor(p.Cursor)
+		c, err := oncekey.ParseListCursor(p.Cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -354,7 +317,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 			p.Tool != "" && r.Tool != p.Tool,
 			p.WorkflowID != "" && r.WorkflowID != p.WorkflowID,
 			!p.UpdatedSince.IsZero() && r.UpdatedAt.Before(p.UpdatedSince),
-			after != nil && !after.less(r):
+			after != nil && !after.Before(r):
 			continue
 		}
 		out = append(out, r)
@@ -374,7 +337,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		res.Next = cursor{U: last.UpdatedAt.UnixMicro(), T: last.Tenant, K: last.OperationKey}.encode()
+		res.Next = oncekey.NextCursor(last)
 	}
 	for _, r := range out {
 		res.Records = append(res.Records, view(r, now))

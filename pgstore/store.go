@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -410,30 +408,6 @@ func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.
 	return r, past, nil
 }
 
-// cursor is the sort key of the last record of a page: (updated_at, tenant, operation_key).
-type cursor struct {
-	U int64  `json:"u"` // updated_at, Unix microseconds
-	T string `json:"t"`
-	K string `json:"k"`
-}
-
-func (c cursor) encode() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s string) (cursor, error) {
-	var c cursor
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
-	if err != nil {
-		return c, &oncekey.InvalidParamsError{Op: "list", Field: "Cursor", Reason: "not a cursor this store issued"}
-	}
-	return c, nil
-}
-
 // List implements oncekey.Store with keyset pagination in (updated_at, tenant, operation_key)
 // order. The cursor is the last record's sort key, so a record that is not updated while a
 // caller pages appears exactly once; a record updated meanwhile moves to the end (it may appear
@@ -467,12 +441,12 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		where = append(where, "updated_at >= "+arg(p.UpdatedSince))
 	}
 	if p.Cursor != "" {
-		c, err := decodeCursor(p.Cursor)
+		c, err := oncekey.ParseListCursor(p.Cursor)
 		if err != nil {
 			return nil, err
 		}
 		where = append(where, fmt.Sprintf("(updated_at, tenant, operation_key) > (%s, %s, %s)",
-			arg(time.UnixMicro(c.U)), arg(c.T), arg(c.K)))
+			arg(c.UpdatedAt), arg(c.Tenant), arg(c.OperationKey)))
 	}
 	q := "SELECT " + recordCols + " FROM " + s.table
 	if len(where) > 0 {
@@ -505,7 +479,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if len(recs) > limit {
 		res.Records = recs[:limit]
 		last := recs[limit-1]
-		res.Next = cursor{U: last.UpdatedAt.UnixMicro(), T: last.Tenant, K: last.OperationKey}.encode()
+		res.Next = oncekey.NextCursor(last)
 	}
 	return res, nil
 }
