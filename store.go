@@ -182,10 +182,16 @@ type ListResult struct {
 
 // PurgeParams are the arguments of Store.Purge.
 type PurgeParams struct {
-	// BatchSize bounds the rows touched per statement. Defaults to 1,000.
+	// BatchSize bounds the rows touched per statement. Defaults to 200: small batches keep each
+	// statement short, so claims running beside a purge wait little.
 	BatchSize int
 	// Progress, if set, is called after each batch with the running totals.
 	Progress func(PurgeResult)
+	// Rest is how long Purge pauses after each batch, as a multiple of the time the batch took,
+	// so that claims have the server to themselves part of the time. Defaults to 1 (the purge
+	// works at most half the time); a negative value means no pause. pgstore honours it;
+	// memstore, which shares no server, only releases its lock between batches.
+	Rest float64
 }
 
 // PurgeResult counts what Purge did.

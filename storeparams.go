@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -183,13 +184,28 @@ func (p *PurgeParams) Validate() error {
 	if p.BatchSize < 0 {
 		return &InvalidParamsError{Op: "purge", Field: "BatchSize", Reason: fmt.Sprintf("%d is negative", p.BatchSize)}
 	}
+	if math.IsNaN(p.Rest) || math.IsInf(p.Rest, 0) {
+		return &InvalidParamsError{Op: "purge", Field: "Rest", Reason: "not a finite number"}
+	}
 	return nil
 }
 
-// Batch returns p.BatchSize, or 1,000 when it is zero.
+// RestAfter returns how long to pause after a batch that took took: took × Rest (Rest 0 means
+// 1; a negative Rest means no pause).
+func (p *PurgeParams) RestAfter(took time.Duration) time.Duration {
+	switch {
+	case p.Rest < 0:
+		return 0
+	case p.Rest == 0:
+		return took
+	}
+	return time.Duration(float64(took) * p.Rest)
+}
+
+// Batch returns p.BatchSize, or 200 when it is zero.
 func (p *PurgeParams) Batch() int {
 	if p.BatchSize == 0 {
-		return 1000
+		return 200
 	}
 	return p.BatchSize
 }

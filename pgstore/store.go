@@ -490,6 +490,8 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 // records past retention into tombstones (status expired; result, failure, effect reference and
 // note cleared; digests, epoch and windows kept), leaving pending records under a live lease to
 // their owner, then deletes tombstones past their window.
+// After each full batch it pauses for p.Rest times the batch's duration (by default as long as
+// the batch took), so claims keep most of the server while a large purge runs.
 // Batches counts statements that changed at least one row; p.Progress is called after each.
 // On an error the counts so far are returned with it.
 func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
@@ -504,6 +506,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	}{{s.tombstoneSQL, &res.Tombstoned}, {s.deleteSQL, &res.Deleted}} {
 		for {
 			var done int64
+			start := time.Now()
 			err := s.call(ctx, func(ctx context.Context) error {
 				tag, err := s.pool.Exec(ctx, step.query, n)
 				done = tag.RowsAffected()
@@ -523,9 +526,27 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			if done < int64(n) {
 				break
 			}
+			if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+				return &res, wrapErr("purge", "", err)
+			}
 		}
 	}
 	return &res, nil
+}
+
+// rest waits for d, or until ctx is done.
+func rest(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Forget implements oncekey.Store: one DELETE of every record of the tenant.

@@ -245,7 +245,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&batch, "batch-size", 1000, "rows per statement")
+	cmd.Flags().IntVar(&batch, "batch-size", 200, "rows per statement")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be purged, change nothing")
 	return cmd
 }

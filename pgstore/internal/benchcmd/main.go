@@ -63,7 +63,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds per figure (ours and pgbench alternate); medians are reported")
 	only := flag.String("only", "", "run only figures whose name matches this regexp")
 	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
-	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, 1,000)")
+	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, 200)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.Parse()
 	if *cpuProfile != "" {

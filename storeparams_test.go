@@ -1,0 +1,51 @@
+package oncekey_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+)
+
+func TestPurgeParamsDefaultsAndRest(t *testing.T) {
+	t.Parallel()
+	var p oncekey.PurgeParams
+	require.NoError(t, p.Validate())
+	require.Equal(t, 200, p.Batch())
+	require.Equal(t, 3*time.Millisecond, p.RestAfter(3*time.Millisecond), "by default a purge rests as long as its batch took")
+
+	p.Rest = 2.5
+	require.Equal(t, 10*time.Millisecond, p.RestAfter(4*time.Millisecond))
+	p.Rest = -1
+	require.Zero(t, p.RestAfter(4*time.Millisecond), "a negative Rest turns the pause off")
+
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		p.Rest = bad
+		var ipe *oncekey.InvalidParamsError
+		require.True(t, errors.As(p.Validate(), &ipe), "Rest %v", bad)
+		require.Equal(t, "Rest", ipe.Field)
+	}
+}
+
+func TestListCursorRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := &oncekey.Record{Tenant: "acme", OperationKey: "ok1_ab", UpdatedAt: time.UnixMicro(1_700_000_000_123_456)}
+	c, err := oncekey.ParseListCursor(oncekey.NextCursor(r))
+	require.NoError(t, err)
+	require.Equal(t, r.Tenant, c.Tenant)
+	require.Equal(t, r.OperationKey, c.OperationKey)
+	require.True(t, c.UpdatedAt.Equal(r.UpdatedAt))
+	require.False(t, c.Before(r), "a record is not after its own cursor")
+	later := *r
+	later.OperationKey = "ok1_ac"
+	require.True(t, c.Before(&later))
+
+	_, err = oncekey.ParseListCursor("not a cursor")
+	var ipe *oncekey.InvalidParamsError
+	require.True(t, errors.As(err, &ipe))
+	require.Equal(t, "Cursor", ipe.Field)
+}
