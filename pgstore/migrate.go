@@ -90,20 +90,7 @@ func MigrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error
 	if err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockSchema(ctx, tx, schema); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncekey_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
-		}
-		applied, err := appliedVersions(ctx, tx)
-		if err != nil {
-			return err
-		}
+	err = underMigrationLock(ctx, pool, schema, func(tx pgx.Tx, applied map[int]bool) error {
 		for _, m := range migs {
 			if applied[m.version] {
 				continue
@@ -134,20 +121,7 @@ func MigrateDownSchema(ctx context.Context, pool *pgxpool.Pool, schema string, t
 	if to < 0 || to > len(migs) {
 		return fmt.Errorf("pgstore: migrate down: version %d is outside 0..%d", to, len(migs))
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockSchema(ctx, tx, schema); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncekey_migrations (
-			version    integer PRIMARY KEY,
-			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
-		}
-		applied, err := appliedVersions(ctx, tx)
-		if err != nil {
-			return err
-		}
+	err = underMigrationLock(ctx, pool, schema, func(tx pgx.Tx, applied map[int]bool) error {
 		for i := len(migs) - 1; i >= 0; i-- {
 			m := migs[i]
 			if m.version <= to || !applied[m.version] {
@@ -166,6 +140,27 @@ func MigrateDownSchema(ctx context.Context, pool *pgxpool.Pool, schema string, t
 		return wrapErr("migrate down", schema, err)
 	}
 	return nil
+}
+
+// underMigrationLock runs fn in one transaction holding the migration lock for schema (see
+// lockSchema), with the migrations table in place and the versions applied so far.
+func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, schema string, fn func(tx pgx.Tx, applied map[int]bool) error) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockSchema(ctx, tx, schema); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS oncekey_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		applied, err := appliedVersions(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return fn(tx, applied)
+	})
 }
 
 // lockSchema takes the migration advisory lock for schema (held to the end of tx), creates the
