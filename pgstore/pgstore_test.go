@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup returns a migrated pool on a fresh schema (search_path) and a Store on it.
-func setup(t *testing.T) (*pgxpool.Pool, *pgstore.Store) {
+func setup(t testing.TB) (*pgxpool.Pool, *pgstore.Store) {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))

@@ -49,8 +49,10 @@ type Store struct {
 	maxBytes int
 	timeout  time.Duration
 	table    string
+	prepare  bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
+	tracer   pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
-	claimSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL string
+	claimSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
 	tombstoneSQL, deleteSQL, forgetSQL                                          string
 }
 
@@ -60,6 +62,10 @@ var _ oncekey.Store = (*Store)(nil)
 // MigrateSchema) before the first call.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
 	s := &Store{pool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations"}
+	if pool != nil {
+		cfg := pool.Config().ConnConfig
+		s.prepare, s.tracer = cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement, cfg.Tracer
+	}
 	if opts != nil {
 		if opts.MaxResultBytes > 0 {
 			s.maxBytes = opts.MaxResultBytes
@@ -71,25 +77,27 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
 		}
 	}
-	s.claimSQL = ClaimSQL(s.table)
+	const text, bigint, smallint = "", int64(0), int16(0)
+	bytea := []byte(nil)
+	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", recordCols)
-	s.renewSQL = r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
+	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
-RETURNING {cols}`)
-	s.completeSQL = CompleteSQL(s.table)
-	s.releaseSQL = r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now()
+RETURNING {cols}`), text, text, bigint, bigint)
+	s.completeSQL = newStmt(CompleteSQL(s.table), text, text, bigint, text, bytea, bytea, text)
+	s.releaseSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
-RETURNING {cols}`)
-	s.unknownSQL = r.Replace(`UPDATE {t} SET status = 'unknown', failure = $4, lease_until = NULL, updated_at = now()
+RETURNING {cols}`), text, text, bigint)
+	s.unknownSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'unknown', failure = $4, lease_until = NULL, updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
-RETURNING {cols}`)
-	s.resolveSQL = r.Replace(`UPDATE {t} SET status = $3, result = $4, failure = $5, effect_ref = $6, resolved_by = $7,
+RETURNING {cols}`), text, text, bigint, bytea)
+	s.resolveSQL = newStmt(r.Replace(`UPDATE {t} SET status = $3, result = $4, failure = $5, effect_ref = $6, resolved_by = $7,
     note = $8, lease_until = NULL, updated_at = now()
 WHERE tenant = $1 AND operation_key = $2
   AND expires_at > now() AND status <> 'expired'
   AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
-RETURNING {cols}`)
-	s.getSQL = r.Replace(`SELECT {cols}, expires_at <= now() FROM {t} WHERE tenant = $1 AND operation_key = $2`)
+RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text)
+	s.getSQL = newStmt(r.Replace(`SELECT {cols}, expires_at <= now() FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
 	// Each purge batch is one short statement: it locks at most $1 rows with SKIP LOCKED (rows
 	// a claim holds are left for the next run) and changes only those, found again by ctid
 	// (the rows are locked, so their ctid cannot change before the outer statement runs). A
@@ -116,7 +124,7 @@ WHERE ctid = ANY(ARRAY(
 	return s
 }
 
-// recordCols are the columns every statement returns, in scanRecord's order. lease_expired is
+// recordCols are the columns every statement returns, in recordDest's order (recordColNames). lease_expired is
 // judged on the database clock at the time of the statement.
 const recordCols = `tenant, operation_key, tool, version, fingerprint, workflow_id, step_id, effect, status, epoch,
     lease_until, result, failure, effect_ref, created_at, updated_at, expires_at, tombstone_until,
@@ -204,28 +212,6 @@ func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) er
 	return err
 }
 
-// scanRecord scans recordCols (and extra destinations after them) from row.
-func scanRecord(row pgx.Row, extra ...any) (*oncekey.Record, error) {
-	var (
-		r          oncekey.Record
-		effect     int16
-		status     string
-		leaseUntil *time.Time
-	)
-	dest := append([]any{&r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
-		&effect, &status, &r.Epoch, &leaseUntil, &r.Result, &r.Failure, &r.EffectReference, &r.CreatedAt, &r.UpdatedAt,
-		&r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.LeaseExpired}, extra...)
-	if err := row.Scan(dest...); err != nil {
-		return nil, err
-	}
-	r.Effect = oncekey.Effect(effect)
-	r.Status = oncekey.Status(status)
-	if leaseUntil != nil {
-		r.LeaseUntil = *leaseUntil
-	}
-	return &r, nil
-}
-
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
 func (s *Store) checkSize(op, key string, bs ...[]byte) error {
@@ -253,10 +239,10 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		acquired, expired bool
 	)
 	err := s.call(ctx, func(ctx context.Context) error {
-		row := s.pool.QueryRow(ctx, s.claimSQL, p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint,
-			p.WorkflowID, p.StepID, int16(p.Effect), micros(p.Lease), micros(p.Retention), micros(p.Tombstone), token)
 		var err error
-		res.Record, err = scanRecord(row, &acquired, &expired)
+		res.Record, err = s.queryRecord(ctx, s.claimSQL, []any{p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint,
+			p.WorkflowID, p.StepID, int16(p.Effect), micros(p.Lease), micros(p.Retention), micros(p.Tombstone), token},
+			&acquired, &expired)
 		return err
 	})
 	if err != nil {
@@ -271,11 +257,11 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 
 // fenced runs a write conditional on (tenant, key, epoch, pending). Zero rows is ErrLostClaim,
 // or ErrNotFound when a second read finds no record at all (error path only).
-func (s *Store) fenced(ctx context.Context, op, tenant, key, query string, args ...any) (*oncekey.Record, error) {
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...any) (*oncekey.Record, error) {
 	var r *oncekey.Record
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = scanRecord(s.pool.QueryRow(ctx, query, args...))
+		r, err = s.queryRecord(ctx, query, args)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -345,8 +331,8 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	var r *oncekey.Record
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = scanRecord(s.pool.QueryRow(ctx, s.resolveSQL, p.Tenant, p.OperationKey, string(p.Status),
-			p.Result, p.Failure, p.EffectReference, p.ResolvedBy, p.Note))
+		r, err = s.queryRecord(ctx, s.resolveSQL, []any{p.Tenant, p.OperationKey, string(p.Status),
+			p.Result, p.Failure, p.EffectReference, p.ResolvedBy, p.Note})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -393,7 +379,7 @@ func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.
 	)
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = scanRecord(s.pool.QueryRow(ctx, s.getSQL, tenant, key), &past)
+		r, err = s.queryRecord(ctx, s.getSQL, []any{tenant, key}, &past)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -464,11 +450,11 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r, err := scanRecord(rows)
-			if err != nil {
+			d := new(recordDest)
+			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind()); err != nil {
 				return err
 			}
-			recs = append(recs, r)
+			recs = append(recs, d.record())
 		}
 		return rows.Err()
 	})

@@ -12,7 +12,8 @@
 //
 // Also purge_1m (seconds to purge -purge-rows records past their tombstone window vs one DELETE
 // of the same rows) and purge_1m_claim_p99 (claim p99 while the purge runs vs on the idle table).
-// With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours.
+// With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours, the client CPU time per
+// operation of each side (this process's and pgbench's user+system time) and the machine's idle time.
 //
 // Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n]
 package main
@@ -34,6 +35,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -181,8 +183,11 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 		for r := range rounds {
 			// Alternate which side goes first, so drift in the machine's load hits both.
 			var o, p float64
+			var oursCPU, oursIdle, pgbenchIdle time.Duration
 			oursRun := func() (err error) {
+				cpu0, idle0 := selfCPU(), idleCPU()
 				o, err = f.ours(ctx, s, f.clients, duration)
+				oursCPU, oursIdle = selfCPU()-cpu0, idleCPU()-idle0
 				if err != nil {
 					err = fmt.Errorf("%s ours: %w", f.name, err)
 				}
@@ -193,7 +198,9 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				if err != nil {
 					return err
 				}
+				idle0 := idleCPU()
 				p, err = runPgbench(ctx, pgbench, url, schema, script, f.tenant, f.clients, duration)
+				pgbenchIdle = idleCPU() - idle0
 				if err != nil {
 					return fmt.Errorf("%s pgbench: %w", f.name, err)
 				}
@@ -220,8 +227,13 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 			}
 			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, pgbench %.0f ops/s\n", f.name, r+1, o, p)
 			ours, base = append(ours, o), append(base, p)
-			if n := dbgN.Swap(0); n > 0 && os.Getenv("BENCH_DEBUG") != "" {
-				fmt.Fprintf(os.Stderr, "#   ours: claim %s complete %s\n", time.Duration(dbgClaim.Swap(0)/n), time.Duration(dbgComplete.Swap(0)/n))
+			if os.Getenv("BENCH_DEBUG") != "" {
+				fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %s, pgbench %s; machine idle: ours %s, pgbench %s\n",
+					time.Duration(float64(oursCPU)/(o*duration.Seconds())), time.Duration(float64(pgbenchCPU.Swap(0))/(p*duration.Seconds())),
+					oursIdle, pgbenchIdle)
+				if n := dbgN.Swap(0); n > 0 {
+					fmt.Fprintf(os.Stderr, "#   ours: claim %s complete %s\n", time.Duration(dbgClaim.Swap(0)/n), time.Duration(dbgComplete.Swap(0)/n))
+				}
 			}
 		}
 		o, p := median(ours), median(base)
@@ -268,6 +280,7 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 	if err != nil {
 		return 0, fmt.Errorf("%v: %s", err, out)
 	}
+	pgbenchCPU.Store(int64(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()))
 	if os.Getenv("BENCH_DEBUG") != "" {
 		fmt.Fprintf(os.Stderr, "%s\n", out)
 	}
@@ -314,7 +327,32 @@ func drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 	return float64(n.Load()) / time.Since(start).Seconds(), first
 }
 
-var dbgClaim, dbgComplete, dbgN atomic.Int64
+var (
+	dbgClaim, dbgComplete, dbgN atomic.Int64
+	pgbenchCPU                  atomic.Int64 // user+system time of the last pgbench run, ns
+)
+
+// idleCPU returns the machine's idle time so far, summed over its CPUs (Linux /proc/stat).
+func idleCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	if len(f) < 6 {
+		return 0
+	}
+	idle, _ := strconv.ParseInt(f[4], 10, 64)
+	iowait, _ := strconv.ParseInt(f[5], 10, 64)
+	return time.Duration(idle+iowait) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+// selfCPU returns this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
 	res := []byte(result)

@@ -1,0 +1,125 @@
+package pgstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Scanning a row with pgx's Rows.Scan plans every column again for every query (a type-map
+// lookup and, for most Go targets, a wrapper plan allocated per column). The store's
+// statements always return the same column types into the same Go types, so the plans are
+// made once here, from pgx's own type map, and reused: each row costs only the decoding.
+// A column whose type or format is not among them (a pool configured with the simple
+// protocol receives text) is planned by pgx as usual.
+
+// scanPlans holds, per destination Go type, the plans for the one column type the store's
+// statements scan into it, in the binary ([0]) and text ([1]) formats. Built once, then only read.
+var scanPlans = func() (p struct {
+	text, int2, int8, boolean, bytea, timestamptz, nullTimestamptz [2]pgtype.ScanPlan
+}) {
+	m := pgtype.NewMap()
+	for i, format := range []int16{pgtype.BinaryFormatCode, pgtype.TextFormatCode} {
+		p.text[i] = m.PlanScan(pgtype.TextOID, format, new(string))
+		p.int2[i] = m.PlanScan(pgtype.Int2OID, format, new(int16))
+		p.int8[i] = m.PlanScan(pgtype.Int8OID, format, new(int64))
+		p.boolean[i] = m.PlanScan(pgtype.BoolOID, format, new(bool))
+		p.bytea[i] = m.PlanScan(pgtype.ByteaOID, format, new([]byte))
+		p.timestamptz[i] = m.PlanScan(pgtype.TimestamptzOID, format, new(time.Time))
+		p.nullTimestamptz[i] = m.PlanScan(pgtype.TimestamptzOID, format, new(pgtype.Timestamptz))
+	}
+	return p
+}()
+
+// planFor returns the prepared plan for a column of type oid in format scanned into dst, or nil.
+func planFor(oid uint32, format int16, dst any) pgtype.ScanPlan {
+	var i int
+	switch format {
+	case pgtype.BinaryFormatCode:
+		i = 0
+	case pgtype.TextFormatCode:
+		i = 1
+	default:
+		return nil
+	}
+	var plans *[2]pgtype.ScanPlan
+	var want uint32
+	switch dst.(type) {
+	case *string:
+		plans, want = &scanPlans.text, pgtype.TextOID
+	case *int16:
+		plans, want = &scanPlans.int2, pgtype.Int2OID
+	case *int64:
+		plans, want = &scanPlans.int8, pgtype.Int8OID
+	case *bool:
+		plans, want = &scanPlans.boolean, pgtype.BoolOID
+	case *[]byte:
+		plans, want = &scanPlans.bytea, pgtype.ByteaOID
+	case *time.Time:
+		plans, want = &scanPlans.timestamptz, pgtype.TimestamptzOID
+	case *pgtype.Timestamptz:
+		plans, want = &scanPlans.nullTimestamptz, pgtype.TimestamptzOID
+	default:
+		return nil
+	}
+	if oid != want {
+		return nil
+	}
+	return plans[i]
+}
+
+// scanRow scans one row (raw values described by fds) into dest, one pointer per column, using
+// scanPlans where one applies and planning with m otherwise.
+func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []any) error {
+	if len(fds) != len(dest) || len(raw) != len(dest) {
+		return fmt.Errorf("pgstore: statement returned %d columns, want %d", len(fds), len(dest))
+	}
+	for i, fd := range fds {
+		plan := planFor(fd.DataTypeOID, fd.Format, dest[i])
+		if plan == nil {
+			plan = m.PlanScan(fd.DataTypeOID, fd.Format, dest[i])
+		}
+		if err := plan.Scan(raw[i], dest[i]); err != nil {
+			return fmt.Errorf("pgstore: column %s: %w", fd.Name, err)
+		}
+	}
+	return nil
+}
+
+// recordDest holds a record being scanned and the destinations of recordCols.
+type recordDest struct {
+	r          oncekey.Record
+	effect     int16
+	status     string
+	leaseUntil pgtype.Timestamptz
+	dest       [len(recordColNames)]any
+}
+
+// recordColNames names recordCols in order; recordDest.bind points at a field for each.
+var recordColNames = [...]string{"tenant", "operation_key", "tool", "version", "fingerprint", "workflow_id",
+	"step_id", "effect", "status", "epoch", "lease_until", "result", "failure", "effect_ref", "created_at",
+	"updated_at", "expires_at", "tombstone_until", "resolved_by", "note", "lease_expired"}
+
+func (d *recordDest) bind(extra ...any) []any {
+	r := &d.r
+	d.dest = [...]any{&r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
+		&d.effect, &d.status, &r.Epoch, &d.leaseUntil, &r.Result, &r.Failure, &r.EffectReference, &r.CreatedAt,
+		&r.UpdatedAt, &r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.LeaseExpired}
+	if len(extra) == 0 {
+		return d.dest[:]
+	}
+	return append(d.dest[:len(d.dest):len(d.dest)], extra...)
+}
+
+func (d *recordDest) record() *oncekey.Record {
+	d.r.Effect = oncekey.Effect(d.effect)
+	d.r.Status = oncekey.Status(d.status)
+	if d.leaseUntil.Valid {
+		d.r.LeaseUntil = d.leaseUntil.Time
+	}
+	return &d.r
+}
