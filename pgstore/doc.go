@@ -14,7 +14,15 @@
 //   - Results and failures over Options.MaxResultBytes (16 MiB by default) are refused with
 //     *oncekey.ResultTooLargeError, never truncated.
 //   - There is no change notification: a caller waiting for another attempt's claim polls
-//     (Claim or Get) with bounded backoff.
+//     (Claim or Get) with bounded backoff (50 ms doubling to 2 s, within Policy.WaitInFlight,
+//     10 s by default). LISTEN/NOTIFY was left out on purpose: a NOTIFY from Complete would put
+//     every completing transaction through Postgres's single notification-queue lock at commit,
+//     a cost on the hot path paid for the rare case of two attempts overlapping, and LISTEN
+//     needs a connection held outside the pool for the life of every worker.
+//   - On a pool in pgx's default mode (QueryExecModeCacheStatement) the store prepares its
+//     statements once per connection (names "oncekey_" + a digest of the text) and runs them
+//     through pgconn; in any other mode (for PgBouncer in transaction mode, say) they go through
+//     pgx.Conn.Query unprepared. A pgx.QueryTracer on the pool sees every statement either way.
 //
 // Typical setup:
 //

@@ -53,7 +53,8 @@ func oidOf(v any) uint32 {
 var binaryFormat = []int16{pgtype.BinaryFormatCode}
 
 // queryRecord runs st with args and scans its single row into a record (and extra destinations
-// after recordCols). No row is pgx.ErrNoRows.
+// after keyedCols). args[0] is the tenant and args[1] the operation key, as in every keyed
+// statement: the record takes them from there. No row is pgx.ErrNoRows.
 //
 // On a connection in pgx's default mode (QueryExecModeCacheStatement) the statement is prepared
 // once per connection under st.name and run with pgconn: the parameters are encoded straight
@@ -69,7 +70,7 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 	defer c.Release()
 	conn := c.Conn()
 	d := new(recordDest)
-	dest := d.bind(extra...)
+	dest := d.bind(true, extra...)
 	if !s.prepare {
 		err = queryRow(ctx, conn, st.sql, args, dest)
 	} else {
@@ -87,6 +88,8 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 	if err != nil {
 		return nil, err
 	}
+	d.r.Tenant, _ = args[0].(string)
+	d.r.OperationKey, _ = args[1].(string)
 	return d.record(), nil
 }
 

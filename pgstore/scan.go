@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -90,7 +91,7 @@ func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []
 	return nil
 }
 
-// recordDest holds a record being scanned and the destinations of recordCols.
+// recordDest holds a record being scanned and the destinations of its columns.
 type recordDest struct {
 	r          oncekey.Record
 	effect     int16
@@ -99,20 +100,37 @@ type recordDest struct {
 	dest       [len(recordColNames)]any
 }
 
-// recordColNames names recordCols in order; recordDest.bind points at a field for each.
+// recordColNames names the columns of a record in the order recordDest.bind scans them. The
+// last is computed (see leaseExpiredCol).
 var recordColNames = [...]string{"tenant", "operation_key", "tool", "version", "fingerprint", "workflow_id",
 	"step_id", "effect", "status", "epoch", "lease_until", "result", "failure", "effect_ref", "created_at",
 	"updated_at", "expires_at", "tombstone_until", "resolved_by", "note", "lease_expired"}
 
-func (d *recordDest) bind(extra ...any) []any {
+// leaseExpiredCol computes lease_expired on the database clock at the time of the statement.
+const leaseExpiredCol = `(status = 'pending' AND lease_until <= now()) AS lease_expired`
+
+var (
+	// recordCols is the select list of a whole record (List).
+	recordCols = strings.Join(recordColNames[:len(recordColNames)-1], ", ") + ", " + leaseExpiredCol
+	// keyedCols is the select list of the statements on one record, which take the tenant as $1
+	// and the operation key as $2: the two are not sent back (see queryRecord).
+	keyedCols = strings.Join(recordColNames[2:len(recordColNames)-1], ", ") + ", " + leaseExpiredCol
+)
+
+// bind returns the destinations of recordCols, or of keyedCols if keyed, then extra.
+func (d *recordDest) bind(keyed bool, extra ...any) []any {
 	r := &d.r
 	d.dest = [...]any{&r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
 		&d.effect, &d.status, &r.Epoch, &d.leaseUntil, &r.Result, &r.Failure, &r.EffectReference, &r.CreatedAt,
 		&r.UpdatedAt, &r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.LeaseExpired}
-	if len(extra) == 0 {
-		return d.dest[:]
+	dest := d.dest[:]
+	if keyed {
+		dest = dest[2:]
 	}
-	return append(d.dest[:len(d.dest):len(d.dest)], extra...)
+	if len(extra) == 0 {
+		return dest
+	}
+	return append(dest[:len(dest):len(dest)], extra...)
 }
 
 func (d *recordDest) record() *oncekey.Record {

@@ -80,7 +80,7 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	const text, bigint, smallint = "", int64(0), int16(0)
 	bytea := []byte(nil)
 	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint)
-	r := strings.NewReplacer("{t}", s.table, "{cols}", recordCols)
+	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
 	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint, bigint)
@@ -124,12 +124,6 @@ WHERE ctid = ANY(ARRAY(
 	return s
 }
 
-// recordCols are the columns every statement returns, in recordDest's order (recordColNames). lease_expired is
-// judged on the database clock at the time of the statement.
-const recordCols = `tenant, operation_key, tool, version, fingerprint, workflow_id, step_id, effect, status, epoch,
-    lease_until, result, failure, effect_ref, created_at, updated_at, expires_at, tombstone_until,
-    resolved_by, note, (status = 'pending' AND lease_until <= now()) AS lease_expired`
-
 // ClaimSQL returns the claim statement for table (a sanitized, possibly schema-qualified name).
 // It is exported so that benchmarks can run the identical statement through pgbench.
 //
@@ -138,7 +132,8 @@ const recordCols = `tenant, operation_key, tool, version, fingerprint, workflow_
 // microseconds), $12 claim token (ClaimParams.ClaimToken, or a random bigint). The statement inserts a pending record or,
 // on conflict, rewrites the existing row with a CASE per column: every column keeps its value
 // unless a transition applies, so a claim that finds a live, settled, mismatched or expired
-// record changes nothing. RETURNING reports the row after the statement plus whether this
+// record changes nothing. RETURNING reports the row after the statement (keyedCols: all but the
+// tenant and key, which are $1 and $2) plus whether this
 // claim's token is the one stored on a pending row (acquired: this claim inserted or took the row
 // over now, or it is the repeat of the claim that did and the lease is still live) and whether the
 // row is past retention.
@@ -150,7 +145,7 @@ func ClaimSQL(table string) string {
 		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect = 2))))`
 		unk  = `(` + same + ` AND o.status = 'pending' AND o.lease_until <= now() AND o.effect = 3)`
 	)
-	r := strings.NewReplacer("{t}", table, "{cols}", recordCols, "{free}", free, "{take}", take, "{unk}", unk)
+	r := strings.NewReplacer("{t}", table, "{cols}", keyedCols, "{free}", free, "{take}", take, "{unk}", unk)
 	return r.Replace(`INSERT INTO {t} AS o (tenant, operation_key, tool, version, fingerprint, workflow_id, step_id,
     effect, status, epoch, lease_until, claim_token, created_at, updated_at, expires_at, tombstone_until)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
@@ -183,7 +178,7 @@ RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS a
 // CompleteSQL returns the complete statement for table. Parameters: $1 tenant, $2 operation
 // key, $3 epoch, $4 status, $5 result, $6 failure, $7 effect reference.
 func CompleteSQL(table string) string {
-	return strings.NewReplacer("{t}", table, "{cols}", recordCols).Replace(
+	return strings.NewReplacer("{t}", table, "{cols}", keyedCols).Replace(
 		`UPDATE {t} SET status = $4, result = $5, failure = $6, effect_ref = $7, lease_until = NULL, updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`)
@@ -193,7 +188,7 @@ RETURNING {cols}`)
 // anything reached the server (a pooled connection that died with a restart, for instance) is
 // retried, at most twice; nothing else is.
 func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	if s.timeout > 0 {
+	if dl, ok := ctx.Deadline(); s.timeout > 0 && (!ok || time.Until(dl) > s.timeout) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
@@ -451,7 +446,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		defer rows.Close()
 		for rows.Next() {
 			d := new(recordDest)
-			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind()); err != nil {
+			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(false)); err != nil {
 				return err
 			}
 			recs = append(recs, d.record())
