@@ -53,7 +53,7 @@ type Store struct {
 	tracer   pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
 	claimSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
-	tombstoneSQL, deleteSQL, forgetSQL                                          string
+	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL                    string
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -103,26 +103,38 @@ RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text)
 	// (the rows are locked, so their ctid cannot change before the outer statement runs). A
 	// pending record under a live lease is not tombstoned: its owner is still running and must be
 	// able to record what it did; it is purged once settled or once its lease runs out.
+	r = strings.NewReplacer("{t}", s.table, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere)
 	s.tombstoneSQL = r.Replace(`UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()
 WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM {t}
-        WHERE expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
-          AND NOT (status = 'pending' AND lease_until > now())
+        WHERE {tombstone}
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
-  AND expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
-  AND NOT (status = 'pending' AND lease_until > now())`)
+  AND {tombstone}`)
 	s.deleteSQL = r.Replace(`DELETE FROM {t}
 WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM {t}
-        WHERE tombstone_until <= now()
+        WHERE {delete}
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
-  AND tombstone_until <= now()`)
+  AND {delete}`)
+	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}) FROM {t}`)
+	s.statsSQL = strings.ReplaceAll(`SELECT tenant, tool, status, count(*), min(updated_at) FROM {t}
+WHERE $1 = '' OR tenant = $1 GROUP BY tenant, tool, status ORDER BY tenant, tool, status`, "{t}", s.table)
 	s.forgetSQL = r.Replace(`DELETE FROM {t} WHERE tenant = $1`)
 	return s
 }
+
+// The conditions of the two purge steps, shared by Purge and PurgePreview. A record past
+// retention becomes a tombstone unless it is one already, its tombstone window is over too
+// (the delete step takes it), or it is pending under a live lease (its owner is still running
+// and must be able to record what it did). A record past its tombstone window is deleted.
+const (
+	tombstoneWhere = `(expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
+          AND NOT (status = 'pending' AND lease_until > now()))`
+	deleteWhere = `(tombstone_until <= now())`
+)
 
 // ClaimSQL returns the claim statement for table (a sanitized, possibly schema-qualified name).
 // It is exported so that benchmarks can run the identical statement through pgbench.
@@ -545,4 +557,63 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 		return nil, wrapErr("forget", "", err)
 	}
 	return &oncekey.ForgetResult{Deleted: n}, nil
+}
+
+// PurgePreview is what Purge would change if it ran at Now (the database clock).
+type PurgePreview struct {
+	Now        time.Time
+	Tombstones int64 // records past retention that would become tombstones
+	Deletes    int64 // records past their tombstone window that would be deleted
+}
+
+// PurgePreview counts, in one statement and without changing anything, the records Purge would
+// tombstone and delete now, by the conditions Purge itself uses. It reads the whole table (a
+// sequential scan at millions of rows takes seconds); rows locked by a running claim, which
+// Purge would skip until its next run, are counted.
+func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
+	var pv PurgePreview
+	err := s.call(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes)
+	})
+	if err != nil {
+		return nil, wrapErr("purge preview", "", err)
+	}
+	return &pv, nil
+}
+
+// StatsRow counts the records of one tenant and tool in one status.
+type StatsRow struct {
+	Tenant, Tool string
+	Status       oncekey.Status
+	Count        int64
+	// OldestUpdate is the earliest UpdatedAt among them: for unknown records, how long the
+	// oldest has been waiting for a decision.
+	OldestUpdate time.Time
+}
+
+// Stats counts records by tenant, tool and status in one statement (of tenant only, unless it
+// is ""), ordered by tenant, tool and status. Counting reads every matching row.
+func (s *Store) Stats(ctx context.Context, tenant string) ([]StatsRow, error) {
+	var out []StatsRow
+	err := s.call(ctx, func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, s.statsSQL, tenant)
+		if err != nil {
+			return err
+		}
+		var (
+			r      StatsRow
+			status string
+		)
+		_, err = pgx.ForEachRow(rows, []any{&r.Tenant, &r.Tool, &status, &r.Count, &r.OldestUpdate}, func() error {
+			r.Status = oncekey.Status(status)
+			out = append(out, r)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, wrapErr("stats", "", err)
+	}
+	return out, nil
 }
