@@ -10,7 +10,9 @@ const (
 	// ReadOnly tools change nothing. They are never claimed and are retried freely.
 	ReadOnly Effect = iota + 1
 	// Idempotent tools land the same state when repeated. They are claimed, replayed, and
-	// retried on failure by Temporal's normal retry policy.
+	// retried on failure by Temporal's normal retry policy. An outcome nobody can prove (a
+	// Verify rejection, a result that cannot be encoded or recorded) gives the claim back and is
+	// retried the same way; it is never left unknown.
 	Idempotent
 	// Effectful tools perform a second effect when repeated (a second ticket, e-mail or charge).
 	// They are claimed and replayed, Temporal retries are turned off for them, and an outcome

@@ -31,6 +31,11 @@ const (
 	ErrTypeUnauthorized        = "oncekey.Unauthorized"
 	ErrTypeResultTooLarge      = "oncekey.ResultTooLarge"
 	ErrTypeConfig              = "oncekey.Config"
+	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
+	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
+	// The claim was given back, and Temporal's retry runs the tool again, which lands the same
+	// state. Effectful tools never fail with it: their unsettled outcomes are unknown.
+	ErrTypeUnsettled = "oncekey.Unsettled"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

@@ -61,8 +61,10 @@ type Policy struct {
 	// ExpiredOperationError. Defaults to 30 days.
 	Tombstone time.Duration
 
-	// Verify, if set, checks a result before it is stored as applied. A non-nil error makes the
-	// outcome unknown (the effect may have landed wrongly): reconciliation decides.
+	// Verify, if set, checks a result before it is stored as applied. A non-nil error (or a
+	// panic) means the effect may have landed wrongly: for an Effectful tool the outcome is
+	// unknown and reconciliation decides; for an Idempotent tool the claim is given back and the
+	// call fails with a retryable oncekey.Unsettled error, so Temporal's retry runs it again.
 	Verify func(ctx context.Context, op Operation, result any) error
 
 	// Version is the tool contract version; it is part of the fingerprint. Change it when the

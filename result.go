@@ -95,7 +95,7 @@ type errorDetails struct {
 //	InFlight                                         in_flight  yes   poll (RetryAfter)
 //	ExpiredOperation                                 expired    no    ask_for_approval
 //	StoreUnavailable, NotApplied (retryable),        failed     yes   poll
-//	  a schedule-to-start timeout
+//	  Unsettled, a schedule-to-start timeout
 //	NotApplied (non-retryable)                       failed     yes   stop
 //	Failed, Config, ErrNoKey, anything else          failed     no    stop
 //
@@ -155,7 +155,7 @@ func Label(result any, err error) ToolResult {
 		if exp != nil {
 			tr.OperationKey = exp.OperationKey
 		}
-	case errors.As(err, &su) || errType == ErrTypeStoreUnavailable:
+	case errors.As(err, &su) || errType == ErrTypeStoreUnavailable || errType == ErrTypeUnsettled:
 		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextPoll, true
 	case IsNotApplied(err) || errType == ErrTypeNotApplied:
 		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextPoll, true

@@ -95,6 +95,7 @@ func TestLabel(t *testing.T) {
 		{"failed", oncekey.Failed(cause), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "503"},
 		{"failed app error", activityError(appErr(oncekey.ErrTypeFailed, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
 		{"remembered failure", activityError(appErr(oncekey.ErrTypeFailed, true, details{OperationKey: key, Outcome: oncekey.OutcomeFailed, Replay: true})), oncekey.OutcomeFailed, false, oncekey.NextStop, key, 0, true, ""},
+		{"unsettled app error", activityError(appErr(oncekey.ErrTypeUnsettled, false, details{OperationKey: key})), oncekey.OutcomeFailed, true, oncekey.NextPoll, key, 0, false, ""},
 		{"config app error", activityError(appErr(oncekey.ErrTypeConfig, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
 		{"no key", fmt.Errorf("derive: %w", oncekey.ErrNoKey), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "no operation key"},
 		{"plain error", cause, oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, "503"},

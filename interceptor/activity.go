@@ -354,7 +354,8 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, c.bodyFailed(wctx, epoch, bodyErr)
 	}
 	// A panic from here on (a Verify hook, the result's encoder) comes after the body returned: for
-	// an Effectful tool the effect may have landed, so it is an unknown outcome, not a failure.
+	// an Effectful tool the effect may have landed, so it is an unknown outcome, not a failure; an
+	// Idempotent tool gives the claim back and runs again.
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -366,13 +367,14 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 			err = c.markUnknown(wctx, epoch, perr, "panic")
 			return
 		}
-		c.release(wctx, epoch)
-		c.outcome = oncekey.OutcomeFailed
-		err = perr
+		err = c.unsettled(wctx, epoch, perr, "panic after the body returned")
 	}()
 	if c.policy.Verify != nil {
 		if err := c.policy.Verify(ctx, c.op, result); err != nil {
-			return nil, c.markUnknown(wctx, epoch, err, "verify rejected the result")
+			if effectful {
+				return nil, c.markUnknown(wctx, epoch, err, "verify rejected the result")
+			}
+			return nil, c.unsettled(wctx, epoch, err, "verify rejected the result")
 		}
 	}
 	ps, ok := result.(*commonpb.Payloads)
@@ -383,9 +385,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 			if effectful {
 				return nil, c.markUnknown(wctx, epoch, err, "result does not encode")
 			}
-			c.release(wctx, epoch)
-			c.outcome = oncekey.OutcomeFailed
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, err, c.details("result does not encode", false))
+			return nil, c.unsettled(wctx, epoch, err, "result does not encode")
 		}
 	}
 	var stored []byte
@@ -395,8 +395,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 			if effectful {
 				return nil, c.markUnknown(wctx, epoch, err, "result does not marshal")
 			}
-			c.release(wctx, epoch)
-			return nil, err
+			return nil, c.unsettled(wctx, epoch, err, "result does not marshal")
 		}
 	}
 	if len(stored) > c.policy.MaxResultBytes {
@@ -418,6 +417,11 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		if effectful {
 			return nil, c.markUnknown(wctx, epoch, err, "the result could not be recorded")
 		}
+		// Idempotent: give the claim back so the retry runs the body again at once. If the
+		// Complete did land (only its answer was lost), the record is applied and the release
+		// changes nothing; if the release cannot be written either, the record stays pending
+		// until its lease ends and the next claim takes it over.
+		c.release(wctx, epoch)
 		c.outcome = oncekey.OutcomeFailed
 		return nil, c.storeUnavailable("complete", err)
 	}
@@ -496,6 +500,19 @@ func (c *call) release(ctx context.Context, epoch int64) {
 		activity.GetLogger(ctx).Warn("oncekey: release failed; the claim stays pending until its lease ends",
 			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 	}
+}
+
+// unsettled ends an Idempotent call whose body returned but whose outcome could not be settled
+// (a Verify rejection, a panic after the body, a result that does not encode): it gives the
+// claim back and returns a retryable oncekey.Unsettled error, so Temporal's retry runs the body
+// again, which for an Idempotent tool lands the same state. Nothing is marked unknown. If the
+// release cannot be written, the record stays pending until its lease ends and the next claim
+// takes it over.
+func (c *call) unsettled(ctx context.Context, epoch int64, cause error, reason string) error {
+	c.release(ctx, epoch)
+	c.outcome = oncekey.OutcomeFailed
+	return c.appError(fmt.Sprintf("oncekey: %s (key %s) ran but its outcome was not settled (%s: %v); the claim was given back so that a retry runs it again",
+		c.tool, c.key, reason, cause), oncekey.ErrTypeUnsettled, false, cause, reason, false)
 }
 
 // markUnknownOnly marks the record unknown; failures are logged (the record then stays pending

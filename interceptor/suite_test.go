@@ -36,6 +36,9 @@ type suiteConfig struct {
 	store func(oncekey.Store) oncekey.Store // wraps memstore (fault injection)
 	opts  func(*interceptor.Options)
 	env   func(*testsuite.TestWorkflowEnvironment)
+	mem   *memstore.Options // options of the memstore (a fake clock)
+	// ticketTool, if set, is registered as CreateTicket instead of ds.CreateTicket.
+	ticketTool any
 }
 
 func setupSuite(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, mutate ...func(*interceptor.Options)) *suiteEnv {
@@ -57,10 +60,14 @@ func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, c
 	if cfg.env != nil {
 		cfg.env(env)
 	}
+	var ticketTool any = ds.CreateTicket
+	if cfg.ticketTool != nil {
+		ticketTool = cfg.ticketTool
+	}
 	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(ds.CreateTicket, ticketPolicy))
+	require.NoError(t, reg.Set(ticketTool, ticketPolicy))
 	require.NoError(t, reg.Set(ds.LookupCustomer, oncekey.Policy{Effect: oncekey.ReadOnly}))
-	mem := memstore.New(nil)
+	mem := memstore.New(cfg.mem)
 	var store oncekey.Store = mem
 	if cfg.store != nil {
 		store = cfg.store(mem)
@@ -73,7 +80,7 @@ func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, c
 	require.NoError(t, err)
 	env.SetWorkerOptions(sdkworker.Options{Interceptors: []tinterceptor.WorkerInterceptor{ic}})
 	env.RegisterWorkflow(AgentWorkflow)
-	env.RegisterActivity(ds.CreateTicket)
+	env.RegisterActivity(ticketTool)
 	env.RegisterActivity(ds.LookupCustomer)
 	env.RegisterActivity(ds.Untracked)
 	acts, err := activities.New(store, reg, opts.DataConverter)
