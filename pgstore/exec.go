@@ -75,11 +75,12 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 		err = queryRow(ctx, conn, st.sql, args, dest)
 	} else {
 		err = execPrepared(ctx, conn, s.tracer, st, args, dest)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "0A000" {
-			// "cached plan must not change result type": the table changed under the prepared
-			// statement (a migration ran). The error comes before the statement does anything;
-			// prepare it again and run it once more.
+		if retryPrepared(err) {
+			// The statement is not what pgx says was prepared on this connection: a migration
+			// changed a column's type under it (0A000 "cached plan must not change result
+			// type"), or DISCARD ALL / DEALLOCATE ALL ran on the connection behind the store's
+			// back (26000 "prepared statement does not exist"). Both errors come before the
+			// statement does anything: forget it, prepare it again and run it once more.
 			if derr := conn.Deallocate(ctx, st.name); derr == nil {
 				err = execPrepared(ctx, conn, s.tracer, st, args, dest)
 			}
@@ -91,6 +92,12 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 	d.r.Tenant, _ = args[0].(string)
 	d.r.OperationKey, _ = args[1].(string)
 	return d.record(), nil
+}
+
+// retryPrepared reports whether err says the named prepared statement is stale or gone.
+func retryPrepared(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "0A000" || pgErr.Code == "26000")
 }
 
 // queryRow runs sql through pgx.Conn.Query and scans the first row into dest.
@@ -114,27 +121,40 @@ func queryRow(ctx context.Context, conn *pgx.Conn, sql string, args, dest []any)
 }
 
 // execPrepared runs st on conn as a prepared statement and scans the first row into dest.
-func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, st *stmt, args, dest []any) (err error) {
+func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, st *stmt, args, dest []any) error {
 	if tracer != nil {
 		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: st.sql, Args: args})
-		var tag pgconn.CommandTag
-		defer func() { tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err}) }()
 	}
+	tag, found, err := runPrepared(ctx, conn, st, args, dest)
+	if tracer != nil {
+		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+	}
+	if err == nil && !found {
+		return pgx.ErrNoRows
+	}
+	return err
+}
+
+// runPrepared prepares st on conn (once per connection: pgx keeps the description), runs it
+// and scans the first row, if any, into dest.
+func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args, dest []any) (pgconn.CommandTag, bool, error) {
 	sd, err := conn.Prepare(ctx, st.name, st.sql)
 	if err != nil {
-		return err
+		return pgconn.CommandTag{}, false, err
 	}
 	if len(sd.ParamOIDs) != len(st.oids) {
-		return fmt.Errorf("pgstore: statement %s has %d parameters, want %d", st.name, len(sd.ParamOIDs), len(st.oids))
+		return pgconn.CommandTag{}, false, fmt.Errorf("pgstore: statement %s has %d parameters, want %d", st.name, len(sd.ParamOIDs), len(st.oids))
 	}
 	for i, oid := range sd.ParamOIDs {
-		if oid != st.oids[i] {
-			return fmt.Errorf("pgstore: statement %s parameter $%d has type %d, want %d", st.name, i+1, oid, st.oids[i])
+		if oid != st.oids[i] && !(st.oids[i] == pgtype.TextOID && oid == pgtype.VarcharOID) {
+			// varchar takes the same bytes as text in the binary format; anything else would
+			// be misread, so refuse rather than send it.
+			return pgconn.CommandTag{}, false, fmt.Errorf("pgstore: statement %s parameter $%d has type %d, want %d", st.name, i+1, oid, st.oids[i])
 		}
 	}
 	params, err := encodeParams(args)
 	if err != nil {
-		return err
+		return pgconn.CommandTag{}, false, err
 	}
 	rr := conn.PgConn().ExecStatement(ctx, sd, params, binaryFormat, binaryFormat)
 	found := false
@@ -145,16 +165,11 @@ func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, s
 			scanErr = scanRow(rr.FieldDescriptions(), rr.Values(), conn.TypeMap(), dest)
 		}
 	}
-	if _, err := rr.Close(); err != nil {
-		return err
+	tag, err := rr.Close()
+	if err == nil {
+		err = scanErr
 	}
-	if scanErr != nil {
-		return scanErr
-	}
-	if !found {
-		return pgx.ErrNoRows
-	}
-	return nil
+	return tag, found, err
 }
 
 // encodeParams encodes args in the binary format (text and bytea as their bytes, integers
