@@ -209,23 +209,11 @@ func newPurgeCmd(a *app) *cobra.Command {
 			}
 			defer pool.Close()
 			if dryRun {
-				var now time.Time
-				if err := pool.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
-					return storeError("purge --dry-run", err)
-				}
-				recs, _, err := listAll(ctx, s, oncekey.ListParams{}, 0)
+				pv, err := s.PurgePreview(ctx)
 				if err != nil {
 					return storeError("purge --dry-run", err)
 				}
-				var tomb, del int
-				for _, r := range recs {
-					switch {
-					case r.Status == oncekey.StatusExpired && !r.TombstoneUntil.IsZero() && !now.Before(r.TombstoneUntil):
-						del++
-					case r.Status != oncekey.StatusExpired && r.Status != oncekey.StatusPending && !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt):
-						tomb++
-					}
-				}
+				now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
 				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)\n", now.UTC().Format(time.RFC3339), tomb, del)
 				return nil
 			}
@@ -282,11 +270,15 @@ func newForgetCmd(a *app) *cobra.Command {
 			}
 			defer pool.Close()
 			if !yes {
-				recs, _, err := listAll(ctx, s, oncekey.ListParams{Tenant: tenant}, 0)
+				rows, err := s.Stats(ctx, tenant)
 				if err != nil {
 					return storeError("forget", err)
 				}
-				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %q, tombstones included, and cannot be undone", len(recs), tenant)
+				var n int64
+				for _, r := range rows {
+					n += r.Count
+				}
+				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %q, tombstones included, and cannot be undone", n, tenant)
 			}
 			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
 			if err != nil {

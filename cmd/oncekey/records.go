@@ -367,21 +367,22 @@ func newStatsCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			recs, _, err := listAll(ctx, s, oncekey.ListParams{Tenant: tenant}, 0)
+			rows, err := s.Stats(ctx, tenant)
 			if err != nil {
 				return storeError("stats", err)
 			}
 			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}}
-			for _, r := range recs {
-				sv.Total++
-				sv.ByStatus[r.Status]++
+			for _, r := range rows {
+				n := int(r.Count)
+				sv.Total += n
+				sv.ByStatus[r.Status] += n
 				if sv.ByTool[r.Tool] == nil {
 					sv.ByTool[r.Tool] = map[oncekey.Status]int{}
 				}
-				sv.ByTool[r.Tool][r.Status]++
-				sv.ByTenant[r.Tenant]++
-				if r.Status == oncekey.StatusUnknown && (sv.OldestUnknown == nil || r.UpdatedAt.Before(*sv.OldestUnknown)) {
-					sv.OldestUnknown = timePtr(r.UpdatedAt)
+				sv.ByTool[r.Tool][r.Status] += n
+				sv.ByTenant[r.Tenant] += n
+				if r.Status == oncekey.StatusUnknown && (sv.OldestUnknown == nil || r.OldestUpdate.Before(*sv.OldestUnknown)) {
+					sv.OldestUnknown = timePtr(r.OldestUpdate)
 				}
 			}
 			if asJSON {
