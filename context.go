@@ -2,6 +2,10 @@ package oncekey
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/workflow"
 )
@@ -20,6 +24,7 @@ const (
 type stepIDKey struct{}
 type tenantKey struct{}
 type opKeyKey struct{}
+type effectRefKey struct{}
 
 // WithStepID returns a workflow context whose activities carry the step ID id. Give every
 // Effectful step an explicit, stable step ID ("create_ticket"): it keeps the operation key the
@@ -61,4 +66,66 @@ func OperationKey(ctx context.Context) (string, bool) {
 // tests of tools may too.
 func ContextWithOperationKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, opKeyKey{}, key)
+}
+
+// MaxEffectReferenceBytes is the longest effect reference SetEffectReference accepts: 1024 bytes
+// of UTF-8, room for any downstream ID or a URL to it.
+const MaxEffectReferenceBytes = 1024
+
+// effectRefHolder is what ContextWithEffectReference puts into a tool body's context.
+type effectRefHolder struct {
+	mu     sync.Mutex
+	ref    string
+	closed bool
+}
+
+// SetEffectReference records, inside the body of a claimed tool (Idempotent or Effectful), the
+// downstream's own ID for what this call did: a ticket number, a charge ID, a message ID. Call it
+// once the downstream has answered. The reference is stored with the record when the call
+// completes, applied or failed with Failed(err), is kept when the result is replayed, and is
+// shown by `oncekey show`; when the call ends with an unknown outcome it is written into the
+// record's failure description instead, for whoever resolves it. A later call replaces the
+// reference; "" clears it. It is stored as given: at most MaxEffectReferenceBytes bytes of valid
+// UTF-8 without NUL bytes.
+//
+// It returns an error wrapping ErrNotClaimed (errors.Is) when ctx is not the context of a
+// claimed tool's body: a ReadOnly tool or one without a policy, workflow code, a context not
+// derived from the activity's, or a call made after the body returned. It returns an
+// *InvalidEffectReferenceError (errors.As) for a reference that is too long, not valid UTF-8 or
+// contains a NUL byte. In both cases nothing is recorded, and the tool can carry on: the
+// reference describes the effect, it is not part of the result.
+func SetEffectReference(ctx context.Context, ref string) error {
+	h, _ := ctx.Value(effectRefKey{}).(*effectRefHolder)
+	if h == nil {
+		return fmt.Errorf("oncekey: set effect reference: %w", ErrNotClaimed)
+	}
+	switch {
+	case len(ref) > MaxEffectReferenceBytes:
+		return &InvalidEffectReferenceError{Len: len(ref), Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit", len(ref), MaxEffectReferenceBytes)}
+	case !utf8.ValidString(ref):
+		return &InvalidEffectReferenceError{Len: len(ref), Reason: "is not valid UTF-8"}
+	case strings.IndexByte(ref, 0) >= 0:
+		return &InvalidEffectReferenceError{Len: len(ref), Reason: "contains a NUL byte"}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return fmt.Errorf("oncekey: set effect reference: the tool's body has returned: %w", ErrNotClaimed)
+	}
+	h.ref = ref
+	return nil
+}
+
+// ContextWithEffectReference returns ctx carrying a holder for SetEffectReference, and a function
+// that returns the reference set so far and closes the holder: SetEffectReference calls made
+// after it fail with ErrNotClaimed. The interceptor calls it around a claimed tool's body; tests
+// of tools may too.
+func ContextWithEffectReference(ctx context.Context) (context.Context, func() string) {
+	h := &effectRefHolder{}
+	return context.WithValue(ctx, effectRefKey{}, h), func() string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.closed = true
+		return h.ref
+	}
 }

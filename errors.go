@@ -16,6 +16,10 @@ var (
 	ErrLostClaim = errors.New("oncekey: claim lost to a newer epoch")
 	// ErrNotFound: no record for the tenant and key.
 	ErrNotFound = errors.New("oncekey: record not found")
+	// ErrNotClaimed: SetEffectReference was called outside the body of a claimed tool (a
+	// ReadOnly tool or one without a policy, workflow code, a context not derived from the
+	// activity's) or after the body returned. Nothing was recorded.
+	ErrNotClaimed = errors.New("oncekey: not inside the body of a claimed tool")
 )
 
 // Application error types carried across the activity/workflow boundary as
@@ -111,6 +115,17 @@ type ResultTooLargeError struct {
 
 func (e *ResultTooLargeError) Error() string {
 	return fmt.Sprintf("oncekey: result of %s (key %s) is %d bytes, over the %d-byte limit (Policy.MaxResultBytes)", e.Tool, e.OperationKey, e.Size, e.Limit)
+}
+
+// InvalidEffectReferenceError: SetEffectReference was given a reference longer than
+// MaxEffectReferenceBytes, not valid UTF-8, or containing a NUL byte. Nothing was recorded.
+type InvalidEffectReferenceError struct {
+	Len    int // length of the refused reference, in bytes
+	Reason string
+}
+
+func (e *InvalidEffectReferenceError) Error() string {
+	return fmt.Sprintf("oncekey: effect reference %s", e.Reason)
 }
 
 // PolicyError: a policy or its registration is invalid. Field names the bad field.

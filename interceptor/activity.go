@@ -49,6 +49,8 @@ type call struct {
 
 	claimLatency time.Duration
 	outcome      oncekey.Outcome
+	// effectRef is what the body recorded with oncekey.SetEffectReference, read when it returned.
+	effectRef string
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -321,10 +323,12 @@ func (c *call) expired(rec *oncekey.Record) error {
 
 // execute runs the body under an acquired claim at epoch and records its outcome.
 func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInput, epoch int64) (_ any, err error) {
-	bodyCtx, cancelBody := context.WithCancelCause(oncekey.ContextWithOperationKey(ctx, c.key))
+	bodyCtx, readEffectRef := oncekey.ContextWithEffectReference(oncekey.ContextWithOperationKey(ctx, c.key))
+	bodyCtx, cancelBody := context.WithCancelCause(bodyCtx)
 	defer cancelBody(nil)
 	lease := c.renewInBackground(ctx, epoch, cancelBody)
 	result, bodyErr, panicked := c.body(bodyCtx, in)
+	c.effectRef = readEffectRef()
 	lost := lease.stop()
 
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
@@ -412,6 +416,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	}
 	_, err = c.root.opts.Store.Complete(wctx, &oncekey.CompleteParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusApplied, Result: stored,
+		EffectReference: c.effectRef,
 	})
 	if err != nil {
 		if effectful {
@@ -453,6 +458,7 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		}
 		if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
 			Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+			EffectReference: c.effectRef,
 		}); err != nil {
 			// The tool asserted the effect did not land: giving the claim back is safe.
 			c.release(ctx, epoch)
@@ -464,6 +470,7 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 			doc := failureDoc{Message: bodyErr.Error(), Type: appErr.Type(), NonRetryable: true}
 			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
 				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+				EffectReference: c.effectRef,
 			}); err != nil {
 				c.release(ctx, epoch)
 			}
@@ -519,7 +526,8 @@ func (c *call) unsettled(ctx context.Context, epoch int64, cause error, reason s
 // and becomes unknown on the next claim after its lease ends).
 func (c *call) markUnknownOnly(ctx context.Context, epoch int64, reason string) {
 	_, err := c.root.opts.Store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
-		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Failure: failureDoc{Message: reason, Reason: reason}.bytes(),
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch,
+		Failure: failureDoc{Message: reason, Reason: reason, EffectReference: c.effectRef}.bytes(),
 	})
 	if err != nil {
 		activity.GetLogger(ctx).Warn("oncekey: mark unknown failed; the record becomes unknown when its lease ends",

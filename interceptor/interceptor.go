@@ -80,12 +80,15 @@ func (w *workflowInbound) Init(outbound tinterceptor.WorkflowOutboundInterceptor
 }
 
 // failureDoc is the stored form of a definite failure (Record.Failure) and of the reason an
-// outcome became unknown.
+// outcome became unknown. For an unknown outcome, EffectReference is what the tool recorded with
+// oncekey.SetEffectReference before it ended (the store's own field is written only when a record
+// is completed or resolved).
 type failureDoc struct {
-	Message      string `json:"message"`
-	Type         string `json:"type,omitempty"`
-	NonRetryable bool   `json:"non_retryable,omitempty"`
-	Reason       string `json:"reason,omitempty"`
+	Message         string `json:"message"`
+	Type            string `json:"type,omitempty"`
+	NonRetryable    bool   `json:"non_retryable,omitempty"`
+	Reason          string `json:"reason,omitempty"`
+	EffectReference string `json:"effect_reference,omitempty"`
 }
 
 func (d failureDoc) bytes() []byte {

@@ -129,7 +129,7 @@ func (t *Tools) LookupCustomer(ctx context.Context, customerID string) (Customer
 
 // CreateTicket opens a ticket in the ticket system (Effectful). The ticket system does not
 // deduplicate; it only records the Idempotency-Key it receives, which lets a person find the
-// ticket an operation key created.
+// ticket an operation key created. The ticket's ID is the operation's effect reference.
 func (t *Tools) CreateTicket(ctx context.Context, in TicketInput) (Ticket, error) {
 	key, _ := oncekey.OperationKey(ctx)
 	var out Ticket
@@ -137,6 +137,11 @@ func (t *Tools) CreateTicket(ctx context.Context, in TicketInput) (Ticket, error
 		"request_id": in.RequestID, "customer_id": in.CustomerID, "subject": in.Subject,
 		"body": in.Body, "priority": in.Priority,
 	}, &out)
+	if err == nil {
+		// The ticket number goes with the record (`oncekey show`). Without oncekey (Plain) there
+		// is no record and the call is refused with ErrNotClaimed, which changes nothing here.
+		_ = oncekey.SetEffectReference(ctx, out.ID)
+	}
 	return out, t.classify(err)
 }
 
