@@ -81,6 +81,7 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 			// type"), or DISCARD ALL / DEALLOCATE ALL ran on the connection behind the store's
 			// back (26000 "prepared statement does not exist"). Both errors come before the
 			// statement does anything: forget it, prepare it again and run it once more.
+			delete(conn.PgConn().CustomData(), st.name)
 			if derr := conn.Deallocate(ctx, st.name); derr == nil {
 				err = execPrepared(ctx, conn, s.tracer, st, args, dest)
 			}
@@ -138,7 +139,7 @@ func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, s
 // runPrepared prepares st on conn (once per connection: pgx keeps the description), runs it
 // and scans the first row, if any, into dest.
 func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args, dest []any) (pgconn.CommandTag, bool, error) {
-	sd, err := conn.Prepare(ctx, st.name, st.sql)
+	sd, err := prepare(ctx, conn, st)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
@@ -170,6 +171,24 @@ func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args, dest []any
 		err = scanErr
 	}
 	return tag, found, err
+}
+
+// prepare returns st's description on conn, preparing it on the connection's first use. The
+// description is kept in the connection's CustomData, so that a call on a connection that has
+// the statement does not go through pgx.Conn.Prepare, which would report a prepare (with
+// AlreadyPrepared) to a pgx.PrepareTracer on every call; pgx's own statement cache prepares
+// only on a miss too. queryRecord drops the entry when the server no longer has the statement.
+func prepare(ctx context.Context, conn *pgx.Conn, st *stmt) (*pgconn.StatementDescription, error) {
+	data := conn.PgConn().CustomData()
+	if sd, ok := data[st.name].(*pgconn.StatementDescription); ok {
+		return sd, nil
+	}
+	sd, err := conn.Prepare(ctx, st.name, st.sql)
+	if err != nil {
+		return nil, err
+	}
+	data[st.name] = sd
+	return sd, nil
 }
 
 // encodeParams encodes args in the binary format (text and bytea as their bytes, integers
