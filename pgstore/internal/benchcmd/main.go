@@ -185,6 +185,13 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 			var o, p float64
 			var oursCPU, oursIdle, pgbenchIdle time.Duration
 			oursRun := func() (err error) {
+				if err := settle(ctx, pool); err != nil {
+					return err
+				}
+				// The same number of client threads as pgbench's -j: with fewer goroutines than
+				// Ps, Go's scheduler spins idle Ps up and down on every network wake-up, a cost
+				// of the process's setup, not of the store.
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
 				cpu0, idle0 := selfCPU(), idleCPU()
 				o, err = f.ours(ctx, s, f.clients, duration)
 				oursCPU, oursIdle = selfCPU()-cpu0, idleCPU()-idle0
@@ -194,6 +201,9 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				return err
 			}
 			baseRun := func() (err error) {
+				if err := settle(ctx, pool); err != nil {
+					return err
+				}
 				before, err := countStatuses(ctx, pool, f.tenant)
 				if err != nil {
 					return err
@@ -260,7 +270,7 @@ func pgbenchSQL(q string, names []string) string {
 }
 
 func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration) (float64, error) {
-	threads := min(clients, runtime.NumCPU())
+	threads := clientThreads(clients)
 	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", script,
 		"-D", "tenant=" + tenant, "-D", "tool=" + tool, "-D", "version=" + version, "-D", "fp=" + fingerprint,
@@ -293,6 +303,26 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
 }
+
+// clientThreads is the number of client threads both sides run with: pgbench's -j, and the
+// GOMAXPROCS of this process while ours runs.
+func clientThreads(clients int) int { return min(clients, runtime.NumCPU()) }
+
+// settle gives each measured run the same start: a vacuum of the table, so that dead row
+// versions left by the previous run (a replay rewrites its row) are cleared first. A refusal
+// (the table belongs to another role) is reported once and ignored.
+func settle(ctx context.Context, pool *pgxpool.Pool) error {
+	for _, q := range []string{"VACUUM oncekey_operations"} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			if settleWarned.CompareAndSwap(false, true) {
+				fmt.Fprintf(os.Stderr, "# benchcmd: %s: %v (runs start without it)\n", q, err)
+			}
+		}
+	}
+	return nil
+}
+
+var settleWarned atomic.Bool
 
 func claimParams(tenant, key string) *oncekey.ClaimParams {
 	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Version: version,
