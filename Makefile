@@ -57,7 +57,7 @@ bench: temporal pgbench
 	@$(GO) test -run='^$$' -bench='^BenchmarkTransform$$' -benchmem -count=5 ./canonical/ \
 		| $(GO) run ./internal/benchfmt -baseline-is=gowebpki/jcs 2>>$(BENCH_LOG)
 	@echo "bench: store vs pgbench on the same SQL (about 5 minutes)" >&2
-	@$(GO) run ./pgstore/internal/benchcmd -duration 3s -rounds 5 2>>$(BENCH_LOG)
+	@$(GO) run ./pgstore/internal/benchcmd -duration 3s -rounds 7 2>>$(BENCH_LOG)
 	@echo "bench: 500 Effectful workflows with and without oncekey on a dev server" >&2
 	@ONCEKEY_BENCH=1 $(GO) test -run='^TestBenchE2EEffectful$$' -count=1 -v ./worker/ 2>>$(BENCH_LOG) \
 		| tee -a $(BENCH_LOG) | grep '^BENCH'

@@ -59,7 +59,8 @@ var binaryFormat = []int16{pgtype.BinaryFormatCode}
 // On a connection in pgx's default mode (QueryExecModeCacheStatement) the statement is prepared
 // once per connection under st.name and run with pgconn: the parameters are encoded straight
 // into the Bind message and the row decoded with scanPlans, which saves the client about a
-// third of its CPU per call compared with pgx.Conn.Query (see BenchmarkClaimComplete). A
+// fifth of its CPU per call compared with pgx.Conn.Query (BENCH_DEBUG=1 go run
+// ./pgstore/internal/benchcmd prints the client CPU per call). A
 // configured pgx.QueryTracer still sees the statement. In any other mode (a pool set up for
 // PgBouncer with the simple protocol, say) the statement goes through pgx.Conn.Query.
 func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...any) (*oncekey.Record, error) {
