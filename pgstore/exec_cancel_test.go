@@ -580,7 +580,9 @@ func TestContextEndsWhileALargeResultIsSent(t *testing.T) {
 				cfg.ConnConfig.DefaultQueryExecMode = mode
 				g.dial(cfg)
 			})
-			s := pgstore.New(pool, nil)
+			// A minute, not the default 10s, for each call: writing 16 MiB twice on a loaded
+			// two-core machine can take longer, and the cancel under test comes from the context.
+			s := pgstore.New(pool, &pgstore.Options{StatementTimeout: time.Minute})
 			ctx := ctxT(t)
 			res, err := s.Claim(ctx, claimParams("ok1_large", oncekey.Effectful))
 			require.NoError(t, err)
