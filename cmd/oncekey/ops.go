@@ -179,7 +179,7 @@ func describe(r reconcile.Resolution) string {
 		parts = append(parts, "ref "+r.EffectReference)
 	}
 	if len(r.Result) > 0 {
-		parts = append(parts, fmt.Sprintf("result %d bytes", len(r.Result)))
+		parts = append(parts, fmt.Sprintf("result %d bytes of JSON", len(r.Result)))
 	}
 	if r.Note != "" {
 		parts = append(parts, fmt.Sprintf("note %q", r.Note))

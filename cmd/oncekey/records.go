@@ -329,7 +329,7 @@ func newShowCmd(a *app) *cobra.Command {
 				b, _ := json.Marshal(v.Result)
 				line("result", string(b))
 			case v.ResultBytes > 0:
-				line("result", fmt.Sprintf("%d bytes stored (print with --show-result)", v.ResultBytes))
+				line("result", fmt.Sprintf("%d bytes stored as a Temporal payload (print with --show-result)", v.ResultBytes))
 			}
 			return tw.Flush()
 		},
