@@ -77,8 +77,9 @@ func LabelReplay(result any, operationKey string) ToolResult {
 // interceptor's detail payload (interceptor.Details) carries the operation key and whether the
 // error is a remembered failure given again.
 type errorDetails struct {
-	OperationKey string `json:"operation_key"`
-	Replay       bool   `json:"replay"`
+	OperationKey string  `json:"operation_key"`
+	Outcome      Outcome `json:"outcome"`
+	Replay       bool    `json:"replay"`
 }
 
 // Label turns a tool call's result and error, as the workflow (or the activity) sees them, into
@@ -91,6 +92,8 @@ type errorDetails struct {
 //	IndeterminateOutcome, ResultTooLarge,            unknown    no    reconcile
 //	  a timeout after the tool may have started,
 //	  cancellation
+//	ResultTooLarge of an Idempotent tool (the        failed     yes   stop
+//	  interceptor gave its claim back)
 //	FingerprintMismatch, Unauthorized                rejected   no    ask_for_approval
 //	InFlight                                         in_flight  yes   poll (RetryAfter)
 //	ExpiredOperation                                 expired    no    ask_for_approval
@@ -135,8 +138,13 @@ func Label(result any, err error) ToolResult {
 			tr.OperationKey = ind.OperationKey
 		}
 	case errors.As(err, &big) || errType == ErrTypeResultTooLarge:
-		// The tool ran and its result could not be stored: the effect may have landed.
+		// The tool ran and its result could not be stored: the effect may have landed. For an
+		// Idempotent tool the interceptor gave the claim back (its details say failed): running
+		// it again is safe but gives the same oversized result, so stop.
 		tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
+		if details.Outcome == OutcomeFailed {
+			tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextStop, true
+		}
 		if big != nil {
 			tr.OperationKey = big.OperationKey
 		}

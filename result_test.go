@@ -71,6 +71,8 @@ func TestLabel(t *testing.T) {
 		{"indeterminate app error", activityError(appErr(oncekey.ErrTypeIndeterminate, true, details{OperationKey: key, Outcome: oncekey.OutcomeUnknown})), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
 		{"result too large", &oncekey.ResultTooLargeError{OperationKey: key, Size: 2, Limit: 1}, oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
 		{"result too large app error", activityError(appErr(oncekey.ErrTypeResultTooLarge, true)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
+		{"result too large, effectful, unknown", activityError(appErr(oncekey.ErrTypeResultTooLarge, true, details{OperationKey: key, Tool: "T", Outcome: oncekey.OutcomeUnknown})), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
+		{"result too large, idempotent, released", activityError(appErr(oncekey.ErrTypeResultTooLarge, true, details{OperationKey: key, Tool: "T", Outcome: oncekey.OutcomeFailed})), oncekey.OutcomeFailed, true, oncekey.NextStop, key, 0, false, ""},
 		{"start-to-close timeout", activityError(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 		{"heartbeat timeout", activityError(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 		{"cancelled", activityError(temporal.NewCanceledError()), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
