@@ -130,6 +130,26 @@ type effectfulLoop struct {
 	// rerunChecked: the version of the re-run keying has been read; rerunKeyed: re-runs carry
 	// firstActivityID, so each has the first attempt's operation key.
 	rerunChecked, rerunKeyed bool
+	// cancelChecked: the version of reconciliation on cancel has been read; cancelOwned: the
+	// reconciliation child is started and kept apart from the workflow's cancellation.
+	cancelChecked, cancelOwned bool
+}
+
+// reconcileOnCancelChangeID is the workflow.GetVersion change ID under which the reconciliation
+// child is started from a disconnected context, so that cancelling the workflow neither cancels
+// the child nor keeps it from starting, and under which a workflow cancelled while an Effectful
+// attempt is in progress still hands the attempt to reconciliation. Histories recorded before it
+// have no marker and replay with the earlier behaviour.
+const reconcileOnCancelChangeID = "oncekey-reconcile-on-cancel"
+
+// ownsOnCancel reports whether reconciliation outlives the workflow's cancellation; the decision
+// is read once per call through workflow.GetVersion.
+func (l *effectfulLoop) ownsOnCancel(ctx workflow.Context) bool {
+	if !l.cancelChecked {
+		l.cancelChecked = true
+		l.cancelOwned = workflow.GetVersion(ctx, reconcileOnCancelChangeID, workflow.DefaultVersion, 1) == 1
+	}
+	return l.cancelOwned
 }
 
 // attemptContext returns ctx with the user's activity options, except that Temporal makes one
@@ -227,6 +247,13 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			if errors.As(err, &actErr) {
 				l.firstActivityID = actErr.ActivityID()
 			}
+		}
+		if ctx.Err() != nil && temporal.IsCanceledError(err) && l.ownsOnCancel(ctx) {
+			// The workflow was cancelled while the attempt was scheduled or running: the attempt
+			// may still run and end unknown after the workflow is gone. Give it an owner.
+			l.handOffOnCancel(ctx, err)
+			s.SetError(err)
+			return
 		}
 		class, delay := classify(err)
 		if class == classReconcile {
@@ -384,15 +411,9 @@ func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, e
 	return oncekey.Key(l.policy, l.operation(ctx, err))
 }
 
-// reconcile hands the operation to its reconciliation workflow and waits for the decision.
-func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.Output, error) {
-	logger := workflow.GetLogger(ctx)
-	key, err := l.operationKey(ctx, cause)
-	if err != nil {
-		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.tool, err, cause),
-			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
-	}
+// reconcileInput returns the input of the reconciliation workflow of the operation key, and
+// the task queue it runs on.
+func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause error) (reconcile.Input, string) {
 	info := workflow.GetInfo(ctx)
 	tq := l.w.root.opts.ReconcileTaskQueue
 	if tq == "" {
@@ -410,22 +431,109 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 	if op := l.operation(ctx, cause); in.StepID == "" && op.ActivityID != "" {
 		in.StepID = op.Step()
 	}
-	id := reconcile.WorkflowID(key)
-	logger.Info("oncekey: outcome unknown; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", id)
+	return in, tq
+}
+
+// startReconcile starts the reconciliation workflow of key from ctx; its parent's close leaves
+// it running.
+func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in reconcile.Input) workflow.ChildWorkflowFuture {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:        id,
+		WorkflowID:        reconcile.WorkflowID(key),
 		TaskQueue:         tq,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 	})
-	child := workflow.ExecuteChildWorkflow(cctx, reconcile.WorkflowName, in)
+	return workflow.ExecuteChildWorkflow(cctx, reconcile.WorkflowName, in)
+}
+
+// handOffOnCancel starts the reconciliation workflow of an attempt the cancelled workflow no
+// longer waits for, from a disconnected context, and waits only until it has started (or
+// another workflow's reconciliation of the key is found running). An attempt that never
+// claimed finds nothing to reconcile; one that ends applied settles it without a person.
+func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
+	logger := workflow.GetLogger(ctx)
+	key, ok := l.keyOnCancel(ctx, cause)
+	if !ok {
+		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to oncekey list --status unknown",
+			"tool", l.tool)
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	in, tq := l.reconcileInput(dctx, key, cause)
+	in.Reason = "the workflow was cancelled while " + l.tool + " was in progress"
+	logger.Info("oncekey: workflow cancelled during an Effectful call; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", reconcile.WorkflowID(key))
+	child := l.startReconcile(dctx, key, tq, in)
+	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with oncekey list --status unknown",
+			"tool", l.tool, "key_prefix", keyPrefix(key), "error", err)
+	}
+}
+
+// keyOnCancel returns the operation key of the attempt in progress when the workflow was
+// cancelled. A cancellation carries no activity ID, so a key that depends on it (a call without
+// a step ID, before its first attempt failed) cannot be derived: ok is false then.
+func (l *effectfulLoop) keyOnCancel(ctx workflow.Context, cause error) (string, bool) {
+	op := l.operation(ctx, cause)
+	if l.stepID == "" && op.ActivityID == "" && op.FirstActivityID == "" {
+		a, b := op, op
+		a.ActivityID, b.ActivityID = "1", "2"
+		ka, erra := oncekey.Key(l.policy, a)
+		kb, errb := oncekey.Key(l.policy, b)
+		if erra != nil || errb != nil || ka != kb {
+			return "", false
+		}
+		return ka, true
+	}
+	key, err := l.operationKey(ctx, cause)
+	return key, err == nil
+}
+
+// reconcile hands the operation to its reconciliation workflow and waits for the decision.
+func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.Output, error) {
+	logger := workflow.GetLogger(ctx)
+	key, err := l.operationKey(ctx, cause)
+	if err != nil {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.tool, err, cause),
+			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
+	}
+	in, tq := l.reconcileInput(ctx, key, cause)
+	id := reconcile.WorkflowID(key)
+	logger.Info("oncekey: outcome unknown; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", id)
+	// Under reconcileOnCancelChangeID the child starts from a disconnected context: it starts
+	// even if the workflow is already cancelled, and the workflow's cancellation is not passed
+	// on to it, so the unknown outcome keeps an owner after the workflow is gone.
+	owned := l.ownsOnCancel(ctx)
+	sctx := ctx
+	if owned {
+		sctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	child := l.startReconcile(sctx, key, tq, in)
 	var out reconcile.Output
-	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+	if err := child.GetChildWorkflowExecution().Get(sctx, nil); err != nil {
 		if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			return out, l.reconcileFailed(key, err)
 		}
 		// Another workflow blocked on the same key started the investigation: wait for its
 		// decision, which releases every workflow blocked on the key.
 		return l.await(ctx, tq, key, id)
+	}
+	if owned {
+		var cerr error
+		done, cancelled := false, false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(child, func(f workflow.Future) { done, cerr = true, f.Get(sctx, &out) })
+		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
+		for !done && !cancelled {
+			sel.Select(ctx)
+		}
+		if !done {
+			// The workflow was cancelled: the reconciliation goes on without it.
+			return out, temporal.NewCanceledError()
+		}
+		if cerr != nil {
+			return out, l.reconcileFailed(key, cerr)
+		}
+		return out, nil
 	}
 	if err := child.Get(ctx, &out); err != nil {
 		return out, l.reconcileFailed(key, err)
@@ -443,6 +551,10 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 	for {
 		var res activities.AwaitOutput
 		if err := workflow.ExecuteActivity(actx, activities.AwaitReconciliationName, activities.AwaitInput{WorkflowID: id}).Get(ctx, &res); err != nil {
+			if l.cancelOwned && ctx.Err() != nil {
+				// The workflow was cancelled; the running reconciliation owns the key.
+				return reconcile.Output{}, temporal.NewCanceledError()
+			}
 			return reconcile.Output{}, l.reconcileFailed(key, err)
 		}
 		if !res.Done {

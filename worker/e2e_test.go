@@ -702,3 +702,75 @@ func TestE2EPluginCapturesClientDataConverter(t *testing.T) {
 	require.NoError(t, dc.FromPayloads(ps, &stored))
 	require.Equal(t, got, stored)
 }
+
+// The workflow is cancelled while its Effectful tool runs: the tool has committed and hangs, the
+// workflow ends cancelled at once, and the tool's attempt later ends at its start-to-close
+// timeout, so the record is unknown. The workflow side must have handed it to a reconciliation
+// workflow that outlives the cancelled workflow, so a person finds it waiting.
+func TestE2ECancelledWhileEffectfulRuns(t *testing.T) {
+	l := newLedger(faultHangAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second})
+	run := e.start(t, "cancelled-while-running", req, 3*time.Second)
+	require.Eventually(t, func() bool { effects, _ := l.counts(); return effects == 1 }, 30*time.Second, 50*time.Millisecond,
+		"the tool never committed")
+	require.NoError(t, e.c.CancelWorkflow(context.Background(), "cancelled-while-running", ""))
+	err := run.Get(testCtx(t), nil)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled, "the workflow ends cancelled")
+
+	// The attempt ends at its start-to-close timeout, after the workflow is gone: unknown.
+	require.Eventually(t, func() bool {
+		res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{Status: oncekey.StatusUnknown})
+		return err == nil && len(res.Records) == 1
+	}, 30*time.Second, 100*time.Millisecond, "the record never became unknown")
+	key := e.waitingKey(t)
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	landed, ok := l.lookup(key)
+	require.True(t, ok)
+	body, _ := json.Marshal(landed)
+	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
+		Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
+	}))
+	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(testCtx(t), nil))
+	rec, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.NoError(t, e.replay(t, true, "cancelled-while-running", reconcile.WorkflowID(key)))
+}
+
+// The workflow is cancelled while it waits for the reconciliation of an unknown outcome: it
+// ends cancelled, and the reconciliation goes on without it (the cancellation is not passed on),
+// so a person's resolution is still recorded.
+func TestE2ECancelledWhileReconciling(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.start(t, "cancelled-while-reconciling", req, 10*time.Second)
+	key := e.waitingKey(t)
+	require.NoError(t, e.c.CancelWorkflow(context.Background(), "cancelled-while-reconciling", ""))
+	err := run.Get(testCtx(t), nil)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled, "the workflow ends cancelled")
+
+	st, err := reconcile.Status(context.Background(), e.c, key)
+	require.NoError(t, err, "the reconciliation outlives the cancelled workflow")
+	require.Equal(t, reconcile.StateWaiting, st.State)
+	landed, ok := l.lookup(key)
+	require.True(t, ok)
+	body, _ := json.Marshal(landed)
+	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
+		Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
+	}))
+	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(testCtx(t), nil))
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.NoError(t, e.replay(t, true, "cancelled-while-reconciling", reconcile.WorkflowID(key)))
+}
