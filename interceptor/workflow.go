@@ -460,12 +460,38 @@ func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	in, tq := l.reconcileInput(dctx, key, cause)
 	in.Reason = "the workflow was cancelled while " + l.tool + " was in progress"
+	in.ClaimDeadline = l.claimDeadline(ctx)
 	logger.Info("oncekey: workflow cancelled during an Effectful call; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", reconcile.WorkflowID(key))
 	child := l.startReconcile(dctx, key, tq, in)
 	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with oncekey list --status unknown",
 			"tool", l.tool, "key_prefix", keyPrefix(key), "error", err)
 	}
+}
+
+// claimDeadline returns the latest time the attempt in progress at the workflow's cancellation
+// may still claim its key: the end of its schedule-to-close budget or, if earlier, now plus its
+// start-to-close timeout (an attempt not started by the cancellation never starts), plus the
+// policy's lease as margin for a claim already on its way to the store.
+func (l *effectfulLoop) claimDeadline(ctx workflow.Context) time.Time {
+	now := workflow.Now(ctx)
+	var end time.Time
+	if l.opts.ScheduleToCloseTimeout > 0 {
+		end = l.start.Add(l.opts.ScheduleToCloseTimeout)
+	}
+	if l.opts.StartToCloseTimeout > 0 {
+		if e := now.Add(l.opts.StartToCloseTimeout); end.IsZero() || e.Before(end) {
+			end = e
+		}
+	}
+	if end.IsZero() {
+		end = now
+	}
+	lease := l.policy.Lease
+	if lease <= 0 {
+		lease = oncekey.DefaultLease
+	}
+	return end.Add(lease)
 }
 
 // keyOnCancel returns the operation key of the attempt in progress when the workflow was

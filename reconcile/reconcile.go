@@ -128,6 +128,12 @@ type Input struct {
 	// EscalationTimeout bounds the wait for a Resolution; 0 waits forever. When it passes the
 	// workflow fails with an error saying nobody resolved the operation.
 	EscalationTimeout time.Duration `json:"escalation_timeout,omitempty"`
+	// ClaimDeadline, if set, is the latest time the attempt handed over may still claim the
+	// key. Until then a missing record means the claim has not landed yet: the workflow waits
+	// (StateWaitingForClaim) and inspects again, and settles NotApplied only once the deadline has
+	// passed with still no record. The zero value settles NotApplied at once. The interceptor sets
+	// it when a cancelled workflow hands over an attempt that may not have claimed yet.
+	ClaimDeadline time.Time `json:"claim_deadline,omitzero"`
 }
 
 // Output is the result of the reconciliation workflow.
@@ -149,6 +155,7 @@ type State string
 const (
 	StateInspecting      State = "inspecting"             // reading the record
 	StateWaitingForLease State = "waiting_for_lease"      // a live claim still runs; waiting for its lease
+	StateWaitingForClaim State = "waiting_for_claim"      // no record yet; an attempt may still claim until Input.ClaimDeadline
 	StateReceiptLookup   State = "receipt_lookup"         // running the tool's Reconcile hook
 	StateWaiting         State = "waiting_for_resolution" // waiting for the SignalName signal
 	StateResolved        State = "resolved"               // decided; the workflow is finishing
@@ -165,6 +172,9 @@ type StatusReport struct {
 	Reason       string `json:"reason,omitempty"`
 	// RecordStatus is the record's status at the last inspection.
 	RecordStatus oncekey.Status `json:"record_status,omitempty"`
+	// ClaimDeadline is Input.ClaimDeadline: while State is StateWaitingForClaim, the time after
+	// which a still missing record settles NotApplied.
+	ClaimDeadline time.Time `json:"claim_deadline,omitzero"`
 	// WaitingSince is when the workflow started waiting for a Resolution (zero before).
 	WaitingSince time.Time `json:"waiting_since,omitempty"`
 	// LastInvalidSignal is why the last signal was ignored, if one was.

@@ -31,8 +31,16 @@ func Register(r Registry) {
 // minLeaseWait bounds how often a live claim is inspected again.
 const minLeaseWait = time.Second
 
-// Reconcile settles the operation in.OperationKey. It inspects the record: applied, released
-// or failed records settle at once; a pending record with a live lease (a zombie attempt still
+// Bounds of the wait between inspections while a late claim may still land: the wait starts at
+// minClaimWait and doubles up to maxClaimWait, and never runs past Input.ClaimDeadline.
+const (
+	minClaimWait = time.Second
+	maxClaimWait = time.Minute
+)
+
+// Reconcile settles the operation in.OperationKey. It inspects the record: no record settles
+// NotApplied, once in.ClaimDeadline (if set) has passed; applied, released or failed records
+// settle at once; a pending record with a live lease (a zombie attempt still
 // running) is waited for; a pending record whose lease ran out is marked unknown. For an unknown
 // record it runs the tool's Reconcile hook, if any, and otherwise waits for the
 // reconcile.SignalName signal, answering reconcile.QueryName meanwhile. The decision is written to
@@ -42,13 +50,14 @@ const minLeaseWait = time.Second
 func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
 	logger := workflow.GetLogger(ctx)
 	status := reconcile.StatusReport{
-		State:        reconcile.StateInspecting,
-		Tenant:       in.Tenant,
-		OperationKey: in.OperationKey,
-		Tool:         in.Tool,
-		WorkflowID:   in.WorkflowID,
-		StepID:       in.StepID,
-		Reason:       in.Reason,
+		State:         reconcile.StateInspecting,
+		Tenant:        in.Tenant,
+		OperationKey:  in.OperationKey,
+		Tool:          in.Tool,
+		WorkflowID:    in.WorkflowID,
+		StepID:        in.StepID,
+		Reason:        in.Reason,
+		ClaimDeadline: in.ClaimDeadline,
 	}
 	if err := workflow.SetQueryHandler(ctx, reconcile.QueryName, func() (reconcile.StatusReport, error) {
 		return status, nil
@@ -71,6 +80,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 	}
 
 	// Inspect until the record is unknown (or settled).
+	claimWait := minClaimWait
 	for {
 		status.State = reconcile.StateInspecting
 		var rec activities.Inspection
@@ -79,6 +89,16 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 		}
 		status.RecordStatus = rec.Status
 		if !rec.Found {
+			if now := workflow.Now(ctx); now.Before(in.ClaimDeadline) {
+				// The attempt handed over may not have claimed yet: wait for a late claim.
+				status.State = reconcile.StateWaitingForClaim
+				wait := min(claimWait, in.ClaimDeadline.Sub(now))
+				claimWait = min(2*claimWait, maxClaimWait)
+				if err := workflow.Sleep(ctx, wait); err != nil {
+					return reconcile.Output{}, err
+				}
+				continue
+			}
 			// No claim was ever recorded: the tool's body never started, so nothing happened.
 			return done(reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey", Note: "no claim was recorded for the key; the tool never ran"})
 		}
