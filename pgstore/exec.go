@@ -137,22 +137,12 @@ func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, s
 	return err
 }
 
-// runPrepared prepares st on conn (once per connection: pgx keeps the description), runs it
+// runPrepared prepares st on conn (once per connection, see prepare), runs it
 // and scans the first row, if any, into dest.
 func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args, dest []any) (pgconn.CommandTag, bool, error) {
 	sd, err := prepare(ctx, conn, st)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
-	}
-	if len(sd.ParamOIDs) != len(st.oids) {
-		return pgconn.CommandTag{}, false, fmt.Errorf("pgstore: statement %s has %d parameters, want %d", st.name, len(sd.ParamOIDs), len(st.oids))
-	}
-	for i, oid := range sd.ParamOIDs {
-		if oid != st.oids[i] && !(st.oids[i] == pgtype.TextOID && oid == pgtype.VarcharOID) {
-			// varchar takes the same bytes as text in the binary format; anything else would
-			// be misread, so refuse rather than send it.
-			return pgconn.CommandTag{}, false, fmt.Errorf("pgstore: statement %s parameter $%d has type %d, want %d", st.name, i+1, oid, st.oids[i])
-		}
 	}
 	params, err := encodeParams(args)
 	if err != nil {
@@ -187,6 +177,18 @@ func prepare(ctx context.Context, conn *pgx.Conn, st *stmt) (*pgconn.StatementDe
 	sd, err := conn.Prepare(ctx, st.name, st.sql)
 	if err != nil {
 		return nil, err
+	}
+	// The parameters are encoded by hand for the types the server inferred when it prepared the
+	// statement; check them once here, not on every call.
+	if len(sd.ParamOIDs) != len(st.oids) {
+		return nil, fmt.Errorf("pgstore: statement %s has %d parameters, want %d", st.name, len(sd.ParamOIDs), len(st.oids))
+	}
+	for i, oid := range sd.ParamOIDs {
+		if oid != st.oids[i] && !(st.oids[i] == pgtype.TextOID && oid == pgtype.VarcharOID) {
+			// varchar takes the same bytes as text in the binary format; anything else would
+			// be misread, so refuse rather than send it.
+			return nil, fmt.Errorf("pgstore: statement %s parameter $%d has type %d, want %d", st.name, i+1, oid, st.oids[i])
+		}
 	}
 	data[st.name] = sd
 	return sd, nil
