@@ -446,7 +446,7 @@ func requireCanceledUnavailable(t *testing.T, err error, want error, what string
 
 func TestContextEndsAtEveryPointOfACall(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			for _, op := range cancelOps {
@@ -571,7 +571,7 @@ func testContextEndsAtEveryPoint(t *testing.T, mode pgx.QueryExecMode, op cancel
 // pgx's doing, on either path; here the test ends the backend so as not to wait.
 func TestContextEndsWhileALargeResultIsSent(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			g := newGate()

@@ -18,7 +18,6 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/pgstore"
-	"github.com/oncekey/oncekey/storetest"
 )
 
 // The store runs its keyed statements as its own prepared statements in pgx's default mode and
@@ -26,23 +25,16 @@ import (
 // the edges: values, connections lost or reset under them, schemas sharing a pool, and many
 // goroutines at once.
 
+// bothPaths are one mode of each of the store's two paths: prepared statements run with pgconn,
+// and pgx.Conn.Query.
+var bothPaths = []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec}
+
 var allExecModes = []pgx.QueryExecMode{
 	pgx.QueryExecModeCacheStatement,
 	pgx.QueryExecModeCacheDescribe,
 	pgx.QueryExecModeDescribeExec,
 	pgx.QueryExecModeExec,
 	pgx.QueryExecModeSimpleProtocol,
-}
-
-func TestConformanceDescribeModes(t *testing.T) {
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec} {
-		t.Run(mode.String(), func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) oncekey.Store {
-				pool := newPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
-				return pgstore.New(pool, nil)
-			})
-		})
-	}
 }
 
 // Results and failures of every size the store accepts (up to the limit in the binary-format
@@ -358,7 +350,7 @@ func backendPID(t *testing.T, pool *pgxpool.Pool) uint32 {
 // (*oncekey.StoreUnavailableError) or succeeds, and the one after it works on a new connection.
 func TestBackendTerminatedBetweenCalls(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			pool := newPool(t, func(cfg *pgxpool.Config) {
@@ -391,7 +383,7 @@ func TestBackendTerminatedBetweenCalls(t *testing.T) {
 // is unchanged, and the pool's next call works.
 func TestBackendTerminatedDuringACall(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			pool := newPool(t, func(cfg *pgxpool.Config) {
@@ -501,7 +493,7 @@ func TestServerStatementTimeoutKeepsTheConnection(t *testing.T) {
 // writer sent, and the only errors are the store's typed answers.
 func TestConcurrentMixedCalls(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			pool := newPool(t, func(cfg *pgxpool.Config) {

@@ -16,22 +16,20 @@ import (
 // pgx's default mode, and through pgx.Conn.Query otherwise. The conformance suite covers the
 // default; these cover the other modes.
 
-func TestConformanceSimpleProtocol(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
-		pool := newPool(t, func(cfg *pgxpool.Config) {
-			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+// TestConformance covers pgx's default mode (the prepared fast path); this runs the suite in
+// every other mode, where the store goes through pgx.Conn.Query.
+func TestConformanceOtherExecModes(t *testing.T) {
+	for _, mode := range allExecModes {
+		if mode == pgx.QueryExecModeCacheStatement {
+			continue
+		}
+		t.Run(mode.String(), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) oncekey.Store {
+				pool := newPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+				return pgstore.New(pool, nil)
+			})
 		})
-		return pgstore.New(pool, nil)
-	})
-}
-
-func TestConformanceExecMode(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
-		pool := newPool(t, func(cfg *pgxpool.Config) {
-			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-		})
-		return pgstore.New(pool, nil)
-	})
+	}
 }
 
 // A column's type changed under the prepared statements (a migration ran while the store was
