@@ -42,24 +42,13 @@ func run(getenv func(string) string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pg, err := exampleenv.OpenPostgres(ctx, "encryption")
+	env, err := exampleenv.Open(ctx, "encryption", stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "encryption: %v\n", err)
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	defer func() {
-		if err := pg.Close(); err != nil {
-			fmt.Fprintf(stderr, "encryption: %v\n", err)
-		}
-	}()
-	fmt.Fprintf(stdout, "postgres: %s, schema %s (dropped at exit)\n", pg.Where, pg.Schema)
-	tc, err := exampleenv.OpenTemporal(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "encryption: %v\n", err)
-		return 2
-	}
-	defer tc.Close()
-	fmt.Fprintf(stdout, "temporal: %s\n", tc.Where)
+	defer env.Close()
+	pg, tc := env.PG, env.Temporal
 	if generated {
 		fmt.Fprintf(stdout, "key: generated for this run (set %s to use yours), key ID %s\n\n", KeyEnv, codec.KeyID())
 	} else {

@@ -32,24 +32,13 @@ func main() { os.Exit(run(os.Stdout, os.Stderr)) }
 func run(stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pg, err := exampleenv.OpenPostgres(ctx, "payments")
+	env, err := exampleenv.Open(ctx, "payments", stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "payments: %v\n", err)
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	defer func() {
-		if err := pg.Close(); err != nil {
-			fmt.Fprintf(stderr, "payments: %v\n", err)
-		}
-	}()
-	fmt.Fprintf(stdout, "postgres: %s, schema %s (dropped at exit)\n", pg.Where, pg.Schema)
-	tc, err := exampleenv.OpenTemporal(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "payments: %v\n", err)
-		return 2
-	}
-	defer tc.Close()
-	fmt.Fprintf(stdout, "temporal: %s\n", tc.Where)
+	defer env.Close()
+	pg, tc := env.PG, env.Temporal
 	provider, err := StartProvider(1)
 	if err != nil {
 		fmt.Fprintf(stderr, "payments: %v\n", err)

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,3 +155,39 @@ func (Quiet) Debug(string, ...any) {}
 func (Quiet) Info(string, ...any)  {}
 func (Quiet) Warn(string, ...any)  {}
 func (Quiet) Error(string, ...any) {}
+
+// Env is what an example program runs on: Postgres in a schema of its own and Temporal.
+type Env struct {
+	PG       *Postgres
+	Temporal *Temporal
+	name     string
+	stderr   io.Writer
+}
+
+// Open opens Postgres (schema prefix name) and Temporal as OpenPostgres and OpenTemporal do and
+// prints where each is to stdout. Errors name the program. Close releases both.
+func Open(ctx context.Context, name string, stdout, stderr io.Writer) (*Env, error) {
+	pg, err := OpenPostgres(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "postgres: %s, schema %s (dropped at exit)\n", pg.Where, pg.Schema)
+	tc, err := OpenTemporal(ctx)
+	if err != nil {
+		if cerr := pg.Close(); cerr != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, cerr)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "temporal: %s\n", tc.Where)
+	return &Env{PG: pg, Temporal: tc, name: name, stderr: stderr}, nil
+}
+
+// Close stops Temporal (or closes the client) and drops the Postgres schema; a failure to drop
+// it is printed to stderr.
+func (e *Env) Close() {
+	e.Temporal.Close()
+	if err := e.PG.Close(); err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", e.name, err)
+	}
+}
