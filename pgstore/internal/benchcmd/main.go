@@ -13,9 +13,12 @@
 // Also purge_1m (seconds to purge -purge-rows records past their tombstone window vs one DELETE
 // of the same rows) and purge_1m_claim_p99 (claim p99 while the purge runs vs on the idle table).
 // With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours, the client CPU time per
-// operation of each side (this process's and pgbench's user+system time) and the machine's idle time.
+// operation of each side (this process's and pgbench's user+system time), the server's CPU time
+// per operation (the postgres processes', when the server runs on this machine) and the
+// machine's idle time. With -floor it also runs the pgx floor (see floor.go) in every
+// claim_complete round and prints, on standard error, its ratio to pgbench beside ours.
 //
-// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n]
+// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n] [-floor]
 package main
 
 import (
@@ -67,6 +70,7 @@ func main() {
 	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
 	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, 200)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
+	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every claim_complete round and print its ratio to pgbench")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -179,11 +183,11 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 		if err := os.WriteFile(script, []byte(f.script), 0o600); err != nil {
 			return err
 		}
-		var ours, base []float64
+		var ours, base, floors []float64
 		for r := range rounds {
 			// Alternate which side goes first, so drift in the machine's load hits both.
 			var o, p float64
-			var oursCPU, oursIdle, pgbenchIdle time.Duration
+			var oursCPU, oursIdle, pgbenchIdle, oursServer, pgbenchServer time.Duration
 			oursRun := func() (err error) {
 				if err := settle(ctx, pool); err != nil {
 					return err
@@ -192,9 +196,9 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				// Ps, Go's scheduler spins idle Ps up and down on every network wake-up, a cost
 				// of the process's setup, not of the store.
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
-				cpu0, idle0 := selfCPU(), idleCPU()
+				cpu0, idle0, srv0 := selfCPU(), idleCPU(), serverCPU()
 				o, err = f.ours(ctx, s, f.clients, duration)
-				oursCPU, oursIdle = selfCPU()-cpu0, idleCPU()-idle0
+				oursCPU, oursIdle, oursServer = selfCPU()-cpu0, idleCPU()-idle0, serverCPU()-srv0
 				if err != nil {
 					err = fmt.Errorf("%s ours: %w", f.name, err)
 				}
@@ -208,9 +212,9 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				if err != nil {
 					return err
 				}
-				idle0 := idleCPU()
+				idle0, srv0 := idleCPU(), serverCPU()
 				p, err = runPgbench(ctx, pgbench, url, schema, script, f.tenant, f.clients, duration)
-				pgbenchIdle = idleCPU() - idle0
+				pgbenchIdle, pgbenchServer = idleCPU()-idle0, serverCPU()-srv0
 				if err != nil {
 					return fmt.Errorf("%s pgbench: %w", f.name, err)
 				}
@@ -225,28 +229,52 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				fmt.Fprintf(os.Stderr, "#   pgbench records %v -> %v\n", before, after)
 				return nil
 			}
-			first, second := oursRun, baseRun
+			runs := []func() error{oursRun, baseRun}
 			if r%2 == 1 {
-				first, second = baseRun, oursRun
+				runs[0], runs[1] = baseRun, oursRun
 			}
-			if err := first(); err != nil {
-				return err
+			var fl float64
+			if floor && f.tenant == "pgbench" {
+				runs = append(runs, func() (err error) {
+					if err := settle(ctx, pool); err != nil {
+						return err
+					}
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
+					if fl, err = floorClaimComplete(ctx, pool, f.clients, duration); err != nil {
+						return fmt.Errorf("%s pgx floor: %w", f.name, err)
+					}
+					floors = append(floors, fl)
+					return nil
+				})
 			}
-			if err := second(); err != nil {
-				return err
+			for _, run := range runs {
+				if err := run(); err != nil {
+					return err
+				}
 			}
-			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, pgbench %.0f ops/s\n", f.name, r+1, o, p)
+			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, pgbench %.0f ops/s", f.name, r+1, o, p)
+			if fl > 0 {
+				fmt.Fprintf(os.Stderr, ", pgx floor %.0f ops/s", fl)
+			}
+			fmt.Fprintln(os.Stderr)
 			ours, base = append(ours, o), append(base, p)
 			if os.Getenv("BENCH_DEBUG") != "" {
 				fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %s, pgbench %s; machine idle: ours %s, pgbench %s\n",
 					time.Duration(float64(oursCPU)/(o*duration.Seconds())), time.Duration(float64(pgbenchCPU.Swap(0))/(p*duration.Seconds())),
 					oursIdle, pgbenchIdle)
+				fmt.Fprintf(os.Stderr, "#   server (postgres processes) CPU per op: ours %s, pgbench %s\n",
+					time.Duration(float64(oursServer)/(o*duration.Seconds())), time.Duration(float64(pgbenchServer)/(p*duration.Seconds())))
 				if n := dbgN.Swap(0); n > 0 {
 					fmt.Fprintf(os.Stderr, "#   ours: claim %s complete %s\n", time.Duration(dbgClaim.Swap(0)/n), time.Duration(dbgComplete.Swap(0)/n))
 				}
 			}
 		}
 		o, p := median(ours), median(base)
+		if len(floors) > 0 {
+			fl := median(floors)
+			fmt.Fprintf(os.Stderr, "# %s pgx floor: %.1f ops/s, %.3f of pgbench; ours is %.3f of the floor (medians of %d rounds)\n",
+				f.name, fl, fl/p, o/fl, len(floors))
+		}
 		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgbench_same_sql_prepared_c%d\n",
 			f.name, o, p, o/p, f.clients)
 	}
@@ -330,8 +358,9 @@ func claimParams(tenant, key string) *oncekey.ClaimParams {
 		Lease: lease, Retention: retention, Tombstone: tombstone}
 }
 
-// drive runs op from clients goroutines for d and returns completed ops per second.
-func drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context) error) (float64, error) {
+// drive runs op from clients goroutines (client is 0..clients-1) for d and returns completed ops
+// per second.
+func drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (float64, error) {
 	var (
 		n     atomic.Int64
 		wg    sync.WaitGroup
@@ -340,12 +369,12 @@ func drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 	)
 	deadline := time.Now().Add(d)
 	start := time.Now()
-	for range clients {
+	for client := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				if err := op(ctx); err != nil {
+				if err := op(ctx, client); err != nil {
 					once.Do(func() { first = err })
 					return
 				}
@@ -358,6 +387,7 @@ func drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 }
 
 var (
+	floor                       bool // -floor
 	dbgClaim, dbgComplete, dbgN atomic.Int64
 	pgbenchCPU                  atomic.Int64 // user+system time of the last pgbench run, ns
 )
@@ -377,6 +407,38 @@ func idleCPU() time.Duration {
 	return time.Duration(idle+iowait) * 10 * time.Millisecond // USER_HZ = 100
 }
 
+// serverCPU returns the user+system CPU time so far of every process on this machine named
+// postgres and of their exited children (Linux /proc): the server's side of a run when it runs here, 0 otherwise.
+func serverCPU() time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	var ticks int64
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: utime and stime are the 14th and 15th fields.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || !strings.Contains(string(b[:i]), "(postgres") {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		// utime, stime, and cutime, cstime: the time of exited children (pgbench's
+		// backends, once pgbench disconnects) is the postmaster's.
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+}
+
 // selfCPU returns this process's user+system CPU time so far.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -386,7 +448,7 @@ func selfCPU() time.Duration {
 
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
 	res := []byte(result)
-	return drive(ctx, clients, d, func(ctx context.Context) error {
+	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
 		// A random key in the range pgbench draws from, so both insert at random places in the index.
 		key := strconv.FormatUint(1+randUint64()%9000000000000000000, 10)
 		t0 := time.Now()
@@ -408,7 +470,7 @@ func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d tim
 }
 
 func oursReplay(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
-	return drive(ctx, clients, d, func(ctx context.Context) error {
+	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
 		key := strconv.Itoa(1 + int(randUint64()%replayKeys))
 		c, err := s.Claim(ctx, claimParams("replay", key))
 		if err != nil {
