@@ -16,37 +16,61 @@ import (
 )
 
 // stmt is one of the store's single-row statements: its text, the name it is prepared under
-// on each connection, and the parameter types the server must infer for it.
+// on each connection, and the types of its parameters ($1 first).
 type stmt struct {
 	sql  string
 	name string
 	oids []uint32
 }
 
-// newStmt returns the statement for sql. Its parameters are given by example Go values, one
-// per $n: a string is text, an int64 bigint, an int16 smallint, a []byte bytea.
-func newStmt(sql string, params ...any) *stmt {
-	st := &stmt{sql: sql, oids: make([]uint32, len(params))}
+// The parameter types of the store's statements.
+const (
+	text     = pgtype.TextOID
+	bigint   = pgtype.Int8OID
+	smallint = pgtype.Int2OID
+	bytea    = pgtype.ByteaOID
+)
+
+// newStmt returns the statement for sql, whose parameters $1, $2, ... have the types oids.
+func newStmt(sql string, oids ...uint32) *stmt {
 	digest := sha256.Sum256([]byte(sql))
-	st.name = "oncekey_" + hex.EncodeToString(digest[:12])
-	for i, p := range params {
-		st.oids[i] = oidOf(p)
-	}
-	return st
+	return &stmt{sql: sql, name: "oncekey_" + hex.EncodeToString(digest[:12]), oids: oids}
 }
 
-func oidOf(v any) uint32 {
-	switch v.(type) {
-	case string:
-		return pgtype.TextOID
-	case int64:
-		return pgtype.Int8OID
-	case int16:
-		return pgtype.Int2OID
-	case []byte:
-		return pgtype.ByteaOID
+// arg is one parameter of a statement, held unboxed so that a call does not allocate an
+// interface value per parameter: text in s, bigint and smallint in i, bytea in b (nil is NULL).
+type arg struct {
+	oid uint32
+	s   string
+	i   int64
+	b   []byte
+}
+
+func textArg(s string) arg    { return arg{oid: text, s: s} }
+func bigintArg(i int64) arg   { return arg{oid: bigint, i: i} }
+func smallintArg(i int16) arg { return arg{oid: smallint, i: int64(i)} }
+func byteaArg(b []byte) arg   { return arg{oid: bytea, b: b} }
+
+// value returns a as the Go value pgx encodes to the same parameter.
+func (a arg) value() any {
+	switch a.oid {
+	case text:
+		return a.s
+	case bigint:
+		return a.i
+	case smallint:
+		return int16(a.i)
 	}
-	panic(fmt.Sprintf("pgstore: no parameter type for %T", v))
+	return a.b
+}
+
+// values returns args as pgx takes them: for pgx.Conn.Query and a pgx.QueryTracer.
+func values(args []arg) []any {
+	v := make([]any, len(args))
+	for i, a := range args {
+		v[i] = a.value()
+	}
+	return v
 }
 
 // binaryFormat asks for every parameter or result column in the binary format.
@@ -63,7 +87,7 @@ var binaryFormat = []int16{pgtype.BinaryFormatCode}
 // ./pgstore/internal/benchcmd prints the client CPU per call). A
 // configured pgx.QueryTracer still sees the statement. In any other mode (a pool set up for
 // PgBouncer with the simple protocol, say) the statement goes through pgx.Conn.Query.
-func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...any) (*oncekey.Record, error) {
+func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...any) (*oncekey.Record, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -76,7 +100,7 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 		err = queryRow(ctx, conn, st.sql, args, dest)
 	} else {
 		err = execPrepared(ctx, conn, s.tracer, st, args, dest)
-		if retryPrepared(err) {
+		if err != nil && retryPrepared(err) {
 			// The statement is not what pgx says was prepared on this connection: a migration
 			// changed a column's type under it (0A000 "cached plan must not change result
 			// type"), or DISCARD ALL / DEALLOCATE ALL ran on the connection behind the store's
@@ -91,8 +115,7 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []any, extra ...
 	if err != nil {
 		return nil, err
 	}
-	d.r.Tenant, _ = args[0].(string)
-	d.r.OperationKey, _ = args[1].(string)
+	d.r.Tenant, d.r.OperationKey = args[0].s, args[1].s
 	return d.record(), nil
 }
 
@@ -103,8 +126,8 @@ func retryPrepared(err error) bool {
 }
 
 // queryRow runs sql through pgx.Conn.Query and scans the first row into dest.
-func queryRow(ctx context.Context, conn *pgx.Conn, sql string, args, dest []any) error {
-	rows, err := conn.Query(ctx, sql, args...)
+func queryRow(ctx context.Context, conn *pgx.Conn, sql string, args []arg, dest []any) error {
+	rows, err := conn.Query(ctx, sql, values(args)...)
 	if err != nil {
 		return err
 	}
@@ -115,7 +138,7 @@ func queryRow(ctx context.Context, conn *pgx.Conn, sql string, args, dest []any)
 		}
 		return pgx.ErrNoRows
 	}
-	if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), conn.TypeMap(), dest); err != nil {
+	if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), conn.TypeMap(), dest, args); err != nil {
 		return err
 	}
 	rows.Close()
@@ -123,9 +146,9 @@ func queryRow(ctx context.Context, conn *pgx.Conn, sql string, args, dest []any)
 }
 
 // execPrepared runs st on conn as a prepared statement and scans the first row into dest.
-func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, st *stmt, args, dest []any) error {
+func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, st *stmt, args []arg, dest []any) error {
 	if tracer != nil {
-		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: st.sql, Args: args})
+		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: st.sql, Args: values(args)})
 	}
 	tag, found, err := runPrepared(ctx, conn, st, args, dest)
 	if tracer != nil {
@@ -139,12 +162,12 @@ func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, s
 
 // runPrepared prepares st on conn (once per connection, see prepare), runs it
 // and scans the first row, if any, into dest.
-func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args, dest []any) (pgconn.CommandTag, bool, error) {
+func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest []any) (pgconn.CommandTag, bool, error) {
 	sd, err := prepare(ctx, conn, st)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
-	params, err := encodeParams(args)
+	params, err := encodeParams(st, args)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
@@ -154,7 +177,7 @@ func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args, dest []any
 	for rr.NextRow() {
 		if !found {
 			found = true
-			scanErr = scanRow(rr.FieldDescriptions(), rr.Values(), conn.TypeMap(), dest)
+			scanErr = scanRow(rr.FieldDescriptions(), rr.Values(), conn.TypeMap(), dest, args)
 		}
 	}
 	tag, err := rr.Close()
@@ -194,36 +217,39 @@ func prepare(ctx context.Context, conn *pgx.Conn, st *stmt) (*pgconn.StatementDe
 	return sd, nil
 }
 
-// encodeParams encodes args in the binary format (text and bytea as their bytes, integers
-// big-endian) into one buffer. A nil []byte is NULL.
-func encodeParams(args []any) ([][]byte, error) {
+// encodeParams encodes args, which must have st's parameter types, in the binary format (text
+// and bytea as their bytes, integers big-endian) into one buffer. A nil bytea is NULL.
+func encodeParams(st *stmt, args []arg) ([][]byte, error) {
+	if len(args) != len(st.oids) {
+		return nil, fmt.Errorf("pgstore: statement %s takes %d parameters, got %d", st.name, len(st.oids), len(args))
+	}
 	size := 0
-	for _, a := range args {
-		switch v := a.(type) {
-		case string:
-			size += len(v)
-		case int64:
+	for i, a := range args {
+		if a.oid != st.oids[i] {
+			return nil, fmt.Errorf("pgstore: statement %s parameter $%d has type %d, got %d", st.name, i+1, st.oids[i], a.oid)
+		}
+		switch a.oid {
+		case text:
+			size += len(a.s)
+		case bigint:
 			size += 8
-		case int16:
+		case smallint:
 			size += 2
-		case []byte:
-		default:
-			return nil, fmt.Errorf("pgstore: cannot encode parameter of type %T", a)
 		}
 	}
 	buf := make([]byte, 0, size)
 	out := make([][]byte, len(args))
 	for i, a := range args {
 		start := len(buf)
-		switch v := a.(type) {
-		case string:
-			buf = append(buf, v...)
-		case int64:
-			buf = binary.BigEndian.AppendUint64(buf, uint64(v))
-		case int16:
-			buf = binary.BigEndian.AppendUint16(buf, uint16(v))
-		case []byte:
-			out[i] = v
+		switch a.oid {
+		case text:
+			buf = append(buf, a.s...)
+		case bigint:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(a.i))
+		case smallint:
+			buf = binary.BigEndian.AppendUint16(buf, uint16(a.i))
+		default:
+			out[i] = a.b
 			continue
 		}
 		out[i] = buf[start:len(buf):len(buf)]

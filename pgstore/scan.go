@@ -74,12 +74,20 @@ func planFor(oid uint32, format int16, dst any) pgtype.ScanPlan {
 }
 
 // scanRow scans one row (raw values described by fds) into dest, one pointer per column, using
-// scanPlans where one applies and planning with m otherwise.
-func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []any) error {
+// scanPlans where one applies and planning with m otherwise. A text column whose value is one
+// of the statement's text args, or a status, takes that string rather than a new copy: a claim
+// gets back the tool, version, fingerprint, workflow ID and step ID it sent.
+func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []any, args []arg) error {
 	if len(fds) != len(dest) || len(raw) != len(dest) {
 		return fmt.Errorf("pgstore: statement returned %d columns, want %d", len(fds), len(dest))
 	}
 	for i, fd := range fds {
+		if p, ok := dest[i].(*string); ok && raw[i] != nil && fd.DataTypeOID == pgtype.TextOID {
+			if v, ok := knownString(raw[i], args); ok {
+				*p = v
+				continue
+			}
+		}
 		plan := planFor(fd.DataTypeOID, fd.Format, dest[i])
 		if plan == nil {
 			plan = m.PlanScan(fd.DataTypeOID, fd.Format, dest[i])
@@ -89,6 +97,26 @@ func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []
 		}
 	}
 	return nil
+}
+
+// statuses are the values of the status column.
+var statuses = [...]string{string(oncekey.StatusPending), string(oncekey.StatusApplied), string(oncekey.StatusFailed),
+	string(oncekey.StatusUnknown), string(oncekey.StatusReleased), string(oncekey.StatusExpired)}
+
+// knownString returns the text arg or status equal to b, if there is one. Text has the same
+// bytes in the binary and text formats.
+func knownString(b []byte, args []arg) (string, bool) {
+	for _, a := range args {
+		if a.oid == text && a.s == string(b) {
+			return a.s, true
+		}
+	}
+	for _, s := range statuses {
+		if s == string(b) {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // recordDest holds a record being scanned and the destinations of its columns.

@@ -77,8 +77,6 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
 		}
 	}
-	const text, bigint, smallint = "", int64(0), int16(0)
-	bytea := []byte(nil)
 	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
 	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
@@ -247,8 +245,10 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	)
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		res.Record, err = s.queryRecord(ctx, s.claimSQL, []any{p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint,
-			p.WorkflowID, p.StepID, int16(p.Effect), micros(p.Lease), micros(p.Retention), micros(p.Tombstone), token},
+		res.Record, err = s.queryRecord(ctx, s.claimSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
+			textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
+			smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
+			bigintArg(micros(p.Tombstone)), bigintArg(token)},
 			&acquired, &expired)
 		return err
 	})
@@ -264,7 +264,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 
 // fenced runs a write conditional on (tenant, key, epoch, pending). Zero rows is ErrLostClaim,
 // or ErrNotFound when a second read finds no record at all (error path only).
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...any) (*oncekey.Record, error) {
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...arg) (*oncekey.Record, error) {
 	var r *oncekey.Record
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
@@ -275,7 +275,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt,
 		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekey.ErrNotFound) {
 			return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
 		}
-		return nil, fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2], oncekey.ErrLostClaim)
+		return nil, fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2].i, oncekey.ErrLostClaim)
 	}
 	if err != nil {
 		return nil, wrapErr(op, key, err)
@@ -288,7 +288,8 @@ func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Rec
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, s.renewSQL, p.Tenant, p.OperationKey, p.Epoch, micros(p.Lease))
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, s.renewSQL,
+		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), bigintArg(micros(p.Lease)))
 }
 
 // Complete implements oncekey.Store: one UPDATE conditional on the epoch and status pending,
@@ -302,7 +303,8 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		return nil, err
 	}
 	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, s.completeSQL,
-		p.Tenant, p.OperationKey, p.Epoch, string(p.Status), p.Result, p.Failure, p.EffectReference)
+		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), textArg(string(p.Status)),
+		byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference))
 }
 
 // Release implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
@@ -310,7 +312,8 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, s.releaseSQL, p.Tenant, p.OperationKey, p.Epoch)
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, s.releaseSQL,
+		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch))
 }
 
 // MarkUnknown implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
@@ -321,7 +324,8 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "mark unknown", p.Tenant, p.OperationKey, s.unknownSQL, p.Tenant, p.OperationKey, p.Epoch, p.Failure)
+	return s.fenced(ctx, "mark unknown", p.Tenant, p.OperationKey, s.unknownSQL,
+		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), byteaArg(p.Failure))
 }
 
 // Resolve implements oncekey.Store: one UPDATE allowed from unknown, or from pending with a
@@ -338,8 +342,9 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	var r *oncekey.Record
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = s.queryRecord(ctx, s.resolveSQL, []any{p.Tenant, p.OperationKey, string(p.Status),
-			p.Result, p.Failure, p.EffectReference, p.ResolvedBy, p.Note})
+		r, err = s.queryRecord(ctx, s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
+			textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference),
+			textArg(p.ResolvedBy), textArg(p.Note)})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -386,7 +391,7 @@ func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.
 	)
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = s.queryRecord(ctx, s.getSQL, []any{tenant, key}, &past)
+		r, err = s.queryRecord(ctx, s.getSQL, []arg{textArg(tenant), textArg(key)}, &past)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -458,7 +463,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		defer rows.Close()
 		for rows.Next() {
 			d := new(recordDest)
-			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(false)); err != nil {
+			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(false), nil); err != nil {
 				return err
 			}
 			recs = append(recs, d.record())
