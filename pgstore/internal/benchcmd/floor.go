@@ -13,61 +13,84 @@ import (
 	"github.com/oncekey/oncekey/pgstore"
 )
 
-// The pgx floor: the claim+complete loop written straight on pgconn, the wire layer under pgx
-// and so under pgstore, the way pgbench -M prepared drives libpq. Each client owns one
-// connection for the whole run (no pool), the two statements are prepared on it once, and
-// every call sends text parameters and reads text results with a context that can never be
-// canceled: nothing of the store's is left (no validation, record decoding, context watching,
-// statement timeout or connection pool). With -floor, benchcmd runs it in every round of the
-// claim_complete figures beside ours and pgbench: the best a Go client on pgx does on this
-// machine, so that the gap between ours and pgbench can be split into the store's part and
-// the part it cannot close.
+// The pgx floor: the figures' loops written straight on pgconn, the wire layer under pgx and
+// so under pgstore, the way pgbench -M prepared drives libpq. Each client owns one connection
+// for the whole run (no pool), the statements are prepared on it once, and every call sends
+// text parameters and reads text results with a context that is never canceled: nothing of
+// the store's is left (no validation, record decoding, context watching, statement timeout
+// or connection pool). With -floor, benchcmd runs it in every round beside ours and pgbench:
+// the best a Go client on pgx does on this machine, which splits the gap between ours and
+// pgbench into the store's part and the part no client on pgx closes.
 
 const (
 	floorClaim    = "oncekey_floor_claim"
 	floorComplete = "oncekey_floor_complete"
 )
 
-// floorClaimComplete runs the pgx floor loop from clients connections of pool for d and returns
-// claim+complete pairs per second.
-func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
-	conns := make([]*pgconn.PgConn, 0, clients)
-	defer func() {
-		for _, pc := range conns {
-			pc.Exec(context.Background(), "DEALLOCATE "+floorClaim+"; DEALLOCATE "+floorComplete).ReadAll()
+// floorConns takes clients connections from pool with the claim and complete statements
+// prepared on each. Call release when done.
+func floorConns(ctx context.Context, pool *pgxpool.Pool, clients int) (conns []*pgconn.PgConn, release func(), err error) {
+	var held []*pgxpool.Conn
+	release = func() {
+		for _, c := range held {
+			c.Conn().PgConn().Exec(context.Background(), "DEALLOCATE "+floorClaim+"; DEALLOCATE "+floorComplete).ReadAll()
+			c.Release()
 		}
-	}()
+	}
 	for range clients {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
-			return 0, err
+			release()
+			return nil, nil, err
 		}
-		defer c.Release()
+		held = append(held, c)
 		pc := c.Conn().PgConn()
-		if _, err := pc.Prepare(ctx, floorClaim, pgstore.ClaimSQL("oncekey_operations"), nil); err != nil {
-			return 0, err
+		_, err = pc.Prepare(ctx, floorClaim, pgstore.ClaimSQL("oncekey_operations"), nil)
+		if err == nil {
+			_, err = pc.Prepare(ctx, floorComplete, pgstore.CompleteSQL("oncekey_operations"), nil)
+		}
+		if err != nil {
+			release()
+			return nil, nil, err
 		}
 		conns = append(conns, pc)
-		if _, err := pc.Prepare(ctx, floorComplete, pgstore.CompleteSQL("oncekey_operations"), nil); err != nil {
-			return 0, err
-		}
 	}
-	text := func(v int64) []byte { return strconv.AppendInt(nil, v, 10) }
-	effect, leaseUS := text(int64(oncekey.Effectful)), text(lease.Microseconds())
-	retentionUS, tombstoneUS := text(retention.Microseconds()), text(tombstone.Microseconds())
+	return conns, release, nil
+}
+
+var (
+	floorEffect    = strconv.AppendInt(nil, int64(oncekey.Effectful), 10)
+	floorLease     = strconv.AppendInt(nil, lease.Microseconds(), 10)
+	floorRetention = strconv.AppendInt(nil, retention.Microseconds(), 10)
+	floorTombstone = strconv.AppendInt(nil, tombstone.Microseconds(), 10)
+)
+
+// floorClaimSend sends the claim of key for tenant on pc, as claimParams describes it.
+func floorClaimSend(ctx context.Context, pc *pgconn.PgConn, tenant string, key []byte) *pgconn.Result {
+	token := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
+	return pc.ExecPrepared(ctx, floorClaim, [][]byte{[]byte(tenant), key, []byte(tool), []byte(version),
+		[]byte(fingerprint), []byte(workflowID), []byte(stepID), floorEffect, floorLease, floorRetention, floorTombstone, token},
+		nil, nil).Read()
+}
+
+// floorClaimComplete runs the claim_complete loop of ours on pgconn and returns claim+complete
+// pairs per second.
+func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
+	conns, release, err := floorConns(ctx, pool, clients)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	return drive(ctx, clients, d, func(ctx context.Context, client int) error {
 		pc := conns[client]
 		key := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
-		token := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
-		res := pc.ExecPrepared(ctx, floorClaim, [][]byte{[]byte("floor"), key, []byte(tool), []byte(version),
-			[]byte(fingerprint), []byte(workflowID), []byte(stepID), effect, leaseUS, retentionUS, tombstoneUS, token},
-			nil, nil).Read()
+		res := floorClaimSend(ctx, pc, "floor", key)
 		if res.Err != nil {
 			return fmt.Errorf("floor claim: %w", res.Err)
 		}
 		epoch := column(res, "epoch")
 		if epoch == nil {
-			return fmt.Errorf("floor claim of new key %s: no epoch in %d rows", key, len(res.Rows))
+			return fmt.Errorf("floor claim of new key %s: %d rows", key, len(res.Rows))
 		}
 		res = pc.ExecPrepared(ctx, floorComplete, [][]byte{[]byte("floor"), key, epoch, []byte("applied"),
 			[]byte(result), {}, []byte(effectRef)}, nil, nil).Read()
@@ -81,7 +104,28 @@ func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d 
 	})
 }
 
-// column returns the named column of res's first row, or nil.
+// floorReplay runs the replay loop of ours on pgconn (claims of the keys seedReplay applied)
+// and returns claims per second.
+func floorReplay(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
+	conns, release, err := floorConns(ctx, pool, clients)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return drive(ctx, clients, d, func(ctx context.Context, client int) error {
+		key := strconv.AppendInt(nil, 1+int64(randUint64()%replayKeys), 10)
+		res := floorClaimSend(ctx, conns[client], "replay", key)
+		if res.Err != nil {
+			return fmt.Errorf("floor replay: %w", res.Err)
+		}
+		if st := column(res, "status"); string(st) != string(oncekey.StatusApplied) {
+			return fmt.Errorf("floor replay of %s found status %q", key, st)
+		}
+		return nil
+	})
+}
+
+// column returns the named column of res's only row, or nil.
 func column(res *pgconn.Result, name string) []byte {
 	if len(res.Rows) != 1 {
 		return nil

@@ -15,8 +15,8 @@
 // With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours, the client CPU time per
 // operation of each side (this process's and pgbench's user+system time), the server's CPU time
 // per operation (the postgres processes', when the server runs on this machine) and the
-// machine's idle time. With -floor it also runs the pgx floor (see floor.go) in every
-// claim_complete round and prints, on standard error, its ratio to pgbench beside ours.
+// machine's idle time. With -floor it also runs the pgx floor (see floor.go) in every round of
+// the claim and replay figures and prints, on standard error, its ratio to pgbench beside ours.
 //
 // Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n] [-floor]
 package main
@@ -70,7 +70,7 @@ func main() {
 	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
 	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, 200)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
-	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every claim_complete round and print its ratio to pgbench")
+	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every round of the claim and replay figures and print its ratio to pgbench")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -103,8 +103,9 @@ type figure struct {
 	name    string
 	clients int
 	ours    func(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error)
-	script  string // pgbench script
-	tenant  string // pgbench's tenant (ours uses its own, so keys never collide)
+	script  string                                                                                       // pgbench script
+	tenant  string                                                                                       // pgbench's tenant (ours uses its own, so keys never collide)
+	floor   func(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) // see floor.go
 }
 
 func run(duration time.Duration, rounds int, only string, purgeRows int) error {
@@ -170,10 +171,10 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 		pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), replayNames) + "\n"
 
 	figures := []figure{
-		{name: "claim_complete_c1", clients: 1, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench"},
-		{name: "claim_complete_c8", clients: 8, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench"},
-		{name: "claim_complete_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench"},
-		{name: "replay_c8", clients: 8, ours: oursReplay, script: replay, tenant: "replay"},
+		{name: "claim_complete_c1", clients: 1, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
+		{name: "claim_complete_c8", clients: 8, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
+		{name: "claim_complete_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
+		{name: "replay_c8", clients: 8, ours: oursReplay, script: replay, tenant: "replay", floor: floorReplay},
 	}
 	for _, f := range figures {
 		if !filter.MatchString(f.name) {
@@ -234,13 +235,13 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				runs[0], runs[1] = baseRun, oursRun
 			}
 			var fl float64
-			if floor && f.tenant == "pgbench" {
+			if floor {
 				runs = append(runs, func() (err error) {
 					if err := settle(ctx, pool); err != nil {
 						return err
 					}
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
-					if fl, err = floorClaimComplete(ctx, pool, f.clients, duration); err != nil {
+					if fl, err = f.floor(ctx, pool, f.clients, duration); err != nil {
 						return fmt.Errorf("%s pgx floor: %w", f.name, err)
 					}
 					floors = append(floors, fl)
