@@ -42,7 +42,7 @@ func run(getenv func(string) string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env, err := exampleenv.Open(ctx, "encryption", stdout, stderr)
+	env, err := exampleenv.Open(ctx, "encryption", exampleenv.Options{}, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2

@@ -32,7 +32,7 @@ func main() { os.Exit(run(os.Stdout, os.Stderr)) }
 func run(stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env, err := exampleenv.Open(ctx, "payments", stdout, stderr)
+	env, err := exampleenv.Open(ctx, "payments", exampleenv.Options{}, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/examples/internal/exampleenv"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
 )
 
@@ -68,21 +69,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	progress := func(s string) { fmt.Fprintln(stdout, s) }
 
-	pg, err := openPostgres(ctx)
+	env, err := exampleenv.Open(ctx, "ticketdesk", exampleenv.Options{MaxConns: 16, Verbose: *verbose}, stdout, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
+		fmt.Fprintln(stderr, err)
 		return exitEnv
 	}
-	defer pg.close()
-	progress(fmt.Sprintf("postgres: %s, schema %s (dropped at exit)", pg.where, pg.schema))
-
-	tc, err := openTemporal(ctx, *verbose)
-	if err != nil {
-		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
-		return exitEnv
-	}
-	defer tc.close()
-	progress("temporal: " + tc.where)
+	defer env.Close()
+	pg, tc := env.PG, env.Temporal
 
 	rep := *repeat
 	if rep == 0 {
@@ -91,8 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	progress(fmt.Sprintf("playing %d support requests (seed %d), first with oncekey, then with plain Temporal retries", len(requests), *seed))
 	start := time.Now()
 	cfg := desk.Config{
-		Client:        tc.client,
-		Pool:          pg.pool,
+		Client:        tc.Client,
+		Pool:          pg.Pool,
 		Requests:      requests,
 		Customers:     customers,
 		Seed:          *seed,
@@ -102,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *manual {
 		cfg.Timeout = 30 * time.Minute
 		cfg.LeaveOne = func(rec *oncekey.Record, lookupURL string) {
-			fmt.Fprint(stdout, manualInstructions(rec, lookupURL, pg.schema, tc))
+			fmt.Fprint(stdout, manualInstructions(rec, lookupURL, pg.Schema, tc))
 		}
 	}
 	report, err := desk.Run(ctx, cfg)
@@ -125,11 +118,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // manualInstructions tells the person at the terminal how to settle the operation left to them.
-func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *temporalConn) string {
+func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *exampleenv.Temporal) string {
 	flags := fmt.Sprintf("--schema %s --tenant %s", schema, rec.Tenant)
-	temporal := fmt.Sprintf("--address %s", tc.addr)
-	if tc.namespace != "default" {
-		temporal += " --namespace " + tc.namespace
+	temporal := fmt.Sprintf("--address %s", tc.HostPort)
+	if tc.Namespace != "default" {
+		temporal += " --namespace " + tc.Namespace
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n*** -manual: one operation is left for you. Its outcome is unknown: %s for %s (key %s).\n", rec.Tool, rec.WorkflowID, rec.OperationKey)
