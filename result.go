@@ -82,6 +82,27 @@ type errorDetails struct {
 	Replay       bool    `json:"replay"`
 }
 
+// readDetails reads the first detail of appErr as errorDetails. The detail is either encoded
+// (an error that crossed Temporal: an activity's failure as its workflow sees it) or the Go
+// value it was made with (an error made in the same workflow code, e.g. by the interceptor when
+// it refuses to schedule a call). The SDK gives the latter back only into a destination of its
+// exact type and panics otherwise (reflect.Set), so the detail is read into an interface value
+// and converted through its JSON form. A detail of another shape reads as nothing.
+func readDetails(appErr *temporal.ApplicationError) (d errorDetails, ok bool) {
+	if !appErr.HasDetails() {
+		return d, false
+	}
+	var v any
+	if err := appErr.Details(&v); err != nil || v == nil {
+		return d, false
+	}
+	b, err := json.Marshal(v)
+	if err != nil || json.Unmarshal(b, &d) != nil {
+		return errorDetails{}, false
+	}
+	return d, true
+}
+
 // Label turns a tool call's result and error, as the workflow (or the activity) sees them, into
 // a ToolResult. err may be one of this package's typed errors, an error marked with NotApplied
 // or Failed, or what reaches a workflow: a temporal.ActivityError wrapping an ApplicationError
@@ -123,7 +144,8 @@ func Label(result any, err error) ToolResult {
 	errType, nonRetryable := "", false
 	if errors.As(err, &appErr) {
 		errType, nonRetryable = appErr.Type(), appErr.NonRetryable()
-		if appErr.HasDetails() && appErr.Details(&details) == nil {
+		if d, ok := readDetails(appErr); ok {
+			details = d
 			tr.OperationKey = details.OperationKey
 			tr.Replayed = details.Replay
 		}

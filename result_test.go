@@ -157,3 +157,30 @@ func TestToolResultJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"status":"applied","safe_to_repeat":true,"next_action":"none","result":{"id":7}}`, string(b))
 }
+
+// An error made in workflow code (the interceptor refusing to schedule a call, say) holds its
+// details as Go values, not encoded: Label must read them without the SDK's reflect.Set panic
+// for a destination of another type.
+func TestLabelDetailsMadeInWorkflow(t *testing.T) {
+	t.Parallel()
+	const key = "ok1_0000000000000000000000000000000000000000000000000000000000000002"
+
+	tr := oncekey.Label(nil, appErr(oncekey.ErrTypeConfig, true, details{OperationKey: key, Tool: "CreateTicket", Outcome: oncekey.OutcomeFailed}))
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status)
+	require.Equal(t, oncekey.NextStop, tr.NextAction)
+	require.Equal(t, key, tr.OperationKey)
+
+	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeResultTooLarge, true, details{OperationKey: key, Tool: "Lookup", Outcome: oncekey.OutcomeFailed}))
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status, "an Idempotent tool's oversized result, read from Go-value details")
+	require.True(t, tr.SafeToRepeat)
+
+	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeFingerprintMismatch, true, &details{OperationKey: key, Replay: true}))
+	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
+	require.Equal(t, key, tr.OperationKey, "a pointer detail")
+	require.True(t, tr.Replayed)
+
+	// Details of another shape read as none.
+	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeConfig, true, "not a struct", 42))
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status)
+	require.Empty(t, tr.OperationKey)
+}

@@ -170,6 +170,10 @@ type callResult struct {
 	Text   string `json:"text"`
 	Err    string `json:"err,omitempty"`
 	Type   string `json:"type,omitempty"`
+	// Label and Next are oncekey.Label's status and next action for the error, computed in the
+	// workflow as a user's workflow would.
+	Label oncekey.Outcome `json:"label,omitempty"`
+	Next  string          `json:"next,omitempty"`
 }
 
 // AgentWorkflow makes the calls in order and reports each result or error.
@@ -212,6 +216,8 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 		if err != nil {
 			r.Err = err.Error()
 			r.Type = errType(err)
+			tr := oncekey.Label(nil, err)
+			r.Label, r.Next = tr.Status, tr.NextAction
 		}
 		out = append(out, r)
 	}

@@ -231,6 +231,8 @@ func TestSuiteRequireStepID(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeConfig, out[0].Type)
 	require.Contains(t, out[0].Err, "WithStepID")
 	require.Contains(t, out[0].Err, "CreateTicket")
+	require.Equal(t, oncekey.OutcomeFailed, out[0].Label, "Label reads the refusal made in workflow code")
+	require.Equal(t, oncekey.NextStop, out[0].Next)
 	require.Empty(t, out[1].Err)
 	effects, bodies := ds.counts()
 	require.Equal(t, 1, effects)
