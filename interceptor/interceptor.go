@@ -29,14 +29,33 @@ type Details struct {
 }
 
 // ErrorDetails returns the Details of an oncekey application error in err's chain, and false
-// when err carries none.
+// when err carries none. It reads both an error that crossed Temporal (details encoded) and one
+// made in the same workflow code (details held as Go values, of any type: one that is not
+// Details reads as none rather than panicking in the SDK).
 func ErrorDetails(err error) (Details, bool) {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || !appErr.HasDetails() {
 		return Details{}, false
 	}
+	var v any
+	if appErr.Details(&v) != nil {
+		return Details{}, false
+	}
 	var d Details
-	if appErr.Details(&d) != nil || d.Tool == "" {
+	switch x := v.(type) {
+	case Details:
+		d = x
+	case *Details:
+		if x != nil {
+			d = *x
+		}
+	default:
+		b, err := json.Marshal(v)
+		if err != nil || json.Unmarshal(b, &d) != nil {
+			return Details{}, false
+		}
+	}
+	if d.Tool == "" {
 		return Details{}, false
 	}
 	return d, true
