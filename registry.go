@@ -17,7 +17,8 @@ import (
 )
 
 // Registry maps tool names (registered activity names) to policies. It is safe for concurrent use.
-// A tool without a policy is passed through untouched.
+// A tool without a policy is passed through untouched (the interceptor logs the first call of
+// each such activity type).
 type Registry struct {
 	mu       sync.RWMutex
 	policies map[string]Policy
@@ -32,7 +33,9 @@ func NewRegistry() *Registry {
 }
 
 // Set registers p for an activity, given as its function value (the name is derived the way the
-// Temporal SDK derives it: the function or method name) or as its registered name.
+// Temporal SDK derives it: the function or method name) or as its registered name. The policy
+// applies to the activity type of that name: for an activity registered under a name of its own
+// (activity.RegisterOptions.Name), use SetAs with that name and the function value.
 //
 // Set returns a *PolicyError when the policy is invalid, when an ArgsKey or Exclude field is not
 // a JSON field of the activity's input type, or when such fields are given with a name instead of

@@ -230,8 +230,9 @@ type RecordInput struct {
 
 // RecordResolution writes a Resolution to the store (reconcile.Record) and returns the decision
 // as the reconciliation workflow's output. When the record was meanwhile settled another way
-// (applied, released or failed), that settlement is returned instead. A malformed resolution or
-// a record that cannot be resolved is a non-retryable error of type ErrTypeInvalid; a record past
+// (applied, released or failed), that settlement is returned instead. A malformed resolution, one
+// the store refuses (*oncekey.InvalidParamsError, *oncekey.ResultTooLargeError) or a record that
+// cannot be resolved is a non-retryable error of type ErrTypeInvalid; a record past
 // its retention (a tombstone) is a non-retryable error of type oncekey.ErrTypeExpired.
 //
 // An Applied result must decode (encoding/json) into the tool's declared result type when the
@@ -246,9 +247,16 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 	if err == nil {
 		return OutputOf(rec), nil
 	}
-	var inv *reconcile.InvalidResolutionError
-	if errors.As(err, &inv) {
-		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalid, nil)
+	// A resolution the store refuses as given (a field it cannot hold, a result over its size
+	// limit) is refused for good: retrying cannot change the answer, and a retried activity
+	// would keep the reconciliation workflow from reading a corrected signal.
+	var (
+		inv    *reconcile.InvalidResolutionError
+		params *oncekey.InvalidParamsError
+		tooBig *oncekey.ResultTooLargeError
+	)
+	if errors.As(err, &inv) || errors.As(err, &params) || errors.As(err, &tooBig) {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was recorded", ErrTypeInvalid, nil)
 	}
 	var conflict *oncekey.StatusConflictError
 	if errors.As(err, &conflict) && conflict.Status == oncekey.StatusExpired {

@@ -57,6 +57,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.
 	info := activity.GetInfo(ctx)
 	tool := info.ActivityType.Name
 	p, ok := a.root.opts.Registry.Policy(tool)
+	if !ok {
+		a.root.noPolicy(ctx, info)
+	}
 	if !ok || !p.Effect.Claimed() {
 		return a.Next.ExecuteActivity(ctx, in)
 	}

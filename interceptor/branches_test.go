@@ -454,3 +454,37 @@ func TestSuiteObservability(t *testing.T) {
 		require.NotContains(t, all, v, "logs never carry arguments or results")
 	}
 }
+
+// An activity type without a policy runs unclaimed, and the worker says so once, at Info level
+// through the activity logger, naming Registry.SetAs: an activity registered under a name of its
+// own with its policy set by function value is otherwise silently unprotected.
+func TestSuiteNoPolicyLoggedOncePerType(t *testing.T) {
+	ds := newDownstream()
+	logs := newCapture()
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		suite: func(s *testsuite.WorkflowTestSuite) { s.SetLogger(logs) },
+	})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{Tool: "Untracked", Req: req1},
+		{Tool: "Untracked", Req: req1},
+		{Tool: "LookupCustomer", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	for _, r := range out {
+		require.Empty(t, r.Err)
+	}
+	_, bodies := ds.counts()
+	require.Equal(t, 4, bodies)
+
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var noPolicy []string
+	for _, l := range logs.lines {
+		if strings.Contains(l, "no policy for activity type") {
+			noPolicy = append(noPolicy, l)
+		}
+	}
+	require.Len(t, noPolicy, 1, "one line for the first call of the unknown type, none for its second call or for registered types: %q", noPolicy)
+	require.True(t, strings.HasPrefix(noPolicy[0], "INFO oncekey: no policy for activity type Untracked; it runs without a claim."), noPolicy[0])
+	require.Contains(t, noPolicy[0], `Registry.SetAs("Untracked", fn, policy)`)
+}

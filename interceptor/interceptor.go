@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/activity"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -65,6 +68,9 @@ func ErrorDetails(err error) (Details, bool) {
 type root struct {
 	tinterceptor.WorkerInterceptorBase
 	opts Options
+	// unpoliced holds the activity types (task queue and name) that ran without a policy and
+	// were logged as such, so each is logged once.
+	unpoliced sync.Map
 }
 
 var _ tinterceptor.WorkerInterceptor = (*root)(nil)
@@ -144,4 +150,21 @@ func (r *root) tenant(info TenantInfo) string {
 		}
 	}
 	return info.Namespace
+}
+
+// noPolicy logs, once per activity type and task queue, that an activity runs without a policy:
+// nothing is claimed for it. The most common cause is an activity registered under a name of its
+// own (activity.RegisterOptions.Name) whose policy was set with its function value, which gives
+// the function's name. oncekey's own activities ("oncekey." names) have no policy by design.
+func (r *root) noPolicy(ctx context.Context, info activity.Info) {
+	name := info.ActivityType.Name
+	if strings.HasPrefix(name, "oncekey.") {
+		return
+	}
+	if _, seen := r.unpoliced.LoadOrStore(info.TaskQueue+"\x00"+name, struct{}{}); seen {
+		return
+	}
+	activity.GetLogger(ctx).Info(fmt.Sprintf("oncekey: no policy for activity type %s; it runs without a claim. "+
+		"A policy set for a function registered under another name needs Registry.SetAs(%q, fn, policy)", name, name),
+		"activity_type", name, "task_queue", info.TaskQueue)
 }

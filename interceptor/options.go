@@ -63,7 +63,8 @@ type Options struct {
 	ReconcileTaskQueue string
 
 	// Registry maps tools (activity type names) to policies. A tool without a policy passes
-	// through untouched. Required.
+	// through untouched; the first call of each such activity type on a task queue is logged at
+	// Info level through the activity logger. Required.
 	Registry *oncekey.Registry
 
 	// Store keeps the records. Required.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -71,14 +72,16 @@ func (o ResolutionOutcome) Status() oncekey.Status {
 type Resolution struct {
 	// Outcome is the decision. Required.
 	Outcome ResolutionOutcome `json:"outcome"`
-	// EffectReference identifies the effect downstream (a ticket number, a charge ID). Optional.
+	// EffectReference identifies the effect downstream (a ticket number, a charge ID). Optional;
+	// at most oncekey.MaxEffectReferenceBytes bytes.
 	EffectReference string `json:"effect_reference,omitempty"`
 	// Result is the activity's result as JSON, for Applied only. It must decode into the
 	// activity's declared result type. Empty means the zero value.
 	Result json.RawMessage `json:"result,omitempty"`
-	// Note says why (free text, stored with the record).
+	// Note says why (free text, stored with the record); at most MaxNoteBytes bytes.
 	Note string `json:"note,omitempty"`
-	// ResolvedBy names who decided (a person, or "receipt:<tool>" for an automatic lookup).
+	// ResolvedBy names who decided (a person, or "receipt:<tool>" for an automatic lookup); at
+	// most MaxResolvedByBytes bytes.
 	ResolvedBy string `json:"resolved_by,omitempty"`
 	// Tenant, if set, must be the tenant of the operation; a mismatch makes the signal invalid.
 	// Resolve sets it.
@@ -87,6 +90,14 @@ type Resolution struct {
 	// when it refuses the signal. Optional; Resolve sets a fresh one.
 	RequestID string `json:"request_id,omitempty"`
 }
+
+// Limits on a Resolution's text fields. A resolution travels in a signal and in the
+// reconciliation workflow's history and is stored with the record, so its free text is bounded
+// well below Temporal's 2 MB payload limit.
+const (
+	MaxNoteBytes       = 64 << 10
+	MaxResolvedByBytes = 1024
+)
 
 // InvalidResolutionError: a Resolution is malformed. Nothing was signalled or written.
 type InvalidResolutionError struct {
@@ -98,11 +109,30 @@ func (e *InvalidResolutionError) Error() string {
 	return fmt.Sprintf("reconcile: invalid resolution: %s: %s", e.Field, e.Reason)
 }
 
-// Validate checks r: a known Outcome, a Result only with Applied and only as valid JSON.
+// Validate checks r: a known Outcome, a Result only with Applied and only as valid JSON, and
+// EffectReference, Note and ResolvedBy valid UTF-8 without NUL bytes (Postgres text cannot hold
+// NUL) within their limits (oncekey.MaxEffectReferenceBytes, MaxNoteBytes, MaxResolvedByBytes).
 // It returns an *InvalidResolutionError naming the bad field.
 func (r Resolution) Validate() error {
 	if !r.Outcome.Valid() {
 		return &InvalidResolutionError{Field: "Outcome", Reason: fmt.Sprintf("%q is not %q, %q or %q", r.Outcome, Applied, NotApplied, Failed)}
+	}
+	for _, f := range []struct {
+		name, v string
+		limit   int
+	}{
+		{"EffectReference", r.EffectReference, oncekey.MaxEffectReferenceBytes},
+		{"Note", r.Note, MaxNoteBytes},
+		{"ResolvedBy", r.ResolvedBy, MaxResolvedByBytes},
+	} {
+		switch {
+		case len(f.v) > f.limit:
+			return &InvalidResolutionError{Field: f.name, Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit", len(f.v), f.limit)}
+		case !utf8.ValidString(f.v):
+			return &InvalidResolutionError{Field: f.name, Reason: "is not valid UTF-8"}
+		case strings.IndexByte(f.v, 0) >= 0:
+			return &InvalidResolutionError{Field: f.name, Reason: "contains a NUL byte"}
+		}
 	}
 	if len(bytes.TrimSpace(r.Result)) > 0 {
 		if r.Outcome != Applied {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,12 @@ func TestValidate(t *testing.T) {
 		"empty outcome":         {},
 		"result on not-applied": {Outcome: reconcile.NotApplied, Result: json.RawMessage(`{}`)},
 		"bad json":              {Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":`)},
+		"NUL in note":           {Outcome: reconcile.Failed, Note: "downstream said: a\x00b"},
+		"NUL in reference":      {Outcome: reconcile.Applied, EffectReference: "CH\x00"},
+		"bad UTF-8 resolver":    {Outcome: reconcile.NotApplied, ResolvedBy: "ops\xff"},
+		"long reference":        {Outcome: reconcile.Applied, EffectReference: strings.Repeat("r", oncekey.MaxEffectReferenceBytes+1)},
+		"long note":             {Outcome: reconcile.Failed, Note: strings.Repeat("n", reconcile.MaxNoteBytes+1)},
+		"long resolver":         {Outcome: reconcile.Failed, ResolvedBy: strings.Repeat("p", reconcile.MaxResolvedByBytes+1)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := r.Validate()
@@ -42,6 +49,8 @@ func TestValidate(t *testing.T) {
 	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied}.Validate())
 	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(` {"id": "T-1"} `)}.Validate())
 	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Failed, Note: "voided"}.Validate())
+	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied, EffectReference: strings.Repeat("é", oncekey.MaxEffectReferenceBytes/2),
+		Note: strings.Repeat("n", reconcile.MaxNoteBytes), ResolvedBy: strings.Repeat("p", reconcile.MaxResolvedByBytes)}.Validate(), "limits are inclusive, in bytes")
 }
 
 type Ticket struct {
