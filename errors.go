@@ -3,6 +3,7 @@ package oncekey
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -45,7 +46,13 @@ const (
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,
 // panicked or timed out after it may have reached the downstream, or its result could not be
 // recorded). The record is unknown; reconciliation decides. Never retried blindly.
+//
+// Its message ends with the `oncekey resolve` command that settles the operation, with
+// --namespace when Namespace is set and not "default" and --tenant when Tenant differs from the
+// namespace (the CLI's default tenant).
 type IndeterminateOutcomeError struct {
+	// Namespace is the Temporal namespace of the workflow that made the call; "" when unknown.
+	Namespace    string
 	Tenant       string
 	OperationKey string
 	Tool         string
@@ -53,9 +60,43 @@ type IndeterminateOutcomeError struct {
 }
 
 func (e *IndeterminateOutcomeError) Error() string {
-	return fmt.Sprintf("oncekey: outcome of %s (key %s) is unknown: %v; resolve it with `oncekey resolve %s`", e.Tool, e.OperationKey, e.Cause, e.OperationKey)
+	return fmt.Sprintf("oncekey: outcome of %s (key %s) is unknown: %v; once you know what the downstream did, resolve it with %s",
+		e.Tool, e.OperationKey, e.Cause, resolveCommand(e.Namespace, e.Tenant, e.OperationKey))
 }
 func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
+
+// resolveCommand returns the `oncekey resolve` commands that settle the operation key of tenant
+// in namespace, for messages: "`oncekey resolve KEY … --applied --ref <receipt> --result
+// '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`". It
+// adds --namespace when namespace is neither "" nor "default", and --tenant when tenant is set
+// and differs from the namespace, which is the CLI's default tenant.
+func resolveCommand(namespace, tenant, key string) string {
+	cmd := "oncekey resolve " + key
+	ns := namespace
+	if ns == "" {
+		ns = "default"
+	}
+	if ns != "default" {
+		cmd += " --namespace " + shellWord(ns)
+	}
+	if tenant != "" && tenant != ns {
+		cmd += " --tenant " + shellWord(tenant)
+	}
+	return "`" + cmd + " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but letters, digits and -_.:/@.
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	if s == "" {
+		return "''"
+	}
+	return s
+}
 
 // FingerprintMismatchError: the operation key was used before with different arguments (or tool
 // or version). Nothing ran, nothing was replayed, the record is untouched.
@@ -66,7 +107,10 @@ type FingerprintMismatchError struct {
 }
 
 func (e *FingerprintMismatchError) Error() string {
-	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments (fingerprint %.12s, now %.12s); use a new step ID for a new operation", e.OperationKey, e.Tool, e.Stored, e.Got)
+	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments (fingerprint %.12s, now %.12s); nothing ran. "+
+		"For a new operation use a new step ID; if the difference is noise the model regenerates (a trace ID, a timestamp), "+
+		"exclude that field with Policy.Exclude; if the tool's contract changed, bump Policy.Version "+
+		"(a policy change applies to records made after it, not to this one)", e.OperationKey, e.Tool, e.Stored, e.Got)
 }
 
 // InFlightError: another attempt of the same operation holds a live claim. Retry later with the

@@ -361,6 +361,36 @@ func TestSuiteEscalationTimeout(t *testing.T) {
 	require.Equal(t, oncekey.StatusUnknown, recs[0].Status, "an escalation loses nothing: the record stays unknown")
 }
 
+// After an escalation no reconciliation waits for the key, so the error says to run the step
+// again, and names the resolve command with the namespace and tenant it needs. Running the step
+// again does start a new reconciliation, which a resolution then settles: the tool never runs a
+// second time.
+func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
+	ds := newDownstream(faultLostAfterCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) { o.EscalationTimeout = time.Hour })
+	s.env.RegisterDelayedCallback(func() {
+		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
+		require.NoError(t, err)
+		require.Len(t, res.Records, 1)
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(res.Records[0].OperationKey), reconcile.SignalName,
+			reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)})
+	}, 90*time.Minute)
+	out := s.run(t, workflowInput{Tenant: "acme", Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	key := s.records(t)[0].OperationKey
+	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
+	require.Contains(t, out[0].Err, "nobody resolved")
+	require.Contains(t, out[0].Err, "none waits for the key now: run the step again to start a new one")
+	require.Contains(t, out[0].Err, "`oncekey resolve "+key+" --namespace "+testNamespace+" --tenant acme --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
+	require.Empty(t, out[1].Err)
+	require.Equal(t, "T-1", out[1].Ticket.ID, "the second run of the step was settled by the resolution")
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies, "the tool ran once; the second run found the record unknown")
+}
+
 func TestSuiteCodecDataConverterRoundTrip(t *testing.T) {
 	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
 	ds := newDownstream()

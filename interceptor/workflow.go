@@ -97,7 +97,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	l := &effectfulLoop{
-		w: w, tool: activityType, policy: p, args: args, tenant: tenant, stepID: stepID,
+		w: w, tool: activityType, policy: p, args: args, namespace: workflow.GetInfo(ctx).Namespace, tenant: tenant, stepID: stepID,
 		opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
 	}
 	// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
@@ -116,14 +116,15 @@ const rerunKeyChangeID = "oncekey-rerun-first-activity-id"
 // effectfulLoop runs an Effectful tool's retries in workflow code, with the user's RetryPolicy,
 // and hands unknown outcomes to reconciliation.
 type effectfulLoop struct {
-	w      *workflowOutbound
-	tool   string
-	policy oncekey.Policy
-	args   []any
-	tenant string
-	stepID string
-	opts   workflow.ActivityOptions
-	start  time.Time
+	w         *workflowOutbound
+	tool      string
+	policy    oncekey.Policy
+	args      []any
+	namespace string
+	tenant    string
+	stepID    string
+	opts      workflow.ActivityOptions
+	start     time.Time
 
 	// firstActivityID is the activity ID of the first attempt, known once it has failed.
 	firstActivityID string
@@ -453,7 +454,7 @@ func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	logger := workflow.GetLogger(ctx)
 	key, ok := l.keyOnCancel(ctx, cause)
 	if !ok {
-		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to oncekey list --status unknown",
+		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to `oncekey list --status unknown --tenant "+l.tenant+"`",
 			"tool", l.tool)
 		return
 	}
@@ -464,7 +465,7 @@ func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	logger.Info("oncekey: workflow cancelled during an Effectful call; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", reconcile.WorkflowID(key))
 	child := l.startReconcile(dctx, key, tq, in)
 	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with oncekey list --status unknown",
+		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with `oncekey list --status unknown --tenant "+l.tenant+"`",
 			"tool", l.tool, "key_prefix", keyPrefix(key), "error", err)
 	}
 }
@@ -594,7 +595,10 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 }
 
 func (l *effectfulLoop) reconcileFailed(key string, err error) error {
-	e := &oncekey.IndeterminateOutcomeError{Tenant: l.tenant, OperationKey: key, Tool: l.tool, Cause: fmt.Errorf("reconciliation did not decide: %w", err)}
+	// The reconciliation workflow has ended, so a resolution now has nobody to go to; running the
+	// step again finds the record unknown and starts a new one.
+	e := &oncekey.IndeterminateOutcomeError{Namespace: l.namespace, Tenant: l.tenant, OperationKey: key, Tool: l.tool,
+		Cause: fmt.Errorf("reconciliation did not decide (%w) and none waits for the key now: run the step again to start a new one", err)}
 	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeIndeterminate, err,
 		Details{Tenant: l.tenant, OperationKey: key, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
 }

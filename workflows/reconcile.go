@@ -180,7 +180,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 		sel.Select(ctx)
 		if escalated && !got {
 			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("oncekey: nobody resolved the outcome of %s (key %s) within the escalation timeout of %s; resolve it in the store (oncekey resolve) and restart the step",
+				fmt.Sprintf("oncekey: nobody resolved the outcome of %s (key %s) within the escalation timeout of %s; the record stays unknown",
 					in.Tool, in.OperationKey, in.EscalationTimeout), ErrTypeEscalationTimeout, nil)
 		}
 		if reason := invalid(r, in); reason != "" {

@@ -1,0 +1,41 @@
+package oncekey_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+)
+
+// The fingerprint mismatch message names all three fixes, on one line.
+func TestFingerprintMismatchMessage(t *testing.T) {
+	msg := (&oncekey.FingerprintMismatchError{OperationKey: "ok1_k", Tool: "CreateTicket", Stored: "aaaa", Got: "bbbb"}).Error()
+	require.NotContains(t, msg, "\n")
+	for _, want := range []string{"different arguments", "new step ID", "Policy.Exclude", "Policy.Version"} {
+		require.Contains(t, msg, want)
+	}
+}
+
+// The unknown-outcome message ends with a resolve command that says which outcome flag to give,
+// with --namespace and --tenant exactly when the CLI's defaults would miss them.
+func TestIndeterminateOutcomeMessageNamesARunnableResolve(t *testing.T) {
+	const key = "ok1_k"
+	for _, c := range []struct {
+		namespace, tenant string
+		want              string
+	}{
+		{"", "", "`oncekey resolve ok1_k --applied"},
+		{"default", "default", "`oncekey resolve ok1_k --applied"},
+		{"default", "acme", "`oncekey resolve ok1_k --tenant acme --applied"},
+		{"prod", "prod", "`oncekey resolve ok1_k --namespace prod --applied"},
+		{"prod", "acme corp", "`oncekey resolve ok1_k --namespace prod --tenant 'acme corp' --applied"},
+	} {
+		e := &oncekey.IndeterminateOutcomeError{Namespace: c.namespace, Tenant: c.tenant, OperationKey: key, Tool: "T", Cause: errors.New("boom")}
+		msg := e.Error()
+		require.Contains(t, msg, c.want, "namespace %q tenant %q", c.namespace, c.tenant)
+		require.True(t, strings.HasSuffix(msg, " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"), msg)
+	}
+}
