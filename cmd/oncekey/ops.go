@@ -35,7 +35,7 @@ func newMigrateCmd(a *app) *cobra.Command {
 				return migrateDryRun(cmd, a, pool)
 			}
 			if err := pgstore.MigrateSchema(ctx, pool, a.schema); err != nil {
-				return storeError("migrate", err)
+				return a.storeError("migrate", err)
 			}
 			fmt.Fprintln(a.stdout, "migrations applied; the schema is up to date")
 			return nil
@@ -90,9 +90,12 @@ func newResolveCmd(a *app) *cobra.Command {
 			case errors.As(err, &refused):
 				return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
 			case errors.Is(err, reconcile.ErrUnconfirmed):
-				return fail(exitFailed, "signalled %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `oncekey show %s --tenant %s` (%v)", r.Outcome, reconcile.WorkflowID(key), reconcile.ConfirmWait, key, f.tenant, oneLine(err))
+				return fail(exitFailed, "signalled %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)", r.Outcome, reconcile.WorkflowID(key), reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))
 			case errors.Is(err, reconcile.ErrNoReconciliation):
-				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started or has already finished (see `oncekey show %s --tenant %s`)", key, a.ns(), key, f.tenant)
+				if shape := keyShape(key); shape != "" {
+					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `oncekey list --status unknown%s`", key, a.ns(), shape, a.dbFlags())
+				}
+				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` shows the record's status", key, a.ns(), a.showCommand(key, f.tenant))
 			default:
 				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
 			}
@@ -211,7 +214,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 			if dryRun {
 				pv, err := s.PurgePreview(ctx)
 				if err != nil {
-					return storeError("purge --dry-run", err)
+					return a.storeError("purge --dry-run", err)
 				}
 				now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
 				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)\n", now.UTC().Format(time.RFC3339), tomb, del)
@@ -227,7 +230,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 				fmt.Fprint(a.stdout, "\r\033[K")
 			}
 			if err != nil {
-				return storeError("purge", err)
+				return a.storeError("purge", err)
 			}
 			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted\n", res.Batches, res.Tombstoned, res.Deleted)
 			return nil
@@ -272,19 +275,26 @@ func newForgetCmd(a *app) *cobra.Command {
 			if !yes {
 				rows, err := s.Stats(ctx, tenant)
 				if err != nil {
-					return storeError("forget", err)
+					return a.storeError("forget", err)
 				}
 				var n int64
 				for _, r := range rows {
 					n += r.Count
 				}
+				if n == 0 {
+					return fail(exitNotFound, "tenant %q has no records in schema %s: nothing to delete; `oncekey stats%s --json` lists the tenants that have", tenant, a.schemaName(ctx, pool), a.dbFlags())
+				}
 				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %q, tombstones included, and cannot be undone", n, tenant)
 			}
 			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
 			if err != nil {
-				return storeError("forget", err)
+				return a.storeError("forget", err)
 			}
-			fmt.Fprintf(a.stdout, "deleted %d record(s) of tenant %q\n", res.Deleted, tenant)
+			fmt.Fprintf(a.stdout, "deleted %d record(s) of tenant %q in schema %s", res.Deleted, tenant, a.schemaName(ctx, pool))
+			if res.Deleted == 0 {
+				fmt.Fprintf(a.stdout, ": it had none there (`oncekey stats%s --json` lists the tenants that have)", a.dbFlags())
+			}
+			fmt.Fprintln(a.stdout)
 			return nil
 		},
 	}
@@ -301,7 +311,7 @@ func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, 
 func migrateDryRun(cmd *cobra.Command, a *app, pool *pgxpool.Pool) error {
 	pending, err := pgstore.PendingMigrations(cmd.Context(), pool, a.schema)
 	if err != nil {
-		return storeError("migrate --dry-run", err)
+		return a.storeError("migrate --dry-run", err)
 	}
 	if len(pending) == 0 {
 		fmt.Fprintln(a.stdout, "dry run: the schema is up to date; nothing to apply")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -216,7 +217,7 @@ func newListCmd(a *app) *cobra.Command {
 			defer pool.Close()
 			recs, more, err := listAll(ctx, s, oncekey.ListParams{Status: st, Tenant: tenant, Tool: tool, WorkflowID: wf, UpdatedSince: sinceT}, limit)
 			if err != nil {
-				return storeError("list", err)
+				return a.storeError("list", err)
 			}
 			if asJSON {
 				views := make([]recordView, 0, len(recs))
@@ -272,7 +273,8 @@ func newShowCmd(a *app) *cobra.Command {
 			if !strings.HasPrefix(key, oncekey.KeyPrefix) {
 				return fail(exitUsage, "%q is not an operation key (they start with %q)", key, oncekey.KeyPrefix)
 			}
-			if tenant == "" {
+			tenantGiven := tenant != ""
+			if !tenantGiven {
 				tenant = a.ns()
 			}
 			ctx := cmd.Context()
@@ -282,8 +284,11 @@ func newShowCmd(a *app) *cobra.Command {
 			}
 			defer pool.Close()
 			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+			if errors.Is(err, oncekey.ErrNotFound) {
+				return a.recordNotFound(ctx, pool, key, tenant, tenantGiven)
+			}
 			if err != nil {
-				return storeError(fmt.Sprintf("show %s (tenant %s)", key, tenant), err)
+				return a.storeError(fmt.Sprintf("show %s (tenant %s)", key, tenant), err)
 			}
 			v := view(r, showResult)
 			if asJSON {
@@ -369,7 +374,7 @@ func newStatsCmd(a *app) *cobra.Command {
 			defer pool.Close()
 			rows, err := s.Stats(ctx, tenant)
 			if err != nil {
-				return storeError("stats", err)
+				return a.storeError("stats", err)
 			}
 			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}}
 			for _, r := range rows {
@@ -419,7 +424,11 @@ func newStatsCmd(a *app) *cobra.Command {
 			}
 			fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
 			if sv.OldestUnknown != nil {
-				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (resolve with `oncekey list --status unknown`, then `oncekey resolve`)", age(*sv.OldestUnknown))
+				filter := a.dbFlags()
+				if tenant != "" {
+					filter += " --tenant " + shellWord(tenant)
+				}
+				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `oncekey list --status unknown%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), filter)
 			}
 			fmt.Fprintln(a.stdout)
 			return nil

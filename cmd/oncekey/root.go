@@ -132,12 +132,14 @@ func (a *app) temporal(ctx context.Context) (client.Client, error) {
 }
 
 // storeError maps a store error to an exit error.
-func storeError(op string, err error) error {
+func (a *app) storeError(op string, err error) error {
 	var su *oncekey.StoreUnavailableError
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
 		return fail(exitNotFound, "%s: %v", op, err)
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01" && a.schema != "":
+		return fail(exitFailed, "%s: the oncekey tables do not exist in schema %s; run `oncekey migrate%s` first, or pass the --schema that holds them (%s)", op, a.schema, a.dbFlags(), pgErr.Message)
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
 		return fail(exitFailed, "%s: the oncekey tables do not exist in this database/schema; run `oncekey migrate` first, or pass --schema if the tables live in another schema (%s)", op, pgErr.Message)
 	case errors.As(err, &su), errors.Is(err, context.DeadlineExceeded):

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncekey/oncekey"
+)
+
+// keyLen is the length of a whole printable operation key: the prefix and 64 hex digits.
+const keyLen = len(oncekey.KeyPrefix) + 64
+
+// keyShape says what is wrong with key as an operation key ("" when it has the shape of one), for
+// a not-found message: a key cut short is the common mistake.
+func keyShape(key string) string {
+	body := strings.TrimPrefix(key, oncekey.KeyPrefix)
+	switch {
+	case len(key) < keyLen:
+		return fmt.Sprintf("%s is shorter than an operation key: keys are whole, %s and 64 hex digits, as `oncekey list` prints them", key, oncekey.KeyPrefix)
+	case len(key) > keyLen || strings.Trim(body, "0123456789abcdef") != "":
+		return fmt.Sprintf("%s is not an operation key: keys are %s and 64 lower-case hex digits, as `oncekey list` prints them", key, oncekey.KeyPrefix)
+	}
+	return ""
+}
+
+// dbFlags returns the flags a suggested command that reads Postgres needs to find the same table
+// as this one: --schema when this command was given one.
+func (a *app) dbFlags() string {
+	if a.schema == "" {
+		return ""
+	}
+	return " --schema " + shellWord(a.schema)
+}
+
+// showCommand returns the `oncekey show` command for key under tenant, with the flags it needs to
+// read the table this command was pointed at.
+func (a *app) showCommand(key, tenant string) string {
+	return "oncekey show " + key + " --tenant " + shellWord(tenant) + a.dbFlags()
+}
+
+// schemaName names the schema the store searched, for messages: --schema, else the first schema
+// of the connection's search_path as the server reports it.
+func (a *app) schemaName(ctx context.Context, pool *pgxpool.Pool) string {
+	if a.schema != "" {
+		return a.schema
+	}
+	var s *string
+	qctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	if err := pool.QueryRow(qctx, "SELECT current_schema()").Scan(&s); err != nil || s == nil {
+		return "(the first of the search_path)"
+	}
+	return *s + " (the first of the search_path; --schema names another)"
+}
+
+// recordNotFound is the error of a command that looked up key under tenant and found no record:
+// it names what was searched and what to run next. tenantGiven is false when the tenant was
+// defaulted to the namespace.
+func (a *app) recordNotFound(ctx context.Context, pool *pgxpool.Pool, key, tenant string, tenantGiven bool) error {
+	msg := fmt.Sprintf("no record for %s under tenant %s in schema %s", key, tenant, a.schemaName(ctx, pool))
+	if shape := keyShape(key); shape != "" {
+		return fail(exitNotFound, "%s: %s; copy the whole key from `oncekey list%s`", msg, shape, a.dbFlags())
+	}
+	defaulted := ""
+	if !tenantGiven {
+		defaulted = " (the tenant defaults to the namespace)"
+	}
+	return fail(exitNotFound, "%s%s; `oncekey list%s` shows each record's tenant (`oncekey list --tenant %s%s` this tenant's records): run again with --tenant set to the record's tenant",
+		msg, defaulted, a.dbFlags(), shellWord(tenant), a.dbFlags())
+}
+
+// shellWord quotes s for a POSIX shell when it holds anything but letters, digits and -_.:/@=.
+func shellWord(s string) string {
+	if s == "" {
+		return "''"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@=", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
