@@ -149,6 +149,33 @@ func (e *StoreUnavailableError) Error() string {
 }
 func (e *StoreUnavailableError) Unwrap() error { return e.Err }
 
+// StoreSchemaError: the store answered, but its table is not where the store looks for it, or
+// not at the migration this version of oncekey expects (the schema was never migrated, was
+// migrated under another name than the store was given, or by an older version). It is a
+// configuration mistake, not an outage: retrying cannot fix it, so it is never a
+// StoreUnavailableError. The interceptor fails the call non-retryably with application error
+// type ErrTypeConfig, without running the tool; nothing is recorded. Unwrap returns the
+// database's error, when there is one.
+type StoreSchemaError struct {
+	Op     string // the store call that found it: "claim", "check", …
+	Table  string // the table looked for, as the store names it
+	Reason string // what is wrong and where the store looked
+	Fix    string // what to do about it
+	Err    error
+}
+
+func (e *StoreSchemaError) Error() string {
+	msg := fmt.Sprintf("oncekey: store not set up (%s): %s", e.Op, e.Reason)
+	if e.Err != nil {
+		msg += fmt.Sprintf(" [%v]", e.Err)
+	}
+	if e.Fix != "" {
+		msg += "; " + e.Fix
+	}
+	return msg
+}
+func (e *StoreSchemaError) Unwrap() error { return e.Err }
+
 // ResultTooLargeError: the encoded result is larger than Policy.MaxResultBytes. It is never
 // truncated.
 type ResultTooLargeError struct {

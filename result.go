@@ -121,7 +121,9 @@ func readDetails(appErr *temporal.ApplicationError) (d errorDetails, ok bool) {
 //	StoreUnavailable, NotApplied (retryable),        failed     yes   poll
 //	  Unsettled, a schedule-to-start timeout
 //	NotApplied (non-retryable)                       failed     yes   stop
-//	Failed, Config, ErrNoKey, anything else          failed     no    stop
+//	Failed, Config, StoreSchemaError (the store's    failed     no    stop
+//	  table missing or not migrated), ErrNoKey,
+//	  anything else
 //
 // Use LabelReplay for a result known to be a replay.
 func Label(result any, err error) ToolResult {
@@ -135,6 +137,7 @@ func Label(result any, err error) ToolResult {
 		inf     *InFlightError
 		exp     *ExpiredOperationError
 		su      *StoreUnavailableError
+		schema  *StoreSchemaError
 		big     *ResultTooLargeError
 		appErr  *temporal.ApplicationError
 		timeout *temporal.TimeoutError
@@ -192,7 +195,8 @@ func Label(result any, err error) ToolResult {
 		if nonRetryable {
 			tr.NextAction = NextStop // nothing happened, but the same call would be refused again
 		}
-	case IsFailed(err) || errType == ErrTypeFailed || errType == ErrTypeConfig || errors.Is(err, ErrNoKey):
+	case IsFailed(err) || errType == ErrTypeFailed || errType == ErrTypeConfig || errors.Is(err, ErrNoKey) ||
+		errors.As(err, &schema):
 		tr.Status, tr.NextAction = OutcomeFailed, NextStop
 	case errors.As(err, &timeout):
 		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {

@@ -176,6 +176,7 @@ func newClaimToken() int64 {
 // claim makes one claim. A claim that fails with a *oncekey.StoreUnavailableError is repeated
 // with the same token (see claimRetries): if the first statement committed, the repeat finds the
 // record it created and reports it acquired, instead of leaving it pending with nobody running.
+// Any other error (a *oncekey.StoreSchemaError among them) is not repeated.
 func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 	p := &oncekey.ClaimParams{
 		Tenant:       c.op.Tenant,
@@ -218,7 +219,7 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		if errors.As(err, &inv) {
 			return nil, c.configError(err)
 		}
-		return nil, c.storeUnavailable("claim", err)
+		return nil, c.storeFailed("claim", err)
 	}
 	if res == nil || res.Record == nil {
 		return nil, c.storeUnavailable("claim", errors.New("the store returned no record"))
@@ -273,7 +274,7 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (any, err
 		}
 		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 		if err != nil {
-			return nil, c.storeUnavailable("get", err), nil
+			return nil, c.storeFailed("get", err), nil
 		}
 		if rec.Status == oncekey.StatusReleased || (rec.Status == oncekey.StatusPending && rec.LeaseExpired) {
 			// Free, or its owner is gone: claim again (the store takes over or marks unknown).
@@ -431,7 +432,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		// until its lease ends and the next claim takes it over.
 		c.release(wctx, epoch)
 		c.outcome = oncekey.OutcomeFailed
-		return nil, c.storeUnavailable("complete", err)
+		return nil, c.storeFailed("complete", err)
 	}
 	c.outcome = oncekey.OutcomeApplied
 	return ps, nil
@@ -548,6 +549,24 @@ func (c *call) indeterminate(cause error, reason string) error {
 	c.outcome = oncekey.OutcomeUnknown
 	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Cause: cause}
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, cause, reason, false)
+}
+
+// storeFailed turns a store error met during op into the call's error. A store whose table is
+// missing or not at the expected migration (*oncekey.StoreSchemaError) is a configuration
+// mistake that no retry can fix: the call fails non-retryably with ErrTypeConfig and the
+// store's error as the cause (so errors.As finds it on the worker, and its message, which
+// says what to do, reaches the workflow). Any other error is the store unavailable.
+func (c *call) storeFailed(op string, err error) error {
+	var schema *oncekey.StoreSchemaError
+	if !errors.As(err, &schema) {
+		return c.storeUnavailable(op, err)
+	}
+	c.outcome = oncekey.OutcomeFailed
+	msg := fmt.Sprintf("oncekey: %s (key %s) did not run", c.tool, c.key)
+	if op == "complete" {
+		msg = fmt.Sprintf("oncekey: %s (key %s) ran, but its result could not be recorded", c.tool, c.key)
+	}
+	return c.appError(msg, oncekey.ErrTypeConfig, true, schema, "store not set up", false)
 }
 
 func (c *call) storeUnavailable(op string, err error) error {

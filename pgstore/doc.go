@@ -35,4 +35,10 @@
 //	if err != nil { … }
 //	if err := pgstore.Migrate(ctx, pool); err != nil { … }
 //	store := pgstore.New(pool, nil)
+//	if err := store.Check(ctx); err != nil { … } // table missing or not migrated: stop here
+//
+// A table that is missing where the store looks for it (Options.Schema, or the search_path when
+// Schema is "") or not at the expected migration is a configuration mistake, not an outage:
+// every call then fails with an error wrapping *oncekey.StoreSchemaError (Postgres's 42P01,
+// 3F000, 42703 or 42883), never *oncekey.StoreUnavailableError, and its message says what to do.
 package pgstore

@@ -33,3 +33,23 @@ func ExampleNew() {
 	}
 	fmt.Println(len(unknown.Records), "operation(s) waiting for reconciliation")
 }
+
+// A worker whose tables are migrated by a deploy step (`oncekey migrate --schema oncekey`) checks
+// at startup that the store finds them, so that a wrong or missing Options.Schema stops it here
+// rather than failing every tool call. (It needs Postgres, so it is compiled but not run.)
+func ExampleStore_Check() {
+	ctx := context.Background()
+	opts := &pgstore.Options{Schema: "oncekey"} // the schema given to MigrateSchema or --schema
+	pool, err := pgstore.NewPool(ctx, os.Getenv("DATABASE_URL"), opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store := pgstore.New(pool, opts)
+	if err := store.Check(ctx); err != nil {
+		// *oncekey.StoreSchemaError: the table is missing or not migrated, and the message says
+		// what to do; *oncekey.StoreUnavailableError: the server cannot be reached.
+		log.Fatal(err)
+	}
+	// Give store to the interceptor (worker.NewPlugin, interceptor.New).
+}

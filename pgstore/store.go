@@ -31,7 +31,9 @@ type Options struct {
 
 	// Schema is the Postgres schema holding the table oncekey_operations; it must have been
 	// migrated with MigrateSchema(ctx, pool, Schema). Defaults to "", which means unqualified
-	// names resolved through the connection's search_path (Migrate uses the same).
+	// names resolved through the connection's search_path (Migrate uses the same). If the table
+	// is not there, every call fails with an error wrapping *oncekey.StoreSchemaError (not
+	// retryable); Store.Check finds it at startup.
 	Schema string
 
 	// StatementTimeout bounds each store call (one statement, or two on an error path). When it
@@ -48,6 +50,7 @@ type Store struct {
 	pool     *pgxpool.Pool
 	maxBytes int
 	timeout  time.Duration
+	schema   string // Options.Schema
 	table    string
 	prepare  bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
 	tracer   pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
@@ -59,7 +62,9 @@ type Store struct {
 var _ oncekey.Store = (*Store)(nil)
 
 // New returns a Store on pool. opts may be nil. The pool's schema must be migrated (Migrate or
-// MigrateSchema) before the first call.
+// MigrateSchema) before the first call; Check tells whether it is. A call that finds the table
+// missing or older than this build returns an error wrapping *oncekey.StoreSchemaError, and works
+// as soon as the schema is migrated, without a new Store.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
 	s := &Store{pool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations"}
 	if pool != nil {
@@ -74,6 +79,7 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 			s.timeout = opts.StatementTimeout
 		}
 		if opts.Schema != "" {
+			s.schema = opts.Schema
 			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
 		}
 	}
@@ -253,7 +259,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		return err
 	})
 	if err != nil {
-		return nil, wrapErr("claim", p.OperationKey, err)
+		return nil, s.wrap(ctx, "claim", p.OperationKey, err)
 	}
 	res.Acquired = acquired
 	res.TookOver = acquired && res.Record.Epoch > 1
@@ -278,7 +284,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt,
 		return nil, fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2].i, oncekey.ErrLostClaim)
 	}
 	if err != nil {
-		return nil, wrapErr(op, key, err)
+		return nil, s.wrap(ctx, op, key, err)
 	}
 	return r, nil
 }
@@ -360,7 +366,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
 	}
 	if err != nil {
-		return nil, wrapErr("resolve", p.OperationKey, err)
+		return nil, s.wrap(ctx, "resolve", p.OperationKey, err)
 	}
 	return r, nil
 }
@@ -398,6 +404,9 @@ func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.
 		return nil, false, oncekey.ErrNotFound
 	}
 	if err != nil {
+		if problem, ok := schemaProblemOf(err); ok {
+			return nil, false, s.schemaError(ctx, "get", problem, "", err)
+		}
 		if unavailable(err) {
 			return nil, false, &oncekey.StoreUnavailableError{Op: "get", Err: err}
 		}
@@ -471,7 +480,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, wrapErr("list", "", err)
+		return nil, s.wrap(ctx, "list", "", err)
 	}
 	res := &oncekey.ListResult{Records: recs}
 	if len(recs) > limit {
@@ -511,7 +520,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				return err
 			})
 			if err != nil {
-				return &res, wrapErr("purge", "", err)
+				return &res, s.wrap(ctx, "purge", "", err)
 			}
 			if done == 0 {
 				break
@@ -559,7 +568,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 		return err
 	})
 	if err != nil {
-		return nil, wrapErr("forget", "", err)
+		return nil, s.wrap(ctx, "forget", "", err)
 	}
 	return &oncekey.ForgetResult{Deleted: n}, nil
 }
@@ -581,7 +590,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
 		return s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes)
 	})
 	if err != nil {
-		return nil, wrapErr("purge preview", "", err)
+		return nil, s.wrap(ctx, "purge preview", "", err)
 	}
 	return &pv, nil
 }
@@ -618,7 +627,7 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]StatsRow, error) {
 		return err
 	})
 	if err != nil {
-		return nil, wrapErr("stats", "", err)
+		return nil, s.wrap(ctx, "stats", "", err)
 	}
 	return out, nil
 }

@@ -1,0 +1,107 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/pgstore"
+)
+
+// countingStore counts the Claims made on the store it wraps.
+type countingStore struct {
+	oncekey.Store
+	mu     sync.Mutex
+	claims int
+}
+
+func (s *countingStore) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+	s.mu.Lock()
+	s.claims++
+	s.mu.Unlock()
+	return s.Store.Claim(ctx, p)
+}
+
+// A real pgstore on a schema that was never migrated: the claim finds no table. That is a
+// configuration mistake, not an outage: the tool fails at once, non-retryably, with the config
+// error type and the store's message saying what to do; the body never runs; the claim is
+// neither repeated inside the attempt nor re-scheduled; errors.As finds the
+// *oncekey.StoreSchemaError in the error the interceptor returns; Label says failed/stop.
+func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
+		t.Run(eff.String(), func(t *testing.T) {
+			pool := testenv.Postgres(t)
+			real := pgstore.New(pool, nil)
+			cs := &countingStore{Store: real}
+			var (
+				mu     sync.Mutex
+				events []interceptor.Event
+			)
+			ds := newDownstream()
+			s := setupSuiteWith(t, ds, oncekey.Policy{Effect: eff}, suiteConfig{
+				store: func(oncekey.Store) oncekey.Store { return cs },
+				opts: func(o *interceptor.Options) {
+					o.OnEvent = func(ev interceptor.Event) {
+						mu.Lock()
+						events = append(events, ev)
+						mu.Unlock()
+					}
+				},
+			})
+			var attempts int
+			s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+				if info.ActivityType.Name == "CreateTicket" {
+					attempts++
+				}
+			})
+			out := s.run(t, workflowInput{MaxAttempts: 5, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+
+			require.Equal(t, oncekey.ErrTypeConfig, out[0].Type, out[0].Err)
+			require.Contains(t, out[0].Err, "retryable: false")
+			require.Contains(t, out[0].Err, "table oncekey_operations not found in the connection's search_path")
+			require.Contains(t, out[0].Err, "run pgstore.Migrate / pgstore.MigrateSchema (or `oncekey migrate [--schema S]`) on this database")
+			require.Contains(t, out[0].Err, "or set pgstore.Options.Schema to the schema you migrated")
+			require.NotContains(t, out[0].Err, oncekey.ErrTypeStoreUnavailable)
+			require.Equal(t, oncekey.OutcomeFailed, out[0].Label)
+			require.Equal(t, oncekey.NextStop, out[0].Next)
+
+			effects, bodies := ds.counts()
+			require.Equal(t, 0, bodies, "the tool body never ran")
+			require.Equal(t, 0, effects)
+			require.Equal(t, 1, attempts, "not retried by Temporal nor re-scheduled by the workflow")
+			require.Equal(t, 1, cs.claims, "the claim was not repeated as if the store were unreachable")
+
+			mu.Lock()
+			require.Len(t, events, 1)
+			ev := events[0]
+			mu.Unlock()
+			require.Equal(t, oncekey.OutcomeFailed, ev.Outcome)
+			var se *oncekey.StoreSchemaError
+			require.ErrorAs(t, ev.Err, &se, "errors.As reaches the store's error through the interceptor's")
+			require.Equal(t, "claim", se.Op)
+			var su *oncekey.StoreUnavailableError
+			require.False(t, errors.As(ev.Err, &su))
+			tr := oncekey.Label(nil, ev.Err)
+			require.Equal(t, oncekey.OutcomeFailed, tr.Status)
+			require.Equal(t, oncekey.NextStop, tr.NextAction)
+			require.False(t, tr.SafeToRepeat)
+
+			// Nothing was left behind: once the schema is migrated, the store is empty.
+			require.NoError(t, pgstore.Migrate(context.Background(), pool))
+			res, err := real.List(context.Background(), &oncekey.ListParams{})
+			require.NoError(t, err)
+			require.Empty(t, res.Records)
+		})
+	}
+}
