@@ -7,6 +7,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncekey/oncekey/internal/errdetail"
 )
 
 // Next actions in ToolResult.NextAction.
@@ -82,22 +84,10 @@ type errorDetails struct {
 	Replay       bool    `json:"replay"`
 }
 
-// readDetails reads the first detail of appErr as errorDetails. The detail is either encoded
-// (an error that crossed Temporal: an activity's failure as its workflow sees it) or the Go
-// value it was made with (an error made in the same workflow code, e.g. by the interceptor when
-// it refuses to schedule a call). The SDK gives the latter back only into a destination of its
-// exact type and panics otherwise (reflect.Set), so the detail is read into an interface value
-// and converted through its JSON form. A detail of another shape reads as nothing.
-func readDetails(appErr *temporal.ApplicationError) (d errorDetails, ok bool) {
-	if !appErr.HasDetails() {
-		return d, false
-	}
-	var v any
-	if err := appErr.Details(&v); err != nil || v == nil {
-		return d, false
-	}
-	b, err := json.Marshal(v)
-	if err != nil || json.Unmarshal(b, &d) != nil {
+// readDetails reads the first detail of appErr as errorDetails (see errdetail.Into).
+func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
+	var d errorDetails
+	if !errdetail.Into(appErr, &d) {
 		return errorDetails{}, false
 	}
 	return d, true

@@ -179,6 +179,14 @@ func TestLabelDetailsMadeInWorkflow(t *testing.T) {
 	require.Equal(t, key, tr.OperationKey, "a pointer detail")
 	require.True(t, tr.Replayed)
 
+	// A nil detail (temporal.NewApplicationError(msg, typ, nil), a common idiom), wrapped or
+	// not, reads as none.
+	tr = oncekey.Label(nil, fmt.Errorf("step: %w", temporal.NewApplicationError("over budget", "agent.Budget", nil)))
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status)
+	require.Empty(t, tr.OperationKey)
+	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeConfig, true, nil, nil))
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status)
+
 	// Details of another shape read as none.
 	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeConfig, true, "not a struct", 42))
 	require.Equal(t, oncekey.OutcomeFailed, tr.Status)

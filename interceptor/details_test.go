@@ -35,4 +35,6 @@ func TestErrorDetails(t *testing.T) {
 	require.False(t, ok)
 	_, ok = interceptor.ErrorDetails(temporal.NewApplicationError("x", "t"))
 	require.False(t, ok)
+	_, ok = interceptor.ErrorDetails(temporal.NewApplicationError("x", "t", nil))
+	require.False(t, ok, "a nil detail")
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/errdetail"
 )
 
 // Details is the detail payload of the application errors oncekey returns
@@ -40,23 +41,9 @@ func ErrorDetails(err error) (Details, bool) {
 	if !errors.As(err, &appErr) || !appErr.HasDetails() {
 		return Details{}, false
 	}
-	var v any
-	if appErr.Details(&v) != nil {
-		return Details{}, false
-	}
 	var d Details
-	switch x := v.(type) {
-	case Details:
-		d = x
-	case *Details:
-		if x != nil {
-			d = *x
-		}
-	default:
-		b, err := json.Marshal(v)
-		if err != nil || json.Unmarshal(b, &d) != nil {
-			return Details{}, false
-		}
+	if !errdetail.Into(appErr, &d) {
+		return Details{}, false
 	}
 	if d.Tool == "" {
 		return Details{}, false
