@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -125,13 +126,6 @@ func age(t time.Time) string {
 	return t.UTC().Format("2006-01-02")
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // parseSince reads --since: a duration back from now ("2h", "30m") or an RFC 3339 time.
 func parseSince(s string) (time.Time, error) {
 	if s == "" {
@@ -233,8 +227,8 @@ func newListCmd(a *app) *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
 			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Tenant, r.OperationKey, r.Tool, r.Status,
-					r.WorkflowID, r.StepID, age(r.UpdatedAt), dash(r.EffectReference), dash(r.ResolvedBy))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Tenant), cell(r.OperationKey), cell(r.Tool),
+					cell(string(r.Status)), cell(r.WorkflowID), cell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -295,18 +289,20 @@ func newShowCmd(a *app) *cobra.Command {
 				return writeJSON(a.stdout, v)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			line := func(k string, val any) { fmt.Fprintf(tw, "%s\t%v\n", k, val) }
-			line("operation key", v.OperationKey)
-			line("tenant", v.Tenant)
-			line("tool", v.Tool)
+			// line prints a value the CLI formatted; field a stored string, escaped (see printable).
+			line := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
+			field := func(k, val string) { line(k, cell(val)) }
+			field("operation key", v.OperationKey)
+			field("tenant", v.Tenant)
+			field("tool", v.Tool)
 			if v.Version != "" {
-				line("version", v.Version)
+				field("version", v.Version)
 			}
-			line("effect class", v.Effect)
-			line("status", v.Status)
-			line("workflow", v.WorkflowID)
-			line("step", v.StepID)
-			line("epoch", v.Epoch)
+			field("effect class", v.Effect)
+			field("status", string(v.Status))
+			field("workflow", v.WorkflowID)
+			field("step", v.StepID)
+			line("epoch", strconv.FormatInt(v.Epoch, 10))
 			if v.LeaseUntil != nil {
 				exp := ""
 				if v.LeaseExpired {
@@ -314,13 +310,13 @@ func newShowCmd(a *app) *cobra.Command {
 				}
 				line("lease until", v.LeaseUntil.Format(time.RFC3339)+exp)
 			}
-			line("effect reference", dash(v.EffectReference))
-			line("resolved by", dash(v.ResolvedBy))
-			line("note", dash(v.Note))
+			field("effect reference", v.EffectReference)
+			field("resolved by", v.ResolvedBy)
+			field("note", v.Note)
 			if len(v.Failure) > 0 {
-				line("failure", string(v.Failure))
+				line("failure", printableJSON(v.Failure))
 			}
-			line("fingerprint", v.Fingerprint)
+			field("fingerprint", v.Fingerprint)
 			line("created", v.CreatedAt.Format(time.RFC3339))
 			line("updated", v.UpdatedAt.Format(time.RFC3339))
 			if v.ExpiresAt != nil {
@@ -332,7 +328,7 @@ func newShowCmd(a *app) *cobra.Command {
 			switch {
 			case showResult && v.Result != nil:
 				b, _ := json.Marshal(v.Result)
-				line("result", string(b))
+				line("result", printableJSON(b))
 			case v.ResultBytes > 0:
 				line("result", fmt.Sprintf("%d bytes stored as a Temporal payload (print with --show-result)", v.ResultBytes))
 			}
@@ -406,7 +402,7 @@ func newStatsCmd(a *app) *cobra.Command {
 			}
 			sort.Strings(tools)
 			for _, t := range tools {
-				fmt.Fprint(tw, t)
+				fmt.Fprint(tw, cell(t))
 				n := 0
 				for _, st := range statuses {
 					fmt.Fprintf(tw, "\t%d", sv.ByTool[t][st])
