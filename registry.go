@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -35,13 +36,19 @@ func NewRegistry() *Registry {
 // Set registers p for an activity, given as its function value (the name is derived the way the
 // Temporal SDK derives it: the function or method name) or as its registered name. The policy
 // applies to the activity type of that name: for an activity registered under a name of its own
-// (activity.RegisterOptions.Name), use SetAs with that name and the function value.
+// (activity.RegisterOptions.Name), use SetAs with that name and the function value. A method is
+// given as a method value (acts.Send), the name the SDK gives it when it registers a struct's
+// methods; a method expression ((*Acts).Send) is taken as that method value.
 //
 // Set returns a *PolicyError when the policy is invalid, when an ArgsKey or Exclude field is not
 // a JSON field of the activity's input type, or when such fields are given with a name instead of
-// a function value (the input type is then unknown).
+// a function value (the input type is then unknown). It returns a *PolicyError with Field
+// "activity", registering nothing, for a function value whose derived name cannot be the name its
+// activity is registered under: a nil function, a function literal (the SDK derives "func1"…) or
+// an instantiation of a generic function (the SDK derives "]" for every one); use SetAs with the
+// name the activity is registered under.
 func (r *Registry) Set(activity any, p Policy) error {
-	name, fnType, err := activityName(activity)
+	name, fnType, err := activityName(activity, true)
 	if err != nil {
 		return err
 	}
@@ -50,12 +57,14 @@ func (r *Registry) Set(activity any, p Policy) error {
 
 // SetAs registers p under the registered activity name name for an activity registered with an
 // explicit name (activity.RegisterOptions.Name), checking ArgsKey and Exclude fields against the
-// input type of the function value fn. It returns a *PolicyError like Set.
+// input type of the function value fn. Only fn's type is read, so fn may be any function value
+// of the activity's type, including those Set refuses (a function literal, an instantiation of a
+// generic function, a typed nil function). It returns a *PolicyError like Set.
 func (r *Registry) SetAs(name string, fn any, p Policy) error {
 	if strings.TrimSpace(name) == "" {
 		return &PolicyError{Field: "activity", Reason: "empty activity name"}
 	}
-	_, fnType, err := activityName(fn)
+	_, fnType, err := activityName(fn, false)
 	if err != nil {
 		return err
 	}
@@ -176,7 +185,11 @@ func Fingerprint(p Policy, op Operation) (string, error) {
 
 var contextType = reflect.TypeOf((*context.Context)(nil)).Elem()
 
-func activityName(activity any) (string, reflect.Type, error) {
+// activityName returns the activity name and the function type of an activity given as a name
+// or a function value (see funcName). For a function value whose name cannot be an activity's
+// registered name (see funcName), it returns a *PolicyError when strict, and the unusable name
+// otherwise (SetAs, which is given the name).
+func activityName(activity any, strict bool) (string, reflect.Type, error) {
 	switch a := activity.(type) {
 	case string:
 		if strings.TrimSpace(a) == "" {
@@ -190,10 +203,86 @@ func activityName(activity any) (string, reflect.Type, error) {
 	if v.Kind() != reflect.Func {
 		return "", nil, &PolicyError{Field: "activity", Reason: fmt.Sprintf("want a function or a name, got %T", activity)}
 	}
-	full := runtime.FuncForPC(v.Pointer()).Name()
+	name, fnType, unusable := funcName(v)
+	if unusable != "" && strict {
+		return "", nil, &PolicyError{Field: "activity", Reason: unusable + ": the policy would never apply, or would apply to another activity. " +
+			"Register the activity under a name of its own (activity.RegisterOptions.Name) and its policy with " +
+			"Registry.SetAs(name, fn, policy) under that same name"}
+	}
+	return name, fnType, nil
+}
+
+// closureName matches the runtime name of a function literal: "pkg.Outer.func1", or
+// "pkg.Outer.func1.2" and "pkg.Outer.Outer.func2.func3" when nested or inlined.
+var closureName = regexp.MustCompile(`\.func\d+(\.\d+)*$`)
+
+// funcName derives the activity name of the function value fn the way the Temporal SDK does when
+// the activity is registered without a name of its own (getFunctionName in
+// go.temporal.io/sdk/internal): the last dot-separated element of the function's runtime name,
+// without the "-fm" suffix of a method value, so a bound method value acts.Send is "Send", as
+// when the SDK registers the methods of a struct. It also returns fn's type as the activity sees
+// it: for a method expression ((*Acts).Send, Acts.Send), the name is the method's, as for the
+// method value, and the receiver is dropped from the parameters.
+//
+// unusable says why the derived name cannot be the name an activity is registered under, or is
+// "": a nil function (no name), a function literal (the SDK derives "func1", "func2"…, which are
+// neither stable nor unique), or an instantiation of a generic function (the runtime names it
+// "pkg.Gen[...]", so the SDK derives "]" for every generic function alike). The SDK registers
+// such functions under those names all the same; an activity registered with its own name
+// (activity.RegisterOptions.Name) needs SetAs.
+func funcName(fn reflect.Value) (name string, typ reflect.Type, unusable string) {
+	typ = fn.Type()
+	if fn.IsNil() {
+		return "", typ, "the function is nil"
+	}
+	full := runtime.FuncForPC(fn.Pointer()).Name()
 	elems := strings.Split(full, ".")
-	name := strings.TrimSuffix(elems[len(elems)-1], "-fm")
-	return name, v.Type(), nil
+	name = strings.TrimSuffix(elems[len(elems)-1], "-fm")
+	// symbol is the name inside its package: "Send", "(*Acts).Send", "Outer.func1".
+	_, symbol, _ := strings.Cut(full[strings.LastIndex(full, "/")+1:], ".")
+	switch {
+	case strings.TrimSpace(name) == "":
+		return "", typ, fmt.Sprintf("no activity name can be derived from the function (runtime name %q)", full)
+	case strings.ContainsAny(name, "[]"):
+		return "", typ, fmt.Sprintf("%s is an instantiation of a generic function, for which the Temporal SDK derives the name %q, "+
+			"the same for every generic function", full, name)
+	case !strings.HasSuffix(full, "-fm") && strings.Contains(symbol, ".") && closureName.MatchString(full):
+		return "", typ, fmt.Sprintf("%s is a function literal (closure), for which the Temporal SDK derives the name %q, "+
+			"which is neither stable nor unique", full, name)
+	}
+	if !strings.HasSuffix(full, "-fm") && isMethodExpression(symbol, typ) {
+		ins := make([]reflect.Type, 0, typ.NumIn()-1)
+		for i := 1; i < typ.NumIn(); i++ {
+			ins = append(ins, typ.In(i))
+		}
+		outs := make([]reflect.Type, 0, typ.NumOut())
+		for i := 0; i < typ.NumOut(); i++ {
+			outs = append(outs, typ.Out(i))
+		}
+		typ = reflect.FuncOf(ins, outs, typ.IsVariadic())
+	}
+	return name, typ, ""
+}
+
+// isMethodExpression reports whether a function named symbol in its package ("(*Acts).Send",
+// "Acts.Send") of type typ is a method expression: its first parameter is the receiver the
+// name spells.
+func isMethodExpression(symbol string, typ reflect.Type) bool {
+	i := strings.LastIndex(symbol, ".")
+	if i < 0 || typ.NumIn() == 0 {
+		return false
+	}
+	recv, in := symbol[:i], typ.In(0)
+	if strings.HasPrefix(recv, "(*") && strings.HasSuffix(recv, ")") {
+		if in.Kind() != reflect.Pointer {
+			return false
+		}
+		recv, in = recv[2:len(recv)-1], in.Elem()
+	}
+	// A generic type's runtime name is "G[...]"; its reflect name "G[pkg.T]".
+	recv, _, _ = strings.Cut(recv, "[")
+	base, _, _ := strings.Cut(in.Name(), "[")
+	return base != "" && base == recv
 }
 
 // checkPath checks a dotted JSON path against the input parameters of fn.

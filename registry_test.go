@@ -191,3 +191,102 @@ func TestRegistryResultType(t *testing.T) {
 	_, ok = nilReg.ResultType("BookFlight")
 	require.False(t, ok)
 }
+
+// GenericTool is a generic activity: the runtime names its instantiations "pkg.GenericTool[...]".
+func GenericTool[T any](ctx context.Context, in T) (string, error) { return "", nil }
+
+// OtherGenericTool is another generic activity; the Temporal SDK derives "]" for both.
+func OtherGenericTool[T any](ctx context.Context, in T) error { return nil }
+
+// LiteralTool is a package-level function literal: the runtime names it "pkg.init.func1".
+var LiteralTool = func(ctx context.Context, in Meta) error { return nil }
+
+// func7 is a plain function that happens to be named like a function literal.
+func func7(ctx context.Context, in Meta) error { return nil }
+
+type ptrTools struct{}
+
+func (*ptrTools) Transfer(ctx context.Context, from string, to *Address, amount int) (int, error) {
+	return amount, nil
+}
+
+func (ptrTools) Notify(ctx context.Context, in Meta) error { return nil }
+
+// TestRegistrySetRefusesUnnamedFunctions: a function value whose derived name cannot be the name
+// its activity is registered under is refused with a *PolicyError pointing to SetAs, and nothing
+// is registered; SetAs with the registered name takes each of them.
+func TestRegistrySetRefusesUnnamedFunctions(t *testing.T) {
+	t.Parallel()
+	closure := func(ctx context.Context, in Meta) error { return nil }
+	nested := func() func(context.Context, Meta) error {
+		return func(ctx context.Context, in Meta) error { return nil }
+	}()
+	var nilFunc func(context.Context, Meta) error
+	cases := []struct {
+		name string
+		fn   any
+		want string
+	}{
+		{"generic", GenericTool[Meta], "generic"},
+		{"other generic", OtherGenericTool[Meta], "generic"},
+		{"generic of another type", GenericTool[BookInput], "generic"},
+		{"closure", closure, "function literal"},
+		{"nested closure", nested, "function literal"},
+		{"package-level closure", LiteralTool, "function literal"},
+		{"nil function", nilFunc, "nil"},
+	}
+	for _, c := range cases {
+		r := oncekey.NewRegistry()
+		err := r.Set(c.fn, oncekey.Policy{Effect: oncekey.Effectful})
+		var pe *oncekey.PolicyError
+		require.ErrorAs(t, err, &pe, c.name)
+		require.Equal(t, "activity", pe.Field, c.name)
+		require.Contains(t, pe.Reason, c.want, c.name)
+		require.Contains(t, pe.Reason, "SetAs", c.name)
+		require.Empty(t, r.Tools(), "%s: nothing registered", c.name)
+
+		require.NoError(t, r.SetAs("tool_"+c.name, c.fn, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}}), c.name)
+		require.Equal(t, []string{"tool_" + c.name}, r.Tools(), c.name)
+		var pe2 *oncekey.PolicyError
+		require.ErrorAs(t, r.SetAs("tool_"+c.name, c.fn, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"no_such_field"}}), &pe2,
+			"%s: SetAs still checks fields against the function's type", c.name)
+		require.Equal(t, "Exclude", pe2.Field, c.name)
+	}
+	typ, ok := func() (reflect.Type, bool) {
+		r := oncekey.NewRegistry()
+		require.NoError(t, r.SetAs("generic_tool", GenericTool[BookInput], oncekey.Policy{Effect: oncekey.Effectful, Key: oncekey.ArgsKey("flight")}))
+		return r.ResultType("generic_tool")
+	}()
+	require.True(t, ok)
+	require.Equal(t, reflect.TypeFor[string](), typ)
+
+	// A plain function named like a function literal is not one.
+	r := oncekey.NewRegistry()
+	require.NoError(t, r.Set(func7, oncekey.Policy{Effect: oncekey.Effectful}))
+	require.Equal(t, []string{"func7"}, r.Tools())
+}
+
+// TestRegistrySetMethodExpression: a method expression names the method, as the method value
+// does, and its receiver is not an argument of the activity.
+func TestRegistrySetMethodExpression(t *testing.T) {
+	t.Parallel()
+	p := oncekey.Policy{Effect: oncekey.Effectful, Key: oncekey.ArgsKey("0", "1.street"), Exclude: []string{"2"}}
+	for _, fn := range []any{(*ptrTools).Transfer, (&ptrTools{}).Transfer} {
+		r := oncekey.NewRegistry()
+		require.NoError(t, r.Set(fn, p))
+		require.Equal(t, []string{"Transfer"}, r.Tools())
+		typ, ok := r.ResultType("Transfer")
+		require.True(t, ok)
+		require.Equal(t, reflect.TypeFor[int](), typ)
+		var pe *oncekey.PolicyError
+		err := r.Set(fn, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"3"}})
+		require.ErrorAs(t, err, &pe)
+		require.Contains(t, pe.Reason, "takes 3 arguments", "the receiver is not counted")
+		require.NoError(t, r.SetAs("transfer", fn, p))
+	}
+	for _, fn := range []any{ptrTools.Notify, (*ptrTools).Notify, ptrTools{}.Notify} {
+		r := oncekey.NewRegistry()
+		require.NoError(t, r.Set(fn, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}}))
+		require.Equal(t, []string{"Notify"}, r.Tools())
+	}
+}
