@@ -73,24 +73,8 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 	if c.info.IsLocalActivity {
 		return nil, c.configError(fmt.Errorf("%s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", c.tool, c.policy.Effect))
 	}
-	op, err := c.operation(ctx, in.Args)
-	if err != nil {
-		return nil, c.configError(err)
-	}
-	c.op = op
-	// Key and fingerprint come from the arguments before the body can mutate them.
-	if c.key, err = oncekey.Key(c.policy, op); err != nil {
-		return nil, c.configError(err)
-	}
-	if c.fp, err = oncekey.Fingerprint(c.policy, op); err != nil {
-		return nil, c.configError(err)
-	}
-	if c.policy.Authorize != nil {
-		if err := c.policy.Authorize(ctx, op); err != nil {
-			c.outcome = oncekey.OutcomeRejected
-			return nil, c.appError(fmt.Sprintf("oncekey: %s (key %s) is not authorized: %v", c.tool, c.key, err),
-				oncekey.ErrTypeUnauthorized, true, err, "not authorized", false)
-		}
+	if err := c.prepare(ctx, in); err != nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		// The attempt is over (its deadline passed or it was cancelled) before any claim: claiming
@@ -110,6 +94,55 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		res = acquired
 	}
 	return c.execute(ctx, in, res.Record.Epoch)
+}
+
+// prepare does what comes before the claim: it builds the operation, derives its key and
+// fingerprint, and runs Policy.Authorize. A panic in the user's code it runs there (Options.Tenant,
+// a Policy.Key function, an argument's MarshalJSON or MarshalText, Policy.Authorize) is a bad
+// policy or key like an error from the same code: it is recovered into a non-retryable
+// oncekey.Config error naming the tool, the hook and the panic value, rather than left to become a
+// Temporal PanicError, which Temporal retries. Nothing is claimed before prepare returns, so there
+// is no claim to give back.
+func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (err error) {
+	hook := "Options.Tenant (or the data converter reading oncekey's headers)"
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		activity.GetLogger(ctx).Error("oncekey: a hook panicked before the claim; the tool did not run", "tool", c.tool, "hook", hook,
+			"key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
+		c.outcome = oncekey.OutcomeRejected
+		tool := c.tool
+		if c.key != "" {
+			tool += " (key " + c.key + ")"
+		}
+		err = c.appError(fmt.Sprintf("oncekey: %s did not run: %s panicked: %v; nothing was claimed, and the call is not retried "+
+			"(the bug is in that code, not in the tool)", tool, hook, p), oncekey.ErrTypeConfig, true, nil, "hook panicked", false)
+	}()
+	op, err := c.operation(ctx, in.Args)
+	if err != nil {
+		return c.configError(err)
+	}
+	c.op = op
+	// Key and fingerprint come from the arguments before the body can mutate them.
+	hook = "Policy.Key (the ExplicitKey function, or an argument's MarshalJSON/MarshalText read by ArgsKey)"
+	if c.key, err = oncekey.Key(c.policy, op); err != nil {
+		return c.configError(err)
+	}
+	hook = "an argument's MarshalJSON/MarshalText (encoding the arguments for the fingerprint)"
+	if c.fp, err = oncekey.Fingerprint(c.policy, op); err != nil {
+		return c.configError(err)
+	}
+	if c.policy.Authorize != nil {
+		hook = "Policy.Authorize"
+		if err := c.policy.Authorize(ctx, op); err != nil {
+			c.outcome = oncekey.OutcomeRejected
+			return c.appError(fmt.Sprintf("oncekey: %s (key %s) is not authorized: %v", c.tool, c.key, err),
+				oncekey.ErrTypeUnauthorized, true, err, "not authorized", false)
+		}
+	}
+	return nil
 }
 
 // operation builds the Operation from the activity info and headers.
