@@ -200,10 +200,14 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	requireOneLine(t, r, exitNotFound, "no reconciliation workflow is waiting for "+key+" in namespace default",
 		"`oncekey show "+key+" --tenant acme --schema "+schema+"`")
 	cmds := suggested(t, r.stderr, nil)
-	require.Len(t, cmds, 1)
+	require.Len(t, cmds, 2)
 	sr := cli(t, env, cmds[0]...)
 	require.Equal(t, 0, sr.code, sr.stderr)
 	require.Regexp(t, `status\s+applied`, sr.stdout)
+	// The --direct form finds the record too (and refuses it: it is not unknown).
+	require.Equal(t, []string{"resolve", key, "--tenant", "acme", "--schema", schema, "--direct", "--not-applied"}, cmds[1])
+	sr = cli(t, env, cmds[1]...)
+	requireOneLine(t, sr, exitFailed, key+" is already applied: there is nothing to resolve")
 
 	r = cli(t, env, "resolve", key[:10], "--schema", schema, "--not-applied")
 	requireOneLine(t, r, exitNotFound, key[:10]+" is shorter than an operation key", "`oncekey list --status unknown --schema "+schema+"`")

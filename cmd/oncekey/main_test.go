@@ -37,6 +37,16 @@ func cli(t *testing.T, env map[string]string, args ...string) result {
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
+// showJSON returns the record of key under tenant as `oncekey show --json` prints it.
+func showJSON(t *testing.T, env map[string]string, key, tenant string) recordView {
+	t.Helper()
+	r := cli(t, env, "show", key, "--tenant", tenant, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var v recordView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	return v
+}
+
 // needsServices skips t under -short, which runs only tests that need no Postgres or Temporal.
 func needsServices(t *testing.T) {
 	t.Helper()
@@ -286,6 +296,7 @@ func TestUsageErrors(t *testing.T) {
 		"resolve bad JSON":      {"resolve", key, "--applied", "--result", "{oops"},
 		"resolve ref w/o apply": {"resolve", key, "--not-applied", "--ref", "R"},
 		"resolve missing file":  {"resolve", key, "--applied", "--result", "@/nonexistent/result.json"},
+		"no check w/o direct":   {"resolve", key, "--not-applied", "--no-temporal-check"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := cli(t, nil, args...)

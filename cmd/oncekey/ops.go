@@ -50,20 +50,30 @@ type resolveFlags struct {
 	tenant                     string
 	applied, notApplied, faild bool
 	ref, result, note, by      string
+	direct, noTemporalCheck    bool
+	// tenantGiven is false when --tenant was left out and tenant defaulted to the namespace.
+	tenantGiven bool
 }
 
 func newResolveCmd(a *app) *cobra.Command {
 	var f resolveFlags
 	cmd := &cobra.Command{
-		Use:   "resolve KEY (--applied [--ref R] [--result JSON] | --not-applied | --failed)",
+		Use:   "resolve KEY (--applied [--ref R] [--result JSON] | --not-applied | --failed) [--direct]",
 		Short: "Tell the reconciliation workflow of an unknown operation what happened",
 		Long: "resolve signals the reconciliation workflow waiting on KEY with a decision and waits (up to 10s) until the workflow\n" +
 			"accepts or refuses it; a refusal (wrong tenant, a result that does not fit the tool's result type) exits 1. Every workflow blocked on the key\n" +
 			"continues: --applied hands back the result given with --result (JSON of the tool's result type; @FILE reads a file),\n" +
 			"--not-applied lets the tool run again, --failed fails the call for good.\n\n" +
+			"--direct is for an unknown record that no reconciliation workflow waits for (it failed, timed out, was terminated or\n" +
+			"never started; the normal form then exits 3): it writes the decision straight to the store, after checking with\n" +
+			"Temporal that no reconciliation workflow for the key is running (it refuses if one is: resolve through it instead).\n" +
+			"Nothing is released by it: the caller's workflow gets the decision when it runs the step again. A --result is not\n" +
+			"checked against the tool's result type, so that run must be able to decode it. --no-temporal-check skips the check,\n" +
+			"for when Temporal cannot be reached and you know no reconciliation workflow is running.\n\n" +
 			"Find waiting operations with `oncekey list --status unknown`.",
 		Example: "  oncekey resolve ok1_3f2a… --tenant acme --applied --ref TCK-0042 --result '{\"id\":\"TCK-0042\"}' --note 'found in the ticket system'\n" +
-			"  oncekey resolve ok1_3f2a… --tenant acme --not-applied --note 'no charge at the provider'",
+			"  oncekey resolve ok1_3f2a… --tenant acme --not-applied --note 'no charge at the provider'\n" +
+			"  oncekey resolve ok1_3f2a… --tenant acme --direct --applied --ref TCK-0042 --note 'reconciliation timed out; found in the ticket system'",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, key, err := f.resolution(a, args[0])
@@ -71,6 +81,9 @@ func newResolveCmd(a *app) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			if f.direct {
+				return a.resolveDirect(ctx, &f, key, r)
+			}
 			c, err := a.temporal(ctx)
 			if err != nil {
 				return err
@@ -95,7 +108,7 @@ func newResolveCmd(a *app) *cobra.Command {
 				if shape := keyShape(key); shape != "" {
 					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `oncekey list --status unknown%s`", key, a.ns(), shape, a.dbFlags())
 				}
-				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` shows the record's status", key, a.ns(), a.showCommand(key, f.tenant))
+				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", key, a.ns(), a.showCommand(key, f.tenant), a.directCommand(key, &f))
 			default:
 				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
 			}
@@ -112,6 +125,8 @@ func newResolveCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.result, "result", "", "the tool's result as JSON, or @FILE; with --applied (default: the zero value)")
 	fl.StringVar(&f.note, "note", "", "why; stored with the record")
 	fl.StringVar(&f.by, "by", "", "who decided (default: $USER)")
+	fl.BoolVar(&f.direct, "direct", false, "write the decision straight to the store: only when no reconciliation workflow for the key is running")
+	fl.BoolVar(&f.noTemporalCheck, "no-temporal-check", false, "with --direct: do not check with Temporal that no reconciliation workflow is running")
 	return cmd
 }
 
@@ -133,14 +148,23 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 	if !f.applied && (f.ref != "" || f.result != "") {
 		return reconcile.Resolution{}, "", fail(exitUsage, "--ref and --result go with --applied only")
 	}
-	if f.tenant == "" {
+	if f.noTemporalCheck && !f.direct {
+		return reconcile.Resolution{}, "", fail(exitUsage, "--no-temporal-check goes with --direct only")
+	}
+	f.tenantGiven = f.tenant != ""
+	if !f.tenantGiven {
 		f.tenant = a.ns()
 	}
 	by := f.by
 	if by == "" {
 		by = a.getenv("USER")
 	}
-	if by == "" {
+	switch {
+	case f.direct && by != "":
+		by += " (" + directBy + ")"
+	case f.direct:
+		by = directBy
+	case by == "":
 		by = "oncekey-cli"
 	}
 	r := reconcile.Resolution{EffectReference: f.ref, Note: f.note, ResolvedBy: by}
@@ -177,9 +201,9 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 }
 
 func describe(r reconcile.Resolution) string {
-	parts := []string{"by " + r.ResolvedBy}
+	parts := []string{"by " + printable(r.ResolvedBy)}
 	if r.EffectReference != "" {
-		parts = append(parts, "ref "+r.EffectReference)
+		parts = append(parts, "ref "+printable(r.EffectReference))
 	}
 	if len(r.Result) > 0 {
 		parts = append(parts, fmt.Sprintf("result %d bytes of JSON", len(r.Result)))

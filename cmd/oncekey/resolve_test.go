@@ -67,6 +67,12 @@ func bookWorkflow(ctx workflow.Context, ref string) (Booking, error) {
 // startBooking runs a worker with oncekey on a fresh task queue and starts one booking workflow.
 func startBooking(t *testing.T, c client.Client, url string, b *bookings, tenant string) client.WorkflowRun {
 	t.Helper()
+	return runBooking(t, c, bookingWorker(t, c, url, b, tenant))
+}
+
+// bookingWorker runs a worker with oncekey on a fresh task queue and returns the queue.
+func bookingWorker(t *testing.T, c client.Client, url string, b *bookings, tenant string) string {
+	t.Helper()
 	s, _ := migratedAt(t, url)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful}))
@@ -78,6 +84,12 @@ func startBooking(t *testing.T, c client.Client, url string, b *bookings, tenant
 	w.RegisterActivityWithOptions(b.Book, activity.RegisterOptions{Name: "Book"})
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
+	return tq
+}
+
+// runBooking starts the booking workflow (the same workflow ID each time within a test) on tq.
+func runBooking(t *testing.T, c client.Client, tq string) client.WorkflowRun {
+	t.Helper()
 	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "booking-" + t.Name(), TaskQueue: tq, WorkflowExecutionTimeout: 3 * time.Minute}, "Booking", "R1")
 	require.NoError(t, err)
 	return run
@@ -128,10 +140,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	require.Equal(t, 1, effects, "the downstream landed one booking")
 	require.Equal(t, 1, runs, "the tool was not run again")
 
-	r = cli(t, env, "show", key, "--tenant", "acme", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
-	var v recordView
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	v := showJSON(t, env, key, "acme")
 	require.Equal(t, oncekey.StatusApplied, v.Status)
 	require.Equal(t, "BK-R1", v.EffectReference)
 	require.Equal(t, "ines", v.ResolvedBy)
@@ -191,10 +200,7 @@ func TestResolveReportsARefusal(t *testing.T) {
 	require.Equal(t, exitFailed, r.code, r.stdout)
 	require.Contains(t, r.stderr, "does not decode into Book's result type main.Booking")
 
-	r = cli(t, env, "show", key, "--tenant", "acme", "--json")
-	require.Equal(t, 0, r.code, r.stderr)
-	var v recordView
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	v := showJSON(t, env, key, "acme")
 	require.Equal(t, oncekey.StatusUnknown, v.Status, "the refused resolutions changed nothing")
 	st, err := reconcile.Status(context.Background(), c, key)
 	require.NoError(t, err)
