@@ -23,7 +23,8 @@ type Policy struct {
 
 	// Authorize, if set, runs before an effect AND before a replay: a stored result is no way
 	// around a revoked permission. A non-nil error rejects the call (label rejected, nothing run,
-	// nothing stored).
+	// nothing stored). A panic in it (or in a Key function, or in an argument's MarshalJSON)
+	// fails the call once with a non-retryable oncekey.Config error; nothing runs or is claimed.
 	Authorize func(ctx context.Context, op Operation) error
 
 	// Exclude names argument fields (dotted JSON paths into the activity's input) left out of the
