@@ -152,6 +152,7 @@ func (r *root) noPolicy(ctx context.Context, info activity.Info) {
 		return
 	}
 	activity.GetLogger(ctx).Info(fmt.Sprintf("oncekey: no policy for activity type %s; it runs without a claim. "+
-		"A policy set for a function registered under another name needs Registry.SetAs(%q, fn, policy)", name, name),
+		"To protect it, give it one: Registry.Set(fn, policy) for a function registered under its own name, "+
+		"Registry.SetAs(%q, fn, policy) for one registered under another name", name, name),
 		"activity_type", name, "task_queue", info.TaskQueue)
 }

@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -75,5 +78,59 @@ func Example_testEnvironment() {
 	fmt.Println("tickets opened:", tickets.opened)
 	// Output:
 	// [T-1 printer on fire T-1 printer on fire]
+	// tickets opened: 1
+}
+
+// FlakyTickets opens the ticket and then loses the answer: the outcome is unknown to oncekey.
+type FlakyTickets struct{ opened int }
+
+func (t *FlakyTickets) OpenTicket(ctx context.Context, subject string) (string, error) {
+	t.opened++
+	return "", errors.New("connection reset after the request was sent")
+}
+
+// An unknown outcome waits on its reconciliation workflow; a test settles it with the signal a
+// person's `oncekey resolve` sends, finding the key in the store.
+func Example_testEnvironmentUnknown() {
+	tickets := &FlakyTickets{}
+	reg := oncekey.NewRegistry()
+	if err := reg.Set(tickets.OpenTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
+		panic(err)
+	}
+	store := memstore.New(nil)
+	opts := interceptor.Options{Store: store, Registry: reg}
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestWorkflowEnvironment()
+	wo, err := worker.Options(opts, sdkworker.Options{})
+	if err != nil {
+		panic(err)
+	}
+	env.SetWorkerOptions(wo)
+	if err := worker.Register(env, opts); err != nil {
+		panic(err)
+	}
+	env.RegisterActivity(tickets.OpenTicket)
+	env.RegisterWorkflow(Support)
+
+	env.RegisterDelayedCallback(func() {
+		page, err := store.List(context.Background(), &oncekey.ListParams{Status: oncekey.StatusUnknown})
+		if err != nil || len(page.Records) != 1 {
+			panic(fmt.Sprint("no unknown record: ", err))
+		}
+		key := page.Records[0].OperationKey
+		env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{
+			Outcome: reconcile.Applied, EffectReference: "T-7", Result: json.RawMessage(`"T-7 printer on fire"`)})
+	}, time.Minute)
+	env.ExecuteWorkflow(Support, "printer on fire")
+	var got []string
+	if err := env.GetWorkflowResult(&got); err != nil {
+		panic(err)
+	}
+	fmt.Println(got)
+	fmt.Println("tickets opened:", tickets.opened)
+	// Output:
+	// [T-7 printer on fire T-7 printer on fire]
 	// tickets opened: 1
 }
