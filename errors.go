@@ -48,30 +48,48 @@ const (
 // recorded). The record is unknown; reconciliation decides. Never retried blindly.
 //
 // Its message ends with the `oncekey resolve` command that settles the operation, with
-// --namespace when Namespace is set and not "default" and --tenant when Tenant differs from the
-// namespace (the CLI's default tenant).
+// --namespace when Namespace is set and not "default", --tenant when Tenant differs from the
+// namespace (the CLI's default tenant) and --schema when Schema is set; with --direct when
+// Unowned.
 type IndeterminateOutcomeError struct {
 	// Namespace is the Temporal namespace of the workflow that made the call; "" when unknown.
 	Namespace    string
 	Tenant       string
 	OperationKey string
 	Tool         string
-	Cause        error
+	// Schema is the Postgres schema of the store's table when the store names one (pgstore's
+	// Options.Schema); "" when the store looks in its connection's search_path.
+	Schema string
+	// Unowned: no reconciliation workflow waits for the key any more (it ended without a
+	// decision), so the command given writes the decision to the store (`resolve --direct`).
+	Unowned bool
+	Cause   error
 }
 
 func (e *IndeterminateOutcomeError) Error() string {
-	return fmt.Sprintf("oncekey: outcome of %s (key %s) is unknown: %v; once you know what the downstream did, resolve it with %s",
-		e.Tool, e.OperationKey, e.Cause, resolveCommand(e.Namespace, e.Tenant, e.OperationKey))
+	how := "resolve it with"
+	if e.Unowned {
+		how = "write the decision to the store with"
+	}
+	return fmt.Sprintf("oncekey: outcome of %s (key %s) is unknown: %v; once you know what the downstream did, %s %s",
+		e.Tool, e.OperationKey, e.Cause, how, resolveCommand(e.Namespace, e.Tenant, e.Schema, e.OperationKey, e.Unowned))
 }
 func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
 
 // resolveCommand returns the `oncekey resolve` commands that settle the operation key of tenant
 // in namespace, for messages: "`oncekey resolve KEY … --applied --ref <receipt> --result
 // '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`". It
-// adds --namespace when namespace is neither "" nor "default", and --tenant when tenant is set
-// and differs from the namespace, which is the CLI's default tenant.
-func resolveCommand(namespace, tenant, key string) string {
+// adds --namespace when namespace is neither "" nor "default", --tenant when tenant is set and
+// differs from the namespace, which is the CLI's default tenant, --schema when schema is set, and
+// --direct when direct.
+func resolveCommand(namespace, tenant, schema, key string, direct bool) string {
 	cmd := "oncekey resolve " + key
+	if direct {
+		cmd += " --direct"
+	}
+	if schema != "" {
+		cmd += " --schema " + shellWord(schema)
+	}
 	ns := namespace
 	if ns == "" {
 		ns = "default"
@@ -161,7 +179,10 @@ type StoreSchemaError struct {
 	Table  string // the table looked for, as the store names it
 	Reason string // what is wrong and where the store looked
 	Fix    string // what to do about it
-	Err    error
+	// Elsewhere lists schemas of the same database that do hold a table of that name (at most
+	// five, sorted), when the store could find out: where the table probably is.
+	Elsewhere []string
+	Err       error
 }
 
 func (e *StoreSchemaError) Error() string {

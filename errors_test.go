@@ -20,20 +20,25 @@ func TestFingerprintMismatchMessage(t *testing.T) {
 }
 
 // The unknown-outcome message ends with a resolve command that says which outcome flag to give,
-// with --namespace and --tenant exactly when the CLI's defaults would miss them.
+// with --namespace, --tenant and --schema exactly when the CLI's defaults would miss them, and
+// --direct when no reconciliation workflow waits for the key.
 func TestIndeterminateOutcomeMessageNamesARunnableResolve(t *testing.T) {
 	const key = "ok1_k"
 	for _, c := range []struct {
-		namespace, tenant string
-		want              string
+		namespace, tenant, schema string
+		unowned                   bool
+		want                      string
 	}{
-		{"", "", "`oncekey resolve ok1_k --applied"},
-		{"default", "default", "`oncekey resolve ok1_k --applied"},
-		{"default", "acme", "`oncekey resolve ok1_k --tenant acme --applied"},
-		{"prod", "prod", "`oncekey resolve ok1_k --namespace prod --applied"},
-		{"prod", "acme corp", "`oncekey resolve ok1_k --namespace prod --tenant 'acme corp' --applied"},
+		{"", "", "", false, "resolve it with `oncekey resolve ok1_k --applied"},
+		{"default", "default", "", false, "`oncekey resolve ok1_k --applied"},
+		{"default", "acme", "", false, "`oncekey resolve ok1_k --tenant acme --applied"},
+		{"prod", "prod", "", false, "`oncekey resolve ok1_k --namespace prod --applied"},
+		{"prod", "acme corp", "", false, "`oncekey resolve ok1_k --namespace prod --tenant 'acme corp' --applied"},
+		{"default", "default", "support", false, "`oncekey resolve ok1_k --schema support --applied"},
+		{"prod", "acme", "support", true, "write the decision to the store with `oncekey resolve ok1_k --direct --schema support --namespace prod --tenant acme --applied"},
 	} {
-		e := &oncekey.IndeterminateOutcomeError{Namespace: c.namespace, Tenant: c.tenant, OperationKey: key, Tool: "T", Cause: errors.New("boom")}
+		e := &oncekey.IndeterminateOutcomeError{Namespace: c.namespace, Tenant: c.tenant, Schema: c.schema, Unowned: c.unowned,
+			OperationKey: key, Tool: "T", Cause: errors.New("boom")}
 		msg := e.Error()
 		require.Contains(t, msg, c.want, "namespace %q tenant %q", c.namespace, c.tenant)
 		require.True(t, strings.HasSuffix(msg, " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"), msg)

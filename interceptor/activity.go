@@ -348,7 +348,8 @@ func (c *call) replayFailure(rec *oncekey.Record) error {
 func (c *call) unknownExisting(rec *oncekey.Record) error {
 	c.outcome = oncekey.OutcomeUnknown
 	cause := errors.New(failureMessage(rec.Failure))
-	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Cause: cause}
+	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
+		Schema: c.root.storeSchema(), Cause: cause}
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, nil, "the outcome of an earlier attempt is unknown", true)
 }
 
@@ -580,7 +581,8 @@ func (c *call) markUnknown(ctx context.Context, epoch int64, cause error, reason
 
 func (c *call) indeterminate(cause error, reason string) error {
 	c.outcome = oncekey.OutcomeUnknown
-	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Cause: cause}
+	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
+		Schema: c.root.storeSchema(), Cause: cause}
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, cause, reason, false)
 }
 

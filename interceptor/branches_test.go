@@ -362,12 +362,16 @@ func TestSuiteEscalationTimeout(t *testing.T) {
 }
 
 // After an escalation no reconciliation waits for the key, so the error says to run the step
-// again, and names the resolve command with the namespace and tenant it needs. Running the step
+// again, or to write the decision to the store (resolve --direct) with the schema (from a store
+// that names one), namespace and tenant it needs. Running the step
 // again does start a new reconciliation, which a resolution then settles: the tool never runs a
 // second time.
 func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 	ds := newDownstream(faultLostAfterCommit)
-	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) { o.EscalationTimeout = time.Hour })
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		opts:  func(o *interceptor.Options) { o.EscalationTimeout = time.Hour },
+		store: func(st oncekey.Store) oncekey.Store { return schemaNamingStore{st} },
+	})
 	s.env.RegisterDelayedCallback(func() {
 		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
 		require.NoError(t, err)
@@ -383,7 +387,8 @@ func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
 	require.Contains(t, out[0].Err, "nobody resolved")
 	require.Contains(t, out[0].Err, "none waits for the key now: run the step again to start a new one")
-	require.Contains(t, out[0].Err, "`oncekey resolve "+key+" --namespace "+testNamespace+" --tenant acme --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
+	require.Contains(t, out[0].Err, "write the decision to the store with `oncekey resolve "+key+" --direct --schema support --namespace "+testNamespace+
+		" --tenant acme --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
 	require.Empty(t, out[1].Err)
 	require.Equal(t, "T-1", out[1].Ticket.ID, "the second run of the step was settled by the resolution")
 	effects, bodies := ds.counts()
@@ -518,3 +523,8 @@ func TestSuiteNoPolicyLoggedOncePerType(t *testing.T) {
 	require.True(t, strings.HasPrefix(noPolicy[0], "INFO oncekey: no policy for activity type Untracked; it runs without a claim."), noPolicy[0])
 	require.Contains(t, noPolicy[0], `Registry.SetAs("Untracked", fn, policy)`)
 }
+
+// schemaNamingStore is a store that names the schema of its table, as pgstore does.
+type schemaNamingStore struct{ oncekey.Store }
+
+func (schemaNamingStore) Schema() string { return "support" }

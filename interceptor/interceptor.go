@@ -60,6 +60,15 @@ type root struct {
 	unpoliced sync.Map
 }
 
+// storeSchema returns the schema the store names for its table (pgstore's Options.Schema, through
+// a Schema() string method), for the `oncekey resolve --schema` of messages; "" otherwise.
+func (r *root) storeSchema() string {
+	if s, ok := r.opts.Store.(interface{ Schema() string }); ok {
+		return s.Schema()
+	}
+	return ""
+}
+
 var _ tinterceptor.WorkerInterceptor = (*root)(nil)
 
 // New returns the worker interceptor. Install it with worker.Options.Interceptors (or use the

@@ -598,6 +598,7 @@ func (l *effectfulLoop) reconcileFailed(key string, err error) error {
 	// The reconciliation workflow has ended, so a resolution now has nobody to go to; running the
 	// step again finds the record unknown and starts a new one.
 	e := &oncekey.IndeterminateOutcomeError{Namespace: l.namespace, Tenant: l.tenant, OperationKey: key, Tool: l.tool,
+		Schema: l.w.root.storeSchema(), Unowned: true,
 		Cause: fmt.Errorf("reconciliation did not decide (%w) and none waits for the key now: run the step again to start a new one", err)}
 	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeIndeterminate, err,
 		Details{Tenant: l.tenant, OperationKey: key, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})

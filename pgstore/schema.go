@@ -129,7 +129,11 @@ func (s *Store) schemaError(ctx context.Context, op string, problem schemaProble
 		}
 		fix += fmt.Sprintf(" (%s has %s in schema %s)", db, table, strings.Join(quoted, ", "))
 	}
-	return &oncekey.StoreSchemaError{Op: op, Table: s.table, Reason: reason, Fix: fix, Err: dbErr}
+	e := &oncekey.StoreSchemaError{Op: op, Table: s.table, Reason: reason, Fix: fix, Err: dbErr}
+	if problem == tableMissing && known {
+		e.Elsewhere = set.holders[:min(len(set.holders), 5)]
+	}
+	return e
 }
 
 // Check tells whether the store can work: that its table oncekey_operations exists where the

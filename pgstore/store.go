@@ -191,6 +191,11 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
 RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, (expires_at <= now() OR status = 'expired') AS past_retention`)
 }
 
+// Schema returns Options.Schema: the schema holding the store's table, or "" when the store
+// looks in its connection's search_path. The interceptor names it in the `oncekey resolve`
+// command of an unknown outcome's error.
+func (s *Store) Schema() string { return s.schema }
+
 // CompleteSQL returns the complete statement for table. Parameters: $1 tenant, $2 operation
 // key, $3 epoch, $4 status, $5 result, $6 failure, $7 effect reference.
 func CompleteSQL(table string) string {

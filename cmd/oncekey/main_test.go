@@ -338,8 +338,15 @@ func TestResultFromFile(t *testing.T) {
 func TestMissingTablesHintNamesSchema(t *testing.T) {
 	needsServices(t)
 	url, _ := testenv.PostgresURL(t)
-	r := cli(t, map[string]string{"DATABASE_URL": url}, "list")
+	// The tables are migrated into another schema of the same database: the hint says where.
+	other, _ := testenv.PostgresURL(t)
+	r := cli(t, map[string]string{"DATABASE_URL": other}, "migrate")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = cli(t, map[string]string{"DATABASE_URL": url}, "list")
 	require.Equal(t, exitFailed, r.code, r.stdout)
-	require.Contains(t, r.stderr, "run `oncekey migrate` first")
-	require.Contains(t, r.stderr, "or pass --schema if the tables live in another schema")
+	require.Contains(t, r.stderr, "the oncekey tables are not in the search_path; this database has them in schema ")
+	require.Contains(t, r.stderr, ": pass --schema ")
+	require.Contains(t, r.stderr, "(or run `oncekey migrate` to create them in the search_path)")
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line")
 }

@@ -134,10 +134,23 @@ func (a *app) temporal(ctx context.Context) (client.Client, error) {
 // storeError maps a store error to an exit error.
 func (a *app) storeError(op string, err error) error {
 	var su *oncekey.StoreUnavailableError
+	var schemaErr *oncekey.StoreSchemaError
 	var pgErr *pgconn.PgError
+	errors.As(err, &pgErr)
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
 		return fail(exitNotFound, "%s: %v", op, err)
+	case errors.As(err, &schemaErr) && len(schemaErr.Elsewhere) > 0 && pgErr != nil && pgErr.Code == "42P01":
+		where := "the search_path"
+		if a.schema != "" {
+			where = "schema " + a.schema
+		}
+		pass := "--schema " + shellWord(schemaErr.Elsewhere[0])
+		if len(schemaErr.Elsewhere) > 1 {
+			pass = "--schema with the one you meant"
+		}
+		return fail(exitFailed, "%s: the oncekey tables are not in %s; this database has them in schema %s: pass %s (or run `oncekey migrate%s` to create them in %s)",
+			op, where, strings.Join(schemaErr.Elsewhere, ", "), pass, a.dbFlags(), where)
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01" && a.schema != "":
 		return fail(exitFailed, "%s: the oncekey tables do not exist in schema %s; run `oncekey migrate%s` first, or pass the --schema that holds them (%s)", op, a.schema, a.dbFlags(), pgErr.Message)
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
