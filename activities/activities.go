@@ -247,15 +247,11 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 	if err == nil {
 		return OutputOf(rec), nil
 	}
-	// A resolution the store refuses as given (a field it cannot hold, a result over its size
-	// limit) is refused for good: retrying cannot change the answer, and a retried activity
-	// would keep the reconciliation workflow from reading a corrected signal.
-	var (
-		inv    *reconcile.InvalidResolutionError
-		params *oncekey.InvalidParamsError
-		tooBig *oncekey.ResultTooLargeError
-	)
-	if errors.As(err, &inv) || errors.As(err, &params) || errors.As(err, &tooBig) {
+	// A malformed resolution, or one the store refuses as given (a field it cannot hold, a result
+	// over its size limit), is refused for good: retrying cannot change the answer, and a retried
+	// activity would keep the reconciliation workflow from reading a corrected signal.
+	var inv *reconcile.InvalidResolutionError
+	if errors.As(err, &inv) {
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was recorded", ErrTypeInvalid, nil)
 	}
 	var conflict *oncekey.StatusConflictError

@@ -103,11 +103,15 @@ const (
 type InvalidResolutionError struct {
 	Field  string
 	Reason string
+	// Err is the store's refusal when the store refused the resolution as given (see Record).
+	Err error
 }
 
 func (e *InvalidResolutionError) Error() string {
 	return fmt.Sprintf("reconcile: invalid resolution: %s: %s", e.Field, e.Reason)
 }
+
+func (e *InvalidResolutionError) Unwrap() error { return e.Err }
 
 // Validate checks r: a known Outcome, a Result only with Applied and only as valid JSON, and
 // EffectReference, Note and ResolvedBy valid UTF-8 without NUL bytes (Postgres text cannot hold

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -50,8 +51,10 @@ type failureDoc struct {
 // Record writes r for (tenant, key) straight to the store with Store.Resolve: resolved_by, note,
 // effect reference and, for Applied, the result encoded by EncodeResult. The reconciliation
 // workflow records its decisions with it; an operator may use it when no reconciliation workflow
-// is running. It returns *InvalidResolutionError for a malformed r, and the store's errors
-// (*oncekey.StatusConflictError when the record is not unknown, oncekey.ErrNotFound) wrapped.
+// is running. It returns *InvalidResolutionError for a malformed r, also when the store refuses r
+// as given (*oncekey.InvalidParamsError, *oncekey.ResultTooLargeError, kept in the chain), and the
+// store's other errors (*oncekey.StatusConflictError when the record is not unknown,
+// oncekey.ErrNotFound) wrapped.
 func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, tenant, key string, r Resolution) (*oncekey.Record, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -83,8 +86,17 @@ func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, te
 		p.Failure = b
 	}
 	rec, err := s.Resolve(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: record %s: %w", key, err)
+	var (
+		params *oncekey.InvalidParamsError
+		tooBig *oncekey.ResultTooLargeError
+	)
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.As(err, &params):
+		return nil, &InvalidResolutionError{Field: params.Field, Reason: err.Error(), Err: err}
+	case errors.As(err, &tooBig):
+		return nil, &InvalidResolutionError{Field: "Result", Reason: err.Error(), Err: err}
 	}
-	return rec, nil
+	return nil, fmt.Errorf("reconcile: record %s: %w", key, err)
 }

@@ -59,13 +59,11 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	rec, err = reconcile.Record(wctx, s, nil, f.tenant, key, r)
 	var (
 		inv      *reconcile.InvalidResolutionError
-		params   *oncekey.InvalidParamsError
-		tooBig   *oncekey.ResultTooLargeError
 		conflict *oncekey.StatusConflictError
 	)
 	switch {
 	case err == nil:
-	case errors.As(err, &inv), errors.As(err, &params), errors.As(err, &tooBig):
+	case errors.As(err, &inv):
 		return fail(exitUsage, "resolve --direct %s: %v; nothing was written", key, oneLine(err))
 	case errors.As(err, &conflict):
 		return fail(exitFailed, "resolve --direct %s: the record became %s while this ran (settled another way); nothing was written; `%s` shows it", key, conflict.Status, a.showCommand(key, f.tenant))
