@@ -155,7 +155,7 @@ func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, schema string, 
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return err
 		}
-		applied, err := appliedVersions(ctx, tx)
+		applied, err := appliedVersions(ctx, tx, "oncekey_migrations")
 		if err != nil {
 			return err
 		}
@@ -180,8 +180,12 @@ func lockSchema(ctx context.Context, tx pgx.Tx, schema string) error {
 	return err
 }
 
-func appliedVersions(ctx context.Context, tx pgx.Tx) (map[int]bool, error) {
-	rows, err := tx.Query(ctx, `SELECT version FROM oncekey_migrations`)
+// appliedVersions reads the versions recorded in the migrations table (a sanitized, possibly
+// schema-qualified name) through q: a transaction or a pool.
+func appliedVersions(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, table string) (map[int]bool, error) {
+	rows, err := q.Query(ctx, "SELECT version FROM "+table)
 	if err != nil {
 		return nil, err
 	}

@@ -26,23 +26,20 @@ func PendingMigrations(ctx context.Context, pool *pgxpool.Pool, schema string) (
 	}
 	applied := map[int]bool{}
 	if exists {
-		rows, err := pool.Query(ctx, "SELECT version FROM "+table)
-		if err != nil {
+		if applied, err = appliedVersions(ctx, pool, table); err != nil {
 			return nil, wrapErr("pending migrations", schema, err)
-		}
-		vs, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			return nil, wrapErr("pending migrations", schema, err)
-		}
-		for _, v := range vs {
-			applied[int(v)] = true
 		}
 	}
+	return pendingOf(migs, applied), nil
+}
+
+// pendingOf names the migrations of migs not in applied, oldest first, as "NNN_name".
+func pendingOf(migs []migration, applied map[int]bool) []string {
 	var out []string
 	for _, m := range migs {
 		if !applied[m.version] {
 			out = append(out, fmt.Sprintf("%03d_%s", m.version, m.name))
 		}
 	}
-	return out, nil
+	return out
 }

@@ -177,14 +177,7 @@ WHERE c.oid = to_regclass($1)`, s.table).Scan(&schema, &tracked)
 		if !tracked {
 			return nil
 		}
-		rows, err := s.pool.Query(ctx, "SELECT version FROM "+pgx.Identifier{schema, "oncekey_migrations"}.Sanitize())
-		if err != nil {
-			return err
-		}
-		vs, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		for _, v := range vs {
-			applied[int(v)] = true
-		}
+		applied, err = appliedVersions(ctx, s.pool, pgx.Identifier{schema, "oncekey_migrations"}.Sanitize())
 		return err
 	})
 	if err != nil {
@@ -198,13 +191,7 @@ WHERE c.oid = to_regclass($1)`, s.table).Scan(&schema, &tracked)
 		problem = s.schemaError(ctx, "check", tableOutdated,
 			fmt.Sprintf("schema %q has no oncekey_migrations table, so the table was not made by Migrate", schema), nil)
 	default:
-		var pending []string
-		for _, m := range migs {
-			if !applied[m.version] {
-				pending = append(pending, fmt.Sprintf("%03d_%s", m.version, m.name))
-			}
-		}
-		if len(pending) > 0 {
+		if pending := pendingOf(migs, applied); len(pending) > 0 {
 			problem = s.schemaError(ctx, "check", tableOutdated,
 				fmt.Sprintf("migrations %s are not applied in schema %q", strings.Join(pending, ", "), schema), nil)
 		}
