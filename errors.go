@@ -3,8 +3,9 @@ package oncekey
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -88,32 +89,19 @@ func resolveCommand(namespace, tenant, schema, key string, direct bool) string {
 		cmd += " --direct"
 	}
 	if schema != "" {
-		cmd += " --schema " + shellWord(schema)
+		cmd += " --schema " + shell.Word(schema)
 	}
 	ns := namespace
 	if ns == "" {
 		ns = "default"
 	}
 	if ns != "default" {
-		cmd += " --namespace " + shellWord(ns)
+		cmd += " --namespace " + shell.Word(ns)
 	}
 	if tenant != "" && tenant != ns {
-		cmd += " --tenant " + shellWord(tenant)
+		cmd += " --tenant " + shell.Word(tenant)
 	}
 	return "`" + cmd + " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"
-}
-
-// shellWord quotes s for a POSIX shell when it holds anything but letters, digits and -_.:/@.
-func shellWord(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@", r)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	if s == "" {
-		return "''"
-	}
-	return s
 }
 
 // FingerprintMismatchError: the operation key was used before with different arguments (or tool

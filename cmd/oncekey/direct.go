@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -183,9 +184,9 @@ func (a *app) directCommand(key string, f *resolveFlags) string {
 
 func resolveCommand(a *app, key string, f *resolveFlags, direct bool) string {
 	var b strings.Builder
-	b.WriteString("oncekey resolve " + key + " --tenant " + shellWord(f.tenant))
+	b.WriteString("oncekey resolve " + key + " --tenant " + shell.Word(f.tenant))
 	if ns := a.ns(); ns != "default" {
-		b.WriteString(" --namespace " + shellWord(ns))
+		b.WriteString(" --namespace " + shell.Word(ns))
 	}
 	if direct {
 		b.WriteString(a.dbFlags() + " --direct")
@@ -200,7 +201,7 @@ func resolveCommand(a *app, key string, f *resolveFlags, direct bool) string {
 	}
 	for _, fl := range []struct{ name, v string }{{"--ref", f.ref}, {"--result", f.result}, {"--note", f.note}, {"--by", f.by}} {
 		if fl.v != "" {
-			b.WriteString(" " + fl.name + " " + shellWord(fl.v))
+			b.WriteString(" " + fl.name + " " + shell.Word(fl.v))
 		}
 	}
 	return b.String()

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 // keyLen is the length of a whole printable operation key: the prefix and 64 hex digits.
@@ -32,13 +33,13 @@ func (a *app) dbFlags() string {
 	if a.schema == "" {
 		return ""
 	}
-	return " --schema " + shellWord(a.schema)
+	return " --schema " + shell.Word(a.schema)
 }
 
 // showCommand returns the `oncekey show` command for key under tenant, with the flags it needs to
 // read the table this command was pointed at.
 func (a *app) showCommand(key, tenant string) string {
-	return "oncekey show " + key + " --tenant " + shellWord(tenant) + a.dbFlags()
+	return "oncekey show " + key + " --tenant " + shell.Word(tenant) + a.dbFlags()
 }
 
 // schemaName names the schema the store searched, for messages: --schema, else the first schema
@@ -69,18 +70,5 @@ func (a *app) recordNotFound(ctx context.Context, pool *pgxpool.Pool, key, tenan
 		defaulted = " (the tenant defaults to the namespace)"
 	}
 	return fail(exitNotFound, "%s%s; `oncekey list%s` shows each record's tenant (`oncekey list --tenant %s%s` this tenant's records): run again with --tenant set to the record's tenant",
-		msg, defaulted, a.dbFlags(), shellWord(tenant), a.dbFlags())
-}
-
-// shellWord quotes s for a POSIX shell when it holds anything but letters, digits and -_.:/@=.
-func shellWord(s string) string {
-	if s == "" {
-		return "''"
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/@=", r)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	return s
+		msg, defaulted, a.dbFlags(), shell.Word(tenant), a.dbFlags())
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 // recordView is a record as the CLI prints it. The stored result is left out unless asked for.
@@ -422,7 +423,7 @@ func newStatsCmd(a *app) *cobra.Command {
 			if sv.OldestUnknown != nil {
 				filter := a.dbFlags()
 				if tenant != "" {
-					filter += " --tenant " + shellWord(tenant)
+					filter += " --tenant " + shell.Word(tenant)
 				}
 				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `oncekey list --status unknown%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), filter)
 			}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -145,7 +146,7 @@ func (a *app) storeError(op string, err error) error {
 		if a.schema != "" {
 			where = "schema " + a.schema
 		}
-		pass := "--schema " + shellWord(schemaErr.Elsewhere[0])
+		pass := "--schema " + shell.Word(schemaErr.Elsewhere[0])
 		if len(schemaErr.Elsewhere) > 1 {
 			pass = "--schema with the one you meant"
 		}
