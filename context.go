@@ -3,10 +3,9 @@ package oncekey
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/oncekey/oncekey/internal/textcheck"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -99,13 +98,8 @@ func SetEffectReference(ctx context.Context, ref string) error {
 	if h == nil {
 		return fmt.Errorf("oncekey: set effect reference: %w", ErrNotClaimed)
 	}
-	switch {
-	case len(ref) > MaxEffectReferenceBytes:
-		return &InvalidEffectReferenceError{Len: len(ref), Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit", len(ref), MaxEffectReferenceBytes)}
-	case !utf8.ValidString(ref):
-		return &InvalidEffectReferenceError{Len: len(ref), Reason: "is not valid UTF-8"}
-	case strings.IndexByte(ref, 0) >= 0:
-		return &InvalidEffectReferenceError{Len: len(ref), Reason: "contains a NUL byte"}
+	if reason := textcheck.Problem(ref, MaxEffectReferenceBytes); reason != "" {
+		return &InvalidEffectReferenceError{Len: len(ref), Reason: reason}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

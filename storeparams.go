@@ -7,7 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/oncekey/oncekey/internal/textcheck"
 )
 
 // InvalidParamsError: a Store method was called with bad arguments (an empty key, a negative
@@ -33,11 +34,8 @@ func checkText(op, field, v string, required bool) error {
 	if required && strings.TrimSpace(v) == "" {
 		return &InvalidParamsError{Op: op, Field: field, Reason: "must not be empty"}
 	}
-	if !utf8.ValidString(v) {
-		return &InvalidParamsError{Op: op, Field: field, Reason: "is not valid UTF-8"}
-	}
-	if strings.IndexByte(v, 0) >= 0 {
-		return &InvalidParamsError{Op: op, Field: field, Reason: "contains a NUL byte"}
+	if reason := textcheck.Problem(v, 0); reason != "" {
+		return &InvalidParamsError{Op: op, Field: field, Reason: reason}
 	}
 	return nil
 }

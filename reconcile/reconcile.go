@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/textcheck"
 )
 
 // Names of the reconciliation workflow's signal, query and registered type.
@@ -129,13 +129,8 @@ func (r Resolution) Validate() error {
 		{"Note", r.Note, MaxNoteBytes},
 		{"ResolvedBy", r.ResolvedBy, MaxResolvedByBytes},
 	} {
-		switch {
-		case len(f.v) > f.limit:
-			return &InvalidResolutionError{Field: f.name, Reason: fmt.Sprintf("is %d bytes, over the %d-byte limit", len(f.v), f.limit)}
-		case !utf8.ValidString(f.v):
-			return &InvalidResolutionError{Field: f.name, Reason: "is not valid UTF-8"}
-		case strings.IndexByte(f.v, 0) >= 0:
-			return &InvalidResolutionError{Field: f.name, Reason: "contains a NUL byte"}
+		if reason := textcheck.Problem(f.v, f.limit); reason != "" {
+			return &InvalidResolutionError{Field: f.name, Reason: reason}
 		}
 	}
 	if len(bytes.TrimSpace(r.Result)) > 0 {
