@@ -23,11 +23,10 @@ type Ticket struct {
 
 func CreateTicket(ctx context.Context, title string) (Ticket, error) { return Ticket{ID: title}, nil }
 
-// RecordResolution without the tool's name (input from a reconciliation workflow started before
-// the field existed) reads it from the record and still refuses a result of the wrong type,
-// leaving the record unknown.
-func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
-	store := memstore.New(nil)
+// unknownRecordEnv puts an unknown record (tenant t1, key ok1_k, tool CreateTicket) into store
+// and returns an activity environment with the activities on store registered.
+func unknownRecordEnv(t *testing.T, store oncekey.Store) *testsuite.TestActivityEnvironment {
+	t.Helper()
 	ctx := context.Background()
 	res, err := store.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
@@ -41,10 +40,20 @@ func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	acts.Register(env)
+	return env
+}
+
+// RecordResolution without the tool's name (input from a reconciliation workflow started before
+// the field existed) reads it from the record and still refuses a result of the wrong type,
+// leaving the record unknown.
+func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
+	store := memstore.New(nil)
+	env := unknownRecordEnv(t, store)
+	ctx := context.Background()
 
 	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
 		Resolution: reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`["T-1"]`)}}
-	_, err = env.ExecuteActivity(activities.RecordResolutionName, in)
+	_, err := env.ExecuteActivity(activities.RecordResolutionName, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
@@ -66,23 +75,12 @@ func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 // reconciliation workflow from ever reading a corrected signal. The record stays unknown.
 func TestRecordResolutionRefusedByTheStoreIsNotRetried(t *testing.T) {
 	store := memstore.New(&memstore.Options{MaxResultBytes: 64})
+	env := unknownRecordEnv(t, store)
 	ctx := context.Background()
-	res, err := store.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
-		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
-	require.NoError(t, err)
-	_, err = store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch})
-	require.NoError(t, err)
-	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	acts, err := activities.New(store, reg, nil)
-	require.NoError(t, err)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	acts.Register(env)
 
 	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
 		Resolution: reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"` + strings.Repeat("x", 100) + `"}`)}}
-	_, err = env.ExecuteActivity(activities.RecordResolutionName, in)
+	_, err := env.ExecuteActivity(activities.RecordResolutionName, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
