@@ -48,7 +48,7 @@ $(TEMPORAL_BIN):
 	GOBIN=$(TEMPORAL_DIR) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
 # Every figure is measured against its baseline in the same run and printed as one BENCH line
-# (format in DESIGN.md). Raw benchmark output goes to bench.log.
+# (format in docs/benchmarks.md). Raw benchmark output goes to bench.log.
 BENCH_LOG ?= bench.log
 
 bench: temporal pgbench
