@@ -75,6 +75,9 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 	})
 	done := func(out reconcile.Output) (reconcile.Output, error) {
 		status.State, status.Outcome = reconcile.StateResolved, out.Outcome
+		status.RecordStatus = settledStatus(status.RecordStatus, out.Outcome)
+		// A refusal before the decision is no longer news once the operation is settled.
+		status.LastInvalidSignal, status.LastInvalidRequestID = "", ""
 		logger.Info("oncekey: reconciled", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "outcome", string(out.Outcome), "resolved_by", out.ResolvedBy)
 		return out, nil
 	}
@@ -201,6 +204,22 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 		}
 		return done(out)
 	}
+}
+
+// settledStatus is the record's status once a reconciliation settled it with outcome: the status
+// the decision wrote over an unknown (or lease-expired pending) record, else the status last
+// inspected (a settled record, or none).
+func settledStatus(inspected oncekey.Status, outcome reconcile.ResolutionOutcome) oncekey.Status {
+	if inspected != oncekey.StatusUnknown && inspected != oncekey.StatusPending {
+		return inspected
+	}
+	switch outcome {
+	case reconcile.Applied:
+		return oncekey.StatusApplied
+	case reconcile.NotApplied:
+		return oncekey.StatusReleased
+	}
+	return oncekey.StatusFailed
 }
 
 // invalid returns why r cannot settle the operation in, or "".

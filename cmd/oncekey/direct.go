@@ -33,7 +33,7 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	rec, err := s.Get(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
 	cancel()
 	if errors.Is(err, oncekey.ErrNotFound) {
-		return a.recordNotFound(ctx, pool, key, f.tenant, f.tenantGiven)
+		return a.recordNotFound(key, f.tenant, f.tenantGiven)
 	}
 	if err != nil {
 		return a.storeError(fmt.Sprintf("resolve --direct %s (tenant %s)", key, f.tenant), err)
@@ -73,8 +73,8 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	}
 
 	out := a.stdout
-	fmt.Fprintf(out, "resolved %s directly in the store as %s (tenant %s, schema %s): %s\n",
-		key, r.Outcome, printable(f.tenant), printable(a.schemaName(ctx, pool)), describe(r))
+	fmt.Fprintf(out, "resolved %s directly in the store as %s (tenant %s, %s): %s\n",
+		key, r.Outcome, printable(f.tenant), a.pg, describe(r))
 	fmt.Fprintf(out, "record: tool %s, workflow %s, step %s; status now %s\n",
 		cell(rec.Tool), cell(rec.WorkflowID), cell(rec.StepID), cell(string(rec.Status)))
 	fmt.Fprintln(out, checked)

@@ -52,7 +52,7 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	r = cli(t, env, cmds[1]...)
 	require.Equal(t, 0, r.code, r.stderr)
 	for _, want := range []string{
-		"resolved " + key + " directly in the store as applied (tenant acme, schema ",
+		"resolved " + key + " directly in the store as applied (tenant acme, " + dbAt(t) + ", schema ",
 		`by ines (oncekey-cli --direct), ref BK-R1, result 14 bytes of JSON, note "found in the booking system"`,
 		"record: tool Book, workflow booking-" + t.Name() + ", step book; status now applied",
 		"checked: no reconciliation workflow for the key is running in namespace default (" + reconcile.WorkflowID(key) + " ended: terminated at ",

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
@@ -42,26 +39,11 @@ func (a *app) showCommand(key, tenant string) string {
 	return "oncekey show " + key + " --tenant " + shell.Word(tenant) + a.dbFlags()
 }
 
-// schemaName names the schema the store searched, for messages: --schema, else the first schema
-// of the connection's search_path as the server reports it.
-func (a *app) schemaName(ctx context.Context, pool *pgxpool.Pool) string {
-	if a.schema != "" {
-		return a.schema
-	}
-	var s *string
-	qctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	if err := pool.QueryRow(qctx, "SELECT current_schema()").Scan(&s); err != nil || s == nil {
-		return "(the first of the search_path)"
-	}
-	return *s + " (the first of the search_path; --schema names another)"
-}
-
 // recordNotFound is the error of a command that looked up key under tenant and found no record:
 // it names what was searched and what to run next. tenantGiven is false when the tenant was
 // defaulted to the namespace.
-func (a *app) recordNotFound(ctx context.Context, pool *pgxpool.Pool, key, tenant string, tenantGiven bool) error {
-	msg := fmt.Sprintf("no record for %s under tenant %s in schema %s", key, tenant, a.schemaName(ctx, pool))
+func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
+	msg := fmt.Sprintf("no record for %s under tenant %s in %s", key, tenant, a.pg)
 	if shape := keyShape(key); shape != "" {
 		return fail(exitNotFound, "%s: %s; copy the whole key from `oncekey list%s`", msg, shape, a.dbFlags())
 	}

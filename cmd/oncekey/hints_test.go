@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -103,7 +104,7 @@ func TestShowNotFoundSaysWhatToDo(t *testing.T) {
 	short := key[:8]
 	r := cli(t, env, "show", short, "--schema", schema)
 	requireOneLine(t, r, exitNotFound,
-		"no record for "+short+" under tenant default in schema "+schema,
+		"no record for "+short+" under tenant default in "+dbAt(t)+", schema "+schema,
 		short+" is shorter than an operation key: keys are whole, ok1_ and 64 hex digits, as `oncekey list` prints them",
 		"`oncekey list --schema "+schema+"`")
 	cmds := suggested(t, r.stderr, nil)
@@ -115,7 +116,7 @@ func TestShowNotFoundSaysWhatToDo(t *testing.T) {
 	// The whole key under the wrong tenant, given and defaulted.
 	r = cli(t, env, "show", key, "--tenant", "globex", "--schema", schema)
 	requireOneLine(t, r, exitNotFound,
-		"no record for "+key+" under tenant globex in schema "+schema+";",
+		"no record for "+key+" under tenant globex in "+dbAt(t)+", schema "+schema+";",
 		"`oncekey list --schema "+schema+"` shows each record's tenant",
 		"`oncekey list --tenant globex --schema "+schema+"`",
 		"run again with --tenant set to the record's tenant")
@@ -127,7 +128,7 @@ func TestShowNotFoundSaysWhatToDo(t *testing.T) {
 	lr = cli(t, env, suggested(t, r.stderr, nil)[0]...)
 	require.Regexp(t, `(?m)^acme\s+`+key, lr.stdout, "the suggested list shows the record under its tenant")
 	r = cli(t, env, "show", key, "--schema", schema)
-	requireOneLine(t, r, exitNotFound, "under tenant default in schema "+schema+" (the tenant defaults to the namespace)")
+	requireOneLine(t, r, exitNotFound, "under tenant default in "+dbAt(t)+", schema "+schema+" (the tenant defaults to the namespace)")
 	r = cli(t, env, "show", key, "--tenant", "acme", "--schema", schema)
 	require.Equal(t, 0, r.code, r.stderr)
 
@@ -135,28 +136,43 @@ func TestShowNotFoundSaysWhatToDo(t *testing.T) {
 	url2, _, _ := migrated(t)
 	r = cli(t, map[string]string{"DATABASE_URL": url2}, "show", key, "--tenant", "acme")
 	schema2 := regexp.MustCompile(`search_path=(\w+)`).FindStringSubmatch(url2)[1]
-	requireOneLine(t, r, exitNotFound, "in schema "+schema2+" (the first of the search_path; --schema names another)", "`oncekey list` shows each record's tenant")
+	requireOneLine(t, r, exitNotFound, ", schema "+schema2+" (the first of the search_path; --schema names another)", "`oncekey list` shows each record's tenant")
 
 	// A key of the right length that is not hex.
 	r = cli(t, env, "show", oncekey.KeyPrefix+strings.Repeat("Z", 64), "--schema", schema)
 	requireOneLine(t, r, exitNotFound, "is not an operation key: keys are ok1_ and 64 lower-case hex digits")
 }
 
-// forget on a tenant without records says so, naming the schema it looked in.
+// forget on a tenant without records says so, naming the database and schema it looked in, and
+// fails, --yes or not, so a mistyped tenant does not pass for an erasure; --allow-missing makes
+// it succeed for scripts.
 func TestForgetNamesTheSchemaItSearched(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	env := map[string]string{"DATABASE_URL": url}
 	seed(t, s, "acme", "T", "wf", "one", oncekey.StatusApplied, nil)
+	where := "in " + dbAt(t) + `, schema ` + schema
 
 	r := cli(t, env, "forget", "--tenant", "acmee", "--schema", schema)
-	requireOneLine(t, r, exitNotFound, `tenant "acmee" has no records in schema `+schema, "`oncekey stats --schema "+schema+" --json`")
+	requireOneLine(t, r, exitNotFound, `tenant "acmee" has no records `+where, "`oncekey stats --schema "+schema+" --json`", "--allow-missing")
 	sr := cli(t, env, suggested(t, r.stderr, nil)[0]...)
 	require.Equal(t, 0, sr.code, sr.stderr)
 	require.Contains(t, sr.stdout, `"acme": 1`)
 
 	r = cli(t, env, "forget", "--tenant", "acmee", "--schema", schema, "--yes")
+	requireOneLine(t, r, exitNotFound, `tenant "acmee" has no records `+where+": nothing to delete")
+	require.Empty(t, r.stdout)
+	for _, args := range [][]string{{"--yes"}, {}} {
+		r = cli(t, env, append([]string{"forget", "--tenant", "acmee", "--schema", schema, "--allow-missing"}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, `tenant "acmee" has no records `+where+": nothing to delete (--allow-missing)")
+	}
+	stats := cli(t, env, "stats", "--schema", schema, "--json")
+	require.Contains(t, stats.stdout, `"acme": 1`, "the other tenant's record is untouched")
+
+	r = cli(t, env, "forget", "--tenant", "acme", "--schema", schema, "--yes", "--allow-missing")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, `deleted 0 record(s) of tenant "acmee" in schema `+schema+": it had none there")
+	require.Contains(t, r.stdout, `deleted 1 record(s) of tenant "acme" `+where)
+	seed(t, s, "acme", "T", "wf", "one", oncekey.StatusApplied, nil)
 
 	r = cli(t, env, "forget", "--tenant", "acme", "--schema", schema)
 	requireOneLine(t, r, exitUsage, "refusing without --yes", "1 record(s)")
@@ -189,12 +205,13 @@ func TestSuggestedResolveCommandsParse(t *testing.T) {
 }
 
 // resolve for a key nothing waits on points to `oncekey show` with the --schema it was given, so
-// the suggestion finds the record; a key cut short is named as such.
+// the suggestion finds the record; a key cut short is named as such. An applied record is named
+// as applied, by whom and when.
 func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	testenv.Temporal(t)
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
-	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusApplied, nil)
+	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusUnknown, nil)
 
 	r := cli(t, env, "resolve", key, "--schema", schema, "--tenant", "acme", "--not-applied")
 	requireOneLine(t, r, exitNotFound, "no reconciliation workflow is waiting for "+key+" in namespace default",
@@ -203,11 +220,21 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	require.Len(t, cmds, 2)
 	sr := cli(t, env, cmds[0]...)
 	require.Equal(t, 0, sr.code, sr.stderr)
-	require.Regexp(t, `status\s+applied`, sr.stdout)
-	// The --direct form finds the record too (and refuses it: it is not unknown).
+	require.Regexp(t, `status\s+unknown`, sr.stdout)
 	require.Equal(t, []string{"resolve", key, "--tenant", "acme", "--schema", schema, "--direct", "--not-applied"}, cmds[1])
-	sr = cli(t, env, cmds[1]...)
-	requireOneLine(t, sr, exitFailed, key+" is already applied: there is nothing to resolve")
+
+	// An applied record: resolve says so, and who applied it when, instead of pointing at --direct.
+	applied := seed(t, s, "acme", "Book", "wf-1", "book-2", oncekey.StatusApplied, nil)
+	rec, err := s.Get(t.Context(), &oncekey.GetParams{Tenant: "acme", OperationKey: applied})
+	require.NoError(t, err)
+	r = cli(t, env, "resolve", applied, "--schema", schema, "--tenant", "acme", "--not-applied")
+	requireOneLine(t, r, exitFailed,
+		applied+" is already applied, by the tool's own run (workflow wf-1, step book-2) at "+rec.UpdatedAt.UTC().Format(time.RFC3339)+": no reconciliation waits for it and there is nothing to resolve",
+		"`oncekey show "+applied+" --tenant acme --schema "+schema+"`", dbAt(t))
+	require.NotContains(t, r.stderr, "--direct")
+	// The --direct form finds the record too (and refuses it: it is not unknown).
+	sr = cli(t, env, "resolve", applied, "--tenant", "acme", "--schema", schema, "--direct", "--not-applied")
+	requireOneLine(t, sr, exitFailed, applied+" is already applied: there is nothing to resolve", dbAt(t)+", schema "+schema)
 
 	r = cli(t, env, "resolve", key[:10], "--schema", schema, "--not-applied")
 	requireOneLine(t, r, exitNotFound, key[:10]+" is shorter than an operation key", "`oncekey list --status unknown --schema "+schema+"`")

@@ -13,7 +13,12 @@
 //	1  the operation failed (a store or server error, a record in the wrong state)
 //	2  usage: unknown command or flag, missing or conflicting flags, malformed input
 //	3  not found: no such record, or no reconciliation workflow waiting for the key
-//	4  unreachable: Postgres or the Temporal server could not be reached
+//	4  unreachable: Postgres or the Temporal server could not be reached (an outage: try again)
+//	5  configuration: Postgres refused the role, the password or the database name (retrying
+//	   cannot help: fix the URL or the libpq variables)
+//
+// Every error of a command that connected to Postgres names the database it used: server, role,
+// database and schema.
 package main
 
 import (
@@ -23,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -33,6 +39,7 @@ const (
 	exitUsage       = 2
 	exitNotFound    = 3
 	exitUnreachable = 4
+	exitConfig      = 5
 )
 
 // exitError carries an exit code with the one line printed for it.
@@ -57,7 +64,8 @@ func main() {
 
 // execute runs the CLI with args and returns the exit code. getenv reads the environment.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	cmd := newRootCmd(&app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv})
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	cmd := newRootCmd(a)
 	cmd.SetArgs(args)
 	cmd.SetIn(stdin)
 	cmd.SetOut(stdout)
@@ -71,6 +79,10 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	fmt.Fprintf(stderr, "oncekey: %v\n", err)
+	msg := err.Error()
+	if a.pg != nil && !strings.Contains(msg, a.pg.String()) {
+		msg += " (" + a.pg.String() + ")"
+	}
+	fmt.Fprintf(stderr, "oncekey: %s\n", msg)
 	return code
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -337,7 +338,7 @@ func TestResultFromFile(t *testing.T) {
 // that holds them.
 func TestMissingTablesHintNamesSchema(t *testing.T) {
 	needsServices(t)
-	url, _ := testenv.PostgresURL(t)
+	url, schema := testenv.PostgresURL(t)
 	// The tables are migrated into another schema of the same database: the hint says where.
 	other, _ := testenv.PostgresURL(t)
 	r := cli(t, map[string]string{"DATABASE_URL": other}, "migrate")
@@ -345,8 +346,18 @@ func TestMissingTablesHintNamesSchema(t *testing.T) {
 
 	r = cli(t, map[string]string{"DATABASE_URL": url}, "list")
 	require.Equal(t, exitFailed, r.code, r.stdout)
-	require.Contains(t, r.stderr, "the oncekey tables are not in the search_path; this database has them in schema ")
+	require.Contains(t, r.stderr, `the oncekey tables are not in `+dbAt(t)+`, schema `+schema+` (the first of the search_path; --schema names another); that database has them in schema `)
 	require.Contains(t, r.stderr, ": pass --schema ")
-	require.Contains(t, r.stderr, "(or run `oncekey migrate` to create them in the search_path)")
+	require.Contains(t, r.stderr, "(or run `oncekey migrate` to create them in schema "+schema+")")
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line")
+}
+
+// dbAt names the tests' Postgres database as the CLI's messages do: `Postgres database "test" at
+// 127.0.0.1:5432 as root`, read from TEST_DATABASE_URL (every test schema lives in it).
+func dbAt(t *testing.T) string {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	require.NoError(t, err)
+	c := cfg.ConnConfig
+	return fmt.Sprintf("Postgres database %q at %s:%d as %s", c.Database, c.Host, c.Port, c.User)
 }

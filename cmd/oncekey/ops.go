@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +38,7 @@ func newMigrateCmd(a *app) *cobra.Command {
 			if err := pgstore.MigrateSchema(ctx, pool, a.schema); err != nil {
 				return a.storeError("migrate", err)
 			}
-			fmt.Fprintln(a.stdout, "migrations applied; the schema is up to date")
+			fmt.Fprintf(a.stdout, "migrations applied in %s; the schema is up to date\n", a.pg)
 			return nil
 		},
 	}
@@ -108,6 +109,9 @@ func newResolveCmd(a *app) *cobra.Command {
 				if shape := keyShape(key); shape != "" {
 					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `oncekey list --status unknown%s`", key, a.ns(), shape, a.dbFlags())
 				}
+				if err := a.alreadySettled(ctx, key, f.tenant); err != nil {
+					return err
+				}
 				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", key, a.ns(), a.showCommand(key, f.tenant), a.directCommand(key, &f))
 			default:
 				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
@@ -128,6 +132,43 @@ func newResolveCmd(a *app) *cobra.Command {
 	fl.BoolVar(&f.direct, "direct", false, "write the decision straight to the store: only when no reconciliation workflow for the key is running")
 	fl.BoolVar(&f.noTemporalCheck, "no-temporal-check", false, "with --direct: do not check with Temporal that no reconciliation workflow is running")
 	return cmd
+}
+
+// alreadySettled looks key up in the store, for a resolve that found no reconciliation workflow
+// waiting: a record that is already settled (applied, failed, released) is the answer, with who
+// settled it and when (exit 1: there is nothing to resolve). It returns nil when the record is
+// not settled or cannot be read (no store configured, not found): the caller then says nothing
+// waits.
+func (a *app) alreadySettled(ctx context.Context, key, tenant string) error {
+	s, pool, err := a.store(ctx)
+	if err != nil {
+		a.pg = nil // the message that follows is about Temporal, not this database
+		return nil
+	}
+	defer pool.Close()
+	gctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	rec, err := s.Get(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	if err != nil {
+		a.pg = nil
+		return nil
+	}
+	switch rec.Status {
+	case oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusReleased:
+	default:
+		return nil
+	}
+	return fail(exitFailed, "%s is already %s, %s at %s: no reconciliation waits for it and there is nothing to resolve; `%s` shows the record",
+		key, printable(string(rec.Status)), settledBy(rec), rec.UpdatedAt.UTC().Format(time.RFC3339), a.showCommand(key, tenant))
+}
+
+// settledBy says who settled rec: the person or receipt lookup that resolved it, else the
+// tool's own run.
+func settledBy(rec *oncekey.Record) string {
+	if rec.ResolvedBy != "" {
+		return "resolved by " + printable(rec.ResolvedBy)
+	}
+	return fmt.Sprintf("by the tool's own run (workflow %s, step %s)", printable(rec.WorkflowID), printable(rec.StepID))
 }
 
 // resolution checks the flags and builds the Resolution.
@@ -279,13 +320,20 @@ func isTerminal(w io.Writer) bool {
 
 func newForgetCmd(a *app) *cobra.Command {
 	var (
-		tenant string
-		yes    bool
+		tenant       string
+		yes          bool
+		allowMissing bool
 	)
 	cmd := &cobra.Command{
-		Use:   "forget --tenant T --yes",
+		Use:   "forget --tenant T --yes [--allow-missing]",
 		Short: "Delete every record of one tenant (for erasure requests); late duplicates are then no longer refused",
-		Args:  cobra.NoArgs,
+		Long: "forget deletes every record of the tenant, tombstones included; it cannot be undone.\n\n" +
+			"A tenant with no records is an error (exit 3), so a mistyped tenant does not pass for an erasure done;\n" +
+			"--allow-missing makes it succeed (exit 0), for scripts that erase a tenant that may already be gone.",
+		Example: "  oncekey forget --tenant acme            # counts the records, deletes nothing\n" +
+			"  oncekey forget --tenant acme --yes\n" +
+			"  oncekey forget --tenant acme --yes --allow-missing   # idempotent: exit 0 when acme has no records",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(tenant) == "" {
 				return fail(exitUsage, "--tenant is required")
@@ -296,6 +344,14 @@ func newForgetCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			none := func() error {
+				if allowMissing {
+					fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
+					return nil
+				}
+				return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `oncekey stats%s --json` lists the tenants that have (add --allow-missing where no records is fine)",
+					strconv.Quote(tenant), a.pg, a.dbFlags())
+			}
 			if !yes {
 				rows, err := s.Stats(ctx, tenant)
 				if err != nil {
@@ -306,24 +362,24 @@ func newForgetCmd(a *app) *cobra.Command {
 					n += r.Count
 				}
 				if n == 0 {
-					return fail(exitNotFound, "tenant %q has no records in schema %s: nothing to delete; `oncekey stats%s --json` lists the tenants that have", tenant, a.schemaName(ctx, pool), a.dbFlags())
+					return none()
 				}
-				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %q, tombstones included, and cannot be undone", n, tenant)
+				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %s, tombstones included, and cannot be undone", n, strconv.Quote(tenant))
 			}
 			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
 			if err != nil {
 				return a.storeError("forget", err)
 			}
-			fmt.Fprintf(a.stdout, "deleted %d record(s) of tenant %q in schema %s", res.Deleted, tenant, a.schemaName(ctx, pool))
 			if res.Deleted == 0 {
-				fmt.Fprintf(a.stdout, ": it had none there (`oncekey stats%s --json` lists the tenants that have)", a.dbFlags())
+				return none()
 			}
-			fmt.Fprintln(a.stdout)
+			fmt.Fprintf(a.stdout, "deleted %d record(s) of tenant %s in %s\n", res.Deleted, strconv.Quote(tenant), a.pg)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant to erase (required)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
+	cmd.Flags().BoolVar(&allowMissing, "allow-missing", false, "succeed (exit 0) when the tenant has no records")
 	return cmd
 }
 
@@ -338,10 +394,10 @@ func migrateDryRun(cmd *cobra.Command, a *app, pool *pgxpool.Pool) error {
 		return a.storeError("migrate --dry-run", err)
 	}
 	if len(pending) == 0 {
-		fmt.Fprintln(a.stdout, "dry run: the schema is up to date; nothing to apply")
+		fmt.Fprintf(a.stdout, "dry run: %s is up to date; nothing to apply\n", a.pg)
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "dry run: would apply %d migration(s):\n", len(pending))
+	fmt.Fprintf(a.stdout, "dry run: would apply %d migration(s) in %s:\n", len(pending), a.pg)
 	for _, m := range pending {
 		fmt.Fprintln(a.stdout, "  "+m)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 // recordView is a record as the CLI prints it. The stored result is left out unless asked for.
@@ -214,15 +215,25 @@ func newListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return a.storeError("list", err)
 			}
+			hint := ""
+			if len(recs) == 0 && tool != "" {
+				hint = a.toolHint(ctx, s, tenant, tool)
+			}
 			if asJSON {
 				views := make([]recordView, 0, len(recs))
 				for _, r := range recs {
 					views = append(views, view(r, false))
 				}
+				if hint != "" {
+					fmt.Fprintln(a.stderr, "oncekey: "+hint)
+				}
 				return writeJSON(a.stdout, views)
 			}
 			if len(recs) == 0 {
-				fmt.Fprintln(a.stdout, "no records match")
+				if hint != "" {
+					hint = "; " + hint
+				}
+				fmt.Fprintln(a.stdout, "no records match"+hint)
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
@@ -243,12 +254,35 @@ func newListCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&status, "status", "", "only this status: pending, applied, failed, unknown, released, expired")
 	f.StringVar(&tenant, "tenant", "", "only this tenant")
-	f.StringVar(&tool, "tool", "", "only this tool (activity type)")
+	f.StringVar(&tool, "tool", "", "only this tool (activity type, matched exactly: CreateTicket, not createticket)")
 	f.StringVar(&wf, "workflow", "", "only this workflow ID")
 	f.StringVar(&since, "since", "", "only records updated since: a duration back from now (2h) or an RFC 3339 time")
 	f.IntVar(&limit, "limit", 100, "at most this many records")
 	f.BoolVar(&asJSON, "json", false, "print JSON (an array of records)")
 	return cmd
+}
+
+// toolHint says which stored tool names differ from tool only in case, for a list --tool that
+// matched nothing: tool names (activity types) match exactly. It returns "" when none does or
+// the store cannot say.
+func (a *app) toolHint(ctx context.Context, s *pgstore.Store, tenant, tool string) string {
+	rows, err := s.Stats(ctx, tenant)
+	if err != nil {
+		return ""
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if strings.EqualFold(r.Tool, tool) && r.Tool != tool && !seen[r.Tool] {
+			seen[r.Tool] = true
+			names = append(names, "--tool "+shell.Word(r.Tool))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("tool names match exactly, in case too: did you mean %s?", strings.Join(names, " or "))
 }
 
 func newShowCmd(a *app) *cobra.Command {
@@ -280,7 +314,7 @@ func newShowCmd(a *app) *cobra.Command {
 			defer pool.Close()
 			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 			if errors.Is(err, oncekey.ErrNotFound) {
-				return a.recordNotFound(ctx, pool, key, tenant, tenantGiven)
+				return a.recordNotFound(key, tenant, tenantGiven)
 			}
 			if err != nil {
 				return a.storeError(fmt.Sprintf("show %s (tenant %s)", key, tenant), err)

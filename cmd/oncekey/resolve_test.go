@@ -146,10 +146,11 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	require.Equal(t, "ines", v.ResolvedBy)
 	require.Equal(t, "found in the booking system", v.Note)
 
-	// Nothing waits on the key any more.
+	// Nothing waits on the key any more: resolve says it is applied already, by whom and when.
 	r = cli(t, env, "resolve", key, "--tenant", "acme", "--not-applied")
-	require.Equal(t, exitNotFound, r.code, r.stderr)
-	require.Contains(t, r.stderr, "no reconciliation workflow is waiting")
+	requireOneLine(t, r, exitFailed, key+" is already applied, resolved by ines at "+v.UpdatedAt.Format(time.RFC3339)+": no reconciliation waits for it and there is nothing to resolve",
+		"`oncekey show "+key+" --tenant acme`")
+	require.NotContains(t, r.stderr, "--direct", "nothing to write directly either")
 }
 
 func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type app struct {
 	namespace   string
 	schema      string
 	timeout     time.Duration
+
+	// pg is where the command connected to Postgres; nil before it connected.
+	pg *pgTarget
 }
 
 func newRootCmd(a *app) *cobra.Command {
@@ -41,7 +45,8 @@ func newRootCmd(a *app) *cobra.Command {
 		Long: "oncekey is the operator CLI for oncekey, which makes side-effecting Temporal activities safe to repeat.\n\n" +
 			"Postgres: --database-url, else DATABASE_URL, else the libpq variables (PGHOST, PGUSER, PGDATABASE, ...).\n" +
 			"Temporal (resolve only): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
-			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 Postgres or Temporal unreachable.",
+			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 Postgres or Temporal unreachable,\n" +
+			"5 Postgres refused the role, password or database name.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -79,7 +84,10 @@ func (a *app) ns() string {
 	return "default"
 }
 
-// pool connects to Postgres and pings it. Errors are exit code 4 and say what to set.
+// pool connects to Postgres, pings it and records where it connected (a.pg), so every later
+// message can name the database. A role, password or database name the server refuses is a
+// configuration error (exit 5), anything else that stops the connection an outage (exit 4); both
+// give the driver's text once.
 func (a *app) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	url := a.databaseURL
 	if url == "" {
@@ -91,18 +99,121 @@ func (a *app) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	// libpq variables are read by ParseConfig from the process environment.
 	pgstore.ConfigurePool(cfg, &pgstore.Options{Schema: a.schema})
-	where := fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	cc := cfg.ConnConfig
+	t := &pgTarget{host: cc.Host, port: cc.Port, user: cc.User, database: cc.Database}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fail(exitUnreachable, "cannot reach Postgres at %s: %v; set --database-url or DATABASE_URL=postgres://user@host:5432/db, or PGHOST/PGUSER/PGDATABASE", where, err)
+		return nil, a.connectError(t, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fail(exitUnreachable, "cannot reach Postgres at %s: %v; set --database-url or DATABASE_URL=postgres://user@host:5432/db, or PGHOST/PGUSER/PGDATABASE", where, oneLine(err))
+		return nil, a.connectError(t, err)
 	}
+	var db string
+	var schema *string
+	if err := pool.QueryRow(pctx, "SELECT current_database(), current_schema()").Scan(&db, &schema); err != nil {
+		pool.Close()
+		return nil, a.connectError(t, err)
+	}
+	t.database = db
+	switch {
+	case a.schema != "":
+		t.schema = a.schema
+	case schema != nil:
+		t.schema, t.searchPath = *schema, true
+	default:
+		t.searchPath = true // no schema of the search_path exists
+	}
+	a.pg = t
 	return pool, nil
+}
+
+// pgTarget is where the CLI connected: the server, the role, the database and the schema
+// oncekey's tables are looked for in.
+type pgTarget struct {
+	host     string
+	port     uint16
+	user     string
+	database string
+	// schema is --schema, else the first schema of the search_path ("" when none of it exists).
+	schema string
+	// searchPath is true when schema came from the search_path rather than --schema.
+	searchPath bool
+}
+
+// server names the server and role: "127.0.0.1:5432 as root".
+func (t *pgTarget) server() string {
+	return fmt.Sprintf("%s:%d as %s", printable(t.host), t.port, printable(t.user))
+}
+
+// String names the database and the schema, for messages: `Postgres database "app" at
+// 127.0.0.1:5432 as root, schema public (the first of the search_path)`.
+func (t *pgTarget) String() string {
+	return fmt.Sprintf("Postgres database %s at %s, schema %s", strconv.Quote(t.database), t.server(), t.schemaText())
+}
+
+// schemaText names the schema and where it came from.
+func (t *pgTarget) schemaText() string {
+	switch {
+	case !t.searchPath:
+		return t.schema
+	case t.schema == "":
+		return "(none: no schema of the search_path exists; --schema names one)"
+	}
+	return t.schema + " (the first of the search_path; --schema names another)"
+}
+
+// connectError reports a failed connection to t: exit 5 when the server refused the role, the
+// password or the database name (retrying cannot help), else exit 4.
+func (a *app) connectError(t *pgTarget, err error) error {
+	const set = "set --database-url or DATABASE_URL=postgres://user@host:5432/db, or PGHOST/PGUSER/PGDATABASE"
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		text := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		switch {
+		case pgErr.Code == "3D000": // invalid_catalog_name
+			return fail(exitConfig, "Postgres at %s:%d (role %s) has no database %s: %s; name an existing database in --database-url, DATABASE_URL or PGDATABASE (`oncekey migrate` creates oncekey's tables, not the database)",
+				printable(t.host), t.port, printable(t.user), strconv.Quote(t.database), text)
+		case strings.HasPrefix(pgErr.Code, "28"): // invalid_authorization_specification, invalid_password
+			return fail(exitConfig, "Postgres at %s:%d refused role %s (database %s): %s; fix the role or password in --database-url, DATABASE_URL or PGUSER/PGPASSWORD",
+				printable(t.host), t.port, printable(t.user), strconv.Quote(t.database), text)
+		}
+		return fail(exitUnreachable, "cannot use Postgres at %s (database %s): %s; try again when the server accepts connections, or %s",
+			t.server(), strconv.Quote(t.database), text, set)
+	}
+	return fail(exitUnreachable, "cannot reach Postgres at %s (database %s): %s; %s", t.server(), strconv.Quote(t.database), driverText(err), set)
+}
+
+// driverText is the driver's text for a connection error, each distinct attempt's once: pgx tries
+// again without TLS (sslmode=prefer) and on each address of a host, and its message repeats the
+// same failure for each try.
+func driverText(err error) string {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		if inner := errors.Unwrap(ce); inner != nil {
+			err = inner
+		}
+	}
+	var parts []string
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			parts = append(parts, oneLine(e))
+		}
+	} else {
+		parts = strings.Split(err.Error(), "\n")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range parts {
+		p = strings.Join(strings.Fields(p), " ")
+		if p != "" && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // store connects and returns the pgstore over the pool; close the pool when done.
@@ -138,28 +249,40 @@ func (a *app) storeError(op string, err error) error {
 	var schemaErr *oncekey.StoreSchemaError
 	var pgErr *pgconn.PgError
 	errors.As(err, &pgErr)
+	errors.As(err, &schemaErr)
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
 		return fail(exitNotFound, "%s: %v", op, err)
-	case errors.As(err, &schemaErr) && len(schemaErr.Elsewhere) > 0 && pgErr != nil && pgErr.Code == "42P01":
-		where := "the search_path"
-		if a.schema != "" {
-			where = "schema " + a.schema
-		}
-		pass := "--schema " + shell.Word(schemaErr.Elsewhere[0])
-		if len(schemaErr.Elsewhere) > 1 {
-			pass = "--schema with the one you meant"
-		}
-		return fail(exitFailed, "%s: the oncekey tables are not in %s; this database has them in schema %s: pass %s (or run `oncekey migrate%s` to create them in %s)",
-			op, where, strings.Join(schemaErr.Elsewhere, ", "), pass, a.dbFlags(), where)
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01" && a.schema != "":
-		return fail(exitFailed, "%s: the oncekey tables do not exist in schema %s; run `oncekey migrate%s` first, or pass the --schema that holds them (%s)", op, a.schema, a.dbFlags(), pgErr.Message)
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
-		return fail(exitFailed, "%s: the oncekey tables do not exist in this database/schema; run `oncekey migrate` first, or pass --schema if the tables live in another schema (%s)", op, pgErr.Message)
+	case pgErr != nil && pgErr.Code == "42P01":
+		return a.missingTables(op, schemaErr)
 	case errors.As(err, &su), errors.Is(err, context.DeadlineExceeded):
 		return fail(exitUnreachable, "%s: %v", op, oneLine(err))
 	}
 	return fail(exitFailed, "%s: %v", op, oneLine(err))
+}
+
+// missingTables is the error of a command that found no oncekey tables where it looked: it names
+// the database and schema it looked in (following a suggestion to migrate must create the tables
+// where the command looks), the schemas of that database that hold them, and what to run.
+func (a *app) missingTables(op string, schemaErr *oncekey.StoreSchemaError) error {
+	where, in := "this database", "this schema"
+	if a.pg != nil {
+		where = a.pg.String()
+		in = "schema " + a.pg.schema
+		if a.pg.schema == "" {
+			in = "a schema you name with --schema"
+		}
+	}
+	if schemaErr != nil && len(schemaErr.Elsewhere) > 0 {
+		pass := "--schema " + shell.Word(schemaErr.Elsewhere[0])
+		if len(schemaErr.Elsewhere) > 1 {
+			pass = "--schema with the one you meant"
+		}
+		return fail(exitFailed, "%s: the oncekey tables are not in %s; that database has them in schema %s: pass %s (or run `oncekey migrate%s` to create them in %s)",
+			op, where, strings.Join(schemaErr.Elsewhere, ", "), pass, a.dbFlags(), in)
+	}
+	return fail(exitFailed, "%s: the oncekey tables do not exist in %s; run `oncekey migrate%s` with the same database settings to create them in %s, or point --database-url and --schema at the database that holds them",
+		op, where, a.dbFlags(), in)
 }
 
 // oneLine flattens an error message onto one line.
