@@ -1,0 +1,291 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts. Each state change is one script, run atomically by the server (EVALSHA, with
+// EVAL when the server does not have the script cached: redis.Script.Run). Every script reads
+// the server's clock with TIME, never the caller's; Redis 7 replicates a script by its effects,
+// so a script may read TIME and then write.
+//
+// Times are whole microseconds since the Unix epoch, kept as decimal strings in the record hash
+// (string.format('%d'), exact below 2^53). A record is one hash; its fields:
+//
+//	t, k        tenant and operation key
+//	tool, ver, fp, wf, step, eff
+//	st, ep      status and epoch
+//	lu          lease end (only while pending)
+//	tok         claim token of the claim that last acquired the record
+//	wt          token of the last fenced write or resolution (to recognise its repeat)
+//	res, fail   result and failure, byte for byte; an absent field is nil, "" is empty
+//	ref, rby, note
+//	ca, ua, ea, tu  created, updated, end of retention, end of the tombstone window
+//
+// The indexes of a bucket live under the bucket's hash tag, beside its records, so every script
+// touches one hash slot. The update-ordered indexes are sorted sets with every score 0, ordered
+// by member (ZRANGE … BYLEX):
+//
+//	all  hex16(updated) .. tenant .. NUL .. key   every record
+//	unk  hex16(updated) .. tenant .. NUL .. key   unknown records (the reconciliation queue)
+//	t:…  hex16(updated) .. key                    the records of one tenant
+//
+// hex16 is 16 lowercase hex digits, so member order is (updated, tenant, key) order: tenants
+// hold no NUL, so a tenant sorts before any longer tenant it is a prefix of. The purge indexes
+// are scored by time, member tenant .. NUL .. key: exp (end of retention, records not yet
+// tombstones) and tomb (end of the tombstone window, every record).
+const prelude = `
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fmt(n) return string.format('%d', n) end
+local function hex(n) return string.format('%016x', n) end
+-- The record's fields in the order replies carry them (recordFields in store.go).
+local F = {'t', 'k', 'tool', 'ver', 'fp', 'wf', 'step', 'eff', 'st', 'ep', 'lu', 'res', 'fail', 'ref', 'ca', 'ua', 'ea', 'tu', 'rby', 'note'}
+-- reply returns {code, now, fields of F...}; an absent field is nil.
+local function reply(code, rec, now)
+  local v = redis.call('HMGET', rec, unpack(F))
+  table.insert(v, 1, fmt(now))
+  table.insert(v, 1, code)
+  return v
+end
+-- reindex moves a record's entries in the update-ordered indexes from (oua, ost) to (nua, nst);
+-- a nil oua adds, a nil nua removes.
+local function reindex(all, ten, unk, pk, key, oua, ost, nua, nst)
+  if oua then
+    local h = hex(oua)
+    redis.call('ZREM', all, h .. pk)
+    redis.call('ZREM', ten, h .. key)
+    if ost == 'unknown' then redis.call('ZREM', unk, h .. pk) end
+  end
+  if nua then
+    local h = hex(nua)
+    redis.call('ZADD', all, 0, h .. pk)
+    redis.call('ZADD', ten, 0, h .. key)
+    if nst == 'unknown' then redis.call('ZADD', unk, 0, h .. pk) end
+  end
+end
+-- setBytes stores v in field when flag is '1', and removes the field (nil) otherwise.
+local function setBytes(rec, field, flag, v)
+  if flag == '1' then redis.call('HSET', rec, field, v) else redis.call('HDEL', rec, field) end
+end
+`
+
+// claimScript: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, tool, version,
+// fingerprint, workflow ID, step ID, effect, lease, retention, tombstone (µs), claim token.
+// Codes: A acquired (new), T took over, S the repeat of the claim that acquired (same token,
+// live lease), E past retention, M fingerprint mismatch, O observed (an Effectful record whose
+// lease ran out is marked unknown first).
+var claimScript = redis.NewScript(prelude + `
+local rec, all, ten, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local tenant, key = ARGV[1], ARGV[2]
+local pk = tenant .. '\0' .. key
+local now = clock()
+local lease, ret, tw = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local r = redis.call('HMGET', rec, 'st', 'ep', 'lu', 'tu', 'ea', 'fp', 'tok', 'eff', 'ua')
+local st, ep, lu, tu, ea, ua = r[1], tonumber(r[2]), tonumber(r[3]), tonumber(r[4]), tonumber(r[5]), tonumber(r[9])
+if st and now < tu then
+  if now >= ea or st == 'expired' then return reply('E', rec, now) end
+  if r[6] ~= ARGV[5] then return reply('M', rec, now) end
+  local over = st == 'pending' and now >= lu
+  if st == 'pending' and not over and r[7] == ARGV[12] then return reply('S', rec, now) end
+  if st == 'released' or (over and r[8] == '2') then
+    redis.call('HSET', rec, 'st', 'pending', 'ep', fmt(ep + 1), 'eff', ARGV[8], 'lu', fmt(now + lease),
+      'tok', ARGV[12], 'ua', fmt(now), 'ref', '', 'rby', '', 'note', '')
+    redis.call('HDEL', rec, 'res', 'fail')
+    reindex(all, ten, unk, pk, key, ua, st, now, 'pending')
+    return reply('T', rec, now)
+  end
+  if over then
+    -- Effectful and its owner is gone: the effect may have landed. The epoch stays.
+    redis.call('HSET', rec, 'st', 'unknown', 'ua', fmt(now))
+    redis.call('HDEL', rec, 'lu')
+    reindex(all, ten, unk, pk, key, ua, st, now, 'unknown')
+  end
+  return reply('O', rec, now)
+end
+-- No record, or its tombstone window is over (the key is free again; the epoch keeps counting).
+local code, epoch = 'A', 1
+if st then
+  code, epoch = 'T', ep + 1
+  reindex(all, ten, unk, pk, key, ua, st, nil, nil)
+  redis.call('DEL', rec)
+end
+local e = now + ret
+redis.call('HSET', rec, 't', tenant, 'k', key, 'tool', ARGV[3], 'ver', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
+  'step', ARGV[7], 'eff', ARGV[8], 'st', 'pending', 'ep', fmt(epoch), 'lu', fmt(now + lease), 'tok', ARGV[12],
+  'ca', fmt(now), 'ua', fmt(now), 'ea', fmt(e), 'tu', fmt(e + tw), 'ref', '', 'rby', '', 'note', '')
+redis.call('ZADD', exp, fmt(e), pk)
+redis.call('ZADD', tomb, fmt(e + tw), pk)
+reindex(all, ten, unk, pk, key, nil, nil, now, 'pending')
+return reply(code, rec, now)
+`)
+
+// fencedScript: KEYS rec, all, ten, unk. ARGV tenant, key, epoch, write token, op, then per op:
+// renew: lease (µs); complete: status, effect reference, result flag, result, failure flag,
+// failure; release: none; unknown: failure flag, failure. Codes: K written (or the repeat of
+// the write that was: same write token), N no record, L not pending at that epoch.
+var fencedScript = redis.NewScript(prelude + `
+local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = clock()
+local r = redis.call('HMGET', rec, 'st', 'ep', 'ua', 'wt')
+if not r[1] then return {'N'} end
+if r[4] == ARGV[4] then return reply('K', rec, now) end
+if r[1] ~= 'pending' or tonumber(r[2]) ~= tonumber(ARGV[3]) then return {'L'} end
+local op, st = ARGV[5], 'pending'
+if op == 'renew' then
+  redis.call('HSET', rec, 'lu', fmt(now + tonumber(ARGV[6])))
+elseif op == 'complete' then
+  st = ARGV[6]
+  redis.call('HSET', rec, 'ref', ARGV[7])
+  setBytes(rec, 'res', ARGV[8], ARGV[9])
+  setBytes(rec, 'fail', ARGV[10], ARGV[11])
+elseif op == 'release' then
+  st = 'released'
+elseif op == 'unknown' then
+  st = 'unknown'
+  setBytes(rec, 'fail', ARGV[6], ARGV[7])
+else
+  return redis.error_reply('redisstore: unknown fenced op ' .. op)
+end
+redis.call('HSET', rec, 'st', st, 'ua', fmt(now), 'wt', ARGV[4])
+if st ~= 'pending' then redis.call('HDEL', rec, 'lu') end
+reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[3]), 'pending', now, st)
+return reply('K', rec, now)
+`)
+
+// resolveScript: KEYS rec, all, ten, unk. ARGV tenant, key, write token, status, effect
+// reference, resolved by, note, result flag, result, failure flag, failure. Codes: K resolved
+// (or the repeat of the resolution that was), N no record, C {C, status} not resolvable.
+var resolveScript = redis.NewScript(prelude + `
+local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = clock()
+local r = redis.call('HMGET', rec, 'st', 'ea', 'lu', 'ua', 'wt')
+local st = r[1]
+if not st then return {'N'} end
+if r[5] == ARGV[3] then return reply('K', rec, now) end
+if now >= tonumber(r[2]) or st == 'expired' then return {'C', 'expired'} end
+if not (st == 'unknown' or (st == 'pending' and now >= tonumber(r[3]))) then return {'C', st} end
+redis.call('HSET', rec, 'st', ARGV[4], 'ref', ARGV[5], 'rby', ARGV[6], 'note', ARGV[7], 'ua', fmt(now), 'wt', ARGV[3])
+setBytes(rec, 'res', ARGV[8], ARGV[9])
+setBytes(rec, 'fail', ARGV[10], ARGV[11])
+redis.call('HDEL', rec, 'lu')
+reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[4]), st, now, ARGV[4])
+return reply('K', rec, now)
+`)
+
+// getScript: KEYS rec. Codes: K found, N no record.
+var getScript = redis.NewScript(prelude + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'N'} end
+return reply('K', KEYS[1], clock())
+`)
+
+// listScript reads one bucket's index from a ZRANGE BYLEX bound: KEYS index. ARGV record key
+// base, member kind ('t': hex16 .. key in a tenant's index, with the tenant in ARGV[3]; else
+// hex16 .. tenant .. NUL .. key), tenant, from (a BYLEX bound), matches wanted, entries to scan
+// at most, status, tool, workflow ID filters ("" does not filter). It returns {now, last
+// member scanned ("" for none), "1" when the index holds nothing after it, fields of F for each
+// matching record...}. Each call reads at most the entries it may scan.
+var listScript = redis.NewScript(prelude + `
+local now = clock()
+local scan, want = tonumber(ARGV[6]), tonumber(ARGV[5])
+local ids = redis.call('ZRANGE', KEYS[1], ARGV[4], '+', 'BYLEX', 'LIMIT', 0, scan)
+local out = {fmt(now), '', '0'}
+if #ids < scan then out[3] = '1' end
+local n = 0
+for i, m in ipairs(ids) do
+  out[2] = m
+  local pk = string.sub(m, 17)
+  if ARGV[2] == 't' then pk = ARGV[3] .. '\0' .. pk end
+  local v = redis.call('HMGET', ARGV[1] .. pk, unpack(F))
+  if v[9] and (ARGV[7] == '' or v[9] == ARGV[7]) and (ARGV[8] == '' or v[3] == ARGV[8]) and (ARGV[9] == '' or v[6] == ARGV[9]) then
+    for j = 1, #F do out[#out + 1] = v[j] end
+    n = n + 1
+    if n == want then
+      if i < #ids then out[3] = '0' end
+      break
+    end
+  end
+end
+return out
+`)
+
+// tombstoneScript turns records of one bucket past retention into tombstones: KEYS exp, all,
+// unk. ARGV record key base, tenant index key base, at most this many, skipping this many
+// candidates first (those an earlier batch of the same purge left), candidates to look at
+// beyond the quota. A record is left alone while its tombstone window is over too (the delete
+// step takes it) or while it is pending under a live lease (its owner is still running and
+// must be able to record what it did). It returns {tombstoned, skipped, "1" when no candidate
+// is left after the ones it looked at}.
+var tombstoneScript = redis.NewScript(prelude + `
+local exp, all, unk = KEYS[1], KEYS[2], KEYS[3]
+local now = clock()
+local quota, extra = tonumber(ARGV[3]), tonumber(ARGV[5])
+local ids = redis.call('ZRANGEBYSCORE', exp, '-inf', fmt(now), 'LIMIT', tonumber(ARGV[4]), quota + extra)
+local done, skipped, looked = 0, 0, 0
+for _, pk in ipairs(ids) do
+  if done == quota then break end
+  looked = looked + 1
+  local rec = ARGV[1] .. pk
+  local r = redis.call('HMGET', rec, 'st', 'tu', 'lu', 'ua', 't', 'k')
+  local st = r[1]
+  if not st or st == 'expired' then
+    redis.call('ZREM', exp, pk)
+  elseif now >= tonumber(r[2]) or (st == 'pending' and now < tonumber(r[3])) then
+    skipped = skipped + 1
+  else
+    redis.call('HSET', rec, 'st', 'expired', 'ref', '', 'note', '', 'ua', fmt(now))
+    redis.call('HDEL', rec, 'res', 'fail', 'lu', 'tok')
+    redis.call('ZREM', exp, pk)
+    reindex(all, ARGV[2] .. r[5], unk, pk, r[6], tonumber(r[4]), st, now, 'expired')
+    done = done + 1
+  end
+end
+local rest = '0'
+if looked == #ids and #ids < quota + extra then rest = '1' end
+return {done, skipped, rest}
+`)
+
+// deleteScript deletes records of one bucket past their tombstone window: KEYS tomb, all, unk,
+// exp. ARGV record key base, tenant index key base, at most this many. It returns {deleted, "1"
+// when none is left}.
+var deleteScript = redis.NewScript(prelude + `
+local tomb, all, unk, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now = clock()
+local quota = tonumber(ARGV[3])
+local ids = redis.call('ZRANGEBYSCORE', tomb, '-inf', fmt(now), 'LIMIT', 0, quota)
+for _, pk in ipairs(ids) do
+  local rec = ARGV[1] .. pk
+  local r = redis.call('HMGET', rec, 'st', 'ua', 't', 'k')
+  if r[1] then reindex(all, ARGV[2] .. r[3], unk, pk, r[4], tonumber(r[2]), r[1], nil, nil) end
+  redis.call('DEL', rec)
+  redis.call('ZREM', tomb, pk)
+  redis.call('ZREM', exp, pk)
+end
+local rest = '0'
+if #ids < quota then rest = '1' end
+return {#ids, rest}
+`)
+
+// forgetScript deletes records of one tenant in one bucket: KEYS ten, all, unk, exp, tomb. ARGV
+// record key base, tenant, at most this many. It returns {deleted, "1" when none is left}.
+var forgetScript = redis.NewScript(prelude + `
+local ten, all, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local quota = tonumber(ARGV[3])
+local ids = redis.call('ZRANGE', ten, 0, quota - 1)
+for _, m in ipairs(ids) do
+  local pk = ARGV[2] .. '\0' .. string.sub(m, 17)
+  local member = string.sub(m, 1, 16) .. pk
+  redis.call('DEL', ARGV[1] .. pk)
+  redis.call('ZREM', ten, m)
+  redis.call('ZREM', all, member)
+  redis.call('ZREM', unk, member)
+  redis.call('ZREM', exp, pk)
+  redis.call('ZREM', tomb, pk)
+end
+local rest = '0'
+if #ids < quota then rest = '1' end
+return {#ids, rest}
+`)
+
+// scripts are every script, for Check (which loads them).
+var scripts = []*redis.Script{claimScript, fencedScript, resolveScript, getScript, listScript, tombstoneScript, deleteScript, forgetScript}

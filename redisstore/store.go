@@ -1,0 +1,813 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncekey/oncekey"
+)
+
+// Defaults of Options.
+const (
+	DefaultBuckets        = 16
+	DefaultMaxResultBytes = 16 << 20
+	DefaultPrefix         = "oncekey:"
+	// MaxBuckets is the largest Options.Buckets.
+	MaxBuckets = 4096
+)
+
+// Options configure a Store. A nil *Options or a zero field means the default.
+type Options struct {
+	// Buckets is how many hash slots the records are spread over: a record lives in bucket
+	// FNV-1a(tenant, NUL, key) mod Buckets, under the hash tag {b<n>} with that bucket's
+	// indexes. More buckets spread a Redis Cluster's load over more nodes; List, Purge and
+	// Forget send one script per bucket. It must stay the same for the life of the data under
+	// Prefix (a record is looked for in one bucket only). Defaults to 16; at most MaxBuckets.
+	Buckets int
+
+	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
+	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
+	// Defaults to 16 MiB.
+	MaxResultBytes int
+
+	// Prefix starts every key the store writes, so that several stores (or tests) share one
+	// Redis. It must not contain '{' or '}' (the hash tag follows it). Defaults to "oncekey:".
+	Prefix string
+}
+
+// Store is the Redis oncekey.Store. It is safe for concurrent use; it holds no connection of its
+// own beyond the client's pool.
+type Store struct {
+	rdb      redis.UniversalClient
+	maxBytes int
+	prefix   string
+	// bases[n] is the key base of bucket n: prefix + "{b<n>}".
+	bases []string
+}
+
+var _ oncekey.Store = (*Store)(nil)
+
+// New returns a Store on rdb (a *redis.Client, *redis.ClusterClient or failover client). opts
+// may be nil. It sends nothing; Check tells whether the server is there and new enough. An
+// option out of range is an *oncekey.InvalidParamsError (Op "new").
+func New(rdb redis.UniversalClient, opts *Options) (*Store, error) {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Buckets == 0 {
+		o.Buckets = DefaultBuckets
+	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	switch {
+	case rdb == nil:
+		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "rdb", Reason: "is nil"}
+	case o.Buckets < 0 || o.Buckets > MaxBuckets:
+		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "Buckets", Reason: fmt.Sprintf("%d is outside 1..%d", o.Buckets, MaxBuckets)}
+	case o.MaxResultBytes < 0:
+		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "MaxResultBytes", Reason: "is negative"}
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "Prefix", Reason: "must not contain '{' or '}' (the hash tag follows it)"}
+	}
+	s := &Store{rdb: rdb, maxBytes: o.MaxResultBytes, prefix: o.Prefix}
+	for n := range o.Buckets {
+		s.bases = append(s.bases, o.Prefix+"{b"+strconv.Itoa(n)+"}")
+	}
+	return s, nil
+}
+
+// Prefix returns Options.Prefix: every key of the store starts with it.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Check pings the server, refuses a Redis older than 7 (scripts that read TIME and then write
+// need replication by effects, the only mode since 7.0), and loads the scripts (on every
+// primary of a cluster). Call it at startup. An unreachable server is an error wrapping
+// *oncekey.StoreUnavailableError; an old one an error naming the version found.
+func (s *Store) Check(ctx context.Context) error {
+	info, err := s.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return wrapErr("check", "", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			major, _, _ := strings.Cut(v, ".")
+			if n, err := strconv.Atoi(major); err != nil || n < 7 {
+				return fmt.Errorf("redisstore: check: Redis %s found; the store needs Redis 7 or later", v)
+			}
+		}
+	}
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return wrapErr("check", "", err)
+		}
+	}
+	return nil
+}
+
+// bucket returns the key base of the record (tenant, key).
+func (s *Store) bucket(tenant, key string) string {
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, tenant)
+	_, _ = h.Write([]byte{0})
+	_, _ = io.WriteString(h, key)
+	return s.bases[h.Sum32()%uint32(len(s.bases))]
+}
+
+// recordKeys returns the keys the record scripts take: the record, the bucket's all index, the
+// tenant's index in the bucket, the unknown index, and (with purge) the retention and tombstone
+// indexes.
+func (s *Store) recordKeys(tenant, key string, purge bool) []string {
+	b := s.bucket(tenant, key)
+	keys := []string{b + ":r:" + tenant + "\x00" + key, b + ":all", b + ":t:" + tenant, b + ":unk"}
+	if purge {
+		keys = append(keys, b+":exp", b+":tomb")
+	}
+	return keys
+}
+
+func (s *Store) checkSize(op, key string, bs ...[]byte) error {
+	for _, b := range bs {
+		if len(b) > s.maxBytes {
+			return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+		}
+	}
+	return nil
+}
+
+// token returns a random non-zero token.
+func token() int64 {
+	for {
+		if v := rand.Int64(); v != 0 {
+			return v
+		}
+	}
+}
+
+// bytesArgs returns the presence flag and the value of b as script arguments: nil is stored as
+// an absent field, anything else byte for byte.
+func bytesArgs(b []byte) (string, []byte) {
+	if b == nil {
+		return "0", []byte{}
+	}
+	return "1", b
+}
+
+// run runs script (EVALSHA, then EVAL if the server does not have it) and returns its reply.
+func (s *Store) run(ctx context.Context, op, key string, script *redis.Script, keys []string, args ...any) ([]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr(op, key, err)
+	}
+	v, err := script.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return nil, wrapErr(op, key, err)
+	}
+	if len(v) == 0 {
+		return nil, fmt.Errorf("redisstore: %s %s: empty reply", op, key)
+	}
+	return v, nil
+}
+
+// Claim implements oncekey.Store in one script, judged on the server's clock. A pending
+// Effectful record whose lease ran out becomes unknown at its current epoch; a released record
+// is acquired only by a claim with its fingerprint. A claim repeated by the client library after
+// a lost reply carries the same claim token, so it reports the record it acquired.
+func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tok := p.ClaimToken
+	if tok == 0 {
+		tok = token()
+	}
+	v, err := s.run(ctx, "claim", p.OperationKey, claimScript, s.recordKeys(p.Tenant, p.OperationKey, true),
+		p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint, p.WorkflowID, p.StepID,
+		int(p.Effect), p.Lease.Microseconds(), p.Retention.Microseconds(), p.Tombstone.Microseconds(), tok)
+	if err != nil {
+		return nil, err
+	}
+	code := str(v[0])
+	r, err := decodeReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: claim %s: %w", p.OperationKey, err)
+	}
+	return &oncekey.ClaimResult{
+		Acquired:            code == "A" || code == "T" || code == "S",
+		TookOver:            code == "T",
+		Expired:             code == "E",
+		FingerprintMismatch: code == "M",
+		Record:              r,
+	}, nil
+}
+
+// fenced runs a write conditional on (tenant, key, epoch, pending) and maps the script's codes:
+// N is ErrNotFound, L ErrLostClaim. Each call carries a new write token, so that the client
+// library's repeat of a write whose reply was lost reports the write instead of ErrLostClaim.
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args ...any) (*oncekey.Record, error) {
+	a := append([]any{tenant, key, epoch, token(), op}, args...)
+	name := op
+	if op == "unknown" {
+		name = "mark unknown"
+	}
+	v, err := s.run(ctx, name, key, fencedScript, s.recordKeys(tenant, key, false), a...)
+	if err != nil {
+		return nil, err
+	}
+	switch str(v[0]) {
+	case "N":
+		return nil, fmt.Errorf("redisstore: %s %s: %w", name, key, oncekey.ErrNotFound)
+	case "L":
+		return nil, fmt.Errorf("redisstore: %s %s at epoch %d: %w", name, key, epoch, oncekey.ErrLostClaim)
+	}
+	r, err := decodeReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", name, key, err)
+	}
+	return r, nil
+}
+
+// Renew implements oncekey.Store.
+func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, p.Lease.Microseconds())
+}
+
+// Complete implements oncekey.Store in one script. Result and Failure over
+// Options.MaxResultBytes are refused with *oncekey.ResultTooLargeError and change nothing.
+func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("complete", p.OperationKey, p.Result, p.Failure); err != nil {
+		return nil, err
+	}
+	rf, rv := bytesArgs(p.Result)
+	ff, fv := bytesArgs(p.Failure)
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, string(p.Status), p.EffectReference, rf, rv, ff, fv)
+}
+
+// Release implements oncekey.Store.
+func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch)
+}
+
+// MarkUnknown implements oncekey.Store. A Failure over Options.MaxResultBytes is refused with
+// *oncekey.ResultTooLargeError and changes nothing.
+func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
+		return nil, err
+	}
+	ff, fv := bytesArgs(p.Failure)
+	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, ff, fv)
+}
+
+// Resolve implements oncekey.Store in one script: an unknown record, or a pending one whose
+// lease ran out on the server's clock, takes the decision; any other (a record past retention
+// reports status expired) is a *oncekey.StatusConflictError and changes nothing.
+func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
+		return nil, err
+	}
+	rf, rv := bytesArgs(p.Result)
+	ff, fv := bytesArgs(p.Failure)
+	v, err := s.run(ctx, "resolve", p.OperationKey, resolveScript, s.recordKeys(p.Tenant, p.OperationKey, false),
+		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv)
+	if err != nil {
+		return nil, err
+	}
+	switch str(v[0]) {
+	case "N":
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	case "C":
+		var st string
+		if len(v) > 1 {
+			st = str(v[1])
+		}
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
+			OperationKey: p.OperationKey, Status: oncekey.Status(st), Want: "only unknown records and pending records with an expired lease can be resolved"})
+	}
+	r, err := decodeReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, err)
+	}
+	return r, nil
+}
+
+// Get implements oncekey.Store: one script, so that LeaseExpired is judged on the server's
+// clock.
+func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := s.run(ctx, "get", p.OperationKey, getScript, s.recordKeys(p.Tenant, p.OperationKey, false)[:1])
+	if err != nil {
+		return nil, err
+	}
+	if str(v[0]) == "N" {
+		return nil, fmt.Errorf("redisstore: get %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	}
+	r, err := decodeReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: get %s: %w", p.OperationKey, err)
+	}
+	return r, nil
+}
+
+// ---- replies -------------------------------------------------------------------------------
+
+// recordFields is the number of record fields a reply carries after its code and the server's
+// now, in the order of F in the scripts' prelude.
+const recordFields = 20
+
+// decodeReply reads {code, now, fields...}.
+func decodeReply(v []any) (*oncekey.Record, error) {
+	if len(v) != 2+recordFields {
+		return nil, fmt.Errorf("reply of %d values, want %d", len(v), 2+recordFields)
+	}
+	now, err := strconv.ParseInt(str(v[1]), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("reply: server time %q: %w", str(v[1]), err)
+	}
+	return decodeRecord(v[2:], now)
+}
+
+// decodeRecord reads the fields of F, with LeaseExpired judged at now (µs, server clock).
+func decodeRecord(f []any, now int64) (*oncekey.Record, error) {
+	var bad error
+	num := func(i int) int64 {
+		if f[i] == nil {
+			return 0
+		}
+		n, err := strconv.ParseInt(str(f[i]), 10, 64)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("record field %d: %q is not a number", i, str(f[i]))
+		}
+		return n
+	}
+	at := func(i int) time.Time {
+		if f[i] == nil {
+			return time.Time{}
+		}
+		return time.UnixMicro(num(i))
+	}
+	r := &oncekey.Record{
+		Tenant: str(f[0]), OperationKey: str(f[1]), Tool: str(f[2]), Version: str(f[3]), Fingerprint: str(f[4]),
+		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(num(7)), Status: oncekey.Status(str(f[8])),
+		Epoch: num(9), LeaseUntil: at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
+		CreatedAt: at(14), UpdatedAt: at(15), ExpiresAt: at(16), TombstoneUntil: at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
+	}
+	if f[8] == nil {
+		bad = errors.New("record without a status")
+	}
+	r.LeaseExpired = r.Status == oncekey.StatusPending && f[10] != nil && now >= num(10)
+	return r, bad
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case []byte:
+		return string(x)
+	}
+	return ""
+}
+
+// bytesOf returns a stored byte field: nil when absent, a copy otherwise (never nil when
+// present, even when empty).
+func bytesOf(v any) []byte {
+	if v == nil {
+		return nil
+	}
+	return []byte(str(v))
+}
+
+// ---- errors --------------------------------------------------------------------------------
+
+// unavailable reports whether err means the server could not be reached, went away, or refuses
+// work for now: the caller must fail closed and may retry later.
+func unavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	// Server replies that mean "not now": loading a dataset, a replica or a cluster in
+	// failover, a script running too long, out of memory, persistence failing.
+	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "MOVED", "ASK"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrapErr names the operation and wraps an unreachable server in *oncekey.StoreUnavailableError.
+func wrapErr(op, key string, err error) error {
+	if unavailable(err) {
+		err = &oncekey.StoreUnavailableError{Op: op, Err: err}
+	}
+	if key == "" {
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return fmt.Errorf("redisstore: %s %s: %w", op, key, err)
+}
+
+// ---- list, purge, forget -------------------------------------------------------------------
+
+// call is one script call of a pipelined batch.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// runAll sends calls in one pipeline (one round trip per node) with EVALSHA, loads the scripts a
+// server did not have and sends those calls again, and returns each call's reply.
+func (s *Store) runAll(ctx context.Context, op string, calls []call) ([][]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr(op, "", err)
+	}
+	out := make([][]any, len(calls))
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, i := range todo {
+			c := calls[i]
+			cmds[j] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is read below
+		var again []int
+		for j, i := range todo {
+			v, err := cmds[j].Slice()
+			switch {
+			case err == nil:
+				out[i] = v
+			case redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0:
+				if err := calls[i].script.Load(ctx, s.rdb).Err(); err != nil {
+					return nil, wrapErr(op, "", err)
+				}
+				again = append(again, i)
+			default:
+				return nil, wrapErr(op, "", err)
+			}
+		}
+		todo = again
+	}
+	return out, nil
+}
+
+// stream is one bucket's part of a listing: matching records in order, read a chunk at a time.
+type stream struct {
+	key  string // the index read
+	base string // record key base
+	from string // BYLEX bound of the next read
+	buf  []*oncekey.Record
+	done bool
+}
+
+// List implements oncekey.Store with keyset pagination in (updated_at, tenant, operation_key)
+// order. Each bucket keeps its records in that order in an index (per tenant with
+// ListParams.Tenant; the unknown records with Status unknown; else all); a page merges the
+// buckets' indexes, each read by scripts that look at a bounded number of entries (1,000) and
+// filter on the server, so no call holds the server for long. The cursor is the last record's
+// sort key, so a record that is not updated while a caller pages appears exactly once; a record
+// updated meanwhile moves to the end (it may appear again there) without making any other
+// record be skipped or repeated. Pages are not one snapshot.
+func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var after *oncekey.ListCursor
+	if p.Cursor != "" {
+		c, err := oncekey.ParseListCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
+	}
+	from := listFrom(p, after)
+	status := string(p.Status)
+	streams := make([]*stream, len(s.bases))
+	for n, b := range s.bases {
+		st := &stream{base: b + ":r:", from: from}
+		switch {
+		case p.Tenant != "":
+			st.key = b + ":t:" + p.Tenant
+		case p.Status == oncekey.StatusUnknown:
+			st.key = b + ":unk"
+		default:
+			st.key = b + ":all"
+		}
+		streams[n] = st
+	}
+	kind := "a"
+	if p.Tenant != "" {
+		kind = "t"
+	}
+	limit := p.PageSize()
+	want := limit + 1
+	var out []*oncekey.Record
+	for len(out) < want {
+		// Refill every bucket that has nothing buffered and may hold more: its next record
+		// may be the smallest.
+		var need []*stream
+		for _, st := range streams {
+			if len(st.buf) == 0 && !st.done {
+				need = append(need, st)
+			}
+		}
+		if len(need) > 0 {
+			chunk := min(500, max(16, 2*(want-len(out))/len(streams)))
+			calls := make([]call, len(need))
+			for i, st := range need {
+				calls[i] = call{listScript, []string{st.key}, []any{st.base, kind, p.Tenant, st.from, chunk, 1000, status, p.Tool, p.WorkflowID}}
+			}
+			replies, err := s.runAll(ctx, "list", calls)
+			if err != nil {
+				return nil, err
+			}
+			for i, v := range replies {
+				if err := need[i].fill(v); err != nil {
+					return nil, fmt.Errorf("redisstore: list: %w", err)
+				}
+			}
+			continue
+		}
+		var next *stream
+		for _, st := range streams {
+			if len(st.buf) > 0 && (next == nil || less(st.buf[0], next.buf[0])) {
+				next = st
+			}
+		}
+		if next == nil {
+			break
+		}
+		out = append(out, next.buf[0])
+		next.buf = next.buf[1:]
+	}
+	res := &oncekey.ListResult{Records: out}
+	if len(out) > limit {
+		res.Records = out[:limit]
+		res.Next = oncekey.NextCursor(out[limit-1])
+	}
+	return res, nil
+}
+
+// fill reads a listScript reply into the stream.
+func (st *stream) fill(v []any) error {
+	if len(v) < 3 || (len(v)-3)%recordFields != 0 {
+		return fmt.Errorf("list reply of %d values", len(v))
+	}
+	now, err := strconv.ParseInt(str(v[0]), 10, 64)
+	if err != nil {
+		return fmt.Errorf("list reply: server time %q", str(v[0]))
+	}
+	if last := str(v[1]); last != "" {
+		st.from = "(" + last
+	}
+	st.done = str(v[2]) == "1"
+	for f := v[3:]; len(f) > 0; f = f[recordFields:] {
+		r, err := decodeRecord(f[:recordFields], now)
+		if err != nil {
+			return err
+		}
+		st.buf = append(st.buf, r)
+	}
+	return nil
+}
+
+// less orders records as List returns them: (UpdatedAt, Tenant, OperationKey), byte-wise.
+func less(a, b *oncekey.Record) bool {
+	if c := cmp.Compare(a.UpdatedAt.UnixMicro(), b.UpdatedAt.UnixMicro()); c != 0 {
+		return c < 0
+	}
+	if a.Tenant != b.Tenant {
+		return a.Tenant < b.Tenant
+	}
+	return a.OperationKey < b.OperationKey
+}
+
+func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
+
+// listFrom returns the BYLEX bound where a listing starts: after the cursor, and at or after
+// UpdatedSince, whichever is later. Index members start with hex16(updated); a tenant's index
+// (p.Tenant set) then holds the key only.
+func listFrom(p *oncekey.ListParams, after *oncekey.ListCursor) string {
+	from := "-"
+	var cu int64 = -1
+	if after != nil {
+		cu = after.UpdatedAt.UnixMicro()
+		switch {
+		case p.Tenant == "":
+			from = "(" + hex16(cu) + after.Tenant + "\x00" + after.OperationKey
+		case after.Tenant == p.Tenant:
+			from = "(" + hex16(cu) + after.OperationKey
+		case after.Tenant < p.Tenant:
+			from = "[" + hex16(cu)
+		default:
+			from = "[" + hex16(cu+1)
+		}
+	}
+	if !p.UpdatedSince.IsZero() {
+		if since := max(0, p.UpdatedSince.UnixMicro()); since > cu {
+			from = "[" + hex16(since)
+		}
+	}
+	return from
+}
+
+// Purge implements oncekey.Store. It first turns records past retention into tombstones
+// (status expired; result, failure, effect reference and note cleared; digests, epoch and
+// windows kept), leaving pending records under a live lease to their owner, then deletes
+// tombstones past their window. A batch is one script per bucket that has work, sent in one
+// pipeline, touching at most p.BatchSize records in all; the records come from the buckets'
+// time-ordered indexes, so no script scans. After each full batch it pauses for p.Rest times
+// the batch's duration. Batches counts batches that changed at least one record; p.Progress is
+// called after each. On an error the counts so far are returned with it.
+func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	n := p.Batch()
+	var res oncekey.PurgeResult
+	for _, deleting := range []bool{false, true} {
+		index := ":exp"
+		if deleting {
+			index = ":tomb"
+		}
+		// How many candidates each bucket holds now: the plan of the batches. The scripts
+		// judge each record on the server's clock again.
+		now, err := s.rdb.Time(ctx).Result()
+		if err != nil {
+			return &res, wrapErr("purge", "", err)
+		}
+		pipe := s.rdb.Pipeline()
+		counts := make([]*redis.IntCmd, len(s.bases))
+		for i, b := range s.bases {
+			counts[i] = pipe.ZCount(ctx, b+index, "-inf", strconv.FormatInt(now.UnixMicro(), 10))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return &res, wrapErr("purge", "", err)
+		}
+		left := make([]int64, len(s.bases))
+		skip := make([]int64, len(s.bases))
+		for i, c := range counts {
+			left[i] = c.Val()
+		}
+		for {
+			var calls []call
+			var which []int
+			quota := int64(n)
+			for i, b := range s.bases {
+				if quota == 0 {
+					break
+				}
+				if left[i] <= 0 {
+					continue
+				}
+				q := min(left[i], quota)
+				quota -= q
+				which = append(which, i)
+				if deleting {
+					calls = append(calls, call{deleteScript, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}})
+				} else {
+					calls = append(calls, call{tombstoneScript, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}})
+				}
+			}
+			if len(calls) == 0 {
+				break
+			}
+			start := time.Now()
+			replies, err := s.runAll(ctx, "purge", calls)
+			if err != nil {
+				return &res, err
+			}
+			var done int64
+			for j, v := range replies {
+				i := which[j]
+				if len(v) < 2 {
+					return &res, fmt.Errorf("redisstore: purge: reply of %d values", len(v))
+				}
+				d, _ := v[0].(int64)
+				done += d
+				left[i] -= d
+				if !deleting {
+					sk, _ := v[1].(int64)
+					skip[i] += sk
+					left[i] -= sk
+				}
+				if str(v[len(v)-1]) == "1" {
+					left[i] = 0
+				}
+			}
+			if done > 0 {
+				if deleting {
+					res.Deleted += done
+				} else {
+					res.Tombstoned += done
+				}
+				res.Batches++
+				if p.Progress != nil {
+					p.Progress(res)
+				}
+			}
+			if done == int64(n) {
+				if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+					return &res, wrapErr("purge", "", err)
+				}
+			}
+		}
+	}
+	return &res, nil
+}
+
+// rest waits for d, or until ctx is done.
+func rest(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// forgetBatch is how many records one Forget script deletes at most.
+const forgetBatch = 200
+
+// Forget implements oncekey.Store: every record of the tenant is deleted through the tenant's
+// index in each bucket, at most 200 records per script, one script per bucket per round trip.
+func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var deleted int64
+	todo := append([]string(nil), s.bases...)
+	for len(todo) > 0 {
+		calls := make([]call, len(todo))
+		for i, b := range todo {
+			calls[i] = call{forgetScript, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
+		}
+		replies, err := s.runAll(ctx, "forget", calls)
+		if err != nil {
+			return &oncekey.ForgetResult{Deleted: deleted}, err
+		}
+		var again []string
+		for i, v := range replies {
+			if len(v) < 2 {
+				return &oncekey.ForgetResult{Deleted: deleted}, fmt.Errorf("redisstore: forget: reply of %d values", len(v))
+			}
+			d, _ := v[0].(int64)
+			deleted += d
+			if str(v[1]) != "1" {
+				again = append(again, todo[i])
+			}
+		}
+		todo = again
+	}
+	return &oncekey.ForgetResult{Deleted: deleted}, nil
+}
