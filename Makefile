@@ -1,7 +1,7 @@
 # oncekey — developer entry points.
 #
 #   make demo      run examples/ticketdesk on a Temporal dev server and Postgres (ARGS=... for flags)
-#   make test      go vet + every test with the race detector (needs Postgres and the Temporal CLI)
+#   make test      go vet + every test with the race detector (needs Postgres, Redis and the Temporal CLI)
 #   make temporal  install the Temporal CLI used for dev servers (cached outside the clone)
 #   make bench     benchmarks against their baselines
 #   make faults    fault-injection suite
@@ -32,13 +32,22 @@ demo: temporal
 # disturb the packages running in parallel before them.
 PG_RESTART_TESTS := ^(TestSurvivesPostgresRestart|TestPostgresRestart)$$
 
+# Nested modules (their own go.mod, so their dependencies stay out of the core module): vetted
+# and tested like the root, each from its own directory. Add a new one to the list.
+NESTED_MODULES := redisstore
+
 test: temporal vet
 	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	@set -e; for m in $(NESTED_MODULES); do \
+		echo "test: module $$m"; \
+		(cd $$m && $(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...); \
+	done
 	ONCEKEY_TEST_PG_RESTART=1 $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) \
 		-run '$(PG_RESTART_TESTS)' ./pgstore/ ./faults/
 
 vet:
 	$(GO) vet ./...
+	@set -e; for m in $(NESTED_MODULES); do (cd $$m && $(GO) vet ./...); done
 
 temporal: $(TEMPORAL_BIN)
 
