@@ -1,9 +1,9 @@
 // Command oncekey is the operator CLI for oncekey's records: apply migrations, list and inspect
-// operations, resolve an operation whose outcome is unknown, purge expired records and erase a
-// tenant.
+// operations, resolve an operation whose outcome is unknown, purge expired records, erase a
+// tenant, and serve the operator inbox (a web page of what waits for a person).
 //
 // Postgres is reached with --database-url, else DATABASE_URL, else the libpq variables (PGHOST,
-// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). Temporal (for resolve) with --address, else
+// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). Temporal (for resolve and serve) with --address, else
 // TEMPORAL_ADDRESS, else 127.0.0.1:7233; namespace --namespace, else TEMPORAL_NAMESPACE, else
 // "default".
 //

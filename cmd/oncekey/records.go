@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +13,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/sdk/converter"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
 )
@@ -81,30 +78,8 @@ func view(r *oncekey.Record, showResult bool) recordView {
 	return v
 }
 
-// decodeResult turns a stored result (proto-encoded Temporal payloads) into something printable:
-// JSON payloads as their JSON, anything else (a codec's output, protobuf) as encoding + base64.
-func decodeResult(b []byte) any {
-	ps := &commonpb.Payloads{}
-	if err := proto.Unmarshal(b, ps); err != nil {
-		return map[string]string{"undecodable": err.Error(), "base64": base64.StdEncoding.EncodeToString(b)}
-	}
-	out := make([]any, 0, len(ps.Payloads))
-	for _, p := range ps.Payloads {
-		enc := string(p.Metadata[converter.MetadataEncoding])
-		switch {
-		case enc == converter.MetadataEncodingJSON && json.Valid(p.Data):
-			out = append(out, json.RawMessage(p.Data))
-		case enc == converter.MetadataEncodingNil:
-			out = append(out, nil)
-		default:
-			out = append(out, map[string]string{"encoding": enc, "base64": base64.StdEncoding.EncodeToString(p.Data)})
-		}
-	}
-	if len(out) == 1 {
-		return out[0]
-	}
-	return out
-}
+// decodeResult turns a stored result into something printable (see payloadview.Decode).
+func decodeResult(b []byte) any { return payloadview.Decode(b) }
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

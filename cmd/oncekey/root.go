@@ -44,7 +44,7 @@ func newRootCmd(a *app) *cobra.Command {
 		Short: "Inspect and operate oncekey's operation records",
 		Long: "oncekey is the operator CLI for oncekey, which makes side-effecting Temporal activities safe to repeat.\n\n" +
 			"Postgres: --database-url, else DATABASE_URL, else the libpq variables (PGHOST, PGUSER, PGDATABASE, ...).\n" +
-			"Temporal (resolve only): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
+			"Temporal (resolve and serve): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
 			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 Postgres or Temporal unreachable,\n" +
 			"5 Postgres refused the role, password or database name.",
 		SilenceUsage:  true,
@@ -68,6 +68,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newResolveCmd(a),
 		newPurgeCmd(a),
 		newForgetCmd(a),
+		newServeCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,616 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/payloadview"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Limits of the pages.
+const (
+	// pageLimit bounds the records one queue shows per tenant.
+	pageLimit = 500
+	// statusWait bounds the status query to a reconciliation workflow on the record page.
+	statusWait = 3 * time.Second
+	// maxForm bounds a posted form (a result is at most a few hundred KiB of JSON).
+	maxForm = 4 << 20
+)
+
+// Server is the inbox's http.Handler. Make one with New.
+type Server struct {
+	opts     Options
+	secret   [32]byte
+	now      func() time.Time
+	handler  http.Handler
+	pages    map[string]*template.Template
+	queues   []queue
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+// New returns the inbox for opts. It returns an error naming the bad field when opts is
+// incomplete, and one wrapping ErrNoAuth when opts.Addr is not a loopback address and neither
+// Tokens nor ProxyHeader is given.
+func New(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.LocalUser == "" {
+		opts.LocalUser = "local"
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 12 * time.Hour
+	}
+	s := &Server{opts: opts, now: time.Now, sessions: map[string]*session{}, pages: map[string]*template.Template{}}
+	if _, err := rand.Read(s.secret[:]); err != nil {
+		return nil, fmt.Errorf("inbox: key: %w", err)
+	}
+	s.queues = []queue{unknownQueue()}
+	funcs := template.FuncMap{"shortKey": shortKey}
+	for _, p := range []string{"inbox", "record", "login", "message"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("inbox: template %s: %w", p, err)
+		}
+		s.pages[p] = t
+	}
+	static, err := fs.Sub(webFS, "web/static")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.HandleFunc("POST /login", s.login)
+	mux.Handle("POST /logout", s.authed(s.logout))
+	mux.Handle("GET /{$}", s.authed(s.inboxPage))
+	mux.Handle("GET /record", s.authed(s.recordPage))
+	mux.Handle("POST /resolve", s.authed(s.resolve))
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.message(w, r, http.StatusForbidden, "Refused: cross-origin request", "This form was sent from another site. Open the inbox directly and send it from there.")
+	}))
+	s.handler = cop.Handler(mux)
+	return s, nil
+}
+
+// ServeHTTP sets the security headers on every answer, refuses a Host that is not loopback when
+// the inbox is open, and serves the pages behind Go's cross-origin protection.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if s.opts.open() && !loopbackHost(r) {
+		s.message(w, r, http.StatusMisdirectedRequest, "Refused: not a loopback host name",
+			"This inbox serves without authentication on a loopback address and answers only requests for localhost, 127.0.0.1 or [::1]. Open it under one of those names.")
+		return
+	}
+	s.handler.ServeHTTP(w, r)
+}
+
+// authed runs next for an authenticated request, with the CSRF token checked on a POST.
+func (s *Server) authed(next func(http.ResponseWriter, *http.Request, *identity)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := s.authenticate(r)
+		if id == nil {
+			s.unauthenticated(w, r)
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			if !s.checkCSRF(r, id.name) {
+				s.message(w, r, http.StatusForbidden, "Refused: the form's CSRF token is missing or wrong",
+					"Nothing was changed. Reload the page and send the form again.")
+				return
+			}
+		}
+		next(w, r, id)
+	})
+}
+
+// unauthenticated answers a request with no identity: a browser is sent to sign in when tokens
+// are configured; anything else gets 401.
+func (s *Server) unauthenticated(w http.ResponseWriter, r *http.Request) {
+	if len(s.opts.Tokens) > 0 && r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="oncekey"`)
+	detail := "Send an access token as Authorization: Bearer TOKEN, or sign in on /login."
+	if len(s.opts.Tokens) == 0 {
+		detail = "This inbox takes who you are from the reverse proxy in front of it: open it through that proxy."
+	}
+	s.message(w, r, http.StatusUnauthorized, "Sign in required", detail)
+}
+
+// page is what every template gets.
+type page struct {
+	Title     string
+	Who       string
+	Via       string
+	Namespace string
+	CSRF      string
+	Open      bool
+	Data      any
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, id *identity, title string, data any) {
+	p := page{Title: title, Namespace: s.opts.Namespace, Open: s.opts.open(), Data: data}
+	who := ""
+	if id != nil {
+		p.Who, p.Via, who = id.name, id.via, id.name
+	}
+	p.CSRF = s.csrfToken(w, r, who)
+	var buf bytes.Buffer
+	if err := s.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		slog.Error("oncekey serve: render", "page", name, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// messageData is a page that only says something.
+type messageData struct{ Detail string }
+
+func (s *Server) message(w http.ResponseWriter, r *http.Request, status int, title, detail string) {
+	s.render(w, r, status, "message", s.authenticate(r), title, messageData{Detail: detail})
+}
+
+// ---- sign-in ----
+
+type loginData struct {
+	Next  string
+	Error string
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if len(s.opts.Tokens) == 0 {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	s.render(w, r, http.StatusOK, "login", nil, "Sign in", loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if len(s.opts.Tokens) == 0 {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	if !s.checkCSRF(r, "") {
+		s.message(w, r, http.StatusForbidden, "Refused: the form's CSRF token is missing or wrong", "Reload the sign-in page and try again.")
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	id := s.token(strings.TrimSpace(r.PostFormValue("token")))
+	if id == nil {
+		s.render(w, r, http.StatusUnauthorized, "login", nil, "Sign in", loginData{Next: next, Error: "That token is not valid. Paste the whole token your operator gave you."})
+		return
+	}
+	s.setCookie(w, r, sessionCookie, s.newSession(*id), int(s.opts.SessionTTL/time.Second))
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *identity) {
+	s.endSession(r)
+	s.setCookie(w, r, sessionCookie, "", -1)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in target on this site: a path, never another host.
+func safeNext(n string) string {
+	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
+		return "/"
+	}
+	return n
+}
+
+// ---- the inbox ----
+
+// item is one row of a queue.
+type item struct {
+	Tenant, Key, Tool, WorkflowID, StepID string
+	Age, Since                            string
+	Failure, EffectReference              string
+	Link                                  string
+}
+
+// queue is one kind of question the inbox puts to a person: operations whose outcome is
+// unknown now; approvals are meant to be the next. Each queue lists its own records for the
+// tenants an identity may see, oldest first.
+type queue struct {
+	Name  string
+	Title string
+	// Empty is what the page says when nothing waits in the queue.
+	Empty string
+	list  func(ctx context.Context, s *Server, tenant string) (items []item, more bool, err error)
+}
+
+// queueView is a queue as the inbox page shows it.
+type queueView struct {
+	Name, Title, Empty string
+	Tenants            []tenantGroup
+	Count              int
+	Error              string
+}
+
+type tenantGroup struct {
+	Tenant string
+	Items  []item
+	More   bool
+}
+
+type inboxData struct {
+	Queues  []queueView
+	Tenant  string
+	Tenants []string // the tenants the identity is limited to; nil for all
+}
+
+func unknownQueue() queue {
+	return queue{
+		Name:  "unknown",
+		Title: "Unknown outcomes",
+		Empty: "Nothing waits: no operation has an unknown outcome.",
+		list: func(ctx context.Context, s *Server, tenant string) ([]item, bool, error) {
+			res, err := reconcile.List(ctx, s.opts.Store, oncekey.ListParams{Status: oncekey.StatusUnknown, Tenant: tenant, Limit: pageLimit})
+			if err != nil {
+				return nil, false, err
+			}
+			now := s.now()
+			items := make([]item, 0, len(res.Records))
+			for _, rec := range res.Records {
+				items = append(items, item{
+					Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, WorkflowID: rec.WorkflowID, StepID: rec.StepID,
+					Age: ageText(now, rec.UpdatedAt), Since: rec.UpdatedAt.UTC().Format(time.RFC3339),
+					Failure: clip(failureText(rec.Failure), 300), EffectReference: rec.EffectReference,
+					Link: recordLink(rec.Tenant, rec.OperationKey, false),
+				})
+			}
+			return items, res.Next != "", nil
+		},
+	}
+}
+
+func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request, id *identity) {
+	filter := r.URL.Query().Get("tenant")
+	if filter != "" && !id.allows(filter) {
+		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to see tenant "+strconv.Quote(filter)+".")
+		return
+	}
+	tenants := []string{filter} // "" lists every tenant in one query
+	if filter == "" && id.tenants != nil {
+		tenants = id.tenants
+	}
+	d := inboxData{Tenant: filter, Tenants: id.tenants}
+	for _, q := range s.queues {
+		qv := queueView{Name: q.Name, Title: q.Title, Empty: q.Empty}
+		groups := map[string]*tenantGroup{}
+		for _, t := range tenants {
+			items, more, err := q.list(r.Context(), s, t)
+			if err != nil {
+				qv.Error = "Could not read the records: " + oneLine(err) + ". Check that Postgres is reachable and migrated (oncekey migrate), then reload."
+				break
+			}
+			for _, it := range items {
+				g := groups[it.Tenant]
+				if g == nil {
+					g = &tenantGroup{Tenant: it.Tenant}
+					groups[it.Tenant] = g
+				}
+				g.Items = append(g.Items, it)
+				qv.Count++
+			}
+			if more {
+				for _, g := range groups {
+					if t == "" || g.Tenant == t {
+						g.More = true
+					}
+				}
+			}
+		}
+		for _, g := range groups {
+			qv.Tenants = append(qv.Tenants, *g)
+		}
+		sort.Slice(qv.Tenants, func(i, j int) bool { return qv.Tenants[i].Tenant < qv.Tenants[j].Tenant })
+		d.Queues = append(d.Queues, qv)
+	}
+	s.render(w, r, http.StatusOK, "inbox", id, "Inbox", d)
+}
+
+// ---- a record ----
+
+// field is one line of the record page.
+type field struct{ Name, Value string }
+
+type recordData struct {
+	Tenant, Key, Tool, Status string
+	Epoch                     int64
+	Fields                    []field
+	Failure                   string
+	ResultBytes               int
+	ShowResult                bool
+	Result                    string
+	ShowResultLink            string
+	HideResultLink            string
+	// Workflow is what the reconciliation workflow said about itself; WorkflowError why it
+	// could not be asked.
+	Workflow      *reconcile.StatusReport
+	WorkflowID    string
+	WorkflowError string
+	// CanResolve: the record is unknown and a reconciliation workflow waits for a decision.
+	CanResolve bool
+	Answer     *answer
+	Form       resolveForm
+}
+
+// resolveForm is the resolution form's values, kept when the workflow refused them.
+type resolveForm struct {
+	Outcome, EffectReference, Result, Note string
+}
+
+// answer is what became of a decision, shown above the record.
+type answer struct {
+	// Kind is accepted, refused, unconfirmed or error; the page styles it.
+	Kind   string
+	Title  string
+	Detail string
+}
+
+func (s *Server) recordPage(w http.ResponseWriter, r *http.Request, id *identity) {
+	q := r.URL.Query()
+	s.showRecord(w, r, id, q.Get("tenant"), q.Get("key"), q.Get("show") == "result", http.StatusOK, nil, resolveForm{})
+}
+
+// showRecord renders the record page for (tenant, key) with an optional answer to a decision.
+func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity, tenant, key string, showResult bool, status int, ans *answer, form resolveForm) {
+	if tenant == "" || key == "" {
+		s.message(w, r, http.StatusBadRequest, "Which record?", "A record is named by its tenant and operation key. Open one from the inbox.")
+		return
+	}
+	if !id.allows(tenant) {
+		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to see tenant "+strconv.Quote(tenant)+".")
+		return
+	}
+	rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		s.message(w, r, http.StatusNotFound, "No such record", "No record has this operation key in tenant "+strconv.Quote(tenant)+". It may have been purged; go back to the inbox.")
+		return
+	}
+	if err != nil {
+		s.message(w, r, http.StatusBadGateway, "Could not read the record", oneLine(err)+". Check that Postgres is reachable, then reload.")
+		return
+	}
+	d := recordData{
+		Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, Status: string(rec.Status), Epoch: rec.Epoch,
+		Failure: failureText(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
+		ShowResultLink: recordLink(rec.Tenant, rec.OperationKey, true), HideResultLink: recordLink(rec.Tenant, rec.OperationKey, false),
+		WorkflowID: reconcile.WorkflowID(rec.OperationKey), Answer: ans, Form: form,
+	}
+	if d.Form.Outcome == "" {
+		d.Form.Outcome = string(reconcile.Applied)
+	}
+	add := func(name, v string) {
+		if v != "" {
+			d.Fields = append(d.Fields, field{name, v})
+		}
+	}
+	now := s.now()
+	add("Status", string(rec.Status))
+	add("Tenant", rec.Tenant)
+	add("Tool", rec.Tool)
+	add("Version", rec.Version)
+	add("Effect class", rec.Effect.String())
+	add("Workflow", rec.WorkflowID)
+	add("Step", rec.StepID)
+	add("Epoch", strconv.FormatInt(rec.Epoch, 10))
+	add("Effect reference", rec.EffectReference)
+	add("Resolved by", rec.ResolvedBy)
+	add("Note", rec.Note)
+	add("Created", rec.CreatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.CreatedAt)+" ago)")
+	add("Updated", rec.UpdatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.UpdatedAt)+" ago)")
+	add("Fingerprint", rec.Fingerprint)
+	if showResult && len(rec.Result) > 0 {
+		b, err := json.MarshalIndent(payloadview.Decode(rec.Result), "", "  ")
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		d.Result = string(b)
+	}
+	if rec.Status == oncekey.StatusUnknown {
+		ctx, cancel := context.WithTimeout(r.Context(), statusWait)
+		st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
+		cancel()
+		switch {
+		case err == nil:
+			d.Workflow = st
+			d.CanResolve = st.State == reconcile.StateWaiting
+		case errors.Is(err, reconcile.ErrNoReconciliation):
+			d.WorkflowError = "No reconciliation workflow is running for this operation (it failed, timed out, was terminated or never started), so nothing here can release a workflow. Write the decision straight to the store with `oncekey resolve " + rec.OperationKey + " --tenant " + rec.Tenant + " --direct …`; the caller's workflow gets it when it runs the step again."
+		default:
+			d.WorkflowError = "Could not ask the reconciliation workflow where it stands: " + oneLine(err) + ". Check that Temporal is reachable and that a worker runs the reconciliation workflow, then reload."
+		}
+	}
+	s.render(w, r, status, "record", id, rec.Tool+" · "+shortKey(rec.OperationKey), d)
+}
+
+// resolve takes a decision from the form and hands it to the reconciliation workflow through
+// reconcile.Resolve, then shows the workflow's answer on the record page.
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
+	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
+	form := resolveForm{
+		Outcome: r.PostFormValue("outcome"), EffectReference: strings.TrimSpace(r.PostFormValue("effect_reference")),
+		Result: strings.TrimSpace(r.PostFormValue("result")), Note: strings.TrimSpace(r.PostFormValue("note")),
+	}
+	show := func(status int, a *answer) { s.showRecord(w, r, id, tenant, key, false, status, a, form) }
+	if tenant == "" || key == "" {
+		s.message(w, r, http.StatusBadRequest, "Which record?", "The form names no record. Open one from the inbox.")
+		return
+	}
+	if !id.allows(tenant) {
+		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
+		return
+	}
+	refuse := func(title, detail string) {
+		show(http.StatusUnprocessableEntity, &answer{Kind: "refused", Title: title, Detail: detail})
+	}
+	epoch, err := strconv.ParseInt(r.PostFormValue("epoch"), 10, 64)
+	if err != nil {
+		refuse("Refused: the form names no epoch", "Reload the record and decide again.")
+		return
+	}
+	res := reconcile.Resolution{Outcome: reconcile.ResolutionOutcome(form.Outcome), Note: form.Note, ResolvedBy: id.resolvedBy()}
+	if res.Outcome == reconcile.Applied {
+		res.EffectReference = form.EffectReference
+		if form.Result != "" {
+			if !json.Valid([]byte(form.Result)) {
+				refuse("Refused: the result is not valid JSON", "Give the tool's result as JSON, e.g. {\"id\": \"TCK-42\"}, or a quoted string \"done\"; leave it empty for the zero value. Nothing was sent.")
+				return
+			}
+			res.Result = json.RawMessage(form.Result)
+		}
+	} else if form.EffectReference != "" || form.Result != "" {
+		refuse("Refused: an effect reference and a result go with “applied” only", "Clear them, or choose applied. Nothing was sent.")
+		return
+	}
+	if err := res.Validate(); err != nil {
+		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
+		return
+	}
+	// The decision is about the record as the form showed it: one that has moved on since (another
+	// person decided, the operation was claimed again at a new epoch) is not decided blind.
+	rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		s.message(w, r, http.StatusNotFound, "No such record", "No record has this operation key in tenant "+strconv.Quote(tenant)+". Nothing was changed.")
+		return
+	case err != nil:
+		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the record", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."})
+		return
+	case rec.Epoch != epoch || rec.Status != oncekey.StatusUnknown:
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
+			Detail: fmt.Sprintf("The form showed epoch %d; the record is now %s at epoch %d. Nothing was sent. Read the record again before deciding.", epoch, rec.Status, rec.Epoch)})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)
+	defer cancel()
+	err = reconcile.Resolve(ctx, s.opts.Temporal, tenant, key, res)
+	var (
+		inv     *reconcile.InvalidResolutionError
+		refused *reconcile.RefusedError
+	)
+	switch {
+	case err == nil:
+		form = resolveForm{}
+		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: recorded as " + string(res.Outcome),
+			Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " accepted the decision by " + res.ResolvedBy + "; every workflow blocked on this operation continues."})
+	case errors.As(err, &inv):
+		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
+	case errors.As(err, &refused):
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the reconciliation workflow",
+			Detail: refused.Reason + ". Nothing was recorded; the workflow keeps waiting. Correct the decision and send it again."})
+	case errors.Is(err, reconcile.ErrUnconfirmed):
+		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
+			Detail: "The reconciliation workflow got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() + " (is a worker running it?). Reload this page to see whether it was recorded."})
+	case errors.Is(err, reconcile.ErrNoReconciliation):
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "No reconciliation workflow waits for this operation",
+			Detail: "Nothing was recorded. Write the decision straight to the store with `oncekey resolve " + key + " --tenant " + tenant + " --direct …`."})
+	default:
+		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the reconciliation workflow",
+			Detail: oneLine(err) + ". It may not have received the decision: reload and check the record before sending it again."})
+	}
+}
+
+// ---- helpers ----
+
+func recordLink(tenant, key string, showResult bool) string {
+	v := url.Values{"tenant": {tenant}, "key": {key}}
+	if showResult {
+		v.Set("show", "result")
+	}
+	return "/record?" + v.Encode()
+}
+
+// shortKey cuts an operation key for display: "ok1_3f2a9c0d…".
+func shortKey(k string) string {
+	if len(k) <= 16 {
+		return k
+	}
+	return k[:16] + "…"
+}
+
+// failureText is the message of a stored failure: its "message" (else "reason") when it is
+// JSON as the interceptor writes it, else the bytes as text.
+func failureText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var d struct{ Message, Reason string }
+	if json.Unmarshal(b, &d) == nil {
+		if d.Message != "" {
+			return d.Message
+		}
+		if d.Reason != "" {
+			return d.Reason
+		}
+	}
+	return string(b)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// ageText says how long ago t was: 45s, 12m, 3h, 5d.
+func ageText(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
