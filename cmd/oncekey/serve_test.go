@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -131,4 +132,16 @@ func TestServeOnNonLoopbackRefusesARequestWithoutToken(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "Unknown outcomes")
 	require.Contains(t, body, "deciding as <strong>ines</strong>")
+}
+
+// chromedp is a test-only dependency of this command: no package of the module imports it, so
+// the library's users never build it.
+func TestChromedpStaysOutOfTheLibrary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "github.com/oncekey/oncekey/...").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "github.com/oncekey/oncekey/internal/inbox", "the list holds the inbox")
+	require.NotContains(t, string(out), "chromedp")
 }

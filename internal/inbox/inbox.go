@@ -538,7 +538,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
 	case errors.As(err, &refused):
 		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the reconciliation workflow",
-			Detail: refused.Reason + ". Nothing was recorded; the workflow keeps waiting. Correct the decision and send it again."})
+			Detail: refused.Reason + ". The workflow keeps waiting: correct the decision and send it again."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
 			Detail: "The reconciliation workflow got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() + " (is a worker running it?). Reload this page to see whether it was recorded."})
