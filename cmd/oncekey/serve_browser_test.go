@@ -116,7 +116,7 @@ func TestServeInTheBrowser(t *testing.T) {
 	// Two more records waiting in another tenant, as an inbox usually has (written through the
 	// store's own protocol; no workflow waits for them).
 	s, _ := migratedAt(t, url)
-	seed(t, s, "globex", "ChargeCard", "order-7731", "charge", oncekey.StatusUnknown, nil)
+	charge := seed(t, s, "globex", "ChargeCard", "order-7731", "charge", oncekey.StatusUnknown, nil)
 	seed(t, s, "globex", "SendInvoice", "order-7731", "invoice", oncekey.StatusUnknown, nil)
 
 	row := `tr.record[data-key="` + key + `"]`
@@ -175,4 +175,11 @@ func TestServeInTheBrowser(t *testing.T) {
 	got = text(t, ctx, "#queue-unknown")
 	require.NotContains(t, got, key[:16])
 	require.Contains(t, got, "ChargeCard")
+
+	// A record no reconciliation workflow waits for has no form; its page names the way out.
+	run(t, ctx, "open a record nothing waits for", chromedp.Click(chromedp.CSS(`tr.record[data-key="`+charge+`"] td.key a`)), chromedp.WaitVisible(chromedp.CSS("p.answer.error")))
+	require.Contains(t, text(t, ctx, "p.answer.error"), "oncekey resolve "+charge+" --tenant globex --direct")
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#resolve-form").length`))
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

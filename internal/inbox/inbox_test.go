@@ -493,3 +493,28 @@ func TestParseTokens(t *testing.T) {
 		require.NotContains(t, err.Error(), inesToken)
 	}
 }
+
+// A form decides about the record as it showed it: once the record has moved on (another person
+// settled it, or it was claimed again at a new epoch) the form is refused and nothing is sent.
+func TestStaleFormIsRefused(t *testing.T) {
+	e := setup(t, nil)
+	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
+	cookie, tok := e.session("/", nil)
+	post := func(ep int64) (*http.Response, string) {
+		return e.req("POST", "/resolve", url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(ep, 10)},
+			"outcome": {"not_applied"}, "csrf": {tok}}, withCookie(cookie))
+	}
+	res, body := post(epoch - 1)
+	require.Equal(t, http.StatusConflict, res.StatusCode)
+	require.Contains(t, body, "The form showed epoch 0; the record is now unknown at epoch 1")
+
+	// Someone else settles it; the form shown before is refused although its epoch matches.
+	_, err := e.store.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Status: oncekey.StatusReleased, ResolvedBy: "omar"})
+	require.NoError(t, err)
+	res, body = post(epoch)
+	require.Equal(t, http.StatusConflict, res.StatusCode)
+	require.Contains(t, body, "the record is now released at epoch 1")
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, "omar", rec.ResolvedBy, "the earlier decision stands")
+}
