@@ -13,15 +13,21 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/textcheck"
 )
 
-// Names of the reconciliation workflow's signal, query and registered type.
+// Names of the reconciliation workflow's signal, update, query and registered type.
 const (
 	// SignalName is the signal that carries a Resolution to the reconciliation workflow.
 	SignalName = "oncekey.resolve"
+	// UpdateName is the Workflow Update that carries a Resolution to the reconciliation workflow
+	// and answers with its Output: a validator refuses a resolution it cannot take before
+	// anything is written to the workflow's history. It has the signal's name; Temporal keeps
+	// signal and update names apart.
+	UpdateName = "oncekey.resolve"
 	// QueryName is the query that returns the reconciliation workflow's StatusReport.
 	QueryName = "oncekey.status"
 	// WorkflowName is the registered name of the reconciliation workflow.
@@ -67,8 +73,8 @@ func (o ResolutionOutcome) Status() oncekey.Status {
 	return ""
 }
 
-// Resolution is a decision on an operation whose outcome is unknown. It is the payload of the
-// SignalName signal.
+// Resolution is a decision on an operation whose outcome is unknown. It is the argument of the
+// UpdateName update and the payload of the SignalName signal.
 type Resolution struct {
 	// Outcome is the decision. Required.
 	Outcome ResolutionOutcome `json:"outcome"`
@@ -86,8 +92,10 @@ type Resolution struct {
 	// Tenant, if set, must be the tenant of the operation; a mismatch makes the signal invalid.
 	// Resolve sets it.
 	Tenant string `json:"tenant,omitempty"`
-	// RequestID identifies this signal; the workflow names it in StatusReport.LastInvalidRequestID
-	// when it refuses the signal. Optional; Resolve sets a fresh one.
+	// RequestID identifies this resolution: the workflow names it in
+	// StatusReport.LastInvalidRequestID when it refuses it as a signal, and Resolve sends it as the
+	// update ID, so a resolution sent twice with one RequestID is taken once. Optional; Resolve
+	// sets a fresh one.
 	RequestID string `json:"request_id,omitempty"`
 }
 
@@ -163,7 +171,45 @@ type Input struct {
 	// passed with still no record. The zero value settles NotApplied at once. The interceptor sets
 	// it when a cancelled workflow hands over an attempt that may not have claimed yet.
 	ClaimDeadline time.Time `json:"claim_deadline,omitzero"`
+	// Continued is set by the workflow itself when it continues as new (after MaxInvalidSignals
+	// invalid signals in one run); callers leave it nil.
+	Continued *Continued `json:"continued,omitempty"`
 }
+
+// Continued is what a reconciliation workflow carries into the run it continues as new: the
+// wait for a person goes on where it was.
+type Continued struct {
+	// WaitingSince is when the first run started waiting for a Resolution.
+	WaitingSince time.Time `json:"waiting_since"`
+	// EscalationDeadline is when the wait escalates (zero: never), counted from WaitingSince.
+	EscalationDeadline time.Time `json:"escalation_deadline,omitzero"`
+	// InvalidSignals counts the invalid signals of all earlier runs.
+	InvalidSignals int `json:"invalid_signals"`
+	// LastInvalidSignal and LastInvalidRequestID are the earlier run's StatusReport fields.
+	LastInvalidSignal    string `json:"last_invalid_signal,omitempty"`
+	LastInvalidRequestID string `json:"last_invalid_request_id,omitempty"`
+}
+
+// MaxInvalidSignals bounds the invalid SignalName signals one run of the reconciliation workflow
+// takes. Every signal is written to the workflow's history, refused or not; past this many the
+// workflow continues as new (keeping its escalation deadline, see Continued), so signals that
+// change nothing cannot grow a history up to Temporal's limits and keep the real resolution
+// out. A valid signal or update is still answered, before and after. Refused updates leave no
+// history and are not counted.
+const MaxInvalidSignals = 100
+
+// Application error types of the UpdateName update's refusals (a *temporal.ApplicationError from
+// the update's result; nothing was written to the workflow's history or the store).
+const (
+	// ErrTypeRefused: the resolution cannot settle this operation (a bad outcome, another tenant,
+	// a result that does not decode into the tool's result type, a store refusal); the workflow
+	// keeps waiting. The message says why.
+	ErrTypeRefused = "oncekey.ResolutionRefused"
+	// ErrTypeNotWaiting: the workflow is not waiting for a resolution: it is still inspecting the
+	// record or waiting for a live claim's lease, another resolution is being recorded, or it
+	// has decided. The message names its state.
+	ErrTypeNotWaiting = "oncekey.NotWaitingForResolution"
+)
 
 // Output is the result of the reconciliation workflow.
 type Output struct {
@@ -186,7 +232,7 @@ const (
 	StateWaitingForLease State = "waiting_for_lease"      // a live claim still runs; waiting for its lease
 	StateWaitingForClaim State = "waiting_for_claim"      // no record yet; an attempt may still claim until Input.ClaimDeadline
 	StateReceiptLookup   State = "receipt_lookup"         // running the tool's Reconcile hook
-	StateWaiting         State = "waiting_for_resolution" // waiting for the SignalName signal
+	StateWaiting         State = "waiting_for_resolution" // waiting for the UpdateName update or the SignalName signal
 	StateResolved        State = "resolved"               // decided; the workflow is finishing
 )
 
@@ -206,10 +252,13 @@ type StatusReport struct {
 	ClaimDeadline time.Time `json:"claim_deadline,omitzero"`
 	// WaitingSince is when the workflow started waiting for a Resolution (zero before).
 	WaitingSince time.Time `json:"waiting_since,omitempty"`
-	// LastInvalidSignal is why the last signal was ignored, if one was.
+	// LastInvalidSignal is why the last signal was ignored, if one was: also a signal whose
+	// payload does not decode into a Resolution (a number for a string field, a bare string).
 	LastInvalidSignal string `json:"last_invalid_signal,omitempty"`
-	// LastInvalidRequestID is the RequestID of that signal ("" when it had none).
+	// LastInvalidRequestID is the RequestID of that signal ("" when it had none or did not decode).
 	LastInvalidRequestID string `json:"last_invalid_request_id,omitempty"`
+	// InvalidSignals counts the invalid signals so far, across runs continued as new.
+	InvalidSignals int `json:"invalid_signals,omitempty"`
 	// Outcome is the decision once State is resolved.
 	Outcome ResolutionOutcome `json:"outcome,omitempty"`
 }
@@ -225,9 +274,9 @@ var ErrNoReconciliation = errors.New("reconcile: no running reconciliation workf
 var ErrUnconfirmed = errors.New("reconcile: resolution delivered but not yet confirmed")
 
 // RefusedError: the reconciliation workflow received the resolution and did not apply it. Either
-// it refused the signal (Reason is its StatusReport.LastInvalidSignal: a tenant mismatch, a result
-// that does not decode into the tool's result type…; the workflow keeps waiting and the record
-// is unchanged), or the operation was settled another way (SettledAs is then the workflow's
+// it refused it (Reason is the update's refusal, or for a signal its
+// StatusReport.LastInvalidSignal: a tenant mismatch, a result that does not decode into the tool's
+// result type…; the workflow keeps waiting and the record is unchanged), or the operation was settled another way (SettledAs is then the workflow's
 // output, with an outcome other than the one sent), or the workflow ended without an outcome
 // (a record past its retention). Test with errors.As.
 type RefusedError struct {
@@ -246,61 +295,142 @@ const ConfirmWait = 10 * time.Second
 // confirmPoll is the pause between two looks at the workflow while Resolve waits.
 const confirmPoll = 200 * time.Millisecond
 
-// Resolve validates r, signals it to the reconciliation workflow of key, and waits (at most
-// ConfirmWait, and not past ctx) until the workflow has accepted or refused it. It returns nil
-// once the workflow finished with r's outcome. Errors:
+// Resolve is ResolveOutput without the output: it returns nil once the workflow finished with
+// r's outcome, and ResolveOutput's errors.
+func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolution) error {
+	_, err := ResolveOutput(ctx, c, tenant, key, r)
+	return err
+}
+
+// ResolveOutput validates r and gives it to the reconciliation workflow of key as the
+// UpdateName Workflow Update, with r.RequestID (a fresh one when empty) as the update ID, so a
+// resolution sent again with the same RequestID is taken once. The workflow's validator accepts
+// or refuses it before anything is written to its history; an accepted one is recorded and the
+// workflow's Output (its decision) is returned. It waits at most ConfirmWait, and not past ctx.
+//
+// Where the update cannot be used it falls back to the SignalName signal and watches the workflow
+// (its status query and its result) as long: the workflow is not waiting yet (still inspecting
+// the record or waiting for a live claim's lease: the signal is taken once it waits), the server
+// has updates turned off, the running workflow predates the update handler, or no worker accepted
+// the update in time (the signal is durable; the update may still be taken too, and then the
+// second of the two is refused). Errors:
 //   - *InvalidResolutionError: r is malformed; nothing was sent.
 //   - ErrNoReconciliation (wrapped): no reconciliation workflow is running for the key.
-//   - *RefusedError: the workflow refused the signal (it checks r.Tenant against the
-//     operation's tenant, and a result against the tool's result type) and keeps waiting, or the
-//     operation was settled another way.
-//   - ErrUnconfirmed (wrapped): delivered, but no answer in time; the signal is still handled
-//     when the workflow gets to it.
+//   - *RefusedError: the workflow refused r (Reason says why: a tenant mismatch, a result that
+//     does not decode into the tool's result type, the store's refusal) and keeps waiting, or the
+//     operation was settled another way (SettledAs).
+//   - ErrUnconfirmed (wrapped): delivered, but no answer in time; the workflow still handles it
+//     when it gets to it.
 //
-// Answers come from the workflow's status query and its result, so a worker must be running
-// the reconciliation workflow for Resolve to confirm.
-func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolution) error {
+// A worker must be running the reconciliation workflow for ResolveOutput to get an answer.
+func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r Resolution) (*Output, error) {
 	if strings.TrimSpace(key) == "" {
-		return &InvalidResolutionError{Field: "key", Reason: "must not be empty"}
+		return nil, &InvalidResolutionError{Field: "key", Reason: "must not be empty"}
 	}
 	if strings.TrimSpace(tenant) == "" {
-		return &InvalidResolutionError{Field: "tenant", Reason: "must not be empty"}
+		return nil, &InvalidResolutionError{Field: "tenant", Reason: "must not be empty"}
 	}
 	if err := r.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	r.Tenant = tenant
 	if len(r.Result) > 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, r.Result); err != nil {
-			return &InvalidResolutionError{Field: "Result", Reason: err.Error()}
+			return nil, &InvalidResolutionError{Field: "Result", Reason: err.Error()}
 		}
 		r.Result = buf.Bytes()
 	}
 	if r.RequestID == "" {
 		var b [12]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return fmt.Errorf("reconcile: resolve %s: request ID: %w", key, err)
+			return nil, fmt.Errorf("reconcile: resolve %s: request ID: %w", key, err)
 		}
 		r.RequestID = hex.EncodeToString(b[:])
 	}
+	out, fallback, err := resolveByUpdate(ctx, c, key, r)
+	if !fallback {
+		return out, err
+	}
 	id := WorkflowID(key)
 	if err := c.SignalWorkflow(ctx, id, "", SignalName, r); err != nil {
-		return noWorkflow("resolve", key, err)
+		return nil, noWorkflow("resolve", key, err)
 	}
 	return confirm(ctx, c, key, r)
 }
 
+// resolveByUpdate sends r as the UpdateName update. fallback reports that the update could not be
+// used and the signal should be sent instead.
+func resolveByUpdate(ctx context.Context, c client.Client, key string, r Resolution) (out *Output, fallback bool, err error) {
+	uctx, cancel := context.WithTimeout(ctx, ConfirmWait)
+	defer cancel()
+	h, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
+		UpdateID:     r.RequestID,
+		WorkflowID:   WorkflowID(key),
+		UpdateName:   UpdateName,
+		Args:         []any{r},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		var (
+			nf       *serviceerror.NotFound
+			timeout  *client.WorkflowUpdateServiceTimeoutOrCanceledError
+			unimpl   *serviceerror.Unimplemented
+			denied   *serviceerror.PermissionDenied
+			precond  *serviceerror.FailedPrecondition
+			rejected *temporal.ApplicationError
+		)
+		switch {
+		case errors.As(err, &nf):
+			return nil, false, noWorkflow("resolve", key, err)
+		case errors.As(err, &timeout) && ctx.Err() == nil:
+			return nil, true, nil // no worker took it in time: the signal is durable
+		case errors.As(err, &unimpl), errors.As(err, &denied), errors.As(err, &precond):
+			return nil, true, nil // the server does not take updates (for this workflow)
+		case errors.As(err, &rejected) && rejected.Type() == ErrTypeNotWaiting:
+			return nil, true, nil // not waiting yet: the signal is taken once it waits
+		case errors.As(err, &rejected):
+			return nil, false, &RefusedError{Key: key, Reason: rejected.Error()}
+		case strings.Contains(err.Error(), "unknown update"):
+			return nil, true, nil // the running workflow predates the update handler
+		}
+		return nil, false, fmt.Errorf("reconcile: resolve %s: %w", key, err)
+	}
+	var o Output
+	if err := h.Get(uctx, &o); err != nil {
+		var (
+			rejected *temporal.ApplicationError
+			timeout  *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		)
+		switch {
+		case errors.As(err, &rejected) && rejected.Type() == ErrTypeNotWaiting:
+			return nil, true, nil
+		case errors.As(err, &rejected):
+			return nil, false, &RefusedError{Key: key, Reason: rejected.Error()}
+		case errors.As(err, &timeout), uctx.Err() != nil:
+			return nil, false, fmt.Errorf("reconcile: resolve %s: %w within %s: the workflow accepted the resolution and is still recording it (workflow %s)", key, ErrUnconfirmed, ConfirmWait, WorkflowID(key))
+		case strings.Contains(err.Error(), "unknown update"):
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("reconcile: resolve %s: %w", key, err)
+	}
+	if o.Outcome != r.Outcome {
+		return &o, false, &RefusedError{Key: key, SettledAs: &o,
+			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", o.Outcome, o.ResolvedBy)}
+	}
+	return &o, false, nil
+}
+
 // confirm waits until the workflow of key has finished or refused the signal r.
-func confirm(ctx context.Context, c client.Client, key string, r Resolution) error {
+func confirm(ctx context.Context, c client.Client, key string, r Resolution) (*Output, error) {
 	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
 	id := WorkflowID(key)
 	var last error
 	for {
-		done, err := finished(ctx, c, key, r)
+		out, done, err := finished(ctx, c, key, r)
 		if done || err != nil {
-			return err
+			return out, err
 		}
 		qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
 		st, qerr := Status(qctx, c, key)
@@ -309,40 +439,40 @@ func confirm(ctx context.Context, c client.Client, key string, r Resolution) err
 		case qerr != nil:
 			last = qerr
 		case st.LastInvalidRequestID == r.RequestID:
-			return &RefusedError{Key: key, Reason: st.LastInvalidSignal}
+			return nil, &RefusedError{Key: key, Reason: st.LastInvalidSignal}
 		}
 		select {
 		case <-ctx.Done():
 			if last != nil {
-				return fmt.Errorf("reconcile: resolve %s: %w (workflow %s; last status query: %v)", key, ErrUnconfirmed, id, last)
+				return nil, fmt.Errorf("reconcile: resolve %s: %w (workflow %s; last status query: %v)", key, ErrUnconfirmed, id, last)
 			}
-			return fmt.Errorf("reconcile: resolve %s: %w within %s (workflow %s is busy or no worker runs it)", key, ErrUnconfirmed, ConfirmWait, id)
+			return nil, fmt.Errorf("reconcile: resolve %s: %w within %s (workflow %s is busy or no worker runs it)", key, ErrUnconfirmed, ConfirmWait, id)
 		case <-time.After(confirmPoll):
 		}
 	}
 }
 
-// finished reports whether the workflow of key has closed, and what that means for r: nil when
-// it completed with r's outcome, a *RefusedError otherwise. Trouble asking is not an answer:
-// (false, nil).
-func finished(ctx context.Context, c client.Client, key string, r Resolution) (bool, error) {
+// finished reports whether the workflow of key has closed, and what that means for r: its
+// output when it completed with r's outcome, a *RefusedError otherwise. Trouble asking is not an
+// answer: (nil, false, nil).
+func finished(ctx context.Context, c client.Client, key string, r Resolution) (*Output, bool, error) {
 	id := WorkflowID(key)
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil || desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
-		return false, nil
+		return nil, false, nil
 	}
 	var out Output
 	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
 		if ctx.Err() != nil {
-			return false, nil
+			return nil, false, nil
 		}
-		return true, &RefusedError{Key: key, Reason: "the reconciliation workflow ended without an outcome: " + err.Error()}
+		return nil, true, &RefusedError{Key: key, Reason: "the reconciliation workflow ended without an outcome: " + err.Error()}
 	}
 	if out.Outcome != r.Outcome {
-		return true, &RefusedError{Key: key, SettledAs: &out,
+		return &out, true, &RefusedError{Key: key, SettledAs: &out,
 			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", out.Outcome, out.ResolvedBy)}
 	}
-	return true, nil
+	return &out, true, nil
 }
 
 // Status asks the reconciliation workflow of key where it stands. It returns an error wrapping

@@ -59,7 +59,7 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			return nil
 		},
 		RunContextBefore: func(_ context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
-			workflows.Register(o.Registry)
+			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry})
 			if !o.WorkflowReplayer {
 				acts.Register(o.Registry)
 			}
@@ -82,7 +82,7 @@ func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	if err != nil {
 		return err
 	}
-	workflows.Register(w)
+	workflows.RegisterWithOptions(w, workflows.Options{Registry: opts.Registry})
 	acts.Register(w)
 	return nil
 }

@@ -1,10 +1,14 @@
 package workflows
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -22,10 +26,33 @@ type Registry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-// Register registers the reconciliation workflow on r as reconcile.WorkflowName. Registering it
-// twice on one worker is harmless.
-func Register(r Registry) {
-	r.RegisterWorkflowWithOptions(Reconcile, workflow.RegisterOptions{Name: reconcile.WorkflowName, DisableAlreadyRegisteredCheck: true})
+// Options configure the registration of the reconciliation workflow.
+type Options struct {
+	// Registry supplies the tools' declared result types: the UpdateName update's validator
+	// refuses an Applied result that does not decode into the tool's. Nil: the validator does not
+	// check it (the RecordResolution activity still does, once the update is accepted).
+	Registry *oncekey.Registry
+	// VersioningBehavior is the workflow type's Worker Deployment Versioning behavior, which a
+	// worker with deployment versioning on and no DefaultVersioningBehavior requires. Defaults to
+	// workflow.VersioningBehaviorAutoUpgrade: a reconciliation can wait for days, longer than
+	// a deployment should be kept alive for it; its changes go behind workflow.GetVersion.
+	VersioningBehavior workflow.VersioningBehavior
+}
+
+// Register registers the reconciliation workflow on r as reconcile.WorkflowName with default
+// Options. Registering it twice on one worker is harmless.
+func Register(r Registry) { RegisterWithOptions(r, Options{}) }
+
+// RegisterWithOptions registers the reconciliation workflow on r as reconcile.WorkflowName.
+// Registering it twice on one worker is harmless.
+func RegisterWithOptions(r Registry, o Options) {
+	if o.VersioningBehavior == workflow.VersioningBehaviorUnspecified {
+		o.VersioningBehavior = workflow.VersioningBehaviorAutoUpgrade
+	}
+	reg := o.Registry
+	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
+		return reconcileWith(ctx, in, reg)
+	}, workflow.RegisterOptions{Name: reconcile.WorkflowName, DisableAlreadyRegisteredCheck: true, VersioningBehavior: o.VersioningBehavior})
 }
 
 // minLeaseWait bounds how often a live claim is inspected again.
@@ -40,32 +67,67 @@ const (
 
 // Reconcile settles the operation in.OperationKey. It inspects the record: no record settles
 // NotApplied, once in.ClaimDeadline (if set) has passed; applied, released or failed records
-// settle at once; a pending record with a live lease (a zombie attempt still
-// running) is waited for; a pending record whose lease ran out is marked unknown. For an unknown
-// record it runs the tool's Reconcile hook, if any, and otherwise waits for the
-// reconcile.SignalName signal, answering reconcile.QueryName meanwhile. The decision is written to
-// the store and returned. A record past its retention (a tombstone) keeps no outcome: the workflow
-// then fails with a non-retryable application error of type oncekey.ErrTypeExpired. With in.EscalationTimeout set, it fails with an application error of
-// type ErrTypeEscalationTimeout when nobody decides in time.
+// settle at once; a pending record with a live lease (a zombie attempt still running) is waited
+// for; a pending record whose lease ran out is marked unknown. For an unknown record it runs the
+// tool's Reconcile hook, if any, and otherwise waits for a Resolution: the reconcile.UpdateName
+// update (validated before it is accepted, answered with the Output) or the reconcile.SignalName
+// signal (decoded by the workflow itself, so a malformed one is refused in the status query's
+// LastInvalidSignal like any invalid one), answering reconcile.QueryName meanwhile. The decision
+// is written to the store and returned. A record past its retention (a tombstone) keeps no
+// outcome: the workflow then fails with a non-retryable application error of type
+// oncekey.ErrTypeExpired. With in.EscalationTimeout set, it fails with an application error of
+// type ErrTypeEscalationTimeout when nobody decides in time. After reconcile.MaxInvalidSignals
+// invalid signals it continues as new, keeping its escalation deadline.
+//
+// Reconcile is the workflow registered by Register, without a result-type check in the
+// update's validator (RegisterWithOptions with Options.Registry has one).
 func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
-	logger := workflow.GetLogger(ctx)
-	status := reconcile.StatusReport{
-		State:         reconcile.StateInspecting,
-		Tenant:        in.Tenant,
-		OperationKey:  in.OperationKey,
-		Tool:          in.Tool,
-		WorkflowID:    in.WorkflowID,
-		StepID:        in.StepID,
-		Reason:        in.Reason,
-		ClaimDeadline: in.ClaimDeadline,
+	return reconcileWith(ctx, in, nil)
+}
+
+// reconciler is one run of the reconciliation workflow.
+type reconciler struct {
+	in     reconcile.Input
+	reg    *oncekey.Registry
+	ref    activities.RecordRef
+	actx   workflow.Context
+	status reconcile.StatusReport
+	// epoch is the unknown record's epoch at the last inspection.
+	epoch int64
+	// busy: a resolution is being recorded (by the update handler or the signal loop).
+	busy bool
+	// decided is set once a resolution or a terminal error settled the run.
+	decided    bool
+	decidedOut reconcile.Output
+	decidedErr error
+	decidedF   workflow.Future
+	decidedS   workflow.Settable
+	// invalidThisRun counts the invalid signals of this run.
+	invalidThisRun int
+}
+
+func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Registry) (reconcile.Output, error) {
+	r := &reconciler{
+		in:  in,
+		reg: reg,
+		ref: activities.RecordRef{Tenant: in.Tenant, OperationKey: in.OperationKey},
+		status: reconcile.StatusReport{
+			State:         reconcile.StateInspecting,
+			Tenant:        in.Tenant,
+			OperationKey:  in.OperationKey,
+			Tool:          in.Tool,
+			WorkflowID:    in.WorkflowID,
+			StepID:        in.StepID,
+			Reason:        in.Reason,
+			ClaimDeadline: in.ClaimDeadline,
+		},
 	}
-	if err := workflow.SetQueryHandler(ctx, reconcile.QueryName, func() (reconcile.StatusReport, error) {
-		return status, nil
-	}); err != nil {
-		return reconcile.Output{}, err
+	r.decidedF, r.decidedS = workflow.NewFuture(ctx)
+	if c := in.Continued; c != nil {
+		r.status.InvalidSignals = c.InvalidSignals
+		r.status.LastInvalidSignal, r.status.LastInvalidRequestID = c.LastInvalidSignal, c.LastInvalidRequestID
 	}
-	ref := activities.RecordRef{Tenant: in.Tenant, OperationKey: in.OperationKey}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	r.actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
@@ -73,28 +135,48 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 			NonRetryableErrorTypes: []string{activities.ErrTypeInvalid},
 		},
 	})
-	done := func(out reconcile.Output) (reconcile.Output, error) {
-		status.State, status.Outcome = reconcile.StateResolved, out.Outcome
-		status.RecordStatus = settledStatus(status.RecordStatus, out.Outcome)
-		// A refusal before the decision is no longer news once the operation is settled.
-		status.LastInvalidSignal, status.LastInvalidRequestID = "", ""
-		logger.Info("oncekey: reconciled", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "outcome", string(out.Outcome), "resolved_by", out.ResolvedBy)
-		return out, nil
+	if err := workflow.SetQueryHandler(ctx, reconcile.QueryName, func() (reconcile.StatusReport, error) {
+		return r.status, nil
+	}); err != nil {
+		return reconcile.Output{}, err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, reconcile.UpdateName, r.update, workflow.UpdateHandlerOptions{
+		Validator:   r.validate,
+		Description: "Settle the unknown outcome of an operation: a reconcile.Resolution (outcome applied, not_applied or failed); answers with the reconciliation's output.",
+	}); err != nil {
+		return reconcile.Output{}, err
+	}
+	out, err := r.run(ctx)
+	// An update being answered finishes before the workflow does.
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return out, err
+}
 
+func (r *reconciler) done(ctx workflow.Context, out reconcile.Output) (reconcile.Output, error) {
+	r.status.State, r.status.Outcome = reconcile.StateResolved, out.Outcome
+	r.status.RecordStatus = settledStatus(r.status.RecordStatus, out.Outcome)
+	// A refusal before the decision is no longer news once the operation is settled.
+	r.status.LastInvalidSignal, r.status.LastInvalidRequestID = "", ""
+	workflow.GetLogger(ctx).Info("oncekey: reconciled", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "outcome", string(out.Outcome), "resolved_by", out.ResolvedBy)
+	return out, nil
+}
+
+func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
+	in := r.in
 	// Inspect until the record is unknown (or settled).
 	claimWait := minClaimWait
 	for {
-		status.State = reconcile.StateInspecting
+		r.status.State = reconcile.StateInspecting
 		var rec activities.Inspection
-		if err := workflow.ExecuteActivity(actx, activities.InspectName, ref).Get(ctx, &rec); err != nil {
+		if err := workflow.ExecuteActivity(r.actx, activities.InspectName, r.ref).Get(ctx, &rec); err != nil {
 			return reconcile.Output{}, err
 		}
-		status.RecordStatus = rec.Status
+		r.status.RecordStatus = rec.Status
+		r.epoch = rec.Epoch
 		if !rec.Found {
 			if now := workflow.Now(ctx); now.Before(in.ClaimDeadline) {
 				// The attempt handed over may not have claimed yet: wait for a late claim.
-				status.State = reconcile.StateWaitingForClaim
+				r.status.State = reconcile.StateWaitingForClaim
 				wait := min(claimWait, in.ClaimDeadline.Sub(now))
 				claimWait = min(2*claimWait, maxClaimWait)
 				if err := workflow.Sleep(ctx, wait); err != nil {
@@ -103,7 +185,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 				continue
 			}
 			// No claim was ever recorded: the tool's body never started, so nothing happened.
-			return done(reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey", Note: "no claim was recorded for the key; the tool never ran"})
+			return r.done(ctx, reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey", Note: "no claim was recorded for the key; the tool never ran"})
 		}
 		switch rec.Status {
 		case oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed:
@@ -114,7 +196,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 			if out.ResolvedBy == "" {
 				out.ResolvedBy = "oncekey"
 			}
-			return done(out)
+			return r.done(ctx, out)
 		case oncekey.StatusExpired:
 			// A tombstone keeps no outcome: what happened is unknown, and no decision can be recorded.
 			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
@@ -122,15 +204,15 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 				oncekey.ErrTypeExpired, nil)
 		case oncekey.StatusPending:
 			if !rec.LeaseExpired {
-				status.State = reconcile.StateWaitingForLease
+				r.status.State = reconcile.StateWaitingForLease
 				if err := workflow.Sleep(ctx, max(rec.LeaseRemaining, minLeaseWait)); err != nil {
 					return reconcile.Output{}, err
 				}
 				continue
 			}
 			var after activities.Inspection
-			if err := workflow.ExecuteActivity(actx, activities.MarkUnknownName, activities.MarkUnknownInput{
-				RecordRef: ref, Epoch: rec.Epoch, Reason: "lease expired; owner gone: " + in.Reason,
+			if err := workflow.ExecuteActivity(r.actx, activities.MarkUnknownName, activities.MarkUnknownInput{
+				RecordRef: r.ref, Epoch: rec.Epoch, Reason: "lease expired; owner gone: " + in.Reason,
 			}).Get(ctx, &after); err != nil {
 				return reconcile.Output{}, err
 			}
@@ -139,10 +221,21 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 		break // unknown
 	}
 
-	// The tool's automatic receipt lookup, if it has one.
-	status.State = reconcile.StateReceiptLookup
+	// The tool's automatic receipt lookup, if it has one; a run continued as new has done it.
+	if in.Continued == nil {
+		if out, ok := r.lookupReceipt(ctx); ok {
+			return r.done(ctx, out)
+		}
+	}
+	return r.wait(ctx)
+}
+
+// lookupReceipt runs the tool's receipt lookup; ok reports a decision.
+func (r *reconciler) lookupReceipt(ctx workflow.Context) (reconcile.Output, bool) {
+	in := r.in
+	r.status.State = reconcile.StateReceiptLookup
 	var receipt activities.ReceiptOutput
-	rctx := workflow.WithActivityOptions(actx, workflow.ActivityOptions{
+	rctx := workflow.WithActivityOptions(r.actx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
@@ -153,57 +246,172 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Tool: in.Tool, WorkflowID: in.WorkflowID, StepID: in.StepID,
 	}}).Get(ctx, &receipt)
 	if err != nil {
-		logger.Warn("oncekey: receipt lookup failed; waiting for a person", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "error", err)
-	} else if receipt.Decided {
-		return done(receipt.Output)
+		workflow.GetLogger(ctx).Warn("oncekey: receipt lookup failed; waiting for a person", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "error", err)
+		return reconcile.Output{}, false
 	}
+	return receipt.Output, receipt.Decided
+}
 
-	// Wait for a person.
-	status.State = reconcile.StateWaiting
-	status.WaitingSince = workflow.Now(ctx)
+// boundedInvalidChangeID is the workflow.GetVersion change ID under which a run that took
+// reconcile.MaxInvalidSignals invalid signals continues as new. Histories recorded before it
+// have no marker and replay without continuing.
+const boundedInvalidChangeID = "oncekey-reconcile-bounded-invalid-signals"
+
+// wait waits for a person's resolution: the update handler's decision, a signal, or the
+// escalation timer.
+func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
+	in := r.in
+	logger := workflow.GetLogger(ctx)
+	r.status.State = reconcile.StateWaiting
+	r.status.WaitingSince = workflow.Now(ctx)
+	var deadline time.Time
+	if in.EscalationTimeout > 0 {
+		deadline = r.status.WaitingSince.Add(in.EscalationTimeout)
+	}
+	if c := in.Continued; c != nil {
+		r.status.WaitingSince, deadline = c.WaitingSince, c.EscalationDeadline
+	}
 	signals := workflow.GetSignalChannel(ctx, reconcile.SignalName)
 	var escalation workflow.Future
-	if in.EscalationTimeout > 0 {
-		escalation = workflow.NewTimer(ctx, in.EscalationTimeout)
+	if !deadline.IsZero() {
+		escalation = workflow.NewTimer(ctx, max(deadline.Sub(workflow.Now(ctx)), time.Millisecond))
 	}
 	for {
 		var (
-			r         reconcile.Resolution
+			raw       converter.RawValue
 			got       bool
 			escalated bool
 		)
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-			c.Receive(ctx, &r)
+			// A RawValue always decodes, so the SDK never drops a signal here (it would block this
+			// coroutine, timer and all, until a next one came); the payload is decoded below.
+			c.Receive(ctx, &raw)
 			got = true
 		})
+		sel.AddFuture(r.decidedF, func(workflow.Future) {})
 		if escalation != nil {
 			sel.AddFuture(escalation, func(workflow.Future) { escalated = true })
 		}
 		sel.Select(ctx)
-		if escalated && !got {
+		if r.decided {
+			return r.decidedOut, r.decidedErr
+		}
+		if escalated {
+			// A resolution being recorded by the update handler finishes first: it may settle the
+			// operation.
+			if err := workflow.Await(ctx, func() bool { return !r.busy }); err != nil {
+				return reconcile.Output{}, err
+			}
+			if r.decided {
+				return r.decidedOut, r.decidedErr
+			}
 			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("oncekey: nobody resolved the outcome of %s (key %s) within the escalation timeout of %s; the record stays unknown",
 					in.Tool, in.OperationKey, in.EscalationTimeout), ErrTypeEscalationTimeout, nil)
 		}
-		if reason := invalid(r, in); reason != "" {
-			status.LastInvalidSignal, status.LastInvalidRequestID = reason, r.RequestID
-			logger.Warn("oncekey: ignored an invalid resolution", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "reason", reason)
+		if !got {
 			continue
 		}
-		var out reconcile.Output
-		err := workflow.ExecuteActivity(actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: in.Tool, Resolution: r}).Get(ctx, &out)
-		if err != nil {
-			var appErr *temporal.ApplicationError
-			if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
-				status.LastInvalidSignal, status.LastInvalidRequestID = appErr.Error(), r.RequestID
-				logger.Warn("oncekey: resolution refused", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "reason", appErr.Error())
-				continue
-			}
-			return reconcile.Output{}, err
+		if r.takeSignal(ctx, raw) {
+			return r.decidedOut, r.decidedErr
 		}
-		return done(out)
+		if r.invalidThisRun >= reconcile.MaxInvalidSignals && workflow.GetVersion(ctx, boundedInvalidChangeID, workflow.DefaultVersion, 1) == 1 {
+			// Signals already delivered are taken before the run ends; a valid one still settles.
+			for {
+				var more converter.RawValue
+				if !signals.ReceiveAsync(&more) {
+					break
+				}
+				if r.takeSignal(ctx, more) {
+					return r.decidedOut, r.decidedErr
+				}
+			}
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return reconcile.Output{}, err
+			}
+			if r.decided {
+				return r.decidedOut, r.decidedErr
+			}
+			next := in
+			next.Continued = &reconcile.Continued{
+				WaitingSince:         r.status.WaitingSince,
+				EscalationDeadline:   deadline,
+				InvalidSignals:       r.status.InvalidSignals,
+				LastInvalidSignal:    r.status.LastInvalidSignal,
+				LastInvalidRequestID: r.status.LastInvalidRequestID,
+			}
+			logger.Warn("oncekey: continuing the reconciliation as new after too many invalid signals", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "invalid_signals", r.status.InvalidSignals)
+			return reconcile.Output{}, workflow.NewContinueAsNewError(ctx, reconcile.WorkflowName, next)
+		}
 	}
+}
+
+// takeSignal handles one signal payload: a valid resolution is recorded, anything else is
+// refused in the status report. It reports whether the run is decided.
+func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
+	res, reason := decodeSignal(raw)
+	if reason == "" {
+		reason = r.invalid(res)
+	}
+	if reason == "" {
+		if refused := r.record(ctx, res); refused == "" {
+			return true
+		} else {
+			reason = refused
+		}
+	}
+	r.status.LastInvalidSignal, r.status.LastInvalidRequestID = reason, res.RequestID
+	r.status.InvalidSignals++
+	r.invalidThisRun++
+	workflow.GetLogger(ctx).Warn("oncekey: ignored an invalid resolution signal", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "reason", reason)
+	return r.decided
+}
+
+// decodeSignal decodes a signal's payload into a Resolution, or says why it does not.
+func decodeSignal(raw converter.RawValue) (reconcile.Resolution, string) {
+	var res reconcile.Resolution
+	p := raw.Payload()
+	if p == nil {
+		return res, "the signal carries no resolution: send one JSON object, reconcile.Resolution"
+	}
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &res); err != nil {
+		return reconcile.Resolution{}, fmt.Sprintf("the signal does not decode into a resolution (one JSON object, reconcile.Resolution): %v", err)
+	}
+	return res, ""
+}
+
+// record writes res with the RecordResolution activity. It returns why the resolution was
+// refused ("" when the run is decided: settled by res, or by another way, or ended by an error
+// such as a tombstone).
+func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) string {
+	r.busy = true
+	defer func() { r.busy = false }()
+	var out reconcile.Output
+	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, Resolution: res}).Get(ctx, &out)
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
+			return appErr.Error()
+		}
+		r.decide(ctx, reconcile.Output{}, err)
+		return ""
+	}
+	r.decide(ctx, out, nil)
+	return ""
+}
+
+// decide settles the run with out or err.
+func (r *reconciler) decide(ctx workflow.Context, out reconcile.Output, err error) {
+	if r.decided {
+		return
+	}
+	r.decided = true
+	if err == nil {
+		out, err = r.done(ctx, out)
+	}
+	r.decidedOut, r.decidedErr = out, err
+	r.decidedS.Set(nil, nil)
 }
 
 // settledStatus is the record's status once a reconciliation settled it with outcome: the status
@@ -222,15 +430,62 @@ func settledStatus(inspected oncekey.Status, outcome reconcile.ResolutionOutcome
 	return oncekey.StatusFailed
 }
 
-// invalid returns why r cannot settle the operation in, or "".
-func invalid(r reconcile.Resolution, in reconcile.Input) string {
-	if err := r.Validate(); err != nil {
+// invalid returns why res cannot settle the operation, or "".
+func (r *reconciler) invalid(res reconcile.Resolution) string {
+	if err := res.Validate(); err != nil {
 		return err.Error()
 	}
-	if r.Tenant != "" && r.Tenant != in.Tenant {
-		return fmt.Sprintf("the resolution names tenant %q but the operation belongs to another tenant", r.Tenant)
+	if res.Tenant != "" && res.Tenant != r.in.Tenant {
+		return fmt.Sprintf("the resolution names tenant %q but the operation belongs to another tenant", res.Tenant)
+	}
+	// A fenced resolution (one naming the epoch it was decided on) is checked against r.epoch here.
+	return ""
+}
+
+// validate is the UpdateName update's validator: it refuses, with nothing written to history,
+// a resolution the workflow cannot take now or could never record.
+func (r *reconciler) validate(ctx workflow.Context, res reconcile.Resolution) error {
+	switch {
+	case r.decided || r.status.State == reconcile.StateResolved:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to resolve: the operation was already settled as %s", r.status.Outcome), reconcile.ErrTypeNotWaiting, nil)
+	case r.busy:
+		return temporal.NewNonRetryableApplicationError("another resolution is being recorded; check the status query, then try again if it was refused", reconcile.ErrTypeNotWaiting, nil)
+	case r.status.State != reconcile.StateWaiting:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to resolve yet: the reconciliation is %s", r.status.State), reconcile.ErrTypeNotWaiting, nil)
+	}
+	if reason := r.invalid(res); reason != "" {
+		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeRefused, nil)
+	}
+	if reason := r.resultProblem(res); reason != "" {
+		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeRefused, nil)
+	}
+	return nil
+}
+
+// resultProblem says why an Applied result does not decode into the tool's declared result
+// type, or "" (also when the type is unknown).
+func (r *reconciler) resultProblem(res reconcile.Resolution) string {
+	if res.Outcome != reconcile.Applied || len(bytes.TrimSpace(res.Result)) == 0 {
+		return ""
+	}
+	t, ok := r.reg.ResultType(r.in.Tool)
+	if !ok {
+		return ""
+	}
+	if err := json.Unmarshal(res.Result, reflect.New(t).Interface()); err != nil {
+		return fmt.Sprintf("the result does not decode into %s's result type %s (%v)", r.in.Tool, t, err)
 	}
 	return ""
+}
+
+// update is the UpdateName update's handler: it records an accepted resolution and answers with
+// the run's output. A resolution the store refuses fails the update (type
+// reconcile.ErrTypeRefused) and the workflow keeps waiting.
+func (r *reconciler) update(ctx workflow.Context, res reconcile.Resolution) (reconcile.Output, error) {
+	if refused := r.record(ctx, res); refused != "" {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(refused, reconcile.ErrTypeRefused, nil)
+	}
+	return r.decidedOut, r.decidedErr
 }
 
 func prefix(key string) string {

@@ -61,8 +61,9 @@ func newResolveCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resolve KEY (--applied [--ref R] [--result JSON] | --not-applied | --failed) [--direct]",
 		Short: "Tell the reconciliation workflow of an unknown operation what happened",
-		Long: "resolve signals the reconciliation workflow waiting on KEY with a decision and waits (up to 10s) until the workflow\n" +
-			"accepts or refuses it; a refusal (wrong tenant, a result that does not fit the tool's result type) exits 1. Every workflow blocked on the key\n" +
+		Long: "resolve sends the reconciliation workflow waiting on KEY a decision as the oncekey.resolve Workflow Update (the signal\n" +
+			"of that name where an update cannot be used) and waits (up to 10s) until the workflow accepts or refuses it, then prints\n" +
+			"the workflow's answer; a refusal (wrong tenant, a result that does not fit the tool's result type) exits 1. Every workflow blocked on the key\n" +
 			"continues: --applied hands back the result given with --result (JSON of the tool's result type; @FILE reads a file),\n" +
 			"--not-applied lets the tool run again, --failed fails the call for good.\n\n" +
 			"--direct is for an unknown record that no reconciliation workflow waits for (it failed, timed out, was terminated or\n" +
@@ -92,7 +93,7 @@ func newResolveCmd(a *app) *cobra.Command {
 			defer c.Close()
 			rctx, cancel := contextWithTimeout(ctx, a.timeout)
 			defer cancel()
-			err = reconcile.Resolve(rctx, c, f.tenant, key, r)
+			out, err := reconcile.ResolveOutput(rctx, c, f.tenant, key, r)
 			var (
 				inv     *reconcile.InvalidResolutionError
 				refused *reconcile.RefusedError
@@ -117,6 +118,7 @@ func newResolveCmd(a *app) *cobra.Command {
 				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
 			}
 			fmt.Fprintf(a.stdout, "resolved %s as %s (%s accepted it): %s\n", key, r.Outcome, reconcile.WorkflowID(key), describe(r))
+			fmt.Fprintf(a.stdout, "the workflow answered: %s\n", answer(out))
 			return nil
 		},
 	}
@@ -239,6 +241,27 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 		return reconcile.Resolution{}, "", fail(exitUsage, "%v", err)
 	}
 	return r, key, nil
+}
+
+// answer describes the reconciliation workflow's output.
+func answer(out *reconcile.Output) string {
+	if out == nil {
+		return "nothing"
+	}
+	parts := []string{"outcome " + string(out.Outcome)}
+	if out.ResolvedBy != "" {
+		parts = append(parts, "resolved by "+printable(out.ResolvedBy))
+	}
+	if out.EffectReference != "" {
+		parts = append(parts, "ref "+printable(out.EffectReference))
+	}
+	if len(out.Result) > 0 {
+		parts = append(parts, fmt.Sprintf("result %d bytes stored", len(out.Result)))
+	}
+	if out.Failure != "" {
+		parts = append(parts, "failure "+printable(out.Failure))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func describe(r reconcile.Resolution) string {

@@ -130,6 +130,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "as applied")
+	require.Contains(t, r.stdout, "the workflow answered: outcome applied, resolved by ines, ref BK-R1, result ", "the workflow's own answer, from the update")
 
 	var out Booking
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

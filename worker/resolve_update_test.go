@@ -1,0 +1,83 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// countEvents returns how many events of type typ the history of id holds.
+func (e *e2e) countEvents(t *testing.T, id string, typ enumspb.EventType) int {
+	t.Helper()
+	n := 0
+	for _, ev := range e.history(t, id).Events {
+		if ev.GetEventType() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// On a dev server: resolutions the update's validator refuses come back to the caller as
+// *reconcile.RefusedError and leave no event in the reconciliation's history; a malformed signal
+// (sent as raw JSON, as the Temporal CLI would) is refused in the status query; the accepted
+// update is recorded once (the same RequestID sent again is deduplicated), ResolveOutput returns
+// the workflow's output, the blocked workflow gets the result, and the downstream saw one effect.
+func TestE2EResolveByUpdate(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.start(t, "resolve-by-update", req, 10*time.Second)
+	key := e.waitingKey(t)
+	id := reconcile.WorkflowID(key)
+	ctx := context.Background()
+
+	var refused *reconcile.RefusedError
+	_, err := reconcile.ResolveOutput(ctx, e.c, "someone-else", key, reconcile.Resolution{Outcome: reconcile.NotApplied})
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, "tenant")
+	_, err = reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`)})
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, "does not decode into CreateTicket's result type worker_test.Ticket")
+	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "refused updates leave no history")
+	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED))
+
+	// A signal whose payload is not a Resolution (effect_reference as a number).
+	require.NoError(t, e.c.SignalWorkflow(ctx, id, "", reconcile.SignalName, json.RawMessage(`{"outcome":"applied","effect_reference":42}`)))
+	require.Eventually(t, func() bool {
+		st, err := reconcile.Status(ctx, e.c, key)
+		return err == nil && st.InvalidSignals == 1 && st.State == reconcile.StateWaiting
+	}, 20*time.Second, 100*time.Millisecond)
+	st, err := reconcile.Status(ctx, e.c, key)
+	require.NoError(t, err)
+	require.Contains(t, st.LastInvalidSignal, "does not decode into a resolution")
+	rec, err := e.store.Get(ctx, &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, rec.Status, "refusals change nothing")
+
+	landed, ok := l.lookup(key)
+	require.True(t, ok)
+	body, _ := json.Marshal(landed)
+	r := reconcile.Resolution{Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice", RequestID: "req-applied-1"}
+	out, err := reconcile.ResolveOutput(ctx, e.c, "default", key, r)
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Applied, out.Outcome)
+	require.Equal(t, landed.ID, out.EffectReference)
+	require.Equal(t, "alice", out.ResolvedBy)
+
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, landed, got)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	require.Equal(t, 1, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
+	require.Equal(t, 1, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "only the malformed signal")
+	require.NoError(t, e.replay(t, true, "resolve-by-update", id))
+}
