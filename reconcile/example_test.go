@@ -59,3 +59,32 @@ func ExampleResolve() {
 		log.Fatal(err)
 	}
 }
+
+// Settle one operation through the oncekey.resolve Workflow Update and print the workflow's
+// answer: the decision it recorded. A refusal (another tenant, a result that does not decode into
+// the tool's result type) comes back at once and leaves no trace in the workflow's history.
+// (It needs a Temporal server, so it is compiled but not run.)
+func ExampleResolveOutput() {
+	ctx := context.Background()
+	c, err := client.Dial(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	key := os.Getenv("OPERATION_KEY")
+	out, err := reconcile.ResolveOutput(ctx, c, "acme", key, reconcile.Resolution{
+		Outcome:    reconcile.NotApplied,
+		Note:       "no charge at the provider for this idempotency key",
+		ResolvedBy: "ada",
+		RequestID:  "ada-" + key, // sent again after a timeout, it is taken once
+	})
+	var refused *reconcile.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		log.Printf("refused, nothing recorded: %s", refused.Reason)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("recorded", out.Outcome, "by", out.ResolvedBy)
+	}
+}
