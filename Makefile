@@ -20,7 +20,7 @@ TEST_TIMEOUT  ?= 40m
 
 export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
 
-.PHONY: demo test temporal bench pgbench faults vet
+.PHONY: demo test temporal bench bench-deps pgbench faults vet
 
 # Flags for the demo program, e.g. make demo ARGS="-seed 7 -manual".
 ARGS ?=
@@ -60,21 +60,48 @@ $(TEMPORAL_BIN):
 # (format in docs/benchmarks.md). Raw benchmark output goes to bench.log.
 BENCH_LOG ?= bench.log
 
-bench: temporal pgbench
+# The pinned store figures run the server (a private Postgres, a private redis-server) on CPU
+# BENCH_SERVER_CPU and the clients (ours, the floors, pgbench) on BENCH_CLIENT_CPU, so a ratio
+# compares what each client asks of the server. The shared-core figures before them are
+# informational (baseline_is ends in _shared_cores_informational).
+BENCH_SERVER_CPU ?= 0
+BENCH_CLIENT_CPU ?= 1
+
+bench: temporal bench-deps
 	@: > $(BENCH_LOG)
 	@echo "bench: canonical encoding vs gowebpki/jcs" >&2
 	@$(GO) test -run='^$$' -bench='^BenchmarkTransform$$' -benchmem -count=5 ./canonical/ \
 		| $(GO) run ./internal/benchfmt -baseline-is=gowebpki/jcs 2>>$(BENCH_LOG)
-	@echo "bench: store vs pgbench on the same SQL, with the pgx floor beside them (about 7 minutes)" >&2
+	@echo "bench: store vs pgbench on the same SQL, sharing the machine's cores with the server (informational), with the pgx floor beside them (about 7 minutes)" >&2
 	@$(GO) run ./pgstore/internal/benchcmd -duration 3s -rounds 7 -floor 2>>$(BENCH_LOG)
 	@grep "pgx floor:" $(BENCH_LOG) >&2 || true
+	@set -eo pipefail; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
+	$(GO) build -o "$$bin/pg-store" ./pgstore/internal/benchcmd; \
+	(cd redisstore && $(GO) build -o "$$bin/redis-store" ./internal/benchcmd); \
+	echo "bench: store vs pgbench, a private Postgres on CPU $(BENCH_SERVER_CPU), clients on CPU $(BENCH_CLIENT_CPU) (about 5 minutes)" >&2; \
+	taskset -c $(BENCH_CLIENT_CPU) "$$bin/pg-store" -pinned-server-cpu $(BENCH_SERVER_CPU) -duration 3s -rounds 5 \
+		-only '^(claim_complete|replay)_c' 2>>$(BENCH_LOG) | tee "$$bin/pg.txt"; \
+	grep -h "pgx floor:\|worker CPU per claim" $(BENCH_LOG) | tail -n 5 >&2 || true; \
+	pgreplay=$$(sed -n 's/^BENCH name=replay_pinned_c8 unit=ops\/s ours=\([0-9.]*\) .*/\1/p' "$$bin/pg.txt"); \
+	echo "bench: redisstore vs the same scripts on bare go-redis, a private redis-server on CPU $(BENCH_SERVER_CPU), clients on CPU $(BENCH_CLIENT_CPU) (about 3 minutes)" >&2; \
+	taskset -c $(BENCH_CLIENT_CPU) "$$bin/redis-store" -server-cpu $(BENCH_SERVER_CPU) -duration 3s -rounds 5 \
+		-pg-replay "$${pgreplay:-0}" 2>>$(BENCH_LOG)
 	@echo "bench: 500 Effectful workflows with and without oncekey on a dev server" >&2
 	@ONCEKEY_BENCH=1 $(GO) test -run='^TestBenchE2EEffectful$$' -count=1 -v ./worker/ 2>>$(BENCH_LOG) \
 		| tee -a $(BENCH_LOG) | grep '^BENCH'
 
-pgbench:
-	@command -v pgbench >/dev/null || { echo "installing pgbench (postgresql-client)"; \
-		apt-get update -qq && apt-get install -y -qq postgresql-client postgresql-contrib >/dev/null; }
+# What make bench needs beyond Go: pgbench, taskset, Postgres's initdb (for the private
+# instance) and redis-server, installed with apt-get when missing.
+bench-deps:
+	@pkgs=""; \
+	command -v pgbench >/dev/null || pkgs="$$pkgs postgresql-client postgresql-contrib"; \
+	command -v taskset >/dev/null || pkgs="$$pkgs util-linux"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	command -v redis-server >/dev/null || pkgs="$$pkgs redis-server"; \
+	if [ -n "$$pkgs" ]; then echo "installing$$pkgs"; apt-get update -qq && apt-get install -y -qq $$pkgs >/dev/null; fi
+
+# Kept for scripts that install pgbench alone.
+pgbench: bench-deps
 
 faults: temporal
 	$(GO) run ./faults/cmd/faults $(FAULTS_ARGS)

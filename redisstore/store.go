@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
 // Defaults of Options.
@@ -53,7 +53,8 @@ type Store struct {
 	rdb      redis.UniversalClient
 	maxBytes int
 	prefix   string
-	// bases[n] is the key base of bucket n: prefix + "{b<n>}".
+	layout   lua.Layout
+	// bases[n] is the key base of bucket n: prefix + "{b<n>}" (layout.Bases).
 	bases []string
 }
 
@@ -86,10 +87,8 @@ func New(rdb redis.UniversalClient, opts *Options) (*Store, error) {
 	case strings.ContainsAny(o.Prefix, "{}"):
 		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "Prefix", Reason: "must not contain '{' or '}' (the hash tag follows it)"}
 	}
-	s := &Store{rdb: rdb, maxBytes: o.MaxResultBytes, prefix: o.Prefix}
-	for n := range o.Buckets {
-		s.bases = append(s.bases, o.Prefix+"{b"+strconv.Itoa(n)+"}")
-	}
+	s := &Store{rdb: rdb, maxBytes: o.MaxResultBytes, prefix: o.Prefix, layout: lua.NewLayout(o.Prefix, o.Buckets)}
+	s.bases = s.layout.Bases
 	return s, nil
 }
 
@@ -113,7 +112,7 @@ func (s *Store) Check(ctx context.Context) error {
 			}
 		}
 	}
-	for _, sc := range scripts {
+	for _, sc := range lua.All {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapErr("check", "", err)
 		}
@@ -121,25 +120,9 @@ func (s *Store) Check(ctx context.Context) error {
 	return nil
 }
 
-// bucket returns the key base of the record (tenant, key).
-func (s *Store) bucket(tenant, key string) string {
-	h := fnv.New32a()
-	_, _ = io.WriteString(h, tenant)
-	_, _ = h.Write([]byte{0})
-	_, _ = io.WriteString(h, key)
-	return s.bases[h.Sum32()%uint32(len(s.bases))]
-}
-
-// recordKeys returns the keys the record scripts take: the record, the bucket's all index, the
-// tenant's index in the bucket, the unknown index, and (with purge) the retention and tombstone
-// indexes.
+// recordKeys returns the keys the record scripts take (lua.Layout.RecordKeys).
 func (s *Store) recordKeys(tenant, key string, purge bool) []string {
-	b := s.bucket(tenant, key)
-	keys := []string{b + ":r:" + tenant + "\x00" + key, b + ":all", b + ":t:" + tenant, b + ":unk"}
-	if purge {
-		keys = append(keys, b+":exp", b+":tomb")
-	}
-	return keys
+	return s.layout.RecordKeys(tenant, key, purge)
 }
 
 func (s *Store) checkSize(op, key string, bs ...[]byte) error {
@@ -196,7 +179,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	if tok == 0 {
 		tok = token()
 	}
-	v, err := s.run(ctx, "claim", p.OperationKey, claimScript, s.recordKeys(p.Tenant, p.OperationKey, true),
+	v, err := s.run(ctx, "claim", p.OperationKey, lua.Claim, s.recordKeys(p.Tenant, p.OperationKey, true),
 		p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint, p.WorkflowID, p.StepID,
 		int(p.Effect), p.Lease.Microseconds(), p.Retention.Microseconds(), p.Tombstone.Microseconds(), tok)
 	if err != nil {
@@ -225,7 +208,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64,
 	if op == "unknown" {
 		name = "mark unknown"
 	}
-	v, err := s.run(ctx, name, key, fencedScript, s.recordKeys(tenant, key, false), a...)
+	v, err := s.run(ctx, name, key, lua.Fenced, s.recordKeys(tenant, key, false), a...)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +280,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	}
 	rf, rv := bytesArgs(p.Result)
 	ff, fv := bytesArgs(p.Failure)
-	v, err := s.run(ctx, "resolve", p.OperationKey, resolveScript, s.recordKeys(p.Tenant, p.OperationKey, false),
+	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, false),
 		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv)
 	if err != nil {
 		return nil, err
@@ -326,7 +309,7 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := s.run(ctx, "get", p.OperationKey, getScript, s.recordKeys(p.Tenant, p.OperationKey, false)[:1])
+	v, err := s.run(ctx, "get", p.OperationKey, lua.Get, s.recordKeys(p.Tenant, p.OperationKey, false)[:1])
 	if err != nil {
 		return nil, err
 	}
@@ -343,8 +326,8 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 // ---- replies -------------------------------------------------------------------------------
 
 // recordFields is the number of record fields a reply carries after its code and the server's
-// now, in the order of F in the scripts' prelude.
-const recordFields = 20
+// now.
+const recordFields = lua.RecordFields
 
 // decodeReply reads {code, now, fields...}.
 func decodeReply(v []any) (*oncekey.Record, error) {
@@ -560,7 +543,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 			chunk := min(500, max(16, 2*(want-len(out))/len(streams)))
 			calls := make([]call, len(need))
 			for i, st := range need {
-				calls[i] = call{listScript, []string{st.key}, []any{st.base, kind, p.Tenant, st.from, chunk, 1000, status, p.Tool, p.WorkflowID}}
+				calls[i] = call{lua.List, []string{st.key}, []any{st.base, kind, p.Tenant, st.from, chunk, 1000, status, p.Tool, p.WorkflowID}}
 			}
 			replies, err := s.runAll(ctx, "list", calls)
 			if err != nil {
@@ -593,7 +576,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	return res, nil
 }
 
-// fill reads a listScript reply into the stream.
+// fill reads a lua.List reply into the stream.
 func (st *stream) fill(v []any) error {
 	if len(v) < 3 || (len(v)-3)%recordFields != 0 {
 		return fmt.Errorf("list reply of %d values", len(v))
@@ -709,9 +692,9 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				quota -= q
 				which = append(which, i)
 				if deleting {
-					calls = append(calls, call{deleteScript, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}})
+					calls = append(calls, call{lua.Delete, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}})
 				} else {
-					calls = append(calls, call{tombstoneScript, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}})
+					calls = append(calls, call{lua.Tombstone, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}})
 				}
 			}
 			if len(calls) == 0 {
@@ -790,7 +773,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	for len(todo) > 0 {
 		calls := make([]call, len(todo))
 		for i, b := range todo {
-			calls[i] = call{forgetScript, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
+			calls[i] = call{lua.Forget, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
 		}
 		replies, err := s.runAll(ctx, "forget", calls)
 		if err != nil {

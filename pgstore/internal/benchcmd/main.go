@@ -18,7 +18,15 @@
 // machine's idle time. With -floor it also runs the pgx floor (see floor.go) in every round of
 // the claim and replay figures and prints, on standard error, its ratio to pgbench beside ours.
 //
-// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n] [-floor]
+// With -pinned-server-cpu N it runs the claim and replay figures against a private Postgres
+// instance of its own pinned to CPU N (pinned.go), and names them claim_complete_pinned_c1, …,
+// replay_pinned_c8; start it pinned to another CPU (taskset -c 1). It then also prints
+// worker_cpu_claim_complete: this process's CPU time per claim+complete at 8 clients, in µs,
+// against the pgx floor's (speedup = floor / ours), with pgbench's on standard error. Without
+// it, the figures share the machine's cores with the server and are informational: their
+// baseline_is ends in _shared_cores_informational.
+//
+// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n] [-floor] [-pinned-server-cpu n]
 package main
 
 import (
@@ -71,6 +79,7 @@ func main() {
 	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, 200)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every round of the claim and replay figures and print its ratio to pgbench")
+	pinnedCPU := flag.Int("pinned-server-cpu", -1, "run the claim and replay figures against a private Postgres pinned to this CPU (start this process pinned to another: taskset -c 1)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -83,11 +92,31 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *rounds, *only, *purgeRows); err != nil {
+	if err := start(*pinnedCPU, *duration, *rounds, *only, *purgeRows); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchcmd:", err)
 		os.Exit(1)
 	}
+}
+
+// start runs the figures, against a private instance pinned to pinnedCPU when it is not
+// negative, which it stops before returning.
+func start(pinnedCPU int, duration time.Duration, rounds int, only string, purgeRows int) error {
+	url := databaseURL()
+	if pinnedCPU >= 0 {
+		floor = true
+		if cpus := allowedCPUs(); cpus == "" || strings.ContainsAny(cpus, ",-") || cpus == strconv.Itoa(pinnedCPU) {
+			return fmt.Errorf("-pinned-server-cpu %d: this process runs on CPUs %q; start it pinned to one other CPU (taskset -c 1)", pinnedCPU, cpus)
+		}
+		pg, err := startPrivatePostgres(context.Background(), pinnedCPU, url)
+		if err != nil {
+			return err
+		}
+		defer pg.Stop()
+		fmt.Fprintf(os.Stderr, "# private postgres pinned to CPU %d, clients on CPU %s; settings from the main cluster: %v\n", pinnedCPU, allowedCPUs(), pg.Settings)
+		url, pinned = pg.URL, true
+	}
+	return run(url, duration, rounds, only, purgeRows)
 }
 
 func databaseURL() string {
@@ -108,14 +137,13 @@ type figure struct {
 	floor   func(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) // see floor.go
 }
 
-func run(duration time.Duration, rounds int, only string, purgeRows int) error {
+func run(url string, duration time.Duration, rounds int, only string, purgeRows int) error {
 	pgbench, err := exec.LookPath("pgbench")
 	if err != nil {
 		return fmt.Errorf("pgbench not found on PATH (Debian: apt-get install postgresql-client): %w", err)
 	}
 	filter := regexp.MustCompile(only)
 	ctx := context.Background()
-	url := databaseURL()
 
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -185,6 +213,7 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 			return err
 		}
 		var ours, base, floors []float64
+		var oursCPUs, floorCPUs, pgbenchCPUs []float64 // worker CPU per op, µs
 		for r := range rounds {
 			// Alternate which side goes first, so drift in the machine's load hits both.
 			var o, p float64
@@ -219,6 +248,7 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 				if err != nil {
 					return fmt.Errorf("%s pgbench: %w", f.name, err)
 				}
+				pgbenchCPUs = append(pgbenchCPUs, perOp(time.Duration(pgbenchCPU.Load()), p, duration))
 				after, err := countStatuses(ctx, pool, f.tenant)
 				if err != nil {
 					return err
@@ -241,9 +271,11 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 						return err
 					}
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
+					cpu0 := selfCPU()
 					if fl, err = f.floor(ctx, pool, f.clients, duration); err != nil {
 						return fmt.Errorf("%s pgx floor: %w", f.name, err)
 					}
+					floorCPUs = append(floorCPUs, perOp(selfCPU()-cpu0, fl, duration))
 					floors = append(floors, fl)
 					return nil
 				})
@@ -259,6 +291,7 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 			}
 			fmt.Fprintln(os.Stderr)
 			ours, base = append(ours, o), append(base, p)
+			oursCPUs = append(oursCPUs, perOp(oursCPU, o, duration))
 			if os.Getenv("BENCH_DEBUG") != "" {
 				fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %s, pgbench %s; machine idle: ours %s, pgbench %s\n",
 					time.Duration(float64(oursCPU)/(o*duration.Seconds())), time.Duration(float64(pgbenchCPU.Swap(0))/(p*duration.Seconds())),
@@ -276,10 +309,22 @@ func run(duration time.Duration, rounds int, only string, purgeRows int) error {
 			fmt.Fprintf(os.Stderr, "# %s pgx floor: %.1f ops/s, %.3f of pgbench; ours is %.3f of the floor (medians of %d rounds)\n",
 				f.name, fl, fl/p, o/fl, len(floors))
 		}
-		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgbench_same_sql_prepared_c%d\n",
-			f.name, o, p, o/p, f.clients)
+		name, baselineIs := f.name, fmt.Sprintf("pgbench_same_sql_prepared_c%d", f.clients)
+		if pinned {
+			name, baselineIs = pinnedName(f.name), baselineIs+"_server_pinned_apart"
+		} else {
+			baselineIs += "_shared_cores_informational"
+		}
+		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=%s\n", name, o, p, o/p, baselineIs)
+		if pinned && f.name == "claim_complete_c8" {
+			oc, fc, pc := median(oursCPUs), median(floorCPUs), median(pgbenchCPUs)
+			fmt.Fprintf(os.Stderr, "# worker CPU per claim+complete at 8 clients: ours %.1f µs, pgx floor %.1f µs, pgbench %.1f µs (medians of %d rounds)\n",
+				oc, fc, pc, len(oursCPUs))
+			fmt.Printf("BENCH name=worker_cpu_claim_complete unit=µs ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgx_floor_client_cpu_per_claim_complete_c8\n",
+				oc, fc, fc/oc)
+		}
 	}
-	if filter.MatchString("purge_1m") || filter.MatchString("purge_1m_claim_p99") {
+	if !pinned && (filter.MatchString("purge_1m") || filter.MatchString("purge_1m_claim_p99")) {
 		if err := purgeFigures(ctx, url, cfg, purgeRows); err != nil {
 			return fmt.Errorf("purge_1m: %w", err)
 		}
@@ -387,7 +432,23 @@ func drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 	return float64(n.Load()) / time.Since(start).Seconds(), first
 }
 
+// perOp returns cpu spent over ops per second for d, in µs per op.
+func perOp(cpu time.Duration, opsPerSec float64, d time.Duration) float64 {
+	if opsPerSec <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / (opsPerSec * d.Seconds())
+}
+
+// pinnedName is the name of a figure measured against the pinned private instance:
+// claim_complete_c8 → claim_complete_pinned_c8.
+func pinnedName(name string) string {
+	i := strings.LastIndex(name, "_c")
+	return name[:i] + "_pinned" + name[i:]
+}
+
 var (
+	pinned                      bool // -pinned-server-cpu given
 	floor                       bool // -floor
 	dbgClaim, dbgComplete, dbgN atomic.Int64
 	pgbenchCPU                  atomic.Int64 // user+system time of the last pgbench run, ns

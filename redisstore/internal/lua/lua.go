@@ -1,6 +1,15 @@
-package redisstore
+// Package lua holds redisstore's Lua scripts and its key layout, shared by the store and its
+// benchmark's floor (which runs the same scripts with bare go-redis calls). It must not import
+// the store.
+package lua
 
-import "github.com/redis/go-redis/v9"
+import (
+	"hash/fnv"
+	"io"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The scripts. Each state change is one script, run atomically by the server (EVALSHA, with
 // EVAL when the server does not have the script cached: redis.Script.Run). Every script reads
@@ -39,7 +48,7 @@ local function clock()
 end
 local function fmt(n) return string.format('%d', n) end
 local function hex(n) return string.format('%016x', n) end
--- The record's fields in the order replies carry them (recordFields in store.go).
+-- The record's fields in the order replies carry them (RecordFields).
 local F = {'t', 'k', 'tool', 'ver', 'fp', 'wf', 'step', 'eff', 'st', 'ep', 'lu', 'res', 'fail', 'ref', 'ca', 'ua', 'ea', 'tu', 'rby', 'note'}
 -- reply returns {code, now, fields of F...}; an absent field is nil.
 local function reply(code, rec, now)
@@ -70,12 +79,12 @@ local function setBytes(rec, field, flag, v)
 end
 `
 
-// claimScript: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, tool, version,
+// Claim: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, tool, version,
 // fingerprint, workflow ID, step ID, effect, lease, retention, tombstone (µs), claim token.
 // Codes: A acquired (new), T took over, S the repeat of the claim that acquired (same token,
 // live lease), E past retention, M fingerprint mismatch, O observed (an Effectful record whose
 // lease ran out is marked unknown first).
-var claimScript = redis.NewScript(prelude + `
+var Claim = redis.NewScript(prelude + `
 local rec, all, ten, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local tenant, key = ARGV[1], ARGV[2]
 local pk = tenant .. '\0' .. key
@@ -120,11 +129,11 @@ reindex(all, ten, unk, pk, key, nil, nil, now, 'pending')
 return reply(code, rec, now)
 `)
 
-// fencedScript: KEYS rec, all, ten, unk. ARGV tenant, key, epoch, write token, op, then per op:
+// Fenced: KEYS rec, all, ten, unk. ARGV tenant, key, epoch, write token, op, then per op:
 // renew: lease (µs); complete: status, effect reference, result flag, result, failure flag,
 // failure; release: none; unknown: failure flag, failure. Codes: K written (or the repeat of
 // the write that was: same write token), N no record, L not pending at that epoch.
-var fencedScript = redis.NewScript(prelude + `
+var Fenced = redis.NewScript(prelude + `
 local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = clock()
 local r = redis.call('HMGET', rec, 'st', 'ep', 'ua', 'wt')
@@ -153,10 +162,10 @@ reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[3]), 'pen
 return reply('K', rec, now)
 `)
 
-// resolveScript: KEYS rec, all, ten, unk. ARGV tenant, key, write token, status, effect
+// Resolve: KEYS rec, all, ten, unk. ARGV tenant, key, write token, status, effect
 // reference, resolved by, note, result flag, result, failure flag, failure. Codes: K resolved
 // (or the repeat of the resolution that was), N no record, C {C, status} not resolvable.
-var resolveScript = redis.NewScript(prelude + `
+var Resolve = redis.NewScript(prelude + `
 local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = clock()
 local r = redis.call('HMGET', rec, 'st', 'ea', 'lu', 'ua', 'wt')
@@ -173,19 +182,19 @@ reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[4]), st, 
 return reply('K', rec, now)
 `)
 
-// getScript: KEYS rec. Codes: K found, N no record.
-var getScript = redis.NewScript(prelude + `
+// Get: KEYS rec. Codes: K found, N no record.
+var Get = redis.NewScript(prelude + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'N'} end
 return reply('K', KEYS[1], clock())
 `)
 
-// listScript reads one bucket's index from a ZRANGE BYLEX bound: KEYS index. ARGV record key
+// List reads one bucket's index from a ZRANGE BYLEX bound: KEYS index. ARGV record key
 // base, member kind ('t': hex16 .. key in a tenant's index, with the tenant in ARGV[3]; else
 // hex16 .. tenant .. NUL .. key), tenant, from (a BYLEX bound), matches wanted, entries to scan
 // at most, status, tool, workflow ID filters ("" does not filter). It returns {now, last
 // member scanned ("" for none), "1" when the index holds nothing after it, fields of F for each
 // matching record...}. Each call reads at most the entries it may scan.
-var listScript = redis.NewScript(prelude + `
+var List = redis.NewScript(prelude + `
 local now = clock()
 local scan, want = tonumber(ARGV[6]), tonumber(ARGV[5])
 local ids = redis.call('ZRANGE', KEYS[1], ARGV[4], '+', 'BYLEX', 'LIMIT', 0, scan)
@@ -209,14 +218,14 @@ end
 return out
 `)
 
-// tombstoneScript turns records of one bucket past retention into tombstones: KEYS exp, all,
+// Tombstone turns records of one bucket past retention into tombstones: KEYS exp, all,
 // unk. ARGV record key base, tenant index key base, at most this many, skipping this many
 // candidates first (those an earlier batch of the same purge left), candidates to look at
 // beyond the quota. A record is left alone while its tombstone window is over too (the delete
 // step takes it) or while it is pending under a live lease (its owner is still running and
 // must be able to record what it did). It returns {tombstoned, skipped, "1" when no candidate
 // is left after the ones it looked at}.
-var tombstoneScript = redis.NewScript(prelude + `
+var Tombstone = redis.NewScript(prelude + `
 local exp, all, unk = KEYS[1], KEYS[2], KEYS[3]
 local now = clock()
 local quota, extra = tonumber(ARGV[3]), tonumber(ARGV[5])
@@ -245,10 +254,10 @@ if looked == #ids and #ids < quota + extra then rest = '1' end
 return {done, skipped, rest}
 `)
 
-// deleteScript deletes records of one bucket past their tombstone window: KEYS tomb, all, unk,
+// Delete deletes records of one bucket past their tombstone window: KEYS tomb, all, unk,
 // exp. ARGV record key base, tenant index key base, at most this many. It returns {deleted, "1"
 // when none is left}.
-var deleteScript = redis.NewScript(prelude + `
+var Delete = redis.NewScript(prelude + `
 local tomb, all, unk, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = clock()
 local quota = tonumber(ARGV[3])
@@ -266,9 +275,9 @@ if #ids < quota then rest = '1' end
 return {#ids, rest}
 `)
 
-// forgetScript deletes records of one tenant in one bucket: KEYS ten, all, unk, exp, tomb. ARGV
+// Forget deletes records of one tenant in one bucket: KEYS ten, all, unk, exp, tomb. ARGV
 // record key base, tenant, at most this many. It returns {deleted, "1" when none is left}.
-var forgetScript = redis.NewScript(prelude + `
+var Forget = redis.NewScript(prelude + `
 local ten, all, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quota = tonumber(ARGV[3])
 local ids = redis.call('ZRANGE', ten, 0, quota - 1)
@@ -287,5 +296,46 @@ if #ids < quota then rest = '1' end
 return {#ids, rest}
 `)
 
-// scripts are every script, for Check (which loads them).
-var scripts = []*redis.Script{claimScript, fencedScript, resolveScript, getScript, listScript, tombstoneScript, deleteScript, forgetScript}
+// All is every script, for Store.Check (which loads them).
+var All = []*redis.Script{Claim, Fenced, Resolve, Get, List, Tombstone, Delete, Forget}
+
+// RecordFields is the number of record fields a reply carries after its code and the server's
+// now, in the order of F in the prelude.
+const RecordFields = 20
+
+// Layout names the keys of a store: bucket n's key base is prefix + "{b<n>}", and a record
+// lives in bucket FNV-1a(tenant, NUL, key) mod the number of buckets.
+type Layout struct {
+	// Bases are the buckets' key bases.
+	Bases []string
+}
+
+// NewLayout returns the layout of buckets buckets under prefix.
+func NewLayout(prefix string, buckets int) Layout {
+	l := Layout{}
+	for n := range buckets {
+		l.Bases = append(l.Bases, prefix+"{b"+strconv.Itoa(n)+"}")
+	}
+	return l
+}
+
+// Bucket returns the key base of the record (tenant, key).
+func (l Layout) Bucket(tenant, key string) string {
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, tenant)
+	_, _ = h.Write([]byte{0})
+	_, _ = io.WriteString(h, key)
+	return l.Bases[h.Sum32()%uint32(len(l.Bases))]
+}
+
+// RecordKeys returns the keys the record scripts take: the record, the bucket's all index, the
+// tenant's index in the bucket, the unknown index, and (with purge, for Claim) the retention
+// and tombstone indexes.
+func (l Layout) RecordKeys(tenant, key string, purge bool) []string {
+	b := l.Bucket(tenant, key)
+	keys := []string{b + ":r:" + tenant + "\x00" + key, b + ":all", b + ":t:" + tenant, b + ":unk"}
+	if purge {
+		keys = append(keys, b+":exp", b+":tomb")
+	}
+	return keys
+}

@@ -1,0 +1,411 @@
+// Command benchcmd measures redisstore against its floor: the same Lua scripts, with the same
+// keys and arguments, run by a bare go-redis loop (EVALSHA, the reply's status code and epoch
+// read, nothing else), on the same server at the same concurrency, in the same run. It prints
+// one line per figure:
+//
+//	BENCH name=<id> unit=ops/s ours=<n> baseline=<n> speedup=<n> baseline_is=<what>
+//
+// Figures: redis_claim_complete_c1, _c8, _c32 (claim of a new key then complete, pairs per
+// second) and redis_replay_c8 (claims that find an applied record, per second). With
+// -pg-replay n (pgstore's replay_pinned_c8 of the same make bench run) it also prints
+// redis_vs_pg_replay_c8: redisstore's replay against pgstore's. Each figure alternates ours and
+// the floor for -rounds rounds of -duration each and reports the medians.
+//
+// It starts a private redis-server of its own (a temporary directory, a free port, AOF on with
+// appendfsync everysec, no RDB snapshots) pinned to -server-cpu with taskset; start this
+// process pinned to another CPU (taskset -c 1), so both clients ask the same server on its own
+// core. BENCH_DEBUG=1 adds this process's CPU time per operation for ours and the floor.
+//
+// Run (from redisstore/): taskset -c 1 go run ./internal/benchcmd [-duration 3s] [-rounds 5] [-server-cpu 0] [-pg-replay n]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/redisstore"
+	"github.com/oncekey/oncekey/redisstore/internal/lua"
+)
+
+// The workload's constant arguments, the same as pgstore's benchmark.
+const (
+	tool        = "create_ticket"
+	version     = "v1"
+	fingerprint = "3f8a1c0e9b7d6a5f4e3d2c1b0a99887766554433221100ffeeddccbbaa998877"
+	workflowID  = "bench-workflow"
+	stepID      = "record_issue"
+	lease       = 30 * time.Second
+	retention   = 7 * 24 * time.Hour
+	tombstone   = 30 * 24 * time.Hour
+	result      = `{"ticket":"T-1042","status":"open"}`
+	effectRef   = "T-1042"
+	replayKeys  = 1000
+	prefix      = "oncekey-bench:"
+)
+
+func main() {
+	duration := flag.Duration("duration", 3*time.Second, "length of each measured round")
+	rounds := flag.Int("rounds", 5, "rounds per figure (ours and the floor alternate); medians are reported")
+	only := flag.String("only", "", "run only figures whose name matches this regexp")
+	serverCPU := flag.Int("server-cpu", 0, "CPU the private redis-server is pinned to; -1: not pinned")
+	pgReplay := flag.Float64("pg-replay", 0, "pgstore's replay_pinned_c8 (ops/s) of the same run, for redis_vs_pg_replay_c8")
+	flag.Parse()
+	if err := run(*duration, *rounds, *only, *serverCPU, *pgReplay); err != nil {
+		fmt.Fprintln(os.Stderr, "benchcmd:", err)
+		os.Exit(1)
+	}
+}
+
+type figure struct {
+	name    string
+	clients int
+	ours    func(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error)
+	floor   func(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error)
+}
+
+func run(duration time.Duration, rounds int, only string, serverCPU int, pgReplay float64) error {
+	filter := regexp.MustCompile(only)
+	ctx := context.Background()
+	srv, err := startRedis(serverCPU)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	fmt.Fprintf(os.Stderr, "# private redis-server on %s pinned to CPU %d, clients on CPU %s\n", srv.addr, serverCPU, allowedCPUs())
+
+	// One client for both sides, with a connection per benchmark client.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 64, MinIdleConns: 32})
+	defer rdb.Close()
+	s, err := redisstore.New(rdb, &redisstore.Options{Prefix: prefix})
+	if err != nil {
+		return err
+	}
+	if err := s.Check(ctx); err != nil {
+		return err
+	}
+	if err := seedReplay(ctx, s); err != nil {
+		return err
+	}
+	figures := []figure{
+		{"redis_claim_complete_c1", 1, oursClaimComplete, floorClaimComplete},
+		{"redis_claim_complete_c8", 8, oursClaimComplete, floorClaimComplete},
+		{"redis_claim_complete_c32", 32, oursClaimComplete, floorClaimComplete},
+		{"redis_replay_c8", 8, oursReplay, floorReplay},
+	}
+	for _, f := range figures {
+		if !filter.MatchString(f.name) {
+			continue
+		}
+		var ours, floors, oursCPU, floorCPU []float64
+		for r := range rounds {
+			var o, fl float64
+			oursRun := func() error {
+				c0 := selfCPU()
+				var err error
+				if o, err = f.ours(ctx, s, f.clients, duration); err != nil {
+					return fmt.Errorf("%s ours: %w", f.name, err)
+				}
+				oursCPU = append(oursCPU, perOp(selfCPU()-c0, o, duration))
+				return nil
+			}
+			floorRun := func() error {
+				c0 := selfCPU()
+				var err error
+				if fl, err = f.floor(ctx, rdb, f.clients, duration); err != nil {
+					return fmt.Errorf("%s floor: %w", f.name, err)
+				}
+				floorCPU = append(floorCPU, perOp(selfCPU()-c0, fl, duration))
+				return nil
+			}
+			runs := []func() error{oursRun, floorRun}
+			if r%2 == 1 {
+				runs[0], runs[1] = floorRun, oursRun
+			}
+			for _, run := range runs {
+				if err := run(); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, floor %.0f ops/s\n", f.name, r+1, o, fl)
+			ours, floors = append(ours, o), append(floors, fl)
+		}
+		o, fl := median(ours), median(floors)
+		if os.Getenv("BENCH_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %.1f µs, floor %.1f µs\n", median(oursCPU), median(floorCPU))
+		}
+		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=bare_go_redis_same_scripts_c%d_server_pinned_apart\n",
+			f.name, o, fl, o/fl, f.clients)
+		if f.name == "redis_replay_c8" && pgReplay > 0 {
+			fmt.Printf("BENCH name=redis_vs_pg_replay_c8 unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgstore_replay_pinned_c8\n",
+				o, pgReplay, o/pgReplay)
+		}
+	}
+	return nil
+}
+
+func claimParams(tenant, key string) *oncekey.ClaimParams {
+	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Version: version,
+		Fingerprint: fingerprint, WorkflowID: workflowID, StepID: stepID, Effect: oncekey.Effectful,
+		Lease: lease, Retention: retention, Tombstone: tombstone}
+}
+
+// drive runs op from clients goroutines (client is 0..clients-1) for d and returns completed ops
+// per second.
+func drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (float64, error) {
+	var (
+		n     atomic.Int64
+		wg    sync.WaitGroup
+		first error
+		once  sync.Once
+	)
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for client := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if err := op(ctx, client); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds(), first
+}
+
+func newKey() string { return "ok1_" + strconv.FormatUint(rand.Uint64(), 16) + strconv.FormatUint(rand.Uint64(), 16) }
+
+func oursClaimComplete(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error) {
+	res := []byte(result)
+	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := newKey()
+		c, err := s.Claim(ctx, claimParams("ours", key))
+		if err != nil {
+			return err
+		}
+		if !c.Acquired {
+			return fmt.Errorf("claim of new key %s not acquired", key)
+		}
+		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: effectRef})
+		return err
+	})
+}
+
+func oursReplay(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error) {
+	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := strconv.Itoa(1 + rand.IntN(replayKeys))
+		c, err := s.Claim(ctx, claimParams("replay", key))
+		if err != nil {
+			return err
+		}
+		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != result {
+			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
+		}
+		return nil
+	})
+}
+
+// The floor: the store's scripts with bare go-redis calls. The keys and arguments are the
+// store's (lua.Layout, the same argument order); the reply is checked by its code and, for the
+// claim, the epoch field only.
+
+var (
+	layout       = lua.NewLayout(prefix, redisstore.DefaultBuckets)
+	floorEffect  = int(oncekey.Effectful)
+	floorLease   = lease.Microseconds()
+	floorRetain  = retention.Microseconds()
+	floorTombWin = tombstone.Microseconds()
+)
+
+// epochField is the position of the epoch in a record reply: code, now, then F's fields.
+const epochField = 2 + 9
+
+func floorClaim(ctx context.Context, rdb *redis.Client, tenant, key string) ([]any, error) {
+	return rdb.EvalSha(ctx, lua.Claim.Hash(), layout.RecordKeys(tenant, key, true), tenant, key, tool, version, fingerprint,
+		workflowID, stepID, floorEffect, floorLease, floorRetain, floorTombWin, rand.Int64()).Slice()
+}
+
+func floorClaimComplete(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error) {
+	res := []byte(result)
+	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := newKey()
+		v, err := floorClaim(ctx, rdb, "floor", key)
+		if err != nil {
+			return fmt.Errorf("floor claim: %w", err)
+		}
+		if v[0] != "A" {
+			return fmt.Errorf("floor claim of new key %s: code %v", key, v[0])
+		}
+		epoch, _ := strconv.ParseInt(v[epochField].(string), 10, 64)
+		v, err = rdb.EvalSha(ctx, lua.Fenced.Hash(), layout.RecordKeys("floor", key, false), "floor", key, epoch, rand.Int64(), "complete",
+			"applied", effectRef, "1", res, "1", []byte{}).Slice()
+		if err != nil {
+			return fmt.Errorf("floor complete: %w", err)
+		}
+		if v[0] != "K" {
+			return fmt.Errorf("floor complete of %s: code %v", key, v[0])
+		}
+		return nil
+	})
+}
+
+func floorReplay(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error) {
+	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := strconv.Itoa(1 + rand.IntN(replayKeys))
+		v, err := floorClaim(ctx, rdb, "replay", key)
+		if err != nil {
+			return fmt.Errorf("floor replay: %w", err)
+		}
+		if v[0] != "O" {
+			return fmt.Errorf("floor replay of %s: code %v", key, v[0])
+		}
+		return nil
+	})
+}
+
+// seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
+// tenant "replay".
+func seedReplay(ctx context.Context, s *redisstore.Store) error {
+	for i := 1; i <= replayKeys; i++ {
+		key := strconv.Itoa(i)
+		c, err := s.Claim(ctx, claimParams("replay", key))
+		if err != nil {
+			return err
+		}
+		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekey.StatusApplied, Result: []byte(result), Failure: []byte{}, EffectReference: effectRef}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redisServer is the private redis-server of the run.
+type redisServer struct {
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// startRedis starts redis-server in a temporary directory on a free port, pinned to cpu with
+// taskset (not pinned when cpu is negative), and waits until it answers.
+func startRedis(cpu int) (*redisServer, error) {
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (Debian: apt-get install redis-server): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "oncekey-bench-redis")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+		"--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
+	cmd := exec.Command(server, args...)
+	if cpu >= 0 {
+		taskset, err := exec.LookPath("taskset")
+		if err != nil {
+			return nil, fmt.Errorf("taskset not found (Debian: apt-get install util-linux): %w", err)
+		}
+		cmd = exec.Command(taskset, append([]string{"-c", strconv.Itoa(cpu), server}, args...)...)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	srv := &redisServer{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, cmd: cmd}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if err := rdb.Ping(context.Background()).Err(); err == nil {
+			return srv, nil
+		} else if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			srv.Stop()
+			return nil, fmt.Errorf("private redis-server on port %d did not start: %v: %s", port, err, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops the server and removes its directory.
+func (s *redisServer) Stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+	os.RemoveAll(s.dir)
+}
+
+// selfCPU returns this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// perOp returns cpu spent over ops per second for d, in µs per op.
+func perOp(cpu time.Duration, opsPerSec float64, d time.Duration) float64 {
+	if opsPerSec <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / (opsPerSec * d.Seconds())
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// allowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list).
+func allowedCPUs() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return strconv.Itoa(runtime.NumCPU())
+}
