@@ -36,8 +36,9 @@ type Embedding struct {
 	Inner
 	*OtherInner
 	hidden
-	Own     string    `json:"own,omitempty"`
-	Skip    string    `json:"-"`
+	Own  string `json:"own,omitempty"`
+	Skip string `json:"-"`
+	//lint:ignore SA5008 deliberate: encoding/json names this field "-", and Marshal must agree
 	Dash    string    `json:"-,"`
 	Quoted  int64     `json:"quoted,string"`
 	QFloat  float64   `json:",string"`
@@ -46,7 +47,8 @@ type Embedding struct {
 	Zero    Zeroer    `json:"zero,omitzero"`
 	ZeroT   time.Time `json:"zt,omitzero"`
 	Empty   []int     `json:"empty,omitempty"`
-	Bad     string    `json:"bad\"name"`
+	//lint:ignore SA5008 deliberate: an invalid name, which encoding/json replaces by the field name
+	Bad     string `json:"bad\"name"`
 	private string
 }
 

@@ -301,9 +301,9 @@ func TestMalformedResult(t *testing.T) {
 		key := e.key(id, "create")
 		e.waitReconciling(key)
 		require.Equal(t, oncekey.StatusUnknown, e.get(key).Status, id)
-		d, err := e.c.DescribeWorkflowExecution(e.ctx(time.Minute), e.wfID(id), "")
+		d, err := e.c.DescribeWorkflow(e.ctx(time.Minute), e.wfID(id), "")
 		require.NoError(t, err)
-		require.Equal(t, "Running", d.GetWorkflowExecutionInfo().GetStatus().String(), "%s: no success was inferred", id)
+		require.Equal(t, "Running", d.RawResponse.GetWorkflowExecutionInfo().GetStatus().String(), "%s: no success was inferred", id)
 		require.Len(t, e.ds.EffectsFor(key), 1, "%s: the downstream committed", id)
 	}
 	for _, id := range ids {

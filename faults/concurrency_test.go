@@ -41,12 +41,12 @@ func TestClaimers64(t *testing.T) {
 	require.Eventually(t, func() bool {
 		tried, held := 0, ""
 		for _, run := range runs {
-			d, err := e.c.DescribeWorkflowExecution(e.ctx(time.Minute), run.GetID(), "")
+			d, err := e.c.DescribeWorkflow(e.ctx(time.Minute), run.GetID(), "")
 			if err != nil {
 				return false
 			}
 			first := false
-			for _, a := range d.GetPendingActivities() {
+			for _, a := range d.RawResponse.GetPendingActivities() {
 				if a.GetActivityId() == firstID {
 					first = true
 				}

@@ -86,9 +86,9 @@ func runKill(t *testing.T, kc killCase) {
 	} else {
 		e.waitReconciling(key)
 		w1.kill()
-		d, err := e.c.DescribeWorkflowExecution(e.ctx(time.Minute), reconcile.WorkflowID(key), "")
+		d, err := e.c.DescribeWorkflow(e.ctx(time.Minute), reconcile.WorkflowID(key), "")
 		require.NoError(t, err)
-		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.GetWorkflowExecutionInfo().GetStatus(), "the reconciliation outlives its worker")
+		require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), "the reconciliation outlives its worker")
 	}
 	require.Equal(t, kc.after, e.get(key).Status, "right after the kill")
 	effectsAtKill := len(e.ds.EffectsFor(key))

@@ -365,8 +365,8 @@ func (e *env) audit(ctx context.Context) auditResult {
 		}
 	}
 	reconciling := func(key string) bool {
-		d, err := e.c.DescribeWorkflowExecution(ctx, reconcile.WorkflowID(key), "")
-		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		d, err := e.c.DescribeWorkflow(ctx, reconcile.WorkflowID(key), "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	}
 	seen := map[string]bool{}
 	for _, rec := range e.list(ctx, "") {
@@ -405,12 +405,12 @@ func (e *env) audit(ctx context.Context) auditResult {
 	ids := append([]string(nil), e.workflows...)
 	e.mu.Unlock()
 	for _, id := range ids {
-		d, err := e.c.DescribeWorkflowExecution(ctx, id, "")
+		d, err := e.c.DescribeWorkflow(ctx, id, "")
 		if err != nil {
 			a.problem("describe %s: %v", id, err)
 			continue
 		}
-		if d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			a.stuck++
 			a.problem("workflow %s is still running", id)
 		}

@@ -87,7 +87,7 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		return nil, err
 	}
 	if !res.Acquired {
-		out, err, acquired := c.existing(ctx, res)
+		out, acquired, err := c.existing(ctx, res)
 		if acquired == nil {
 			return out, err
 		}
@@ -166,10 +166,7 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 			}
 		}
 	}
-	ns := c.info.WorkflowNamespace
-	if ns == "" {
-		ns = c.info.Namespace
-	}
+	ns := c.info.Namespace
 	if tenant == "" {
 		tenant = c.root.tenant(TenantInfo{
 			Namespace:    ns,
@@ -260,46 +257,46 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 	return res, nil
 }
 
-// existing handles a claim that found a record it could not acquire. It returns the answer, or
-// a claim result when a later claim acquired the record after all.
-func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (any, error, *oncekey.ClaimResult) {
+// existing handles a claim that found a record it could not acquire. It returns the answer (out
+// and err), or acquired when a later claim acquired the record after all.
+func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any, acquired *oncekey.ClaimResult, err error) {
 	deadline := time.Now().Add(c.policy.WaitInFlight)
 	backoff := 50 * time.Millisecond
 	for {
 		rec := res.Record
 		switch {
 		case res.Expired || rec.Status == oncekey.StatusExpired:
-			return nil, c.expired(rec), nil
+			return nil, nil, c.expired(rec)
 		case res.FingerprintMismatch:
 			c.outcome = oncekey.OutcomeRejected
 			e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: rec.Fingerprint, Got: c.fp}
-			return nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false), nil
+			return nil, nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false)
 		}
 		switch rec.Status {
 		case oncekey.StatusApplied:
 			out, err := c.replay(rec)
-			return out, err, nil
+			return out, nil, err
 		case oncekey.StatusFailed:
-			return nil, c.replayFailure(rec), nil
+			return nil, nil, c.replayFailure(rec)
 		case oncekey.StatusUnknown:
-			return nil, c.unknownExisting(rec), nil
+			return nil, nil, c.unknownExisting(rec)
 		}
 		// Pending (another attempt holds a live claim) or released: wait, then look again.
 		if !time.Now().Before(deadline) {
 			c.outcome = oncekey.OutcomeInFlight
 			retry := max(c.policy.WaitInFlight, time.Second)
 			e := &oncekey.InFlightError{OperationKey: c.key, Tool: c.tool, RetryAfter: retry}
-			return nil, temporal.NewApplicationErrorWithOptions(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
+			return nil, nil, temporal.NewApplicationErrorWithOptions(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
 				NextRetryDelay: retry,
 				Details:        []any{c.details("another attempt holds the claim", false)},
-			}), nil
+			})
 		}
 		wait := min(backoff, time.Until(deadline))
 		backoff = min(backoff*2, 2*time.Second)
 		select {
 		case <-ctx.Done():
 			c.outcome = oncekey.OutcomeInFlight
-			return nil, ctx.Err(), nil
+			return nil, nil, ctx.Err()
 		case <-time.After(wait):
 		}
 		if c.info.HeartbeatTimeout > 0 {
@@ -307,16 +304,16 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (any, err
 		}
 		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 		if err != nil {
-			return nil, c.storeFailed("get", err), nil
+			return nil, nil, c.storeFailed("get", err)
 		}
 		if rec.Status == oncekey.StatusReleased || (rec.Status == oncekey.StatusPending && rec.LeaseExpired) {
 			// Free, or its owner is gone: claim again (the store takes over or marks unknown).
 			res, err = c.claim(ctx)
 			if err != nil {
-				return nil, err, nil
+				return nil, nil, err
 			}
 			if res.Acquired {
-				return nil, nil, res
+				return nil, res, nil
 			}
 			continue
 		}
@@ -365,7 +362,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	bodyCtx, cancelBody := context.WithCancelCause(bodyCtx)
 	defer cancelBody(nil)
 	lease := c.renewInBackground(ctx, epoch, cancelBody)
-	result, bodyErr, panicked := c.body(bodyCtx, in)
+	result, panicked, bodyErr := c.body(bodyCtx, in)
 	c.effectRef = readEffectRef()
 	lost := lease.stop()
 
@@ -473,7 +470,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 }
 
 // body runs the next interceptor (eventually the tool) and recovers a panic.
-func (c *call) body(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (result any, err error, panicked any) {
+func (c *call) body(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (result, panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
@@ -481,7 +478,7 @@ func (c *call) body(ctx context.Context, in *tinterceptor.ExecuteActivityInput) 
 		}
 	}()
 	result, err = c.next.ExecuteActivity(ctx, in)
-	return result, err, nil
+	return result, nil, err
 }
 
 // bodyFailed records a body's error according to the effect class and the error's kind.

@@ -457,8 +457,8 @@ func confirm(ctx context.Context, c client.Client, key string, r Resolution) (*O
 // answer: (nil, false, nil).
 func finished(ctx context.Context, c client.Client, key string, r Resolution) (*Output, bool, error) {
 	id := WorkflowID(key)
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil || desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
+	desc, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil || desc.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() == nil {
 		return nil, false, nil
 	}
 	var out Output

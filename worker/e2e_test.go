@@ -482,11 +482,11 @@ func TestE2ETwoWorkflowsOneResolution(t *testing.T) {
 	second := e.start(t, "two-blocked-b", req, 10*time.Second)
 	// The second workflow's attempt meets the unknown record and waits on the same investigation.
 	require.Eventually(t, func() bool {
-		d, err := e.c.DescribeWorkflowExecution(context.Background(), "two-blocked-b", "")
+		d, err := e.c.DescribeWorkflow(context.Background(), "two-blocked-b", "")
 		if err != nil {
 			return false
 		}
-		for _, a := range d.PendingActivities {
+		for _, a := range d.RawResponse.GetPendingActivities() {
 			if a.GetActivityType().GetName() == activities.AwaitReconciliationName {
 				return true
 			}

@@ -131,7 +131,7 @@ func (a *app) noReconciliation(ctx context.Context, key string, f *resolveFlags)
 	id := reconcile.WorkflowID(key)
 	dctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	desc, err := c.DescribeWorkflowExecution(dctx, id, "")
+	desc, err := c.DescribeWorkflow(dctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -139,7 +139,7 @@ func (a *app) noReconciliation(ctx context.Context, key string, f *resolveFlags)
 	case err != nil:
 		return "", fail(exitUnreachable, "could not ask Temporal (namespace %s) about the reconciliation workflow %s: %v; %s", a.ns(), id, oneLine(err), unchecked)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		state := ""
 		qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)

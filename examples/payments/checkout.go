@@ -213,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.UnknownRecords = len(unknown.Records)
-	_, err = cfg.Client.DescribeWorkflowExecution(ctx, reconcile.WorkflowID(rep.OperationKey), "")
+	_, err = cfg.Client.DescribeWorkflow(ctx, reconcile.WorkflowID(rep.OperationKey), "")
 	var nf *serviceerror.NotFound
 	switch {
 	case err == nil:

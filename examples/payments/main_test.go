@@ -66,7 +66,7 @@ func TestLostResponseRecoveredByProvider(t *testing.T) {
 	unknown, err := store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown})
 	require.NoError(t, err)
 	require.Empty(t, unknown.Records)
-	_, err = c.DescribeWorkflowExecution(ctx, reconcile.WorkflowID(rep.OperationKey), "")
+	_, err = c.DescribeWorkflow(ctx, reconcile.WorkflowID(rep.OperationKey), "")
 	var nf *serviceerror.NotFound
 	require.True(t, errors.As(err, &nf), "want no reconciliation workflow, got %v", err)
 	require.False(t, rep.ReconciliationStarted)

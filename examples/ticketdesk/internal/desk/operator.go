@@ -64,13 +64,6 @@ func (o *operator) run(ctx context.Context) {
 	}
 }
 
-// count returns how many operations the operator resolved.
-func (o *operator) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.resolved)
-}
-
 func (o *operator) pass(ctx context.Context) {
 	page, err := reconcile.List(ctx, o.store, oncekey.ListParams{Tenant: o.tenant, Limit: 1000})
 	if err != nil {
