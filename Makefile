@@ -1,7 +1,10 @@
 # oncekey — developer entry points.
 #
 #   make demo      run examples/ticketdesk on a Temporal dev server and Postgres (ARGS=... for flags)
-#   make test      go vet + every test with the race detector (needs Postgres, Redis and the Temporal CLI)
+#   make test      go vet, staticcheck, the docs check and every test with the race detector
+#                  (needs Postgres, Redis and the Temporal CLI)
+#   make lint      go vet and staticcheck only
+#   make docs      the docs check only (links, make targets, CLI flags, Go code blocks)
 #   make temporal  install the Temporal CLI used for dev servers (cached outside the clone)
 #   make bench     benchmarks against their baselines
 #   make faults    fault-injection suite
@@ -20,7 +23,11 @@ TEST_TIMEOUT  ?= 40m
 
 export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
 
-.PHONY: demo test temporal bench bench-deps pgbench faults vet
+# staticcheck, pinned; `go run` builds it into the module cache, nothing to install.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+.PHONY: demo test temporal bench bench-deps pgbench faults vet lint staticcheck docs
 
 # Flags for the demo program, e.g. make demo ARGS="-seed 7 -manual".
 ARGS ?=
@@ -36,7 +43,7 @@ PG_RESTART_TESTS := ^(TestSurvivesPostgresRestart|TestPostgresRestart)$$
 # and tested like the root, each from its own directory. Add a new one to the list.
 NESTED_MODULES := redisstore
 
-test: temporal vet
+test: temporal lint
 	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 	@set -e; for m in $(NESTED_MODULES); do \
 		echo "test: module $$m"; \
@@ -48,6 +55,22 @@ test: temporal vet
 vet:
 	$(GO) vet ./...
 	@set -e; for m in $(NESTED_MODULES); do (cd $$m && $(GO) vet ./...); done
+
+lint: vet staticcheck
+
+staticcheck:
+	@ok=true; $(STATICCHECK) ./... || ok=false; \
+	for m in $(NESTED_MODULES); do (cd $$m && $(STATICCHECK) ./...) || ok=false; done; \
+	$$ok || { echo; \
+		echo "staticcheck found the problems above. Run it locally with: make staticcheck"; \
+		echo "  (or: go run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./path/to/pkg/)"; \
+		echo "Fix them; for a deliberate exception, put //lint:ignore <CHECK> <why> on the line before."; \
+		exit 1; }
+
+# The docs check: the Markdown's links and #anchors, the make targets and oncekey commands and
+# flags it names, and its Go code blocks as excerpts of compiled files. `make test` runs it too.
+docs:
+	$(GO) test -count=1 -run '^(TestRepositoryDocs|TestDocsNameRealCommands)$$' ./internal/docscheck/ ./cmd/oncekey/
 
 temporal: $(TEMPORAL_BIN)
 

@@ -49,12 +49,19 @@ func ExampleResolve() {
 		Note:            "found in the ticket system by its idempotency key",
 		ResolvedBy:      "ada",
 	})
-	var invalid *reconcile.InvalidResolutionError
+	var (
+		invalid *reconcile.InvalidResolutionError
+		refused *reconcile.RefusedError
+	)
 	switch {
-	case errors.As(err, &invalid):
+	case errors.As(err, &invalid): // the resolution is malformed; nothing was sent
 		log.Fatalf("fix the resolution: %v", err)
-	case errors.Is(err, reconcile.ErrNoReconciliation):
+	case errors.Is(err, reconcile.ErrNoReconciliation): // nothing waits for this key (never started, or done)
 		log.Printf("nothing is waiting for %s any more: %v", rec.OperationKey, err)
+	case errors.As(err, &refused): // the workflow refused it (Reason says why), or it was settled otherwise
+		log.Printf("refused: %s", refused.Reason)
+	case errors.Is(err, reconcile.ErrUnconfirmed): // delivered, no answer within reconcile.ConfirmWait (10 s)
+		log.Printf("not confirmed yet: is a worker running the reconciliation workflow? %v", err)
 	case err != nil:
 		log.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func Example_testEnvironmentUnknown() {
 	if err := reg.Set(tickets.OpenTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
 		panic(err)
 	}
-	store := memstore.New(nil)
+	store := memstore.New(nil) // the one in interceptor.Options
 	opts := interceptor.Options{Store: store, Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
