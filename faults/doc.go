@@ -4,4 +4,6 @@
 //
 // It is test infrastructure, imported by the suite and its commands only; nothing in the library
 // may import it.
+//
+// Running it: https://github.com/oncekey/oncekey/blob/main/docs/testing.md#the-projects-tests
 package faults

@@ -15,4 +15,7 @@
 // afterwards (the claim checks the activity's context first), and a claim that still lands late is
 // met by the re-runs, which keep the first attempt's operation key (its explicit step ID, or its
 // default step "<runID>/<first activity ID>").
+//
+// The claim protocol and the workflow side: https://github.com/oncekey/oncekey/blob/main/docs/design.md#the-claim-protocol
+// Options, with defaults: https://github.com/oncekey/oncekey/blob/main/docs/configuration.md#interceptoroptions
 package interceptor

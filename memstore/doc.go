@@ -4,4 +4,7 @@
 // clock (Options.Clock). It behaves like pgstore in every respect storetest checks; like
 // pgstore it has no change notification (waiters poll). It must not import pgstore, the
 // interceptor or any Temporal package.
+//
+// Testing workflows with it: https://github.com/oncekey/oncekey/blob/main/docs/testing.md#testing-your-workflows
+// The stores: https://github.com/oncekey/oncekey/blob/main/docs/stores.md
 package memstore

@@ -41,4 +41,8 @@
 // Schema is "") or not at the expected migration is a configuration mistake, not an outage:
 // every call then fails with an error wrapping *oncekey.StoreSchemaError (Postgres's 42P01,
 // 3F000, 42703 or 42883), never *oncekey.StoreUnavailableError, and its message says what to do.
+//
+// Setting it up: https://github.com/oncekey/oncekey/blob/main/docs/stores.md#postgres-pgstore
+// Migrations, purge and retention: https://github.com/oncekey/oncekey/blob/main/docs/operating.md
+// Options, with defaults: https://github.com/oncekey/oncekey/blob/main/docs/configuration.md#pgstoreoptions
 package pgstore

@@ -2,4 +2,7 @@
 //
 // Every store's own tests call Run. It imports only the root package and testing libraries; it
 // must not import any store implementation.
+//
+// The store contract: https://github.com/oncekey/oncekey/blob/main/docs/stores.md#the-contract-storetest
+// What it pins: https://github.com/oncekey/oncekey/blob/main/docs/design.md#fencing
 package storetest

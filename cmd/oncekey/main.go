@@ -19,6 +19,9 @@
 //
 // Every error of a command that connected to Postgres names the database it used: server, role,
 // database and schema.
+//
+// Every command and flag: https://github.com/oncekey/oncekey/blob/main/docs/cli.md
+// In production: https://github.com/oncekey/oncekey/blob/main/docs/operating.md
 package main
 
 import (

@@ -134,6 +134,56 @@ func (r *Repo) Check() []Problem {
 	out = append(out, r.CheckLinks()...)
 	out = append(out, r.CheckMakeTargets()...)
 	out = append(out, r.CheckGoBlocks()...)
+	out = append(out, r.CheckGoDocLinks()...)
+	return out
+}
+
+// RepoURL is where the repository's files are published; Go doc comments link to the guides
+// with it, and CheckGoDocLinks checks those links against the files here.
+const RepoURL = "https://github.com/oncekey/oncekey/blob/main/"
+
+var repoLinkRE = regexp.MustCompile(regexp.QuoteMeta(RepoURL) + `([^\s)"'\x60>]+)`)
+
+// CheckGoDocLinks reports links to RepoURL in the comments of the repository's Go files (doc
+// comments point to the guides that way) whose file or #anchor does not exist here.
+func (r *Repo) CheckGoDocLinks() []Problem {
+	byPath := map[string]*Doc{}
+	for _, d := range r.Docs {
+		byPath[d.Path] = d
+	}
+	root := &Doc{Path: "README.md"} // resolves repository-relative targets
+	var out []Problem
+	err := filepath.WalkDir(r.Root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != r.Root && skipDir(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(r.Root, p)
+		for i, l := range strings.Split(string(b), "\n") {
+			for _, m := range repoLinkRE.FindAllStringSubmatch(l, -1) {
+				target := strings.TrimRight(m[1], ".,;:")
+				if msg := r.checkLink(root, target, byPath); msg != "" {
+					out = append(out, Problem{filepath.ToSlash(rel), i + 1, msg})
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		out = append(out, Problem{".", 0, err.Error()})
+	}
 	return out
 }
 

@@ -111,3 +111,11 @@ func TestSlug(t *testing.T) {
 		require.Equal(t, want, Slug(in), in)
 	}
 }
+
+func TestBrokenGoDocLinksFail(t *testing.T) {
+	ps := load(t, "bad").CheckGoDocLinks()
+	got := messages(ps)
+	require.Contains(t, got, `example/example.go:1: link "docs/guide.md#nope": docs/guide.md has no heading for #nope`)
+	require.Contains(t, got, `example/example.go:2: link "docs/gone.md": docs/gone.md does not exist`)
+	require.Len(t, ps, 2, got)
+}

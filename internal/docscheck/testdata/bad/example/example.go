@@ -1,3 +1,5 @@
+// Package example is a fixture; its guides: https://github.com/oncekey/oncekey/blob/main/docs/guide.md#nope and
+// https://github.com/oncekey/oncekey/blob/main/docs/gone.md
 package example
 
 // Add adds.

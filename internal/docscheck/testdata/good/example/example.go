@@ -1,3 +1,4 @@
+// Package example is a fixture; its guide: https://github.com/oncekey/oncekey/blob/main/docs/guide.md#second-part.
 package example
 
 // Add adds.
