@@ -195,7 +195,9 @@ func drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 	return float64(n.Load()) / time.Since(start).Seconds(), first
 }
 
-func newKey() string { return "ok1_" + strconv.FormatUint(rand.Uint64(), 16) + strconv.FormatUint(rand.Uint64(), 16) }
+func newKey() string {
+	return "ok1_" + strconv.FormatUint(rand.Uint64(), 16) + strconv.FormatUint(rand.Uint64(), 16)
+}
 
 func oursClaimComplete(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error) {
 	res := []byte(result)

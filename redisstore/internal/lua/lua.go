@@ -50,12 +50,24 @@ local function fmt(n) return string.format('%d', n) end
 local function hex(n) return string.format('%016x', n) end
 -- The record's fields in the order replies carry them (RecordFields).
 local F = {'t', 'k', 'tool', 'ver', 'fp', 'wf', 'step', 'eff', 'st', 'ep', 'lu', 'res', 'fail', 'ref', 'ca', 'ua', 'ea', 'tu', 'rby', 'note'}
--- reply returns {code, now, fields of F...}; an absent field is nil.
+-- Positions in F.
+local T, K, TOOL, VER, FP, WF, STEP, EFF, ST, EP, LU, RES, FAIL, REF, CA, UA, EA, TU, RBY, NOTE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
+-- read returns the record's fields of F and then extra (an absent field is false).
+local function read(rec, extra)
+  local g = {unpack(F)}
+  g[#g + 1] = extra
+  return redis.call('HMGET', rec, unpack(g))
+end
+-- out returns {code, now, v[1..#F]}: the record as a reply, from fields the script read and
+-- changed, so that no script reads the record twice.
+local function out(code, now, v)
+  local r = {code, fmt(now)}
+  for i = 1, #F do r[i + 2] = v[i] end
+  return r
+end
+-- reply returns {code, now, fields of F...} read from the record.
 local function reply(code, rec, now)
-  local v = redis.call('HMGET', rec, unpack(F))
-  table.insert(v, 1, fmt(now))
-  table.insert(v, 1, code)
-  return v
+  return out(code, now, redis.call('HMGET', rec, unpack(F)))
 end
 -- reindex moves a record's entries in the update-ordered indexes from (oua, ost) to (nua, nst);
 -- a nil oua adds, a nil nua removes.
@@ -90,27 +102,30 @@ local tenant, key = ARGV[1], ARGV[2]
 local pk = tenant .. '\0' .. key
 local now = clock()
 local lease, ret, tw = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local r = redis.call('HMGET', rec, 'st', 'ep', 'lu', 'tu', 'ea', 'fp', 'tok', 'eff', 'ua')
-local st, ep, lu, tu, ea, ua = r[1], tonumber(r[2]), tonumber(r[3]), tonumber(r[4]), tonumber(r[5]), tonumber(r[9])
+local v = read(rec, 'tok')
+local st, ep, lu, tu, ea, ua = v[ST], tonumber(v[EP]), tonumber(v[LU]), tonumber(v[TU]), tonumber(v[EA]), tonumber(v[UA])
 if st and now < tu then
-  if now >= ea or st == 'expired' then return reply('E', rec, now) end
-  if r[6] ~= ARGV[5] then return reply('M', rec, now) end
+  if now >= ea or st == 'expired' then return out('E', now, v) end
+  if v[FP] ~= ARGV[5] then return out('M', now, v) end
   local over = st == 'pending' and now >= lu
-  if st == 'pending' and not over and r[7] == ARGV[12] then return reply('S', rec, now) end
-  if st == 'released' or (over and r[8] == '2') then
-    redis.call('HSET', rec, 'st', 'pending', 'ep', fmt(ep + 1), 'eff', ARGV[8], 'lu', fmt(now + lease),
-      'tok', ARGV[12], 'ua', fmt(now), 'ref', '', 'rby', '', 'note', '')
+  if st == 'pending' and not over and v[#F + 1] == ARGV[12] then return out('S', now, v) end
+  if st == 'released' or (over and v[EFF] == '2') then
+    v[ST], v[EP], v[EFF], v[LU], v[UA], v[REF], v[RBY], v[NOTE], v[RES], v[FAIL] =
+      'pending', fmt(ep + 1), ARGV[8], fmt(now + lease), fmt(now), '', '', '', false, false
+    redis.call('HSET', rec, 'st', v[ST], 'ep', v[EP], 'eff', v[EFF], 'lu', v[LU], 'tok', ARGV[12], 'ua', v[UA],
+      'ref', '', 'rby', '', 'note', '')
     redis.call('HDEL', rec, 'res', 'fail')
     reindex(all, ten, unk, pk, key, ua, st, now, 'pending')
-    return reply('T', rec, now)
+    return out('T', now, v)
   end
   if over then
     -- Effectful and its owner is gone: the effect may have landed. The epoch stays.
-    redis.call('HSET', rec, 'st', 'unknown', 'ua', fmt(now))
+    v[ST], v[UA], v[LU] = 'unknown', fmt(now), false
+    redis.call('HSET', rec, 'st', 'unknown', 'ua', v[UA])
     redis.call('HDEL', rec, 'lu')
     reindex(all, ten, unk, pk, key, ua, st, now, 'unknown')
   end
-  return reply('O', rec, now)
+  return out('O', now, v)
 end
 -- No record, or its tombstone window is over (the key is free again; the epoch keeps counting).
 local code, epoch = 'A', 1
@@ -120,13 +135,15 @@ if st then
   redis.call('DEL', rec)
 end
 local e = now + ret
+v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(epoch), fmt(now + lease),
+  false, false, '', fmt(now), fmt(now), fmt(e), fmt(e + tw), '', ''}
 redis.call('HSET', rec, 't', tenant, 'k', key, 'tool', ARGV[3], 'ver', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
-  'step', ARGV[7], 'eff', ARGV[8], 'st', 'pending', 'ep', fmt(epoch), 'lu', fmt(now + lease), 'tok', ARGV[12],
-  'ca', fmt(now), 'ua', fmt(now), 'ea', fmt(e), 'tu', fmt(e + tw), 'ref', '', 'rby', '', 'note', '')
-redis.call('ZADD', exp, fmt(e), pk)
-redis.call('ZADD', tomb, fmt(e + tw), pk)
+  'step', ARGV[7], 'eff', ARGV[8], 'st', 'pending', 'ep', v[EP], 'lu', v[LU], 'tok', ARGV[12],
+  'ca', v[CA], 'ua', v[UA], 'ea', v[EA], 'tu', v[TU], 'ref', '', 'rby', '', 'note', '')
+redis.call('ZADD', exp, v[EA], pk)
+redis.call('ZADD', tomb, v[TU], pk)
 reindex(all, ten, unk, pk, key, nil, nil, now, 'pending')
-return reply(code, rec, now)
+return out(code, now, v)
 `)
 
 // Fenced: KEYS rec, all, ten, unk. ARGV tenant, key, epoch, write token, op, then per op:
@@ -136,30 +153,37 @@ return reply(code, rec, now)
 var Fenced = redis.NewScript(prelude + `
 local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = clock()
-local r = redis.call('HMGET', rec, 'st', 'ep', 'ua', 'wt')
-if not r[1] then return {'N'} end
-if r[4] == ARGV[4] then return reply('K', rec, now) end
-if r[1] ~= 'pending' or tonumber(r[2]) ~= tonumber(ARGV[3]) then return {'L'} end
-local op, st = ARGV[5], 'pending'
+local v = read(rec, 'wt')
+if not v[ST] then return {'N'} end
+if v[#F + 1] == ARGV[4] then return out('K', now, v) end
+if v[ST] ~= 'pending' or tonumber(v[EP]) ~= tonumber(ARGV[3]) then return {'L'} end
+local op, ua = ARGV[5], tonumber(v[UA])
+-- bytes returns the value of a result or failure argument pair: flag '1' is the bytes, else nil.
+local function bytes(flag, b) if flag == '1' then return b end return false end
 if op == 'renew' then
-  redis.call('HSET', rec, 'lu', fmt(now + tonumber(ARGV[6])))
+  v[LU] = fmt(now + tonumber(ARGV[6]))
+  redis.call('HSET', rec, 'lu', v[LU])
 elseif op == 'complete' then
-  st = ARGV[6]
+  v[ST], v[REF], v[RES], v[FAIL] = ARGV[6], ARGV[7], bytes(ARGV[8], ARGV[9]), bytes(ARGV[10], ARGV[11])
   redis.call('HSET', rec, 'ref', ARGV[7])
   setBytes(rec, 'res', ARGV[8], ARGV[9])
   setBytes(rec, 'fail', ARGV[10], ARGV[11])
 elseif op == 'release' then
-  st = 'released'
+  v[ST] = 'released'
 elseif op == 'unknown' then
-  st = 'unknown'
+  v[ST], v[FAIL] = 'unknown', bytes(ARGV[6], ARGV[7])
   setBytes(rec, 'fail', ARGV[6], ARGV[7])
 else
   return redis.error_reply('redisstore: unknown fenced op ' .. op)
 end
-redis.call('HSET', rec, 'st', st, 'ua', fmt(now), 'wt', ARGV[4])
-if st ~= 'pending' then redis.call('HDEL', rec, 'lu') end
-reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[3]), 'pending', now, st)
-return reply('K', rec, now)
+v[UA] = fmt(now)
+redis.call('HSET', rec, 'st', v[ST], 'ua', v[UA], 'wt', ARGV[4])
+if v[ST] ~= 'pending' then
+  v[LU] = false
+  redis.call('HDEL', rec, 'lu')
+end
+reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], ua, 'pending', now, v[ST])
+return out('K', now, v)
 `)
 
 // Resolve: KEYS rec, all, ten, unk. ARGV tenant, key, write token, status, effect
