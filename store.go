@@ -189,7 +189,7 @@ type PurgeParams struct {
 	Progress func(PurgeResult)
 	// Rest is how long Purge pauses after each batch, as a multiple of the time the batch took,
 	// so that claims have the server to themselves part of the time. Defaults to 1 (the purge
-	// works at most half the time); a negative value means no pause. pgstore honours it;
+	// works at most half the time); a negative value means no pause. pgstore and redisstore honour it;
 	// memstore, which shares no server, only releases its lock between batches.
 	Rest float64
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -318,4 +319,86 @@ func TestScriptCacheFlushed(t *testing.T) {
 	fr, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), fr.Deleted)
+}
+
+// A listing whose filter matches few records among many reads the index a bounded chunk at a
+// time (at most 1,000 entries per script) and still finds every match, in order, across pages.
+func TestListFilterScansInChunks(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, &redisstore.Options{Buckets: 2})
+	ctx := ctxT(t)
+	var want []string
+	for i := range 2600 {
+		p := claimParams(fmt.Sprintf("ok1_chunk_%05d", i), oncekey.Idempotent)
+		if i%1000 == 999 || i == 2599 {
+			p.Tool = "refund"
+			want = append(want, p.OperationKey)
+		}
+		_, err := s.Claim(ctx, p)
+		require.NoError(t, err)
+	}
+	var got []string
+	lp := oncekey.ListParams{Tool: "refund", Limit: 2}
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		res, err := s.List(ctx, &lp)
+		require.NoError(t, err)
+		for _, r := range res.Records {
+			got = append(got, r.OperationKey)
+		}
+		if res.Next == "" {
+			break
+		}
+		lp.Cursor = res.Next
+	}
+	require.Equal(t, want, got, "every match once, oldest update first")
+}
+
+// Records past retention that Purge must leave alone (pending under a live lease: their owner
+// still runs) are skipped without stopping the purge of the others behind them, in batches
+// smaller than the number skipped, and the purge ends.
+func TestPurgeSkipsLiveClaimsPastRetention(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, &redisstore.Options{Buckets: 1})
+	ctx := ctxT(t)
+	var live, settled []*oncekey.ClaimParams
+	for i := range 12 {
+		p := claimParams(fmt.Sprintf("ok1_skip_%02d", i), oncekey.Effectful)
+		p.Retention = 200 * time.Millisecond
+		c, err := s.Claim(ctx, p)
+		require.NoError(t, err)
+		if i%3 == 0 {
+			settled = append(settled, p)
+			_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
+				Status: oncekey.StatusApplied, Result: []byte("r")})
+			require.NoError(t, err)
+		} else {
+			live = append(live, p) // pending, its 30 s lease outlives the retention
+		}
+	}
+	require.Eventually(t, func() bool {
+		c, err := s.Claim(ctx, settled[len(settled)-1])
+		return err == nil && c.Expired
+	}, 15*time.Second, 20*time.Millisecond)
+	res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2, Rest: -1})
+	require.NoError(t, err)
+	require.Equal(t, int64(len(settled)), res.Tombstoned)
+	for _, p := range settled {
+		r, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		require.NoError(t, err)
+		require.Equal(t, oncekey.StatusExpired, r.Status)
+	}
+	for _, p := range live {
+		r, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		require.NoError(t, err)
+		require.Equal(t, oncekey.StatusPending, r.Status, "a live claim is left to its owner")
+	}
+	// Settled later, past retention: the next purge takes it.
+	r, err := s.Get(ctx, &oncekey.GetParams{Tenant: live[0].Tenant, OperationKey: live[0].OperationKey})
+	require.NoError(t, err)
+	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+	require.NoError(t, err)
+	res, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2, Rest: -1})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Tombstoned)
 }

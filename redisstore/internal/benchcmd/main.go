@@ -16,7 +16,7 @@
 // process pinned to another CPU (taskset -c 1), so both clients ask the same server on its own
 // core. BENCH_DEBUG=1 adds this process's CPU time per operation for ours and the floor.
 //
-// Run (from redisstore/): taskset -c 1 go run ./internal/benchcmd [-duration 3s] [-rounds 5] [-server-cpu 0] [-pg-replay n]
+// Run (from redisstore/): taskset -c 1 go run ./internal/benchcmd [-duration 3s] [-rounds 5] [-only regexp] [-server-cpu 0] [-pg-replay n] [-cpuprofile file]
 package main
 
 import (
@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,8 +68,21 @@ func main() {
 	only := flag.String("only", "", "run only figures whose name matches this regexp")
 	serverCPU := flag.Int("server-cpu", 0, "CPU the private redis-server is pinned to; -1: not pinned")
 	pgReplay := flag.Float64("pg-replay", 0, "pgstore's replay_pinned_c8 (ops/s) of the same run, for redis_vs_pg_replay_c8")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchcmd:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*duration, *rounds, *only, *serverCPU, *pgReplay); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchcmd:", err)
 		os.Exit(1)
 	}
