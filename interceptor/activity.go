@@ -17,13 +17,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/metrics"
 )
 
 // Metric names recorded through the activity's metrics handler, tagged with "tool" (and
-// "outcome" for the counter).
+// "outcome" for the counter, "tenant" with Options.MetricsTenantTag); package metrics names
+// every metric oncekey records.
 const (
-	MetricCalls        = "oncekey_tool_calls"
-	MetricClaimLatency = "oncekey_claim_latency"
+	MetricCalls        = metrics.ToolCalls
+	MetricClaimLatency = metrics.ClaimLatency
 )
 
 // storeWriteTimeout bounds each store write made after the body ran; those writes use a context
@@ -634,8 +636,8 @@ func (c *call) report(ctx context.Context, err error) {
 			c.outcome = oncekey.OutcomeApplied
 		}
 	}
-	mh := activity.GetMetricsHandler(ctx).WithTags(map[string]string{"tool": c.tool})
-	mh.WithTags(map[string]string{"outcome": string(c.outcome)}).Counter(MetricCalls).Inc(1)
+	mh := metrics.Tagged(activity.GetMetricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag)
+	mh.WithTags(map[string]string{metrics.TagOutcome: string(c.outcome)}).Counter(MetricCalls).Inc(1)
 	if c.claimLatency > 0 {
 		mh.Timer(MetricClaimLatency).Record(c.claimLatency)
 	}

@@ -53,6 +53,11 @@ type Options struct {
 	// waiting activity fails with an IndeterminateOutcome error. Defaults to 0: wait forever.
 	EscalationTimeout time.Duration
 
+	// MetricsTenantTag adds a "tenant" tag to oncekey's metrics (package metrics), on the
+	// activity side and in the reconciliation workflow. Defaults to false: one series per tenant
+	// can be many series, and metric backends keep tag values in the clear.
+	MetricsTenantTag bool
+
 	// OnEvent, if set, is called once per claimed tool call (never for pass-through calls) on the
 	// activity worker, after the outcome is known. It must not block.
 	OnEvent func(Event)
@@ -69,6 +74,12 @@ type Options struct {
 
 	// Store keeps the records. Required.
 	Store oncekey.Store
+
+	// UnknownsSampleInterval is how often worker.NewPlugin samples the store's unknown records
+	// for the gauges metrics.UnknownsWaiting and metrics.UnknownOldestWait, through the
+	// client's metrics handler (the plugin must be given to client.Options.Plugins to see it).
+	// Defaults to 1 minute; negative turns sampling off.
+	UnknownsSampleInterval time.Duration
 
 	// Tenant, if set, names the tenant of a workflow that did not set one with oncekey.WithTenant.
 	// It must be deterministic (it runs in workflow code). Defaults to the namespace.

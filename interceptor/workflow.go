@@ -428,6 +428,7 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 		StepID:            l.stepID,
 		Reason:            cause.Error(),
 		EscalationTimeout: l.w.root.opts.EscalationTimeout,
+		MetricsTenant:     l.w.root.opts.MetricsTenantTag,
 	}
 	if op := l.operation(ctx, cause); in.StepID == "" && op.ActivityID != "" {
 		in.StepID = op.Step()

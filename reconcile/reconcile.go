@@ -174,6 +174,9 @@ type Input struct {
 	// Continued is set by the workflow itself when it continues as new (after MaxInvalidSignals
 	// invalid signals in one run); callers leave it nil.
 	Continued *Continued `json:"continued,omitempty"`
+	// MetricsTenant adds the tenant as a tag to the workflow's metrics
+	// (interceptor.Options.MetricsTenantTag).
+	MetricsTenant bool `json:"metrics_tenant,omitempty"`
 }
 
 // Continued is what a reconciliation workflow carries into the run it continues as new: the

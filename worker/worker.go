@@ -28,6 +28,11 @@ const PluginName = "oncekey"
 // stored results. Given to worker.Options.Plugins instead, it cannot see the client's data
 // converter: set opts.DataConverter if the client has a custom one.
 //
+// While one of its workers runs, the plugin samples the store's unknown records every
+// opts.UnknownsSampleInterval (default 1 minute) into the gauges metrics.UnknownsWaiting and
+// metrics.UnknownOldestWait, through the client's metrics handler; given to
+// worker.Options.Plugins it sees no handler and samples nothing.
+//
 // It returns a *interceptor.ConfigError for invalid options.
 func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	var lazy *lazyConverter
@@ -43,12 +48,23 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	interval := opts.UnknownsSampleInterval
+	if interval == 0 {
+		interval = DefaultUnknownsSampleInterval
+	}
+	var (
+		sampler *UnknownsSampler // set once the client's metrics handler is known
+		running samplerRun
+	)
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
 		WorkerInterceptors: []tinterceptor.WorkerInterceptor{ic},
 		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
 			if lazy != nil {
 				lazy.set(o.ClientOptions.DataConverter)
+			}
+			if h := o.ClientOptions.MetricsHandler; h != nil && interval > 0 {
+				sampler = &UnknownsSampler{Store: opts.Store, Handler: h, WithTenant: opts.MetricsTenantTag}
 			}
 			return nil
 		},
@@ -62,8 +78,14 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry})
 			if !o.WorkflowReplayer {
 				acts.Register(o.Registry)
+				if sampler != nil {
+					running.start(o.InstanceKey, sampler, interval)
+				}
 			}
 			return nil
+		},
+		RunContextAfter: func(_ context.Context, o temporal.SimplePluginRunContextAfterOptions) {
+			running.stop(o.InstanceKey)
 		},
 	})
 }

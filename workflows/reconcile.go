@@ -8,12 +8,14 @@ import (
 	"reflect"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -104,6 +106,11 @@ type reconciler struct {
 	decidedS   workflow.Settable
 	// invalidThisRun counts the invalid signals of this run.
 	invalidThisRun int
+	// mh records the run's metrics; the workflow's handler records nothing while replaying.
+	mh client.MetricsHandler
+	// settledBy is the metrics.TagSettledBy value of the decision (metrics.SettledByRecord
+	// until a receipt lookup or a person decides).
+	settledBy string
 }
 
 func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Registry) (reconcile.Output, error) {
@@ -123,6 +130,11 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 		},
 	}
 	r.decidedF, r.decidedS = workflow.NewFuture(ctx)
+	r.mh = metrics.Tagged(workflow.GetMetricsHandler(ctx), in.Tool, in.Tenant, in.MetricsTenant)
+	r.settledBy = metrics.SettledByRecord
+	if in.Continued == nil { // a run continued as new was counted when it started
+		r.mh.Counter(metrics.ReconciliationsStarted).Inc(1)
+	}
 	if c := in.Continued; c != nil {
 		r.status.InvalidSignals = c.InvalidSignals
 		r.status.LastInvalidSignal, r.status.LastInvalidRequestID = c.LastInvalidSignal, c.LastInvalidRequestID
@@ -153,6 +165,10 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 }
 
 func (r *reconciler) done(ctx workflow.Context, out reconcile.Output) (reconcile.Output, error) {
+	r.mh.WithTags(map[string]string{metrics.TagOutcome: string(out.Outcome), metrics.TagSettledBy: r.settledBy}).Counter(metrics.ReconciliationsSettled).Inc(1)
+	if r.settledBy == metrics.SettledByPerson {
+		r.mh.Timer(metrics.UnknownWait).Record(workflow.Now(ctx).Sub(r.status.WaitingSince))
+	}
 	r.status.State, r.status.Outcome = reconcile.StateResolved, out.Outcome
 	r.status.RecordStatus = settledStatus(r.status.RecordStatus, out.Outcome)
 	// A refusal before the decision is no longer news once the operation is settled.
@@ -224,6 +240,7 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 	// The tool's automatic receipt lookup, if it has one; a run continued as new has done it.
 	if in.Continued == nil {
 		if out, ok := r.lookupReceipt(ctx); ok {
+			r.settledBy = metrics.SettledByReceipt
 			return r.done(ctx, out)
 		}
 	}
@@ -306,6 +323,7 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 			if r.decided {
 				return r.decidedOut, r.decidedErr
 			}
+			r.mh.Counter(metrics.ReconciliationsEscalated).Inc(1)
 			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("oncekey: nobody resolved the outcome of %s (key %s) within the escalation timeout of %s; the record stays unknown",
 					in.Tool, in.OperationKey, in.EscalationTimeout), ErrTypeEscalationTimeout, nil)
@@ -397,6 +415,7 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 		r.decide(ctx, reconcile.Output{}, err)
 		return ""
 	}
+	r.settledBy = metrics.SettledByPerson
 	r.decide(ctx, out, nil)
 	return ""
 }

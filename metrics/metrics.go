@@ -1,0 +1,71 @@
+// Package metrics names the metrics oncekey records through the Temporal SDK's metrics handler
+// (client.Options.MetricsHandler), so they land wherever the SDK's own metrics go: Prometheus
+// through contrib/tally, OpenTelemetry through contrib/opentelemetry, or any other handler.
+//
+// It imports only the SDK's metrics handler types. docs/observability.md lists every name as it
+// appears under Prometheus naming (tally's NewPrometheusNamingScope: counters end in _total,
+// timers in _seconds).
+package metrics
+
+import (
+	"go.temporal.io/sdk/client"
+)
+
+// Names. No metric is ever tagged with an operation key (one series per call would be
+// unbounded); TagTenant is added only when the user opts in (interceptor.Options.MetricsTenantTag).
+const (
+	// ToolCalls counts claimed tool calls, tagged TagTool and TagOutcome (applied, replayed,
+	// in_flight, rejected, unknown, expired, failed). Recorded by the activity interceptor.
+	ToolCalls = "oncekey_tool_calls"
+	// ClaimLatency times the Store.Claim round trips of a call, repeats included, tagged TagTool.
+	ClaimLatency = "oncekey_claim_latency"
+	// ReconciliationsStarted counts reconciliation workflows that started, tagged TagTool.
+	ReconciliationsStarted = "oncekey_reconciliations_started"
+	// ReconciliationsSettled counts reconciliation workflows that settled their operation,
+	// tagged TagTool, TagOutcome (applied, not_applied, failed) and TagSettledBy.
+	ReconciliationsSettled = "oncekey_reconciliations_settled"
+	// ReconciliationsEscalated counts reconciliation workflows that nobody resolved within
+	// their EscalationTimeout, tagged TagTool.
+	ReconciliationsEscalated = "oncekey_reconciliations_escalated"
+	// UnknownWait times how long an unknown outcome waited for a person, from when the workflow
+	// started waiting to the decision, tagged TagTool.
+	UnknownWait = "oncekey_unknown_wait"
+	// UnknownsWaiting is a gauge: how many records are unknown (waiting for a decision) in the
+	// store, tagged TagTool. Sampled from the store (worker.SampleUnknowns); every worker that
+	// samples reports the same store, so aggregate with max, not sum.
+	UnknownsWaiting = "oncekey_unknowns_waiting"
+	// UnknownOldestWait is a gauge: in seconds, how long the oldest unknown record has been
+	// waiting, tagged TagTool (0 when none waits). Sampled with UnknownsWaiting.
+	UnknownOldestWait = "oncekey_unknown_oldest_wait_seconds"
+	// ApprovalsWaiting is a gauge reserved for calls waiting for a person's approval before
+	// they run; nothing records it until approvals land.
+	ApprovalsWaiting = "oncekey_approvals_waiting"
+)
+
+// Tag keys.
+const (
+	TagTool      = "tool"
+	TagOutcome   = "outcome"
+	TagSettledBy = "settled_by"
+	TagTenant    = "tenant"
+)
+
+// Values of TagSettledBy.
+const (
+	// SettledByRecord: the record was already settled (or never claimed) when the workflow
+	// inspected it; nobody had to decide.
+	SettledByRecord = "record"
+	// SettledByReceipt: the tool's Reconcile hook (a receipt lookup downstream) decided.
+	SettledByReceipt = "receipt"
+	// SettledByPerson: a person's resolution decided.
+	SettledByPerson = "person"
+)
+
+// Tagged returns h tagged with the tool, and with the tenant when withTenant is set.
+func Tagged(h client.MetricsHandler, tool, tenant string, withTenant bool) client.MetricsHandler {
+	tags := map[string]string{TagTool: tool}
+	if withTenant {
+		tags[TagTenant] = tenant
+	}
+	return h.WithTags(tags)
+}
