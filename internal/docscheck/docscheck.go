@@ -135,6 +135,40 @@ func (r *Repo) Check() []Problem {
 	out = append(out, r.CheckMakeTargets()...)
 	out = append(out, r.CheckGoBlocks()...)
 	out = append(out, r.CheckGoDocLinks()...)
+	out = append(out, r.CheckDocsPages()...)
+	return out
+}
+
+// CheckDocsPages reports a page of docs/ whose first line does not say what it helps you do (a
+// sentence starting "This page"), and a page the index, docs/README.md, does not link to.
+func (r *Repo) CheckDocsPages() []Problem {
+	var index *Doc
+	for _, d := range r.Docs {
+		if d.Path == "docs/README.md" {
+			index = d
+		}
+	}
+	linked := map[string]bool{}
+	if index != nil {
+		for i := range index.Lines {
+			for _, m := range linkRE.FindAllStringSubmatch(index.outsideCode(i), -1) {
+				file, _, _ := strings.Cut(m[1], "#")
+				linked[path.Clean(path.Join("docs", file))] = true
+			}
+		}
+	}
+	var out []Problem
+	for _, d := range r.Docs {
+		if path.Dir(d.Path) != "docs" || !strings.HasSuffix(d.Path, ".md") {
+			continue
+		}
+		if !strings.HasPrefix(d.Lines[0], "This page ") {
+			out = append(out, Problem{d.Path, 1, "the first line must say what the page helps you do, as a sentence starting \"This page \" (see docs/README.md)"})
+		}
+		if index != nil && d != index && !linked[d.Path] {
+			out = append(out, Problem{d.Path, 1, "docs/README.md, the index, does not link to this page: add a row for it"})
+		}
+	}
 	return out
 }
 

@@ -43,7 +43,7 @@ func messages(ps []Problem) string {
 // fail for the wrong reason.
 func TestGoodFixturePasses(t *testing.T) {
 	r := load(t, "good")
-	require.Len(t, r.Docs, 3)
+	require.Len(t, r.Docs, 4)
 	require.Empty(t, messages(r.Check()))
 	require.Empty(t, messages(CheckCLI(fixtureCLI(), r.CLIUses("tool", "docs/cli.md"))))
 }
@@ -118,4 +118,14 @@ func TestBrokenGoDocLinksFail(t *testing.T) {
 	require.Contains(t, got, `example/example.go:1: link "docs/guide.md#nope": docs/guide.md has no heading for #nope`)
 	require.Contains(t, got, `example/example.go:2: link "docs/gone.md": docs/gone.md does not exist`)
 	require.Len(t, ps, 2, got)
+}
+
+func TestDocsPageWithoutPurposeOrIndexFails(t *testing.T) {
+	ps := load(t, "bad").CheckDocsPages()
+	got := messages(ps)
+	require.Contains(t, got, `docs/orphan.md:1: the first line must say what the page helps you do`)
+	require.Contains(t, got, `docs/orphan.md:1: docs/README.md, the index, does not link to this page`)
+	require.Contains(t, got, `docs/guide.md:1: docs/README.md, the index, does not link to this page`)
+	require.Contains(t, got, `docs/cli.md:1: the first line must say what the page helps you do`)
+	require.Len(t, ps, 4, got)
 }
