@@ -1,16 +1,23 @@
-// Command ticketdesk is oncekey's main demo: a support agent workflow per request from
-// testdata/requests.jsonl looks up the customer, opens a ticket, e-mails a confirmation and issues
-// a refund where asked, against fake downstream services that lose responses, fail and stall on
-// a seeded schedule. Every request is played once with oncekey and once with plain Temporal
-// retries; effects are counted by the downstream services themselves.
+// Command ticketdesk is oncekey's main demo: a model-driven support agent, one workflow per
+// request from testdata/requests.jsonl. The workflow asks a model (through the official OpenAI
+// client, Chat Completions with tools) what to do, runs the tool calls it returns (look up the
+// customer over MCP, open a ticket, e-mail the customer, issue a refund), hands the results back
+// and asks again until the model answers without tool calls. The tools call fake downstream
+// services that lose responses, fail and stall on a seeded schedule. Every request is played once
+// with oncekey and once with plain Temporal retries; effects are counted by the downstream
+// services themselves.
+//
+// The model is a scripted one on loopback (an OpenAI-compatible server, deterministic per -seed)
+// unless OPENAI_API_KEY is set: then it is that API's model (-model, OPENAI_BASE_URL).
 //
 // It starts a Temporal dev server (the CLI installed by `make temporal`) unless TEMPORAL_ADDRESS
 // is set, and uses Postgres from DATABASE_URL or the libpq variables (PGHOST, PGUSER, …) in a
-// schema of its own that it drops at exit.
+// schema of its own that it drops at exit. It writes one JSONL transcript per request and run
+// under -out (default demo-out).
 //
 // The last line of its output is, exactly:
 //
-//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N | plain retries: double_effects=N
+//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N | plain retries: double_effects=N
 //
 // Exit codes: 0 success; 1 an operation landed twice with oncekey, or a workflow failed; 2 the
 // environment is not usable (Postgres or Temporal unreachable, bad flags or data).
@@ -28,6 +35,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -48,12 +57,19 @@ const (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// defaultRealModel is the model asked when OPENAI_API_KEY is set and -model is not.
+const defaultRealModel = "gpt-4o-mini"
+
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ticketdesk", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	seed := fs.Int64("seed", 1, "seed of the fault schedule and of the model's repeats")
+	seed := fs.Int64("seed", 1, "seed of the fault schedule and of the scripted model's choices")
 	requestsPath := fs.String("requests", "", "JSONL file of support requests (default: the shipped testdata/requests.jsonl)")
-	repeat := fs.Int("repeat", 25, "chance in percent that the model proposes an effectful call again")
+	repeat := fs.Int("repeat", 25, "scripted model: chance in percent that it proposes an applied effectful call again")
+	change := fs.Int("change", 40, "scripted model: chance in percent that it also e-mails about an issued refund (same tool, other arguments)")
+	model := fs.String("model", "", "model to ask when OPENAI_API_KEY is set (default "+defaultRealModel+"); \"scripted\" uses the scripted model even then")
+	turns := fs.Int("turns", desk.DefaultMaxTurns, "most model calls per request")
+	out := fs.String("out", "demo-out", "directory for the JSONL transcripts (oncekey/ and plain/, one file per request)")
 	verbose := fs.Bool("v", false, "show Temporal SDK and dev server logs")
 	manual := fs.Bool("manual", false, "leave one unknown operation for you to resolve with the oncekey CLI; the demo waits for it")
 	if err := fs.Parse(args); err != nil {
@@ -67,8 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
 		return exitEnv
 	}
-	progress := func(s string) { fmt.Fprintln(stdout, s) }
-
+	mc := modelConfig(*model, os.Getenv)
+	pr := newProgress(stdout, stderr)
 	env, err := exampleenv.Open(ctx, "ticketdesk", exampleenv.Options{MaxConns: 16, Verbose: *verbose}, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -77,11 +93,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer env.Close()
 	pg, tc := env.PG, env.Temporal
 
-	rep := *repeat
-	if rep == 0 {
-		rep = -1 // desk.Config: 0 means the default, negative means never
+	percent := func(p int) int {
+		if p == 0 {
+			return -1 // desk.Config: 0 means the default, negative means never
+		}
+		return p
 	}
-	progress(fmt.Sprintf("playing %d support requests (seed %d), first with oncekey, then with plain Temporal retries", len(requests), *seed))
+	who := "the scripted model on loopback (seed " + strconv.FormatInt(*seed, 10) + ")"
+	if !mc.Scripted() {
+		who = "model " + mc.Name + " at " + orDefault(mc.BaseURL, "OpenAI")
+	}
+	pr.line(fmt.Sprintf("playing %d support requests with %s, first with oncekey, then with plain Temporal retries", len(requests), who))
 	start := time.Now()
 	cfg := desk.Config{
 		Client:        tc.Client,
@@ -89,21 +111,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Requests:      requests,
 		Customers:     customers,
 		Seed:          *seed,
-		RepeatPercent: rep,
-		Progress:      progress,
+		Model:         mc,
+		RepeatPercent: percent(*repeat),
+		ChangePercent: percent(*change),
+		MaxTurns:      *turns,
+		TranscriptDir: *out,
+		Progress:      pr.line,
+		Done:          pr.done,
 	}
 	if *manual {
 		cfg.Timeout = 30 * time.Minute
 		cfg.LeaveOne = func(rec *oncekey.Record, lookupURL string) {
-			fmt.Fprint(stdout, manualInstructions(rec, lookupURL, pg.Schema, tc))
+			pr.line(manualInstructions(rec, lookupURL, pg.Schema, tc))
 		}
 	}
 	report, err := desk.Run(ctx, cfg)
+	pr.finish()
 	if err != nil {
 		fmt.Fprintf(stderr, "ticketdesk: %v\n", err)
 		return exitEnv
 	}
 	printReport(stdout, report)
+	fmt.Fprintf(stdout, "transcripts: %s (one JSONL file per request: what the model saw)\n",
+		strings.Join([]string{filepath.Join(*out, "oncekey", "*.jsonl"), filepath.Join(*out, "plain", "*.jsonl")}, ", "))
 	fmt.Fprintf(stdout, "total time %s\n", time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintln(stdout, summaryLine(report))
 	switch {
@@ -115,6 +145,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFault
 	}
 	return exitOK
+}
+
+// modelConfig picks the model: the scripted one unless OPENAI_API_KEY is set (and -model is not
+// "scripted"); then the API at OPENAI_BASE_URL (openai-go's default when unset) and model name,
+// else defaultRealModel.
+func modelConfig(name string, getenv func(string) string) desk.ModelConfig {
+	key := getenv("OPENAI_API_KEY")
+	if key == "" || name == "scripted" {
+		return desk.ModelConfig{}
+	}
+	if name == "" {
+		name = defaultRealModel
+	}
+	return desk.ModelConfig{APIKey: key, BaseURL: getenv("OPENAI_BASE_URL"), Name: name}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }
 
 // manualInstructions tells the person at the terminal how to settle the operation left to them.

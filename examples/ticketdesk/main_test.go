@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var summaryRE = regexp.MustCompile(`^oncekey: operations=(\d+) effects=(\d+) double_effects=(\d+) replays=(\d+) reconciled=(\d+) \| plain retries: double_effects=(\d+)$`)
+var summaryRE = regexp.MustCompile(`^oncekey: operations=(\d+) effects=(\d+) double_effects=(\d+) replays=(\d+) reconciled=(\d+) reproposals=(\d+) \| plain retries: double_effects=(\d+)$`)
 
 // TestDemo plays the shipped requests on the test dev server and Postgres, with oncekey and with
 // plain retries, and checks the outcome against what the data says should land — counted by the
@@ -60,8 +61,9 @@ func TestDemo(t *testing.T) {
 	var progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	rep, err := desk.Run(ctx, desk.Config{
-		Client: c, Pool: pool, Requests: requests, Customers: customers, Seed: 1,
+		Client: c, Pool: pool, Requests: requests, Customers: customers, Seed: 1, TranscriptDir: dir,
 		Progress: func(s string) { progress.WriteString(s + "\n") },
 	})
 	require.NoError(t, err)
@@ -72,12 +74,15 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, len(requests), o.Completed)
 	require.Equal(t, len(requests), p.Completed)
 
-	// With oncekey: every intended effect landed exactly once, per the services' ledgers.
+	// With oncekey: every intended effect landed exactly once, per the services' ledgers. The
+	// model's e-mails about issued refunds (the e-mail tool with other arguments) are operations
+	// of their own.
 	require.Equal(t, 0, o.DoubleEffects, "landed twice: %v", o.Doubled)
+	require.Positive(t, o.ChangedArguments, "the model asked for the same tool with other arguments")
 	require.Equal(t, len(requests), o.PerService[downstream.ServiceTickets].Effects)
-	require.Equal(t, len(requests), o.PerService[downstream.ServiceEmail].Effects)
+	require.Equal(t, len(requests)+o.ChangedArguments, o.PerService[downstream.ServiceEmail].Effects)
 	require.Equal(t, wantRefunds, o.PerService[downstream.ServicePayments].Effects)
-	require.Equal(t, 2*len(requests)+wantRefunds, o.Effects)
+	require.Equal(t, 2*len(requests)+wantRefunds+o.ChangedArguments, o.Effects)
 	require.Equal(t, wantRefunds, o.RefundsIssued)
 	require.Equal(t, wantRefused, o.RefundsRefused)
 	require.Equal(t, o.Effects, o.Operations, "one operation key per effect")
@@ -87,8 +92,9 @@ func TestDemo(t *testing.T) {
 	// responses were reconciled.
 	require.Positive(t, o.Faults[downstream.FaultLostAfterCommit])
 	require.Positive(t, o.Faults[downstream.FaultErrorBeforeCommit])
-	require.Positive(t, o.Repeats)
-	require.Equal(t, o.Repeats, o.Replays, "every repeat the model proposed was a replay")
+	require.Positive(t, o.Reproposals)
+	require.Equal(t, o.Reproposals, o.Replays, "every call the model proposed again was answered as a replay")
+	require.Zero(t, o.OutOfTurns)
 	require.Positive(t, o.Reconciled)
 	require.Equal(t, o.Outcomes[oncekey.OutcomeUnknown], o.Reconciled, "every unknown outcome was reconciled")
 	require.Positive(t, o.ReconciledByOperator)
@@ -96,7 +102,7 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, progress.String(), "[operator] ")
 
 	// Plain retries: the same faults and the same repeats land operations twice.
-	require.Equal(t, o.Repeats, p.Repeats, "both runs play the same script")
+	require.Equal(t, o.Reproposals, p.Reproposals, "both runs play the same script")
 	require.GreaterOrEqual(t, p.DoubleEffects, 1)
 	require.Greater(t, p.Effects, o.Effects)
 	require.Equal(t, wantRefunds, p.RefundsIssued, "plain tools enforce the allow-list inside the body")
@@ -107,11 +113,20 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, strconv.Itoa(o.Operations), m[1])
 	require.Equal(t, strconv.Itoa(o.Effects), m[2])
 	require.Equal(t, "0", m[3])
-	require.Equal(t, strconv.Itoa(p.DoubleEffects), m[6])
+	require.Equal(t, strconv.Itoa(o.Reproposals), m[6])
+	require.Equal(t, strconv.Itoa(p.DoubleEffects), m[7])
+
+	// One transcript per request and run.
+	for _, mode := range []string{"oncekey", "plain"} {
+		files, err := filepath.Glob(filepath.Join(dir, mode, "*.jsonl"))
+		require.NoError(t, err)
+		require.Len(t, files, len(requests), mode)
+	}
 
 	var out bytes.Buffer
 	printReport(&out, rep)
 	require.Contains(t, out.String(), "DOUBLE EFFECTS")
+	t.Logf("report:\n%s%s", out.String(), line)
 }
 
 func TestUnreachablePostgresSaysWhatToSet(t *testing.T) {

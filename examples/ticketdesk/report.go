@@ -12,11 +12,11 @@ import (
 )
 
 // summaryLine is the report's last line, for programs:
-// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N | plain retries: double_effects=N".
+// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N | plain retries: double_effects=N".
 func summaryLine(r *desk.Report) string {
 	o := r.Oncekey
-	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d | plain retries: double_effects=%d",
-		o.Operations, o.Effects, o.DoubleEffects, o.Replays, o.Reconciled, r.Plain.DoubleEffects)
+	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d reproposals=%d | plain retries: double_effects=%d",
+		o.Operations, o.Effects, o.DoubleEffects, o.Replays, o.Reconciled, o.Reproposals, r.Plain.DoubleEffects)
 }
 
 // printReport writes the human part of the report (everything but the summary line).
@@ -27,8 +27,11 @@ func printReport(w io.Writer, r *desk.Report) {
 	row := func(label string, a, b any) { fmt.Fprintf(tw, "%s\t%v\t%v\n", label, a, b) }
 	row("", "with oncekey", "plain retries")
 	row("requests completed", fmt.Sprintf("%d/%d", o.Completed, o.Requests), fmt.Sprintf("%d/%d", p.Completed, p.Requests))
+	row("model turns (chat completions)", o.ModelCalls, p.ModelCalls)
 	row("tool calls proposed by the model", o.ToolCalls, p.ToolCalls)
-	row("  of which proposed again", o.Repeats, p.Repeats)
+	row("  proposed again, same arguments", o.Reproposals, p.Reproposals)
+	row("    answered as replays", o.ReproposalsReplayed, "-")
+	row("  same tool, other arguments", o.ChangedArguments, p.ChangedArguments)
 	row("faults injected downstream", total(o.Faults), total(p.Faults))
 	for _, f := range []downstream.Fault{downstream.FaultLostAfterCommit, downstream.FaultErrorBeforeCommit, downstream.FaultDelay} {
 		row("  "+strings.ReplaceAll(f.String(), "_", " "), o.Faults[f], p.Faults[f])

@@ -9,12 +9,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
@@ -22,6 +25,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
@@ -38,17 +42,32 @@ type Config struct {
 	Requests []Request
 	// Customers is the customer directory (and the refund allow-list). Required.
 	Customers []Customer
-	// Seed selects the fault schedule and the model's repeats. Defaults to 1.
+	// Seed selects the fault schedule and the scripted model's choices. Defaults to 1.
 	Seed int64
 	// Faults is the fault schedule. Defaults to downstream.DefaultFaults(Seed).
 	Faults *downstream.Faults
-	// RepeatPercent is the chance, per effectful tool and request, that the model proposes the
-	// call again. Defaults to 25; negative means never.
+	// Model is the model the agents ask. Its zero value is the scripted model on loopback.
+	Model ModelConfig
+	// RepeatPercent is the scripted model's chance, per effectful call that came back applied,
+	// of proposing it again (scripted.Options.RepeatPercent). Defaults to 25; negative means
+	// never.
 	RepeatPercent int
+	// ChangePercent is the scripted model's chance, per issued refund, of e-mailing about it too:
+	// the e-mail tool with other arguments (scripted.Options.ChangePercent). Defaults to 40;
+	// negative means never.
+	ChangePercent int
+	// MaxTurns bounds the model calls per request. Defaults to DefaultMaxTurns.
+	MaxTurns int
 	// Tenant keys the oncekey run's records. Defaults to "ticketdesk".
 	Tenant string
+	// TranscriptDir, if set, receives one JSONL transcript per request and run:
+	// <TranscriptDir>/oncekey/<request ID>.jsonl and <TranscriptDir>/plain/<request ID>.jsonl.
+	TranscriptDir string
 	// Progress, if set, receives progress lines, one call at a time.
 	Progress func(string)
+	// Done, if set, is called each time a request's workflow ends, with the run's mode, the
+	// requests done and the total.
+	Done func(mode string, done, total int)
 	// Timeout bounds each of the two runs. Defaults to 4 minutes.
 	Timeout time.Duration
 	// LeaveOne, if set, makes the operator leave the first operation it finds waiting for a
@@ -57,6 +76,21 @@ type Config struct {
 	// with `oncekey resolve`).
 	LeaveOne func(rec *oncekey.Record, lookupURL string)
 }
+
+// ModelConfig names the model. With BaseURL and APIKey empty the runner starts the scripted model
+// (package scripted) on loopback for each run.
+type ModelConfig struct {
+	// BaseURL is the OpenAI-compatible API base ("https://api.openai.com/v1"); "" means
+	// openai-go's default (OPENAI_BASE_URL, else OpenAI's).
+	BaseURL string
+	// APIKey is the key; "" with BaseURL "" means the scripted model.
+	APIKey string
+	// Name is the model. Defaults to scripted.ModelName for the scripted model; required otherwise.
+	Name string
+}
+
+// Scripted reports whether the config means the scripted model.
+func (m ModelConfig) Scripted() bool { return m.BaseURL == "" && m.APIKey == "" }
 
 func (c *Config) defaults() error {
 	if c.Client == nil || c.Pool == nil {
@@ -72,10 +106,11 @@ func (c *Config) defaults() error {
 		f := downstream.DefaultFaults(c.Seed)
 		c.Faults = &f
 	}
-	if c.RepeatPercent == 0 {
-		c.RepeatPercent = 25
-	} else if c.RepeatPercent < 0 {
-		c.RepeatPercent = 0
+	if c.Model.Scripted() && c.Model.Name == "" {
+		c.Model.Name = scripted.ModelName
+	}
+	if c.Model.Name == "" {
+		return errors.New("desk: Config.Model.Name is required for a model other than the scripted one")
 	}
 	if c.Tenant == "" {
 		c.Tenant = "ticketdesk"
@@ -91,6 +126,9 @@ func (c *Config) defaults() error {
 			defer mu.Unlock()
 			progress(s)
 		}
+	}
+	if c.Done == nil {
+		c.Done = func(string, int, int) {}
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 4 * time.Minute
@@ -113,8 +151,15 @@ type ModeReport struct {
 	Completed, Failed int
 	// WorkflowErrors lists failed workflows ("REQ-007: ...").
 	WorkflowErrors []string
-	// ToolCalls counts the calls the model proposed; Repeats those it proposed a second time.
-	ToolCalls, Repeats int
+	// ToolCalls counts the calls the model proposed; Reproposals those it proposed again with the
+	// same material arguments, ReproposalsReplayed those of them answered as replays, and
+	// ChangedArguments effectful calls proposed again with other arguments (new operations).
+	ToolCalls, Reproposals, ReproposalsReplayed, ChangedArguments int
+	// Labels counts the tool results the model read, by status.
+	Labels map[oncekey.Outcome]int
+	// ModelCalls counts the model activity's completions (turns), OutOfTurns the requests that
+	// hit MaxTurns.
+	ModelCalls, OutOfTurns int
 	// Effects, DoubleEffects and Doubled come from the ledgers of the three effectful services.
 	Effects, DoubleEffects int
 	Doubled                []string
@@ -185,32 +230,94 @@ func (e *eventCounter) snapshot() map[oncekey.Outcome]int {
 	return out
 }
 
+// stack is what one run's workers need: the downstream services, the MCP directory, the model
+// and the tools.
+type stack struct {
+	services *downstream.Set
+	dir      *DirectoryServer
+	scripted *scripted.Server // nil for a real model
+	tools    *Tools
+	proxy    *McpProxy
+	model    *Model
+	registry *oncekey.Registry
+}
+
+func startStack(cfg Config, plain bool) (_ *stack, err error) {
+	st := &stack{}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	if st.services, err = downstream.Start(*cfg.Faults, cfg.Customers); err != nil {
+		return nil, err
+	}
+	st.tools = NewTools(st.services, cfg.Customers, plain)
+	if st.registry, err = st.tools.Policies(); err != nil {
+		return nil, err
+	}
+	lookup, _ := st.registry.Policy(ActivityCallMcpTool)
+	if st.dir, err = StartDirectoryServer(st.services.Directory.URL, downstream.NewClient(5*time.Second), annotationsFor(lookup)); err != nil {
+		return nil, err
+	}
+	st.proxy = &McpProxy{Servers: map[string]string{ToolsetDirectory: st.dir.URL}}
+	defs, err := ToolDefinitions(st.registry)
+	if err != nil {
+		return nil, err
+	}
+	m := cfg.Model
+	if m.Scripted() {
+		if st.scripted, err = scripted.Start(scripted.Options{Seed: cfg.Seed, RepeatPercent: cfg.RepeatPercent, ChangePercent: cfg.ChangePercent}); err != nil {
+			return nil, err
+		}
+		m.BaseURL, m.APIKey = st.scripted.BaseURL, "scripted"
+	}
+	st.model = NewModel(m.BaseURL, m.APIKey, m.Name, defs, &http.Client{Timeout: 90 * time.Second})
+	return st, nil
+}
+
+func (st *stack) register(w tworker.Worker) {
+	w.RegisterWorkflowWithOptions(Agent, workflow.RegisterOptions{Name: "TicketdeskAgent"})
+	w.RegisterActivity(st.tools)
+	w.RegisterActivityWithOptions(st.model.CallModel, activity.RegisterOptions{Name: ActivityCallModel})
+	w.RegisterActivityWithOptions(st.proxy.CallMcpTool, activity.RegisterOptions{Name: ActivityCallMcpTool})
+}
+
+func (st *stack) close() {
+	if st.proxy != nil {
+		st.proxy.Close()
+	}
+	if st.scripted != nil {
+		st.scripted.Close()
+	}
+	if st.dir != nil {
+		st.dir.Close()
+	}
+	if st.services != nil {
+		st.services.Close()
+	}
+}
+
 func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	services, err := downstream.Start(*cfg.Faults, cfg.Customers)
-	if err != nil {
-		return nil, err
-	}
-	defer services.Close()
-
 	if err := pgstore.Migrate(ctx, cfg.Pool); err != nil {
 		return nil, fmt.Errorf("desk: migrate: %w", err)
 	}
-	store := pgstore.New(cfg.Pool, nil)
-	tools := NewTools(services, cfg.Customers, false)
-	registry, err := tools.Policies()
+	st, err := startStack(cfg, false)
 	if err != nil {
 		return nil, err
 	}
+	defer st.close()
+	store := pgstore.New(cfg.Pool, nil)
 	var events eventCounter
 	taskQueue := "ticketdesk-oncekey-" + tag
 	// The plugin installs the interceptor and registers oncekey's reconciliation workflow and
 	// activities on this worker only; the plain run's worker stays untouched.
 	plugin, err := okworker.NewPlugin(interceptor.Options{
 		Store:    store,
-		Registry: registry,
+		Registry: st.registry,
 		Tenant:   constTenant(cfg.Tenant),
 		OnEvent:  events.add,
 	})
@@ -218,13 +325,13 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 		return nil, fmt.Errorf("desk: oncekey plugin: %w", err)
 	}
 	w := tworker.New(cfg.Client, taskQueue, tworker.Options{Plugins: []tworker.Plugin{plugin}})
-	registerAgent(w, tools)
+	st.register(w)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("desk: start worker: %w", err)
 	}
 	defer w.Stop()
 
-	op := &operator{client: cfg.Client, store: store, tenant: cfg.Tenant, services: services, http: downstream.NewClient(5 * time.Second), progress: cfg.Progress, leaveOne: cfg.LeaveOne}
+	op := &operator{client: cfg.Client, store: store, tenant: cfg.Tenant, services: st.services, http: downstream.NewClient(5 * time.Second), progress: cfg.Progress, leaveOne: cfg.LeaveOne}
 	opCtx, stopOp := context.WithCancel(ctx)
 	opDone := make(chan struct{})
 	go func() { defer close(opDone); op.run(opCtx) }()
@@ -233,13 +340,18 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-oncekey-", rep)
 	stopOp()
 	<-opDone
-	tally(rep, results, services)
+	tally(rep, results, st.services)
 
 	outcomes := events.snapshot()
 	rep.Outcomes = outcomes
 	rep.Replays = outcomes[oncekey.OutcomeReplayed]
 	if err := countRecords(ctx, store, cfg.Tenant, rep); err != nil {
 		return nil, err
+	}
+	if cfg.TranscriptDir != "" {
+		if err := writeTranscripts(filepath.Join(cfg.TranscriptDir, "oncekey"), results); err != nil {
+			return nil, err
+		}
 	}
 	rep.Duration = time.Since(start)
 	return rep, nil
@@ -249,33 +361,32 @@ func runPlain(ctx context.Context, cfg Config, tag string) (*ModeReport, error) 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	services, err := downstream.Start(*cfg.Faults, cfg.Customers)
+	st, err := startStack(cfg, true)
 	if err != nil {
 		return nil, err
 	}
-	defer services.Close()
-	tools := NewTools(services, cfg.Customers, true)
+	defer st.close()
 	taskQueue := "ticketdesk-plain-" + tag
 	w := tworker.New(cfg.Client, taskQueue, tworker.Options{})
-	registerAgent(w, tools)
+	st.register(w)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("desk: start plain worker: %w", err)
 	}
 	defer w.Stop()
 	rep := &ModeReport{Mode: "plain retries", Requests: len(cfg.Requests)}
 	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-plain-", rep)
-	tally(rep, results, services)
+	tally(rep, results, st.services)
+	if cfg.TranscriptDir != "" {
+		if err := writeTranscripts(filepath.Join(cfg.TranscriptDir, "plain"), results); err != nil {
+			return nil, err
+		}
+	}
 	rep.Duration = time.Since(start)
 	return rep, nil
 }
 
 func constTenant(t string) func(interceptor.TenantInfo) string {
 	return func(interceptor.TenantInfo) string { return t }
-}
-
-func registerAgent(w tworker.Worker, tools *Tools) {
-	w.RegisterWorkflowWithOptions(Agent, workflow.RegisterOptions{Name: "TicketdeskAgent"})
-	w.RegisterActivity(tools)
 }
 
 // playAll starts one agent workflow per request and waits for all of them.
@@ -286,9 +397,8 @@ func playAll(ctx context.Context, cfg Config, taskQueue, idPrefix string, rep *M
 		results []AgentResult
 		done    int
 	)
-	step := max(1, len(cfg.Requests)/4)
 	for _, req := range cfg.Requests {
-		in := AgentInput{Request: req, Tenant: cfg.Tenant, Seed: cfg.Seed, RepeatPercent: cfg.RepeatPercent}
+		in := AgentInput{Request: req, Tenant: cfg.Tenant, MaxTurns: cfg.MaxTurns}
 		run, err := cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID:                       idPrefix + req.ID,
 			TaskQueue:                taskQueue,
@@ -316,9 +426,7 @@ func playAll(ctx context.Context, cfg Config, taskQueue, idPrefix string, rep *M
 				rep.Completed++
 				results = append(results, res)
 			}
-			if done%step == 0 || done == len(cfg.Requests) {
-				cfg.Progress(fmt.Sprintf("[%s] %d/%d requests done", rep.Mode, done, len(cfg.Requests)))
-			}
+			cfg.Done(rep.Mode, done, len(cfg.Requests))
 		}()
 	}
 	wg.Wait()
@@ -328,14 +436,27 @@ func playAll(ctx context.Context, cfg Config, taskQueue, idPrefix string, rep *M
 
 // tally counts the agents' calls and the services' ledgers.
 func tally(rep *ModeReport, results []AgentResult, services *downstream.Set) {
+	rep.Labels = map[oncekey.Outcome]int{}
 	for _, r := range results {
 		rep.ToolCalls += len(r.Calls)
-		for _, c := range r.Calls {
-			if c.Repeat {
-				rep.Repeats++
+		rep.ModelCalls += r.Turns
+		if r.OutOfTurns {
+			rep.OutOfTurns++
+		}
+		for i, kind := range classify(r.Calls) {
+			c := r.Calls[i]
+			rep.Labels[c.Outcome.Status]++
+			switch kind {
+			case KindReproposal:
+				rep.Reproposals++
+				if c.Outcome.Status == oncekey.OutcomeReplayed {
+					rep.ReproposalsReplayed++
+				}
+			case KindChanged:
+				rep.ChangedArguments++
 			}
 		}
-		switch r.RefundStatus {
+		switch refundStatus(r.Calls) {
 		case "issued":
 			rep.RefundsIssued++
 		case "refused":
@@ -359,6 +480,27 @@ func tally(rep *ModeReport, results []AgentResult, services *downstream.Set) {
 			rep.Doubled = append(rep.Doubled, s.Name+":"+id)
 		}
 	}
+}
+
+// refundStatus reads a request's refund from its last IssueRefund call: "none", "issued",
+// "refused" (by the allow-list: the policy's Authorize hook, or inside the tool without oncekey)
+// or "failed".
+func refundStatus(calls []Call) string {
+	st := "none"
+	for _, c := range calls {
+		if c.Tool != ToolIssueRefund {
+			continue
+		}
+		switch {
+		case c.Outcome.Status == oncekey.OutcomeApplied || c.Outcome.Status == oncekey.OutcomeReplayed:
+			st = "issued"
+		case c.Outcome.Status == oncekey.OutcomeRejected || c.Outcome.ErrorType == ErrTypeRefundNotAllowed:
+			st = "refused"
+		default:
+			st = "failed"
+		}
+	}
+	return st
 }
 
 // countRecords counts the tenant's operation keys and how many were resolved by reconciliation.

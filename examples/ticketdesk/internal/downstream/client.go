@@ -21,7 +21,12 @@ func NewClient(timeout time.Duration) *Client {
 	return &Client{http: &http.Client{Timeout: timeout}}
 }
 
-// Post sends body as JSON to base+path with the Idempotency-Key key (omitted when ""), and
+// NewClientWith returns a client that sends its requests with hc (for instance one whose
+// transport sets the Idempotency-Key header itself).
+func NewClientWith(hc *http.Client) *Client { return &Client{http: hc} }
+
+// Post sends body as JSON to base+path with the Idempotency-Key key (none when "": the
+// client's transport may still set one), and
 // decodes a 2xx answer into out. A non-2xx answer is an *APIError; a transport failure is
 // returned as is.
 func (c *Client) Post(ctx context.Context, base, path, key string, body, out any) error {
