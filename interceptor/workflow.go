@@ -404,12 +404,48 @@ func (l *effectfulLoop) operation(ctx workflow.Context, err error) oncekey.Opera
 }
 
 // operationKey finds the key of the failed attempt: from the error's details, or derived like
-// the activity side derives it (a timeout carries no details).
+// the activity side derives it (a timeout carries no details), recorded in history (see
+// recordedKey).
 func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, error) {
 	if d, ok := ErrorDetails(err); ok && d.OperationKey != "" {
 		return d.OperationKey, nil
 	}
-	return oncekey.Key(l.policy, l.operation(ctx, err))
+	return l.recordedKey(ctx, func() (string, error) { return oncekey.Key(l.policy, l.operation(ctx, err)) })
+}
+
+// keyInHistoryChangeID is the workflow.GetVersion change ID under which an operation key the
+// workflow side derives itself is recorded in history with workflow.SideEffect when first
+// derived. The key digests the namespace, the workflow ID and (by default) the tenant, which is
+// the namespace; the SDK's replayers run under a namespace and workflow ID of their own, so a key
+// derived again under them would start another reconciliation child than the history holds.
+// Histories recorded before it have no marker and derive the key again.
+const keyInHistoryChangeID = "oncekey-key-in-history"
+
+// derivedKey is the value recordedKey records.
+type derivedKey struct {
+	Key string `json:"key,omitempty"`
+	Err string `json:"err,omitempty"`
+}
+
+// recordedKey returns derive's key, recorded in history when first derived (keyInHistoryChangeID).
+func (l *effectfulLoop) recordedKey(ctx workflow.Context, derive func() (string, error)) (string, error) {
+	if workflow.GetVersion(ctx, keyInHistoryChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return derive()
+	}
+	var got derivedKey
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		k, err := derive()
+		if err != nil {
+			return derivedKey{Err: err.Error()}
+		}
+		return derivedKey{Key: k}
+	}).Get(&got); err != nil {
+		return "", err
+	}
+	if got.Err != "" {
+		return "", errors.New(got.Err)
+	}
+	return got.Key, nil
 }
 
 // reconcileInput returns the input of the reconciliation workflow of the operation key, and
@@ -453,13 +489,13 @@ func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in 
 // claimed finds nothing to reconcile; one that ends applied settles it without a person.
 func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	logger := workflow.GetLogger(ctx)
-	key, ok := l.keyOnCancel(ctx, cause)
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	key, ok := l.keyOnCancel(dctx, cause)
 	if !ok {
 		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to `oncekey list --status unknown --tenant "+l.tenant+"`",
 			"tool", l.tool)
 		return
 	}
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	in, tq := l.reconcileInput(dctx, key, cause)
 	in.Reason = "the workflow was cancelled while " + l.tool + " was in progress"
 	in.ClaimDeadline = l.claimDeadline(ctx)
@@ -502,14 +538,17 @@ func (l *effectfulLoop) claimDeadline(ctx workflow.Context) time.Time {
 func (l *effectfulLoop) keyOnCancel(ctx workflow.Context, cause error) (string, bool) {
 	op := l.operation(ctx, cause)
 	if l.stepID == "" && op.ActivityID == "" && op.FirstActivityID == "" {
-		a, b := op, op
-		a.ActivityID, b.ActivityID = "1", "2"
-		ka, erra := oncekey.Key(l.policy, a)
-		kb, errb := oncekey.Key(l.policy, b)
-		if erra != nil || errb != nil || ka != kb {
-			return "", false
-		}
-		return ka, true
+		key, err := l.recordedKey(ctx, func() (string, error) {
+			a, b := op, op
+			a.ActivityID, b.ActivityID = "1", "2"
+			ka, erra := oncekey.Key(l.policy, a)
+			kb, errb := oncekey.Key(l.policy, b)
+			if erra != nil || errb != nil || ka != kb {
+				return "", errors.New("the key depends on the activity ID")
+			}
+			return ka, nil
+		})
+		return key, err == nil
 	}
 	key, err := l.operationKey(ctx, cause)
 	return key, err == nil

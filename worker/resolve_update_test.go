@@ -8,8 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -80,4 +82,26 @@ func TestE2EResolveByUpdate(t *testing.T) {
 	require.Equal(t, 1, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
 	require.Equal(t, 1, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "only the malformed signal")
 	require.NoError(t, e.replay(t, true, "resolve-by-update", id))
+}
+
+// Nobody resolves within the escalation timeout: the reconciliation fails with
+// ErrTypeEscalationTimeout (after a malformed signal, which must not stop the timer), the blocked
+// call fails unknown, the record stays unknown, and the downstream saw one effect.
+func TestE2EEscalation(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) { o.EscalationTimeout = 3 * time.Second })
+	run := e.start(t, "escalation", req, 10*time.Second)
+	key := e.waitingKey(t)
+	require.NoError(t, e.c.SignalWorkflow(context.Background(), reconcile.WorkflowID(key), "", reconcile.SignalName, "applied"))
+	err := run.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeIndeterminate, appErr.Type(), "%v", err)
+	require.ErrorContains(t, err, "escalation timeout")
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	effects, _ := l.counts()
+	require.Equal(t, 1, effects)
+	require.NoError(t, e.replay(t, true, "escalation", reconcile.WorkflowID(key)))
 }
