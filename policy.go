@@ -55,7 +55,8 @@ type Policy struct {
 	RequireStepID bool
 
 	// Retention is how long a record (and its result) is kept after it is created. Size it longer
-	// than the longest retry and late-delivery window. Defaults to 7 days.
+	// than the longest retry and late-delivery window. Defaults to 7 days. Registry.Set refuses
+	// one shorter than MinRetention(Lease) with a *PolicyError.
 	Retention time.Duration
 
 	// Tombstone is how long after retention a digest-only tombstone refuses late duplicates with
@@ -113,8 +114,21 @@ func (p Policy) validate(tool string) error {
 	if p.Lease > 0 && p.Lease < 100*time.Millisecond {
 		return &PolicyError{Tool: tool, Field: "Lease", Reason: fmt.Sprintf("%s is shorter than 100ms", p.Lease)}
 	}
+	d := p.withDefaults()
+	if min := MinRetention(d.Lease); d.Effect.Claimed() && d.Retention < min {
+		return &PolicyError{Tool: tool, Field: "Retention", Reason: fmt.Sprintf(
+			"%s is shorter than the lease (%s) plus its renewal interval (%s): a live claim could outlive its record; give a Retention of at least %s (or a shorter Lease)",
+			d.Retention, d.Lease, d.Lease/3, min)}
+	}
 	return nil
 }
+
+// MinRetention is the shortest Retention Registry.Set accepts with a Lease of lease (after
+// defaults): the lease plus its renewal interval (lease/3), the longest a claim stays live after
+// its last renewal was due. With a shorter Retention a record could reach the end of its
+// retention while a live claim still holds it, and a late write of that claim would find a
+// tombstone.
+func MinRetention(lease time.Duration) time.Duration { return lease + lease/3 }
 
 // ReconcileRequest is what a Policy.Reconcile hook gets: the identity of the operation, never its
 // arguments (arguments are not stored).

@@ -104,6 +104,11 @@ func TestRegistrySetChecksFields(t *testing.T) {
 		{BookFlight, oncekey.Policy{Effect: oncekey.Effect(9)}, "Effect"},
 		{BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Millisecond}, "Lease"},
 		{BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Retention: -time.Hour}, "Lease/Retention/Tombstone/MaxResultBytes"},
+		// A live claim must not outlive its record: Retention at least Lease plus its renewal interval.
+		{BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Retention: 10 * time.Second}, "Retention"}, // the default 30s lease
+		{BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Minute}, "Retention"},
+		{BookFlight, oncekey.Policy{Effect: oncekey.Idempotent, Lease: 3 * time.Second, Retention: 3999 * time.Millisecond}, "Retention"},
+		{BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Lease: 8 * 24 * time.Hour}, "Retention"}, // the default 7-day retention
 		{"", oncekey.Policy{Effect: oncekey.Effectful}, "activity"},
 		{nil, oncekey.Policy{Effect: oncekey.Effectful}, "activity"},
 		{42, oncekey.Policy{Effect: oncekey.Effectful}, "activity"},
@@ -116,6 +121,15 @@ func TestRegistrySetChecksFields(t *testing.T) {
 		require.Equal(t, c.field, pe.Field, "case %d: %v", i, err)
 		require.Empty(t, r.Tools(), "case %d: a refused policy is not registered", i)
 	}
+}
+
+// The shortest Retention a Lease allows is accepted.
+func TestRegistryAcceptsMinRetention(t *testing.T) {
+	t.Parallel()
+	r := oncekey.NewRegistry()
+	require.Equal(t, 4*time.Second, oncekey.MinRetention(3*time.Second))
+	require.NoError(t, r.Set(BookFlight, oncekey.Policy{Effect: oncekey.Effectful, Lease: 3 * time.Second, Retention: 4 * time.Second}))
+	require.NoError(t, r.Set("Other", oncekey.Policy{Effect: oncekey.Effectful, Retention: oncekey.MinRetention(oncekey.DefaultLease)}))
 }
 
 func TestRegistryKeepsItsOwnExcludeList(t *testing.T) {

@@ -31,7 +31,7 @@ const (
 	// key), so workflows that share a request share one operation; it waits 300ms for a live
 	// claim before answering in_flight.
 	ToolCreateShared = "tickets.create_shared"
-	// ToolCreateShortRetention is ToolCreate with a 2s retention (and a 1h tombstone).
+	// ToolCreateShortRetention is ToolCreate with the shortest retention its lease allows (oncekey.MinRetention; 2.67s with the default 2s lease) and a 1h tombstone.
 	ToolCreateShortRetention = "tickets.create_short_retention"
 	// ToolUpsert creates a ticket on a downstream that deduplicates by operation key. Idempotent.
 	ToolUpsert = "tickets.upsert"
@@ -326,7 +326,7 @@ func NewRegistry(t *Tools, lease time.Duration) (*oncekey.Registry, error) {
 		ToolCreate:               {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt},
 		ToolCreateReceipt:        {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Reconcile: t.lookupReceipt("/receipts?")},
 		ToolCreateShared:         {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Reconcile: t.lookupReceipt("/receipts?"), Key: shared, WaitInFlight: 300 * time.Millisecond},
-		ToolCreateShortRetention: {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Retention: 2 * time.Second, Tombstone: time.Hour},
+		ToolCreateShortRetention: {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Retention: oncekey.MinRetention(lease), Tombstone: time.Hour},
 		ToolUpsert:               {Effect: oncekey.Idempotent, Lease: lease},
 		ToolRefund:               {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Authorize: t.authorize},
 		ToolExportSubmit:         {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Reconcile: t.lookupReceipt("/jobs?peek=1&")},

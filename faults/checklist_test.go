@@ -222,7 +222,7 @@ func TestKeyAfterRetention(t *testing.T) {
 		rec, err := e.store.Get(e.ctx(time.Minute), &oncekey.GetParams{Tenant: "default", OperationKey: key})
 		return err == nil && rec.Status == oncekey.StatusApplied
 	}, 3*time.Minute, 50*time.Millisecond)
-	// Retention is 2s on the database clock: purge until the record is a tombstone.
+	// Retention is under 3s on the database clock: purge until the record is a tombstone.
 	require.Eventually(t, func() bool {
 		_, err := e.store.Purge(e.ctx(time.Minute), &oncekey.PurgeParams{})
 		return err == nil && e.get(key).Status == oncekey.StatusExpired
