@@ -65,7 +65,7 @@ vet:
 lint: vet staticcheck
 
 staticcheck:
-	@ok=true; $(STATICCHECK) ./... || ok=false; \
+	@echo "staticcheck $(STATICCHECK_VERSION) ./... $(NESTED_MODULES)"; ok=true; $(STATICCHECK) ./... || ok=false; \
 	for m in $(NESTED_MODULES); do (cd $$m && $(STATICCHECK) ./...) || ok=false; done; \
 	$$ok || { echo; \
 		echo "staticcheck found the problems above. Run it locally with: make staticcheck"; \

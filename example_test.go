@@ -92,7 +92,12 @@ func ExampleWithStepID() {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(sdkworker.Options{Interceptors: []tinterceptor.WorkerInterceptor{ic}})
+	env.SetWorkerOptions(sdkworker.Options{
+		Interceptors: []tinterceptor.WorkerInterceptor{ic},
+		// Under the race detector on a busy machine a workflow task of the test environment can
+		// take longer than the SDK's default deadlock detection (1 s), failing the example.
+		DeadlockDetectionTimeout: time.Minute,
+	})
 	env.RegisterActivityWithOptions(sendReceipt, activity.RegisterOptions{Name: "SendReceipt"})
 	env.RegisterWorkflowWithOptions(checkout, workflow.RegisterOptions{Name: "Checkout"})
 	env.ExecuteWorkflow("Checkout", "ada@example.com")
