@@ -92,11 +92,15 @@ func TestDemo(t *testing.T) {
 	// responses were reconciled.
 	require.Positive(t, o.Faults[downstream.FaultLostAfterCommit])
 	require.Positive(t, o.Faults[downstream.FaultErrorBeforeCommit])
+	require.Equal(t, 1, o.WorkerKills, "a worker died in the middle of one ticket call")
+	require.Equal(t, 1, p.WorkerKills)
 	require.Positive(t, o.Reproposals)
 	require.Equal(t, o.Reproposals, o.Replays, "every call the model proposed again was answered as a replay")
 	require.Zero(t, o.OutOfTurns)
 	require.Positive(t, o.Reconciled)
-	require.Equal(t, o.Outcomes[oncekey.OutcomeUnknown], o.Reconciled, "every unknown outcome was reconciled")
+	// Every unknown outcome was reconciled: those the tools reported (OnEvent), and the killed
+	// worker's call, which reported nothing (its attempt timed out).
+	require.Equal(t, o.Outcomes[oncekey.OutcomeUnknown]+o.WorkerKills, o.Reconciled, "every unknown outcome was reconciled")
 	require.Positive(t, o.ReconciledByOperator)
 	require.Positive(t, o.ReconciledByReceipt, "the e-mail receipt lookup settled lost confirmations")
 	require.Contains(t, progress.String(), "[operator] ")

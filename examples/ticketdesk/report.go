@@ -36,6 +36,7 @@ func printReport(w io.Writer, r *desk.Report) {
 	for _, f := range []downstream.Fault{downstream.FaultLostAfterCommit, downstream.FaultErrorBeforeCommit, downstream.FaultDelay} {
 		row("  "+strings.ReplaceAll(f.String(), "_", " "), o.Faults[f], p.Faults[f])
 	}
+	row("worker killed mid-call", o.WorkerKills, p.WorkerKills)
 	row("effects landed (downstream ledgers)", o.Effects, p.Effects)
 	for _, s := range []string{downstream.ServiceTickets, downstream.ServiceEmail, downstream.ServicePayments} {
 		row("  "+s, o.PerService[s].Effects, p.PerService[s].Effects)
@@ -45,7 +46,7 @@ func printReport(w io.Writer, r *desk.Report) {
 	row("operation keys claimed", o.Operations, "-")
 	row("duplicates suppressed (replays)", o.Replays, "-")
 	row("refused by Authorize (rejected)", o.Outcomes[oncekey.OutcomeRejected], "-")
-	row("outcomes unknown, sent to reconciliation", o.Outcomes[oncekey.OutcomeUnknown], "-")
+	row("outcomes unknown, sent to reconciliation", o.Outcomes[oncekey.OutcomeUnknown]+o.WorkerKills, "-")
 	row("reconciled: operator / receipt lookup", fmt.Sprintf("%d / %d", o.ReconciledByOperator, o.ReconciledByReceipt), "-")
 	row("e-mail service dedup hits", o.PerService[downstream.ServiceEmail].DedupHits, p.PerService[downstream.ServiceEmail].DedupHits)
 	row("wall time", o.Duration.Round(100e6), p.Duration.Round(100e6))

@@ -29,6 +29,10 @@ type RefundAsk struct {
 	Reason      string `json:"reason"`
 }
 
+// ToolTimeout is a tool attempt's start-to-close timeout: the calls take well under a second, so
+// a worker that died mid-call is noticed after this long.
+const ToolTimeout = 8 * time.Second
+
 // DefaultMaxTurns bounds the model calls of one request.
 const DefaultMaxTurns = 12
 
@@ -84,7 +88,7 @@ func Agent(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 	// No RetryPolicy: Temporal's default retry policy. oncekey turns it off for Effectful tools
 	// and keeps it for its own retries of calls that provably did not land.
 	toolCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    20 * time.Second,
+		StartToCloseTimeout:    ToolTimeout,
 		ScheduleToCloseTimeout: 5 * time.Minute,
 	})
 	modelCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{

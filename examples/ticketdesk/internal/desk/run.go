@@ -68,6 +68,10 @@ type Config struct {
 	// Done, if set, is called each time a request's workflow ends, with the run's mode, the
 	// requests done and the total.
 	Done func(mode string, done, total int)
+	// KillRequest is the request whose ticket call loses its worker mid-call (Kill), in both
+	// runs. Defaults to the first request whose first ticket attempt meets no downstream fault;
+	// "-" means none.
+	KillRequest string
 	// Timeout bounds each of the two runs. Defaults to 4 minutes.
 	Timeout time.Duration
 	// LeaveOne, if set, makes the operator leave the first operation it finds waiting for a
@@ -114,6 +118,17 @@ func (c *Config) defaults() error {
 	}
 	if c.Tenant == "" {
 		c.Tenant = "ticketdesk"
+	}
+	if c.KillRequest == "" {
+		// The first request whose first ticket attempt meets no downstream fault: the kill is
+		// then the only thing that goes wrong with that call.
+		c.KillRequest = c.Requests[0].ID
+		for _, r := range c.Requests {
+			if c.Faults.For(downstream.ServiceTickets, r.ID, 1) == downstream.FaultNone {
+				c.KillRequest = r.ID
+				break
+			}
+		}
 	}
 	if c.Progress == nil {
 		c.Progress = func(string) {}
@@ -167,6 +182,8 @@ type ModeReport struct {
 	PerService map[string]downstream.Stats
 	// Faults counts the faults the services injected.
 	Faults map[downstream.Fault]int
+	// WorkerKills counts the calls whose worker died mid-call (Config.KillRequest).
+	WorkerKills int
 	// RefundsIssued and RefundsRefused count the agents' refund outcomes.
 	RefundsIssued, RefundsRefused int
 	// Operations is the number of operation keys in the store (oncekey only).
@@ -253,6 +270,9 @@ func startStack(cfg Config, plain bool) (_ *stack, err error) {
 		return nil, err
 	}
 	st.tools = NewTools(st.services, cfg.Customers, plain)
+	if cfg.KillRequest != "-" {
+		st.tools.Kill = NewKill(cfg.KillRequest)
+	}
 	if st.registry, err = st.tools.Policies(); err != nil {
 		return nil, err
 	}
@@ -284,6 +304,9 @@ func (st *stack) register(w tworker.Worker) {
 }
 
 func (st *stack) close() {
+	if st.tools != nil {
+		st.tools.Kill.Release()
+	}
 	if st.proxy != nil {
 		st.proxy.Close()
 	}
@@ -338,6 +361,10 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 
 	rep := &ModeReport{Mode: "oncekey", Requests: len(cfg.Requests)}
 	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-oncekey-", rep)
+	st.tools.Kill.Release()
+	if st.tools.Kill.Hit() {
+		rep.WorkerKills++
+	}
 	stopOp()
 	<-opDone
 	tally(rep, results, st.services)
@@ -375,6 +402,10 @@ func runPlain(ctx context.Context, cfg Config, tag string) (*ModeReport, error) 
 	defer w.Stop()
 	rep := &ModeReport{Mode: "plain retries", Requests: len(cfg.Requests)}
 	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-plain-", rep)
+	st.tools.Kill.Release()
+	if st.tools.Kill.Hit() {
+		rep.WorkerKills++
+	}
 	tally(rep, results, st.services)
 	if cfg.TranscriptDir != "" {
 		if err := writeTranscripts(filepath.Join(cfg.TranscriptDir, "plain"), results); err != nil {

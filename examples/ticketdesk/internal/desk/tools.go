@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -103,6 +105,39 @@ type Tools struct {
 	// Plain marks tools running without oncekey: errors are returned as plain Temporal errors
 	// instead of oncekey.NotApplied / oncekey.Failed assertions.
 	Plain bool
+	// Kill, if set, picks the call whose worker dies mid-call (see Kill).
+	Kill *Kill
+}
+
+// Kill stands for a worker killed in the middle of one call: after the downstream committed the
+// effect and before the result is reported. The call's body then hangs, ignoring its context,
+// until Release: Temporal sees the attempt time out, nothing renews the claim's lease, and the
+// outcome is unknown, as after a crash. It happens once, to the first CreateTicket of Request.
+type Kill struct {
+	// Request is the request whose ticket call is hit.
+	Request string
+
+	once     sync.Once
+	hit      atomic.Bool
+	released chan struct{}
+}
+
+// NewKill returns a Kill for the ticket call of request.
+func NewKill(request string) *Kill { return &Kill{Request: request, released: make(chan struct{})} }
+
+// strike reports whether this call is the one to kill (true once).
+func (k *Kill) strike(request string) bool {
+	return k != nil && request == k.Request && k.hit.CompareAndSwap(false, true)
+}
+
+// Hit reports whether the kill happened.
+func (k *Kill) Hit() bool { return k != nil && k.hit.Load() }
+
+// Release lets the hung body return (its result goes nowhere: the attempt has timed out).
+func (k *Kill) Release() {
+	if k != nil {
+		k.once.Do(func() { close(k.released) })
+	}
 }
 
 // NewTools returns tools calling services, with the refund allow-list taken from customers.
@@ -124,6 +159,10 @@ func (t *Tools) CreateTicket(ctx context.Context, in TicketInput) (Ticket, error
 		"request_id": in.RequestID, "customer_id": in.CustomerID, "subject": in.Subject,
 		"body": in.Body, "priority": in.Priority,
 	}, &out)
+	if err == nil && t.Kill.strike(in.RequestID) {
+		<-t.Kill.released // the worker is dead: no result, no lease renewal
+		return out, errors.New("ticketdesk: worker killed mid-call")
+	}
 	if err == nil {
 		// The ticket number goes with the record (`oncekey show`). Without oncekey (Plain) there
 		// is no record and the call is refused with ErrNotClaimed, which changes nothing here.
@@ -233,7 +272,9 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 		fn any
 		p  oncekey.Policy
 	}{
-		{t.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}}},
+		// A short lease: after a worker dies mid-call, reconciliation can act once the attempt
+		// has timed out and the lease has run out.
+		{t.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Lease: TicketLease}},
 		{t.SendConfirmation, oncekey.Policy{
 			Effect:    oncekey.Effectful,
 			Key:       oncekey.ArgsKey("ticket_id", "template"),
@@ -253,6 +294,9 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 	}
 	return r, nil
 }
+
+// TicketLease is CreateTicket's claim lease (renewed every third of it while the body runs).
+const TicketLease = 6 * time.Second
 
 // LookupPolicy is lookup_customer's policy: it only reads.
 var LookupPolicy = oncekey.Policy{Effect: oncekey.ReadOnly}
