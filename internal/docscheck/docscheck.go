@@ -136,7 +136,44 @@ func (r *Repo) Check() []Problem {
 	out = append(out, r.CheckGoBlocks()...)
 	out = append(out, r.CheckGoDocLinks()...)
 	out = append(out, r.CheckDocsPages()...)
+	out = append(out, r.CheckGoRun()...)
 	return out
+}
+
+var goRunRE = regexp.MustCompile(`(?:^|[\s;&|(])go\s+(?:run|install|build|test|vet)\s+(?:-\S+\s+)*(\./[^\s;&|)]*)`)
+
+// CheckGoRun reports `go run ./dir` (and go install, build, test and vet) in the docs' code
+// whose directory is not a package of the root module: missing, or inside a nested module (which
+// `go run` from the root cannot build).
+func (r *Repo) CheckGoRun() []Problem {
+	var out []Problem
+	for _, d := range r.Docs {
+		for _, s := range d.codeSpans() {
+			for _, m := range goRunRE.FindAllStringSubmatch(s.text, -1) {
+				dir := path.Clean(strings.TrimSuffix(m[1], "/..."))
+				if msg := r.rootPackageDir(dir); msg != "" {
+					out = append(out, Problem{d.Path, s.line, fmt.Sprintf("`%s`: %s", strings.TrimSpace(m[0]), msg)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (r *Repo) rootPackageDir(dir string) string {
+	if dir == ".." || strings.HasPrefix(dir, "../") {
+		return dir + " is outside the repository"
+	}
+	abs := filepath.Join(r.Root, filepath.FromSlash(dir))
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return dir + " is not a directory of the repository"
+	}
+	for p := dir; p != "."; p = path.Dir(p) {
+		if _, err := os.Stat(filepath.Join(r.Root, filepath.FromSlash(p), "go.mod")); err == nil {
+			return fmt.Sprintf("%s is in the nested module %s: run it from there (go -C %s run .) or with make", dir, p, p)
+		}
+	}
+	return ""
 }
 
 // CheckDocsPages reports a page of docs/ whose first line does not say what it helps you do (a

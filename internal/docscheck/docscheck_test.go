@@ -129,3 +129,11 @@ func TestDocsPageWithoutPurposeOrIndexFails(t *testing.T) {
 	require.Contains(t, got, `docs/cli.md:1: the first line must say what the page helps you do`)
 	require.Len(t, ps, 4, got)
 }
+
+func TestGoRunOfNoRootPackageFails(t *testing.T) {
+	ps := load(t, "bad").CheckGoRun()
+	got := messages(ps)
+	require.Contains(t, got, "README.md:57: `go run ./nested`: nested is in the nested module nested")
+	require.Contains(t, got, "README.md:57: `go run ./missing/...`: missing is not a directory of the repository")
+	require.Len(t, ps, 2, got)
+}
