@@ -72,18 +72,28 @@ type Options struct {
 	// Info level through the activity logger. Required.
 	Registry *oncekey.Registry
 
+	// SearchAttributes makes the reconciliation workflows carry the typed search attributes of
+	// package reconcile (OncekeyStatus, OncekeyTool, OncekeyTenant, OncekeyWaitingSince), set at
+	// start and on every change, so the Temporal UI can list what waits (reconcile.WaitingQuery).
+	// They must be registered on the namespace first (`oncekey setup search-attributes`):
+	// worker.NewPlugin checks at worker start and refuses to start without them, since a
+	// workflow that sets an unregistered attribute fails its workflow task until it is
+	// registered. Their values (tools, tenants) are stored unencrypted by Temporal. Defaults to
+	// false.
+	SearchAttributes bool
+
 	// Store keeps the records. Required.
 	Store oncekey.Store
+
+	// Tenant, if set, names the tenant of a workflow that did not set one with oncekey.WithTenant.
+	// It must be deterministic (it runs in workflow code). Defaults to the namespace.
+	Tenant func(TenantInfo) string
 
 	// UnknownsSampleInterval is how often worker.NewPlugin samples the store's unknown records
 	// for the gauges metrics.UnknownsWaiting and metrics.UnknownOldestWait, through the
 	// client's metrics handler (the plugin must be given to client.Options.Plugins to see it).
 	// Defaults to 1 minute; negative turns sampling off.
 	UnknownsSampleInterval time.Duration
-
-	// Tenant, if set, names the tenant of a workflow that did not set one with oncekey.WithTenant.
-	// It must be deterministic (it runs in workflow code). Defaults to the namespace.
-	Tenant func(TenantInfo) string
 }
 
 // ConfigError: Options are invalid. Field names the bad field.

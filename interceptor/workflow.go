@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -465,6 +466,7 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 		Reason:            cause.Error(),
 		EscalationTimeout: l.w.root.opts.EscalationTimeout,
 		MetricsTenant:     l.w.root.opts.MetricsTenantTag,
+		SearchAttributes:  l.w.root.opts.SearchAttributes,
 	}
 	if op := l.operation(ctx, cause); in.StepID == "" && op.ActivityID != "" {
 		in.StepID = op.Step()
@@ -475,12 +477,21 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 // startReconcile starts the reconciliation workflow of key from ctx; its parent's close leaves
 // it running.
 func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in reconcile.Input) workflow.ChildWorkflowFuture {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+	opts := workflow.ChildWorkflowOptions{
 		WorkflowID:        reconcile.WorkflowID(key),
 		TaskQueue:         tq,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-	})
-	return workflow.ExecuteChildWorkflow(cctx, reconcile.WorkflowName, in)
+		// What the Temporal UI shows for the child before it runs; its current details follow.
+		StaticSummary: fmt.Sprintf("oncekey: did %s's effect land? Step %s of %s", in.Tool, in.StepID, in.WorkflowID),
+		StaticDetails: fmt.Sprintf("The outcome of %s (tenant %s, operation key %s) could not be proven: %s\n\n"+
+			"This workflow settles it: the record, the tool's receipt lookup, or a person's decision "+
+			"(`oncekey resolve %s --tenant %s` with --applied, --not-applied or --failed, or the %s update). "+
+			"Its current details say where it stands.", in.Tool, in.Tenant, key, in.Reason, key, shell.Word(in.Tenant), reconcile.UpdateName),
+	}
+	if in.SearchAttributes {
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(reconcile.SearchAttributes(in, reconcile.StateInspecting, time.Time{})...)
+	}
+	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), reconcile.WorkflowName, in)
 }
 
 // handOffOnCancel starts the reconciliation workflow of an attempt the cancelled workflow no

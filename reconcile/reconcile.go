@@ -177,6 +177,10 @@ type Input struct {
 	// MetricsTenant adds the tenant as a tag to the workflow's metrics
 	// (interceptor.Options.MetricsTenantTag).
 	MetricsTenant bool `json:"metrics_tenant,omitempty"`
+	// SearchAttributes makes the workflow set its typed search attributes (SearchAttributeStatus
+	// and the others) on every change of its state (interceptor.Options.SearchAttributes). Off in
+	// every history recorded before it existed, so those replay without the upserts.
+	SearchAttributes bool `json:"search_attributes,omitempty"`
 }
 
 // Continued is what a reconciliation workflow carries into the run it continues as new: the

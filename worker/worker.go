@@ -55,6 +55,7 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	var (
 		sampler *UnknownsSampler // set once the client's metrics handler is known
 		running samplerRun
+		dialed  *client.Options // the client's options, for the search attribute check
 	)
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
@@ -62,6 +63,10 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
 			if lazy != nil {
 				lazy.set(o.ClientOptions.DataConverter)
+			}
+			if opts.SearchAttributes {
+				co := *o.ClientOptions
+				dialed = &co
 			}
 			if h := o.ClientOptions.MetricsHandler; h != nil && interval > 0 {
 				sampler = &UnknownsSampler{Store: opts.Store, Handler: h, WithTenant: opts.MetricsTenantTag}
@@ -74,7 +79,12 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			}
 			return nil
 		},
-		RunContextBefore: func(_ context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
+		RunContextBefore: func(ctx context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
+			if opts.SearchAttributes && !o.WorkflowReplayer {
+				if err := checkAtStart(ctx, dialed); err != nil {
+					return err
+				}
+			}
 			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry})
 			if !o.WorkflowReplayer {
 				acts.Register(o.Registry)

@@ -108,6 +108,8 @@ type reconciler struct {
 	invalidThisRun int
 	// mh records the run's metrics; the workflow's handler records nothing while replaying.
 	mh client.MetricsHandler
+	// uiSet is set once setState has run.
+	uiSet bool
 	// settledBy is the metrics.TagSettledBy value of the decision (metrics.SettledByRecord
 	// until a receipt lookup or a person decides).
 	settledBy string
@@ -147,9 +149,9 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 			NonRetryableErrorTypes: []string{activities.ErrTypeInvalid},
 		},
 	})
-	if err := workflow.SetQueryHandler(ctx, reconcile.QueryName, func() (reconcile.StatusReport, error) {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, reconcile.QueryName, func() (reconcile.StatusReport, error) {
 		return r.status, nil
-	}); err != nil {
+	}, workflow.QueryHandlerOptions{Description: queryDescription}); err != nil {
 		return reconcile.Output{}, err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, reconcile.UpdateName, r.update, workflow.UpdateHandlerOptions{
@@ -169,10 +171,11 @@ func (r *reconciler) done(ctx workflow.Context, out reconcile.Output) (reconcile
 	if r.settledBy == metrics.SettledByPerson {
 		r.mh.Timer(metrics.UnknownWait).Record(workflow.Now(ctx).Sub(r.status.WaitingSince))
 	}
-	r.status.State, r.status.Outcome = reconcile.StateResolved, out.Outcome
+	r.status.Outcome = out.Outcome
 	r.status.RecordStatus = settledStatus(r.status.RecordStatus, out.Outcome)
 	// A refusal before the decision is no longer news once the operation is settled.
 	r.status.LastInvalidSignal, r.status.LastInvalidRequestID = "", ""
+	r.setState(ctx, reconcile.StateResolved)
 	workflow.GetLogger(ctx).Info("oncekey: reconciled", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "outcome", string(out.Outcome), "resolved_by", out.ResolvedBy)
 	return out, nil
 }
@@ -182,7 +185,7 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 	// Inspect until the record is unknown (or settled).
 	claimWait := minClaimWait
 	for {
-		r.status.State = reconcile.StateInspecting
+		r.setState(ctx, reconcile.StateInspecting)
 		var rec activities.Inspection
 		if err := workflow.ExecuteActivity(r.actx, activities.InspectName, r.ref).Get(ctx, &rec); err != nil {
 			return reconcile.Output{}, err
@@ -192,7 +195,7 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 		if !rec.Found {
 			if now := workflow.Now(ctx); now.Before(in.ClaimDeadline) {
 				// The attempt handed over may not have claimed yet: wait for a late claim.
-				r.status.State = reconcile.StateWaitingForClaim
+				r.setState(ctx, reconcile.StateWaitingForClaim)
 				wait := min(claimWait, in.ClaimDeadline.Sub(now))
 				claimWait = min(2*claimWait, maxClaimWait)
 				if err := workflow.Sleep(ctx, wait); err != nil {
@@ -220,7 +223,7 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 				oncekey.ErrTypeExpired, nil)
 		case oncekey.StatusPending:
 			if !rec.LeaseExpired {
-				r.status.State = reconcile.StateWaitingForLease
+				r.setState(ctx, reconcile.StateWaitingForLease)
 				if err := workflow.Sleep(ctx, max(rec.LeaseRemaining, minLeaseWait)); err != nil {
 					return reconcile.Output{}, err
 				}
@@ -250,7 +253,7 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 // lookupReceipt runs the tool's receipt lookup; ok reports a decision.
 func (r *reconciler) lookupReceipt(ctx workflow.Context) (reconcile.Output, bool) {
 	in := r.in
-	r.status.State = reconcile.StateReceiptLookup
+	r.setState(ctx, reconcile.StateReceiptLookup)
 	var receipt activities.ReceiptOutput
 	rctx := workflow.WithActivityOptions(r.actx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
@@ -279,7 +282,6 @@ const boundedInvalidChangeID = "oncekey-reconcile-bounded-invalid-signals"
 func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 	in := r.in
 	logger := workflow.GetLogger(ctx)
-	r.status.State = reconcile.StateWaiting
 	r.status.WaitingSince = workflow.Now(ctx)
 	var deadline time.Time
 	if in.EscalationTimeout > 0 {
@@ -288,7 +290,8 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 	if c := in.Continued; c != nil {
 		r.status.WaitingSince, deadline = c.WaitingSince, c.EscalationDeadline
 	}
-	signals := workflow.GetSignalChannel(ctx, reconcile.SignalName)
+	r.setState(ctx, reconcile.StateWaiting)
+	signals := workflow.GetSignalChannelWithOptions(ctx, reconcile.SignalName, workflow.SignalChannelOptions{Description: signalDescription})
 	var escalation workflow.Future
 	if !deadline.IsZero() {
 		escalation = workflow.NewTimer(ctx, max(deadline.Sub(workflow.Now(ctx)), time.Millisecond))
@@ -382,6 +385,7 @@ func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bo
 	r.status.LastInvalidSignal, r.status.LastInvalidRequestID = reason, res.RequestID
 	r.status.InvalidSignals++
 	r.invalidThisRun++
+	workflow.SetCurrentDetails(ctx, r.details())
 	workflow.GetLogger(ctx).Warn("oncekey: ignored an invalid resolution signal", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "reason", reason)
 	return r.decided
 }

@@ -68,6 +68,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newResolveCmd(a),
 		newPurgeCmd(a),
 		newForgetCmd(a),
+		newSetupCmd(a),
 		newServeCmd(a),
 	)
 	return root

@@ -1,0 +1,54 @@
+package reconcile
+
+import (
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Typed search attributes of the reconciliation workflow, set when the interceptor's
+// Options.SearchAttributes is on: at start, and again on every change of its state. They let the
+// Temporal UI and `temporal workflow list --query` find what waits, by status, tool and tenant.
+// Each must be registered on the namespace first (`oncekey setup search-attributes`): a
+// workflow that sets an unregistered one fails its workflow task until it is registered. Their
+// values are stored unencrypted in Temporal's visibility store: payload codecs do not apply.
+var (
+	// SearchAttributeStatus (Keyword) is the workflow's State: "waiting_for_resolution" while it
+	// waits for a person, "resolved" once settled.
+	SearchAttributeStatus = temporal.NewSearchAttributeKeyKeyword("OncekeyStatus")
+	// SearchAttributeTool (Keyword) is the tool (activity type) whose outcome is reconciled.
+	SearchAttributeTool = temporal.NewSearchAttributeKeyKeyword("OncekeyTool")
+	// SearchAttributeTenant (Keyword) is the operation's tenant.
+	SearchAttributeTenant = temporal.NewSearchAttributeKeyKeyword("OncekeyTenant")
+	// SearchAttributeWaitingSince (Datetime) is when the workflow started waiting for a person;
+	// unset before.
+	SearchAttributeWaitingSince = temporal.NewSearchAttributeKeyTime("OncekeyWaitingSince")
+)
+
+// SearchAttributeTypes are the search attributes above by name, with the type each must be
+// registered with.
+var SearchAttributeTypes = map[string]enumspb.IndexedValueType{
+	SearchAttributeStatus.GetName():       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttributeTool.GetName():         enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttributeTenant.GetName():       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	SearchAttributeWaitingSince.GetName(): enumspb.INDEXED_VALUE_TYPE_DATETIME,
+}
+
+// WaitingQuery is the visibility query (Temporal UI list filter, `temporal workflow list
+// --query`) that finds every reconciliation waiting for a person.
+const WaitingQuery = `WorkflowType = "` + WorkflowName + `" AND ExecutionStatus = "Running" AND OncekeyStatus = "` + string(StateWaiting) + `"`
+
+// SearchAttributes returns the updates that set the workflow's search attributes for state
+// (waitingSince unset when zero).
+func SearchAttributes(in Input, state State, waitingSince time.Time) []temporal.SearchAttributeUpdate {
+	u := []temporal.SearchAttributeUpdate{
+		SearchAttributeStatus.ValueSet(string(state)),
+		SearchAttributeTool.ValueSet(in.Tool),
+		SearchAttributeTenant.ValueSet(in.Tenant),
+	}
+	if !waitingSince.IsZero() {
+		u = append(u, SearchAttributeWaitingSince.ValueSet(waitingSince.UTC()))
+	}
+	return u
+}

@@ -1,0 +1,74 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// Descriptions of the workflow's handlers, shown by the Temporal UI next to their names.
+const (
+	signalDescription = "Settle the unknown outcome of an operation: send one reconcile.Resolution as JSON, " +
+		`{"outcome":"applied"|"not_applied"|"failed","effect_reference":…,"result":…,"note":…,"resolved_by":…}; ` +
+		"a refusal shows in the oncekey.status query. The oncekey.resolve update answers at once instead."
+	queryDescription = "Where this reconciliation stands: a reconcile.StatusReport (state, record status, since when it waits, the last refused resolution)."
+)
+
+// setState moves the run to state: the status query, the workflow's current details in the
+// Temporal UI and, with Input.SearchAttributes, its search attributes. Current details are not
+// recorded in history; the search attribute upsert is a command, made only for inputs that ask
+// for it, so histories recorded without the option replay unchanged.
+func (r *reconciler) setState(ctx workflow.Context, state reconcile.State) {
+	changed := r.status.State != state || !r.uiSet
+	r.status.State = state
+	r.uiSet = true
+	workflow.SetCurrentDetails(ctx, r.details())
+	if r.in.SearchAttributes && changed {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, reconcile.SearchAttributes(r.in, state, r.status.WaitingSince)...); err != nil {
+			workflow.GetLogger(ctx).Warn("oncekey: could not set the reconciliation's search attributes", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "error", err)
+		}
+	}
+}
+
+// details is the workflow's current details (Temporal markdown): what is unknown, since when,
+// what is needed.
+func (r *reconciler) details() string {
+	in, st := r.in, r.status
+	what := fmt.Sprintf("%s, step %s of workflow %s (tenant %s, operation key %s)", in.Tool, in.StepID, in.WorkflowID, in.Tenant, in.OperationKey)
+	var b strings.Builder
+	switch st.State {
+	case reconcile.StateInspecting:
+		fmt.Fprintf(&b, "**Reading the record** of %s.", what)
+	case reconcile.StateWaitingForClaim:
+		fmt.Fprintf(&b, "**Waiting for a late claim** of %s, until %s; no record yet.", what, stamp(in.ClaimDeadline))
+	case reconcile.StateWaitingForLease:
+		fmt.Fprintf(&b, "**Waiting for the attempt that holds the claim** of %s: its lease has not run out yet.", what)
+	case reconcile.StateReceiptLookup:
+		fmt.Fprintf(&b, "**Outcome unknown**: %s. Asking the tool's receipt lookup.", what)
+	case reconcile.StateWaiting:
+		fmt.Fprintf(&b, "**Outcome unknown, waiting for a person** since %s: %s.", stamp(st.WaitingSince), what)
+		if in.Reason != "" {
+			fmt.Fprintf(&b, "\n\nWhy: %s", in.Reason)
+		}
+		fmt.Fprintf(&b, "\n\nNeeded: check downstream whether it landed, then `oncekey resolve %s --tenant %s --applied --ref <receipt>` "+
+			"(or `--not-applied`, `--failed`), or send the %s update.", in.OperationKey, shell.Word(in.Tenant), reconcile.UpdateName)
+		if in.EscalationTimeout > 0 {
+			fmt.Fprintf(&b, " Escalates %s after the wait began.", in.EscalationTimeout)
+		}
+		if st.LastInvalidSignal != "" {
+			fmt.Fprintf(&b, "\n\nLast refused resolution: %s", st.LastInvalidSignal)
+		}
+	case reconcile.StateResolved:
+		fmt.Fprintf(&b, "**Settled: %s** — %s.", st.Outcome, what)
+	default:
+		fmt.Fprintf(&b, "%s: %s.", st.State, what)
+	}
+	return b.String()
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
