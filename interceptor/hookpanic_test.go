@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	tinterceptor "go.temporal.io/sdk/interceptor"
@@ -110,7 +111,12 @@ func TestActivityTenantHookPanicIsConfigError(t *testing.T) {
 	require.NoError(t, err)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.SetWorkerOptions(sdkworker.Options{Interceptors: []tinterceptor.WorkerInterceptor{ic}})
+	env.SetWorkerOptions(sdkworker.Options{
+		Interceptors: []tinterceptor.WorkerInterceptor{ic},
+		// Under the race detector on a busy machine a workflow task of the test environment can
+		// take longer than the SDK's default deadlock detection (1 s).
+		DeadlockDetectionTimeout: time.Minute,
+	})
 	env.RegisterActivity(ds.CreateTicket)
 
 	_, err = env.ExecuteActivity(ds.CreateTicket, req1)

@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
@@ -78,7 +79,12 @@ func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, c
 	}
 	ic, err := interceptor.New(opts)
 	require.NoError(t, err)
-	env.SetWorkerOptions(sdkworker.Options{Interceptors: []tinterceptor.WorkerInterceptor{ic}})
+	env.SetWorkerOptions(sdkworker.Options{
+		Interceptors: []tinterceptor.WorkerInterceptor{ic},
+		// Under the race detector on a busy machine a workflow task of the test environment can
+		// take longer than the SDK's default deadlock detection (1 s).
+		DeadlockDetectionTimeout: time.Minute,
+	})
 	env.RegisterWorkflow(AgentWorkflow)
 	env.RegisterActivity(ticketTool)
 	env.RegisterActivity(ds.LookupCustomer)
