@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -118,6 +119,7 @@ func (a *app) serve(ctx context.Context, opts inbox.Options) error {
 	}
 	defer c.Close()
 	opts.Store, opts.Temporal = s, c
+	opts.Logger = slog.New(slog.NewTextHandler(a.stderr, nil))
 	h, err := inbox.New(opts)
 	if err != nil {
 		return fail(exitUsage, "%v", err)

@@ -62,6 +62,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
 	}
@@ -171,7 +174,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	p.CSRF = s.csrfToken(w, r, who)
 	var buf bytes.Buffer
 	if err := s.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
-		slog.Error("oncekey serve: render", "page", name, "err", err)
+		s.opts.Logger.Error("render", "page", name, "err", err)
 		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
 		return
 	}
@@ -215,6 +218,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostFormValue("next"))
 	id := s.token(strings.TrimSpace(r.PostFormValue("token")))
 	if id == nil {
+		s.opts.Logger.Warn("sign-in refused: not a valid token", "remote", r.RemoteAddr)
 		s.render(w, r, http.StatusUnauthorized, "login", nil, "Sign in", loginData{Next: next, Error: "That token is not valid. Paste the whole token your operator gave you."})
 		return
 	}
@@ -472,12 +476,16 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		Outcome: r.PostFormValue("outcome"), EffectReference: strings.TrimSpace(r.PostFormValue("effect_reference")),
 		Result: strings.TrimSpace(r.PostFormValue("result")), Note: strings.TrimSpace(r.PostFormValue("note")),
 	}
-	show := func(status int, a *answer) { s.showRecord(w, r, id, tenant, key, false, status, a, form) }
+	show := func(status int, a *answer) {
+		s.opts.Logger.Info("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "outcome", form.Outcome, "answer", a.Kind, "detail", a.Title)
+		s.showRecord(w, r, id, tenant, key, false, status, a, form)
+	}
 	if tenant == "" || key == "" {
 		s.message(w, r, http.StatusBadRequest, "Which record?", "The form names no record. Open one from the inbox.")
 		return
 	}
 	if !id.allows(tenant) {
+		s.opts.Logger.Warn("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "outcome", form.Outcome, "answer", "refused", "detail", "the identity may not decide for this tenant")
 		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
 		return
 	}

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -497,7 +499,8 @@ func TestParseTokens(t *testing.T) {
 // A form decides about the record as it showed it: once the record has moved on (another person
 // settled it, or it was claimed again at a new epoch) the form is refused and nothing is sent.
 func TestStaleFormIsRefused(t *testing.T) {
-	e := setup(t, nil)
+	var log syncBuffer
+	e := setup(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
 	cookie, tok := e.session("/", nil)
 	post := func(ep int64) (*http.Response, string) {
@@ -517,4 +520,23 @@ func TestStaleFormIsRefused(t *testing.T) {
 	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
 	require.Equal(t, "omar", rec.ResolvedBy, "the earlier decision stands")
+	// Each refused decision leaves a line saying who tried what.
+	require.Equal(t, 2, strings.Count(log.String(), `msg=decision by="ines (oncekey-serve)" tenant=acme key=`+key+` outcome=not_applied answer=refused`), log.String())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -26,7 +27,11 @@ type Options struct {
 	// LocalUser names who decides when the inbox serves without authentication (the user who
 	// started it). Defaults to "local".
 	LocalUser string
-	// Namespace is the Temporal namespace of Temporal, shown on the pages. Defaults to "default".
+	// Logger gets one line for every decision sent or refused (who, tenant, operation key,
+	// outcome, the answer) and for every refused sign-in. Defaults to discarding them.
+	Logger *slog.Logger
+	// Namespace is the Temporal namespace of the reconciliation workflows, shown on the pages.
+	// Defaults to "default".
 	Namespace string
 	// ProxyAddrs are the addresses (single IPs or CIDR prefixes) of the reverse proxy that sets
 	// ProxyHeader. The header is believed only on a request whose peer address is in one of them.
