@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -374,8 +375,10 @@ type recordData struct {
 	WorkflowError string
 	// CanResolve: the record is unknown and a reconciliation workflow waits for a decision.
 	CanResolve bool
-	Answer     *answer
-	Form       resolveForm
+	// RequestID identifies the decision this form sends (see requestID).
+	RequestID string
+	Answer    *answer
+	Form      resolveForm
 }
 
 // resolveForm is the resolution form's values, kept when the workflow refused them.
@@ -419,7 +422,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, Status: string(rec.Status), Epoch: rec.Epoch,
 		Failure: failureText(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
 		ShowResultLink: recordLink(rec.Tenant, rec.OperationKey, true), HideResultLink: recordLink(rec.Tenant, rec.OperationKey, false),
-		WorkflowID: reconcile.WorkflowID(rec.OperationKey), Answer: ans, Form: form,
+		WorkflowID: reconcile.WorkflowID(rec.OperationKey), Answer: ans, Form: form, RequestID: newRequestID(),
 	}
 	if d.Form.Outcome == "" {
 		d.Form.Outcome = string(reconcile.Applied)
@@ -532,7 +535,8 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)
 	defer cancel()
-	err = reconcile.Resolve(ctx, s.opts.Temporal, tenant, key, res)
+	res.RequestID = requestID(r.PostFormValue("request_id"))
+	out, err := reconcile.ResolveOutput(ctx, s.opts.Temporal, tenant, key, res)
 	var (
 		inv     *reconcile.InvalidResolutionError
 		refused *reconcile.RefusedError
@@ -541,7 +545,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 	case err == nil:
 		form = resolveForm{}
 		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: recorded as " + string(res.Outcome),
-			Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " accepted the decision by " + res.ResolvedBy + "; every workflow blocked on this operation continues."})
+			Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " answered: " + outputText(out) + ". Every workflow blocked on this operation continues."})
 	case errors.As(err, &inv):
 		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
 	case errors.As(err, &refused):
@@ -560,6 +564,49 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 }
 
 // ---- helpers ----
+
+// requestID is the form's request ID when it is one the page made (hex, at most 64 characters),
+// else a fresh one. The page makes one per form, and ResolveOutput sends it as the update ID, so
+// the same form sent twice is taken once.
+func requestID(v string) string {
+	ok := v != "" && len(v) <= 64
+	for _, c := range v {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			ok = false
+		}
+	}
+	if ok {
+		return v
+	}
+	return newRequestID()
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// outputText says what the reconciliation workflow decided: "outcome applied, resolved by …".
+func outputText(out *reconcile.Output) string {
+	if out == nil {
+		return "accepted"
+	}
+	parts := []string{"outcome " + string(out.Outcome)}
+	if out.ResolvedBy != "" {
+		parts = append(parts, "resolved by "+out.ResolvedBy)
+	}
+	if out.EffectReference != "" {
+		parts = append(parts, "effect reference "+out.EffectReference)
+	}
+	if len(out.Result) > 0 {
+		parts = append(parts, fmt.Sprintf("result %d bytes stored", len(out.Result)))
+	}
+	if out.Failure != "" {
+		parts = append(parts, "failure "+out.Failure)
+	}
+	return strings.Join(parts, ", ")
+}
 
 func recordLink(tenant, key string, showResult bool) string {
 	v := url.Values{"tenant": {tenant}, "key": {key}}

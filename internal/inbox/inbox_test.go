@@ -540,3 +540,12 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestRequestIDFromTheFormOrFresh(t *testing.T) {
+	require.Equal(t, "0123456789abcdef01234567", requestID("0123456789abcdef01234567"))
+	for _, bad := range []string{"", "<script>", "ABCDEF", strings.Repeat("a", 65)} {
+		got := requestID(bad)
+		require.Regexp(t, `^[0-9a-f]{24}$`, got, bad)
+	}
+	require.NotEqual(t, requestID(""), requestID(""))
+}
