@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -246,4 +249,74 @@ func fetch(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return io.ReadAll(resp.Body)
+}
+
+// TestRealModelWiring runs the program as a user with a real model would: OPENAI_API_KEY,
+// OPENAI_BASE_URL and -model set. CI cannot reach a model, so the base URL is a scripted model
+// server this test starts; the program must then talk to it (and start none of its own), with
+// the model name given, and end with the summary line.
+func TestRealModelWiring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a dev server")
+	}
+	srv, err := scripted.Start(scripted.Options{Seed: 2})
+	require.NoError(t, err)
+	defer srv.Close()
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL)
+	t.Setenv("TEMPORAL_ADDRESS", testenv.TemporalHostPort(t))
+	pgURL, _ := testenv.PostgresURL(t)
+	t.Setenv("DATABASE_URL", pgURL)
+
+	requests, _, err := load("")
+	require.NoError(t, err)
+	var lines []string
+	for _, r := range requests[:6] {
+		b, err := json.Marshal(r)
+		require.NoError(t, err)
+		lines = append(lines, string(b))
+	}
+	dir := t.TempDir()
+	reqFile := filepath.Join(dir, "requests.jsonl")
+	require.NoError(t, os.WriteFile(reqFile, []byte(strings.Join(lines, "\n")), 0o644))
+
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-requests", reqFile, "-model", "my-model", "-out", filepath.Join(dir, "out")}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	out := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Contains(t, stdout.String(), "with model my-model at "+srv.BaseURL)
+	require.Regexp(t, summaryRE, out[len(out)-1], "the summary is the last line")
+	require.Positive(t, srv.Requests(), "the program asked the model at OPENAI_BASE_URL")
+	require.Contains(t, stderr.String(), "[oncekey] 6/6 requests done", "progress on stderr")
+	require.Contains(t, stderr.String(), "[plain retries] 6/6 requests done")
+
+	files, err := filepath.Glob(filepath.Join(dir, "out", "oncekey", "*.jsonl"))
+	require.NoError(t, err)
+	require.Len(t, files, 6)
+}
+
+func TestModelConfig(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	require.True(t, modelConfig("", env(nil)).Scripted(), "no key: the scripted model")
+	require.True(t, modelConfig("gpt-x", env(nil)).Scripted(), "-model alone does not leave the scripted model without a key")
+	c := modelConfig("", env(map[string]string{"OPENAI_API_KEY": "k"}))
+	require.Equal(t, defaultRealModel, c.Name)
+	require.False(t, c.Scripted())
+	c = modelConfig("m", env(map[string]string{"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}))
+	require.Equal(t, "m", c.Name)
+	require.Equal(t, "http://127.0.0.1:1/v1", c.BaseURL)
+	require.True(t, modelConfig("scripted", env(map[string]string{"OPENAI_API_KEY": "k"})).Scripted())
+}
+
+func TestProgressWithoutTerminal(t *testing.T) {
+	var out, errw bytes.Buffer
+	p := newProgress(&out, &errw)
+	for i := 1; i <= 8; i++ {
+		p.done("oncekey", i, 8)
+	}
+	p.line("hello")
+	p.finish()
+	require.Equal(t, "[oncekey] 2/8 requests done\n[oncekey] 4/8 requests done\n[oncekey] 6/8 requests done\n[oncekey] 8/8 requests done\n", errw.String(),
+		"not a terminal: a line at each quarter, nothing rewritten in place")
+	require.Equal(t, "hello\n", out.String())
 }
