@@ -101,9 +101,11 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, o.Reproposals, o.Replays, "every call the model proposed again was answered as a replay")
 	require.Zero(t, o.OutOfTurns)
 	require.Positive(t, o.Reconciled)
-	// Every unknown outcome was reconciled: those the tools reported (OnEvent), and the killed
-	// worker's call, which reported nothing (its attempt timed out).
-	require.Equal(t, o.Outcomes[oncekey.OutcomeUnknown]+o.WorkerKills, o.Reconciled, "every unknown outcome was reconciled")
+	// Every unknown outcome was reconciled: those the tools reported (OnEvent), and those whose
+	// attempt timed out without a word, the killed worker's call among them (more on a machine
+	// slow enough for a call to outlast its 8 s timeout).
+	require.Zero(t, o.Unsettled, "no record is left unknown")
+	require.GreaterOrEqual(t, o.Reconciled, o.Outcomes[oncekey.OutcomeUnknown]+o.WorkerKills, "every unknown outcome was reconciled")
 	require.Positive(t, o.ReconciledByOperator)
 	require.Positive(t, o.ReconciledByReceipt, "the e-mail receipt lookup settled lost confirmations")
 	require.Contains(t, progress.String(), "[operator] ")

@@ -193,6 +193,8 @@ type ModeReport struct {
 	Outcomes map[oncekey.Outcome]int
 	// Replays is Outcomes[replayed].
 	Replays int
+	// Unsettled counts records still unknown at the end (oncekey only).
+	Unsettled int
 	// Reconciled counts records resolved by reconciliation; ByOperator and ByReceipt split it.
 	Reconciled, ReconciledByOperator, ReconciledByReceipt int
 	Duration                                              time.Duration
@@ -544,6 +546,9 @@ func countRecords(ctx context.Context, store oncekey.Store, tenant string, rep *
 		}
 		for _, r := range page.Records {
 			rep.Operations++
+			if r.Status == oncekey.StatusUnknown {
+				rep.Unsettled++
+			}
 			switch {
 			case r.ResolvedBy == "":
 			case strings.HasPrefix(r.ResolvedBy, "receipt:"):
