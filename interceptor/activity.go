@@ -84,12 +84,16 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		c.outcome = oncekey.OutcomeFailed
 		return nil, ctx.Err()
 	}
-	res, err := c.claim(ctx)
+	cctx, endClaim := c.span(ctx, SpanClaim)
+	res, err := c.claim(cctx)
+	endClaim(err)
 	if err != nil {
 		return nil, err
 	}
 	if !res.Acquired {
-		out, acquired, err := c.existing(ctx, res)
+		rctx, endReplay := c.span(ctx, SpanReplay)
+		out, acquired, err := c.existing(rctx, res)
+		endReplay(err)
 		if acquired == nil {
 			return out, err
 		}
@@ -364,9 +368,17 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	bodyCtx, cancelBody := context.WithCancelCause(bodyCtx)
 	defer cancelBody(nil)
 	lease := c.renewInBackground(ctx, epoch, cancelBody)
+	bodyCtx, endBody := c.span(bodyCtx, SpanBody)
 	result, panicked, bodyErr := c.body(bodyCtx, in)
+	if panicked != nil && bodyErr == nil {
+		endBody(fmt.Errorf("the tool panicked: %v", panicked))
+	} else {
+		endBody(bodyErr)
+	}
 	c.effectRef = readEffectRef()
 	lost := lease.stop()
+	_, endComplete := c.span(ctx, SpanComplete)
+	defer func() { endComplete(err) }()
 
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
 	defer cancel()

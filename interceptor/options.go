@@ -89,6 +89,12 @@ type Options struct {
 	// It must be deterministic (it runs in workflow code). Defaults to the namespace.
 	Tenant func(TenantInfo) string
 
+	// Tracer, if set, gets a span for each phase of a claimed call: the claim, the body, and the
+	// completion or the replay (SpanClaim, SpanBody, SpanComplete, SpanReplay), children of the
+	// span in the activity's context. oncekeyotel.NewTracer gives one on OpenTelemetry. Defaults to
+	// none.
+	Tracer Tracer
+
 	// UnknownsSampleInterval is how often worker.NewPlugin samples the store's unknown records
 	// for the gauges metrics.UnknownsWaiting and metrics.UnknownOldestWait, through the
 	// client's metrics handler (the plugin must be given to client.Options.Plugins to see it).
