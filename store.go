@@ -34,8 +34,10 @@ type Store interface {
 	Get(ctx context.Context, p *GetParams) (*Record, error)
 	// List returns records matching the filters, oldest update first, with a cursor.
 	List(ctx context.Context, p *ListParams) (*ListResult, error)
-	// Purge turns records past retention into tombstones and deletes tombstones past their
-	// window, at most p.BatchSize rows per statement.
+	// Purge turns settled records past retention into tombstones and deletes tombstones past their
+	// window, at most p.BatchSize rows per statement. It never purges a pending or unknown record
+	// (it counts those past retention in PurgeResult.Unsettled), and a record's retention counts
+	// from when it settled (Complete, Release, Resolve).
 	Purge(ctx context.Context, p *PurgeParams) (*PurgeResult, error)
 	// Forget deletes every record of one tenant.
 	Forget(ctx context.Context, p *ForgetParams) (*ForgetResult, error)
@@ -66,9 +68,12 @@ type Record struct {
 	EffectReference string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
-	// ExpiresAt is the end of retention; after it the record becomes a tombstone.
+	// ExpiresAt is the end of retention; after it a settled record becomes a tombstone. It is
+	// counted from the claim while the record is pending or unknown (which never expire) and
+	// from the settling once it is settled (applied, failed, released).
 	ExpiresAt time.Time
-	// TombstoneUntil is when the tombstone expires and the key is free again.
+	// TombstoneUntil is when the tombstone expires and the key is free again (counted like
+	// ExpiresAt).
 	TombstoneUntil time.Time
 	ResolvedBy     string
 	Note           string
@@ -196,9 +201,17 @@ type PurgeParams struct {
 
 // PurgeResult counts what Purge did.
 type PurgeResult struct {
-	Tombstoned int64 // records past retention turned into tombstones
-	Deleted    int64 // tombstones past their window deleted
+	Tombstoned int64 // settled records past retention turned into tombstones
+	Deleted    int64 // tombstones and settled records past their tombstone window deleted
 	Batches    int
+	// Unsettled counts the records past their retention that Purge left because they are
+	// pending or unknown: nobody knows their outcome yet, so they are kept, however old, until
+	// their owner or a reconciliation settles them (their retention then counts from the
+	// settling). A growing count means unknown outcomes nobody resolves: see
+	// `oncekey list --status unknown`.
+	Unsettled int64
+	// OldestUnsettled is the creation time of the oldest of them; zero when Unsettled is 0.
+	OldestUnsettled time.Time
 }
 
 // ForgetParams are the arguments of Store.Forget.

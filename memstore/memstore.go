@@ -113,13 +113,13 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		s.recs[k] = r
 		s.tokens[k] = token(p)
 		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}, nil
-	case !now.Before(r.TombstoneUntil):
+	case !now.Before(r.TombstoneUntil) && !unsettled(r):
 		// The tombstone window is over: the key is free again.
 		r = fresh(r.Epoch + 1)
 		s.recs[k] = r
 		s.tokens[k] = token(p)
 		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
-	case !now.Before(r.ExpiresAt) || r.Status == oncekey.StatusExpired:
+	case pastRetention(r, now):
 		return &oncekey.ClaimResult{Expired: true, Record: view(r, now)}, nil
 	case r.Fingerprint != p.Fingerprint:
 		return &oncekey.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}, nil
@@ -146,6 +146,25 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		r.UpdatedAt = now
 	}
 	return &oncekey.ClaimResult{Record: view(r, now)}, nil
+}
+
+// unsettled reports whether r has no known outcome yet (pending or unknown): such a record is
+// never purged and never past retention, however old.
+func unsettled(r *oncekey.Record) bool {
+	return r.Status == oncekey.StatusPending || r.Status == oncekey.StatusUnknown
+}
+
+// pastRetention reports whether r is a tombstone or a settled record past its retention.
+func pastRetention(r *oncekey.Record, now time.Time) bool {
+	return r.Status == oncekey.StatusExpired || (!now.Before(r.ExpiresAt) && !unsettled(r))
+}
+
+// settleRetention restarts r's retention and tombstone windows at now, with the lengths the
+// claim gave them: retention counts from when a record settles.
+func settleRetention(r *oncekey.Record, now time.Time) {
+	ret, tw := r.ExpiresAt.Sub(r.CreatedAt), r.TombstoneUntil.Sub(r.ExpiresAt)
+	r.ExpiresAt = now.Add(ret)
+	r.TombstoneUntil = r.ExpiresAt.Add(tw)
 }
 
 // token returns the claim token of p, or a random one when p leaves it to the store.
@@ -201,6 +220,7 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		r.Failure = cloneBytes(p.Failure)
 		r.EffectReference = p.EffectReference
 		r.LeaseUntil = time.Time{}
+		settleRetention(r, now)
 	})
 }
 
@@ -212,6 +232,7 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
 		r.Status = oncekey.StatusReleased
 		r.LeaseUntil = time.Time{}
+		settleRetention(r, now)
 	})
 }
 
@@ -248,7 +269,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	if !ok {
 		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, oncekey.ErrNotFound)
 	}
-	expired := !now.Before(r.ExpiresAt) || r.Status == oncekey.StatusExpired
+	expired := pastRetention(r, now)
 	resolvable := r.Status == oncekey.StatusUnknown ||
 		(r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil))
 	if expired || !resolvable {
@@ -267,6 +288,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	r.Note = p.Note
 	r.LeaseUntil = time.Time{}
 	r.UpdatedAt = now
+	settleRetention(r, now)
 	return view(r, now), nil
 }
 
@@ -376,7 +398,29 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			}
 		}
 	}
+	res.Unsettled, res.OldestUnsettled = s.unsettledPastRetention()
 	return &res, nil
+}
+
+// unsettledPastRetention counts the unsettled records past their retention and returns the
+// creation time of the oldest.
+func (s *Store) unsettledPastRetention() (int64, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	var (
+		n      int64
+		oldest time.Time
+	)
+	for _, r := range s.recs {
+		if unsettled(r) && !now.Before(r.ExpiresAt) {
+			n++
+			if oldest.IsZero() || r.CreatedAt.Before(oldest) {
+				oldest = r.CreatedAt
+			}
+		}
+	}
+	return n, oldest
 }
 
 // purgeBatch deletes (deleting) tombstones past their window, or turns records past retention
@@ -391,14 +435,15 @@ func (s *Store) purgeBatch(n int, deleting bool) int {
 			break
 		}
 		switch {
+		case unsettled(r):
+			continue // no outcome known yet: kept until it settles, however old
 		case !now.Before(r.TombstoneUntil):
 			if !deleting {
 				continue
 			}
 			delete(s.recs, k)
 			delete(s.tokens, k)
-		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired &&
-			!(r.Status == oncekey.StatusPending && now.Before(r.LeaseUntil)): // a live claim's owner still runs
+		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired:
 			if deleting {
 				continue
 			}

@@ -35,7 +35,9 @@ func TestPurgePreviewMatchesPurge(t *testing.T) {
 	mk("ok1_running", oncekey.Effectful, false)
 	at("ok1_running", `expires_at = now() - interval '1 hour'`) // pending under a live lease: left to its owner
 	mk("ok1_abandoned", oncekey.Idempotent, false)
-	at("ok1_abandoned", `expires_at = now() - interval '1 hour', lease_until = now() - interval '1 minute'`) // tombstoned
+	at("ok1_abandoned", `expires_at = now() - interval '1 hour', lease_until = now() - interval '1 minute', created_at = now() - interval '3 hours'`) // unsettled: left
+	mk("ok1_unknown", oncekey.Effectful, false)
+	at("ok1_unknown", `status = 'unknown', lease_until = NULL, expires_at = now() - interval '2 hours', tombstone_until = now() - interval '1 hour'`) // unsettled: never deleted
 	mk("ok1_tomb", oncekey.Effectful, true)
 	at("ok1_tomb", `status = 'expired', expires_at = now() - interval '1 hour'`) // a tombstone in its window: untouched
 	mk("ok1_oldtomb", oncekey.Effectful, true)
@@ -43,14 +45,22 @@ func TestPurgePreviewMatchesPurge(t *testing.T) {
 
 	pv, err := s.PurgePreview(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), pv.Tombstones)
+	require.Equal(t, int64(1), pv.Tombstones)
 	require.Equal(t, int64(2), pv.Deletes)
+	require.Equal(t, int64(3), pv.Unsettled, "running, abandoned and unknown are left")
+	require.WithinDuration(t, time.Now().Add(-3*time.Hour), pv.OldestUnsettled, time.Minute)
 	require.WithinDuration(t, time.Now(), pv.Now, time.Minute)
 
 	res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 1})
 	require.NoError(t, err)
 	require.Equal(t, pv.Tombstones, res.Tombstoned)
 	require.Equal(t, pv.Deletes, res.Deleted)
+	require.Equal(t, pv.Unsettled, res.Unsettled)
+	require.True(t, pv.OldestUnsettled.Equal(res.OldestUnsettled))
+	for _, key := range []string{"ok1_running", "ok1_abandoned", "ok1_unknown"} {
+		_, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+		require.NoError(t, err, "%s is kept", key)
+	}
 
 	after, err := s.PurgePreview(ctx)
 	require.NoError(t, err)

@@ -56,7 +56,7 @@ type Store struct {
 	tracer   pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
 	claimSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
-	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL                    string
+	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL, unsettledSQL      string
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -89,25 +89,23 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint, bigint)
 	s.completeSQL = newStmt(CompleteSQL(s.table), text, text, bigint, text, bytea, bytea, text)
-	s.releaseSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now()
+	s.releaseSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now(), `+settleRetention+`
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint)
 	s.unknownSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'unknown', failure = $4, lease_until = NULL, updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint, bytea)
 	s.resolveSQL = newStmt(r.Replace(`UPDATE {t} SET status = $3, result = $4, failure = $5, effect_ref = $6, resolved_by = $7,
-    note = $8, lease_until = NULL, updated_at = now()
+    note = $8, lease_until = NULL, updated_at = now(), `+settleRetention+`
 WHERE tenant = $1 AND operation_key = $2
-  AND expires_at > now() AND status <> 'expired'
   AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
 RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text)
-	s.getSQL = newStmt(r.Replace(`SELECT {cols}, expires_at <= now() FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
+	s.getSQL = newStmt(r.Replace(`SELECT {cols}, `+pastRetention+` FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
 	// Each purge batch is one short statement: it locks at most $1 rows with SKIP LOCKED (rows
 	// a claim holds are left for the next run) and changes only those, found again by ctid
 	// (the rows are locked, so their ctid cannot change before the outer statement runs). A
-	// pending record under a live lease is not tombstoned: its owner is still running and must be
-	// able to record what it did; it is purged once settled or once its lease runs out.
-	r = strings.NewReplacer("{t}", s.table, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere)
+	// pending or unknown record is never tombstoned or deleted (see tombstoneWhere).
+	r = strings.NewReplacer("{t}", s.table, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere, "{unsettled}", unsettledWhere)
 	s.tombstoneSQL = r.Replace(`UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()
 WHERE ctid = ANY(ARRAY(
@@ -123,21 +121,32 @@ WHERE ctid = ANY(ARRAY(
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
   AND {delete}`)
-	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}) FROM {t}`)
+	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}),
+    count(*) FILTER (WHERE {unsettled}), min(created_at) FILTER (WHERE {unsettled}) FROM {t}`)
+	s.unsettledSQL = r.Replace(`SELECT count(*), min(created_at) FROM {t} WHERE {unsettled}`)
 	s.statsSQL = strings.ReplaceAll(`SELECT tenant, tool, status, count(*), min(updated_at) FROM {t}
 WHERE $1 = '' OR tenant = $1 GROUP BY tenant, tool, status ORDER BY tenant, tool, status`, "{t}", s.table)
 	s.forgetSQL = r.Replace(`DELETE FROM {t} WHERE tenant = $1`)
 	return s
 }
 
-// The conditions of the two purge steps, shared by Purge and PurgePreview. A record past
-// retention becomes a tombstone unless it is one already, its tombstone window is over too
-// (the delete step takes it), or it is pending under a live lease (its owner is still running
-// and must be able to record what it did). A record past its tombstone window is deleted.
+// The conditions of the two purge steps, shared by Purge and PurgePreview. A settled record
+// (applied, failed, released) past retention becomes a tombstone unless its tombstone window is
+// over too (the delete step takes it). A record past its tombstone window is deleted unless it is
+// unsettled. Unsettled records (pending, unknown: no outcome is known yet) are never purged,
+// whatever their age: they wait for their owner or for reconciliation, and their retention counts
+// from when they settle (the settling statements move expires_at and tombstone_until).
+// unsettledWhere names the ones Purge leaves past their retention, which it reports.
 const (
-	tombstoneWhere = `(expires_at <= now() AND status <> 'expired' AND tombstone_until > now()
-          AND NOT (status = 'pending' AND lease_until > now()))`
-	deleteWhere = `(tombstone_until <= now())`
+	tombstoneWhere = `(expires_at <= now() AND status IN ('applied', 'failed', 'released') AND tombstone_until > now())`
+	deleteWhere    = `(tombstone_until <= now() AND status NOT IN ('pending', 'unknown'))`
+	unsettledWhere = `(expires_at <= now() AND status IN ('pending', 'unknown'))`
+	// pastRetention is whether a row is past retention: a tombstone, or a settled record past
+	// expires_at. An unsettled record never is.
+	pastRetention = `(status = 'expired' OR (expires_at <= now() AND status NOT IN ('pending', 'unknown')))`
+	// settleRetention restarts the retention and tombstone windows from now, with the lengths the
+	// claim gave them, in a statement that settles a record.
+	settleRetention = `expires_at = now() + (expires_at - created_at), tombstone_until = now() + (tombstone_until - created_at)`
 )
 
 // ClaimSQL returns the claim statement for table (a sanitized, possibly schema-qualified name).
@@ -156,8 +165,8 @@ const (
 func ClaimSQL(table string) string {
 	// The conditions are evaluated on the existing row (o) and the proposed row (EXCLUDED).
 	const (
-		free = `o.tombstone_until <= now()`
-		same = `(o.tombstone_until > now() AND o.expires_at > now() AND o.status <> 'expired' AND o.fingerprint = EXCLUDED.fingerprint)`
+		free = `(o.tombstone_until <= now() AND o.status NOT IN ('pending', 'unknown'))`
+		same = `((o.status IN ('pending', 'unknown') OR (o.tombstone_until > now() AND o.expires_at > now() AND o.status <> 'expired')) AND o.fingerprint = EXCLUDED.fingerprint)`
 		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect = 2))))`
 		unk  = `(` + same + ` AND o.status = 'pending' AND o.lease_until <= now() AND o.effect = 3)`
 	)
@@ -188,7 +197,7 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     resolved_by     = CASE WHEN {take} THEN '' ELSE o.resolved_by END,
     note            = CASE WHEN {take} THEN '' ELSE o.note END,
     updated_at      = CASE WHEN {take} OR {unk} THEN now() ELSE o.updated_at END
-RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, (expires_at <= now() OR status = 'expired') AS past_retention`)
+RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, `+pastRetention+` AS past_retention`)
 }
 
 // Schema returns Options.Schema: the schema holding the store's table, or "" when the store
@@ -200,7 +209,8 @@ func (s *Store) Schema() string { return s.schema }
 // key, $3 epoch, $4 status, $5 result, $6 failure, $7 effect reference.
 func CompleteSQL(table string) string {
 	return strings.NewReplacer("{t}", table, "{cols}", keyedCols).Replace(
-		`UPDATE {t} SET status = $4, result = $5, failure = $6, effect_ref = $7, lease_until = NULL, updated_at = now()
+		`UPDATE {t} SET status = $4, result = $5, failure = $6, effect_ref = $7, lease_until = NULL, updated_at = now(),
+    `+settleRetention+`
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`)
 }
@@ -543,6 +553,16 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			}
 		}
 	}
+	var oldest *time.Time
+	err := s.call(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, s.unsettledSQL).Scan(&res.Unsettled, &oldest)
+	})
+	if err != nil {
+		return &res, s.wrap(ctx, "purge", "", err)
+	}
+	if oldest != nil {
+		res.OldestUnsettled = *oldest
+	}
 	return &res, nil
 }
 
@@ -583,6 +603,11 @@ type PurgePreview struct {
 	Now        time.Time
 	Tombstones int64 // records past retention that would become tombstones
 	Deletes    int64 // records past their tombstone window that would be deleted
+	// Unsettled counts the pending and unknown records past their retention, which Purge leaves
+	// (see oncekey.PurgeResult.Unsettled); OldestUnsettled is the creation time of the oldest
+	// of them (zero when none).
+	Unsettled       int64
+	OldestUnsettled time.Time
 }
 
 // PurgePreview counts, in one statement and without changing anything, the records Purge would
@@ -592,7 +617,14 @@ type PurgePreview struct {
 func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
 	var pv PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes)
+		var oldest *time.Time
+		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest); err != nil {
+			return err
+		}
+		if oldest != nil {
+			pv.OldestUnsettled = *oldest
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, s.wrap(ctx, "purge preview", "", err)

@@ -393,12 +393,17 @@ func TestPurgeSkipsLiveClaimsPastRetention(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, oncekey.StatusPending, r.Status, "a live claim is left to its owner")
 	}
-	// Settled later, past retention: the next purge takes it.
+	require.Equal(t, int64(len(live)), res.Unsettled, "the live claims past retention are counted")
+	// Settled later: its retention counts from the settling, after which a purge takes it.
 	r, err := s.Get(ctx, &oncekey.GetParams{Tenant: live[0].Tenant, OperationKey: live[0].OperationKey})
 	require.NoError(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+	done, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
 	require.NoError(t, err)
-	res, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2, Rest: -1})
-	require.NoError(t, err)
-	require.Equal(t, int64(1), res.Tombstoned)
+	require.True(t, done.ExpiresAt.After(done.UpdatedAt), "retention restarts at the settling")
+	require.Eventually(t, func() bool {
+		res, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2, Rest: -1})
+		require.NoError(t, err)
+		return res.Tombstoned == 1
+	}, 15*time.Second, 20*time.Millisecond)
+	require.Equal(t, int64(len(live)-1), res.Unsettled)
 }

@@ -208,7 +208,7 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64,
 	if op == "unknown" {
 		name = "mark unknown"
 	}
-	v, err := s.run(ctx, name, key, lua.Fenced, s.recordKeys(tenant, key, false), a...)
+	v, err := s.run(ctx, name, key, lua.Fenced, s.recordKeys(tenant, key, true), a...)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	}
 	rf, rv := bytesArgs(p.Result)
 	ff, fv := bytesArgs(p.Failure)
-	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, false),
+	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true),
 		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv)
 	if err != nil {
 		return nil, err
@@ -714,12 +714,28 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				d, _ := v[0].(int64)
 				done += d
 				left[i] -= d
-				if !deleting {
+				if deleting {
+					if len(v) > 2 {
+						kept, _ := v[2].(int64)
+						left[i] -= kept
+					}
+				} else {
 					sk, _ := v[1].(int64)
 					skip[i] += sk
 					left[i] -= sk
+					if len(v) > 4 {
+						u, _ := v[3].(int64)
+						res.Unsettled += u
+						if o := str(v[4]); o != "" {
+							if us, err := strconv.ParseInt(o, 10, 64); err == nil {
+								if t := time.UnixMicro(us); res.OldestUnsettled.IsZero() || t.Before(res.OldestUnsettled) {
+									res.OldestUnsettled = t
+								}
+							}
+						}
+					}
 				}
-				if str(v[len(v)-1]) == "1" {
+				if str(v[2-b2i(deleting)]) == "1" {
 					left[i] = 0
 				}
 			}
@@ -742,6 +758,14 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		}
 	}
 	return &res, nil
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // rest waits for d, or until ctx is done.

@@ -62,6 +62,8 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 		{"ListInvalid", testListInvalid},
 		{"PurgeTombstonesInBatches", testPurgeTombstones},
 		{"PurgeDeletesTombstones", testPurgeDeletes},
+		{"UnsettledNeverExpire", testUnsettledNeverExpire},
+		{"RetentionCountsFromSettling", testRetentionFromSettling},
 		{"ResultBytesExact", testResultBytes},
 		{"ResultOverLimitRefused", testResultLimit},
 		{"TextFieldsExact", testTextFields},
@@ -598,7 +600,7 @@ func testRetentionTombstone(t *testing.T, s oncekey.Store) {
 	p.Retention = 300 * time.Millisecond
 	p.Tombstone = time.Hour
 	r := acquire(t, s, p)
-	complete(t, s, r, oncekey.StatusApplied, []byte("result"), nil)
+	done := complete(t, s, r, oncekey.StatusApplied, []byte("result"), nil)
 	waitExpired(t, s, p)
 
 	// A late duplicate past retention is refused, not re-run, whether or not Purge ran, and
@@ -623,7 +625,7 @@ func testRetentionTombstone(t *testing.T, s oncekey.Store) {
 	require.Empty(t, tomb.Note)
 	require.Equal(t, p.Fingerprint, tomb.Fingerprint)
 	require.Equal(t, r.Epoch, tomb.Epoch)
-	require.True(t, r.TombstoneUntil.Equal(tomb.TombstoneUntil))
+	require.True(t, done.TombstoneUntil.Equal(tomb.TombstoneUntil), "the windows as the settling set them")
 
 	res = claim(t, s, p)
 	require.True(t, res.Expired)
@@ -936,7 +938,8 @@ func testListInvalid(t *testing.T, s oncekey.Store) {
 // ---- purge ---------------------------------------------------------------------------------
 
 func testPurgeTombstones(t *testing.T, s oncekey.Store) {
-	var expiring []*oncekey.ClaimParams
+	var expiring, unknown []*oncekey.ClaimParams
+	var last *oncekey.ClaimParams
 	for i := range 25 {
 		p := params(oncekey.Effectful)
 		p.Retention = 300 * time.Millisecond
@@ -945,40 +948,146 @@ func testPurgeTombstones(t *testing.T, s oncekey.Store) {
 		switch i % 3 {
 		case 0:
 			complete(t, s, r, oncekey.StatusApplied, []byte("r"), nil)
+			expiring = append(expiring, p)
 		case 1:
 			complete(t, s, r, oncekey.StatusFailed, nil, []byte("f"))
+			expiring = append(expiring, p)
 		default:
 			_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 			require.NoError(t, err)
+			unknown = append(unknown, p)
 		}
-		expiring = append(expiring, p)
+		last = p
 	}
 	live := params(oncekey.Effectful)
 	acquire(t, s, live)
 	for _, p := range expiring {
 		waitExpired(t, s, p)
 	}
+	// The last record settled after every unknown one was created: those are past retention too.
+	require.Equal(t, expiring[len(expiring)-1], last)
 	var progress []oncekey.PurgeResult
 	res, err := s.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 10, Progress: func(r oncekey.PurgeResult) { progress = append(progress, r) }})
 	require.NoError(t, err)
-	require.Equal(t, int64(25), res.Tombstoned)
+	require.Equal(t, int64(17), res.Tombstoned, "the settled records only")
 	require.Equal(t, int64(0), res.Deleted)
-	require.Equal(t, 3, res.Batches, "25 records in batches of 10")
-	require.Len(t, progress, 3)
-	require.Equal(t, []int64{10, 20, 25}, []int64{progress[0].Tombstoned, progress[1].Tombstoned, progress[2].Tombstoned})
-	require.Equal(t, *res, progress[2])
+	// 17 records in batches of at most 10 (a store that also looks at the unknown records in a
+	// batch may need more batches).
+	require.GreaterOrEqual(t, res.Batches, 2)
+	require.Len(t, progress, res.Batches)
+	prev := int64(0)
+	for _, pr := range progress {
+		require.Greater(t, pr.Tombstoned, prev)
+		require.LessOrEqual(t, pr.Tombstoned-prev, int64(10), "a batch tombstones at most BatchSize records")
+		prev = pr.Tombstoned
+	}
+	require.Equal(t, int64(17), prev)
+	require.Equal(t, int64(8), res.Unsettled, "the unknown records past retention are left, and counted")
+	first := get(t, s, unknown[0].Tenant, unknown[0].OperationKey)
+	require.True(t, res.OldestUnsettled.Equal(first.CreatedAt), "oldest %s, want %s", res.OldestUnsettled, first.CreatedAt)
 	for _, p := range expiring {
 		r := get(t, s, p.Tenant, p.OperationKey)
 		require.Equal(t, oncekey.StatusExpired, r.Status)
 		require.Nil(t, r.Result)
 		require.Nil(t, r.Failure)
 	}
+	for _, p := range unknown {
+		require.Equal(t, oncekey.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status, "an unknown outcome never expires unresolved")
+	}
 	require.Equal(t, oncekey.StatusPending, get(t, s, live.Tenant, live.OperationKey).Status)
 
-	// Nothing left to do.
+	// Nothing left to do but the unknown records, which are left again.
 	res, err = s.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 10})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.PurgeResult{}, *res)
+	require.Equal(t, oncekey.PurgeResult{Unsettled: 8, OldestUnsettled: res.OldestUnsettled}, *res)
+	require.True(t, res.OldestUnsettled.Equal(first.CreatedAt))
+}
+
+// testUnsettledNeverExpire: pending (lease live or run out) and unknown records past their
+// retention and even their tombstone window are never purged; a repeat still sees them as they
+// are (not expired), an unknown one can still be resolved, and the resolution's retention counts
+// from then.
+func testUnsettledNeverExpire(t *testing.T, s oncekey.Store) {
+	mk := func(lease time.Duration) (*oncekey.ClaimParams, *oncekey.Record) {
+		p := params(oncekey.Effectful)
+		p.Lease, p.Retention, p.Tombstone = lease, 100*time.Millisecond, 200*time.Millisecond
+		return p, acquire(t, s, p)
+	}
+	unk, ru := mk(longLease)
+	_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Epoch: ru.Epoch})
+	require.NoError(t, err)
+	running, _ := mk(longLease)
+	abandoned, _ := mk(shortLease)
+	// A settled sibling created after them: once it is deleted, all three are past their windows.
+	sib := params(oncekey.Effectful)
+	sib.Retention, sib.Tombstone = 100*time.Millisecond, 200*time.Millisecond
+	complete(t, s, acquire(t, s, sib), oncekey.StatusApplied, []byte("r"), nil)
+	var total oncekey.PurgeResult
+	require.Eventually(t, func() bool {
+		res, err := s.Purge(context.Background(), &oncekey.PurgeParams{})
+		require.NoError(t, err)
+		total.Tombstoned += res.Tombstoned
+		total.Deleted += res.Deleted
+		total.Unsettled = res.Unsettled
+		_, gerr := s.Get(context.Background(), &oncekey.GetParams{Tenant: sib.Tenant, OperationKey: sib.OperationKey})
+		return errors.Is(gerr, oncekey.ErrNotFound)
+	}, waitFor, pollEvery, "the settled sibling was never deleted")
+	require.Equal(t, int64(1), total.Deleted, "only the settled sibling")
+	require.Equal(t, int64(3), total.Unsettled)
+
+	require.Equal(t, oncekey.StatusUnknown, get(t, s, unk.Tenant, unk.OperationKey).Status)
+	require.Equal(t, oncekey.StatusPending, get(t, s, running.Tenant, running.OperationKey).Status)
+	require.Equal(t, oncekey.StatusPending, get(t, s, abandoned.Tenant, abandoned.OperationKey).Status)
+
+	// A repeat of the unknown one observes it unknown: not expired, not a fresh claim.
+	res := claim(t, s, unk)
+	require.False(t, res.Expired)
+	require.False(t, res.Acquired)
+	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	// A repeat of the running one waits for its owner, who can still record what it did.
+	res = claim(t, s, running)
+	require.False(t, res.Expired)
+	require.False(t, res.Acquired)
+	// The abandoned Effectful one becomes unknown, as within retention.
+	res = claim(t, s, abandoned)
+	require.False(t, res.Expired)
+	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+
+	// The unknown one is resolved; its retention counts from the resolution.
+	rr, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Status: oncekey.StatusApplied, Result: []byte("found"), ResolvedBy: "ada"})
+	require.NoError(t, err)
+	require.True(t, rr.ExpiresAt.After(rr.UpdatedAt), "retention restarts at the resolution: %s <= %s", rr.ExpiresAt, rr.UpdatedAt)
+	require.Equal(t, 100*time.Millisecond, rr.ExpiresAt.Sub(rr.UpdatedAt).Round(time.Millisecond))
+	require.Equal(t, 200*time.Millisecond, rr.TombstoneUntil.Sub(rr.ExpiresAt).Round(time.Millisecond))
+	res = claim(t, s, unk)
+	require.False(t, res.Expired, "a repeat right after the resolution replays it")
+	require.Equal(t, oncekey.StatusApplied, res.Record.Status)
+	require.Equal(t, "found", string(res.Record.Result))
+	// Settled now, it expires like any settled record.
+	waitExpired(t, s, unk)
+}
+
+// testRetentionFromSettling: a record's retention counts from when it settles, not from its
+// claim: a body that ran longer than the retention still leaves a record a repeat replays.
+func testRetentionFromSettling(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	p.Retention, p.Tombstone = 300*time.Millisecond, time.Hour
+	r := acquire(t, s, p)
+	// A sibling claimed after it, settled at once: once it expires, p's claim is past its
+	// retention too.
+	sib := params(oncekey.Effectful)
+	sib.Retention, sib.Tombstone = 300*time.Millisecond, time.Hour
+	complete(t, s, acquire(t, s, sib), oncekey.StatusApplied, nil, nil)
+	waitExpired(t, s, sib)
+	done := complete(t, s, r, oncekey.StatusApplied, []byte("late"), nil)
+	require.Equal(t, 300*time.Millisecond, done.ExpiresAt.Sub(done.UpdatedAt).Round(time.Millisecond))
+	res := claim(t, s, p)
+	require.False(t, res.Expired)
+	require.Equal(t, "late", string(res.Record.Result))
+	pr, err := s.Purge(ctxT(t), &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, get(t, s, p.Tenant, p.OperationKey).Status, "purge %+v", pr)
+	waitExpired(t, s, p)
 }
 
 func testPurgeDeletes(t *testing.T, s oncekey.Store) {

@@ -61,33 +61,45 @@ func requireUndecided(t *testing.T, env *testsuite.TestWorkflowEnvironment) {
 	require.True(t, appErr.NonRetryable())
 }
 
-// An unknown record that outlived its retention is a tombstone: what happened is not known. The
-// reconciliation must not report it as a definite failure (which tells the caller no effect
-// landed).
-func TestAdversarialExpiredRecordIsNotAFailure(t *testing.T) {
+// An unknown record past its retention is not purged: nobody knows what happened, so it waits for
+// a person like any other, and the resolution is recorded (and its retention counts from then).
+func TestAdversarialUnknownRecordPastRetentionIsKept(t *testing.T) {
 	env, store, skew := setupSkewed(t)
 	unknownRecord(t, store)
 	*skew = 2 * time.Hour
 	res, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, res.Tombstoned)
-	env.ExecuteWorkflow(reconcile.WorkflowName, input)
-	requireUndecided(t, env)
-}
-
-// The reconciliation waits for a person; meanwhile the record outlives its retention and is
-// purged into a tombstone. Every resolution is now refused by the store; the reconciliation must
-// end (reporting the outcome unknown) instead of waiting forever for a resolution it can never
-// record.
-func TestAdversarialRecordExpiresWhileWaitingForAPerson(t *testing.T) {
-	env, store, skew := setupSkewed(t)
-	unknownRecord(t, store)
+	require.Zero(t, res.Tombstoned, "an unknown outcome never expires unresolved")
+	require.EqualValues(t, 1, res.Unsettled)
 	env.RegisterDelayedCallback(func() {
-		*skew = 2 * time.Hour
-		_, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
-		require.NoError(t, err)
 		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, ResolvedBy: "hana"})
 	}, 10*time.Minute)
+	env.ExecuteWorkflow(reconcile.WorkflowName, input)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var out reconcile.Output
+	require.NoError(t, env.GetWorkflowResult(&out))
+	require.Equal(t, reconcile.Applied, out.Outcome)
+	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.True(t, rec.ExpiresAt.After(rec.UpdatedAt), "retention counts from the resolution")
+}
+
+// A tombstone (of a settled record, or one written before unsettled records were kept) keeps no
+// outcome: the reconciliation must not report it as a definite failure (which tells the caller
+// no effect landed), and ends instead of waiting forever for a resolution it can never record.
+func TestAdversarialTombstoneIsNotAFailure(t *testing.T) {
+	env, store, skew := setupSkewed(t)
+	res, err := store.Claim(context.Background(), &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
+		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: 24 * time.Hour})
+	require.NoError(t, err)
+	_, err = store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied})
+	require.NoError(t, err)
+	*skew = 2 * time.Hour
+	pr, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pr.Tombstoned)
 	env.ExecuteWorkflow(reconcile.WorkflowName, input)
 	requireUndecided(t, env)
 }

@@ -66,6 +66,8 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	case err == nil:
 	case errors.As(err, &inv):
 		return fail(exitUsage, "resolve --direct %s: %v; nothing was written", key, oneLine(err))
+	case errors.As(err, &conflict) && conflict.Status == oncekey.StatusExpired:
+		return fail(exitFailed, "resolve --direct %s: the record is past its retention (a tombstone) and can no longer be resolved; nothing was written; `%s` shows it", key, a.showCommand(key, f.tenant))
 	case errors.As(err, &conflict):
 		return fail(exitFailed, "resolve --direct %s: the record became %s while this ran (settled another way); nothing was written; `%s` shows it", key, conflict.Status, a.showCommand(key, f.tenant))
 	default:

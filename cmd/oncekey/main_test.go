@@ -242,6 +242,16 @@ func TestPurgeAndForget(t *testing.T) {
 	require.NoError(t, err)
 	seed(t, s, "acme", "T", "wf", "long", oncekey.StatusApplied, nil)
 	seed(t, s, "globex", "T", "wf", "long", oncekey.StatusApplied, nil)
+	// An unknown outcome with the same tiny retention: never purged, and reported.
+	opU := op
+	opU.StepID = "unknown"
+	unk, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, opU)
+	require.NoError(t, err)
+	cu, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: "acme", OperationKey: unk, Tool: "T", Fingerprint: strings.Repeat("cd", 32),
+		WorkflowID: "wf", StepID: "unknown", Effect: oncekey.Effectful, Lease: time.Minute, Retention: 50 * time.Millisecond, Tombstone: 100 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: unk, Epoch: cu.Record.Epoch})
+	require.NoError(t, err)
 
 	r := cli(t, env, "purge", "--batch-size", "0")
 	require.Equal(t, exitUsage, r.code)
@@ -251,9 +261,13 @@ func TestPurgeAndForget(t *testing.T) {
 		r := cli(t, env, "purge", "--dry-run")
 		return r.code == 0 && strings.Contains(r.stdout, "would tombstone 1 record(s)")
 	}, 10*time.Second, 50*time.Millisecond)
+	r = cli(t, env, "purge", "--dry-run")
+	require.Contains(t, r.stdout, "would leave 1 unknown or pending record(s) past their retention, the oldest created ")
 	r = cli(t, env, "purge", "--batch-size", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "1 record(s) tombstoned")
+	require.Contains(t, r.stdout, "left 1 unknown or pending record(s) past their retention, the oldest created ")
+	require.Contains(t, r.stdout, "oncekey list --status unknown")
 	rec, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: short})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusExpired, rec.Status)
@@ -265,16 +279,19 @@ func TestPurgeAndForget(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond)
 	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: short})
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	rec, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: unk})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, rec.Status, "past its tombstone window too, the unknown record is kept")
 
 	r = cli(t, env, "forget", "--tenant", "acme")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "refusing without --yes")
-	require.Contains(t, r.stderr, "1 record(s)")
+	require.Contains(t, r.stderr, "2 record(s)", "the applied one and the unknown one")
 	r = cli(t, env, "forget", "--yes")
 	require.Equal(t, exitUsage, r.code)
 	r = cli(t, env, "forget", "--tenant", "acme", "--yes")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "deleted 1 record(s)")
+	require.Contains(t, r.stdout, "deleted 2 record(s)")
 	r = cli(t, env, "list", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
 	var views []recordView

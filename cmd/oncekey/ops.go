@@ -264,6 +264,16 @@ func answer(out *reconcile.Output) string {
 	return strings.Join(parts, ", ")
 }
 
+// printUnsettled says how many unknown or pending records past their retention purge left (or
+// would leave), and how old the oldest is.
+func (a *app) printUnsettled(n int64, oldest time.Time, verb string) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(a.stdout, "%s %d unknown or pending record(s) past their retention, the oldest created %s: an unsettled record is kept until it is settled; find them with `oncekey list --status unknown%s` and resolve them\n",
+		verb, n, age(oldest), a.dbFlags())
+}
+
 func describe(r reconcile.Resolution) string {
 	parts := []string{"by " + printable(r.ResolvedBy)}
 	if r.EffectReference != "" {
@@ -287,7 +297,9 @@ func newPurgeCmd(a *app) *cobra.Command {
 		Use:   "purge",
 		Short: "Turn records past retention into tombstones and delete tombstones past their window",
 		Long: "purge works in batches so claims are never blocked for long. Run it on a schedule (hourly is plenty).\n" +
-			"A tombstone keeps only digests and refuses late duplicates until its window ends; then the key is free.",
+			"A tombstone keeps only digests and refuses late duplicates until its window ends; then the key is free.\n" +
+			"Unknown and pending records are never purged, however old (their retention counts from when they settle); purge says how\n" +
+			"many it left and how old the oldest is.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if batch < 1 {
@@ -306,6 +318,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 				}
 				now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
 				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)\n", now.UTC().Format(time.RFC3339), tomb, del)
+				a.printUnsettled(pv.Unsettled, pv.OldestUnsettled, "would leave")
 				return nil
 			}
 			tty := isTerminal(a.stdout)
@@ -321,6 +334,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 				return a.storeError("purge", err)
 			}
 			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted\n", res.Batches, res.Tombstoned, res.Deleted)
+			a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
 			return nil
 		},
 	}

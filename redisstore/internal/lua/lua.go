@@ -89,6 +89,20 @@ end
 local function setBytes(rec, field, flag, v)
   if flag == '1' then redis.call('HSET', rec, field, v) else redis.call('HDEL', rec, field) end
 end
+-- unsettled: no outcome is known yet (pending, unknown). Such a record is never purged and never
+-- past retention, however old.
+local function unsettled(st) return st == 'pending' or st == 'unknown' end
+-- settle restarts a settling record's retention and tombstone windows at now, with the lengths
+-- its claim gave them (from its created, retention end and tombstone end ca, ea, tu), rescores it
+-- in the purge indexes, and returns the new ends.
+local function settle(rec, exp, tomb, pk, now, ca, ea, tu)
+  ca, ea, tu = tonumber(ca), tonumber(ea), tonumber(tu)
+  local e, t = fmt(now + (ea - ca)), fmt(now + (tu - ca))
+  redis.call('HSET', rec, 'ea', e, 'tu', t)
+  redis.call('ZADD', exp, e, pk)
+  redis.call('ZADD', tomb, t, pk)
+  return e, t
+end
 `
 
 // Claim: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, tool, version,
@@ -104,8 +118,8 @@ local now = clock()
 local lease, ret, tw = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local v = read(rec, 'tok')
 local st, ep, lu, tu, ea, ua = v[ST], tonumber(v[EP]), tonumber(v[LU]), tonumber(v[TU]), tonumber(v[EA]), tonumber(v[UA])
-if st and now < tu then
-  if now >= ea or st == 'expired' then return out('E', now, v) end
+if st and (now < tu or unsettled(st)) then
+  if st == 'expired' or (now >= ea and not unsettled(st)) then return out('E', now, v) end
   if v[FP] ~= ARGV[5] then return out('M', now, v) end
   local over = st == 'pending' and now >= lu
   if st == 'pending' and not over and v[#F + 1] == ARGV[12] then return out('S', now, v) end
@@ -146,12 +160,13 @@ reindex(all, ten, unk, pk, key, nil, nil, now, 'pending')
 return out(code, now, v)
 `)
 
-// Fenced: KEYS rec, all, ten, unk. ARGV tenant, key, epoch, write token, op, then per op:
+// Fenced: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, epoch, write token, op, then per op:
 // renew: lease (µs); complete: status, effect reference, result flag, result, failure flag,
 // failure; release: none; unknown: failure flag, failure. Codes: K written (or the repeat of
-// the write that was: same write token), N no record, L not pending at that epoch.
+// the write that was: same write token), N no record, L not pending at that epoch. A write that
+// settles the record (complete, release) restarts its retention and tombstone windows.
 var Fenced = redis.NewScript(prelude + `
-local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local rec, all, ten, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = clock()
 local v = read(rec, 'wt')
 if not v[ST] then return {'N'} end
@@ -182,27 +197,30 @@ if v[ST] ~= 'pending' then
   v[LU] = false
   redis.call('HDEL', rec, 'lu')
 end
+if not unsettled(v[ST]) then v[EA], v[TU] = settle(rec, exp, tomb, ARGV[1] .. '\0' .. ARGV[2], now, v[CA], v[EA], v[TU]) end
 reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], ua, 'pending', now, v[ST])
 return out('K', now, v)
 `)
 
-// Resolve: KEYS rec, all, ten, unk. ARGV tenant, key, write token, status, effect
+// Resolve: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, write token, status, effect
 // reference, resolved by, note, result flag, result, failure flag, failure. Codes: K resolved
-// (or the repeat of the resolution that was), N no record, C {C, status} not resolvable.
+// (or the repeat of the resolution that was), N no record, C {C, status} not resolvable. A
+// resolution restarts the record's retention and tombstone windows.
 var Resolve = redis.NewScript(prelude + `
-local rec, all, ten, unk = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local rec, all, ten, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = clock()
-local r = redis.call('HMGET', rec, 'st', 'ea', 'lu', 'ua', 'wt')
+local r = redis.call('HMGET', rec, 'st', 'ea', 'lu', 'ua', 'wt', 'ca', 'tu')
 local st = r[1]
 if not st then return {'N'} end
 if r[5] == ARGV[3] then return reply('K', rec, now) end
-if now >= tonumber(r[2]) or st == 'expired' then return {'C', 'expired'} end
+if st == 'expired' or (now >= tonumber(r[2]) and not unsettled(st)) then return {'C', 'expired'} end
 if not (st == 'unknown' or (st == 'pending' and now >= tonumber(r[3]))) then return {'C', st} end
 redis.call('HSET', rec, 'st', ARGV[4], 'ref', ARGV[5], 'rby', ARGV[6], 'note', ARGV[7], 'ua', fmt(now), 'wt', ARGV[3])
 setBytes(rec, 'res', ARGV[8], ARGV[9])
 setBytes(rec, 'fail', ARGV[10], ARGV[11])
 redis.call('HDEL', rec, 'lu')
 reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[4]), st, now, ARGV[4])
+settle(rec, exp, tomb, ARGV[1] .. '\0' .. ARGV[2], now, r[6], r[2], r[7])
 return reply('K', rec, now)
 `)
 
@@ -246,24 +264,29 @@ return out
 // unk. ARGV record key base, tenant index key base, at most this many, skipping this many
 // candidates first (those an earlier batch of the same purge left), candidates to look at
 // beyond the quota. A record is left alone while its tombstone window is over too (the delete
-// step takes it) or while it is pending under a live lease (its owner is still running and
-// must be able to record what it did). It returns {tombstoned, skipped, "1" when no candidate
-// is left after the ones it looked at}.
+// step takes it) or while it is unsettled (pending or unknown: no outcome is known yet; its
+// windows restart when it settles). It returns {tombstoned, skipped, "1" when no candidate is
+// left after the ones it looked at, unsettled records skipped, the creation time of the oldest
+// of them ("" for none)}.
 var Tombstone = redis.NewScript(prelude + `
 local exp, all, unk = KEYS[1], KEYS[2], KEYS[3]
 local now = clock()
 local quota, extra = tonumber(ARGV[3]), tonumber(ARGV[5])
 local ids = redis.call('ZRANGEBYSCORE', exp, '-inf', fmt(now), 'LIMIT', tonumber(ARGV[4]), quota + extra)
-local done, skipped, looked = 0, 0, 0
+local done, skipped, looked, unset, oldest = 0, 0, 0, 0, nil
 for _, pk in ipairs(ids) do
   if done == quota then break end
   looked = looked + 1
   local rec = ARGV[1] .. pk
-  local r = redis.call('HMGET', rec, 'st', 'tu', 'lu', 'ua', 't', 'k')
+  local r = redis.call('HMGET', rec, 'st', 'tu', 'lu', 'ua', 't', 'k', 'ca')
   local st = r[1]
   if not st or st == 'expired' then
     redis.call('ZREM', exp, pk)
-  elseif now >= tonumber(r[2]) or (st == 'pending' and now < tonumber(r[3])) then
+  elseif unsettled(st) then
+    skipped, unset = skipped + 1, unset + 1
+    local ca = tonumber(r[7])
+    if not oldest or ca < oldest then oldest = ca end
+  elseif now >= tonumber(r[2]) then
     skipped = skipped + 1
   else
     redis.call('HSET', rec, 'st', 'expired', 'ref', '', 'note', '', 'ua', fmt(now))
@@ -275,28 +298,37 @@ for _, pk in ipairs(ids) do
 end
 local rest = '0'
 if looked == #ids and #ids < quota + extra then rest = '1' end
-return {done, skipped, rest}
+local o = ''
+if oldest then o = fmt(oldest) end
+return {done, skipped, rest, unset, o}
 `)
 
 // Delete deletes records of one bucket past their tombstone window: KEYS tomb, all, unk,
-// exp. ARGV record key base, tenant index key base, at most this many. It returns {deleted, "1"
-// when none is left}.
+// exp. ARGV record key base, tenant index key base, at most this many. An unsettled record
+// (pending, unknown) is not deleted, only taken out of the tomb index (settling puts it back
+// with its new window). It returns {deleted, "1" when none is left, unsettled ones taken out}.
 var Delete = redis.NewScript(prelude + `
 local tomb, all, unk, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now = clock()
 local quota = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', tomb, '-inf', fmt(now), 'LIMIT', 0, quota)
+local kept = 0
 for _, pk in ipairs(ids) do
   local rec = ARGV[1] .. pk
   local r = redis.call('HMGET', rec, 'st', 'ua', 't', 'k')
-  if r[1] then reindex(all, ARGV[2] .. r[3], unk, pk, r[4], tonumber(r[2]), r[1], nil, nil) end
-  redis.call('DEL', rec)
-  redis.call('ZREM', tomb, pk)
-  redis.call('ZREM', exp, pk)
+  if unsettled(r[1]) then
+    kept = kept + 1
+    redis.call('ZREM', tomb, pk)
+  else
+    if r[1] then reindex(all, ARGV[2] .. r[3], unk, pk, r[4], tonumber(r[2]), r[1], nil, nil) end
+    redis.call('DEL', rec)
+    redis.call('ZREM', tomb, pk)
+    redis.call('ZREM', exp, pk)
+  end
 end
 local rest = '0'
 if #ids < quota then rest = '1' end
-return {#ids, rest}
+return {#ids - kept, rest, kept}
 `)
 
 // Forget deletes records of one tenant in one bucket: KEYS ten, all, unk, exp, tomb. ARGV
