@@ -27,7 +27,7 @@ export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: demo test temporal bench bench-deps pgbench faults vet lint staticcheck docs
+.PHONY: demo test temporal bench bench-deps pgbench faults vet lint staticcheck docs mockcheck
 
 # Flags for the demo program, e.g. make demo ARGS="-seed 7 -manual".
 ARGS ?=
@@ -49,7 +49,7 @@ PG_RESTART_TESTS := ^(TestSurvivesPostgresRestart|TestPostgresRestart)$$
 # and tested like the root, each from its own directory. Add a new one to the list.
 NESTED_MODULES := redisstore oncekeyotel examples/ticketdesk
 
-test: temporal lint
+test: temporal lint mockcheck
 	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 	@set -e; for m in $(NESTED_MODULES); do \
 		echo "test: module $$m"; \
@@ -63,6 +63,13 @@ vet:
 	@set -e; for m in $(NESTED_MODULES); do (cd $$m && $(GO) vet ./...); done
 
 lint: vet staticcheck
+
+# The generated gomock mock of oncekey.Store (package oncekeymock) must be current with store.go.
+MOCKGEN := $(GO) run go.uber.org/mock/mockgen@v0.6.0
+mockcheck:
+	@$(MOCKGEN) -source=store.go -package=oncekeymock -mock_names=Store=Store -write_source_comment=false \
+		-write_command_comment=false -write_package_comment=false | diff -u oncekeymock/store.go - || \
+		{ echo "oncekeymock/store.go is not current with store.go: run go generate ./oncekeymock and commit it"; exit 1; }
 
 staticcheck:
 	@echo "staticcheck $(STATICCHECK_VERSION) ./... $(NESTED_MODULES)"; ok=true; $(STATICCHECK) ./... || ok=false; \

@@ -42,6 +42,13 @@ const (
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same
 	// state. Effectful tools never fail with it: their unsettled outcomes are unknown.
 	ErrTypeUnsettled = "oncekey.Unsettled"
+	// ErrTypeLostClaim (retryable): an Idempotent tool's attempt lost its claim while it ran
+	// (its lease was taken over, or the record was resolved): the store refused its fenced write
+	// (or lease renewal) because the record has a newer epoch. The store answered; the attempt
+	// wrote nothing, and another attempt owns the operation now, so a retry observes that one
+	// (waits for it, or replays its result). An Effectful tool's attempt in that case fails with
+	// ErrTypeIndeterminate instead: its effect may have landed.
+	ErrTypeLostClaim = "oncekey.LostClaim"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

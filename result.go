@@ -168,7 +168,7 @@ func Label(result any, err error) ToolResult {
 		if fpm != nil {
 			tr.OperationKey = fpm.OperationKey
 		}
-	case errors.As(err, &inf) || errType == ErrTypeInFlight:
+	case errors.As(err, &inf) || errType == ErrTypeInFlight || errType == ErrTypeLostClaim:
 		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeInFlight, NextPoll, true
 		if inf != nil {
 			tr.OperationKey, tr.RetryAfter = inf.OperationKey, inf.RetryAfter

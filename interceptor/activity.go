@@ -390,9 +390,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		if effectful {
 			return nil, c.indeterminate(lost, "claim lost while the body ran")
 		}
-		c.outcome = oncekey.OutcomeFailed
-		return nil, c.appError(fmt.Sprintf("oncekey: %s (key %s) lost its claim while running: %v", c.tool, c.key, lost),
-			oncekey.ErrTypeInFlight, false, lost, "claim lost", false)
+		return nil, c.lostClaim(lost)
 	}
 	if panicked != nil {
 		perr := fmt.Errorf("%s panicked: %v", c.tool, panicked)
@@ -454,13 +452,14 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if len(stored) > c.policy.MaxResultBytes {
 		e := &oncekey.ResultTooLargeError{OperationKey: c.key, Tool: c.tool, Size: len(stored), Limit: c.policy.MaxResultBytes}
 		if effectful {
-			// The effect happened; keep the claim as unknown with the reason rather than lose it.
-			c.markUnknownOnly(wctx, epoch, e.Error())
-			c.outcome = oncekey.OutcomeUnknown
-		} else {
-			c.release(wctx, epoch)
-			c.outcome = oncekey.OutcomeFailed
+			// The effect happened but its result cannot be stored: the record is unknown, and the
+			// IndeterminateOutcome error makes the workflow side start its reconciliation at once,
+			// so the record has an owner (a person resolves it applied with a result that fits,
+			// or failed) instead of waiting for a repeat.
+			return nil, c.markUnknown(wctx, epoch, e, "result too large")
 		}
+		c.release(wctx, epoch)
+		c.outcome = oncekey.OutcomeFailed
 		return nil, c.appError(e.Error(), oncekey.ErrTypeResultTooLarge, true, nil, "result too large", false)
 	}
 	_, err = c.root.opts.Store.Complete(wctx, &oncekey.CompleteParams{
@@ -470,6 +469,10 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if err != nil {
 		if effectful {
 			return nil, c.markUnknown(wctx, epoch, err, "the result could not be recorded")
+		}
+		if errors.Is(err, oncekey.ErrLostClaim) {
+			// Fenced: another epoch owns the record. Nothing is ours to give back.
+			return nil, c.lostClaim(err)
 		}
 		// Idempotent: give the claim back so the retry runs the body again at once. If the
 		// Complete did land (only its answer was lost), the record is applied and the release
@@ -621,6 +624,14 @@ func (c *call) storeUnavailable(op string, err error) error {
 	}
 	e := &oncekey.StoreUnavailableError{Op: op, Err: err}
 	return c.appError(e.Error(), oncekey.ErrTypeStoreUnavailable, false, nil, "store unavailable", false)
+}
+
+// lostClaim ends an Idempotent attempt whose claim another epoch took while it ran: a
+// retryable ErrTypeLostClaim error (the store answered; nothing was written by this attempt).
+func (c *call) lostClaim(err error) error {
+	c.outcome = oncekey.OutcomeFailed
+	return c.appError(fmt.Sprintf("oncekey: %s (key %s) lost its claim while running (another attempt owns the operation now): %v", c.tool, c.key, err),
+		oncekey.ErrTypeLostClaim, false, err, "claim lost", false)
 }
 
 func (c *call) configError(err error) error {
