@@ -20,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/metricstest"
 	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -270,4 +271,26 @@ func TestE2ESearchAttributesCheckedAtWorkerStart(t *testing.T) {
 	w2.RegisterActivity(l.CreateTicket)
 	require.NoError(t, w2.Start())
 	w2.Stop()
+}
+
+// With the option on, the plugin given only to worker.Options.Plugins cannot check the
+// namespace (it never sees the client's options): the worker refuses to start and says where
+// the plugin goes.
+func TestE2ESearchAttributesNeedThePluginOnTheClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a Temporal dev server")
+	}
+	reg := oncekey.NewRegistry()
+	l := newLedger()
+	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg, SearchAttributes: true})
+	require.NoError(t, err)
+	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}})
+	require.NoError(t, err)
+	defer c.Close()
+	w := sdkworker.New(c, "oncekey-sa-worker-only", sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	w.RegisterActivity(l.CreateTicket)
+	err = w.Start()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "give the plugin to client.Options.Plugins")
 }
