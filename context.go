@@ -18,6 +18,25 @@ const (
 	// activity ID of the call's first attempt (a string). The worker keys the re-run with it
 	// (Operation.FirstActivityID), so the re-run has the first attempt's operation key.
 	HeaderFirstActivityID = "oncekey-first-activity-id"
+	// HeaderArgs carries the call's arguments document (CanonicalArgs of the arguments the
+	// workflow scheduled) as a json.RawMessage, so the worker keys and fingerprints the call from
+	// the values the workflow scheduled rather than from its own, possibly lossy, decode (a
+	// map[string]any holds numbers as float64). The arguments are in the activity's history event
+	// twice, the second copy here.
+	HeaderArgs = "oncekey-args"
+)
+
+// Metadata keys the interceptor adds to the first payload of a claimed tool's result, inside any
+// codec, so the workflow learns what happened without asking the store: read them with Label or
+// the agent package from a converter.RawValue. Converters ignore them, so a plain
+// ExecuteActivity(...).Get(ctx, &v) decodes the result as before.
+const (
+	// MetadataOutcome is "applied" (the body ran now) or "replayed" (a stored result given again).
+	MetadataOutcome = "oncekey-outcome"
+	// MetadataOperationKey is the call's operation key.
+	MetadataOperationKey = "oncekey-operation-key"
+	// MetadataEffectReference is the effect reference recorded with SetEffectReference, when set.
+	MetadataEffectReference = "oncekey-effect-reference"
 )
 
 type stepIDKey struct{}

@@ -34,15 +34,29 @@ type Operation struct {
 	FirstActivityID string
 	// StepID is the step ID set with WithStepID, or "" when none was set.
 	StepID string
-	Tool   string
+	// Tool is the tool the call is for: the activity type, or for an activity type with a Route
+	// the tool its Route.Tool names (see ActivityType).
+	Tool string
+	// ActivityType is the activity type the call runs as; "" means Tool. It differs from Tool for
+	// an activity type that carries many tools (Registry.Route).
+	ActivityType string
 	// Args are the activity's arguments after the context, as decoded on the worker (or as passed
-	// by the workflow on the workflow side).
+	// by the workflow on the workflow side). Hooks (an ExplicitKey function, Policy.Authorize,
+	// Policy.Verify) read them; keys and fingerprints read ArgsJSON when it is set.
 	Args []any
+	// ArgsJSON is the arguments document of the call in canonical JSON (package canonical), taken
+	// from the arguments as the workflow scheduled them: the single argument itself, or an array
+	// of the arguments when there are several (or none); for a routed tool, the part of it at
+	// Route.Args. The interceptor sets it from the HeaderArgs header, so a number that does not
+	// fit a float64 (2^53+1) keeps its value even when the activity decodes its input into
+	// map[string]any or any. When it is nil, Key and Fingerprint encode Args instead.
+	ArgsJSON json.RawMessage
 }
 
-// Step returns the step ID of the operation: the explicit one, else the default step
+// Step returns the step ID of the operation as records show it: the explicit one, else
 // "<runID>/<activity ID of the call's first attempt>" (FirstActivityID, or ActivityID when that is
-// empty).
+// empty), which says where the operation was first claimed. Without an explicit step ID it is not
+// part of the operation key (see StepKey).
 func (op Operation) Step() string {
 	if op.StepID != "" {
 		return op.StepID
@@ -62,8 +76,9 @@ func (op Operation) firstActivityID() string {
 // ExplicitKey.
 type KeyStrategy interface {
 	// parts returns the ordered, named parts of the key (namespace and tenant are added by the
-	// caller). The first part names the strategy, so two strategies never share a key.
-	parts(op Operation) ([]keyPart, error)
+	// caller). The first part names the strategy, so two strategies never share a key. exclude is
+	// the policy's Exclude list.
+	parts(op Operation, exclude []string) ([]keyPart, error)
 	// fields returns argument paths the strategy reads, for checking at registration.
 	fields() []string
 	// check reports a strategy that can never produce a key, for Registry.Set.
@@ -72,27 +87,36 @@ type KeyStrategy interface {
 
 type stepKey struct{}
 
-// StepKey is the default strategy: the key is (namespace, tenant, workflow ID, step ID). Without
-// WithStepID the step is the default step: the workflow's run ID and the activity ID of the call's
-// first attempt (Operation.Step gives it as "<runID>/<activityID>"). It is the same for every
-// attempt of one call: Temporal's retries keep the activity ID, and the re-runs the workflow side
-// schedules as new activities for an Effectful tool (after NotApplied, in_flight, an unreachable
-// store or a reconciliation that found the effect not applied) carry the first attempt's activity
-// ID. It is new for every call in the workflow code, and new after a reset, a workflow retry or
-// continue-as-new (a new run ID): give Effectful steps explicit step IDs. A step ID that is empty or
-// only white space is an error wrapping ErrNoKey.
+// StepKey is the default strategy. With a step ID set (WithStepID) the key is (namespace, tenant,
+// workflow ID, step ID): the step names the operation, whatever tool runs at it and whatever its
+// arguments (another tool or other arguments at the same step are a fingerprint mismatch, never a
+// second effect).
+//
+// Without a step ID the key is (namespace, tenant, workflow ID, tool, the call's material
+// arguments): the canonical JSON of the arguments as the workflow scheduled them (Operation.ArgsJSON)
+// without the fields the policy excludes (Policy.Exclude). An identical call is the same operation
+// wherever the workflow makes it: proposed again by a model in a later turn, re-run by the
+// workflow side's retry loop, after a reset or a workflow retry, after continue-as-new, and in a
+// new run under the same workflow ID; it replays the stored result. A call with other material
+// arguments is another operation. The trade-off: two identical calls meant as two effects (the
+// same e-mail sent twice on purpose) are one, unless the second takes its own step ID. A step ID
+// that is empty or only white space is an error wrapping ErrNoKey.
 func StepKey() KeyStrategy { return stepKey{} }
 
 // keyPart is one named part of an operation key; the name appears in errors only.
 type keyPart struct{ name, value string }
 
-func (stepKey) parts(op Operation) ([]keyPart, error) {
+func (stepKey) parts(op Operation, exclude []string) ([]keyPart, error) {
 	if op.StepID != "" {
 		return []keyPart{{"strategy", "step"}, {"workflow ID", op.WorkflowID}, {"step ID", op.StepID}}, nil
 	}
-	// Run ID and activity ID are separate parts, so no explicit step ID can collide with them.
-	return []keyPart{{"strategy", "run-step"}, {"workflow ID", op.WorkflowID}, {"run ID", op.RunID},
-		{"activity ID", op.firstActivityID()}}, nil
+	material, err := materialArgs(op, exclude)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
+	}
+	// The strategy part "call" keeps these keys apart from step keys and args keys.
+	return []keyPart{{"strategy", "call"}, {"workflow ID", op.WorkflowID}, {"tool", op.Tool},
+		{"arguments", string(material)}}, nil
 }
 func (stepKey) fields() []string { return nil }
 func (stepKey) check() error     { return nil }
@@ -120,11 +144,11 @@ func (k argsKey) check() error {
 	return nil
 }
 
-func (k argsKey) parts(op Operation) ([]keyPart, error) {
+func (k argsKey) parts(op Operation, _ []string) ([]keyPart, error) {
 	if err := k.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
 	}
-	doc, err := argsDocument(op.Args)
+	doc, err := argsDocument(op)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
@@ -152,10 +176,11 @@ type explicitKey struct {
 	fn func(Operation) (string, error)
 }
 
-// ExplicitKey keys the operation by (namespace, tenant, the string fn returns), e.g. a business
-// transaction ID. fn must return the same string for every repeat of one intended effect. An
-// error from fn, or a string that is empty or only white space, is an error wrapping ErrNoKey
-// (and fn's error).
+// ExplicitKey keys the operation by (namespace, tenant, tool, the string fn returns), e.g. a
+// business transaction ID. The key is scoped to the tool: two tools that return the same business
+// ID (an order ID) are two operations. fn must return the same string for every repeat of one
+// intended effect. An error from fn, or a string that is empty or only white space, is an error
+// wrapping ErrNoKey (and fn's error).
 func ExplicitKey(fn func(Operation) (string, error)) KeyStrategy { return explicitKey{fn: fn} }
 
 func (k explicitKey) check() error {
@@ -165,7 +190,7 @@ func (k explicitKey) check() error {
 	return nil
 }
 
-func (k explicitKey) parts(op Operation) ([]keyPart, error) {
+func (k explicitKey) parts(op Operation, _ []string) ([]keyPart, error) {
 	if err := k.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
 	}
@@ -173,15 +198,16 @@ func (k explicitKey) parts(op Operation) ([]keyPart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: explicit key of %s: %w", ErrNoKey, op.Tool, err)
 	}
-	return []keyPart{{"strategy", "explicit"}, {"explicit key", s}}, nil
+	return []keyPart{{"strategy", "explicit"}, {"tool", op.Tool}, {"explicit key", s}}, nil
 }
 func (explicitKey) fields() []string { return nil }
 
 func blank(s string) bool { return strings.TrimFunc(s, unicode.IsSpace) == "" }
 
-// deriveKey returns the printable operation key for op under strategy ks.
-func deriveKey(ks KeyStrategy, op Operation) (string, error) {
-	parts, err := ks.parts(op)
+// deriveKey returns the printable operation key for op under strategy ks and the policy's
+// exclude list.
+func deriveKey(ks KeyStrategy, op Operation, exclude []string) (string, error) {
+	parts, err := ks.parts(op, exclude)
 	if err != nil {
 		return "", err
 	}
@@ -217,15 +243,47 @@ func appendPart(b []byte, p string) []byte {
 	return append(b, p...)
 }
 
-// argsDocument returns the JSON document that argument paths address: the single argument
-// itself, or an array of the arguments when there are several (or none), decoded from its
-// canonical JSON with numbers kept as json.Number.
-func argsDocument(args []any) (any, error) {
-	b, err := canonicalArgs(args)
+// argsDocument returns the JSON document that argument paths address (see Operation.ArgsJSON),
+// decoded from its canonical JSON with numbers kept as json.Number.
+func argsDocument(op Operation) (any, error) {
+	b, err := argsJSON(op)
 	if err != nil {
 		return nil, err
 	}
 	return decodeDocument(b)
+}
+
+// argsJSON returns the canonical JSON of op's arguments document: ArgsJSON in canonical form
+// when it is set, else the encoding of Args.
+func argsJSON(op Operation) ([]byte, error) {
+	if op.ArgsJSON != nil {
+		b, err := canonical.Transform(op.ArgsJSON)
+		if err != nil {
+			return nil, fmt.Errorf("oncekey: arguments: %w", err)
+		}
+		return b, nil
+	}
+	return CanonicalArgs(op.Args)
+}
+
+// materialArgs returns the canonical JSON of op's arguments document without the excluded
+// fields: what identifies a call without a step ID, and what its fingerprint digests.
+func materialArgs(op Operation, exclude []string) ([]byte, error) {
+	b, err := argsJSON(op)
+	if err != nil || len(exclude) == 0 {
+		return b, err
+	}
+	doc, err := decodeDocument(b)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range exclude {
+		deletePath(doc, p)
+	}
+	if b, err = canonical.Marshal(doc); err != nil {
+		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
+	}
+	return b, nil
 }
 
 // decodeDocument decodes canonical JSON with numbers kept as json.Number.
@@ -239,8 +297,12 @@ func decodeDocument(b []byte) (any, error) {
 	return doc, nil
 }
 
-// canonicalArgs returns the canonical JSON of the arguments document (see argsDocument).
-func canonicalArgs(args []any) ([]byte, error) {
+// CanonicalArgs returns the canonical JSON (package canonical) of the arguments document of args:
+// the single argument itself, or an array of the arguments when there are several (or none).
+// The workflow side of the interceptor sends it in the HeaderArgs header; tests of key
+// functions may call it. An argument that cannot be encoded exactly (NaN, invalid UTF-8, a
+// channel…) gives an error wrapping a *canonical.Error that names the field path.
+func CanonicalArgs(args []any) ([]byte, error) {
 	var v any = args
 	if len(args) == 1 {
 		v = args[0]
@@ -314,25 +376,13 @@ type fingerprintDoc struct {
 	Version string          `json:"version"`
 }
 
-// fingerprint returns the hex SHA-256 of canonical JSON {"args":…,"tool":…,"version":…} with the
-// excluded fields removed from args. The encoding is persisted in every record: it is pinned by
-// a test.
-func fingerprint(tool, version string, exclude []string, args []any) (string, error) {
-	b, err := canonicalArgs(args)
+// fingerprint returns the hex SHA-256 of canonical JSON {"args":…,"tool":…,"version":…}, where
+// args is the material arguments document (materialArgs: the arguments minus the excluded
+// fields). The encoding is persisted in every record: it is pinned by a test.
+func fingerprint(tool, version string, exclude []string, op Operation) (string, error) {
+	b, err := materialArgs(op, exclude)
 	if err != nil {
 		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
-	}
-	if len(exclude) > 0 {
-		doc, err := decodeDocument(b)
-		if err != nil {
-			return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
-		}
-		for _, p := range exclude {
-			deletePath(doc, p)
-		}
-		if b, err = canonical.Marshal(doc); err != nil {
-			return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
-		}
 	}
 	doc, err := canonical.Marshal(fingerprintDoc{Args: b, Tool: tool, Version: version})
 	if err != nil {

@@ -26,11 +26,17 @@ type Registry struct {
 	// results holds the declared result type of tools registered with a function value that
 	// returns (T, error).
 	results map[string]reflect.Type
+	// inputs holds the input type of tools registered with a function value taking exactly one
+	// argument after the context (or with SetTool).
+	inputs map[string]reflect.Type
+	// routes holds the Route of activity types that carry many tools.
+	routes map[string]Route
 }
 
 // NewRegistry returns an empty Registry.
 func NewRegistry() *Registry {
-	return &Registry{policies: map[string]Policy{}, results: map[string]reflect.Type{}}
+	return &Registry{policies: map[string]Policy{}, results: map[string]reflect.Type{}, inputs: map[string]reflect.Type{},
+		routes: map[string]Route{}}
 }
 
 // Set registers p for an activity, given as its function value (the name is derived the way the
@@ -113,8 +119,200 @@ func (r *Registry) set(name string, fnType reflect.Type, p Policy) error {
 	} else {
 		delete(r.results, name)
 	}
+	if t := inputType(fnType); t != nil {
+		r.inputs[name] = t
+	} else {
+		delete(r.inputs, name)
+	}
 	r.mu.Unlock()
 	return nil
+}
+
+// SetTool registers p for the tool name whose input (its arguments document) is of type In: a
+// tool behind an activity type that carries many tools (see Registry.Route), or any tool
+// registered without its function. ArgsKey and Exclude paths are checked against In, and In
+// gives the tool's input schema (Registry.Definitions). It returns a *PolicyError like Set.
+func SetTool[In any](r *Registry, name string, p Policy) error {
+	if strings.TrimSpace(name) == "" {
+		return &PolicyError{Field: "activity", Reason: "empty tool name"}
+	}
+	return r.set(name, reflect.TypeFor[func(context.Context, In) error](), p)
+}
+
+// inputType returns the one input type of a function type after an optional context, or nil.
+func inputType(fn reflect.Type) reflect.Type {
+	if fn == nil {
+		return nil
+	}
+	var ins []reflect.Type
+	for i := 0; i < fn.NumIn(); i++ {
+		if i == 0 && fn.In(0).Implements(contextType) {
+			continue
+		}
+		ins = append(ins, fn.In(i))
+	}
+	if len(ins) != 1 {
+		return nil
+	}
+	return ins[0]
+}
+
+// InputType returns the input type of the tool name: the one argument after the context of the
+// function it was registered with (Set, SetAs), or the type given to SetTool. It returns false
+// when the tool is unknown, was registered by name only, or takes no argument or several.
+func (r *Registry) InputType(tool string) (reflect.Type, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.inputs[tool]
+	return t, ok
+}
+
+// Route says how to tell apart the tools one activity type carries: an MCP proxy activity
+// (CallMcpTool{Toolset, Tool, Args}), a dynamic activity, any activity whose arguments name the
+// tool to run. Each tool it names then has its own policy (registered under the tool's name with
+// Set, SetAs or SetTool), operation key, fingerprint, retry treatment and reconciliation.
+type Route struct {
+	// Args is the dotted JSON path of the tool's own arguments inside the activity's arguments
+	// document, e.g. "Args" for CallMcpTool{Toolset, Tool, Args}; "" means the whole document.
+	// Keys, fingerprints, Exclude and ArgsKey paths of a routed tool address that part, so fields
+	// of the envelope (a call ID the framework makes up per proposal) are not part of the call's
+	// identity. A document with nothing at Args gives the arguments null.
+	Args string
+
+	// Fallback is the policy of a call whose tool Tool does not recognise or names a tool without
+	// a policy. A zero Effect means Effectful, the safe default for tools nobody classified: an
+	// MCP server's annotations may suggest a class, never grant one. Its Exclude and ArgsKey paths
+	// address the tool's arguments and are not checked (their type is unknown).
+	Fallback Policy
+
+	// Tool names the tool of one call from the activity's arguments document (canonical JSON, see
+	// Operation.ArgsJSON). ok false means the call is not recognised. It runs in workflow code as
+	// well as on the worker, so it must be deterministic and must not block. Required; ToolAt
+	// builds the usual one.
+	Tool func(args json.RawMessage) (tool string, ok bool)
+}
+
+// ToolAt returns a Route.Tool function that names the tool by the strings at the dotted JSON
+// paths of the arguments document, joined with "." (ToolAt("Toolset", "Tool") names
+// {"Toolset":"files","Tool":"delete"} "files.delete"). A path that is absent, not a string or
+// blank makes the call unrecognised.
+func ToolAt(paths ...string) func(args json.RawMessage) (string, bool) {
+	paths = slices.Clone(paths)
+	return func(args json.RawMessage) (string, bool) {
+		doc, err := decodeDocument(args)
+		if err != nil || len(paths) == 0 {
+			return "", false
+		}
+		parts := make([]string, 0, len(paths))
+		for _, p := range paths {
+			v, ok := lookupPath(doc, p)
+			s, isString := v.(string)
+			if !ok || !isString || blank(s) {
+				return "", false
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, "."), true
+	}
+}
+
+// Route registers rt for the activity type activityType (its registered name). A Route replaces
+// any Route and is consulted before any policy registered under the same name. It returns a
+// *PolicyError when activityType is blank, rt.Tool is nil, or rt.Fallback is invalid.
+func (r *Registry) Route(activityType string, rt Route) error {
+	if strings.TrimSpace(activityType) == "" {
+		return &PolicyError{Field: "activity", Reason: "empty activity name"}
+	}
+	if rt.Tool == nil {
+		return &PolicyError{Tool: activityType, Field: "Route.Tool", Reason: "is required (oncekey.ToolAt(\"Tool\"), for instance)"}
+	}
+	if rt.Fallback.Effect == 0 {
+		rt.Fallback.Effect = Effectful
+	}
+	if err := rt.Fallback.validate(activityType); err != nil {
+		return err
+	}
+	if rt.Fallback.Key != nil {
+		if err := rt.Fallback.Key.check(); err != nil {
+			return &PolicyError{Tool: activityType, Field: "Route.Fallback.Key", Reason: err.Error()}
+		}
+	}
+	rt.Fallback = rt.Fallback.withDefaults()
+	rt.Fallback.Exclude = slices.Clone(rt.Fallback.Exclude)
+	r.mu.Lock()
+	r.routes[activityType] = rt
+	r.mu.Unlock()
+	return nil
+}
+
+// Routed reports whether activityType has a Route.
+func (r *Registry) Routed(activityType string) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.routes[activityType]
+	return ok
+}
+
+// Resolved is one call as the Registry names it: its tool, the policy that applies, and the
+// tool's arguments document.
+type Resolved struct {
+	// Tool is the tool's name: the activity type, or the name the Route gave it (the activity type
+	// when the Route did not recognise the call).
+	Tool   string
+	Policy Policy
+	// Args is the tool's arguments document in canonical JSON (the part at Route.Args for a routed
+	// call).
+	Args json.RawMessage
+	// Fallback is true when the policy is the Route's Fallback.
+	Fallback bool
+}
+
+// Resolve names the tool of one call of activityType whose arguments document (canonical JSON,
+// see CanonicalArgs) is args, and returns its policy. An activity type without a Route is its own
+// tool and has the policy registered under its name; ok is false when it has none. For an
+// activity type with a Route, the call has the policy of the tool the Route names, else the
+// Route's Fallback, so ok is always true. It returns an error when args is not JSON or has no
+// canonical form.
+func (r *Registry) Resolve(activityType string, args json.RawMessage) (Resolved, bool, error) {
+	if r == nil {
+		return Resolved{}, false, nil
+	}
+	r.mu.RLock()
+	rt, routed := r.routes[activityType]
+	r.mu.RUnlock()
+	doc, err := canonical.Transform(args)
+	if err != nil {
+		return Resolved{}, false, fmt.Errorf("oncekey: arguments of %s: %w", activityType, err)
+	}
+	if !routed {
+		p, ok := r.Policy(activityType)
+		return Resolved{Tool: activityType, Policy: p, Args: doc}, ok, nil
+	}
+	out := Resolved{Tool: activityType, Policy: rt.Fallback, Fallback: true, Args: json.RawMessage("null")}
+	if tool, ok := rt.Tool(doc); ok && strings.TrimSpace(tool) != "" {
+		out.Tool = tool
+		if p, ok := r.Policy(tool); ok {
+			out.Policy, out.Fallback = p, false
+		}
+	}
+	if rt.Args == "" {
+		out.Args = doc
+	} else if d, err := decodeDocument(doc); err == nil {
+		if v, ok := lookupPath(d, rt.Args); ok {
+			b, err := canonical.Marshal(v)
+			if err != nil {
+				return Resolved{}, false, fmt.Errorf("oncekey: arguments of %s: %w", activityType, err)
+			}
+			out.Args = b
+		}
+	}
+	return out, true, nil
 }
 
 // ResultType returns the declared result type T of the tool name when it was registered (Set or
@@ -162,15 +360,18 @@ func (r *Registry) Tools() []string {
 
 // Key returns the printable operation key ("ok1_" + 64 lower-case hex digits) of op under policy
 // p (StepKey when p.Key is nil): SHA-256 over the length-prefixed parts namespace, tenant, then
-// the strategy's parts. It returns an error wrapping ErrNoKey, before anything is claimed, when a
-// part is empty or only white space, an ArgsKey field is absent, null or blank, or an
+// the strategy's parts (StepKey: "step", workflow ID, step ID; or without a step ID "call",
+// workflow ID, tool, material arguments; ArgsKey: "args", workflow ID, tool, then each field's
+// name and canonical value; ExplicitKey: "explicit", tool, the function's string). It returns an
+// error wrapping ErrNoKey, before anything is claimed, when a part is empty or only white space,
+// the arguments cannot be encoded exactly, an ArgsKey field is absent, null or blank, or an
 // ExplicitKey function fails.
 func Key(p Policy, op Operation) (string, error) {
 	ks := p.Key
 	if ks == nil {
 		ks = StepKey()
 	}
-	return deriveKey(ks, op)
+	return deriveKey(ks, op, p.Exclude)
 }
 
 // Fingerprint returns the fingerprint of op under policy p: the lower-case hex SHA-256 of the
@@ -180,7 +381,7 @@ func Key(p Policy, op Operation) (string, error) {
 // may mutate a map or pointer argument. Arguments that cannot be encoded exactly (NaN, invalid
 // UTF-8, a channel…) give an error wrapping a *canonical.Error that names the field path.
 func Fingerprint(p Policy, op Operation) (string, error) {
-	return fingerprint(op.Tool, p.Version, p.Exclude, op.Args)
+	return fingerprint(op.Tool, p.Version, p.Exclude, op)
 }
 
 var contextType = reflect.TypeOf((*context.Context)(nil)).Elem()

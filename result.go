@@ -5,7 +5,9 @@ import (
 	"errors"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey/internal/errdetail"
@@ -18,14 +20,55 @@ const (
 	NextReconcile = "reconcile"        // do not repeat; the outcome is being (or must be) established
 	NextAsk       = "ask_for_approval" // a person must decide (rejected, expired)
 	NextStop      = "stop"             // a definite failure, or one a repeat cannot fix; do not repeat
+	NextFix       = "fix_arguments"    // nothing ran: the tool name or the arguments are not valid
 )
 
+// modelTexts are the texts for a model, one per status and next action: what happened and what
+// to do next, in a few hundred bytes at most, with no operator detail (no hosts, users, schemas,
+// commands, fingerprints, Go names). The detail stays in the Go error and in the logs.
+var modelTexts = map[Outcome]map[string]string{
+	OutcomeApplied: {NextNone: "Done: the tool ran and this is its result. Do not call it again for the same purpose; " +
+		"the same call with the same arguments returns this result without doing it again."},
+	OutcomeReplayed: {NextNone: "Already done: this exact call was made before, so nothing was done again; this is the " +
+		"stored result of that call. Do not call it again for the same purpose."},
+	OutcomeInFlight: {NextPoll: "Still running: the same call is in progress and nothing new was started. Wait " +
+		"retry_after_seconds, then make the same call again with the same arguments to get its result."},
+	OutcomeRejected: {
+		NextAsk: "Refused: this call is not allowed, or the same operation was made before with different arguments. " +
+			"Nothing was done. Do not retry it as it is; ask the user how to proceed.",
+		NextFix: "Refused: there is no tool by this name, or its arguments are not valid JSON for it. Nothing was done. " +
+			"Check the tool name and the arguments, then call again.",
+	},
+	OutcomeUnknown: {NextReconcile: "Outcome unknown: the action may or may not have happened. Do not repeat it and do " +
+		"not try another way to do the same thing; it is being checked, and the user will be told the outcome."},
+	OutcomeExpired: {NextAsk: "Too old: this operation is past the time its outcome is kept, so it was not done again. " +
+		"Ask the user before doing it as a new action."},
+	OutcomeFailed: {
+		NextPoll: "Not done: a temporary problem stopped the call before it took effect. It is safe to make the same " +
+			"call again later.",
+		NextStop: "Failed: the call did not succeed, and repeating it as it is will not help. Do not retry it; tell the " +
+			"user it failed.",
+	},
+}
+
+// ModelText returns the fixed text for a model of a tool call with status and next action next
+// (ToolResult.Text): what happened and what to do next, at most 300 bytes, with no operator
+// detail. An unknown pair gives the text of failed/stop.
+func ModelText(status Outcome, next string) string {
+	if t, ok := modelTexts[status][next]; ok {
+		return t
+	}
+	return modelTexts[OutcomeFailed][NextStop]
+}
+
 // ToolResult is a structured result for handing to a model: what happened, whether repeating is
-// safe, and what to do next. Label and LabelReplay build it.
+// safe, and what to do next. Label, LabelReplay and the agent package build it. It carries no
+// operator detail: the Go error that led to it (fingerprints, hosts, commands) stays with the
+// caller, for logs.
 //
 // Its JSON form has "status", "operation_key", "effect_reference", "safe_to_repeat", "replayed",
 // "next_action", "retry_after_seconds" (a number of seconds, omitted when zero), "result" and
-// "error".
+// "text".
 type ToolResult struct {
 	Status          Outcome `json:"status"`
 	OperationKey    string  `json:"operation_key,omitempty"`
@@ -41,7 +84,8 @@ type ToolResult struct {
 	NextAction string        `json:"next_action"`
 	RetryAfter time.Duration `json:"-"` // JSON: retry_after_seconds
 	Result     any           `json:"result,omitempty"`
-	Error      string        `json:"error,omitempty"`
+	// Text is the fixed text for a model of Status and NextAction (ModelText).
+	Text string `json:"text"`
 }
 
 type toolResultJSON ToolResult
@@ -72,16 +116,17 @@ func (r *ToolResult) UnmarshalJSON(b []byte) error {
 // workflow cannot tell a replayed result from a fresh one by the value alone.
 func LabelReplay(result any, operationKey string) ToolResult {
 	return ToolResult{Status: OutcomeReplayed, OperationKey: operationKey, SafeToRepeat: true, Replayed: true,
-		NextAction: NextNone, Result: result}
+		NextAction: NextNone, Result: result, Text: ModelText(OutcomeReplayed, NextNone)}
 }
 
 // errorDetails is the part of an oncekey application error's details Label reads: the
 // interceptor's detail payload (interceptor.Details) carries the operation key and whether the
 // error is a remembered failure given again.
 type errorDetails struct {
-	OperationKey string  `json:"operation_key"`
-	Outcome      Outcome `json:"outcome"`
-	Replay       bool    `json:"replay"`
+	OperationKey    string  `json:"operation_key"`
+	EffectReference string  `json:"effect_reference"`
+	Outcome         Outcome `json:"outcome"`
+	Replay          bool    `json:"replay"`
 }
 
 // readDetails reads the first detail of appErr as errorDetails (see errdetail.Into).
@@ -115,12 +160,41 @@ func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
 //	  table missing or not migrated), ErrNoKey,
 //	  anything else
 //
-// Use LabelReplay for a result known to be a replay.
+// A nil error with a result read as a converter.RawValue (ExecuteActivity(...).Get(ctx, &raw))
+// tells replayed from applied, and carries the operation key and effect reference, from the
+// metadata the interceptor puts on a claimed tool's result (MetadataOutcome…); Result is then
+// the result's JSON (a json.RawMessage) when the payload holds JSON, else the RawValue. Any other
+// result is taken as applied, with no key: the value alone cannot tell. Use LabelReplay for a
+// result known to be a replay. Text is ModelText of the status and next action: the error's
+// text, written for operators, is not in the ToolResult.
 func Label(result any, err error) ToolResult {
+	tr := label(result, err)
+	tr.Text = ModelText(tr.Status, tr.NextAction)
+	return tr
+}
+
+func label(result any, err error) ToolResult {
 	if err == nil {
-		return ToolResult{Status: OutcomeApplied, SafeToRepeat: true, NextAction: NextNone, Result: result}
+		tr := ToolResult{Status: OutcomeApplied, SafeToRepeat: true, NextAction: NextNone, Result: result}
+		var raw *converter.RawValue
+		switch r := result.(type) {
+		case converter.RawValue:
+			raw = &r
+		case *converter.RawValue:
+			raw = r
+		}
+		if raw != nil && raw.Payload() != nil {
+			md := raw.Payload().GetMetadata()
+			if Outcome(md[MetadataOutcome]) == OutcomeReplayed {
+				tr.Status, tr.Replayed = OutcomeReplayed, true
+			}
+			tr.OperationKey = string(md[MetadataOperationKey])
+			tr.EffectReference = string(md[MetadataEffectReference])
+			tr.Result = PayloadJSON(raw.Payload(), *raw)
+		}
+		return tr
 	}
-	tr := ToolResult{Error: err.Error()}
+	var tr ToolResult
 	var (
 		ind     *IndeterminateOutcomeError
 		fpm     *FingerprintMismatchError
@@ -140,6 +214,7 @@ func Label(result any, err error) ToolResult {
 		if d, ok := readDetails(appErr); ok {
 			details = d
 			tr.OperationKey = details.OperationKey
+			tr.EffectReference = details.EffectReference
 			tr.Replayed = details.Replay
 		}
 		if d := appErr.NextRetryDelay(); d > 0 {
@@ -201,4 +276,16 @@ func Label(result any, err error) ToolResult {
 		tr.Status, tr.NextAction = OutcomeFailed, NextStop
 	}
 	return tr
+}
+
+// PayloadJSON returns the JSON a payload holds, as a json.RawMessage: its data for a "json/plain"
+// or "json/protobuf" payload, null for a "binary/null" one; otherwise it returns fallback.
+func PayloadJSON(p *commonpb.Payload, fallback any) any {
+	switch string(p.GetMetadata()[converter.MetadataEncoding]) {
+	case converter.MetadataEncodingJSON, converter.MetadataEncodingProtoJSON:
+		return json.RawMessage(p.GetData())
+	case converter.MetadataEncodingNil:
+		return json.RawMessage("null")
+	}
+	return fallback
 }

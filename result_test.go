@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"regexp"
+
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
@@ -113,19 +116,22 @@ func TestLabel(t *testing.T) {
 		require.Equal(t, c.key, tr.OperationKey, c.name)
 		require.Equal(t, c.retry, tr.RetryAfter, c.name)
 		require.Equal(t, c.replayed, tr.Replayed, c.name)
+		require.Equal(t, oncekey.ModelText(tr.Status, tr.NextAction), tr.Text, c.name)
 		if c.err == nil {
 			require.Equal(t, "result", tr.Result)
-			require.Empty(t, tr.Error)
 		} else {
 			require.Nil(t, tr.Result, c.name)
-			require.Equal(t, c.err.Error(), tr.Error, c.name)
-			require.Contains(t, tr.Error, c.errSubstr, c.name)
+			require.Contains(t, c.err.Error(), c.errSubstr, c.name)
+			// The operator's text stays in the Go error: nothing of it reaches the model's text.
+			b, err := json.Marshal(tr)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), c.err.Error(), c.name)
 		}
 		seen[tr.Status] = true
 	}
 	r := oncekey.LabelReplay("stored", key)
 	require.Equal(t, oncekey.ToolResult{Status: oncekey.OutcomeReplayed, OperationKey: key, SafeToRepeat: true, Replayed: true,
-		NextAction: oncekey.NextNone, Result: "stored"}, r)
+		NextAction: oncekey.NextNone, Result: "stored", Text: oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone)}, r)
 	seen[r.Status] = true
 	for _, o := range []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeReplayed, oncekey.OutcomeInFlight,
 		oncekey.OutcomeRejected, oncekey.OutcomeUnknown, oncekey.OutcomeExpired, oncekey.OutcomeFailed} {
@@ -144,18 +150,88 @@ func TestLabelContextErrors(t *testing.T) {
 func TestToolResultJSON(t *testing.T) {
 	t.Parallel()
 	tr := oncekey.ToolResult{Status: oncekey.OutcomeInFlight, OperationKey: "ok1_x", SafeToRepeat: true,
-		NextAction: oncekey.NextPoll, RetryAfter: 1500 * time.Millisecond, Error: "busy"}
+		NextAction: oncekey.NextPoll, RetryAfter: 1500 * time.Millisecond, Text: "busy"}
 	b, err := json.Marshal(tr)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"status":"in_flight","operation_key":"ok1_x","safe_to_repeat":true,"next_action":"poll",
-		"retry_after_seconds":1.5,"error":"busy"}`, string(b))
+		"retry_after_seconds":1.5,"text":"busy"}`, string(b))
 	var back oncekey.ToolResult
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, tr, back)
 
 	b, err = json.Marshal(oncekey.Label(map[string]int{"id": 7}, nil))
 	require.NoError(t, err)
-	require.JSONEq(t, `{"status":"applied","safe_to_repeat":true,"next_action":"none","result":{"id":7}}`, string(b))
+	require.JSONEq(t, `{"status":"applied","safe_to_repeat":true,"next_action":"none","result":{"id":7},"text":`+
+		mustJSON(t, oncekey.ModelText(oncekey.OutcomeApplied, oncekey.NextNone))+`}`, string(b))
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestModelTexts: every text for a model is short, says what to do, and carries no operator
+// detail; every status and next action Label gives has its own text.
+func TestModelTexts(t *testing.T) {
+	t.Parallel()
+	pairs := map[oncekey.Outcome][]string{
+		oncekey.OutcomeApplied:  {oncekey.NextNone},
+		oncekey.OutcomeReplayed: {oncekey.NextNone},
+		oncekey.OutcomeInFlight: {oncekey.NextPoll},
+		oncekey.OutcomeRejected: {oncekey.NextAsk, oncekey.NextFix},
+		oncekey.OutcomeUnknown:  {oncekey.NextReconcile},
+		oncekey.OutcomeExpired:  {oncekey.NextAsk},
+		oncekey.OutcomeFailed:   {oncekey.NextPoll, oncekey.NextStop},
+	}
+	operator := regexp.MustCompile(`(?i)ok1_|fingerprint|oncekey|resolve|policy|postgres|schema|temporal|--|\.go\b`)
+	goName := regexp.MustCompile(`\b[A-Z][a-z]+[A-Z]\w*`) // a Go identifier such as StepID or Policy.Exclude
+	texts := map[string]bool{}
+	for status, nexts := range pairs {
+		for _, next := range nexts {
+			text := oncekey.ModelText(status, next)
+			require.NotEmpty(t, text)
+			require.LessOrEqual(t, len(text), 300, "%s/%s", status, next)
+			require.NotRegexp(t, operator, text, "%s/%s", status, next)
+			require.NotRegexp(t, goName, text, "%s/%s", status, next)
+			require.False(t, texts[text], "%s/%s shares its text", status, next)
+			texts[text] = true
+		}
+	}
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeFailed, oncekey.NextStop), oncekey.ModelText("nonsense", "x"))
+}
+
+// TestLabelRawValue: a result read as a converter.RawValue tells replayed from applied, with the
+// key and effect reference, from the metadata the interceptor adds.
+func TestLabelRawValue(t *testing.T) {
+	t.Parallel()
+	p, err := converter.GetDefaultDataConverter().ToPayload(map[string]int{"id": 7})
+	require.NoError(t, err)
+	p.Metadata[oncekey.MetadataOutcome] = []byte("replayed")
+	p.Metadata[oncekey.MetadataOperationKey] = []byte("ok1_k")
+	p.Metadata[oncekey.MetadataEffectReference] = []byte("T-1")
+	tr := oncekey.Label(converter.NewRawValue(p), nil)
+	require.Equal(t, oncekey.OutcomeReplayed, tr.Status)
+	require.True(t, tr.Replayed)
+	require.Equal(t, "ok1_k", tr.OperationKey)
+	require.Equal(t, "T-1", tr.EffectReference)
+	require.JSONEq(t, `{"id":7}`, string(tr.Result.(json.RawMessage)))
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone), tr.Text)
+
+	p.Metadata[oncekey.MetadataOutcome] = []byte("applied")
+	raw := converter.NewRawValue(p)
+	tr = oncekey.Label(&raw, nil)
+	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
+	require.False(t, tr.Replayed)
+
+	// No metadata (a tool without a policy): applied, no key.
+	plain, err := converter.GetDefaultDataConverter().ToPayload("x")
+	require.NoError(t, err)
+	tr = oncekey.Label(converter.NewRawValue(plain), nil)
+	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
+	require.Empty(t, tr.OperationKey)
+	require.JSONEq(t, `"x"`, string(tr.Result.(json.RawMessage)))
 }
 
 // An error made in workflow code (the interceptor refusing to schedule a call, say) holds its

@@ -362,6 +362,8 @@ type CallsInput struct {
 type CallResult struct {
 	Label   oncekey.ToolResult `json:"label"`
 	Receipt Receipt            `json:"receipt"`
+	// Error is the Go error's text (operator detail the label leaves out), "" on success.
+	Error string `json:"error,omitempty"`
 }
 
 func activityContext(ctx workflow.Context, startToClose, retryInitial time.Duration, taskQueue string) workflow.Context {
@@ -394,7 +396,11 @@ func Calls(ctx workflow.Context, in CallsInput) ([]CallResult, error) {
 		if err == nil {
 			label.OperationKey, label.EffectReference = r.Key, r.ID
 		}
-		out = append(out, CallResult{Label: label, Receipt: r})
+		cr := CallResult{Label: label, Receipt: r}
+		if err != nil {
+			cr.Error = err.Error()
+		}
+		out = append(out, cr)
 	}
 	return out, nil
 }

@@ -127,7 +127,7 @@ func TestChangedArguments(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeApplied, out[0].Label.Status)
 	require.Equal(t, oncekey.OutcomeRejected, out[1].Label.Status, "%+v", out[1].Label)
 	require.False(t, out[1].Label.SafeToRepeat)
-	require.Contains(t, out[1].Label.Error, "different arguments")
+	require.Contains(t, out[1].Error, "different arguments")
 	require.Empty(t, out[1].Receipt.ID, "nothing was replayed")
 	fp := func(r faults.Request) string {
 		s, err := oncekey.Fingerprint(oncekey.Policy{}, oncekey.Operation{Tool: faults.ToolCreate, Args: []any{r}})
@@ -188,7 +188,7 @@ func TestAuthorizationRevoked(t *testing.T) {
 	a := e.calls(runA)
 	require.Equal(t, oncekey.OutcomeApplied, a[0].Label.Status)
 	require.Equal(t, oncekey.OutcomeRejected, a[1].Label.Status, "%+v", a[1].Label)
-	require.Contains(t, a[1].Label.Error, "not authorized")
+	require.Contains(t, a[1].Error, "not authorized")
 	require.Empty(t, a[1].Receipt.ID, "a stored result is no way around a revoked permission")
 
 	refused := faults.Request{RequestID: "refund-2", Customer: "c2", Subject: "refund", AmountCents: 700}

@@ -12,6 +12,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -43,11 +44,14 @@ type call struct {
 	next   tinterceptor.ActivityInboundInterceptor
 	info   activity.Info
 	policy oncekey.Policy
-	tool   string
-	op     oncekey.Operation
-	key    string
-	fp     string
-	start  time.Time
+	// tool is the tool's name (the activity type, or what its Route named); args is its arguments
+	// document in canonical JSON.
+	tool  string
+	args  json.RawMessage
+	op    oncekey.Operation
+	key   string
+	fp    string
+	start time.Time
 
 	claimLatency time.Duration
 	outcome      oncekey.Outcome
@@ -57,18 +61,70 @@ type call struct {
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
 	info := activity.GetInfo(ctx)
-	tool := info.ActivityType.Name
-	p, ok := a.root.opts.Registry.Policy(tool)
-	if !ok {
-		a.root.noPolicy(ctx, info)
+	activityType := info.ActivityType.Name
+	reg := a.root.opts.Registry
+	if !reg.Routed(activityType) {
+		p, ok := reg.Policy(activityType)
+		if !ok {
+			a.root.noPolicy(ctx, info)
+		}
+		if !ok || !p.Effect.Claimed() {
+			return a.Next.ExecuteActivity(ctx, in)
+		}
 	}
-	if !ok || !p.Effect.Claimed() {
+	c := &call{root: a.root, next: a.Next, info: info, tool: activityType, start: time.Now()}
+	claimed, err := c.resolve(ctx, in)
+	if err == nil && !claimed {
+		// A routed call whose tool is ReadOnly: nothing to claim.
 		return a.Next.ExecuteActivity(ctx, in)
 	}
-	c := &call{root: a.root, next: a.Next, info: info, policy: p, tool: tool, start: time.Now()}
-	res, err := c.run(ctx, in)
+	var res any
+	if err == nil {
+		res, err = c.run(ctx, in)
+	}
 	c.report(ctx, err)
 	return res, err
+}
+
+// resolve reads the call's arguments document (argsDocument) and names its tool and policy
+// through the Registry (a Route, for an activity type that carries many tools). claimed is false
+// when the tool's policy claims nothing.
+func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (claimed bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			activity.GetLogger(ctx).Error("oncekey: a hook panicked before the claim; the tool did not run", "tool", c.tool,
+				"hook", "Route.Tool or an argument's MarshalJSON", "stack", string(debug.Stack()))
+			c.outcome = oncekey.OutcomeRejected
+			err = c.appError(fmt.Sprintf("oncekey: %s did not run: Route.Tool or an argument's MarshalJSON panicked: %v; nothing was claimed, "+
+				"and the call is not retried (the bug is in that code, not in the tool)", c.tool, p), oncekey.ErrTypeConfig, true, nil, "hook panicked", false)
+		}
+	}()
+	doc, err := c.argsDocument(ctx, in.Args)
+	if err != nil {
+		return false, c.configError(err)
+	}
+	r, ok, err := c.root.opts.Registry.Resolve(c.info.ActivityType.Name, doc)
+	if err != nil {
+		return false, c.configError(err)
+	}
+	c.tool, c.policy, c.args = r.Tool, r.Policy, r.Args
+	return ok && r.Policy.Effect.Claimed(), nil
+}
+
+// argsDocument returns the call's arguments document in canonical JSON: the one the workflow side
+// sent in the HeaderArgs header (exact, from the values the workflow scheduled), else the
+// encoding of the arguments as decoded here (a workflow worker without the interceptor).
+func (c *call) argsDocument(ctx context.Context, args []any) (json.RawMessage, error) {
+	if h := tinterceptor.Header(ctx); h != nil {
+		if p := h[oncekey.HeaderArgs]; p != nil {
+			var doc json.RawMessage
+			if err := c.root.opts.DataConverter.FromPayload(p, &doc); err != nil {
+				return nil, fmt.Errorf("header %s: %w", oncekey.HeaderArgs, err)
+			}
+			return doc, nil
+		}
+	}
+	return oncekey.CanonicalArgs(args)
 }
 
 func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -191,7 +247,9 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 		FirstActivityID: firstActivityID,
 		StepID:          stepID,
 		Tool:            c.tool,
+		ActivityType:    c.info.ActivityType.Name,
 		Args:            args,
+		ArgsJSON:        c.args,
 	}, nil
 }
 
@@ -335,10 +393,15 @@ func (c *call) replay(rec *oncekey.Record) (any, error) {
 			oncekey.ErrTypeIndeterminate, true, nil, "stored result unreadable", false)
 	}
 	c.outcome = oncekey.OutcomeReplayed
+	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeReplayed, c.key, rec.EffectReference)), nil
+}
+
+// anyPayloads returns ps as an activity result: nil (no result) for a nil ps.
+func anyPayloads(ps *commonpb.Payloads) any {
 	if ps == nil {
-		return nil, nil
+		return nil
 	}
-	return ps, nil
+	return ps
 }
 
 func (c *call) replayFailure(rec *oncekey.Record) error {
@@ -483,7 +546,49 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, c.storeFailed("complete", err)
 	}
 	c.outcome = oncekey.OutcomeApplied
-	return ps, nil
+	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
+}
+
+// withOutcome returns the result payloads ps (nil for a tool that returns only an error) with
+// the outcome, the operation key and the effect reference in the metadata of the first payload
+// (oncekey.MetadataOutcome…), added inside any codec: the payload is decoded with dc into a
+// converter.RawValue, given the metadata, and encoded again. A result that cannot be so
+// decorated is returned as it is; the workflow then reads it as applied, with no key.
+func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref string) *commonpb.Payloads {
+	var first *commonpb.Payload
+	if ps != nil && len(ps.Payloads) > 0 {
+		first = ps.Payloads[0]
+	} else {
+		p, err := dc.ToPayload(nil)
+		if err != nil {
+			return ps
+		}
+		first = p
+	}
+	var raw converter.RawValue
+	if err := dc.FromPayload(first, &raw); err != nil || raw.Payload() == nil {
+		return ps
+	}
+	inner := proto.Clone(raw.Payload()).(*commonpb.Payload)
+	if inner.Metadata == nil {
+		inner.Metadata = map[string][]byte{}
+	}
+	inner.Metadata[oncekey.MetadataOutcome] = []byte(outcome)
+	inner.Metadata[oncekey.MetadataOperationKey] = []byte(key)
+	if ref != "" {
+		inner.Metadata[oncekey.MetadataEffectReference] = []byte(ref)
+	} else {
+		delete(inner.Metadata, oncekey.MetadataEffectReference)
+	}
+	outer, err := dc.ToPayload(converter.NewRawValue(inner))
+	if err != nil {
+		return ps
+	}
+	out := &commonpb.Payloads{Payloads: []*commonpb.Payload{outer}}
+	if ps != nil && len(ps.Payloads) > 1 {
+		out.Payloads = append(out.Payloads, ps.Payloads[1:]...)
+	}
+	return out
 }
 
 // body runs the next interceptor (eventually the tool) and recovers a panic.
@@ -640,7 +745,8 @@ func (c *call) configError(err error) error {
 }
 
 func (c *call) details(reason string, replay bool) Details {
-	return Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, Replay: replay, Reason: reason}
+	return Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, EffectReference: c.effectRef,
+		Replay: replay, Reason: reason}
 }
 
 func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {

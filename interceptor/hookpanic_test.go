@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -35,7 +36,7 @@ func (p *panickyTickets) CreateTicket(ctx context.Context, in panickyRequest) (T
 }
 
 // A panic in a user's code that runs before the claim (Policy.Authorize, an ExplicitKey function,
-// an argument's MarshalJSON while the operation key or the fingerprint is computed) is a bad
+// an argument's MarshalJSON called by one) is a bad
 // policy or key, like an error from the same code: the call fails once, non-retryably, with
 // oncekey.Config naming the tool, the hook and the panic value; the tool never runs, nothing is
 // claimed, and no reconciliation starts. It is not a Temporal PanicError, which Temporal retries.
@@ -53,11 +54,11 @@ func TestSuiteHookPanicBeforeClaimIsConfigError(t *testing.T) {
 		{"explicit key", "Policy.Key", "key function bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
 			p.Key = oncekey.ExplicitKey(func(oncekey.Operation) (string, error) { panic("key function bug") })
 		}},
-		{"marshal for args key", "Policy.Key", "request encoder bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
-			p.Key = oncekey.ArgsKey("customer")
-			cfg.ticketTool = (&panickyTickets{ds: ds}).CreateTicket
-		}},
-		{"marshal for fingerprint", "fingerprint", "request encoder bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
+		{"explicit key marshalling the decoded input", "Policy.Key", "request encoder bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
+			p.Key = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
+				b, err := json.Marshal(op.Args[0])
+				return string(b), err
+			})
 			cfg.ticketTool = (&panickyTickets{ds: ds}).CreateTicket
 		}},
 	}

@@ -26,6 +26,9 @@ type Details struct {
 	OperationKey string          `json:"operation_key,omitempty"`
 	Tool         string          `json:"tool"`
 	Outcome      oncekey.Outcome `json:"outcome"`
+	// EffectReference is what the tool recorded with oncekey.SetEffectReference before it ended,
+	// when it did.
+	EffectReference string `json:"effect_reference,omitempty"`
 	// Replay is true when the error is a stored failure given again without running the tool.
 	Replay bool `json:"replay,omitempty"`
 	// Reason says what made the outcome what it is (a timeout, a panic, a lost claim).

@@ -40,8 +40,7 @@ func TestSuiteRerunsWithoutStepIDKeepTheFirstKey(t *testing.T) {
 	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
 	require.Equal(t, ds.keys[0], recs[0].OperationKey)
 	require.Equal(t, runID+"/"+ids[0], recs[0].StepID)
-	// The key is the one the first attempt derives on its own: the default step key of the run
-	// and the first activity ID.
+	// The key is the call identity: workflow ID, tool and arguments, whatever the activity ID.
 	want, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, oncekey.Operation{
 		Namespace: testNamespace, Tenant: testNamespace, WorkflowID: recs[0].WorkflowID, RunID: runID,
 		ActivityID: ids[0], Tool: "CreateTicket", Args: []any{req1},
@@ -50,18 +49,24 @@ func TestSuiteRerunsWithoutStepIDKeepTheFirstKey(t *testing.T) {
 	require.Equal(t, want, recs[0].OperationKey)
 }
 
-// Two calls of one tool without step IDs in one workflow are two operations, re-runs or not: the
-// first attempt's activity ID differs between them.
-func TestSuiteRerunsWithoutStepIDStayApartPerCall(t *testing.T) {
+// Two identical calls of one tool without step IDs in one workflow are one operation, re-runs or
+// not: the second replays the first's result (the call identity is the tool and its material
+// arguments). A call with other arguments is another operation.
+func TestSuiteIdenticalCallsWithoutStepIDAreOneOperation(t *testing.T) {
 	ds := newDownstream(faultNotApplied, faultNone, faultNotApplied, faultNone)
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
-	out := s.run(t, workflowInput{Calls: []stepCall{{Tool: "CreateTicket", Req: req1}, {Tool: "CreateTicket", Req: req1}}})
-	require.Empty(t, out[0].Err)
-	require.Empty(t, out[1].Err)
-	require.NotEqual(t, out[0].Ticket.ID, out[1].Ticket.ID)
+	other := req1
+	other.Subject = "printer still on fire"
+	out := s.run(t, workflowInput{Calls: []stepCall{{Tool: "CreateTicket", Req: req1}, {Tool: "CreateTicket", Req: req1},
+		{Tool: "CreateTicket", Req: other}}})
+	for i := range out {
+		require.Empty(t, out[i].Err)
+	}
+	require.Equal(t, out[0].Ticket.ID, out[1].Ticket.ID, "the second call is a replay")
+	require.NotEqual(t, out[0].Ticket.ID, out[2].Ticket.ID)
 	effects, bodies := ds.counts()
 	require.Equal(t, 2, effects)
-	require.Equal(t, 4, bodies)
+	require.Equal(t, 4, bodies, "a not-applied attempt and a re-run for each of the two operations")
 	require.Equal(t, ds.keys[0], ds.keys[1])
 	require.Equal(t, ds.keys[2], ds.keys[3])
 	require.NotEqual(t, ds.keys[0], ds.keys[2])

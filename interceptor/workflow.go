@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -57,26 +58,64 @@ func failedFuture(ctx workflow.Context, err error) workflow.Future {
 	return f
 }
 
+// resolve names the tool of a call of activityType with args and returns its policy (see
+// oncekey.Registry.Resolve), with the call's arguments document. ok is false when nothing is
+// claimed for the call: no policy, or a policy that claims nothing. An activity type without a
+// Route and without a claimed policy is answered without encoding its arguments.
+func (w *workflowOutbound) resolve(activityType string, args []any) (r oncekey.Resolved, doc []byte, ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			// A panic in an argument's MarshalJSON or in Route.Tool would fail the workflow task
+			// again on every retry: fail the call instead, once.
+			r, doc, ok = oncekey.Resolved{}, nil, false
+			err = fmt.Errorf("oncekey: %s was not scheduled: an argument's MarshalJSON or the Route's Tool function panicked: %v", activityType, p)
+		}
+	}()
+	reg := w.root.opts.Registry
+	if !reg.Routed(activityType) {
+		if p, ok := reg.Policy(activityType); !ok || !p.Effect.Claimed() {
+			return oncekey.Resolved{}, nil, false, nil
+		}
+	}
+	if doc, err = oncekey.CanonicalArgs(args); err != nil {
+		return oncekey.Resolved{}, nil, false, fmt.Errorf("oncekey: the arguments of %s cannot be encoded exactly, so the call has no key: %w", activityType, err)
+	}
+	r, ok, err = reg.Resolve(activityType, doc)
+	if err != nil {
+		return oncekey.Resolved{}, nil, false, err
+	}
+	return r, doc, ok && r.Policy.Effect.Claimed(), nil
+}
+
 func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	name := activityType
-	if p, ok := w.root.opts.Registry.Policy(name); ok && p.Effect.Claimed() {
+	r, _, claimed, err := w.resolve(activityType, args)
+	if err != nil {
+		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
+	}
+	if claimed {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("oncekey: %s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", name, p.Effect),
-			oncekey.ErrTypeConfig, nil, Details{Tool: name, Outcome: oncekey.OutcomeRejected, Reason: "local activity"}))
+			fmt.Sprintf("oncekey: %s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", r.Tool, r.Policy.Effect),
+			oncekey.ErrTypeConfig, nil, Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "local activity"}))
 	}
 	return w.Next.ExecuteLocalActivity(ctx, activityType, args...)
 }
 
 func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	p, ok := w.root.opts.Registry.Policy(activityType)
-	if !ok || !p.Effect.Claimed() {
+	r, doc, claimed, err := w.resolve(activityType, args)
+	if err != nil {
+		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
+	}
+	if !claimed {
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
 	}
+	p := r.Policy
 	stepID, hasStep := oncekey.StepID(ctx)
 	if p.Effect == oncekey.Effectful && p.RequireStepID && !hasStep {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("oncekey: %s requires an explicit step ID (Policy.RequireStepID): schedule it with ctx = oncekey.WithStepID(ctx, \"<stable step name>\")", activityType),
-			oncekey.ErrTypeConfig, nil, Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "missing step ID"}))
+			fmt.Sprintf("oncekey: %s requires an explicit step ID (Policy.RequireStepID): schedule it with ctx = oncekey.WithStepID(ctx, \"<stable step name>\")", r.Tool),
+			oncekey.ErrTypeConfig, nil, Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "missing step ID"}))
 	}
 	tenant := w.workflowTenant(ctx)
 	if h := tinterceptor.WorkflowHeader(ctx); h != nil {
@@ -93,13 +132,18 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		} else {
 			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode tenant header: "+err.Error(), oncekey.ErrTypeConfig, err))
 		}
+		if pl, err := dc.ToPayload(json.RawMessage(doc)); err == nil {
+			h[oncekey.HeaderArgs] = pl
+		} else {
+			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err))
+		}
 	}
 	if p.Effect != oncekey.Effectful {
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	l := &effectfulLoop{
-		w: w, tool: activityType, policy: p, args: args, namespace: workflow.GetInfo(ctx).Namespace, tenant: tenant, stepID: stepID,
-		opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
+		w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, namespace: workflow.GetInfo(ctx).Namespace,
+		tenant: tenant, stepID: stepID, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
 	}
 	// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
 	first := w.Next.ExecuteActivity(l.attemptContext(ctx), activityType, args...)
@@ -117,8 +161,12 @@ const rerunKeyChangeID = "oncekey-rerun-first-activity-id"
 // effectfulLoop runs an Effectful tool's retries in workflow code, with the user's RetryPolicy,
 // and hands unknown outcomes to reconciliation.
 type effectfulLoop struct {
-	w         *workflowOutbound
+	w *workflowOutbound
+	// tool is the activity type the loop schedules; name is the tool's name (the activity type,
+	// or what its Route named) and toolArgs its arguments document in canonical JSON.
 	tool      string
+	name      string
+	toolArgs  json.RawMessage
 	policy    oncekey.Policy
 	args      []any
 	namespace string
@@ -268,18 +316,21 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			case reconcile.Applied:
 				ps, perr := payloadsOf(out.Result)
 				if perr != nil {
-					s.SetError(temporal.NewNonRetryableApplicationError("oncekey: resolved result of "+l.tool+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr))
+					s.SetError(temporal.NewNonRetryableApplicationError("oncekey: resolved result of "+l.name+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr))
 					return
 				}
-				if ps == nil {
+				// The effect landed in an earlier attempt of this call: the result carries the outcome
+				// applied, with the operation key and effect reference, like a fresh one.
+				key, _ := l.operationKey(ctx, err)
+				if ps = withOutcome(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, key, out.EffectReference); ps == nil {
 					s.SetValue(nil)
 				} else {
 					s.SetValue(ps)
 				}
 				return
 			case reconcile.NotApplied:
-				logger.Info("oncekey: reconciled as not applied; running the tool again", "tool", l.tool)
-				err = temporal.NewApplicationError("oncekey: "+l.tool+" was reconciled as not applied", oncekey.ErrTypeNotApplied)
+				logger.Info("oncekey: reconciled as not applied; running the tool again", "tool", l.name)
+				err = temporal.NewApplicationError("oncekey: "+l.name+" was reconciled as not applied", oncekey.ErrTypeNotApplied)
 				// Run again after the user's backoff, inside the attempt bounds: a tool that keeps
 				// ending unknown and keeps being proven not applied must not loop without a pause.
 				delay = 0
@@ -289,8 +340,8 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 					msg = "resolved as failed"
 				}
 				s.SetError(temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("oncekey: %s was reconciled as failed: %s", l.tool, msg), oncekey.ErrTypeFailed, nil,
-					Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
+					fmt.Sprintf("oncekey: %s was reconciled as failed: %s", l.name, msg), oncekey.ErrTypeFailed, nil,
+					Details{Tenant: l.tenant, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
 				return
 			}
 		} else if class != classRetry {
@@ -386,13 +437,15 @@ func (l *effectfulLoop) settleRaw(s workflow.Settable, raw converter.RawValue) {
 func (l *effectfulLoop) operation(ctx workflow.Context, err error) oncekey.Operation {
 	info := workflow.GetInfo(ctx)
 	op := oncekey.Operation{
-		Namespace:  info.Namespace,
-		Tenant:     l.tenant,
-		WorkflowID: info.WorkflowExecution.ID,
-		RunID:      info.WorkflowExecution.RunID,
-		StepID:     l.stepID,
-		Tool:       l.tool,
-		Args:       l.args,
+		Namespace:    info.Namespace,
+		Tenant:       l.tenant,
+		WorkflowID:   info.WorkflowExecution.ID,
+		RunID:        info.WorkflowExecution.RunID,
+		StepID:       l.stepID,
+		Tool:         l.name,
+		ActivityType: l.tool,
+		Args:         l.args,
+		ArgsJSON:     l.toolArgs,
 	}
 	var actErr *temporal.ActivityError
 	if errors.As(err, &actErr) {
@@ -460,7 +513,7 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 	in := reconcile.Input{
 		Tenant:            l.tenant,
 		OperationKey:      key,
-		Tool:              l.tool,
+		Tool:              l.name,
 		WorkflowID:        info.WorkflowExecution.ID,
 		StepID:            l.stepID,
 		Reason:            cause.Error(),
@@ -504,17 +557,17 @@ func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	key, ok := l.keyOnCancel(dctx, cause)
 	if !ok {
 		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to `oncekey list --status unknown --tenant "+l.tenant+"`",
-			"tool", l.tool)
+			"tool", l.name)
 		return
 	}
 	in, tq := l.reconcileInput(dctx, key, cause)
-	in.Reason = "the workflow was cancelled while " + l.tool + " was in progress"
+	in.Reason = "the workflow was cancelled while " + l.name + " was in progress"
 	in.ClaimDeadline = l.claimDeadline(ctx)
-	logger.Info("oncekey: workflow cancelled during an Effectful call; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", reconcile.WorkflowID(key))
+	logger.Info("oncekey: workflow cancelled during an Effectful call; reconciling", "tool", l.name, "key_prefix", keyPrefix(key), "reconcile_workflow_id", reconcile.WorkflowID(key))
 	child := l.startReconcile(dctx, key, tq, in)
 	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with `oncekey list --status unknown --tenant "+l.tenant+"`",
-			"tool", l.tool, "key_prefix", keyPrefix(key), "error", err)
+			"tool", l.name, "key_prefix", keyPrefix(key), "error", err)
 	}
 }
 
@@ -571,12 +624,12 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 	key, err := l.operationKey(ctx, cause)
 	if err != nil {
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.tool, err, cause),
-			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
+			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.name, err, cause),
+			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
 	}
 	in, tq := l.reconcileInput(ctx, key, cause)
 	id := reconcile.WorkflowID(key)
-	logger.Info("oncekey: outcome unknown; reconciling", "tool", l.tool, "key_prefix", keyPrefix(key), "reconcile_workflow_id", id)
+	logger.Info("oncekey: outcome unknown; reconciling", "tool", l.name, "key_prefix", keyPrefix(key), "reconcile_workflow_id", id)
 	// Under reconcileOnCancelChangeID the child starts from a disconnected context: it starts
 	// even if the workflow is already cancelled, and the workflow's cancellation is not passed
 	// on to it, so the unknown outcome keeps an owner after the workflow is gone.
@@ -648,9 +701,9 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 func (l *effectfulLoop) reconcileFailed(key string, err error) error {
 	// The reconciliation workflow has ended, so a resolution now has nobody to go to; running the
 	// step again finds the record unknown and starts a new one.
-	e := &oncekey.IndeterminateOutcomeError{Namespace: l.namespace, Tenant: l.tenant, OperationKey: key, Tool: l.tool,
+	e := &oncekey.IndeterminateOutcomeError{Namespace: l.namespace, Tenant: l.tenant, OperationKey: key, Tool: l.name,
 		Schema: l.w.root.storeSchema(), Unowned: true,
 		Cause: fmt.Errorf("reconciliation did not decide (%w) and none waits for the key now: run the step again to start a new one", err)}
 	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeIndeterminate, err,
-		Details{Tenant: l.tenant, OperationKey: key, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
+		Details{Tenant: l.tenant, OperationKey: key, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
 }
