@@ -21,11 +21,20 @@ type Policy struct {
 	// Effect is the tool's effect class. Required.
 	Effect Effect
 
+	// Additive says an Effectful or Idempotent tool only adds (a ticket, a message, a charge) and
+	// never deletes or overwrites: its tool definition's MCP annotations say destructiveHint
+	// false. Defaults to false: destructiveHint true, MCP's default. It changes nothing else.
+	Additive bool
+
 	// Authorize, if set, runs before an effect AND before a replay: a stored result is no way
 	// around a revoked permission. A non-nil error rejects the call (label rejected, nothing run,
 	// nothing stored). A panic in it (or in a Key function, or in an argument's MarshalJSON)
 	// fails the call once with a non-retryable oncekey.Config error; nothing runs or is claimed.
 	Authorize func(ctx context.Context, op Operation) error
+
+	// Description says what the tool does, for a model: the start of its tool definition's
+	// description (Registry.Definitions), which adds one sentence about repeats from Effect.
+	Description string
 
 	// Exclude names argument fields (dotted JSON paths into the activity's input) left out of the
 	// fingerprint: request IDs, trace headers, timestamps the model regenerates. Checked against

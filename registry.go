@@ -562,3 +562,55 @@ var (
 	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
 )
+
+// ToolDefinition is what a model is told about one tool: its name, a description and its input
+// type, from the Registry. The adapters module turns it into the openai-go, anthropic-sdk-go and
+// MCP shapes, with a JSON Schema of Input.
+type ToolDefinition struct {
+	// Name is the tool's name: the activity type, or the name given to SetTool.
+	Name string
+	// Description is Policy.Description followed by EffectSentence(Policy.Effect).
+	Description string
+	// Input is the tool's input type; nil when the tool was registered by name only (any JSON
+	// object).
+	Input  reflect.Type
+	Policy Policy
+}
+
+// EffectSentence returns the sentence a tool definition's description ends with, telling a
+// model what a repeat of a tool of class e does and what in_flight and unknown mean.
+func EffectSentence(e Effect) string {
+	switch e {
+	case ReadOnly:
+		return "It changes nothing: calling it again is always safe."
+	case Idempotent:
+		return "Repeating an identical call lands the same state and returns the stored result; if the status is in_flight, " +
+			"wait and call again with the same arguments."
+	}
+	return "It has side effects: an identical repeat returns the stored result instead of acting again; if the status is " +
+		"in_flight, wait and call again with the same arguments; if it is unknown, do not repeat it."
+}
+
+// Definitions returns the tool definitions of the registered tools named in tools, in that
+// order, or of every registered tool sorted by name when tools is empty. It returns a
+// *PolicyError for a name with no policy.
+func (r *Registry) Definitions(tools ...string) ([]ToolDefinition, error) {
+	if len(tools) == 0 {
+		tools = r.Tools()
+		slices.Sort(tools)
+	}
+	out := make([]ToolDefinition, 0, len(tools))
+	for _, name := range tools {
+		p, ok := r.Policy(name)
+		if !ok {
+			return nil, &PolicyError{Tool: name, Field: "activity", Reason: "no policy registered under this name"}
+		}
+		in, _ := r.InputType(name)
+		desc := EffectSentence(p.Effect)
+		if d := strings.TrimSpace(p.Description); d != "" {
+			desc = d + " " + desc
+		}
+		out = append(out, ToolDefinition{Name: name, Description: desc, Input: in, Policy: p})
+	}
+	return out, nil
+}
