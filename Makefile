@@ -47,7 +47,7 @@ PG_RESTART_TESTS := ^(TestSurvivesPostgresRestart|TestPostgresRestart)$$
 
 # Nested modules (their own go.mod, so their dependencies stay out of the core module): vetted
 # and tested like the root, each from its own directory. Add a new one to the list.
-NESTED_MODULES := redisstore oncekeyotel examples/ticketdesk
+NESTED_MODULES := redisstore oncekeyotel examples/ticketdesk adapters
 
 test: temporal lint mockcheck
 	$(GO) test -race -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...

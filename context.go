@@ -44,13 +44,14 @@ type tenantKey struct{}
 type opKeyKey struct{}
 type effectRefKey struct{}
 
-// WithStepID returns a workflow context whose activities carry the step ID id. Give every
-// Effectful step an explicit, stable step ID ("create_ticket"): it keeps the operation key the
-// same across workflow resets and retries. Without one the step is the default
-// "<runID>/<activityID>", where activityID is the activity ID of the call's first attempt: every
-// retry and every re-run the workflow side schedules for that call keeps it, but a reset, a
-// workflow retry or continue-as-new (a new run ID) does not, and two calls in the workflow code
-// are always two steps.
+// WithStepID returns a workflow context whose activities carry the step ID id. The step then
+// names the operation (see StepKey): its key survives resets, workflow retries and code changes
+// around the call, and another tool or other arguments at the same step are a fingerprint
+// mismatch, never a second effect. Use it for hand-written steps, and to say "this is a new
+// operation" for a deliberate repeat of an identical call. Without a step ID the operation is
+// the call itself: the workflow ID, the tool and its material arguments, so an identical call
+// made again (a model re-proposing it, a reset, continue-as-new, a new run under the same
+// workflow ID) is the same operation and is replayed.
 func WithStepID(ctx workflow.Context, id string) workflow.Context {
 	return workflow.WithValue(ctx, stepIDKey{}, id)
 }
