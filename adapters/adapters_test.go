@@ -31,7 +31,7 @@ type InvoiceRequest struct {
 type billing struct{}
 
 func (billing) SendInvoice(ctx context.Context, in InvoiceRequest) (string, error) { return "", nil }
-func (billing) FindInvoice(ctx context.Context, id string) (string, error)       { return "", nil }
+func (billing) FindInvoice(ctx context.Context, id string) (string, error)         { return "", nil }
 
 func registry(t *testing.T) *oncekey.Registry {
 	t.Helper()
@@ -148,7 +148,9 @@ func TestMCPAnnotationsPerEffectClass(t *testing.T) {
 
 	// The tool registers on a go-sdk server as is.
 	srv := mcp.NewServer(&mcp.Implementation{Name: "billing", Version: "v0"}, nil)
-	srv.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	srv.AddTool(tool, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
 }
 
 func TestSchemaRefusesNonObjectInput(t *testing.T) {
