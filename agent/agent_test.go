@@ -131,9 +131,21 @@ func TestExplicitKeysAreScopedToTheTool(t *testing.T) {
 
 // A tool that takes map[string]any decodes 2^53+1 and 2^53 into one float64; the calls are two
 // operations all the same, because identity comes from the arguments as the workflow scheduled
-// them. The same number again is a replay.
+// them. The same number again is a replay. Likewise for tools taking any, json.RawMessage and a
+// typed struct.
 func TestNumbersBeyond2To53AreExact(t *testing.T) {
 	e := setup(t)
+	for _, tool := range []string{"ChargeAny", "ChargeRaw", "ChargeTyped"} {
+		out := e.run(t, "charges-"+tool, LoopInput{Calls: []ModelCall{
+			call(tool, `{"order":9007199254740993}`),
+			call(tool, `{"order":9007199254740992}`),
+			call(tool, `{"order": 9007199254740992}`),
+		}})
+		require.Equal(t, []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeApplied, oncekey.OutcomeReplayed},
+			[]oncekey.Outcome{out[0].Result.Status, out[1].Result.Status, out[2].Result.Status}, tool)
+		effects, _ := e.b.count(tool)
+		require.Equal(t, 2, effects, tool)
+	}
 	out := e.run(t, "charges-1", LoopInput{Calls: []ModelCall{
 		call("ChargeOrder", `{"order":9007199254740993}`),
 		call("ChargeOrder", `{"order":9007199254740992}`),

@@ -85,6 +85,23 @@ func (b *books) ChargeOrder(ctx context.Context, in map[string]any) (string, err
 	return fmt.Sprintf("CH-%d", b.effect("ChargeOrder")), nil
 }
 
+// ChargeAny and ChargeRaw take their input as any and as json.RawMessage; ChargeTyped as a struct.
+func (b *books) ChargeAny(ctx context.Context, in any) (string, error) {
+	return fmt.Sprintf("CA-%d", b.effect("ChargeAny")), nil
+}
+
+func (b *books) ChargeRaw(ctx context.Context, in json.RawMessage) (string, error) {
+	return fmt.Sprintf("CR-%d", b.effect("ChargeRaw")), nil
+}
+
+type ChargeInput struct {
+	Order int64 `json:"order"`
+}
+
+func (b *books) ChargeTyped(ctx context.Context, in ChargeInput) (string, error) {
+	return fmt.Sprintf("CT-%d", b.effect("ChargeTyped")), nil
+}
+
 type OrderInput struct {
 	OrderID string `json:"order_id"`
 }
@@ -259,6 +276,9 @@ var registry = func() *oncekey.Registry {
 	orderKey := oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) { return op.Args[0].(OrderInput).OrderID, nil })
 	must(r.Set(b.SendInvoice, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}}))
 	must(r.Set(b.ChargeOrder, oncekey.Policy{Effect: oncekey.Effectful}))
+	must(r.Set(b.ChargeAny, oncekey.Policy{Effect: oncekey.Effectful}))
+	must(r.Set(b.ChargeRaw, oncekey.Policy{Effect: oncekey.Effectful}))
+	must(r.Set(b.ChargeTyped, oncekey.Policy{Effect: oncekey.Effectful}))
 	must(r.Set(b.RefundOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: orderKey}))
 	must(r.Set(b.CancelOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: orderKey}))
 	must(r.Set(b.SlowReport, oncekey.Policy{Effect: oncekey.Idempotent, WaitInFlight: -1}))
