@@ -58,7 +58,7 @@ func TestOpenAITools(t *testing.T) {
 	tools, err := openaitools.Tools(defs)
 	require.NoError(t, err)
 	// The tools go into a request as they are.
-	req := openai.ChatCompletionNewParams{Model: openai.ChatModelGPT4o, Tools: tools,
+	req := openai.ChatCompletionNewParams{Model: "gpt-5", Tools: tools,
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("bill acme")}}
 	b, err := json.Marshal(req)
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestAnthropicTools(t *testing.T) {
 	require.NoError(t, err)
 	tools, err := anthropictools.Tools(defs)
 	require.NoError(t, err)
-	req := anthropic.MessageNewParams{Model: anthropic.ModelClaudeSonnet4_5, MaxTokens: 1024, Tools: tools,
+	req := anthropic.MessageNewParams{Model: "claude-sonnet-5-5", MaxTokens: 1024, Tools: tools,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("bill acme"))}}
 	b, err := json.Marshal(req)
 	require.NoError(t, err)

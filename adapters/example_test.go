@@ -28,7 +28,7 @@ func Example_toolDefinitions() {
 	if err != nil {
 		panic(err)
 	}
-	_ = openai.ChatCompletionNewParams{Model: openai.ChatModelGPT4o, Tools: tools}
+	_ = openai.ChatCompletionNewParams{Model: "gpt-5", Tools: tools}
 	claude, err := anthropictools.Tools(defs) // for anthropic.MessageNewParams.Tools
 	if err != nil {
 		panic(err)

@@ -79,8 +79,9 @@ func TestSameCallAcrossRuns(t *testing.T) {
 	// A reset to the first workflow task: the new run makes the call again.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	desc, err := e.c.DescribeWorkflowExecution(ctx, "runs-1", "")
+	d, err := e.c.DescribeWorkflow(ctx, "runs-1", "")
 	require.NoError(t, err)
+	desc := d.RawResponse
 	resetTo := int64(0)
 	it := e.c.GetWorkflowHistory(ctx, "runs-1", desc.WorkflowExecutionInfo.Execution.RunId, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() && resetTo == 0 {
