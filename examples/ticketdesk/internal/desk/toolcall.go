@@ -89,10 +89,12 @@ func callTool(ctx workflow.Context, name string, args json.RawMessage) Outcome {
 	tr := oncekey.Label(result, err)
 	out := Outcome{
 		Status: tr.Status, Replayed: tr.Replayed, OperationKey: tr.OperationKey, EffectReference: tr.EffectReference,
-		NextAction: tr.NextAction, SafeToRepeat: tr.SafeToRepeat, RetryAfter: tr.RetryAfter, Text: modelText(tr), Error: tr.Error,
+		NextAction: tr.NextAction, SafeToRepeat: tr.SafeToRepeat, RetryAfter: tr.RetryAfter, Text: modelText(tr),
 	}
 	if err == nil {
 		out.Result = result
+	} else {
+		out.Error = err.Error()
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
