@@ -282,7 +282,7 @@ var registry = func() *oncekey.Registry {
 	must(r.Set(b.RefundOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: orderKey}))
 	must(r.Set(b.CancelOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: orderKey}))
 	must(r.Set(b.SlowReport, oncekey.Policy{Effect: oncekey.Idempotent, WaitInFlight: -1}))
-	must(r.Set(b.PostNote, oncekey.Policy{Effect: oncekey.Idempotent, Retention: time.Second, Tombstone: time.Hour}))
+	must(r.Set(b.PostNote, oncekey.Policy{Effect: oncekey.Idempotent, Lease: 500 * time.Millisecond, Retention: time.Second, Tombstone: time.Hour}))
 	must(r.Set(b.WireMoney, oncekey.Policy{Effect: oncekey.Effectful}))
 	must(r.Set(b.ShipOrder, oncekey.Policy{Effect: oncekey.Effectful}))
 	must(r.Route("CallMcpTool", oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "args"}))

@@ -180,6 +180,8 @@ type effectfulLoop struct {
 	// rerunChecked: the version of the re-run keying has been read; rerunKeyed: re-runs carry
 	// firstActivityID, so each has the first attempt's operation key.
 	rerunChecked, rerunKeyed bool
+	// reconciledKey is the operation key the last reconciliation was for.
+	reconciledKey string
 	// cancelChecked: the version of reconciliation on cancel has been read; cancelOwned: the
 	// reconciliation child is started and kept apart from the workflow's cancellation.
 	cancelChecked, cancelOwned bool
@@ -321,8 +323,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				}
 				// The effect landed in an earlier attempt of this call: the result carries the outcome
 				// applied, with the operation key and effect reference, like a fresh one.
-				key, _ := l.operationKey(ctx, err)
-				if ps = withOutcome(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, key, out.EffectReference); ps == nil {
+				if ps = withOutcome(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, l.reconciledKey, out.EffectReference); ps == nil {
 					s.SetValue(nil)
 				} else {
 					s.SetValue(ps)
@@ -597,8 +598,9 @@ func (l *effectfulLoop) claimDeadline(ctx workflow.Context) time.Time {
 }
 
 // keyOnCancel returns the operation key of the attempt in progress when the workflow was
-// cancelled. A cancellation carries no activity ID, so a key that depends on it (a call without
-// a step ID, before its first attempt failed) cannot be derived: ok is false then.
+// cancelled. A cancellation carries no activity ID, so a key that depends on it (an ExplicitKey
+// function reading Operation.ActivityID) cannot be derived: ok is false then. The default key of a
+// call without a step ID does not depend on it.
 func (l *effectfulLoop) keyOnCancel(ctx workflow.Context, cause error) (string, bool) {
 	op := l.operation(ctx, cause)
 	if l.stepID == "" && op.ActivityID == "" && op.FirstActivityID == "" {
@@ -622,6 +624,7 @@ func (l *effectfulLoop) keyOnCancel(ctx workflow.Context, cause error) (string, 
 func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.Output, error) {
 	logger := workflow.GetLogger(ctx)
 	key, err := l.operationKey(ctx, cause)
+	l.reconciledKey = key
 	if err != nil {
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.name, err, cause),
