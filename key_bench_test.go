@@ -1,6 +1,8 @@
 package oncekey_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/oncekey/oncekey"
@@ -17,8 +19,15 @@ func BenchmarkKey(b *testing.B) {
 		{"step", oncekey.Policy{Key: oncekey.StepKey()}},
 		{"args", oncekey.Policy{Key: oncekey.ArgsKey("subject", "priority")}},
 		{"explicit", oncekey.Policy{Key: explicit}},
+		{"call", oncekey.Policy{Key: oncekey.StepKey()}},
+		{"call_exclude", oncekey.Policy{Key: oncekey.StepKey(), Exclude: []string{"trace_id"}}},
 	} {
 		op := baseOp()
+		if strings.HasPrefix(c.name, "call") {
+			// A call without a step ID, keyed from the arguments as the workflow scheduled them.
+			op.StepID = ""
+			op.ArgsJSON = json.RawMessage(`{"subject":"Printer on fire","priority":2,"trace_id":"t-1"}`)
+		}
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
