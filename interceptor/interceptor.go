@@ -85,6 +85,14 @@ func New(opts Options) (tinterceptor.WorkerInterceptor, error) {
 }
 
 // InterceptActivity wraps the activity inbound side: the claim protocol.
+// IsOncekey reports whether i is an interceptor made by New. A worker must have at most one:
+// the plugin uses it to refuse a worker that would get oncekey's interceptor twice, whose
+// claims would wait on each other.
+func IsOncekey(i tinterceptor.WorkerInterceptor) bool {
+	_, ok := i.(*root)
+	return ok
+}
+
 func (r *root) InterceptActivity(ctx context.Context, next tinterceptor.ActivityInboundInterceptor) tinterceptor.ActivityInboundInterceptor {
 	return &activityInbound{ActivityInboundInterceptorBase: tinterceptor.ActivityInboundInterceptorBase{Next: next}, root: r}
 }

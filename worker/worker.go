@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -33,6 +34,11 @@ const PluginName = "oncekey"
 // metrics.UnknownOldestWait, through the client's metrics handler; given to
 // worker.Options.Plugins it sees no handler and samples nothing.
 //
+// Given to both (client and worker), it installs once. A worker that would get oncekey's
+// interceptor twice by other means (two plugins, or the plugin and interceptor.New in
+// worker.Options.Interceptors) does not start: worker.New panics with an error saying which to
+// remove.
+//
 // It returns a *interceptor.ConfigError for invalid options.
 func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	var lazy *lazyConverter
@@ -60,6 +66,9 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	return temporal.NewSimplePlugin(temporal.SimplePluginOptions{
 		Name:               PluginName,
 		WorkerInterceptors: []tinterceptor.WorkerInterceptor{ic},
+		ConfigureWorker: func(_ context.Context, o sdkworker.PluginConfigureWorkerOptions) error {
+			return installOnce(o.WorkerOptions, ic, o.TaskQueue)
+		},
 		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
 			if lazy != nil {
 				lazy.set(o.ClientOptions.DataConverter)
@@ -98,6 +107,31 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			running.stop(o.InstanceKey)
 		},
 	})
+}
+
+// installOnce keeps the plugin's interceptor ic once in o.Interceptors: the same plugin given to
+// both client.Options.Plugins and worker.Options.Plugins configures the worker twice, and two
+// copies of the interceptor would each claim every call, the inner one waiting on the outer's
+// claim. Another oncekey interceptor (a second NewPlugin, or interceptor.New in
+// worker.Options.Interceptors beside the plugin) is an error that says which to remove.
+func installOnce(o *sdkworker.Options, ic tinterceptor.WorkerInterceptor, taskQueue string) error {
+	kept := o.Interceptors[:0:0]
+	seen := false
+	for _, i := range o.Interceptors {
+		switch {
+		case i == ic && seen:
+			continue // the same plugin twice: install it once
+		case i == ic:
+			seen = true
+		case interceptor.IsOncekey(i):
+			return fmt.Errorf("oncekey: the worker for task queue %q would get oncekey's interceptor twice (its claims would wait on each other): "+
+				"keep the oncekey plugin in client.Options.Plugins and remove the other copy: a second oncekey plugin (worker.NewPlugin) in worker.Options.Plugins, "+
+				"or interceptor.New / worker.Options in worker.Options.Interceptors", taskQueue)
+		}
+		kept = append(kept, i)
+	}
+	o.Interceptors = kept
+	return nil
 }
 
 // Register registers oncekey's reconciliation workflow and activities on w (a worker.Worker).
