@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
 )
@@ -66,6 +67,13 @@ type Options struct {
 	// a worker there must have oncekey's workflow and activities registered (worker.Register or
 	// worker.NewPlugin). Defaults to the task queue of the workflow that blocked.
 	ReconcileTaskQueue string
+
+	// ReconcileVersioningBehavior is the Worker Deployment Versioning behavior the plugin and
+	// worker.Register register the reconciliation workflow with (a worker with deployment
+	// versioning on and no DefaultVersioningBehavior requires one). Defaults to
+	// workflow.VersioningBehaviorAutoUpgrade: a reconciliation can wait for days, and Pinned would
+	// keep its deployment alive that long. oncekey's workflow changes go behind workflow.GetVersion.
+	ReconcileVersioningBehavior workflow.VersioningBehavior
 
 	// Registry maps tools (activity type names) to policies. A tool without a policy passes
 	// through untouched; the first call of each such activity type on a task queue is logged at

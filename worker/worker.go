@@ -94,7 +94,7 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 					return err
 				}
 			}
-			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry})
+			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry, VersioningBehavior: opts.ReconcileVersioningBehavior})
 			if !o.WorkflowReplayer {
 				acts.Register(o.Registry)
 				if sampler != nil {
@@ -148,7 +148,7 @@ func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	if err != nil {
 		return err
 	}
-	workflows.RegisterWithOptions(w, workflows.Options{Registry: opts.Registry})
+	workflows.RegisterWithOptions(w, workflows.Options{Registry: opts.Registry, VersioningBehavior: opts.ReconcileVersioningBehavior})
 	acts.Register(w)
 	return nil
 }
