@@ -185,3 +185,33 @@ func TestServeInTheBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// Signing in with an access token in a real browser: the inbox sends a browser without a session
+// to /login, a wrong token is refused there, the right one signs in (the session cookie works in
+// the browser) and shows only the token's tenants; signing out ends it.
+func TestServeSignInInTheBrowser(t *testing.T) {
+	needsServices(t)
+	ctx := browser(t)
+	env := servicesEnv(t)
+	token := "omar-0123456789abcdef0123456789abcdef"
+	env[tokensEnv] = "omar acme " + token
+	s, _ := migratedAt(t, env["DATABASE_URL"])
+	seed(t, s, "acme", "BookAcme", "trip-1", "book", oncekey.StatusUnknown, nil)
+	seed(t, s, "globex", "BookGlobex", "trip-2", "book", oncekey.StatusUnknown, nil)
+	base := startServe(t, env)
+
+	run(t, ctx, "a browser without a session is sent to sign in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("form.login")))
+	run(t, ctx, "a wrong token", chromedp.SetValue(chromedp.CSS("#token"), "omar-wrong-0123456789abcdef0123456789"),
+		chromedp.Click(chromedp.CSS("form.login button")), chromedp.WaitVisible(chromedp.CSS("p.answer.refused")))
+	require.Contains(t, text(t, ctx, "p.answer.refused"), "not valid")
+
+	run(t, ctx, "the right token", chromedp.SetValue(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("form.login button")), chromedp.WaitVisible(chromedp.CSS("#queue-unknown")))
+	require.Contains(t, text(t, ctx, "header"), "deciding as omar")
+	got := text(t, ctx, "#queue-unknown")
+	require.Contains(t, got, "BookAcme")
+	require.NotContains(t, got, "BookGlobex", "the token is limited to acme")
+
+	run(t, ctx, "sign out", chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.CSS("form.login")))
+	run(t, ctx, "signed out for good", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("form.login")))
+}
