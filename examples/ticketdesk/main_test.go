@@ -98,7 +98,7 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, 1, o.WorkerKills, "a worker died in the middle of one ticket call")
 	require.Equal(t, 1, p.WorkerKills)
 	require.Positive(t, o.Reproposals)
-	require.Equal(t, o.Reproposals, o.Replays, "every call the model proposed again was answered as a replay")
+	require.Equal(t, o.Reproposals, o.ReproposalsReplayed, "every call the model proposed again was answered as a replay")
 	require.Zero(t, o.OutOfTurns)
 	require.Positive(t, o.Reconciled)
 	// Every unknown outcome was reconciled: those the tools reported (OnEvent), and those whose

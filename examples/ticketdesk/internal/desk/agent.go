@@ -71,11 +71,21 @@ type AgentResult struct {
 	Calls    []Call    `json:"calls"`
 }
 
-// Agent is the support agent workflow: a model-driven tool loop. It asks the model (the
-// CallModel activity) what to do, runs the tool calls it returns, appends their results to the
-// conversation, and asks again, until the model answers without tool calls or MaxTurns is
-// reached. The workflow is the same with and without oncekey; only the worker differs.
-func Agent(ctx workflow.Context, in AgentInput) (AgentResult, error) {
+// AgentWorkflow is the agent workflow's registered name.
+const AgentWorkflow = "TicketdeskAgent"
+
+// Agent is the support agent workflow: a model-driven tool loop. Run asks the model (the
+// CallModel activity) what to do, runs the tool calls it returns with agent.Call, appends their
+// results to the conversation, and asks again, until the model answers without tool calls or
+// MaxTurns is reached. The workflow is the same with and without oncekey; only the worker
+// differs.
+type Agent struct {
+	// Registry is the tools' registry, the one the worker's interceptor has.
+	Registry *oncekey.Registry
+}
+
+// Run is the workflow function.
+func (a *Agent) Run(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 	req := in.Request
 	res := AgentResult{RequestID: req.ID}
 	if in.Tenant != "" {
@@ -109,7 +119,7 @@ func Agent(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 		}
 		var wait time.Duration
 		for _, tc := range out.Message.ToolCalls {
-			o := callTool(toolCtx, tc.Name, json.RawMessage(tc.Arguments))
+			o := callTool(toolCtx, a.Registry, tc.Name, json.RawMessage(tc.Arguments))
 			res.Calls = append(res.Calls, Call{Turn: res.Turns, ID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments, Outcome: o})
 			res.Messages = append(res.Messages, ChatMessage{Role: "tool", ToolCallID: tc.ID, Content: o.forModel()})
 			if o.Status == oncekey.OutcomeInFlight {

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/adapters/mcptools"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 )
 
@@ -56,14 +57,19 @@ type DirectoryServer struct {
 }
 
 // StartDirectoryServer serves lookup_customer on 127.0.0.1, reading the directory at directoryURL
-// through client, with annotations ann. Close it when done.
-func StartDirectoryServer(directoryURL string, client *downstream.Client, ann *mcp.ToolAnnotations) (*DirectoryServer, error) {
+// through client. The MCP tool (description, input schema, annotations and the effect class in
+// _meta) comes from its definition in registry (adapters/mcptools). Close it when done.
+func StartDirectoryServer(directoryURL string, client *downstream.Client, registry *oncekey.Registry) (*DirectoryServer, error) {
+	defs, err := registry.Definitions(ToolLookupCustomer)
+	if err != nil {
+		return nil, fmt.Errorf("desk: MCP directory: %w", err)
+	}
+	tool, err := mcptools.Tool(defs[0])
+	if err != nil {
+		return nil, fmt.Errorf("desk: MCP directory: %w", err)
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "ticketdesk-directory", Version: "v1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{
-		Name:        ToolLookupCustomer,
-		Description: "Look up a customer by ID: name, e-mail, tier and whether refunds are allowed.",
-		Annotations: ann,
-	}, func(ctx context.Context, _ *mcp.CallToolRequest, in LookupInput) (*mcp.CallToolResult, Customer, error) {
+	mcp.AddTool(s, tool, func(ctx context.Context, _ *mcp.CallToolRequest, in LookupInput) (*mcp.CallToolResult, Customer, error) {
 		var c Customer
 		err := client.Get(ctx, directoryURL, "/customers/"+in.CustomerID, &c)
 		if errors.Is(err, downstream.ErrNotFound) {
@@ -185,17 +191,4 @@ func contentText(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// annotationsFor derives a tool's MCP annotations from its oncekey policy.
-func annotationsFor(p oncekey.Policy) *mcp.ToolAnnotations {
-	switch p.Effect {
-	case oncekey.ReadOnly:
-		return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	case oncekey.Idempotent:
-		f := false
-		return &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &f}
-	}
-	t := true
-	return &mcp.ToolAnnotations{DestructiveHint: &t}
 }

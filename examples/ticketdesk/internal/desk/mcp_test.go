@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/adapters/mcptools"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 )
 
@@ -19,12 +21,9 @@ func startDirectory(t *testing.T, f downstream.Faults) (*downstream.Set, *Direct
 	services, err := downstream.Start(f, []Customer{{ID: "C-1", Name: "Ada", Email: "ada@example.com", RefundsAllowed: true}})
 	require.NoError(t, err)
 	t.Cleanup(services.Close)
-	tools := NewTools(services, nil, false)
-	reg, err := tools.Policies()
+	reg, err := NewTools(services, nil, false).Policies()
 	require.NoError(t, err)
-	p, ok := reg.Policy(ActivityCallMcpTool)
-	require.True(t, ok)
-	dir, err := StartDirectoryServer(services.Directory.URL, downstream.NewClient(5*time.Second), annotationsFor(p))
+	dir, err := StartDirectoryServer(services.Directory.URL, downstream.NewClient(5*time.Second), reg)
 	require.NoError(t, err)
 	t.Cleanup(dir.Close)
 	proxy := &McpProxy{Servers: map[string]string{ToolsetDirectory: dir.URL}}
@@ -68,7 +67,9 @@ func TestMcpLookupFailureIsRetryable(t *testing.T) {
 	services, err := downstream.Start(f, []Customer{{ID: id, Name: "Bo", Email: "bo@example.com"}})
 	require.NoError(t, err)
 	t.Cleanup(services.Close)
-	dir, err := StartDirectoryServer(services.Directory.URL, downstream.NewClient(5*time.Second), annotationsFor(LookupPolicy))
+	reg, err := NewTools(services, nil, false).Policies()
+	require.NoError(t, err)
+	dir, err := StartDirectoryServer(services.Directory.URL, downstream.NewClient(5*time.Second), reg)
 	require.NoError(t, err)
 	t.Cleanup(dir.Close)
 	proxy := &McpProxy{Servers: map[string]string{ToolsetDirectory: dir.URL}}
@@ -85,7 +86,8 @@ func TestMcpLookupFailureIsRetryable(t *testing.T) {
 }
 
 // TestMcpAnnotationsFromPolicy lists the directory's tools as an MCP client sees them: the
-// annotations are the ones derived from lookup_customer's policy (ReadOnly).
+// annotations and the effect class in _meta are the ones derived from lookup_customer's policy
+// (ReadOnly), and the model is offered the same tool, with the input schema from its type.
 func TestMcpAnnotationsFromPolicy(t *testing.T) {
 	_, dir, _ := startDirectory(t, downstream.NoFaults())
 	ctx := context.Background()
@@ -100,5 +102,30 @@ func TestMcpAnnotationsFromPolicy(t *testing.T) {
 	require.Equal(t, ToolLookupCustomer, tool.Name)
 	require.NotNil(t, tool.Annotations)
 	require.True(t, tool.Annotations.ReadOnlyHint)
+	require.Equal(t, "read_only", tool.Meta[mcptools.MetaEffect])
 	require.Contains(t, string(mustJSON(t, tool.InputSchema)), `"customer_id"`)
+
+	reg, err := NewTools(&downstream.Set{}, nil, false).Policies()
+	require.NoError(t, err)
+	defs, err := ToolDefinitions(reg)
+	require.NoError(t, err)
+	require.Len(t, defs, len(ModelTools))
+	b := string(mustJSON(t, defs))
+	for _, name := range ModelTools {
+		require.Contains(t, b, `"name":"`+name+`"`)
+	}
+	require.Contains(t, b, "calling it again is always safe", "lookup_customer's description says it only reads")
+	require.Contains(t, b, "if it is unknown, do not repeat it", "the effectful tools' descriptions say what unknown means")
+
+	// The route gives lookup_customer its own policy behind the proxy activity.
+	res2, ok, err := reg.Resolve(ActivityCallMcpTool, []byte(`{"toolset":"directory","tool":"lookup_customer","args":{"customer_id":"C-1"}}`))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, ToolLookupCustomer, res2.Tool)
+	require.False(t, res2.Fallback)
+	require.JSONEq(t, `{"customer_id":"C-1"}`, string(res2.Args))
+	other, _, err := reg.Resolve(ActivityCallMcpTool, []byte(`{"toolset":"directory","tool":"delete_customer","args":{}}`))
+	require.NoError(t, err)
+	require.True(t, other.Fallback, "a tool nobody classified gets the fallback")
+	require.Equal(t, oncekey.Effectful, other.Policy.Effect)
 }

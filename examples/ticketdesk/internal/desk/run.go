@@ -278,8 +278,7 @@ func startStack(cfg Config, plain bool) (_ *stack, err error) {
 	if st.registry, err = st.tools.Policies(); err != nil {
 		return nil, err
 	}
-	lookup, _ := st.registry.Policy(ActivityCallMcpTool)
-	if st.dir, err = StartDirectoryServer(st.services.Directory.URL, downstream.NewClient(5*time.Second), annotationsFor(lookup)); err != nil {
+	if st.dir, err = StartDirectoryServer(st.services.Directory.URL, downstream.NewClient(5*time.Second), st.registry); err != nil {
 		return nil, err
 	}
 	st.proxy = &McpProxy{Servers: map[string]string{ToolsetDirectory: st.dir.URL}}
@@ -299,7 +298,7 @@ func startStack(cfg Config, plain bool) (_ *stack, err error) {
 }
 
 func (st *stack) register(w tworker.Worker) {
-	w.RegisterWorkflowWithOptions(Agent, workflow.RegisterOptions{Name: "TicketdeskAgent"})
+	w.RegisterWorkflowWithOptions((&Agent{Registry: st.registry}).Run, workflow.RegisterOptions{Name: AgentWorkflow})
 	w.RegisterActivity(st.tools)
 	w.RegisterActivityWithOptions(st.model.CallModel, activity.RegisterOptions{Name: ActivityCallModel})
 	w.RegisterActivityWithOptions(st.proxy.CallMcpTool, activity.RegisterOptions{Name: ActivityCallMcpTool})
@@ -436,7 +435,7 @@ func playAll(ctx context.Context, cfg Config, taskQueue, idPrefix string, rep *M
 			ID:                       idPrefix + req.ID,
 			TaskQueue:                taskQueue,
 			WorkflowExecutionTimeout: cfg.Timeout,
-		}, "TicketdeskAgent", in)
+		}, AgentWorkflow, in)
 		if err != nil {
 			mu.Lock()
 			rep.Failed++

@@ -97,8 +97,8 @@ type Refund struct {
 type Tools struct {
 	// Services are the downstream services the tools call.
 	Services *downstream.Set
-	// Client calls them. Its transport sets the Idempotency-Key header from the operation key
-	// (see keyForwarding), so the tools never handle the key themselves.
+	// Client calls them. Its transport (oncekey.IdempotencyKeyTransport) sets the Idempotency-Key
+	// header from the operation key, so the tools never handle the key themselves.
 	Client *downstream.Client
 	// AllowList is the refund allow-list: customer ID -> refunds allowed.
 	AllowList map[string]bool
@@ -146,7 +146,7 @@ func NewTools(services *downstream.Set, customers []Customer, plain bool) *Tools
 	for _, c := range customers {
 		allow[c.ID] = c.RefundsAllowed
 	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: keyForwarding(http.DefaultTransport)}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &oncekey.IdempotencyKeyTransport{}}
 	return &Tools{Services: services, Client: downstream.NewClientWith(hc), AllowList: allow, Plain: plain}
 }
 
@@ -264,8 +264,8 @@ func (t *Tools) ReceiptForConfirmation(ctx context.Context, req oncekey.Reconcil
 	return oncekey.Receipt{Outcome: oncekey.ReceiptApplied, EffectReference: m.ID, Result: m, Note: "message found at the e-mail service by idempotency key"}, nil
 }
 
-// Policies registers the tools' policies in a new registry: the three effectful tools, and the
-// MCP proxy activity for lookup_customer.
+// Policies registers the tools' policies in a new registry: the three effectful tools, and
+// lookup_customer behind the MCP proxy activity (a Route names the tool from its arguments).
 func (t *Tools) Policies() (*oncekey.Registry, error) {
 	r := oncekey.NewRegistry()
 	sets := []struct {
@@ -274,22 +274,30 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 	}{
 		// A short lease: after a worker dies mid-call, reconciliation can act once the attempt
 		// has timed out and the lease has run out.
-		{t.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Lease: TicketLease}},
+		{t.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Lease: TicketLease,
+			Description: "Open a support ticket for the request. Returns the ticket with its id."}},
 		{t.SendConfirmation, oncekey.Policy{
-			Effect:    oncekey.Effectful,
-			Key:       oncekey.ArgsKey("ticket_id", "template"),
-			Exclude:   []string{"trace_id"},
-			Reconcile: t.ReceiptForConfirmation,
+			Effect:      oncekey.Effectful,
+			Key:         oncekey.ArgsKey("ticket_id", "template"),
+			Exclude:     []string{"trace_id"},
+			Reconcile:   t.ReceiptForConfirmation,
+			Additive:    true,
+			Description: "E-mail the customer: template ticket_opened when a ticket is open, refund_issued after a refund.",
 		}},
-		{t.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Authorize: t.AuthorizeRefund}},
+		{t.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Authorize: t.AuthorizeRefund,
+			Description: "Refund an order (amount in cents). Refused for customers not allowed refunds and above 200.00."}},
 	}
 	for _, s := range sets {
 		if err := r.Set(s.fn, s.p); err != nil {
 			return nil, err
 		}
 	}
-	var proxy func(context.Context, McpCall) (json.RawMessage, error)
-	if err := r.SetAs(ActivityCallMcpTool, proxy, LookupPolicy); err != nil {
+	if err := oncekey.SetTool[LookupInput](r, ToolLookupCustomer, LookupPolicy); err != nil {
+		return nil, err
+	}
+	// Every tool behind CallMcpTool is named by its "tool" field; its own arguments are at
+	// "args". A tool without a policy gets the Fallback: Effectful, the safe default.
+	if err := r.Route(ActivityCallMcpTool, oncekey.Route{Args: "args", Tool: oncekey.ToolAt("tool")}); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -299,4 +307,5 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 const TicketLease = 6 * time.Second
 
 // LookupPolicy is lookup_customer's policy: it only reads.
-var LookupPolicy = oncekey.Policy{Effect: oncekey.ReadOnly}
+var LookupPolicy = oncekey.Policy{Effect: oncekey.ReadOnly,
+	Description: "Look up a customer by ID: name, e-mail, tier and whether refunds are allowed."}
