@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/oncekey/oncekey => ../..
 
 require (
-	github.com/google/jsonschema-go v0.4.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/oncekey/oncekey v0.0.0
@@ -13,6 +12,8 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.temporal.io/sdk v1.51.0
 )
+
+require github.com/google/jsonschema-go v0.4.3 // indirect
 
 require (
 	github.com/coder/websocket v1.8.15 // indirect
@@ -27,6 +28,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/nexus-rpc/nexus-proto-annotations v0.1.0 // indirect
 	github.com/nexus-rpc/sdk-go v0.7.0 // indirect
+	github.com/oncekey/oncekey/adapters v0.0.0
 	github.com/robfig/cron v1.2.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
@@ -49,3 +51,5 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
+
+replace github.com/oncekey/oncekey/adapters => ../../adapters
