@@ -162,3 +162,15 @@ func TestSchemaRefusesNonObjectInput(t *testing.T) {
 	_, err = toolschema.For(defs[0])
 	require.ErrorContains(t, err, "not a JSON object")
 }
+
+func TestMCPSuggestEffect(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, oncekey.Effectful, mcptools.SuggestEffect(nil), "no annotations: the safe default")
+	require.Equal(t, oncekey.Effectful, mcptools.SuggestEffect(&mcp.ToolAnnotations{}))
+	require.Equal(t, oncekey.ReadOnly, mcptools.SuggestEffect(&mcp.ToolAnnotations{ReadOnlyHint: true}))
+	require.Equal(t, oncekey.Idempotent, mcptools.SuggestEffect(&mcp.ToolAnnotations{IdempotentHint: true}))
+	// Round trip: what Annotations says of a class suggests that class back.
+	for _, e := range []oncekey.Effect{oncekey.ReadOnly, oncekey.Idempotent, oncekey.Effectful} {
+		require.Equal(t, e, mcptools.SuggestEffect(mcptools.Annotations(oncekey.Policy{Effect: e})))
+	}
+}

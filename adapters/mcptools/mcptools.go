@@ -46,3 +46,21 @@ func Tool(def oncekey.ToolDefinition) (*mcp.Tool, error) {
 		Meta:        mcp.Meta{MetaEffect: def.Policy.Effect.String()},
 	}, nil
 }
+
+// SuggestEffect returns the effect class an MCP server's annotations for one of its tools claim:
+// ReadOnly for readOnlyHint, Idempotent for idempotentHint, Effectful otherwise and for nil.
+// It is a suggestion for the person who writes the tool's policy, never a grant: annotations
+// from a server are hints its author chose, and MCP's idempotentHint means "the same arguments
+// have no further effect", not deduplication by operation key. Register the class you have
+// checked (oncekey.SetTool), or leave the tool to its Route's Fallback (Effectful by default).
+func SuggestEffect(a *mcp.ToolAnnotations) oncekey.Effect {
+	switch {
+	case a == nil:
+		return oncekey.Effectful
+	case a.ReadOnlyHint:
+		return oncekey.ReadOnly
+	case a.IdempotentHint:
+		return oncekey.Idempotent
+	}
+	return oncekey.Effectful
+}
