@@ -76,6 +76,9 @@ func (f *serveFlags) options(a *app) (inbox.Options, error) {
 		if err != nil {
 			return opts, fail(exitUsage, "--token-file: %v", err)
 		}
+		if fi, err := os.Stat(f.tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(a.stderr, "oncekey serve: warning: the token file %s can be read by other users (mode %04o); make it private with `chmod 600 %s`\n", f.tokenFile, fi.Mode().Perm(), f.tokenFile)
+		}
 		text, source = string(b), f.tokenFile
 	}
 	if strings.TrimSpace(text) != "" {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -144,4 +146,23 @@ func TestChromedpStaysOutOfTheLibrary(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "github.com/oncekey/oncekey/internal/inbox", "the list holds the inbox")
 	require.NotContains(t, string(out), "chromedp")
+}
+
+// A token file others can read is taken, with a warning that says how to make it private.
+func TestServeWarnsAboutAReadableTokenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	require.NoError(t, os.WriteFile(path, []byte("ines * tok-0123456789abcdef0123456789abcdef\n"), 0o644))
+	var errb bytes.Buffer
+	a := &app{stderr: &errb, getenv: func(string) string { return "" }}
+	f := serveFlags{listen: "0.0.0.0:7780", tokenFile: path}
+	opts, err := f.options(a)
+	require.NoError(t, err)
+	require.Len(t, opts.Tokens, 1)
+	require.Contains(t, errb.String(), "can be read by other users (mode 0644); make it private with `chmod 600 "+path+"`")
+
+	require.NoError(t, os.Chmod(path, 0o600))
+	errb.Reset()
+	_, err = f.options(a)
+	require.NoError(t, err)
+	require.Empty(t, errb.String())
 }
