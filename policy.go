@@ -56,8 +56,12 @@ type Policy struct {
 	// looks the operation up downstream (by operation key) and says what happened.
 	Reconcile func(ctx context.Context, req ReconcileRequest) (Receipt, error)
 
-	// RememberFailures stores definite failures (Failed, and non-retryable NotApplied errors) so
-	// a repeat gets the same failure, flagged as a replay, without running the body.
+	// RememberFailures stores definite failures (Failed, and non-retryable NotApplied errors) as
+	// a failed record, so a repeat of the operation gets the same failure, flagged as a replay,
+	// without running the body: for failures a repeat cannot change (a closed account, a refused
+	// card). Defaults to false: the claim is given back and a repeat runs the tool again, which is
+	// safe since the tool said nothing landed. Either way the failing call itself fails, not
+	// retried (Failed is non-retryable). A failure decided by reconciliation is always stored.
 	RememberFailures bool
 
 	// RequireStepID makes scheduling this tool without WithStepID an error at schedule time.

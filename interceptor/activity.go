@@ -609,15 +609,21 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 	innerNonRetryable := errors.As(bodyErr, &appErr) && appErr.NonRetryable()
 	switch {
 	case oncekey.IsFailed(bodyErr):
-		doc := failureDoc{Message: bodyErr.Error(), NonRetryable: true}
-		if appErr != nil {
-			doc.Type = appErr.Type()
-		}
-		if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
-			Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
-			EffectReference: c.effectRef,
-		}); err != nil {
-			// The tool asserted the effect did not land: giving the claim back is safe.
+		// The tool asserted the effect did not and will not land. With RememberFailures the
+		// failure is stored and a repeat gets it again without running; otherwise the claim is
+		// given back and a repeat runs the tool again. Either is safe: nothing landed.
+		if c.policy.RememberFailures {
+			doc := failureDoc{Message: bodyErr.Error(), NonRetryable: true}
+			if appErr != nil {
+				doc.Type = appErr.Type()
+			}
+			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
+				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+				EffectReference: c.effectRef,
+			}); err != nil {
+				c.release(ctx, epoch)
+			}
+		} else {
 			c.release(ctx, epoch)
 		}
 		c.outcome = oncekey.OutcomeFailed

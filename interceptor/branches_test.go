@@ -528,3 +528,23 @@ func TestSuiteNoPolicyLoggedOncePerType(t *testing.T) {
 type schemaNamingStore struct{ oncekey.Store }
 
 func (schemaNamingStore) Schema() string { return "support" }
+
+// Without RememberFailures a definite failure is not stored: the claim is given back, and a
+// repeat of the operation runs the tool again (nothing landed either time).
+func TestSuiteFailedIsNotRememberedByDefault(t *testing.T) {
+	ds := newDownstream(faultFailed, faultFailed)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Equal(t, oncekey.ErrTypeFailed, out[0].Type)
+	require.Equal(t, oncekey.ErrTypeFailed, out[1].Type)
+	require.NotContains(t, out[1].Err, "replaying the remembered failure", "the repeat ran the tool")
+	effects, bodies := ds.counts()
+	require.Equal(t, 0, effects)
+	require.Equal(t, 2, bodies, "the repeat ran the tool again")
+	recs := s.records(t)
+	require.Len(t, recs, 1)
+	require.Equal(t, oncekey.StatusReleased, recs[0].Status)
+}
