@@ -276,7 +276,7 @@ func floorClaimComplete(ctx context.Context, rdb *redis.Client, clients int, d t
 			return fmt.Errorf("floor claim of new key %s: code %v", key, v[0])
 		}
 		epoch, _ := strconv.ParseInt(v[epochField].(string), 10, 64)
-		v, err = rdb.EvalSha(ctx, lua.Fenced.Hash(), layout.RecordKeys("floor", key, false), "floor", key, epoch, rand.Int64(), "complete",
+		v, err = rdb.EvalSha(ctx, lua.Fenced.Hash(), layout.RecordKeys("floor", key, true), "floor", key, epoch, rand.Int64(), "complete",
 			"applied", effectRef, "1", res, "1", []byte{}).Slice()
 		if err != nil {
 			return fmt.Errorf("floor complete: %w", err)
