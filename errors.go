@@ -71,7 +71,10 @@ type IndeterminateOutcomeError struct {
 	// Unowned: no reconciliation workflow waits for the key any more (it ended without a
 	// decision), so the command given writes the decision to the store (`resolve --direct`).
 	Unowned bool
-	Cause   error
+	// Epoch is the record's epoch the outcome is unknown at, which a decision must name; 0 when
+	// not known here (the command then says `--epoch <epoch>`, which `oncekey show` prints).
+	Epoch int64
+	Cause error
 }
 
 func (e *IndeterminateOutcomeError) Error() string {
@@ -80,7 +83,7 @@ func (e *IndeterminateOutcomeError) Error() string {
 		how = "write the decision to the store with"
 	}
 	return fmt.Sprintf("oncekey: outcome of %s (key %s) is unknown: %v; once you know what the downstream did, %s %s",
-		e.Tool, e.OperationKey, e.Cause, how, resolveCommand(e.Namespace, e.Tenant, e.Schema, e.OperationKey, e.Unowned))
+		e.Tool, e.OperationKey, e.Cause, how, resolveCommand(e.Namespace, e.Tenant, e.Schema, e.OperationKey, e.Epoch, e.Unowned))
 }
 func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
 
@@ -89,8 +92,8 @@ func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
 // '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`". It
 // adds --namespace when namespace is neither "" nor "default", --tenant when tenant is set and
 // differs from the namespace, which is the CLI's default tenant, --schema when schema is set, and
-// --direct when direct.
-func resolveCommand(namespace, tenant, schema, key string, direct bool) string {
+// --direct when direct; --epoch is the epoch, or the placeholder <epoch> when it is 0.
+func resolveCommand(namespace, tenant, schema, key string, epoch int64, direct bool) string {
 	cmd := "oncekey resolve " + key
 	if direct {
 		cmd += " --direct"
@@ -107,6 +110,11 @@ func resolveCommand(namespace, tenant, schema, key string, direct bool) string {
 	}
 	if tenant != "" && tenant != ns {
 		cmd += " --tenant " + shell.Word(tenant)
+	}
+	if epoch > 0 {
+		cmd += fmt.Sprintf(" --epoch %d", epoch)
+	} else {
+		cmd += " --epoch <epoch>"
 	}
 	return "`" + cmd + " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"
 }
@@ -238,6 +246,24 @@ type StatusConflictError struct {
 
 func (e *StatusConflictError) Error() string {
 	return fmt.Sprintf("oncekey: key %s is %s; %s", e.OperationKey, e.Status, e.Want)
+}
+
+// StaleDecisionError: a decision (Store.Resolve, a resolution) was made for an epoch of the record
+// that is no longer its own: the operation moved on (the decision's episode was settled and a later
+// attempt claimed the key), so the decision is not about what the record now says. Nothing was
+// written. Read the record again and decide on its current epoch.
+type StaleDecisionError struct {
+	OperationKey string
+	// Epoch is the epoch the decision was made on; Current is the record's epoch now, with
+	// Status its status.
+	Epoch, Current int64
+	Status         Status
+}
+
+func (e *StaleDecisionError) Error() string {
+	return fmt.Sprintf("oncekey: the decision on key %s was made for epoch %d, but the operation has moved on to epoch %d (%s): "+
+		"nothing was written; look at the record again and decide for epoch %d if it still needs a decision",
+		e.OperationKey, e.Epoch, e.Current, e.Status, e.Current)
 }
 
 type notAppliedError struct{ err error }

@@ -29,13 +29,13 @@ func TestIndeterminateOutcomeMessageNamesARunnableResolve(t *testing.T) {
 		unowned                   bool
 		want                      string
 	}{
-		{"", "", "", false, "resolve it with `oncekey resolve ok1_k --applied"},
-		{"default", "default", "", false, "`oncekey resolve ok1_k --applied"},
-		{"default", "acme", "", false, "`oncekey resolve ok1_k --tenant acme --applied"},
-		{"prod", "prod", "", false, "`oncekey resolve ok1_k --namespace prod --applied"},
-		{"prod", "acme corp", "", false, "`oncekey resolve ok1_k --namespace prod --tenant 'acme corp' --applied"},
-		{"default", "default", "support", false, "`oncekey resolve ok1_k --schema support --applied"},
-		{"prod", "acme", "support", true, "write the decision to the store with `oncekey resolve ok1_k --direct --schema support --namespace prod --tenant acme --applied"},
+		{"", "", "", false, "resolve it with `oncekey resolve ok1_k --epoch <epoch> --applied"},
+		{"default", "default", "", false, "`oncekey resolve ok1_k --epoch <epoch> --applied"},
+		{"default", "acme", "", false, "`oncekey resolve ok1_k --tenant acme --epoch <epoch> --applied"},
+		{"prod", "prod", "", false, "`oncekey resolve ok1_k --namespace prod --epoch <epoch> --applied"},
+		{"prod", "acme corp", "", false, "`oncekey resolve ok1_k --namespace prod --tenant 'acme corp' --epoch <epoch> --applied"},
+		{"default", "default", "support", false, "`oncekey resolve ok1_k --schema support --epoch <epoch> --applied"},
+		{"prod", "acme", "support", true, "write the decision to the store with `oncekey resolve ok1_k --direct --schema support --namespace prod --tenant acme --epoch <epoch> --applied"},
 	} {
 		e := &oncekey.IndeterminateOutcomeError{Namespace: c.namespace, Tenant: c.tenant, Schema: c.schema, Unowned: c.unowned,
 			OperationKey: key, Tool: "T", Cause: errors.New("boom")}
@@ -43,4 +43,7 @@ func TestIndeterminateOutcomeMessageNamesARunnableResolve(t *testing.T) {
 		require.Contains(t, msg, c.want, "namespace %q tenant %q", c.namespace, c.tenant)
 		require.True(t, strings.HasSuffix(msg, " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"), msg)
 	}
+	// With the epoch known, the command names it.
+	e := &oncekey.IndeterminateOutcomeError{Namespace: "default", Tenant: "default", OperationKey: key, Tool: "T", Epoch: 3, Cause: errors.New("boom")}
+	require.Contains(t, e.Error(), "`oncekey resolve ok1_k --epoch 3 --applied")
 }

@@ -28,7 +28,9 @@ type Store interface {
 	// MarkUnknown marks a pending record held at p.Epoch unknown.
 	MarkUnknown(ctx context.Context, p *MarkUnknownParams) (*Record, error)
 	// Resolve records an operator's or receipt lookup's decision on an unknown record (or a
-	// pending one whose lease has expired). Any other status is a *StatusConflictError.
+	// pending one whose lease has expired) at p.Epoch. A record at another epoch (the operation
+	// moved on: a later attempt claimed it) is a *StaleDecisionError; any other status is a
+	// *StatusConflictError. Neither changes anything.
 	Resolve(ctx context.Context, p *ResolveParams) (*Record, error)
 	// Get returns the record for (tenant, key) or ErrNotFound.
 	Get(ctx context.Context, p *GetParams) (*Record, error)
@@ -47,14 +49,18 @@ type Store interface {
 type Record struct {
 	Tenant       string
 	OperationKey string // "ok1_…"
-	Tool         string
-	Version      string
-	Fingerprint  string // hex SHA-256
-	WorkflowID   string
-	StepID       string
-	Effect       Effect
-	Status       Status
-	Epoch        int64
+	// Namespace is the Temporal namespace of the workflow whose claim created the record; ""
+	// for a record claimed without one (or written before pgstore migration 002). oncekey's
+	// reconciliation activities refuse to act on a record for a workflow of another namespace.
+	Namespace   string
+	Tool        string
+	Version     string
+	Fingerprint string // hex SHA-256
+	WorkflowID  string
+	StepID      string
+	Effect      Effect
+	Status      Status
+	Epoch       int64
 	// LeaseUntil is when the current claim's lease ends (store clock). Zero when not pending.
 	LeaseUntil time.Time
 	// LeaseExpired reports, on the store's clock at the time of the read, whether a pending
@@ -83,12 +89,15 @@ type Record struct {
 type ClaimParams struct {
 	Tenant       string
 	OperationKey string
-	Tool         string
-	Version      string
-	Fingerprint  string
-	WorkflowID   string
-	StepID       string
-	Effect       Effect
+	// Namespace is the Temporal namespace of the calling workflow, stored with a new record (and
+	// with a record taken over after its tombstone window). Optional.
+	Namespace   string
+	Tool        string
+	Version     string
+	Fingerprint string
+	WorkflowID  string
+	StepID      string
+	Effect      Effect
 	// ClaimToken identifies this claim. A claim the store acquires records its token; a Claim
 	// repeated with the same non-zero token while that record is still pending (its lease live)
 	// reports it Acquired at the same epoch, changing nothing. That makes a Claim whose outcome
@@ -153,6 +162,10 @@ type MarkUnknownParams struct {
 // ResolveParams are the arguments of Store.Resolve.
 type ResolveParams struct {
 	Tenant, OperationKey string
+	// Epoch is the record's epoch the decision was made on (Record.Epoch as read while it was
+	// unknown). Required: a decision is about one episode of the operation, and must not land on a
+	// later one.
+	Epoch int64
 	// Status is the decision: StatusApplied, StatusReleased (not applied) or StatusFailed.
 	Status          Status
 	Result          []byte

@@ -68,7 +68,7 @@ func (p *ClaimParams) Validate() error {
 		name, v  string
 		required bool
 	}{
-		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Tool", p.Tool, true},
+		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Namespace", p.Namespace, false}, {"Tool", p.Tool, true},
 		{"Version", p.Version, false}, {"Fingerprint", p.Fingerprint, true},
 		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false},
 	} {
@@ -125,6 +125,9 @@ func (p *ResolveParams) Validate() error {
 	}
 	if err := checkText(op, "OperationKey", p.OperationKey, true); err != nil {
 		return err
+	}
+	if p.Epoch < 1 {
+		return &InvalidParamsError{Op: op, Field: "Epoch", Reason: fmt.Sprintf("%d is not an epoch: give the epoch of the record the decision was made on", p.Epoch)}
 	}
 	switch p.Status {
 	case StatusApplied, StatusReleased, StatusFailed:

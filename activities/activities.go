@@ -72,6 +72,52 @@ func (a *Activities) Register(r Registry) {
 type RecordRef struct {
 	Tenant       string `json:"tenant"`
 	OperationKey string `json:"operation_key"`
+	// Tool, if set, is the tool the caller believes the record is of; the activities refuse a
+	// record of another tool.
+	Tool string `json:"tool,omitempty"`
+}
+
+// ErrTypeForeignRecord is the application error type (non-retryable) of a request for a record
+// the calling workflow may not act on: the record was claimed by a workflow of another Temporal
+// namespace, or is of another tool than the request names. Nothing was read out or written.
+const ErrTypeForeignRecord = "oncekey.ForeignRecord"
+
+// bound refuses rec to a caller that may not act on it: an activity of a workflow in another
+// namespace than the one whose claim created rec (records written before the namespace was
+// stored, Namespace "", are not checked), or a request naming another tool. Outside an activity
+// (a direct call in a test or tool) only the tool is checked.
+func bound(ctx context.Context, rec *oncekey.Record, tool string) error {
+	if activity.IsActivity(ctx) && rec.Namespace != "" {
+		info := activity.GetInfo(ctx)
+		ns := info.WorkflowNamespace
+		if ns == "" {
+			ns = info.Namespace
+		}
+		if ns != rec.Namespace {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"activities: the record of key %s belongs to a workflow of namespace %q, and this workflow runs in namespace %q: "+
+					"oncekey acts on a record only for workflows of its own namespace; nothing was read or written", rec.OperationKey, rec.Namespace, ns),
+				ErrTypeForeignRecord, nil)
+		}
+	}
+	if tool != "" && tool != rec.Tool {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"activities: the record of key %s is of tool %q, not %q as the request says; nothing was read or written", rec.OperationKey, rec.Tool, tool),
+			ErrTypeForeignRecord, nil)
+	}
+	return nil
+}
+
+// get reads the record for ref, refused (see bound) when the caller may not act on it.
+func (a *Activities) get(ctx context.Context, ref RecordRef) (*oncekey.Record, error) {
+	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
+	if err != nil {
+		return nil, err
+	}
+	if err := bound(ctx, rec, ref.Tool); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // Inspection is what Inspect found.
@@ -112,11 +158,16 @@ func inspection(rec *oncekey.Record) Inspection {
 }
 
 // Inspect reads the record for ref. A missing record is Found=false, not an error; store errors
-// are returned (retryable).
+// are returned (retryable). A record the calling workflow may not act on (another namespace's,
+// another tool's) is a non-retryable error of type ErrTypeForeignRecord.
 func (a *Activities) Inspect(ctx context.Context, ref RecordRef) (Inspection, error) {
-	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
+	rec, err := a.get(ctx, ref)
 	if errors.Is(err, oncekey.ErrNotFound) {
 		return Inspection{}, nil
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return Inspection{}, err
 	}
 	if err != nil {
 		return Inspection{}, fmt.Errorf("activities: inspect %s: %w", ref.OperationKey, err)
@@ -134,6 +185,15 @@ type MarkUnknownInput struct {
 // MarkUnknown marks a pending record whose owner is gone unknown, fenced by in.Epoch, and returns
 // the record as it then stands (if another write won, the record as that write left it).
 func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Inspection, error) {
+	if _, err := a.get(ctx, in.RecordRef); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			return Inspection{}, err
+		}
+		if !errors.Is(err, oncekey.ErrNotFound) {
+			return Inspection{}, fmt.Errorf("activities: mark unknown %s: %w", in.OperationKey, err)
+		}
+	}
 	failure, _ := json.Marshal(map[string]string{"reason": in.Reason})
 	rec, err := a.store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Epoch: in.Epoch, Failure: failure,
@@ -153,6 +213,9 @@ func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Insp
 // ReceiptInput asks for the tool's automatic receipt lookup.
 type ReceiptInput struct {
 	Request oncekey.ReconcileRequest `json:"request"`
+	// Epoch is the record's epoch the lookup is for (the unknown episode); a decisive receipt is
+	// recorded at it only.
+	Epoch int64 `json:"epoch"`
 }
 
 // ReceiptOutput is the receipt lookup's decision. Decided is false when the tool has no
@@ -167,6 +230,15 @@ type ReceiptOutput struct {
 // error is returned retryable.
 func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (ReceiptOutput, error) {
 	req := in.Request
+	if _, err := a.get(ctx, RecordRef{Tenant: req.Tenant, OperationKey: req.OperationKey, Tool: req.Tool}); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			return ReceiptOutput{}, err
+		}
+		if !errors.Is(err, oncekey.ErrNotFound) {
+			return ReceiptOutput{}, fmt.Errorf("activities: receipt lookup for %s (key %s): %w", req.Tool, req.OperationKey, err)
+		}
+	}
 	p, ok := a.registry.Policy(req.Tool)
 	if !ok || p.Reconcile == nil {
 		return ReceiptOutput{}, nil
@@ -178,6 +250,7 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 	params := &oncekey.ResolveParams{
 		Tenant:          req.Tenant,
 		OperationKey:    req.OperationKey,
+		Epoch:           in.Epoch,
 		EffectReference: rc.EffectReference,
 		ResolvedBy:      "receipt:" + req.Tool,
 		Note:            rc.Note,
@@ -240,12 +313,33 @@ type RecordInput struct {
 // is refused with ErrTypeInvalid and the record is left as it was, since a stored result the
 // blocked workflow cannot decode would fail it for good. A tool registered by name is not checked.
 func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reconcile.Output, error) {
+	ref := in.RecordRef
+	if ref.Tool == "" {
+		ref.Tool = in.Tool
+	}
+	if _, err := a.get(ctx, ref); err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			return reconcile.Output{}, err
+		}
+		if !errors.Is(err, oncekey.ErrNotFound) {
+			return reconcile.Output{}, fmt.Errorf("activities: record resolution %s: %w", in.OperationKey, err)
+		}
+	}
 	if err := a.checkResult(ctx, in); err != nil {
 		return reconcile.Output{}, err
 	}
 	rec, err := reconcile.Record(ctx, a.store, a.dc, in.Tenant, in.OperationKey, in.Resolution)
 	if err == nil {
-		return OutputOf(rec), nil
+		out := OutputOf(rec)
+		out.RequestID = in.Resolution.RequestID
+		return out, nil
+	}
+	var stale *oncekey.StaleDecisionError
+	if errors.As(err, &stale) {
+		// The decision is about an earlier (or later) episode of the operation than the record's:
+		// it must not settle this one.
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(stale.Error(), ErrTypeInvalid, nil)
 	}
 	// A malformed resolution, or one the store refuses as given (a field it cannot hold, a result
 	// over its size limit), is refused for good: retrying cannot change the answer, and a retried
@@ -308,7 +402,7 @@ func (a *Activities) settled(ctx context.Context, ref RecordRef, resolveErr erro
 	if !errors.As(resolveErr, &conflict) && !errors.Is(resolveErr, oncekey.ErrNotFound) {
 		return reconcile.Output{}, false, resolveErr
 	}
-	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
+	rec, err := a.get(ctx, ref)
 	if errors.Is(err, oncekey.ErrNotFound) {
 		return reconcile.Output{}, false, nil
 	}
@@ -328,6 +422,7 @@ func OutputOf(rec *oncekey.Record) reconcile.Output {
 		EffectReference: rec.EffectReference,
 		Note:            rec.Note,
 		ResolvedBy:      rec.ResolvedBy,
+		Epoch:           rec.Epoch,
 	}
 	switch rec.Status {
 	case oncekey.StatusApplied:
@@ -363,6 +458,10 @@ func FailureText(b []byte) string {
 // AwaitInput names a reconciliation workflow to wait for.
 type AwaitInput struct {
 	WorkflowID string `json:"workflow_id"`
+	// Record, if its OperationKey is set, is the record the awaited workflow reconciles. The
+	// answer is then read from the record once the workflow has closed, not taken from the
+	// workflow's output: whoever started a workflow under that ID, its output decides nothing.
+	Record RecordRef `json:"record,omitzero"`
 }
 
 // AwaitOutput is what AwaitReconciliation saw. Done is false when the activity's own time ran
@@ -374,9 +473,34 @@ type AwaitOutput struct {
 	Err string `json:"err,omitempty"`
 }
 
+// awaited answers for the record of a reconciliation workflow that has completed: its settlement;
+// NotApplied (run the step again, the claim path decides) when no record exists or it is pending
+// or unknown, whatever the workflow returned; an Err for a tombstone.
+func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
+	rec, err := a.get(ctx, in.Record)
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return AwaitOutput{Done: true, Output: reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey",
+			Note: "no claim was recorded for the key; the tool never ran"}}, nil
+	}
+	if err != nil {
+		return AwaitOutput{}, err
+	}
+	switch rec.Status {
+	case oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed:
+		return AwaitOutput{Done: true, Output: OutputOf(rec)}, nil
+	case oncekey.StatusExpired:
+		return AwaitOutput{Done: true, Err: fmt.Sprintf("the record of key %s is past its retention (a tombstone): its outcome is unknown and can no longer be resolved", rec.OperationKey)}, nil
+	}
+	// Pending or unknown: another attempt claimed the key after the decision, or the workflow
+	// settled nothing. The step runs again, and the claim path decides what the record allows.
+	return AwaitOutput{Done: true, Output: reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey", Epoch: rec.Epoch,
+		Note: fmt.Sprintf("the reconciliation workflow %s completed with the record %s at epoch %d; running the step again", in.WorkflowID, rec.Status, rec.Epoch)}}, nil
+}
+
 // AwaitReconciliation waits, through the worker's client, for another workflow's
-// reconciliation workflow to finish and returns its output: the way a second workflow blocked on
-// the same key is released by the same resolution. It heartbeats while it waits and returns
+// reconciliation workflow to finish and returns its output (with in.Record set, the record's
+// settlement instead: see AwaitInput): the way a second workflow blocked on the same key is
+// released by the same resolution. It heartbeats while it waits and returns
 // Done=false shortly before its start-to-close deadline.
 func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
 	c := activity.GetClient(ctx)
@@ -396,6 +520,9 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 		err := c.GetWorkflow(wctx, in.WorkflowID, "").Get(wctx, &out)
 		cancel()
 		if err == nil {
+			if in.Record.OperationKey != "" {
+				return a.awaited(ctx, in)
+			}
 			return AwaitOutput{Done: true, Output: out}, nil
 		}
 		if ctx.Err() != nil {

@@ -52,7 +52,7 @@ func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 	ctx := context.Background()
 
 	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
-		Resolution: reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`["T-1"]`)}}
+		Resolution: reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`["T-1"]`)}}
 	_, err := env.ExecuteActivity(activities.RecordResolutionName, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
@@ -79,7 +79,7 @@ func TestRecordResolutionRefusedByTheStoreIsNotRetried(t *testing.T) {
 	ctx := context.Background()
 
 	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
-		Resolution: reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"` + strings.Repeat("x", 100) + `"}`)}}
+		Resolution: reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"` + strings.Repeat("x", 100) + `"}`)}}
 	_, err := env.ExecuteActivity(activities.RecordResolutionName, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)

@@ -308,7 +308,7 @@ func TestMalformedResult(t *testing.T) {
 	}
 	for _, id := range ids {
 		key := e.key(id, "create")
-		r := e.decide(key)
+		r := e.decide(key, e.get(key).Epoch)
 		require.Equal(t, reconcile.Applied, r.Outcome)
 		require.NoError(t, reconcile.Resolve(e.ctx(time.Minute), e.c, "default", key, r))
 	}

@@ -173,6 +173,9 @@ func candidates(s linState, in linInput, ret int64) []candidate {
 		switch {
 		case !s.Exists:
 			cs = append(cs, candidate{next: s, want: linOutput{Err: "notfound"}})
+		case s.Epoch != in.Epoch:
+			// A decision for another epoch is stale (the store says so before anything else).
+			cs = append(cs, candidate{next: s, want: linOutput{Err: "stale"}})
 		case s.Status == oncekey.StatusUnknown || (s.Status == oncekey.StatusPending && s.canExpire(ret)):
 			n := s
 			n.Status, n.LeaseLo, n.LeaseHi = in.Status, 0, 0
@@ -289,7 +292,7 @@ func linModel() porcupine.Model {
 				arg = fmt.Sprintf("%s,%s", in.FP, in.Effect)
 			case "get":
 			case "resolve":
-				arg = string(in.Status)
+				arg = fmt.Sprintf("e%d,%s", in.Epoch, in.Status)
 			case "complete":
 				arg = fmt.Sprintf("e%d,%s", in.Epoch, in.Status)
 			default:
@@ -362,7 +365,7 @@ func (r *linRecorder) do(client int, in linInput) linOutput {
 	case "unknown":
 		rec, err = r.store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch})
 	case "resolve":
-		rec, err = r.store.Resolve(ctx, &oncekey.ResolveParams{Tenant: tenant, OperationKey: in.Key, Status: in.Status, ResolvedBy: "lin"})
+		rec, err = r.store.Resolve(ctx, &oncekey.ResolveParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Status: in.Status, ResolvedBy: "lin"})
 	case "get":
 		rec, err = r.store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: in.Key})
 	}
@@ -384,6 +387,8 @@ func (r *linRecorder) do(client int, in linInput) linOutput {
 		out.Err = "notfound"
 	case errors.As(err, &conflict):
 		out.Err = "conflict"
+	case errors.As(err, new(*oncekey.StaleDecisionError)):
+		out.Err = "stale"
 	default:
 		out.Err = "ambiguous"
 		out.Ret = math.MaxInt64
@@ -480,7 +485,7 @@ func linWorker(ctx context.Context, r *linRecorder, client int, slots []*linSlot
 				if rng.IntN(5) == 0 {
 					st = oncekey.StatusApplied
 				}
-				res := r.do(client, linInput{Op: "resolve", Key: key, Status: st})
+				res := r.do(client, linInput{Op: "resolve", Key: key, Epoch: out.Epoch, Status: st})
 				s.settled(gen, res.Status)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,22 +258,22 @@ func outcome(tool string, o oncekey.Outcome) func(faults.WorkerEvent) bool {
 }
 
 // decide is what an operator decides for an unknown operation after looking in the
-// downstream's ledger by operation key.
-func (e *env) decide(key string) reconcile.Resolution {
+// downstream's ledger by operation key, for the record's epoch.
+func (e *env) decide(key string, epoch int64) reconcile.Resolution {
 	if rec, ok := e.ds.Lookup(key); ok {
 		b, _ := json.Marshal(rec)
-		return reconcile.Resolution{Outcome: reconcile.Applied, EffectReference: rec.ID, Result: b,
+		return reconcile.Resolution{Epoch: epoch, Outcome: reconcile.Applied, EffectReference: rec.ID, Result: b,
 			ResolvedBy: "faults-operator", Note: "found in the downstream ledger"}
 	}
-	return reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "faults-operator", Note: "no effect in the downstream ledger"}
+	return reconcile.Resolution{Epoch: epoch, Outcome: reconcile.NotApplied, ResolvedBy: "faults-operator", Note: "no effect in the downstream ledger"}
 }
 
 // resolveCLI resolves key with the operator CLI, as a person would, deciding from the ledger.
 func (e *env) resolveCLI(key string) reconcile.Resolution {
 	e.t.Helper()
 	_, cli := binaries(e.t)
-	r := e.decide(key)
-	args := []string{"resolve", key, "--tenant", "default", "--address", e.hostPort, "--by", r.ResolvedBy, "--note", r.Note}
+	r := e.decide(key, e.get(key).Epoch)
+	args := []string{"resolve", key, "--tenant", "default", "--epoch", strconv.FormatInt(r.Epoch, 10), "--address", e.hostPort, "--by", r.ResolvedBy, "--note", r.Note}
 	if r.Outcome == reconcile.Applied {
 		args = append(args, "--applied", "--ref", r.EffectReference, "--result", string(r.Result))
 	} else {
@@ -302,7 +303,7 @@ func (e *env) runOperator(ctx context.Context) *operator {
 				if err != nil || st.State != reconcile.StateWaiting || e.ds.InFlight(rec.OperationKey) > 0 {
 					continue
 				}
-				r := e.decide(rec.OperationKey)
+				r := e.decide(rec.OperationKey, rec.Epoch)
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				err = reconcile.Resolve(rctx, e.c, "default", rec.OperationKey, r)
 				cancel()

@@ -57,6 +57,8 @@ type call struct {
 	outcome      oncekey.Outcome
 	// effectRef is what the body recorded with oncekey.SetEffectReference, read when it returned.
 	effectRef string
+	// epoch is the epoch of the record marked unknown, for the resolve command in messages.
+	epoch int64
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -275,6 +277,7 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 	p := &oncekey.ClaimParams{
 		Tenant:       c.op.Tenant,
 		OperationKey: c.key,
+		Namespace:    c.op.Namespace,
 		Tool:         c.tool,
 		Version:      c.policy.Version,
 		Fingerprint:  c.fp,
@@ -415,7 +418,7 @@ func (c *call) unknownExisting(rec *oncekey.Record) error {
 	c.outcome = oncekey.OutcomeUnknown
 	cause := errors.New(failureMessage(rec.Failure))
 	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
-		Schema: c.root.storeSchema(), Cause: cause}
+		Schema: c.root.storeSchema(), Epoch: rec.Epoch, Cause: cause}
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, nil, "the outcome of an earlier attempt is unknown", true)
 }
 
@@ -701,13 +704,14 @@ func (c *call) markUnknownOnly(ctx context.Context, epoch int64, reason string) 
 // markUnknown marks the record unknown and returns the IndeterminateOutcome error.
 func (c *call) markUnknown(ctx context.Context, epoch int64, cause error, reason string) error {
 	c.markUnknownOnly(ctx, epoch, reason+": "+cause.Error())
+	c.epoch = epoch
 	return c.indeterminate(cause, reason)
 }
 
 func (c *call) indeterminate(cause error, reason string) error {
 	c.outcome = oncekey.OutcomeUnknown
 	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
-		Schema: c.root.storeSchema(), Cause: cause}
+		Schema: c.root.storeSchema(), Epoch: c.epoch, Cause: cause}
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, cause, reason, false)
 }
 

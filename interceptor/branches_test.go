@@ -292,7 +292,7 @@ func TestSuitePanicAfterCommitReconciledApplied(t *testing.T) {
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
 	resolved := Ticket{ID: "T-1", Customer: "acme", Subject: "printer on fire", Seq: 1}
 	body, _ := json.Marshal(resolved)
-	resolveLater(t, s, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "dana"}, func(st reconcile.StatusReport) {
+	resolveLater(t, s, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "dana"}, func(st reconcile.StatusReport) {
 		require.Contains(t, st.Reason, "panicked")
 	})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
@@ -311,7 +311,7 @@ func TestSuiteVerifyFailureIsUnknownThenFailed(t *testing.T) {
 		}
 		return nil
 	}})
-	resolveLater(t, s, reconcile.Resolution{Outcome: reconcile.Failed, Note: "ticket voided by hand", ResolvedBy: "erin"}, func(st reconcile.StatusReport) {
+	resolveLater(t, s, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Failed, Note: "ticket voided by hand", ResolvedBy: "erin"}, func(st reconcile.StatusReport) {
 		require.Contains(t, st.Reason, "wrong queue")
 	})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
@@ -333,8 +333,8 @@ func TestSuiteInvalidSignalIgnored(t *testing.T) {
 		require.NoError(t, err)
 		key = res.Records[0].OperationKey
 		// A signal that bypassed Resolve's validation, and one for another tenant.
-		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Outcome: "perhaps"})
-		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.NotApplied, Tenant: "someone-else"})
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: "perhaps"})
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, Tenant: "someone-else"})
 	}, time.Minute)
 	s.env.RegisterDelayedCallback(func() {
 		v, err := s.env.QueryWorkflowByID(reconcile.WorkflowID(key), reconcile.QueryName)
@@ -343,7 +343,7 @@ func TestSuiteInvalidSignalIgnored(t *testing.T) {
 		require.NoError(t, v.Get(&st))
 		require.Equal(t, reconcile.StateWaiting, st.State, "invalid signals are ignored")
 		require.Contains(t, st.LastInvalidSignal, "tenant")
-		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)})
+		s.env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)})
 	}, 2*time.Minute)
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Empty(t, out[0].Err)
@@ -377,7 +377,7 @@ func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, res.Records, 1)
 		s.env.SignalWorkflowByID(reconcile.WorkflowID(res.Records[0].OperationKey), reconcile.SignalName,
-			reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)})
+			reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)})
 	}, 90*time.Minute)
 	out := s.run(t, workflowInput{Tenant: "acme", Calls: []stepCall{
 		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
@@ -388,7 +388,7 @@ func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 	require.Contains(t, out[0].Err, "nobody resolved")
 	require.Contains(t, out[0].Err, "none waits for the key now: run the step again to start a new one")
 	require.Contains(t, out[0].Err, "write the decision to the store with `oncekey resolve "+key+" --direct --schema support --namespace "+testNamespace+
-		" --tenant acme --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
+		" --tenant acme --epoch <epoch> --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
 	require.Empty(t, out[1].Err)
 	require.Equal(t, "T-1", out[1].Ticket.ID, "the second run of the step was settled by the resolution")
 	effects, bodies := ds.counts()

@@ -21,7 +21,7 @@ func TestAdversarialVerifyPanicAfterEffectIsReconciled(t *testing.T) {
 	}})
 	resolved := Ticket{ID: "T-1", Customer: "acme", Subject: "printer on fire", Seq: 1}
 	body, _ := json.Marshal(resolved)
-	resolveLater(t, s, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "dana"}, func(st reconcile.StatusReport) {
+	resolveLater(t, s, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "dana"}, func(st reconcile.StatusReport) {
 		require.Contains(t, st.Reason, "panicked")
 	})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})

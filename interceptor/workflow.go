@@ -185,6 +185,32 @@ type effectfulLoop struct {
 	// cancelChecked: the version of reconciliation on cancel has been read; cancelOwned: the
 	// reconciliation child is started and kept apart from the workflow's cancellation.
 	cancelChecked, cancelOwned bool
+	// appliedChecked: the version of the applied-decision re-run has been read; appliedRerun: an
+	// Applied reconciliation re-runs the step instead of handing the decision's result over.
+	appliedChecked, appliedRerun bool
+	// verifyRuns counts the re-runs made after Applied decisions (see maxVerifyRuns).
+	verifyRuns int
+}
+
+// appliedThroughClaimChangeID is the workflow.GetVersion change ID under which a reconciliation
+// that settles Applied makes the workflow run the step once more rather than hand the decided
+// result to the call: the record's result then reaches the call only through the claim path,
+// which refuses a call whose fingerprint differs from the record's (an attempt with other
+// arguments that timed out before it claimed) or that Policy.Authorize no longer allows.
+// Histories recorded before it replay with the earlier behaviour.
+const appliedThroughClaimChangeID = "oncekey-applied-through-claim"
+
+// maxVerifyRuns bounds the re-runs after Applied decisions in one call: a re-run that keeps
+// timing out before it answers (a slow Policy.Authorize) must not loop for ever.
+const maxVerifyRuns = 3
+
+// appliedThroughClaim reports whether an Applied decision re-runs the step; read once per call.
+func (l *effectfulLoop) appliedThroughClaim(ctx workflow.Context) bool {
+	if !l.appliedChecked {
+		l.appliedChecked = true
+		l.appliedRerun = workflow.GetVersion(ctx, appliedThroughClaimChangeID, workflow.DefaultVersion, 1) == 1
+	}
+	return l.appliedRerun
 }
 
 // reconcileOnCancelChangeID is the workflow.GetVersion change ID under which the reconciliation
@@ -316,6 +342,25 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			}
 			switch out.Outcome {
 			case reconcile.Applied:
+				if l.appliedThroughClaim(ctx) {
+					// The decision names the record, not this call: run the step again, so that the
+					// claim path compares this call's fingerprint with the record's and runs
+					// Policy.Authorize before the stored result is replayed to it.
+					l.verifyRuns++
+					if l.verifyRuns > maxVerifyRuns {
+						s.SetError(temporal.NewNonRetryableApplicationError(
+							fmt.Sprintf("oncekey: %s was reconciled as applied, but running the step again to check this call against the record did not finish in %d tries: %v", l.tool, maxVerifyRuns, err),
+							oncekey.ErrTypeIndeterminate, err, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "applied decision not checked"}))
+						return
+					}
+					logger.Info("oncekey: reconciled as applied; running the step again so that the claim path replays the record", "tool", l.tool)
+					if kerr := l.keepFirstKey(ctx); kerr != nil {
+						s.SetError(kerr)
+						return
+					}
+					fut = l.w.Next.ExecuteActivity(l.attemptContext(ctx), l.tool, l.args...)
+					continue
+				}
 				ps, perr := payloadsOf(out.Result)
 				if perr != nil {
 					s.SetError(temporal.NewNonRetryableApplicationError("oncekey: resolved result of "+l.name+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr))
@@ -684,7 +729,8 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 	})
 	for {
 		var res activities.AwaitOutput
-		if err := workflow.ExecuteActivity(actx, activities.AwaitReconciliationName, activities.AwaitInput{WorkflowID: id}).Get(ctx, &res); err != nil {
+		in := activities.AwaitInput{WorkflowID: id, Record: activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.tool}}
+		if err := workflow.ExecuteActivity(actx, activities.AwaitReconciliationName, in).Get(ctx, &res); err != nil {
 			if l.cancelOwned && ctx.Err() != nil {
 				// The workflow was cancelled; the running reconciliation owns the key.
 				return reconcile.Output{}, temporal.NewCanceledError()

@@ -101,7 +101,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	fresh := func(epoch int64) *oncekey.Record {
 		exp := now.Add(p.Retention)
 		return &oncekey.Record{
-			Tenant: p.Tenant, OperationKey: p.OperationKey, Tool: p.Tool, Version: p.Version,
+			Tenant: p.Tenant, OperationKey: p.OperationKey, Namespace: p.Namespace, Tool: p.Tool, Version: p.Version,
 			Fingerprint: p.Fingerprint, WorkflowID: p.WorkflowID, StepID: p.StepID, Effect: p.Effect,
 			Status: oncekey.StatusPending, Epoch: epoch, LeaseUntil: now.Add(p.Lease),
 			CreatedAt: now, UpdatedAt: now, ExpiresAt: exp, TombstoneUntil: exp.Add(p.Tombstone),
@@ -272,6 +272,10 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	expired := pastRetention(r, now)
 	resolvable := r.Status == oncekey.StatusUnknown ||
 		(r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil))
+	if !expired && r.Epoch != p.Epoch {
+		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
+			OperationKey: p.OperationKey, Epoch: p.Epoch, Current: r.Epoch, Status: r.Status})
+	}
 	if expired || !resolvable {
 		st := r.Status
 		if expired {

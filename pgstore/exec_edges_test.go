@@ -112,7 +112,7 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 					m, err := s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Failure: r.b})
 					require.NoError(t, err, what)
 					requireSameBytes(t, r.b, m.Failure, what+": mark unknown")
-					rp := &oncekey.ResolveParams{Tenant: "acme", OperationKey: k, Status: oncekey.StatusApplied, Result: r.b, ResolvedBy: "op"}
+					rp := &oncekey.ResolveParams{Tenant: "acme", OperationKey: k, Epoch: m.Epoch, Status: oncekey.StatusApplied, Result: r.b, ResolvedBy: "op"}
 					if asFailure {
 						rp.Status, rp.Result, rp.Failure = oncekey.StatusFailed, nil, r.b
 					}
@@ -156,7 +156,7 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 				}
 				_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1})
 				require.NoError(t, err)
-				rv, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied,
+				rv, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1, Status: oncekey.StatusApplied,
 					EffectReference: "ref" + txt, ResolvedBy: "by" + txt, Note: txt})
 				require.NoError(t, err, "text %d", i)
 				got, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
@@ -525,7 +525,8 @@ func TestConcurrentMixedCalls(t *testing.T) {
 					}
 					typed := func(err error) bool {
 						var conflict *oncekey.StatusConflictError
-						return err == nil || errors.Is(err, oncekey.ErrLostClaim) || errors.Is(err, oncekey.ErrNotFound) || errors.As(err, &conflict)
+						var stale *oncekey.StaleDecisionError
+						return err == nil || errors.Is(err, oncekey.ErrLostClaim) || errors.Is(err, oncekey.ErrNotFound) || errors.As(err, &conflict) || errors.As(err, &stale)
 					}
 					for i := range opsEach {
 						key := keyOf(i, rng.IntN(keys))
@@ -611,7 +612,7 @@ func TestConcurrentMixedCalls(t *testing.T) {
 							if rng.IntN(2) == 0 {
 								st = oncekey.StatusFailed
 							}
-							_, werr = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Status: st, ResolvedBy: "op"})
+							_, werr = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Status: st, ResolvedBy: "op"})
 							if werr == nil {
 								mu.Lock()
 								landed["resolve"]++

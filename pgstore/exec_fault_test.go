@@ -70,13 +70,13 @@ func TestResolveAfterATextColumnBecomesVarchar(t *testing.T) {
 		_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: res.Record.Epoch})
 		require.NoError(t, err)
 	}
-	_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_a", Status: oncekey.StatusApplied, Note: "before"})
+	_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_a", Epoch: 1, Status: oncekey.StatusApplied, Note: "before"})
 	require.NoError(t, err)
 
 	_, err = pool.Exec(ctx, `ALTER TABLE oncekey_operations ALTER COLUMN note TYPE varchar(4000)`)
 	require.NoError(t, err)
 
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_b", Status: oncekey.StatusApplied, Note: "after"})
+	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_b", Epoch: 1, Status: oncekey.StatusApplied, Note: "after"})
 	require.NoError(t, err)
 	require.Equal(t, "after", r.Note)
 }

@@ -132,7 +132,7 @@ type recordDest struct {
 // last is computed (see leaseExpiredCol).
 var recordColNames = [...]string{"tenant", "operation_key", "tool", "version", "fingerprint", "workflow_id",
 	"step_id", "effect", "status", "epoch", "lease_until", "result", "failure", "effect_ref", "created_at",
-	"updated_at", "expires_at", "tombstone_until", "resolved_by", "note", "lease_expired"}
+	"updated_at", "expires_at", "tombstone_until", "resolved_by", "note", "namespace", "lease_expired"}
 
 // leaseExpiredCol computes lease_expired on the database clock at the time of the statement.
 const leaseExpiredCol = `(status = 'pending' AND lease_until <= now()) AS lease_expired`
@@ -150,7 +150,7 @@ func (d *recordDest) bind(keyed bool, extra ...any) []any {
 	r := &d.r
 	d.dest = [...]any{&r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
 		&d.effect, &d.status, &r.Epoch, &d.leaseUntil, &r.Result, &r.Failure, &r.EffectReference, &r.CreatedAt,
-		&r.UpdatedAt, &r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.LeaseExpired}
+		&r.UpdatedAt, &r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.Namespace, &r.LeaseExpired}
 	dest := d.dest[:]
 	if keyed {
 		dest = dest[2:]

@@ -59,7 +59,7 @@ func everyCall(ctx context.Context, s *pgstore.Store) map[string]error {
 	_, out["complete"] = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Status: oncekey.StatusApplied})
 	_, out["release"] = s.Release(ctx, &oncekey.ReleaseParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1})
 	_, out["mark unknown"] = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1})
-	_, out["resolve"] = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key.OperationKey, Status: oncekey.StatusApplied, ResolvedBy: "op"})
+	_, out["resolve"] = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Status: oncekey.StatusApplied, ResolvedBy: "op"})
 	_, out["get"] = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key.OperationKey})
 	_, out["list"] = s.List(ctx, &oncekey.ListParams{})
 	_, out["purge"] = s.Purge(ctx, &oncekey.PurgeParams{})
@@ -181,7 +181,7 @@ func TestStoreOnOutdatedSchema(t *testing.T) {
 
 			_, err = pool.Exec(ctx, `DELETE FROM oncekey_migrations`)
 			require.NoError(t, err)
-			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations are not applied in schema "`+schema+`"`)
+			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace are not applied in schema "`+schema+`"`)
 
 			_, err = pool.Exec(ctx, `DROP TABLE oncekey_migrations`)
 			require.NoError(t, err)

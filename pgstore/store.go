@@ -83,7 +83,7 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
 		}
 	}
-	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint)
+	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
 	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
@@ -97,9 +97,9 @@ WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint, bytea)
 	s.resolveSQL = newStmt(r.Replace(`UPDATE {t} SET status = $3, result = $4, failure = $5, effect_ref = $6, resolved_by = $7,
     note = $8, lease_until = NULL, updated_at = now(), `+settleRetention+`
-WHERE tenant = $1 AND operation_key = $2
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $9
   AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
-RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text)
+RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint)
 	s.getSQL = newStmt(r.Replace(`SELECT {cols}, `+pastRetention+` FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
 	// Each purge batch is one short statement: it locks at most $1 rows with SKIP LOCKED (rows
 	// a claim holds are left for the next run) and changes only those, found again by ctid
@@ -154,7 +154,7 @@ const (
 //
 // Parameters: $1 tenant, $2 operation key, $3 tool, $4 version, $5 fingerprint, $6 workflow ID,
 // $7 step ID, $8 effect (smallint), $9 lease, $10 retention, $11 tombstone (all three in
-// microseconds), $12 claim token (ClaimParams.ClaimToken, or a random bigint). The statement inserts a pending record or,
+// microseconds), $12 claim token (ClaimParams.ClaimToken, or a random bigint), $13 namespace. The statement inserts a pending record or,
 // on conflict, rewrites the existing row with a CASE per column: every column keeps its value
 // unless a transition applies, so a claim that finds a live, settled, mismatched or expired
 // record changes nothing. RETURNING reports the row after the statement (keyedCols: all but the
@@ -172,12 +172,13 @@ func ClaimSQL(table string) string {
 	)
 	r := strings.NewReplacer("{t}", table, "{cols}", keyedCols, "{free}", free, "{take}", take, "{unk}", unk)
 	return r.Replace(`INSERT INTO {t} AS o (tenant, operation_key, tool, version, fingerprint, workflow_id, step_id,
-    effect, status, epoch, lease_until, claim_token, created_at, updated_at, expires_at, tombstone_until)
+    effect, status, epoch, lease_until, claim_token, created_at, updated_at, expires_at, tombstone_until, namespace)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
     now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
     now() + $10::bigint * interval '1 microsecond',
-    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond')
+    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond', $13)
 ON CONFLICT (tenant, operation_key) DO UPDATE SET
+    namespace       = CASE WHEN {free} THEN EXCLUDED.namespace ELSE o.namespace END,
     tool            = CASE WHEN {free} THEN EXCLUDED.tool ELSE o.tool END,
     version         = CASE WHEN {free} THEN EXCLUDED.version ELSE o.version END,
     fingerprint     = CASE WHEN {free} THEN EXCLUDED.fingerprint ELSE o.fingerprint END,
@@ -269,7 +270,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		res.Record, err = s.queryRecord(ctx, s.claimSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
 			textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
 			smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
-			bigintArg(micros(p.Tombstone)), bigintArg(token)},
+			bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)},
 			&acquired, &expired)
 		return err
 	})
@@ -349,8 +350,9 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), byteaArg(p.Failure))
 }
 
-// Resolve implements oncekey.Store: one UPDATE allowed from unknown, or from pending with a
-// lease expired on the database clock, within retention. Otherwise it returns
+// Resolve implements oncekey.Store: one UPDATE at p.Epoch allowed from unknown, or from pending
+// with a lease expired on the database clock, within retention. Otherwise it returns
+// *oncekey.StaleDecisionError (the record is at another epoch),
 // *oncekey.StatusConflictError (Status expired for a record past retention) or ErrNotFound,
 // found by a second read on that error path, and changes nothing.
 func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
@@ -365,7 +367,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 		var err error
 		r, err = s.queryRecord(ctx, s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
 			textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference),
-			textArg(p.ResolvedBy), textArg(p.Note)})
+			textArg(p.ResolvedBy), textArg(p.Note), bigintArg(p.Epoch)})
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -376,6 +378,10 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 		st := cur.Status
 		if pastRetention {
 			st = oncekey.StatusExpired
+		}
+		if !pastRetention && cur.Epoch != p.Epoch {
+			return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Epoch, Current: cur.Epoch, Status: cur.Status})
 		}
 		return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
 			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})

@@ -43,6 +43,7 @@ func ExampleResolve() {
 	}
 	rec := waiting.Records[0]
 	err = reconcile.Resolve(ctx, c, rec.Tenant, rec.OperationKey, reconcile.Resolution{
+		Epoch:           rec.Epoch,
 		Outcome:         reconcile.Applied,
 		EffectReference: "TCK-0042",
 		Result:          json.RawMessage(`{"id":"TCK-0042","status":"open"}`), // the tool's result type, as JSON

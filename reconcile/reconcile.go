@@ -78,6 +78,12 @@ func (o ResolutionOutcome) Status() oncekey.Status {
 type Resolution struct {
 	// Outcome is the decision. Required.
 	Outcome ResolutionOutcome `json:"outcome"`
+	// Epoch is the record's epoch the decision was made on: oncekey.Record.Epoch, or
+	// StatusReport.Epoch of the reconciliation workflow, as read while the outcome was unknown
+	// (`oncekey show` and `oncekey list` print it). Required. The workflow and Store.Resolve refuse a
+	// decision for another epoch (the operation has moved on: that episode was settled and a later
+	// attempt ran), so a decision delivered twice, or by two people, lands at most once.
+	Epoch int64 `json:"epoch"`
 	// EffectReference identifies the effect downstream (a ticket number, a charge ID). Optional;
 	// at most oncekey.MaxEffectReferenceBytes bytes.
 	EffectReference string `json:"effect_reference,omitempty"`
@@ -121,13 +127,16 @@ func (e *InvalidResolutionError) Error() string {
 
 func (e *InvalidResolutionError) Unwrap() error { return e.Err }
 
-// Validate checks r: a known Outcome, a Result only with Applied and only as valid JSON, and
+// Validate checks r: a known Outcome, an Epoch of at least 1, a Result only with Applied and only as valid JSON, and
 // EffectReference, Note and ResolvedBy valid UTF-8 without NUL bytes (Postgres text cannot hold
 // NUL) within their limits (oncekey.MaxEffectReferenceBytes, MaxNoteBytes, MaxResolvedByBytes).
 // It returns an *InvalidResolutionError naming the bad field.
 func (r Resolution) Validate() error {
 	if !r.Outcome.Valid() {
 		return &InvalidResolutionError{Field: "Outcome", Reason: fmt.Sprintf("%q is not %q, %q or %q", r.Outcome, Applied, NotApplied, Failed)}
+	}
+	if r.Epoch < 1 {
+		return &InvalidResolutionError{Field: "Epoch", Reason: fmt.Sprintf("%d is not an epoch: give the epoch of the record the decision is for (`oncekey show KEY` prints it; StatusReport.Epoch, Record.Epoch)", r.Epoch)}
 	}
 	for _, f := range []struct {
 		name, v string
@@ -229,6 +238,11 @@ type Output struct {
 	ResolvedBy      string `json:"resolved_by,omitempty"`
 	// Failure is the reason for Failed, as text.
 	Failure string `json:"failure,omitempty"`
+	// Epoch is the record's epoch the outcome was decided on.
+	Epoch int64 `json:"epoch,omitempty"`
+	// RequestID is the Resolution.RequestID of the signal whose decision was recorded; "" when the
+	// operation was settled another way (a receipt lookup, the record found settled).
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // State is where a reconciliation workflow stands.
@@ -254,6 +268,9 @@ type StatusReport struct {
 	Reason       string `json:"reason,omitempty"`
 	// RecordStatus is the record's status at the last inspection.
 	RecordStatus oncekey.Status `json:"record_status,omitempty"`
+	// Epoch is the record's epoch at the last inspection: once State is StateWaiting, the epoch a
+	// Resolution must name.
+	Epoch int64 `json:"epoch,omitempty"`
 	// ClaimDeadline is Input.ClaimDeadline: while State is StateWaitingForClaim, the time after
 	// which a still missing record settles NotApplied.
 	ClaimDeadline time.Time `json:"claim_deadline,omitzero"`
@@ -323,9 +340,10 @@ func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolut
 // second of the two is refused). Errors:
 //   - *InvalidResolutionError: r is malformed; nothing was sent.
 //   - ErrNoReconciliation (wrapped): no reconciliation workflow is running for the key.
-//   - *RefusedError: the workflow refused r (Reason says why: a tenant mismatch, a result that
-//     does not decode into the tool's result type, the store's refusal) and keeps waiting, or the
-//     operation was settled another way (SettledAs).
+//   - *RefusedError: the workflow refused r (Reason says why: a tenant mismatch, an epoch the
+//     operation has moved on from, a result that does not decode into the tool's result type, the
+//     store's refusal) and keeps waiting, or the operation was settled another way or by another
+//     resolution of the same outcome (SettledAs; its RequestID is not r's).
 //   - ErrUnconfirmed (wrapped): delivered, but no answer in time; the workflow still handles it
 //     when it gets to it.
 //
@@ -425,6 +443,10 @@ func resolveByUpdate(ctx context.Context, c client.Client, key string, r Resolut
 		return &o, false, &RefusedError{Key: key, SettledAs: &o,
 			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", o.Outcome, o.ResolvedBy)}
 	}
+	if o.RequestID != r.RequestID {
+		return &o, false, &RefusedError{Key: key, SettledAs: &o,
+			Reason: fmt.Sprintf("the operation was settled as %s by %q (another resolution) before this one was recorded", o.Outcome, o.ResolvedBy)}
+	}
 	return &o, false, nil
 }
 
@@ -478,6 +500,12 @@ func finished(ctx context.Context, c client.Client, key string, r Resolution) (*
 	if out.Outcome != r.Outcome {
 		return &out, true, &RefusedError{Key: key, SettledAs: &out,
 			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", out.Outcome, out.ResolvedBy)}
+	}
+	if out.RequestID != r.RequestID {
+		// The same outcome, but another decision's: this one was not the one recorded (its note,
+		// reference and result, if any, were not stored).
+		return &out, true, &RefusedError{Key: key, SettledAs: &out,
+			Reason: fmt.Sprintf("the operation was settled as %s by %q (another resolution) before this one was recorded", out.Outcome, out.ResolvedBy)}
 	}
 	return &out, true, nil
 }

@@ -46,10 +46,10 @@ func TestValidate(t *testing.T) {
 			require.ErrorAs(t, err, &inv)
 		})
 	}
-	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied}.Validate())
-	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(` {"id": "T-1"} `)}.Validate())
-	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Failed, Note: "voided"}.Validate())
-	require.NoError(t, reconcile.Resolution{Outcome: reconcile.Applied, EffectReference: strings.Repeat("é", oncekey.MaxEffectReferenceBytes/2),
+	require.NoError(t, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied}.Validate())
+	require.NoError(t, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(` {"id": "T-1"} `)}.Validate())
+	require.NoError(t, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Failed, Note: "voided"}.Validate())
+	require.NoError(t, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, EffectReference: strings.Repeat("é", oncekey.MaxEffectReferenceBytes/2),
 		Note: strings.Repeat("n", reconcile.MaxNoteBytes), ResolvedBy: strings.Repeat("p", reconcile.MaxResolvedByBytes)}.Validate(), "limits are inclusive, in bytes")
 }
 
@@ -101,7 +101,7 @@ func TestRecordAndList(t *testing.T) {
 	require.Len(t, page.Records, 3)
 
 	rec, err := reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{
-		Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1","seq":1}`), EffectReference: "T-1", ResolvedBy: "alice", Note: "seen in the helpdesk",
+		Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1","seq":1}`), EffectReference: "T-1", ResolvedBy: "alice", Note: "seen in the helpdesk",
 	})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusApplied, rec.Status)
@@ -113,11 +113,11 @@ func TestRecordAndList(t *testing.T) {
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(ps, &got))
 	require.Equal(t, Ticket{ID: "T-1", Seq: 1}, got)
 
-	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_b", reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "bob"})
+	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_b", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "bob"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusReleased, rec.Status)
 
-	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_c", reconcile.Resolution{Outcome: reconcile.Failed, Note: "voided"})
+	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_c", reconcile.Resolution{Epoch: 1, Outcome: reconcile.Failed, Note: "voided"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusFailed, rec.Status)
 	require.Contains(t, string(rec.Failure), "voided")
@@ -127,12 +127,21 @@ func TestRecordAndList(t *testing.T) {
 	require.Empty(t, page.Records, "nothing is waiting any more")
 
 	// A second decision on a settled record is refused by the store and changes nothing.
-	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Outcome: reconcile.NotApplied})
+	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied})
 	var conflict *oncekey.StatusConflictError
 	require.ErrorAs(t, err, &conflict)
-	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_missing", reconcile.Resolution{Outcome: reconcile.NotApplied})
+	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_missing", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied})
 	require.True(t, errors.Is(err, oncekey.ErrNotFound))
 	var inv *reconcile.InvalidResolutionError
-	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Outcome: "maybe"})
+	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Epoch: 1, Outcome: "maybe"})
 	require.ErrorAs(t, err, &inv)
+}
+
+// A resolution must name the epoch it was decided on.
+func TestValidateNeedsEpoch(t *testing.T) {
+	var inv *reconcile.InvalidResolutionError
+	require.ErrorAs(t, reconcile.Resolution{Outcome: reconcile.NotApplied}.Validate(), &inv)
+	require.Equal(t, "Epoch", inv.Field)
+	require.ErrorAs(t, reconcile.Resolution{Outcome: reconcile.NotApplied, Epoch: -1}.Validate(), &inv)
+	require.Equal(t, "Epoch", inv.Field)
 }

@@ -53,8 +53,8 @@ type failureDoc struct {
 // workflow records its decisions with it; an operator may use it when no reconciliation workflow
 // is running. It returns *InvalidResolutionError for a malformed r, also when the store refuses r
 // as given (*oncekey.InvalidParamsError, *oncekey.ResultTooLargeError, kept in the chain), and the
-// store's other errors (*oncekey.StatusConflictError when the record is not unknown,
-// oncekey.ErrNotFound) wrapped.
+// store's other errors (*oncekey.StaleDecisionError when the record has moved on from r.Epoch,
+// *oncekey.StatusConflictError when the record is not unknown, oncekey.ErrNotFound) wrapped.
 func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, tenant, key string, r Resolution) (*oncekey.Record, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -62,6 +62,7 @@ func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, te
 	p := &oncekey.ResolveParams{
 		Tenant:          tenant,
 		OperationKey:    key,
+		Epoch:           r.Epoch,
 		Status:          r.Outcome.Status(),
 		EffectReference: r.EffectReference,
 		ResolvedBy:      r.ResolvedBy,

@@ -70,6 +70,8 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 		{"ResolveUnknown", testResolveUnknown},
 		{"ResolveExpiredPending", testResolveExpiredPending},
 		{"ResolveRefused", testResolveRefused},
+		{"ResolveStaleEpochRefused", testResolveStale},
+		{"NamespaceKept", testNamespaceKept},
 		{"InvalidParams", testInvalidParams},
 		{"ConcurrentClaimOneAcquires", testConcurrentClaim},
 		{"ConcurrentTakeoverOneAcquires", testConcurrentTakeover},
@@ -99,7 +101,7 @@ func newKey() string {
 // params returns claim params for a fresh key in tenant "acme".
 func params(eff oncekey.Effect) *oncekey.ClaimParams {
 	return &oncekey.ClaimParams{
-		Tenant: "acme", OperationKey: newKey(), Tool: "create_ticket", Version: "v1",
+		Tenant: "acme", OperationKey: newKey(), Namespace: "ns-a", Tool: "create_ticket", Version: "v1",
 		Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-1", StepID: "record_issue",
 		Effect: eff, Lease: longLease, Retention: time.Hour, Tombstone: 2 * time.Hour,
 	}
@@ -159,6 +161,7 @@ func requireSame(t *testing.T, want, got *oncekey.Record) {
 	t.Helper()
 	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
 	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
+	require.Equal(t, want.Namespace, got.Namespace, "Namespace")
 	require.Equal(t, want.Tool, got.Tool, "Tool")
 	require.Equal(t, want.Version, got.Version, "Version")
 	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
@@ -563,7 +566,7 @@ func testFencedMissing(t *testing.T, s oncekey.Store) {
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
 	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
-	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Status: oncekey.StatusApplied})
+	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied})
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
 }
 
@@ -636,7 +639,7 @@ func testRetentionTombstone(t *testing.T, s oncekey.Store) {
 	requireSame(t, tomb, get(t, s, p.Tenant, p.OperationKey))
 
 	// A tombstone cannot be resolved.
-	_, err = s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied})
+	_, err = s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: tomb.Epoch, Status: oncekey.StatusApplied})
 	requireConflict(t, err)
 }
 
@@ -1202,7 +1205,7 @@ func testTextFields(t *testing.T, s oncekey.Store) {
 		require.Equal(t, p.StepID, got.StepID)
 		_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 		require.NoError(t, err)
-		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey,
+		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch,
 			Status: oncekey.StatusApplied, EffectReference: "ref " + v, ResolvedBy: "by " + v, Note: "note " + v})
 		require.NoError(t, err)
 		got = get(t, s, p.Tenant, p.OperationKey)
@@ -1230,7 +1233,7 @@ func testResolveUnknown(t *testing.T, s oncekey.Store) {
 	ctx := ctxT(t)
 	// Applied, with a result and an effect reference: the next claim replays it.
 	p, m := unknownRecord(t, s)
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied,
+	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusApplied,
 		Result: []byte(`{"ticket":"T-9"}`), EffectReference: "T-9", ResolvedBy: "alice@example.com", Note: "found it in the desk"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusApplied, r.Status)
@@ -1245,7 +1248,7 @@ func testResolveUnknown(t *testing.T, s oncekey.Store) {
 
 	// Released (not applied): the next claim acquires at a new epoch.
 	p, m = unknownRecord(t, s)
-	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusReleased,
+	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusReleased,
 		ResolvedBy: "bob", Note: "downstream has no such ticket"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusReleased, r.Status)
@@ -1256,8 +1259,8 @@ func testResolveUnknown(t *testing.T, s oncekey.Store) {
 	require.Equal(t, m.Epoch+1, res.Record.Epoch)
 
 	// Failed.
-	p, _ = unknownRecord(t, s)
-	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusFailed,
+	p, m = unknownRecord(t, s)
+	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusFailed,
 		Failure: []byte("rejected downstream"), ResolvedBy: "carol", Note: "declined"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusFailed, r.Status)
@@ -1268,7 +1271,7 @@ func testResolveUnknown(t *testing.T, s oncekey.Store) {
 
 	// Resolved once: a second resolution is refused and changes nothing.
 	before := get(t, s, p.Tenant, p.OperationKey)
-	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusApplied, ResolvedBy: "mallory"})
+	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusApplied, ResolvedBy: "mallory"})
 	ce := requireConflict(t, err)
 	require.Equal(t, oncekey.StatusFailed, ce.Status)
 	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
@@ -1280,7 +1283,7 @@ func testResolveExpiredPending(t *testing.T, s oncekey.Store) {
 		p.Lease = shortLease
 		r := acquire(t, s, p)
 		waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: st,
+		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: st,
 			Result: []byte("r"), ResolvedBy: "receipt lookup", Note: "by operation key"})
 		require.NoError(t, err, "resolve pending with an expired lease to %s", st)
 		require.Equal(t, st, res.Status)
@@ -1300,7 +1303,7 @@ func testResolveRefused(t *testing.T, s oncekey.Store) {
 		t.Helper()
 		before := get(t, s, p.Tenant, p.OperationKey)
 		for _, st := range []oncekey.Status{oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed} {
-			_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: st, Result: []byte("z"), ResolvedBy: "x", Note: "y"})
+			_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: before.Epoch, Status: st, Result: []byte("z"), ResolvedBy: "x", Note: "y"})
 			ce := requireConflict(t, err)
 			require.Equal(t, want, ce.Status)
 			require.Equal(t, p.OperationKey, ce.OperationKey)
@@ -1328,10 +1331,72 @@ func testResolveRefused(t *testing.T, s oncekey.Store) {
 	// Only applied, released and failed are decisions.
 	p, _ := unknownRecord(t, s)
 	for _, st := range []oncekey.Status{oncekey.StatusPending, oncekey.StatusUnknown, oncekey.StatusExpired, ""} {
-		_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: st})
+		_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1, Status: st})
 		requireInvalid(t, err, "Status")
 	}
 	require.Equal(t, oncekey.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status)
+}
+
+// A decision names the epoch it was made on. Once the operation has moved on (the episode was
+// settled not applied and a later attempt claimed the key and ended unknown again), the same
+// decision delivered again is refused with *oncekey.StaleDecisionError and changes nothing; a
+// decision for the current epoch lands.
+func testResolveStale(t *testing.T, s oncekey.Store) {
+	ctx := ctxT(t)
+	p, m := unknownRecord(t, s)
+	first := &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusReleased, ResolvedBy: "alice"}
+	_, err := s.Resolve(ctx, first)
+	require.NoError(t, err)
+	again := acquire(t, s, p)
+	require.Equal(t, m.Epoch+1, again.Epoch)
+	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: again.Epoch})
+	require.NoError(t, err)
+	before := get(t, s, p.Tenant, p.OperationKey)
+
+	_, err = s.Resolve(ctx, first)
+	var stale *oncekey.StaleDecisionError
+	require.ErrorAs(t, err, &stale)
+	require.Equal(t, m.Epoch, stale.Epoch)
+	require.Equal(t, again.Epoch, stale.Current)
+	require.Equal(t, oncekey.StatusUnknown, stale.Status)
+	require.Contains(t, err.Error(), "moved on")
+	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
+
+	// A future epoch is no better than a past one.
+	future := *first
+	future.Epoch = again.Epoch + 1
+	_, err = s.Resolve(ctx, &future)
+	require.ErrorAs(t, err, &stale)
+	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
+
+	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusReleased})
+	requireInvalid(t, err, "Epoch")
+
+	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: again.Epoch, Status: oncekey.StatusFailed, ResolvedBy: "bob"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusFailed, r.Status)
+	require.Equal(t, again.Epoch, r.Epoch)
+}
+
+// The record keeps the namespace of the claim that created it: a later claim of the same key
+// from another namespace (same fingerprint) does not rewrite it.
+func testNamespaceKept(t *testing.T, s oncekey.Store) {
+	p := params(oncekey.Effectful)
+	r := acquire(t, s, p)
+	require.Equal(t, "ns-a", r.Namespace)
+	complete(t, s, r, oncekey.StatusApplied, []byte("a"), nil)
+	q := *p
+	q.Namespace = "ns-b"
+	res := claim(t, s, &q)
+	require.False(t, res.Acquired)
+	require.Equal(t, "ns-a", res.Record.Namespace)
+	require.Equal(t, "ns-a", get(t, s, p.Tenant, p.OperationKey).Namespace)
+	lr := listAll(t, s, oncekey.ListParams{Tenant: p.Tenant, WorkflowID: p.WorkflowID})
+	for _, rec := range lr {
+		if rec.OperationKey == p.OperationKey {
+			require.Equal(t, "ns-a", rec.Namespace)
+		}
+	}
 }
 
 // ---- bad input and concurrency -------------------------------------------------------------

@@ -92,7 +92,7 @@ func TestE2ECancelledBeforeClaimLands(t *testing.T) {
 	require.True(t, ok, "the effect landed")
 	body, _ := json.Marshal(landed)
 	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
+		Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
 	}))
 	var out reconcile.Output
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(ctx, &out))

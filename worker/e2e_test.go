@@ -42,6 +42,8 @@ type ledger struct {
 	faults  []string          // consumed one per body run
 	dedupe  bool              // deduplicate by idempotency key (a Stripe-style downstream)
 	gate    chan struct{}     // faultGate waits for it to close
+	// onCommit, if set, is called after each effect (outside the lock).
+	onCommit func()
 }
 
 const (
@@ -85,6 +87,11 @@ func (l *ledger) commit(key string, in TicketRequest) Ticket {
 	l.effects++
 	t := Ticket{ID: fmt.Sprintf("T-%d", l.effects), Subject: in.Subject, Seq: l.effects}
 	l.byKey[key] = t
+	if f := l.onCommit; f != nil {
+		l.mu.Unlock()
+		f()
+		l.mu.Lock()
+	}
 	return t
 }
 
@@ -428,15 +435,15 @@ func TestE2EResolveApplied(t *testing.T) {
 
 	// Invalid resolutions are refused before anything is sent.
 	var inv *reconcile.InvalidResolutionError
-	require.ErrorAs(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Outcome: "maybe"}), &inv)
-	require.ErrorAs(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":`)}), &inv)
+	require.ErrorAs(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: "maybe"}), &inv)
+	require.ErrorAs(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":`)}), &inv)
 
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	resolved := Ticket{ID: landed.ID, Subject: "printer on fire", Seq: landed.Seq}
 	body, _ := json.Marshal(resolved)
 	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice", Note: "found it in the helpdesk",
+		Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice", Note: "found it in the helpdesk",
 	}))
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
@@ -451,7 +458,7 @@ func TestE2EResolveApplied(t *testing.T) {
 	require.Equal(t, landed.ID, rec.EffectReference)
 
 	// The reconciliation is over: another resolution has nobody to go to.
-	err = reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Outcome: reconcile.NotApplied})
+	err = reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied})
 	require.ErrorIs(t, err, reconcile.ErrNoReconciliation)
 	require.NoError(t, e.replay(t, true, "resolve-applied", reconcile.WorkflowID(key)))
 }
@@ -467,7 +474,7 @@ func TestE2EResolveNotApplied(t *testing.T) {
 	require.Equal(t, 0, effects)
 	require.Equal(t, 1, bodies)
 	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.NotApplied, ResolvedBy: "bob", Note: "no ticket in the helpdesk",
+		Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "bob", Note: "no ticket in the helpdesk",
 	}))
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
@@ -515,7 +522,7 @@ func TestE2ETwoWorkflowsOneResolution(t *testing.T) {
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
-	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "carol"}))
+	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "carol"}))
 	for _, run := range []client.WorkflowRun{first, second} {
 		var got Ticket
 		require.NoError(t, run.Get(testCtx(t), &got))
@@ -623,7 +630,7 @@ func TestE2EResolveFailed(t *testing.T) {
 	run := e.start(t, "resolve-failed", req, 10*time.Second)
 	key := e.waitingKey(t)
 	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.Failed, ResolvedBy: "frank", Note: "ticket voided by hand",
+		Epoch: 1, Outcome: reconcile.Failed, ResolvedBy: "frank", Note: "ticket voided by hand",
 	}))
 	err := run.Get(testCtx(t), nil)
 	var appErr *temporal.ApplicationError
@@ -750,7 +757,7 @@ func TestE2ECancelledWhileEffectfulRuns(t *testing.T) {
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
 	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
+		Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
 	}))
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(testCtx(t), nil))
 	rec, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
@@ -782,7 +789,7 @@ func TestE2ECancelledWhileReconciling(t *testing.T) {
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
 	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
+		Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
 	}))
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(testCtx(t), nil))
 	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})

@@ -121,7 +121,7 @@ func Example_testEnvironmentUnknown() {
 		}
 		key := page.Records[0].OperationKey
 		env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{
-			Outcome: reconcile.Applied, EffectReference: "T-7", Result: json.RawMessage(`"T-7 printer on fire"`)})
+			Epoch: 1, Outcome: reconcile.Applied, EffectReference: "T-7", Result: json.RawMessage(`"T-7 printer on fire"`)})
 	}, time.Minute)
 	env.ExecuteWorkflow(Support, "printer on fire")
 	var got []string

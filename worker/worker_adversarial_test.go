@@ -104,7 +104,7 @@ func TestAdversarialZombieBodyLeaseEndsWithTheAttempt(t *testing.T) {
 
 	body, _ := json.Marshal(Ticket{ID: "T-stuck", Subject: req.Subject, Seq: 1})
 	require.NoError(t, reconcile.Resolve(context.Background(), c, "default", key, reconcile.Resolution{
-		Outcome: reconcile.Applied, Result: body, ResolvedBy: "alice",
+		Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "alice",
 	}))
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))

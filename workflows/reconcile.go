@@ -119,7 +119,7 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 	r := &reconciler{
 		in:  in,
 		reg: reg,
-		ref: activities.RecordRef{Tenant: in.Tenant, OperationKey: in.OperationKey},
+		ref: activities.RecordRef{Tenant: in.Tenant, OperationKey: in.OperationKey, Tool: in.Tool},
 		status: reconcile.StatusReport{
 			State:         reconcile.StateInspecting,
 			Tenant:        in.Tenant,
@@ -191,7 +191,7 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 			return reconcile.Output{}, err
 		}
 		r.status.RecordStatus = rec.Status
-		r.epoch = rec.Epoch
+		r.epoch, r.status.Epoch = rec.Epoch, rec.Epoch
 		if !rec.Found {
 			if now := workflow.Now(ctx); now.Before(in.ClaimDeadline) {
 				// The attempt handed over may not have claimed yet: wait for a late claim.
@@ -264,7 +264,7 @@ func (r *reconciler) lookupReceipt(ctx workflow.Context) (reconcile.Output, bool
 	})
 	err := workflow.ExecuteActivity(rctx, activities.LookupReceiptName, activities.ReceiptInput{Request: oncekey.ReconcileRequest{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Tool: in.Tool, WorkflowID: in.WorkflowID, StepID: in.StepID,
-	}}).Get(ctx, &receipt)
+	}, Epoch: r.epoch}).Get(ctx, &receipt)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("oncekey: receipt lookup failed; waiting for a person", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "error", err)
 		return reconcile.Output{}, false
@@ -461,7 +461,9 @@ func (r *reconciler) invalid(res reconcile.Resolution) string {
 	if res.Tenant != "" && res.Tenant != r.in.Tenant {
 		return fmt.Sprintf("the resolution names tenant %q but the operation belongs to another tenant", res.Tenant)
 	}
-	// A fenced resolution (one naming the epoch it was decided on) is checked against r.epoch here.
+	if res.Epoch != r.epoch {
+		return (&oncekey.StaleDecisionError{OperationKey: r.in.OperationKey, Epoch: res.Epoch, Current: r.epoch, Status: oncekey.StatusUnknown}).Error()
+	}
 	return ""
 }
 

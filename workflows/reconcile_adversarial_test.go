@@ -72,7 +72,7 @@ func TestAdversarialUnknownRecordPastRetentionIsKept(t *testing.T) {
 	require.Zero(t, res.Tombstoned, "an unknown outcome never expires unresolved")
 	require.EqualValues(t, 1, res.Unsettled)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, ResolvedBy: "hana"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, ResolvedBy: "hana"})
 	}, 10*time.Minute)
 	env.ExecuteWorkflow(reconcile.WorkflowName, input)
 	require.True(t, env.IsWorkflowCompleted())

@@ -95,7 +95,7 @@ func TestZombieLeaseThenPerson(t *testing.T) {
 		rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 		require.NoError(t, err)
 		require.Equal(t, oncekey.StatusUnknown, rec.Status, "the lease ran out and the record was marked unknown")
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
 	}, 20*time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.NotApplied, out.Outcome)

@@ -43,7 +43,7 @@ func TestResultOfTheWrongTypeIsRefused(t *testing.T) {
 
 	var refused string
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada", Tenant: "t1"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada", Tenant: "t1"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		v, err := env.QueryWorkflow(reconcile.QueryName)
@@ -57,7 +57,7 @@ func TestResultOfTheWrongTypeIsRefused(t *testing.T) {
 		require.Equal(t, oncekey.StatusUnknown, rec.Status, "the refused resolution changed nothing")
 		require.Empty(t, rec.Result)
 		require.Empty(t, rec.ResolvedBy)
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`), ResolvedBy: "ada", Tenant: "t1"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`), ResolvedBy: "ada", Tenant: "t1"})
 	}, 2*time.Minute)
 
 	out := run(t, env)
@@ -84,7 +84,7 @@ func TestResultOfAToolRegisteredByNameIsNotChecked(t *testing.T) {
 	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada"})
 	}, time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.Applied, out.Outcome)

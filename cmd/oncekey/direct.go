@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	if err := resolvable(rec); err != nil {
 		return err
 	}
+	if rec.Epoch != r.Epoch {
+		return fail(exitFailed, "resolve --direct %s: %v", key, &oncekey.StaleDecisionError{OperationKey: key, Epoch: r.Epoch, Current: rec.Epoch, Status: rec.Status})
+	}
 
 	checked := "not checked: whether a reconciliation workflow for the key is running (--no-temporal-check); if one waits, " +
 		"it keeps waiting until `" + a.normalCommand(key, f) + "` releases it (it then hands over the decision stored here)"
@@ -61,6 +65,7 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	var (
 		inv      *reconcile.InvalidResolutionError
 		conflict *oncekey.StatusConflictError
+		stale    *oncekey.StaleDecisionError
 	)
 	switch {
 	case err == nil:
@@ -68,6 +73,8 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 		return fail(exitUsage, "resolve --direct %s: %v; nothing was written", key, oneLine(err))
 	case errors.As(err, &conflict) && conflict.Status == oncekey.StatusExpired:
 		return fail(exitFailed, "resolve --direct %s: the record is past its retention (a tombstone) and can no longer be resolved; nothing was written; `%s` shows it", key, a.showCommand(key, f.tenant))
+	case errors.As(err, &stale):
+		return fail(exitFailed, "resolve --direct %s: %v", key, stale)
 	case errors.As(err, &conflict):
 		return fail(exitFailed, "resolve --direct %s: the record became %s while this ran (settled another way); nothing was written; `%s` shows it", key, conflict.Status, a.showCommand(key, f.tenant))
 	default:
@@ -186,7 +193,7 @@ func (a *app) directCommand(key string, f *resolveFlags) string {
 
 func resolveCommand(a *app, key string, f *resolveFlags, direct bool) string {
 	var b strings.Builder
-	b.WriteString("oncekey resolve " + key + " --tenant " + shell.Word(f.tenant))
+	b.WriteString("oncekey resolve " + key + " --tenant " + shell.Word(f.tenant) + " --epoch " + strconv.FormatInt(f.epoch, 10))
 	if ns := a.ns(); ns != "default" {
 		b.WriteString(" --namespace " + shell.Word(ns))
 	}

@@ -29,9 +29,9 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	key := waitingKey(t, c, env)
 
 	// A reconciliation workflow waits: --direct is refused and says to resolve through it.
-	r := cli(t, env, "resolve", key, "--tenant", "acme", "--direct", "--applied", "--ref", "BK-R1")
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--applied", "--ref", "BK-R1")
 	requireOneLine(t, r, exitFailed, "the reconciliation workflow "+reconcile.WorkflowID(key)+" is running in namespace default (waiting_for_resolution)",
-		"resolve through it instead, without --direct: `oncekey resolve "+key+" --tenant acme --applied --ref BK-R1`", "nothing was written")
+		"resolve through it instead, without --direct: `oncekey resolve "+key+" --tenant acme --epoch 1 --applied --ref BK-R1`", "nothing was written")
 	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
 	// The reconciliation ends without a decision; the caller's workflow fails, the record stays unknown.
@@ -42,8 +42,8 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
 	// The normal form finds nothing waiting and names the --direct form, as the command was run.
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
-	direct := "`oncekey resolve " + key + " --tenant acme --direct --applied --ref BK-R1 --result '{\"id\":\"BK-R1\"}' --note 'found in the booking system'`"
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
+	direct := "`oncekey resolve " + key + " --tenant acme --epoch 1 --direct --applied --ref BK-R1 --result '{\"id\":\"BK-R1\"}' --note 'found in the booking system'`"
 	requireOneLine(t, r, exitNotFound, "no reconciliation workflow is waiting for "+key, "if it is still unknown "+direct+" writes the decision straight to the store")
 	cmds := suggested(t, r.stderr, nil)
 	require.Len(t, cmds, 2)
@@ -69,7 +69,7 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	require.Equal(t, "found in the booking system", v.Note)
 
 	// Settled once: a second --direct changes nothing.
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--direct", "--failed")
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--failed")
 	requireOneLine(t, r, exitFailed, key+" is already applied by ines (oncekey-cli --direct): there is nothing to resolve; nothing was written")
 
 	// Running the step again replays the stored decision: the tool does not run again.
@@ -98,7 +98,7 @@ func TestResolveDirectSaysWhenTheNamespaceIsUnconfirmed(t *testing.T) {
 	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: cr.Record.Epoch})
 	require.NoError(t, err)
 
-	r := cli(t, env, "resolve", key, "--tenant", "acme", "--direct", "--failed", "--note", "declined at the provider")
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--failed", "--note", "declined at the provider")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "checked: no reconciliation workflow "+reconcile.WorkflowID(key)+" exists in namespace default")
 	require.Contains(t, r.stdout, "not confirmed: that namespace default is the caller's")
@@ -115,13 +115,13 @@ func TestResolveDirectWithoutTemporal(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
 	key := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekey.StatusUnknown, nil)
 
-	r := cli(t, env, "resolve", key, "--tenant", "acme", "--direct", "--applied", "--timeout", "2s")
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--applied", "--timeout", "2s")
 	requireOneLine(t, r, exitUnreachable, "cannot reach Temporal at 127.0.0.1:1",
 		"--direct checks with Temporal that no reconciliation workflow for the key is running before it writes, so nothing was written",
 		"add --no-temporal-check if you know none is running")
 	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--direct", "--no-temporal-check", "--applied", "--ref", "TCK-7", "--result", `{"id":"TCK-7"}`, "--by", "ops")
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--no-temporal-check", "--applied", "--ref", "TCK-7", "--result", `{"id":"TCK-7"}`, "--by", "ops")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "not checked: whether a reconciliation workflow for the key is running (--no-temporal-check)")
 	require.Contains(t, r.stdout, "not checked: the result's type")
@@ -142,6 +142,6 @@ func TestResolveDirectWithoutTemporal(t *testing.T) {
 	require.JSONEq(t, `{"id":"TCK-7"}`, string(decodeResult(cr.Record.Result).(json.RawMessage)))
 
 	// Not found, under the tenant given.
-	r = cli(t, env, "resolve", key, "--tenant", "globex", "--direct", "--no-temporal-check", "--not-applied")
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "globex", "--direct", "--no-temporal-check", "--not-applied")
 	requireOneLine(t, r, exitNotFound, "no record for "+key+" under tenant globex")
 }

@@ -185,7 +185,7 @@ func TestSuggestedResolveCommandsParse(t *testing.T) {
 	env := map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"}
 	for _, c := range []struct{ namespace, tenant string }{{"default", "default"}, {"default", "acme"}, {"prod", "acme corp"}} {
 		msg := (&oncekey.IndeterminateOutcomeError{Namespace: c.namespace, Tenant: c.tenant, OperationKey: key, Tool: "T", Cause: errors.New("boom")}).Error()
-		cmds := suggested(t, msg, map[string]string{"<receipt>": "R-1", "<result JSON>": `{"id":"R-1"}`})
+		cmds := suggested(t, msg, map[string]string{"<receipt>": "R-1", "<result JSON>": `{"id":"R-1"}`, "<epoch>": "1"})
 		require.NotEmpty(t, cmds, msg)
 		applied := cmds[0]
 		require.Equal(t, []string{"resolve", key}, applied[:2])
@@ -213,7 +213,7 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
 	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusUnknown, nil)
 
-	r := cli(t, env, "resolve", key, "--schema", schema, "--tenant", "acme", "--not-applied")
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--schema", schema, "--tenant", "acme", "--not-applied")
 	requireOneLine(t, r, exitNotFound, "no reconciliation workflow is waiting for "+key+" in namespace default",
 		"`oncekey show "+key+" --tenant acme --schema "+schema+"`")
 	cmds := suggested(t, r.stderr, nil)
@@ -221,22 +221,22 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	sr := cli(t, env, cmds[0]...)
 	require.Equal(t, 0, sr.code, sr.stderr)
 	require.Regexp(t, `status\s+unknown`, sr.stdout)
-	require.Equal(t, []string{"resolve", key, "--tenant", "acme", "--schema", schema, "--direct", "--not-applied"}, cmds[1])
+	require.Equal(t, []string{"resolve", key, "--tenant", "acme", "--epoch", "1", "--schema", schema, "--direct", "--not-applied"}, cmds[1])
 
 	// An applied record: resolve says so, and who applied it when, instead of pointing at --direct.
 	applied := seed(t, s, "acme", "Book", "wf-1", "book-2", oncekey.StatusApplied, nil)
 	rec, err := s.Get(t.Context(), &oncekey.GetParams{Tenant: "acme", OperationKey: applied})
 	require.NoError(t, err)
-	r = cli(t, env, "resolve", applied, "--schema", schema, "--tenant", "acme", "--not-applied")
+	r = cli(t, env, "resolve", applied, "--epoch", "1", "--schema", schema, "--tenant", "acme", "--not-applied")
 	requireOneLine(t, r, exitFailed,
 		applied+" is already applied, by the tool's own run (workflow wf-1, step book-2) at "+rec.UpdatedAt.UTC().Format(time.RFC3339)+": no reconciliation waits for it and there is nothing to resolve",
 		"`oncekey show "+applied+" --tenant acme --schema "+schema+"`", dbAt(t))
 	require.NotContains(t, r.stderr, "--direct")
 	// The --direct form finds the record too (and refuses it: it is not unknown).
-	sr = cli(t, env, "resolve", applied, "--tenant", "acme", "--schema", schema, "--direct", "--not-applied")
+	sr = cli(t, env, "resolve", applied, "--epoch", "1", "--tenant", "acme", "--schema", schema, "--direct", "--not-applied")
 	requireOneLine(t, sr, exitFailed, applied+" is already applied: there is nothing to resolve", dbAt(t)+", schema "+schema)
 
-	r = cli(t, env, "resolve", key[:10], "--schema", schema, "--not-applied")
+	r = cli(t, env, "resolve", key[:10], "--epoch", "1", "--schema", schema, "--not-applied")
 	requireOneLine(t, r, exitNotFound, key[:10]+" is shorter than an operation key", "`oncekey list --status unknown --schema "+schema+"`")
 }
 

@@ -107,7 +107,7 @@ func TestMigrate(t *testing.T) {
 	url, schema := testenv.PostgresURL(t)
 	r := cli(t, nil, "migrate", "--dry-run", "--database-url", url)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "would apply 1 migration(s)")
+	require.Contains(t, r.stdout, "would apply 2 migration(s)")
 	require.Contains(t, r.stdout, "001_operations")
 
 	pool, err := pgxpool.New(context.Background(), url)
@@ -309,12 +309,13 @@ func TestUsageErrors(t *testing.T) {
 		"bad since":             {"list", "--since", "yesterday", "--database-url", "postgres://x@127.0.0.1:1/x"},
 		"show without key":      {"show"},
 		"show not a key":        {"show", "TCK-1"},
-		"resolve no outcome":    {"resolve", key},
-		"resolve two outcomes":  {"resolve", key, "--applied", "--failed"},
-		"resolve bad JSON":      {"resolve", key, "--applied", "--result", "{oops"},
-		"resolve ref w/o apply": {"resolve", key, "--not-applied", "--ref", "R"},
-		"resolve missing file":  {"resolve", key, "--applied", "--result", "@/nonexistent/result.json"},
-		"no check w/o direct":   {"resolve", key, "--not-applied", "--no-temporal-check"},
+		"resolve no outcome":    {"resolve", key, "--epoch", "1"},
+		"resolve no epoch":      {"resolve", key, "--not-applied"},
+		"resolve two outcomes":  {"resolve", key, "--epoch", "1", "--applied", "--failed"},
+		"resolve bad JSON":      {"resolve", key, "--epoch", "1", "--applied", "--result", "{oops"},
+		"resolve ref w/o apply": {"resolve", key, "--epoch", "1", "--not-applied", "--ref", "R"},
+		"resolve missing file":  {"resolve", key, "--epoch", "1", "--applied", "--result", "@/nonexistent/result.json"},
+		"no check w/o direct":   {"resolve", key, "--epoch", "1", "--not-applied", "--no-temporal-check"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := cli(t, nil, args...)
@@ -333,7 +334,7 @@ func TestUnreachable(t *testing.T) {
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 
 	key := oncekey.KeyPrefix + strings.Repeat("0", 64)
-	r = cli(t, map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"}, "resolve", key, "--not-applied", "--timeout", "3s")
+	r = cli(t, map[string]string{"TEMPORAL_ADDRESS": "127.0.0.1:1"}, "resolve", key, "--epoch", "1", "--not-applied", "--timeout", "3s")
 	require.Equal(t, exitUnreachable, r.code, r.stderr)
 	require.Contains(t, r.stderr, "cannot reach Temporal at 127.0.0.1:1")
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
@@ -343,7 +344,7 @@ func TestResultFromFile(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "r.json")
 	require.NoError(t, os.WriteFile(p, []byte(`{"id":"X"}`), 0o600))
-	f := resolveFlags{applied: true, result: "@" + p, tenant: "t"}
+	f := resolveFlags{applied: true, result: "@" + p, tenant: "t", epoch: 1}
 	r, key, err := f.resolution(&app{getenv: func(string) string { return "" }}, oncekey.KeyPrefix+strings.Repeat("1", 64))
 	require.NoError(t, err)
 	require.Equal(t, oncekey.KeyPrefix+strings.Repeat("1", 64), key)

@@ -52,6 +52,8 @@ type resolveFlags struct {
 	applied, notApplied, faild bool
 	ref, result, note, by      string
 	direct, noTemporalCheck    bool
+	// epoch is --epoch: the record's epoch the decision is for.
+	epoch int64
 	// tenantGiven is false when --tenant was left out and tenant defaulted to the namespace.
 	tenantGiven bool
 }
@@ -59,13 +61,17 @@ type resolveFlags struct {
 func newResolveCmd(a *app) *cobra.Command {
 	var f resolveFlags
 	cmd := &cobra.Command{
-		Use:   "resolve KEY (--applied [--ref R] [--result JSON] | --not-applied | --failed) [--direct]",
+		Use:   "resolve KEY --epoch N (--applied [--ref R] [--result JSON] | --not-applied | --failed) [--direct]",
 		Short: "Tell the reconciliation workflow of an unknown operation what happened",
 		Long: "resolve sends the reconciliation workflow waiting on KEY a decision as the oncekey.resolve Workflow Update (the signal\n" +
 			"of that name where an update cannot be used) and waits (up to 10s) until the workflow accepts or refuses it, then prints\n" +
 			"the workflow's answer; a refusal (wrong tenant, a result that does not fit the tool's result type) exits 1. Every workflow blocked on the key\n" +
 			"continues: --applied hands back the result given with --result (JSON of the tool's result type; @FILE reads a file),\n" +
 			"--not-applied lets the tool run again, --failed fails the call for good.\n\n" +
+			"--epoch is required: the record's epoch, as `oncekey show KEY` and `oncekey list` print it, which names the unknown\n" +
+			"episode the decision is about. Once the operation has moved on (the decision was recorded, the tool ran again and\n" +
+			"its outcome is unknown once more, at a higher epoch), the same command is refused instead of deciding the new episode\n" +
+			"unseen: a retry, or a second person deciding, cannot make the tool run twice.\n\n" +
 			"--direct is for an unknown record that no reconciliation workflow waits for (it failed, timed out, was terminated or\n" +
 			"never started; the normal form then exits 3): it writes the decision straight to the store, after checking with\n" +
 			"Temporal that no reconciliation workflow for the key is running (it refuses if one is: resolve through it instead).\n" +
@@ -73,9 +79,9 @@ func newResolveCmd(a *app) *cobra.Command {
 			"checked against the tool's result type, so that run must be able to decode it. --no-temporal-check skips the check,\n" +
 			"for when Temporal cannot be reached and you know no reconciliation workflow is running.\n\n" +
 			"Find waiting operations with `oncekey list --status unknown`.",
-		Example: "  oncekey resolve ok1_3f2a… --tenant acme --applied --ref TCK-0042 --result '{\"id\":\"TCK-0042\"}' --note 'found in the ticket system'\n" +
-			"  oncekey resolve ok1_3f2a… --tenant acme --not-applied --note 'no charge at the provider'\n" +
-			"  oncekey resolve ok1_3f2a… --tenant acme --direct --applied --ref TCK-0042 --note 'reconciliation timed out; found in the ticket system'",
+		Example: "  oncekey resolve ok1_3f2a… --tenant acme --epoch 1 --applied --ref TCK-0042 --result '{\"id\":\"TCK-0042\"}' --note 'found in the ticket system'\n" +
+			"  oncekey resolve ok1_3f2a… --tenant acme --epoch 2 --not-applied --note 'no charge at the provider'\n" +
+			"  oncekey resolve ok1_3f2a… --tenant acme --epoch 1 --direct --applied --ref TCK-0042 --note 'reconciliation timed out; found in the ticket system'",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, key, err := f.resolution(a, args[0])
@@ -124,6 +130,7 @@ func newResolveCmd(a *app) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
+	fl.Int64Var(&f.epoch, "epoch", 0, "the record's epoch the decision is for, as `oncekey show KEY` prints it (required)")
 	fl.BoolVar(&f.applied, "applied", false, "the effect landed")
 	fl.BoolVar(&f.notApplied, "not-applied", false, "the effect did not land: the tool may run again")
 	fl.BoolVar(&f.faild, "failed", false, "a definite failure: the effect did not and will not land; the call fails")
@@ -194,6 +201,10 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 	if f.noTemporalCheck && !f.direct {
 		return reconcile.Resolution{}, "", fail(exitUsage, "--no-temporal-check goes with --direct only")
 	}
+	if f.epoch < 1 {
+		return reconcile.Resolution{}, "", fail(exitUsage, "give --epoch: the record's epoch the decision is for, as `oncekey show %s` prints it; "+
+			"a decision names the episode it was made for, so that it is refused once the operation has moved on", key)
+	}
 	f.tenantGiven = f.tenant != ""
 	if !f.tenantGiven {
 		f.tenant = a.ns()
@@ -210,7 +221,7 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 	case by == "":
 		by = "oncekey-cli"
 	}
-	r := reconcile.Resolution{EffectReference: f.ref, Note: f.note, ResolvedBy: by}
+	r := reconcile.Resolution{Epoch: f.epoch, EffectReference: f.ref, Note: f.note, ResolvedBy: by}
 	switch {
 	case f.applied:
 		r.Outcome = reconcile.Applied

@@ -24,6 +24,7 @@ import (
 type recordView struct {
 	Tenant          string          `json:"tenant"`
 	OperationKey    string          `json:"operation_key"`
+	Namespace       string          `json:"namespace,omitempty"`
 	Tool            string          `json:"tool"`
 	Version         string          `json:"version,omitempty"`
 	Effect          string          `json:"effect"`
@@ -56,7 +57,7 @@ func timePtr(t time.Time) *time.Time {
 
 func view(r *oncekey.Record, showResult bool) recordView {
 	v := recordView{
-		Tenant: r.Tenant, OperationKey: r.OperationKey, Tool: r.Tool, Version: r.Version,
+		Tenant: r.Tenant, OperationKey: r.OperationKey, Namespace: r.Namespace, Tool: r.Tool, Version: r.Version,
 		Effect: r.Effect.String(), Status: r.Status, WorkflowID: r.WorkflowID, StepID: r.StepID,
 		Epoch: r.Epoch, LeaseUntil: timePtr(r.LeaseUntil), LeaseExpired: r.LeaseExpired,
 		EffectReference: r.EffectReference, ResolvedBy: r.ResolvedBy, Note: r.Note,
@@ -212,10 +213,10 @@ func newListCmd(a *app) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
+			fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tEPOCH\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
 			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Tenant), cell(r.OperationKey), cell(r.Tool),
-					cell(string(r.Status)), cell(r.WorkflowID), cell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Tenant), cell(r.OperationKey), cell(r.Tool),
+					cell(string(r.Status)), r.Epoch, cell(r.WorkflowID), cell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -304,6 +305,9 @@ func newShowCmd(a *app) *cobra.Command {
 			field := func(k, val string) { line(k, cell(val)) }
 			field("operation key", v.OperationKey)
 			field("tenant", v.Tenant)
+			if v.Namespace != "" {
+				field("namespace", v.Namespace)
+			}
 			field("tool", v.Tool)
 			if v.Version != "" {
 				field("version", v.Version)

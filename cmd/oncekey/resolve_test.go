@@ -127,7 +127,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	r := cli(t, env, "show", key, "--tenant", "globex")
 	require.Equal(t, exitNotFound, r.code)
 
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "as applied")
 	require.Contains(t, r.stdout, "the workflow answered: outcome applied, resolved by ines, ref BK-R1, result ", "the workflow's own answer, from the update")
@@ -148,7 +148,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	require.Equal(t, "found in the booking system", v.Note)
 
 	// Nothing waits on the key any more: resolve says it is applied already, by whom and when.
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--not-applied")
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--not-applied")
 	requireOneLine(t, r, exitFailed, key+" is already applied, resolved by ines at "+v.UpdatedAt.Format(time.RFC3339)+": no reconciliation waits for it and there is nothing to resolve",
 		"`oncekey show "+key+" --tenant acme`")
 	require.NotContains(t, r.stderr, "--direct", "nothing to write directly either")
@@ -167,7 +167,7 @@ func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
 	require.Equal(t, 0, effects)
 
 	// The tenant defaults to the namespace, as the interceptor's does.
-	r := cli(t, env, "resolve", key, "--not-applied", "--by", "ops", "--note", "no booking for R1")
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--not-applied", "--by", "ops", "--note", "no booking for R1")
 	require.Equal(t, 0, r.code, r.stderr)
 
 	var out Booking
@@ -191,14 +191,14 @@ func TestResolveReportsARefusal(t *testing.T) {
 	run := startBooking(t, c, url, b, "acme")
 	key := waitingKey(t, c, env)
 
-	r := cli(t, env, "resolve", key, "--tenant", "globex", "--applied", "--result", `{"id":"BK-R1"}`)
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "globex", "--applied", "--result", `{"id":"BK-R1"}`)
 	require.Equal(t, exitFailed, r.code, r.stdout)
 	require.Contains(t, r.stderr, "refused")
 	require.Contains(t, r.stderr, `tenant "globex"`)
 	require.NotContains(t, r.stdout, "as applied")
 
 	// A result of the wrong shape for Booking (a string, not an object).
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--result", `"BK-R1"`)
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--result", `"BK-R1"`)
 	require.Equal(t, exitFailed, r.code, r.stdout)
 	require.Contains(t, r.stderr, "does not decode into Book's result type main.Booking")
 
@@ -208,7 +208,7 @@ func TestResolveReportsARefusal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, reconcile.StateWaiting, st.State)
 
-	r = cli(t, env, "resolve", key, "--tenant", "acme", "--applied", "--result", `{"id":"BK-R1"}`)
+	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--result", `{"id":"BK-R1"}`)
 	require.Equal(t, 0, r.code, r.stderr)
 	var out Booking
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

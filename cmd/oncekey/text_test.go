@@ -55,7 +55,7 @@ func TestHumanOutputEscapesStoredStrings(t *testing.T) {
 		by     = "\x1b[2Jops"
 	)
 	key := seed(t, s, tenant, tool, wf, step, oncekey.StatusUnknown, nil)
-	_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: tenant, OperationKey: key, Status: oncekey.StatusApplied,
+	_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: tenant, OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied,
 		EffectReference: ref, ResolvedBy: by, Note: note})
 	require.NoError(t, err)
 	result, err := reconcile.EncodeResult(nil, []byte("{\"id\":\"\u202eTCK\"}"))
@@ -77,13 +77,13 @@ func TestHumanOutputEscapesStoredStrings(t *testing.T) {
 	for _, e := range escaped {
 		require.Contains(t, r.stdout, e)
 	}
-	require.Regexp(t, `(?m)^globex\s+`+plain+`\s+CreateTicket\s+applied\s+wf-1\s+create_ticket\s+.*REF-create_ticket\s+-$`, r.stdout, "ordinary values are unchanged")
+	require.Regexp(t, `(?m)^globex\s+`+plain+`\s+CreateTicket\s+applied\s+1\s+wf-1\s+create_ticket\s+.*REF-create_ticket\s+-$`, r.stdout, "ordinary values are unchanged")
 
 	r = cli(t, env, "show", key, "--tenant", tenant, "--show-result")
 	require.Equal(t, 0, r.code, r.stderr)
 	requireSafe(t, r.stdout)
 	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
-		require.Regexp(t, `^(operation key|tenant|tool|version|effect class|status|workflow|step|epoch|lease until|effect reference|resolved by|note|failure|fingerprint|created|updated|retained until|tombstone until|result) `, line, "every line is a field of its own")
+		require.Regexp(t, `^(operation key|tenant|namespace|tool|version|effect class|status|workflow|step|epoch|lease until|effect reference|resolved by|note|failure|fingerprint|created|updated|retained until|tombstone until|result) `, line, "every line is a field of its own")
 	}
 	for _, e := range append(escaped, `"checked\r\nresolved by: root"`) {
 		require.Contains(t, r.stdout, e)

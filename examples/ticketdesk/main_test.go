@@ -214,7 +214,7 @@ func TestDemoLeavesOneForAPerson(t *testing.T) {
 					return
 				}
 				errs <- reconcile.Resolve(ctx, c, rec.Tenant, rec.OperationKey, reconcile.Resolution{
-					Outcome: reconcile.Applied, Result: body, ResolvedBy: "person", Note: "checked by hand",
+					Epoch: rec.Epoch, Outcome: reconcile.Applied, Result: body, ResolvedBy: "person", Note: "checked by hand",
 				})
 			}()
 		},

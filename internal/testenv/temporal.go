@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/oncekey/oncekey/internal/devserver"
@@ -48,7 +50,7 @@ func startDevServer() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	srv, addr, err := devserver.Start(ctx, devserver.Options{
-		ExtraArgs: []string{"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"},
+		ExtraArgs: []string{"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true", "--namespace", SecondNamespace},
 		Logger:    quietLogger{},
 	})
 	if err != nil {
@@ -56,6 +58,37 @@ func startDevServer() (string, error) {
 	}
 	devServer = srv
 	return addr, nil
+}
+
+// SecondNamespace is a second namespace of the test Temporal server, beside "default", for tests
+// of what one namespace's workflows may do to another's records. The dev server Main starts
+// registers it; on a server named by TEMPORAL_ADDRESS, TemporalIn registers it if it is missing.
+const SecondNamespace = "oncekey-second"
+
+// TemporalIn returns a client to the test Temporal server in namespace ns (registered if it is
+// missing), with the given plugins, closed in t.Cleanup.
+func TemporalIn(t testing.TB, ns string, plugins ...client.Plugin) client.Client {
+	t.Helper()
+	addr := TemporalHostPort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: addr, Logger: quietLogger{}})
+	if err != nil {
+		Missing(t, "temporal at %s: %v", addr, err)
+	}
+	defer nc.Close()
+	if _, err := nc.Describe(ctx, ns); err != nil {
+		retention := 24 * time.Hour
+		if err := nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(retention)}); err != nil {
+			t.Fatalf("register namespace %s: %v", ns, err)
+		}
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger{}, Plugins: plugins})
+	if err != nil {
+		Missing(t, "temporal at %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // Temporal returns a client to the test Temporal server in namespace "default", closed in

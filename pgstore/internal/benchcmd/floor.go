@@ -69,7 +69,7 @@ var (
 func floorClaimSend(ctx context.Context, pc *pgconn.PgConn, tenant string, key []byte) *pgconn.Result {
 	token := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
 	return pc.ExecPrepared(ctx, floorClaim, [][]byte{[]byte(tenant), key, []byte(tool), []byte(version),
-		[]byte(fingerprint), []byte(workflowID), []byte(stepID), floorEffect, floorLease, floorRetention, floorTombstone, token},
+		[]byte(fingerprint), []byte(workflowID), []byte(stepID), floorEffect, floorLease, floorRetention, floorTombstone, token, []byte("default")},
 		nil, nil).Read()
 }
 

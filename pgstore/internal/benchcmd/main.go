@@ -189,7 +189,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	claimNames := []string{"tenant", "k", "tool", "version", "fp", "wf", "step", "effect", "lease", "retention", "tombstone", "tok"}
+	claimNames := []string{"tenant", "k", "tool", "version", "fp", "wf", "step", "effect", "lease", "retention", "tombstone", "tok", "ns"}
 	completeNames := []string{"tenant", "k", "c_epoch", "status", "result", "c_failure", "ref"}
 	claimComplete := "\\set k random(1, 9000000000000000000)\n\\set tok random(1, 9000000000000000000)\n" +
 		pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), claimNames) + "\n\\gset c_\n" +
@@ -348,7 +348,7 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", script,
 		"-D", "tenant=" + tenant, "-D", "tool=" + tool, "-D", "version=" + version, "-D", "fp=" + fingerprint,
-		"-D", "wf=" + workflowID, "-D", "step=" + stepID, "-D", "effect=" + strconv.Itoa(int(oncekey.Effectful)),
+		"-D", "ns=default", "-D", "wf=" + workflowID, "-D", "step=" + stepID, "-D", "effect=" + strconv.Itoa(int(oncekey.Effectful)),
 		"-D", "lease=" + strconv.FormatInt(lease.Microseconds(), 10),
 		"-D", "retention=" + strconv.FormatInt(retention.Microseconds(), 10),
 		"-D", "tombstone=" + strconv.FormatInt(tombstone.Microseconds(), 10),

@@ -124,6 +124,7 @@ func (o *operator) decide(ctx context.Context, rec *oncekey.Record) (reconcile.R
 		}
 		_ = json.Unmarshal(body, &ref)
 		return reconcile.Resolution{
+			Epoch:           rec.Epoch,
 			Outcome:         reconcile.Applied,
 			EffectReference: ref.ID,
 			Result:          body,
@@ -132,6 +133,7 @@ func (o *operator) decide(ctx context.Context, rec *oncekey.Record) (reconcile.R
 		}, true
 	case errors.Is(err, downstream.ErrNotFound):
 		return reconcile.Resolution{
+			Epoch:      rec.Epoch,
 			Outcome:    reconcile.NotApplied,
 			Note:       "nothing in the " + what + " for this key",
 			ResolvedBy: OperatorName,

@@ -1,0 +1,1 @@
+ALTER TABLE oncekey_operations DROP COLUMN namespace;
