@@ -80,7 +80,12 @@ func ExampleResolveOutput() {
 	}
 	defer c.Close()
 	key := os.Getenv("OPERATION_KEY")
+	st, err := reconcile.Status(ctx, c, key) // the epoch it waits on; `oncekey show` prints it too
+	if err != nil {
+		log.Fatal(err)
+	}
 	out, err := reconcile.ResolveOutput(ctx, c, "acme", key, reconcile.Resolution{
+		Epoch:      st.Epoch, // refused once the operation has moved on to another epoch
 		Outcome:    reconcile.NotApplied,
 		Note:       "no charge at the provider for this idempotency key",
 		ResolvedBy: "ada",

@@ -271,7 +271,7 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: c.Record.Epoch})
 	require.NoError(t, err)
 	proxy.armed.Store(true)
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Status: oncekey.StatusApplied, ResolvedBy: "alice"})
+	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: c.Record.Epoch, Status: oncekey.StatusApplied, ResolvedBy: "alice"})
 	require.NoError(t, err)
 	require.Equal(t, int32(3), proxy.drops.Load())
 	require.Equal(t, oncekey.StatusApplied, r.Status)

@@ -181,7 +181,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	}
 	v, err := s.run(ctx, "claim", p.OperationKey, lua.Claim, s.recordKeys(p.Tenant, p.OperationKey, true),
 		p.Tenant, p.OperationKey, p.Tool, p.Version, p.Fingerprint, p.WorkflowID, p.StepID,
-		int(p.Effect), p.Lease.Microseconds(), p.Retention.Microseconds(), p.Tombstone.Microseconds(), tok)
+		int(p.Effect), p.Lease.Microseconds(), p.Retention.Microseconds(), p.Tombstone.Microseconds(), tok, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -269,8 +269,9 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 }
 
 // Resolve implements oncekey.Store in one script: an unknown record, or a pending one whose
-// lease ran out on the server's clock, takes the decision; any other (a record past retention
-// reports status expired) is a *oncekey.StatusConflictError and changes nothing.
+// lease ran out on the server's clock, at p.Epoch takes the decision; a record at another epoch
+// is a *oncekey.StaleDecisionError, any other (a record past retention reports status expired)
+// a *oncekey.StatusConflictError, and neither changes anything.
 func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -281,13 +282,20 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	rf, rv := bytesArgs(p.Result)
 	ff, fv := bytesArgs(p.Failure)
 	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true),
-		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv)
+		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv, p.Epoch)
 	if err != nil {
 		return nil, err
 	}
 	switch str(v[0]) {
 	case "N":
 		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	case "S":
+		var cur int64
+		if len(v) > 2 {
+			cur, _ = strconv.ParseInt(str(v[2]), 10, 64)
+		}
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
+			OperationKey: p.OperationKey, Epoch: p.Epoch, Current: cur, Status: oncekey.Status(str(v[1]))})
 	case "C":
 		var st string
 		if len(v) > 1 {
@@ -365,6 +373,7 @@ func decodeRecord(f []any, now int64) (*oncekey.Record, error) {
 		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(num(7)), Status: oncekey.Status(str(f[8])),
 		Epoch: num(9), LeaseUntil: at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
 		CreatedAt: at(14), UpdatedAt: at(15), ExpiresAt: at(16), TombstoneUntil: at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
+		Namespace: str(f[20]),
 	}
 	if f[8] == nil {
 		bad = errors.New("record without a status")

@@ -41,10 +41,10 @@ func TestE2EResolveByUpdate(t *testing.T) {
 	ctx := context.Background()
 
 	var refused *reconcile.RefusedError
-	_, err := reconcile.ResolveOutput(ctx, e.c, "someone-else", key, reconcile.Resolution{Outcome: reconcile.NotApplied})
+	_, err := reconcile.ResolveOutput(ctx, e.c, "someone-else", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied})
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, "tenant")
-	_, err = reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`)})
+	_, err = reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`)})
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, "does not decode into CreateTicket's result type worker_test.Ticket")
 	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "refused updates leave no history")
@@ -66,7 +66,7 @@ func TestE2EResolveByUpdate(t *testing.T) {
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
-	r := reconcile.Resolution{Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice", RequestID: "req-applied-1"}
+	r := reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice", RequestID: "req-applied-1"}
 	out, err := reconcile.ResolveOutput(ctx, e.c, "default", key, r)
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Applied, out.Outcome)

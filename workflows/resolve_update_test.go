@@ -116,7 +116,7 @@ func TestValidSignalAfterMalformedOneSettles(t *testing.T) {
 		env.SignalWorkflow(reconcile.SignalName, json.RawMessage(`{"outcome":5}`))
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
 	}, 2*time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.NotApplied, out.Outcome)
@@ -156,7 +156,7 @@ func TestTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	var st reconcile.StatusReport
 	env2.RegisterDelayedCallback(func() {
 		st = status(t, env2)
-		env2.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Failed, ResolvedBy: "ada"})
+		env2.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Failed, ResolvedBy: "ada"})
 	}, time.Minute)
 	env2.ExecuteWorkflow(reconcile.WorkflowName, next)
 	require.True(t, env2.IsWorkflowCompleted())
@@ -214,16 +214,16 @@ func TestResolveUpdateValidator(t *testing.T) {
 	env, store := setupUnknown(t, reg)
 	var bad, tenant, typ, ok updateResult
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, "u-bad", reconcile.Resolution{Outcome: "perhaps"}, &bad)
-		sendUpdate(env, "u-tenant", reconcile.Resolution{Outcome: reconcile.NotApplied, Tenant: "someone-else"}, &tenant)
-		sendUpdate(env, "u-type", reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`)}, &typ)
+		sendUpdate(env, "u-bad", reconcile.Resolution{Epoch: 1, Outcome: "perhaps"}, &bad)
+		sendUpdate(env, "u-tenant", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, Tenant: "someone-else"}, &tenant)
+		sendUpdate(env, "u-type", reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`)}, &typ)
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		requireUnknown(t, store)
 		st := status(t, env)
 		require.Empty(t, st.LastInvalidSignal, "refused updates are answered to their sender, not recorded in the workflow")
 		require.Zero(t, st.InvalidSignals)
-		sendUpdate(env, "u-ok", reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`), ResolvedBy: "ada", Tenant: "t1", EffectReference: "T-1"}, &ok)
+		sendUpdate(env, "u-ok", reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`), ResolvedBy: "ada", Tenant: "t1", EffectReference: "T-1"}, &ok)
 	}, 2*time.Minute)
 	out := run(t, env)
 
@@ -248,10 +248,10 @@ func TestResolveUpdateWhileNotWaitingIsRefused(t *testing.T) {
 	claim(t, store, "ok1_k", time.Hour)
 	var early updateResult
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, "u-early", reconcile.Resolution{Outcome: reconcile.NotApplied}, &early)
+		sendUpdate(env, "u-early", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied}, &early)
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
 	}, 2*time.Hour)
 	out := run(t, env)
 	requireRefused(t, &early, reconcile.ErrTypeNotWaiting, string(reconcile.StateWaitingForLease))
@@ -264,11 +264,11 @@ func TestResolveUpdateRefusedByTheStoreKeepsWaiting(t *testing.T) {
 	env, store := setupUnknownLimit(t, nil, 16)
 	var big, ok updateResult
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, "u-big", reconcile.Resolution{Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"a very long ticket identifier indeed"}`)}, &big)
+		sendUpdate(env, "u-big", reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"a very long ticket identifier indeed"}`)}, &big)
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		requireUnknown(t, store)
-		sendUpdate(env, "u-ok", reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "ada"}, &ok)
+		sendUpdate(env, "u-ok", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "ada"}, &ok)
 	}, 2*time.Minute)
 	out := run(t, env)
 	require.True(t, big.accepted)

@@ -180,7 +180,7 @@ func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *examp
 	fmt.Fprintf(&b, "*** In another terminal, in this repository, with the same DATABASE_URL / PG variables as the demo:\n")
 	fmt.Fprintf(&b, "***   go run ./cmd/oncekey list --status unknown %s\n", flags)
 	fmt.Fprintf(&b, "***   curl -s '%s'    # what the downstream landed for this key (404: nothing)\n", lookupURL)
-	fmt.Fprintf(&b, "***   go run ./cmd/oncekey resolve %s %s %s --applied --ref <id> --result '<the JSON curl printed>'\n", rec.OperationKey, flags, temporal)
+	fmt.Fprintf(&b, "***   go run ./cmd/oncekey resolve %s %s %s --epoch %d --applied --ref <id> --result '<the JSON curl printed>'\n", rec.OperationKey, flags, temporal, rec.Epoch)
 	fmt.Fprintf(&b, "***   (or --not-applied if curl found nothing)\n")
 	fmt.Fprintf(&b, "*** The demo goes on once it is resolved.\n\n")
 	return b.String()

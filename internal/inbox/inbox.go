@@ -500,7 +500,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		refuse("Refused: the form names no epoch", "Reload the record and decide again.")
 		return
 	}
-	res := reconcile.Resolution{Outcome: reconcile.ResolutionOutcome(form.Outcome), Note: form.Note, ResolvedBy: id.resolvedBy()}
+	res := reconcile.Resolution{Epoch: epoch, Outcome: reconcile.ResolutionOutcome(form.Outcome), Note: form.Note, ResolvedBy: id.resolvedBy()}
 	if res.Outcome == reconcile.Applied {
 		res.EffectReference = form.EffectReference
 		if form.Result != "" {

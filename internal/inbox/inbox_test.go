@@ -512,7 +512,7 @@ func TestStaleFormIsRefused(t *testing.T) {
 	require.Contains(t, body, "The form showed epoch 0; the record is now unknown at epoch 1")
 
 	// Someone else settles it; the form shown before is refused although its epoch matches.
-	_, err := e.store.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Status: oncekey.StatusReleased, ResolvedBy: "omar"})
+	_, err := e.store.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusReleased, ResolvedBy: "omar"})
 	require.NoError(t, err)
 	res, body = post(epoch)
 	require.Equal(t, http.StatusConflict, res.StatusCode)

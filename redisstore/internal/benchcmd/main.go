@@ -261,7 +261,7 @@ const epochField = 2 + 9
 
 func floorClaim(ctx context.Context, rdb *redis.Client, tenant, key string) ([]any, error) {
 	return rdb.EvalSha(ctx, lua.Claim.Hash(), layout.RecordKeys(tenant, key, true), tenant, key, tool, version, fingerprint,
-		workflowID, stepID, floorEffect, floorLease, floorRetain, floorTombWin, rand.Int64()).Slice()
+		workflowID, stepID, floorEffect, floorLease, floorRetain, floorTombWin, rand.Int64(), "default").Slice()
 }
 
 func floorClaimComplete(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error) {

@@ -49,9 +49,9 @@ end
 local function fmt(n) return string.format('%d', n) end
 local function hex(n) return string.format('%016x', n) end
 -- The record's fields in the order replies carry them (RecordFields).
-local F = {'t', 'k', 'tool', 'ver', 'fp', 'wf', 'step', 'eff', 'st', 'ep', 'lu', 'res', 'fail', 'ref', 'ca', 'ua', 'ea', 'tu', 'rby', 'note'}
+local F = {'t', 'k', 'tool', 'ver', 'fp', 'wf', 'step', 'eff', 'st', 'ep', 'lu', 'res', 'fail', 'ref', 'ca', 'ua', 'ea', 'tu', 'rby', 'note', 'ns'}
 -- Positions in F.
-local T, K, TOOL, VER, FP, WF, STEP, EFF, ST, EP, LU, RES, FAIL, REF, CA, UA, EA, TU, RBY, NOTE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
+local T, K, TOOL, VER, FP, WF, STEP, EFF, ST, EP, LU, RES, FAIL, REF, CA, UA, EA, TU, RBY, NOTE, NS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21
 -- read returns the record's fields of F and then extra (an absent field is false).
 local function read(rec, extra)
   local g = {unpack(F)}
@@ -106,7 +106,7 @@ end
 `
 
 // Claim: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, tool, version,
-// fingerprint, workflow ID, step ID, effect, lease, retention, tombstone (µs), claim token.
+// fingerprint, workflow ID, step ID, effect, lease, retention, tombstone (µs), claim token, namespace.
 // Codes: A acquired (new), T took over, S the repeat of the claim that acquired (same token,
 // live lease), E past retention, M fingerprint mismatch, O observed (an Effectful record whose
 // lease ran out is marked unknown first).
@@ -150,10 +150,10 @@ if st then
 end
 local e = now + ret
 v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(epoch), fmt(now + lease),
-  false, false, '', fmt(now), fmt(now), fmt(e), fmt(e + tw), '', ''}
+  false, false, '', fmt(now), fmt(now), fmt(e), fmt(e + tw), '', '', ARGV[13]}
 redis.call('HSET', rec, 't', tenant, 'k', key, 'tool', ARGV[3], 'ver', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
   'step', ARGV[7], 'eff', ARGV[8], 'st', 'pending', 'ep', v[EP], 'lu', v[LU], 'tok', ARGV[12],
-  'ca', v[CA], 'ua', v[UA], 'ea', v[EA], 'tu', v[TU], 'ref', '', 'rby', '', 'note', '')
+  'ca', v[CA], 'ua', v[UA], 'ea', v[EA], 'tu', v[TU], 'ref', '', 'rby', '', 'note', '', 'ns', ARGV[13])
 redis.call('ZADD', exp, v[EA], pk)
 redis.call('ZADD', tomb, v[TU], pk)
 reindex(all, ten, unk, pk, key, nil, nil, now, 'pending')
@@ -203,17 +203,19 @@ return out('K', now, v)
 `)
 
 // Resolve: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, write token, status, effect
-// reference, resolved by, note, result flag, result, failure flag, failure. Codes: K resolved
-// (or the repeat of the resolution that was), N no record, C {C, status} not resolvable. A
+// reference, resolved by, note, result flag, result, failure flag, failure, epoch. Codes: K
+// resolved (or the repeat of the resolution that was), N no record, C {C, status} not
+// resolvable, S {S, status, epoch} the record is at another epoch (a stale decision). A
 // resolution restarts the record's retention and tombstone windows.
 var Resolve = redis.NewScript(prelude + `
 local rec, all, ten, unk, exp, tomb = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now = clock()
-local r = redis.call('HMGET', rec, 'st', 'ea', 'lu', 'ua', 'wt', 'ca', 'tu')
+local r = redis.call('HMGET', rec, 'st', 'ea', 'lu', 'ua', 'wt', 'ca', 'tu', 'ep')
 local st = r[1]
 if not st then return {'N'} end
 if r[5] == ARGV[3] then return reply('K', rec, now) end
 if st == 'expired' or (now >= tonumber(r[2]) and not unsettled(st)) then return {'C', 'expired'} end
+if tonumber(r[8]) ~= tonumber(ARGV[12]) then return {'S', st, r[8]} end
 if not (st == 'unknown' or (st == 'pending' and now >= tonumber(r[3]))) then return {'C', st} end
 redis.call('HSET', rec, 'st', ARGV[4], 'ref', ARGV[5], 'rby', ARGV[6], 'note', ARGV[7], 'ua', fmt(now), 'wt', ARGV[3])
 setBytes(rec, 'res', ARGV[8], ARGV[9])
@@ -357,7 +359,7 @@ var All = []*redis.Script{Claim, Fenced, Resolve, Get, List, Tombstone, Delete, 
 
 // RecordFields is the number of record fields a reply carries after its code and the server's
 // now, in the order of F in the prelude.
-const RecordFields = 20
+const RecordFields = 21
 
 // Layout names the keys of a store: bucket n's key base is prefix + "{b<n>}", and a record
 // lives in bucket FNV-1a(tenant, NUL, key) mod the number of buckets.
