@@ -88,11 +88,7 @@ const ErrTypeForeignRecord = "oncekey.ForeignRecord"
 // (a direct call in a test or tool) only the tool is checked.
 func bound(ctx context.Context, rec *oncekey.Record, tool string) error {
 	if activity.IsActivity(ctx) && rec.Namespace != "" {
-		info := activity.GetInfo(ctx)
-		ns := info.WorkflowNamespace
-		if ns == "" {
-			ns = info.Namespace
-		}
+		ns := activity.GetInfo(ctx).Namespace
 		if ns != rec.Namespace {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"activities: the record of key %s belongs to a workflow of namespace %q, and this workflow runs in namespace %q: "+

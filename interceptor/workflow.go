@@ -602,7 +602,7 @@ func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	key, ok := l.keyOnCancel(dctx, cause)
 	if !ok {
-		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to `oncekey list --status unknown --tenant "+l.tenant+"`",
+		logger.Warn("oncekey: workflow cancelled while an Effectful call without a step ID was in progress; its operation key is unknown here, so an unknown outcome is left to `"+listUnknownCommand(l.tenant, l.w.root.storeSchema())+"`",
 			"tool", l.name)
 		return
 	}
@@ -612,7 +612,7 @@ func (l *effectfulLoop) handOffOnCancel(ctx workflow.Context, cause error) {
 	logger.Info("oncekey: workflow cancelled during an Effectful call; reconciling", "tool", l.name, "key_prefix", keyPrefix(key), "reconcile_workflow_id", reconcile.WorkflowID(key))
 	child := l.startReconcile(dctx, key, tq, in)
 	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
-		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with `oncekey list --status unknown --tenant "+l.tenant+"`",
+		logger.Warn("oncekey: reconciliation of a cancelled call did not start; find it with `"+listUnknownCommand(l.tenant, l.w.root.storeSchema())+"`",
 			"tool", l.name, "key_prefix", keyPrefix(key), "error", err)
 	}
 }
@@ -745,6 +745,16 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 		}
 		return res.Output, nil
 	}
+}
+
+// listUnknownCommand returns the `oncekey list` command that finds tenant's unknown outcomes in
+// the store's schema ("" for the search_path), every value quoted with shell.Word.
+func listUnknownCommand(tenant, schema string) string {
+	cmd := "oncekey list --status unknown --tenant " + shell.Word(tenant)
+	if schema != "" {
+		cmd += " --schema " + shell.Word(schema)
+	}
+	return cmd
 }
 
 func (l *effectfulLoop) reconcileFailed(key string, err error) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 // schemaProblem is what is wrong with the store's table when Postgres says it is not what the
@@ -111,7 +112,7 @@ func (s *Store) schemaError(ctx context.Context, op string, problem schemaProble
 
 	migrate := "pgstore.Migrate / pgstore.MigrateSchema (or `oncekey migrate [--schema S]`)"
 	if s.schema != "" {
-		migrate = fmt.Sprintf("pgstore.MigrateSchema(ctx, pool, %q) (or `oncekey migrate --schema %s`)", s.schema, s.schema)
+		migrate = fmt.Sprintf("pgstore.MigrateSchema(ctx, pool, %q) (or `oncekey migrate --schema %s`)", s.schema, shell.Word(s.schema))
 	}
 	db := "this database"
 	if known {

@@ -44,6 +44,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/internal/exampleenv"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 //go:embed testdata/requests.jsonl testdata/customers.json
@@ -170,10 +171,10 @@ func orDefault(s, d string) string {
 
 // manualInstructions tells the person at the terminal how to settle the operation left to them.
 func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *exampleenv.Temporal) string {
-	flags := fmt.Sprintf("--schema %s --tenant %s", schema, rec.Tenant)
-	temporal := fmt.Sprintf("--address %s", tc.HostPort)
+	flags := fmt.Sprintf("--schema %s --tenant %s", shell.Word(schema), shell.Word(rec.Tenant))
+	temporal := fmt.Sprintf("--address %s", shell.Word(tc.HostPort))
 	if tc.Namespace != "default" {
-		temporal += " --namespace " + tc.Namespace
+		temporal += " --namespace " + shell.Word(tc.Namespace)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n*** -manual: one operation is left for you. Its outcome is unknown: %s for %s (key %s).\n", rec.Tool, rec.WorkflowID, rec.OperationKey)
