@@ -3,6 +3,7 @@ package oncekey
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oncekey/oncekey/internal/shell"
@@ -120,7 +121,9 @@ func resolveCommand(namespace, tenant, schema, key string, epoch int64, direct b
 }
 
 // FingerprintMismatchError: the operation key was used before with different arguments (or tool
-// or version). Nothing ran, nothing was replayed, the record is untouched.
+// or version, or under another fingerprint secret). Nothing ran, nothing was replayed, the record
+// is untouched. Its message prints no digest digits (a fingerprint of guessable arguments reveals
+// them); Stored and Got hold the fingerprints for Go code.
 type FingerprintMismatchError struct {
 	OperationKey string
 	Tool         string
@@ -128,11 +131,19 @@ type FingerprintMismatchError struct {
 }
 
 func (e *FingerprintMismatchError) Error() string {
-	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments (fingerprint %.12s, now %.12s); nothing ran. "+
+	if keyed(e.Stored) != keyed(e.Got) {
+		made := map[bool]string{true: "with a fingerprint secret", false: "without a fingerprint secret"}
+		return fmt.Sprintf("oncekey: key %s was used for %s, and its record's fingerprint was made %s while this worker's is made %s; nothing ran. "+
+			"Every worker must have the same interceptor.Options.FingerprintSecret (changing it turns repeats of earlier records into mismatches)",
+			e.OperationKey, e.Tool, made[keyed(e.Stored)], made[keyed(e.Got)])
+	}
+	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments; nothing ran. "+
 		"For a new operation use a new step ID; if the difference is noise the model regenerates (a trace ID, a timestamp), "+
 		"exclude that field with Policy.Exclude; if the tool's contract changed, bump Policy.Version "+
-		"(a policy change applies to records made after it, not to this one)", e.OperationKey, e.Tool, e.Stored, e.Got)
+		"(a policy change applies to records made after it, not to this one)", e.OperationKey, e.Tool)
 }
+
+func keyed(fp string) bool { return strings.HasPrefix(fp, KeyedFingerprintPrefix) }
 
 // InFlightError: another attempt of the same operation holds a live claim. Retry later with the
 // same key (after RetryAfter); nothing ran.

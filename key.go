@@ -2,6 +2,7 @@ package oncekey
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -376,10 +377,16 @@ type fingerprintDoc struct {
 	Version string          `json:"version"`
 }
 
+// KeyedFingerprintPrefix starts a fingerprint made with a deployment secret (KeyedFingerprint):
+// "k1_" and 64 lower-case hex digits of an HMAC-SHA-256. A fingerprint without a secret is the 64
+// hex digits alone. The format is persisted in every record: it is pinned by a test.
+const KeyedFingerprintPrefix = "k1_"
+
 // fingerprint returns the hex SHA-256 of canonical JSON {"args":…,"tool":…,"version":…}, where
 // args is the material arguments document (materialArgs: the arguments minus the excluded
-// fields). The encoding is persisted in every record: it is pinned by a test.
-func fingerprint(tool, version string, exclude []string, op Operation) (string, error) {
+// fields), or with secret set KeyedFingerprintPrefix and the hex HMAC-SHA-256 of the same bytes
+// under secret. The encoding is persisted in every record: it is pinned by a test.
+func fingerprint(tool, version string, exclude []string, op Operation, secret []byte) (string, error) {
 	b, err := materialArgs(op, exclude)
 	if err != nil {
 		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
@@ -387,6 +394,11 @@ func fingerprint(tool, version string, exclude []string, op Operation) (string, 
 	doc, err := canonical.Marshal(fingerprintDoc{Args: b, Tool: tool, Version: version})
 	if err != nil {
 		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
+	}
+	if len(secret) > 0 {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(doc)
+		return KeyedFingerprintPrefix + hex.EncodeToString(mac.Sum(nil)), nil
 	}
 	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:]), nil

@@ -380,8 +380,20 @@ func Key(p Policy, op Operation) (string, error) {
 // are several. It reads op.Args when called: compute it before the tool body runs, since a body
 // may mutate a map or pointer argument. Arguments that cannot be encoded exactly (NaN, invalid
 // UTF-8, a channel…) give an error wrapping a *canonical.Error that names the field path.
+//
+// Without a secret a fingerprint of guessable arguments (an e-mail address and an amount) reveals
+// them to whoever can read it and try candidates: use KeyedFingerprint with a deployment secret.
 func Fingerprint(p Policy, op Operation) (string, error) {
-	return fingerprint(op.Tool, p.Version, p.Exclude, op)
+	return fingerprint(op.Tool, p.Version, p.Exclude, op, nil)
+}
+
+// KeyedFingerprint is Fingerprint keyed with a deployment secret: KeyedFingerprintPrefix ("k1_")
+// and the lower-case hex HMAC-SHA-256 under secret of the same canonical JSON, so that a stored
+// fingerprint cannot be tested against guessed arguments without the secret. An empty secret
+// gives Fingerprint. Every worker of a deployment must use the same secret: a record made under
+// another secret (or none) does not match, so its repeats are refused as fingerprint mismatches.
+func KeyedFingerprint(p Policy, op Operation, secret []byte) (string, error) {
+	return fingerprint(op.Tool, p.Version, p.Exclude, op, secret)
 }
 
 var contextType = reflect.TypeOf((*context.Context)(nil)).Elem()

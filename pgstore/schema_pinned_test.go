@@ -66,6 +66,7 @@ ORDER BY ordinal_position`)
 		"updated_at timestamp with time zone NOT NULL",
 		"expires_at timestamp with time zone NOT NULL",
 		"tombstone_until timestamp with time zone NOT NULL",
+		"namespace text NOT NULL DEFAULT ''::text",
 	}, columns, "the columns of oncekey_operations")
 
 	rows, err = pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes

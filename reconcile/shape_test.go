@@ -20,6 +20,7 @@ import (
 func TestResolutionShapePinned(t *testing.T) {
 	full := reconcile.Resolution{
 		Outcome:         reconcile.Applied,
+		Epoch:           3,
 		EffectReference: "TCK-0042",
 		Result:          json.RawMessage(`{"id":"TCK-0042"}`),
 		Note:            "found in the ticket system",
@@ -27,20 +28,20 @@ func TestResolutionShapePinned(t *testing.T) {
 		Tenant:          "acme",
 		RequestID:       "ada-1",
 	}
-	const pinned = `{"outcome":"applied","effect_reference":"TCK-0042","result":{"id":"TCK-0042"},` +
+	const pinned = `{"outcome":"applied","epoch":3,"effect_reference":"TCK-0042","result":{"id":"TCK-0042"},` +
 		`"note":"found in the ticket system","resolved_by":"ada","tenant":"acme","request_id":"ada-1"}`
 	b, err := json.Marshal(full)
 	require.NoError(t, err)
 	require.JSONEq(t, pinned, string(b))
-	require.Equal(t, 7, reflect.TypeOf(full).NumField(), "Resolution has a new field: add it to the pinned JSON and to CHANGELOG.md")
+	require.Equal(t, 8, reflect.TypeOf(full).NumField(), "Resolution has a new field: add it to the pinned JSON and to CHANGELOG.md")
 
 	var back reconcile.Resolution
 	require.NoError(t, json.Unmarshal([]byte(pinned), &back))
 	require.Equal(t, full, back)
 
-	b, err = json.Marshal(reconcile.Resolution{Outcome: reconcile.NotApplied})
+	b, err = json.Marshal(reconcile.Resolution{Outcome: reconcile.NotApplied, Epoch: 1})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"outcome":"not_applied"}`, string(b), "only outcome is required")
+	require.JSONEq(t, `{"outcome":"not_applied","epoch":1}`, string(b), "only outcome and epoch are required")
 
 	require.Equal(t, reconcile.ResolutionOutcome("applied"), reconcile.Applied)
 	require.Equal(t, reconcile.ResolutionOutcome("not_applied"), reconcile.NotApplied)

@@ -58,7 +58,7 @@ func TestUnknownsSamplerGauges(t *testing.T) {
 
 	for _, key := range []string{"ok1_a", "ok1_b"} {
 		tenant := map[string]string{"ok1_a": "acme", "ok1_b": "globex"}[key]
-		_, err := s.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: tenant, OperationKey: key, Status: oncekey.StatusApplied, ResolvedBy: "gina"})
+		_, err := s.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: tenant, OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied, ResolvedBy: "gina"})
 		require.NoError(t, err)
 	}
 	require.NoError(t, u.Sample(context.Background()))
