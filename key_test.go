@@ -1,11 +1,15 @@
 package oncekey_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -448,4 +452,39 @@ func TestFingerprintRefusesUnencodable(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "CreateTicket")
 	require.Contains(t, err.Error(), ".price")
+}
+
+// TestKeyedFingerprintPinned pins the keyed fingerprint: "k1_" and the hex HMAC-SHA-256 under the
+// secret of the same canonical JSON the unkeyed fingerprint digests (checked here by
+// recomputing both from that JSON). CHANGING IT IS A BREAKING CHANGE, like the unkeyed format.
+func TestKeyedFingerprintPinned(t *testing.T) {
+	op := oncekey.Operation{Tool: "T", Args: []any{map[string]any{"to": "alice@example.com", "amount": 10}}}
+	p := oncekey.Policy{Version: "v1"}
+	doc := []byte(`{"args":{"amount":10,"to":"alice@example.com"},"tool":"T","version":"v1"}`)
+	sum := sha256.Sum256(doc)
+	require.Equal(t, hex.EncodeToString(sum[:]), mustFingerprint(t, p, op), "the canonical JSON digested")
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(doc)
+	got, err := oncekey.KeyedFingerprint(p, op, secret)
+	require.NoError(t, err)
+	require.Equal(t, oncekey.KeyedFingerprintPrefix+hex.EncodeToString(mac.Sum(nil)), got)
+	other, err := oncekey.KeyedFingerprint(p, op, []byte("another secret, also 32 bytes..."))
+	require.NoError(t, err)
+	require.NotEqual(t, got, other)
+	none, err := oncekey.KeyedFingerprint(p, op, nil)
+	require.NoError(t, err)
+	require.Equal(t, mustFingerprint(t, p, op), none)
+}
+
+// A mismatch error prints no digest digits; across secrets it says so.
+func TestFingerprintMismatchPrintsNoDigits(t *testing.T) {
+	stored, got := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	msg := (&oncekey.FingerprintMismatchError{OperationKey: "ok1_k", Tool: "T", Stored: stored, Got: got}).Error()
+	require.NotContains(t, msg, "abab")
+	require.NotContains(t, msg, "cdcd")
+	require.Contains(t, msg, "with different arguments")
+	msg = (&oncekey.FingerprintMismatchError{OperationKey: "ok1_k", Tool: "T", Stored: stored, Got: oncekey.KeyedFingerprintPrefix + got}).Error()
+	require.Contains(t, msg, "made without a fingerprint secret while this worker's is made with a fingerprint secret")
+	require.NotContains(t, msg, "cdcd")
 }

@@ -55,7 +55,7 @@ type Record struct {
 	Namespace   string
 	Tool        string
 	Version     string
-	Fingerprint string // hex SHA-256
+	Fingerprint string // hex SHA-256, or "k1_" and a hex HMAC-SHA-256 (KeyedFingerprint)
 	WorkflowID  string
 	StepID      string
 	Effect      Effect

@@ -195,7 +195,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return c.configError(err)
 	}
 	hook = "an argument's MarshalJSON/MarshalText (encoding the arguments for the fingerprint)"
-	if c.fp, err = oncekey.Fingerprint(c.policy, op); err != nil {
+	if c.fp, err = oncekey.KeyedFingerprint(c.policy, op, c.root.opts.FingerprintSecret); err != nil {
 		return c.configError(err)
 	}
 	if c.policy.Authorize != nil {

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -53,6 +54,15 @@ type Options struct {
 	// passes, the reconciliation fails with an error saying nobody resolved the operation and the
 	// waiting activity fails with an IndeterminateOutcome error. Defaults to 0: wait forever.
 	EscalationTimeout time.Duration
+
+	// FingerprintSecret, if set, keys the fingerprints of claimed calls with HMAC-SHA-256
+	// (oncekey.KeyedFingerprint; stored as "k1_" and 64 hex digits), so that a stored fingerprint,
+	// a tombstone or a log cannot be tested against guessed arguments (an e-mail address and an
+	// amount) without it. At least MinFingerprintSecretBytes bytes. It must be the same on every
+	// worker of the deployment and must not change: a record made under another secret (or none)
+	// does not match, so its repeats are refused as fingerprint mismatches until it expires.
+	// Defaults to none: unkeyed SHA-256 (oncekey.Fingerprint).
+	FingerprintSecret []byte
 
 	// MetricsTenantTag adds a "tenant" tag to oncekey's metrics (package metrics), on the
 	// activity side and in the reconciliation workflow. Defaults to false: one series per tenant
@@ -139,11 +149,18 @@ func (o *Options) validate() error {
 	if o.EscalationTimeout < 0 {
 		return &ConfigError{Field: "EscalationTimeout", Reason: fmt.Sprintf("%s is negative", o.EscalationTimeout)}
 	}
+	if n := len(o.FingerprintSecret); n > 0 && n < MinFingerprintSecretBytes {
+		return &ConfigError{Field: "FingerprintSecret", Reason: fmt.Sprintf("is %d bytes; give at least %d random bytes", n, MinFingerprintSecretBytes)}
+	}
 	return nil
 }
 
+// MinFingerprintSecretBytes is the shortest Options.FingerprintSecret accepted.
+const MinFingerprintSecretBytes = 16
+
 // withDefaults returns o with zero fields set to their defaults.
 func (o Options) withDefaults() Options {
+	o.FingerprintSecret = slices.Clone(o.FingerprintSecret)
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
 	}

@@ -119,9 +119,9 @@ func Example_testEnvironmentUnknown() {
 		if err != nil || len(page.Records) != 1 {
 			panic(fmt.Sprint("no unknown record: ", err))
 		}
-		key := page.Records[0].OperationKey
+		key, epoch := page.Records[0].OperationKey, page.Records[0].Epoch
 		env.SignalWorkflowByID(reconcile.WorkflowID(key), reconcile.SignalName, reconcile.Resolution{
-			Epoch: 1, Outcome: reconcile.Applied, EffectReference: "T-7", Result: json.RawMessage(`"T-7 printer on fire"`)})
+			Epoch: epoch, Outcome: reconcile.Applied, EffectReference: "T-7", Result: json.RawMessage(`"T-7 printer on fire"`)})
 	}, time.Minute)
 	env.ExecuteWorkflow(Support, "printer on fire")
 	var got []string
