@@ -107,10 +107,6 @@ func Example_policies() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := client.Dial(client.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
 
 	// Once, at deploy time (or `oncekey migrate`):
 	// pool is a *pgxpool.Pool (github.com/jackc/pgx/v5/pgxpool), e.g. from pgstore.NewPool.
@@ -144,13 +140,18 @@ func Example_policies() {
 		log.Fatal(err)
 	}
 
-	// Install it on the worker: the plugin adds the interceptor and registers the
-	// reconciliation workflow and oncekey's activities.
+	// Install it on the client: the plugin adds the interceptor to every worker of the client,
+	// registers the reconciliation workflow and oncekey's activities, and stores results with
+	// the client's data converter (its payload codec included).
 	plugin, err := okworker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
 	if err != nil {
 		log.Fatal(err)
 	}
-	w := worker.New(c, "support", worker.Options{Plugins: []worker.Plugin{plugin}})
+	c, err := client.Dial(client.Options{Plugins: []client.Plugin{plugin}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := worker.New(c, "support", worker.Options{})
 	w.RegisterActivity(tools)
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		log.Fatal(err)

@@ -27,7 +27,11 @@ const PluginName = "oncekey"
 // Give it to client.Options.Plugins: every worker made from that client gets it, and when
 // opts.DataConverter is nil the plugin uses the client's data converter (codecs included) for
 // stored results. Given to worker.Options.Plugins instead, it cannot see the client's data
-// converter: set opts.DataConverter if the client has a custom one.
+// converter, and would store results with the SDK's default one, past any codec the client has
+// (plain text at rest under an encrypting client): a worker started so, with opts.DataConverter
+// nil, fails to start (Start and Run return an *interceptor.ConfigError naming DataConverter).
+// Set opts.DataConverter to the client's converter (converter.GetDefaultDataConverter() for a
+// client without one) to use it there.
 //
 // While one of its workers runs, the plugin samples the store's unknown records every
 // opts.UnknownsSampleInterval (default 1 minute) into the gauges metrics.UnknownsWaiting and
@@ -89,6 +93,9 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			return nil
 		},
 		RunContextBefore: func(ctx context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
+			if !o.WorkflowReplayer && lazy != nil && !lazy.isSet() {
+				return errWorkerPlugin
+			}
 			if opts.SearchAttributes && !o.WorkflowReplayer {
 				if err := checkAtStart(ctx, dialed); err != nil {
 					return err
@@ -164,6 +171,14 @@ func Options(opts interceptor.Options, base sdkworker.Options) (sdkworker.Option
 	return base, nil
 }
 
+// errWorkerPlugin refuses a worker that got the plugin without its client: it would store
+// results with a converter other than the client's.
+var errWorkerPlugin = &interceptor.ConfigError{Field: "DataConverter", Reason: "the oncekey plugin was given to worker.Options.Plugins, " +
+	"where it cannot see the client's data converter: it would store results with the SDK's default converter, " +
+	"past any payload codec the client has (plain text at rest under an encrypting client). Give the plugin to " +
+	"client.Options.Plugins instead (every worker of that client gets it), or set interceptor.Options.DataConverter " +
+	"to the client's data converter (converter.GetDefaultDataConverter() for a client without one)"}
+
 // lazyConverter is a data converter whose target is set when the plugin learns the client's; until
 // then (and when set to nil) it is converter.GetDefaultDataConverter().
 type lazyConverter struct {
@@ -176,6 +191,9 @@ func (l *lazyConverter) set(dc converter.DataConverter) {
 	}
 	l.dc.Store(&dc)
 }
+
+// isSet reports whether the plugin has learnt a client's (or replayer's) data converter.
+func (l *lazyConverter) isSet() bool { return l.dc.Load() != nil }
 
 func (l *lazyConverter) get() converter.DataConverter {
 	if p := l.dc.Load(); p != nil {

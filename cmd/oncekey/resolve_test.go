@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -76,7 +77,8 @@ func bookingWorker(t *testing.T, c client.Client, url string, b *bookings, tenan
 	s, _ := migratedAt(t, url)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant }})
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
+		DataConverter: converter.GetDefaultDataConverter()}) // the client's, which the plugin given to the worker cannot see
 	require.NoError(t, err)
 	tq := "cli-resolve-" + t.Name()
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})

@@ -60,7 +60,7 @@ func TestMigrateNamesTheDatabase(t *testing.T) {
 	where := dbAt(t) + ", schema " + schema + " (the first of the search_path; --schema names another)"
 	r := cli(t, nil, "migrate", "--dry-run", "--database-url", url)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "dry run: would apply 1 migration(s) in "+where+":")
+	require.Contains(t, r.stdout, "dry run: would apply 2 migration(s) in "+where+":")
 	r = cli(t, nil, "migrate", "--database-url", url)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "migrations applied in "+where)
@@ -104,7 +104,7 @@ func TestErrorsNameTheDatabase(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	env := map[string]string{"DATABASE_URL": url}
 	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusApplied, nil)
-	r := cli(t, env, "resolve", key, "--tenant", "acme", "--schema", schema, "--direct", "--no-temporal-check", "--failed")
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--schema", schema, "--direct", "--no-temporal-check", "--failed")
 	requireOneLine(t, r, exitFailed, "is already applied", "("+dbAt(t)+", schema "+schema+")")
 }
 

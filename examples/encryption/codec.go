@@ -100,14 +100,15 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// Decode decrypts each payload Encode produced and passes others through. A payload sealed
-// under another key, or altered, is an error.
+// Decode decrypts each payload Encode produced. A payload that is not encrypted (a plain one
+// written around the codec, into the store or the history) is refused rather than passed
+// through: a codec that takes plain payloads lets anyone who can write one choose what the
+// workflow reads. A payload sealed under another key, or altered, is an error too.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
-		if string(p.GetMetadata()[converter.MetadataEncoding]) != EncodingEncrypted {
-			out[i] = p
-			continue
+		if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != EncodingEncrypted {
+			return nil, fmt.Errorf("encryption: decode: refusing a payload that is not encrypted (encoding %q)", enc)
 		}
 		if id := string(p.GetMetadata()[MetadataKeyID]); id != c.keyID {
 			return nil, fmt.Errorf("encryption: decode: payload sealed with key %s, this codec has key %s", id, c.keyID)

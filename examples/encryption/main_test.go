@@ -120,6 +120,11 @@ func TestCodecRoundTripAndTamper(t *testing.T) {
 	require.NotEqual(t, p.Data, p2.Data)
 	p.Data[len(p.Data)-1] ^= 1
 	require.Error(t, dc.FromPayload(p, &out))
+
+	// A plain payload, written around the codec, is refused, not passed through.
+	plain, err := converter.GetDefaultDataConverter().ToPayload(in)
+	require.NoError(t, err)
+	require.ErrorContains(t, dc.FromPayload(plain, &out), "not encrypted")
 }
 
 func TestKeyFromEnv(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	tworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -163,6 +164,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Store:    store,
 		Registry: reg,
 		Tenant:   func(interceptor.TenantInfo) string { return tenant },
+		// The plugin goes on this worker only (not on cfg.Client), where it cannot see the
+		// client's data converter: name it. cfg.Client has the SDK's default one, no codec.
+		DataConverter: converter.GetDefaultDataConverter(),
 		OnEvent: func(ev interceptor.Event) {
 			mu.Lock()
 			outcomes[ev.Outcome]++

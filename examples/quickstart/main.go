@@ -59,18 +59,14 @@ func main() {
 	if addr == "" {
 		addr = "127.0.0.1:7233"
 	}
-	c, err := client.Dial(client.Options{HostPort: addr})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	if err := run(ctx, c, pool, "quickstart", "welcome-ada"); err != nil {
+	if err := run(ctx, client.Options{HostPort: addr}, pool, "quickstart", "welcome-ada"); err != nil {
 		log.Fatal(err)
 	}
 }
 
-// run migrates the table, starts a worker on taskQueue and runs Welcome twice as workflowID.
-func run(ctx context.Context, c client.Client, pool *pgxpool.Pool, taskQueue, workflowID string) error {
+// run migrates the table, dials Temporal with copts and the oncekey plugin, starts a worker on
+// taskQueue and runs Welcome twice as workflowID.
+func run(ctx context.Context, copts client.Options, pool *pgxpool.Pool, taskQueue, workflowID string) error {
 	// Once, at deploy time (or `oncekey migrate`): oncekey's table.
 	if err := pgstore.Migrate(ctx, pool); err != nil {
 		return err
@@ -81,11 +77,19 @@ func run(ctx context.Context, c client.Client, pool *pgxpool.Pool, taskQueue, wo
 		return err
 	}
 	// The plugin installs the interceptor, the reconciliation workflow and oncekey's activities.
+	// It goes on the client: it stores results with the client's data converter (codec
+	// included), and every worker made from the client gets it.
 	plugin, err := okworker.NewPlugin(interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg})
 	if err != nil {
 		return err
 	}
-	w := worker.New(c, taskQueue, worker.Options{Plugins: []worker.Plugin{plugin}})
+	copts.Plugins = append(copts.Plugins, plugin)
+	c, err := client.Dial(copts)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w := worker.New(c, taskQueue, worker.Options{})
 	w.RegisterWorkflow(Welcome)
 	w.RegisterActivity(SendWelcome)
 	if err := w.Start(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testenv"
@@ -18,12 +19,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // workflow ID send one e-mail (the tool's own count), and the store holds one applied record.
 func TestQuickstartReplays(t *testing.T) {
 	pool := testenv.Postgres(t)
-	c := testenv.Temporal(t)
+	copts := client.Options{HostPort: testenv.TemporalHostPort(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	before := sent.Load()
 
-	require.NoError(t, run(ctx, c, pool, "quickstart-"+t.Name(), "welcome-"+t.Name()))
+	require.NoError(t, run(ctx, copts, pool, "quickstart-"+t.Name(), "welcome-"+t.Name()))
 
 	require.Equal(t, int64(1), sent.Load()-before, "the second run must replay, not send again")
 	page, err := pgstore.New(pool, nil).List(ctx, &oncekey.ListParams{})

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
 	tworker "go.temporal.io/sdk/worker"
@@ -343,7 +344,10 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 		Store:    store,
 		Registry: st.registry,
 		Tenant:   constTenant(cfg.Tenant),
-		OnEvent:  events.add,
+		// The plugin goes on this worker only (not on cfg.Client), where it cannot see the
+		// client's data converter: name it. cfg.Client has the SDK's default one, no codec.
+		DataConverter: converter.GetDefaultDataConverter(),
+		OnEvent:       events.add,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("desk: oncekey plugin: %w", err)
