@@ -68,3 +68,28 @@ func TestTwiceDeliveredDecisionLandsOnce(t *testing.T) {
 	effects, _ = l.counts()
 	require.Equal(t, 1, effects, "the downstream saw one effect")
 }
+
+// reconcile.Resolve reports when the decision recorded is not the one it sent: here the same
+// outcome was written to the store first (as `oncekey resolve --direct` does), so the workflow
+// hands back that settlement, and Resolve says another resolution won instead of returning nil.
+func TestResolveReportsAnotherResolutionWon(t *testing.T) {
+	l := newLedger(faultErrBeforeCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.start(t, "another-won", req, 10*time.Second)
+	key := e.waitingKey(t)
+	_, err := reconcile.Record(context.Background(), e.store, nil, "default", key, reconcile.Resolution{
+		Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "bob (oncekey-cli --direct)"})
+	require.NoError(t, err)
+
+	err = reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "ana"})
+	var refused *reconcile.RefusedError
+	require.ErrorAs(t, err, &refused)
+	require.NotNil(t, refused.SettledAs)
+	require.Equal(t, "bob (oncekey-cli --direct)", refused.SettledAs.ResolvedBy)
+	require.Contains(t, refused.Reason, "another resolution")
+
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	effects, _ := l.counts()
+	require.Equal(t, 1, effects)
+}
