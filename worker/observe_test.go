@@ -122,7 +122,7 @@ func TestE2EMetricsThroughTheClientsHandler(t *testing.T) {
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body := []byte(`{"id":"` + landed.ID + `"}`)
-	require.NoError(t, reconcile.Resolve(testCtx(t), o.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "alice"}))
+	require.NoError(t, reconcile.Resolve(testCtx(t), o.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "alice"}))
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
 	require.Equal(t, landed.ID, got.ID)

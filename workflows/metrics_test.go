@@ -72,7 +72,7 @@ func TestReconcileMetrics(t *testing.T) {
 		_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 		require.NoError(t, err)
 		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, ResolvedBy: "gina"})
+			env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, ResolvedBy: "gina"})
 		}, 3*time.Hour)
 		run(t, env)
 		require.EqualValues(t, 1, h.Sum(metrics.ReconciliationsSettled, tool("outcome", "applied", "settled_by", "person")))

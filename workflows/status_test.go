@@ -27,11 +27,11 @@ func TestStatusAfterResolutionIsTheSettledRecord(t *testing.T) {
 	}
 	var waiting reconcile.StatusReport
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.Applied, Tenant: "other", ResolvedBy: "gina", RequestID: "r1"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Tenant: "other", ResolvedBy: "gina", RequestID: "r1"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		waiting = status()
-		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "gina", RequestID: "r2"})
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "gina", RequestID: "r2"})
 	}, 2*time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.NotApplied, out.Outcome)

@@ -507,9 +507,9 @@ func TestStaleFormIsRefused(t *testing.T) {
 		return e.req("POST", "/resolve", url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(ep, 10)},
 			"outcome": {"not_applied"}, "csrf": {tok}}, withCookie(cookie))
 	}
-	res, body := post(epoch - 1)
+	res, body := post(epoch + 1)
 	require.Equal(t, http.StatusConflict, res.StatusCode)
-	require.Contains(t, body, "The form showed epoch 0; the record is now unknown at epoch 1")
+	require.Contains(t, body, "The form showed epoch 2; the record is now unknown at epoch 1")
 
 	// Someone else settles it; the form shown before is refused although its epoch matches.
 	_, err := e.store.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusReleased, ResolvedBy: "omar"})
