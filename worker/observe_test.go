@@ -207,7 +207,7 @@ func TestE2EFindWaitingUnknownsBySearchAttributes(t *testing.T) {
 
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
-	require.NoError(t, reconcile.Resolve(ctx, o.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: []byte(`{"id":"` + landed.ID + `"}`), ResolvedBy: "alice"}))
+	require.NoError(t, reconcile.Resolve(ctx, o.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: []byte(`{"id":"` + landed.ID + `"}`), ResolvedBy: "alice"}))
 	require.NoError(t, run.Get(ctx, nil))
 	effects, _ := l.counts()
 	require.Equal(t, 1, effects)
