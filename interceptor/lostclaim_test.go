@@ -93,7 +93,7 @@ func (s *stoppedTickets) CreateTicket(ctx context.Context, req TicketRequest) (T
 func TestOversizedEffectfulResultIsReconciledAtOnce(t *testing.T) {
 	ds := newDownstream()
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, MaxResultBytes: 16})
-	resolveLater(t, s, reconcile.Resolution{Outcome: reconcile.Failed, ResolvedBy: "dana", Note: "the ticket is too big to keep; closed it"}, func(st reconcile.StatusReport) {
+	resolveLater(t, s, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Failed, ResolvedBy: "dana", Note: "the ticket is too big to keep; closed it"}, func(st reconcile.StatusReport) {
 		require.Contains(t, st.Reason, "over the 16-byte limit (Policy.MaxResultBytes)")
 	})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})

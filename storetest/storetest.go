@@ -1057,7 +1057,7 @@ func testUnsettledNeverExpire(t *testing.T, s oncekey.Store) {
 	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
 
 	// The unknown one is resolved; its retention counts from the resolution.
-	rr, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Status: oncekey.StatusApplied, Result: []byte("found"), ResolvedBy: "ada"})
+	rr, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Epoch: res.Record.Epoch, Status: oncekey.StatusApplied, Result: []byte("found"), ResolvedBy: "ada"})
 	require.NoError(t, err)
 	require.True(t, rr.ExpiresAt.After(rr.UpdatedAt), "retention restarts at the resolution: %s <= %s", rr.ExpiresAt, rr.UpdatedAt)
 	require.Equal(t, 100*time.Millisecond, rr.ExpiresAt.Sub(rr.UpdatedAt).Round(time.Millisecond))

@@ -74,7 +74,7 @@ func TestE2EVersionedWorkerRunsReconciliation(t *testing.T) {
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
-	out, err := reconcile.ResolveOutput(context.Background(), c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "ada"})
+	out, err := reconcile.ResolveOutput(context.Background(), c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "ada"})
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Applied, out.Outcome)
 	var got Ticket
