@@ -39,7 +39,7 @@ func TestResolutionShapePinned(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(pinned), &back))
 	require.Equal(t, full, back)
 
-	b, err = json.Marshal(reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, Epoch: 1})
+	b, err = json.Marshal(reconcile.Resolution{Outcome: reconcile.NotApplied, Epoch: 1})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"outcome":"not_applied","epoch":1}`, string(b), "only outcome and epoch are required")
 
