@@ -93,13 +93,13 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			return nil
 		},
 		RunContextBefore: func(ctx context.Context, o temporal.SimplePluginRunContextBeforeOptions) error {
-			if !o.WorkflowReplayer && lazy != nil && !lazy.isSet() {
-				return errWorkerPlugin
-			}
 			if opts.SearchAttributes && !o.WorkflowReplayer {
 				if err := checkAtStart(ctx, dialed); err != nil {
 					return err
 				}
+			}
+			if !o.WorkflowReplayer && lazy != nil && !lazy.isSet() {
+				return errWorkerPlugin
 			}
 			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry, VersioningBehavior: opts.ReconcileVersioningBehavior})
 			if !o.WorkflowReplayer {
