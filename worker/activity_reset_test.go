@@ -45,7 +45,7 @@ func TestE2EActivityResetNeverRepeatsTheEffect(t *testing.T) {
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
-	_, err = reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Outcome: reconcile.Applied, Result: body, ResolvedBy: "ada"})
+	_, err = reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "ada"})
 	require.NoError(t, err)
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
