@@ -105,7 +105,12 @@ func TestDemo(t *testing.T) {
 	// attempt timed out without a word, the killed worker's call among them (more on a machine
 	// slow enough for a call to outlast its 8 s timeout).
 	require.Zero(t, o.Unsettled, "no record is left unknown")
-	require.GreaterOrEqual(t, o.Reconciled, o.Outcomes[oncekey.OutcomeUnknown]+o.WorkerKills, "every unknown outcome was reconciled")
+	// An operation can be reported unknown more than once (settled as not applied, run again
+	// and lost again), so the reports are counted per operation; the killed worker's call is
+	// reported by no event, its attempt having timed out.
+	require.Positive(t, o.UnknownOperations)
+	require.GreaterOrEqual(t, o.Reconciled, o.UnknownOperations, "every operation reported unknown was reconciled")
+	require.GreaterOrEqual(t, o.Reconciled, o.WorkerKills, "the killed worker's call was reconciled")
 	require.Positive(t, o.ReconciledByOperator)
 	require.Positive(t, o.ReconciledByReceipt, "the e-mail receipt lookup settled lost confirmations")
 	require.Contains(t, progress.String(), "[operator] ")

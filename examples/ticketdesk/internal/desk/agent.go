@@ -68,7 +68,7 @@ type AgentResult struct {
 	OutOfTurns bool `json:"out_of_turns,omitempty"`
 	// Messages is the conversation as the model saw it, its final answer last.
 	Messages []ChatMessage `json:"messages"`
-	Calls    []Call    `json:"calls"`
+	Calls    []Call        `json:"calls"`
 }
 
 // AgentWorkflow is the agent workflow's registered name.

@@ -44,8 +44,8 @@ type ModelInput struct {
 // answer). FinishReason is the API's ("tool_calls", "stop", "length", …).
 type ModelOutput struct {
 	Message      ChatMessage `json:"message"`
-	FinishReason string  `json:"finish_reason"`
-	Model        string  `json:"model"`
+	FinishReason string      `json:"finish_reason"`
+	Model        string      `json:"model"`
 }
 
 // Model calls a chat completions model with the agent's tools through the official OpenAI client.

@@ -194,6 +194,9 @@ type ModeReport struct {
 	Outcomes map[oncekey.Outcome]int
 	// Replays is Outcomes[replayed].
 	Replays int
+	// UnknownOperations counts the distinct operations the interceptor reported unknown at least
+	// once (oncekey only); Outcomes[unknown] counts the reports.
+	UnknownOperations int
 	// Unsettled counts records still unknown at the end (oncekey only).
 	Unsettled int
 	// Reconciled counts records resolved by reconciliation; ByOperator and ByReceipt split it.
@@ -229,6 +232,9 @@ func randomTag() string {
 type eventCounter struct {
 	mu sync.Mutex
 	by map[oncekey.Outcome]int
+	// unknownKeys holds the key prefix of every operation reported unknown: one operation can be
+	// unknown more than once (settled as not applied, run again, lost again).
+	unknownKeys map[string]bool
 }
 
 func (e *eventCounter) add(ev interceptor.Event) {
@@ -238,6 +244,18 @@ func (e *eventCounter) add(ev interceptor.Event) {
 		e.by = map[oncekey.Outcome]int{}
 	}
 	e.by[ev.Outcome]++
+	if ev.Outcome == oncekey.OutcomeUnknown && ev.KeyPrefix != "" {
+		if e.unknownKeys == nil {
+			e.unknownKeys = map[string]bool{}
+		}
+		e.unknownKeys[ev.KeyPrefix] = true
+	}
+}
+
+func (e *eventCounter) unknownOperations() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.unknownKeys)
 }
 
 func (e *eventCounter) snapshot() map[oncekey.Outcome]int {
@@ -376,6 +394,7 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 
 	outcomes := events.snapshot()
 	rep.Outcomes = outcomes
+	rep.UnknownOperations = events.unknownOperations()
 	rep.Replays = outcomes[oncekey.OutcomeReplayed]
 	if err := countRecords(ctx, store, cfg.Tenant, rep); err != nil {
 		return nil, err
