@@ -198,7 +198,7 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     resolved_by     = CASE WHEN {take} THEN '' ELSE o.resolved_by END,
     note            = CASE WHEN {take} THEN '' ELSE o.note END,
     updated_at      = CASE WHEN {take} OR {unk} THEN now() ELSE o.updated_at END
-RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, `+pastRetention+` AS past_retention`)
+RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, ` + pastRetention + ` AS past_retention`)
 }
 
 // Schema returns Options.Schema: the schema holding the store's table, or "" when the store
@@ -211,7 +211,7 @@ func (s *Store) Schema() string { return s.schema }
 func CompleteSQL(table string) string {
 	return strings.NewReplacer("{t}", table, "{cols}", keyedCols).Replace(
 		`UPDATE {t} SET status = $4, result = $5, failure = $6, effect_ref = $7, lease_until = NULL, updated_at = now(),
-    `+settleRetention+`
+    ` + settleRetention + `
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`)
 }
