@@ -38,6 +38,8 @@ const (
 	ErrTypeUnauthorized        = "oncekey.Unauthorized"
 	ErrTypeResultTooLarge      = "oncekey.ResultTooLarge"
 	ErrTypeConfig              = "oncekey.Config"
+	// ErrTypeApproval: the call needs an approval it does not have (ApprovalRequiredError).
+	ErrTypeApproval = "oncekey.ApprovalRequired"
 	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
 	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same

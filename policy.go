@@ -26,6 +26,13 @@ type Policy struct {
 	// false. Defaults to false: destructiveHint true, MCP's default. It changes nothing else.
 	Additive bool
 
+	// Approval, if set, makes a person approve the call before its effect: the workflow waits
+	// durably for a decision on the operation key before the activity is scheduled (see
+	// ApprovalPolicy). Denied or timed out, the call fails as rejected (ApprovalRequiredError),
+	// non-retryable, and nothing runs. Only for Effectful and Idempotent tools; the worker's
+	// Store must be an ApprovalStore.
+	Approval *ApprovalPolicy
+
 	// Authorize, if set, runs before an effect AND before a replay: a stored result is no way
 	// around a revoked permission. A non-nil error rejects the call (label rejected, nothing run,
 	// nothing stored). A panic in it (or in a Key function, or in an argument's MarshalJSON)
@@ -126,6 +133,14 @@ func (p Policy) validate(tool string) error {
 	}
 	if p.Lease > 0 && p.Lease < 100*time.Millisecond {
 		return &PolicyError{Tool: tool, Field: "Lease", Reason: fmt.Sprintf("%s is shorter than 100ms", p.Lease)}
+	}
+	if p.Approval != nil {
+		if !p.Effect.Claimed() {
+			return &PolicyError{Tool: tool, Field: "Approval", Reason: "a ReadOnly tool claims nothing, so nothing can wait for its approval: make it Idempotent or Effectful, or drop Approval"}
+		}
+		if p.Approval.Timeout < 0 {
+			return &PolicyError{Tool: tool, Field: "Approval.Timeout", Reason: "must not be negative (0 means DefaultApprovalTimeout, 24h)"}
+		}
 	}
 	d := p.withDefaults()
 	if min := MinRetention(d.Lease); d.Effect.Claimed() && d.Retention < min {

@@ -1,0 +1,229 @@
+package oncekey
+
+import (
+	"context"
+	"time"
+)
+
+// DefaultApprovalTimeout is how long an approval request waits for a decision when
+// ApprovalPolicy.Timeout is zero.
+const DefaultApprovalTimeout = 24 * time.Hour
+
+// MaxApprovalSummaryBytes is the most of ApprovalPolicy.Summary's text that is stored and shown;
+// a longer summary is cut at a UTF-8 boundary and ends with "…".
+const MaxApprovalSummaryBytes = 500
+
+// ApprovalPolicy makes a person approve a call before its effect (Policy.Approval). The workflow
+// waits durably for the decision on the call's operation key before it schedules the activity,
+// and the worker checks the stored approval again right before the effect, beside
+// Policy.Authorize. One approval per operation key: a repeat or a re-proposal of the call while
+// the approval is pending waits on the same request, a repeat of an approved call does not ask
+// again, a repeat of a denied call is denied again within Policy.Retention, and a request that
+// timed out is asked anew by the next call.
+//
+// Required and Summary run in workflow code (and Required again on the worker): they must be
+// deterministic functions of the Operation, with no I/O, no clock and no randomness. Read the
+// arguments from Operation.ArgsJSON (the canonical JSON both sides see) rather than
+// Operation.Args, whose Go values differ between the workflow and the worker.
+type ApprovalPolicy struct {
+	// Required reports whether op needs approval. Nil means every call of the tool does.
+	Required func(op Operation) bool
+
+	// Summary says what the approver sees ("refund 120.00 EUR on order 42"): arguments are never
+	// stored, so the summary is the one place that decides what an approver learns of them. At
+	// most MaxApprovalSummaryBytes are kept. Nil means "<tool>, step <step> of workflow <id>".
+	Summary func(op Operation) string
+
+	// Timeout is how long a request waits for a decision, from when it was first asked, on the
+	// store's clock. When it passes, the request is timed out, which denies the waiting call; the
+	// next call of the operation asks again. Defaults to DefaultApprovalTimeout (24h).
+	Timeout time.Duration
+}
+
+// ApprovalStatus is the state of an approval request.
+type ApprovalStatus string
+
+const (
+	// ApprovalPending: asked, no decision yet.
+	ApprovalPending ApprovalStatus = "pending"
+	// ApprovalApproved: a person approved; the call may run (Policy.Authorize still decides).
+	ApprovalApproved ApprovalStatus = "approved"
+	// ApprovalDenied: a person denied; the call and its repeats within retention are rejected.
+	ApprovalDenied ApprovalStatus = "denied"
+	// ApprovalTimedOut: nobody decided within ApprovalPolicy.Timeout; the waiting call was
+	// rejected, and the next call of the operation asks again (a new episode).
+	ApprovalTimedOut ApprovalStatus = "timed_out"
+)
+
+// Valid reports whether s is one of the ApprovalStatus constants.
+func (s ApprovalStatus) Valid() bool {
+	switch s {
+	case ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalTimedOut:
+		return true
+	}
+	return false
+}
+
+// Decided reports whether s is a decision (approved, denied or timed out).
+func (s ApprovalStatus) Decided() bool { return s.Valid() && s != ApprovalPending }
+
+// Approval is the durable record of the approval of one operation key. Arguments are never
+// stored; Summary is what the policy chose to show.
+type Approval struct {
+	Tenant       string
+	OperationKey string
+	// Namespace is the Temporal namespace of the workflow that asked. oncekey's approval
+	// activities refuse to act on an approval for a workflow of another namespace.
+	Namespace   string
+	Tool        string
+	Fingerprint string
+	WorkflowID  string
+	StepID      string
+	Summary     string
+	Status      ApprovalStatus
+	// Episode numbers the requests of the key: 1 for the first, one more for each request asked
+	// anew after a timed-out one. A decision names the episode it was made for
+	// (DecideApprovalParams.Episode), so a decision delivered twice cannot land on a later request.
+	Episode int64
+	// RequestedAt is when this episode was asked (store clock); Deadline is when it times out.
+	RequestedAt time.Time
+	Deadline    time.Time
+	// DecidedAt, DecidedBy and Reason say when, by whom (self-asserted unless the decision path
+	// records the caller's identity) and why; zero while pending.
+	DecidedAt time.Time
+	DecidedBy string
+	Reason    string
+	// ExpiresAt is the end of retention, counted from the decision: after it the approval is
+	// deleted by Purge and the next call asks anew. Zero while pending (a pending approval
+	// never expires unseen: its Deadline decides it first).
+	ExpiresAt time.Time
+}
+
+// ApprovalStore is implemented by stores that keep approvals (pgstore, memstore). A worker whose
+// Registry has a Policy.Approval needs a Store that implements it; the plugin refuses to start
+// otherwise.
+type ApprovalStore interface {
+	// RequestApproval asks for approval of p.OperationKey. With no approval for the key (or one
+	// past its retention) it creates a pending one at episode 1 (or the next episode), Deadline =
+	// now + p.Timeout on the store's clock, and returns it with Created true. A pending, approved
+	// or denied approval is returned unchanged (Created false); a timed-out one becomes a new
+	// pending episode (Created true). It never changes an approval whose Fingerprint differs
+	// from p.Fingerprint: it returns it unchanged, and the caller refuses the call as a
+	// fingerprint mismatch.
+	RequestApproval(ctx context.Context, p *RequestApprovalParams) (*ApprovalResult, error)
+	// DecideApproval records a decision on the pending approval at p.Episode. An approval that
+	// is not pending gets an *ApprovalConflictError carrying the
+	// approval as it is; another episode gets *StaleDecisionError. No approval: ErrNotFound.
+	DecideApproval(ctx context.Context, p *DecideApprovalParams) (*Approval, error)
+	// GetApproval returns the approval of (tenant, key) or ErrNotFound.
+	GetApproval(ctx context.Context, p *GetParams) (*Approval, error)
+	// ListApprovals pages approvals, oldest request first, filtered by the params' non-zero
+	// fields.
+	ListApprovals(ctx context.Context, p *ListApprovalsParams) (*ListApprovalsResult, error)
+}
+
+// RequestApprovalParams are the arguments of ApprovalStore.RequestApproval.
+type RequestApprovalParams struct {
+	Tenant, OperationKey string
+	Namespace            string
+	Tool                 string
+	Fingerprint          string
+	WorkflowID, StepID   string
+	Summary              string
+	// Timeout is the time a new episode waits for a decision. Required.
+	Timeout time.Duration
+}
+
+// ApprovalResult is what ApprovalStore.RequestApproval found or did.
+type ApprovalResult struct {
+	// Created: a new pending episode was asked.
+	Created bool
+	// Approval is the approval after the request.
+	Approval *Approval
+}
+
+// DecideApprovalParams are the arguments of ApprovalStore.DecideApproval.
+type DecideApprovalParams struct {
+	Tenant, OperationKey string
+	// Episode is the approval's episode the decision was made for. Required.
+	Episode int64
+	// Status is ApprovalApproved, ApprovalDenied or ApprovalTimedOut.
+	Status    ApprovalStatus
+	DecidedBy string
+	Reason    string
+	// Retention is how long the decided approval is kept, from now. Required.
+	Retention time.Duration
+}
+
+// ListApprovalsParams are the arguments of ApprovalStore.ListApprovals. Zero fields do not filter.
+type ListApprovalsParams struct {
+	Status     ApprovalStatus
+	Tenant     string
+	Tool       string
+	WorkflowID string
+	// Cursor is ListApprovalsResult.Next of the previous page; "" starts at the beginning.
+	Cursor string
+	// Limit is the page size. Defaults to 100; at most 10,000.
+	Limit int
+}
+
+// ListApprovalsResult is a page of approvals.
+type ListApprovalsResult struct {
+	Approvals []*Approval
+	// Next is the cursor of the next page, "" after the last page.
+	Next string
+}
+
+// ApprovalConflictError: a decision for an approval that is no longer pending. Approval is the
+// approval as it is (who decided it, when, how). Nothing was written.
+type ApprovalConflictError struct {
+	Approval *Approval
+}
+
+func (e *ApprovalConflictError) Error() string {
+	a := e.Approval
+	if a == nil {
+		return "oncekey: the approval is not pending"
+	}
+	s := "oncekey: the approval of " + a.OperationKey + " is already " + string(a.Status)
+	if a.DecidedBy != "" {
+		s += " by " + a.DecidedBy
+	}
+	if !a.DecidedAt.IsZero() {
+		s += " at " + a.DecidedAt.UTC().Format(time.RFC3339)
+	}
+	return s + "; nothing was changed"
+}
+
+// ApprovalRequiredError: the call needs an approval it does not have (Policy.Approval): a
+// person denied it, nobody decided in time, or the worker found no approved request for the
+// operation key before the effect. Nothing ran. The interceptor fails the call with it as a
+// non-retryable ErrTypeApproval error, labelled rejected.
+type ApprovalRequiredError struct {
+	Tenant, OperationKey, Tool string
+	// Status is the approval's status (ApprovalDenied, ApprovalTimedOut, ApprovalPending), or ""
+	// when there is no approval for the key.
+	Status    ApprovalStatus
+	Episode   int64
+	DecidedBy string
+	Reason    string
+}
+
+func (e *ApprovalRequiredError) Error() string {
+	switch e.Status {
+	case ApprovalDenied:
+		s := "oncekey: " + e.Tool + " was denied approval"
+		if e.DecidedBy != "" {
+			s += " by " + e.DecidedBy
+		}
+		if e.Reason != "" {
+			s += " (" + e.Reason + ")"
+		}
+		return s + "; nothing ran, and a repeat of the operation is denied again until its approval expires"
+	case ApprovalTimedOut:
+		return "oncekey: nobody approved " + e.Tool + " in time; nothing ran: the next call of the operation asks again (`oncekey approvals` lists what waits)"
+	case ApprovalPending:
+		return "oncekey: " + e.Tool + " is waiting for approval; nothing ran: decide with `oncekey approve` or `oncekey deny`"
+	}
+	return "oncekey: " + e.Tool + " needs an approval and none was given for its operation key; nothing ran: schedule it through the oncekey interceptor, which asks for one"
+}
