@@ -384,16 +384,68 @@ func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r R
 	return confirm(ctx, c, key, r)
 }
 
+// resolveTarget is the reconciliation workflow of key, as the target of a resolution.
+func resolveTarget(key string) target {
+	return target{op: "resolve", noun: "resolution", key: key, id: WorkflowID(key), update: UpdateName, notWaiting: ErrTypeNotWaiting,
+		missing: func(err error) error { return noWorkflow("resolve", key, err) }}
+}
+
 // resolveByUpdate sends r as the UpdateName update. fallback reports that the update could not be
 // used and the signal should be sent instead.
 func resolveByUpdate(ctx context.Context, c client.Client, key string, r Resolution) (out *Output, fallback bool, err error) {
+	var o Output
+	fallback, refused, err := resolveTarget(key).send(ctx, c, r.RequestID, r, &o)
+	if fallback || err != nil {
+		return nil, fallback, err
+	}
+	if refused != "" {
+		return nil, false, &RefusedError{Key: key, Reason: refused}
+	}
+	return &o, false, settledAsSent(key, &o, r)
+}
+
+// settledAsSent returns nil when out is the decision r made (its outcome and its RequestID), else a
+// *RefusedError saying how the operation was settled instead.
+func settledAsSent(key string, out *Output, r Resolution) error {
+	if out.Outcome != r.Outcome {
+		return &RefusedError{Key: key, SettledAs: out,
+			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", out.Outcome, out.ResolvedBy)}
+	}
+	if out.RequestID != r.RequestID {
+		// The same outcome, but another decision's: this one was not the one recorded (its note,
+		// reference and result, if any, were not stored).
+		return &RefusedError{Key: key, SettledAs: out,
+			Reason: fmt.Sprintf("the operation was settled as %s by %q (another resolution) before this one was recorded", out.Outcome, out.ResolvedBy)}
+	}
+	return nil
+}
+
+// target is a workflow of oncekey's that takes a person's decision, as an update or a signal:
+// the reconciliation workflow of a key (a resolution) or its approval workflow (a decision).
+type target struct {
+	op, noun string // the operation ("resolve") and what is sent ("resolution"), for errors
+	key, id  string
+	update   string
+	// notWaiting is the application error type of the update's refusal that means "not yet":
+	// the signal is sent instead, and is taken once the workflow waits.
+	notWaiting string
+	// missing returns the error for a workflow that does not exist (a *serviceerror.NotFound).
+	missing func(err error) error
+}
+
+// send sends arg as the target's update, with update ID requestID, and decodes the answer into
+// out, waiting at most ConfirmWait and not past ctx. fallback reports that the update could not be
+// used and the signal should be sent instead: no worker took it in time, the server or the
+// running workflow does not take updates, or the workflow is not waiting yet. refused is the
+// workflow's refusal (its validator's or its handler's), "" when it answered.
+func (t target) send(ctx context.Context, c client.Client, requestID string, arg, out any) (fallback bool, refused string, err error) {
 	uctx, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
 	h, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
-		UpdateID:     r.RequestID,
-		WorkflowID:   WorkflowID(key),
-		UpdateName:   UpdateName,
-		Args:         []any{r},
+		UpdateID:     requestID,
+		WorkflowID:   t.id,
+		UpdateName:   t.update,
+		Args:         []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -407,107 +459,124 @@ func resolveByUpdate(ctx context.Context, c client.Client, key string, r Resolut
 		)
 		switch {
 		case errors.As(err, &nf):
-			return nil, false, noWorkflow("resolve", key, err)
+			return false, "", t.missing(err)
 		case errors.As(err, &timeout) && ctx.Err() == nil:
-			return nil, true, nil // no worker took it in time: the signal is durable
+			return true, "", nil // no worker took it in time: the signal is durable
 		case errors.As(err, &unimpl), errors.As(err, &denied), errors.As(err, &precond):
-			return nil, true, nil // the server does not take updates (for this workflow)
-		case errors.As(err, &rejected) && rejected.Type() == ErrTypeNotWaiting:
-			return nil, true, nil // not waiting yet: the signal is taken once it waits
+			return true, "", nil // the server does not take updates (for this workflow)
+		case errors.As(err, &rejected) && rejected.Type() == t.notWaiting:
+			return true, "", nil // not waiting yet: the signal is taken once it waits
 		case errors.As(err, &rejected):
-			return nil, false, &RefusedError{Key: key, Reason: rejected.Error()}
+			return false, rejected.Error(), nil
 		case strings.Contains(err.Error(), "unknown update"):
-			return nil, true, nil // the running workflow predates the update handler
+			return true, "", nil // the running workflow predates the update handler
 		}
-		return nil, false, fmt.Errorf("reconcile: resolve %s: %w", key, err)
+		return false, "", fmt.Errorf("reconcile: %s %s: %w", t.op, t.key, err)
 	}
-	var o Output
-	if err := h.Get(uctx, &o); err != nil {
+	if err := h.Get(uctx, out); err != nil {
 		var (
 			rejected *temporal.ApplicationError
 			timeout  *client.WorkflowUpdateServiceTimeoutOrCanceledError
 		)
 		switch {
-		case errors.As(err, &rejected) && rejected.Type() == ErrTypeNotWaiting:
-			return nil, true, nil
+		case errors.As(err, &rejected) && rejected.Type() == t.notWaiting:
+			return true, "", nil
 		case errors.As(err, &rejected):
-			return nil, false, &RefusedError{Key: key, Reason: rejected.Error()}
+			return false, rejected.Error(), nil
 		case errors.As(err, &timeout), uctx.Err() != nil:
-			return nil, false, fmt.Errorf("reconcile: resolve %s: %w within %s: the workflow accepted the resolution and is still recording it (workflow %s)", key, ErrUnconfirmed, ConfirmWait, WorkflowID(key))
+			return false, "", fmt.Errorf("reconcile: %s %s: %w within %s: the workflow accepted the %s and is still recording it (workflow %s)", t.op, t.key, ErrUnconfirmed, ConfirmWait, t.noun, t.id)
 		case strings.Contains(err.Error(), "unknown update"):
-			return nil, true, nil
+			return true, "", nil
 		}
-		return nil, false, fmt.Errorf("reconcile: resolve %s: %w", key, err)
+		return false, "", fmt.Errorf("reconcile: %s %s: %w", t.op, t.key, err)
 	}
-	if o.Outcome != r.Outcome {
-		return &o, false, &RefusedError{Key: key, SettledAs: &o,
-			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", o.Outcome, o.ResolvedBy)}
-	}
-	if o.RequestID != r.RequestID {
-		return &o, false, &RefusedError{Key: key, SettledAs: &o,
-			Reason: fmt.Sprintf("the operation was settled as %s by %q (another resolution) before this one was recorded", o.Outcome, o.ResolvedBy)}
-	}
-	return &o, false, nil
+	return false, "", nil
 }
 
-// confirm waits until the workflow of key has finished or refused the signal r.
-func confirm(ctx context.Context, c client.Client, key string, r Resolution) (*Output, error) {
+// watch waits, at most ConfirmWait and not past ctx, until a signal sent to the target is
+// answered: finished reports whether the workflow has closed (and the answer then, in err), and
+// refused asks the workflow's query whether it refused the signal (reason "" when not). Trouble
+// asking is no answer; after ConfirmWait watch returns ErrUnconfirmed (wrapped).
+func (t target) watch(ctx context.Context, finished func(context.Context) (bool, error), refused func(context.Context) (string, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
 	defer cancel()
-	id := WorkflowID(key)
 	var last error
 	for {
-		out, done, err := finished(ctx, c, key, r)
-		if done || err != nil {
-			return out, err
+		if done, err := finished(ctx); done || err != nil {
+			return err
 		}
 		qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
-		st, qerr := Status(qctx, c, key)
+		reason, qerr := refused(qctx)
 		qcancel()
 		switch {
 		case qerr != nil:
 			last = qerr
-		case st.LastInvalidRequestID == r.RequestID:
-			return nil, &RefusedError{Key: key, Reason: st.LastInvalidSignal}
+		case reason != "":
+			return &refusal{reason}
 		}
 		select {
 		case <-ctx.Done():
 			if last != nil {
-				return nil, fmt.Errorf("reconcile: resolve %s: %w (workflow %s; last status query: %v)", key, ErrUnconfirmed, id, last)
+				return fmt.Errorf("reconcile: %s %s: %w (workflow %s; last query: %v)", t.op, t.key, ErrUnconfirmed, t.id, last)
 			}
-			return nil, fmt.Errorf("reconcile: resolve %s: %w within %s (workflow %s is busy or no worker runs it)", key, ErrUnconfirmed, ConfirmWait, id)
+			return fmt.Errorf("reconcile: %s %s: %w within %s (workflow %s is busy or no worker runs it)", t.op, t.key, ErrUnconfirmed, ConfirmWait, t.id)
 		case <-time.After(confirmPoll):
 		}
 	}
 }
 
-// finished reports whether the workflow of key has closed, and what that means for r: its
-// output when it completed with r's outcome, a *RefusedError otherwise. Trouble asking is not an
-// answer: (nil, false, nil).
-func finished(ctx context.Context, c client.Client, key string, r Resolution) (*Output, bool, error) {
-	id := WorkflowID(key)
+// refusal is what watch returns for a signal the workflow refused; the caller turns it into its
+// own error type.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+// closedOutput reports whether workflow id has closed and, if it completed, decodes its result
+// into out; failed is its failure when it ended without one. Trouble asking is not an answer
+// (closed false).
+func closedOutput(ctx context.Context, c client.Client, id string, out any) (closed bool, failed error) {
 	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil || desc.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() == nil {
-		return nil, false, nil
+		return false, nil
 	}
-	var out Output
-	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &out); err != nil {
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, out); err != nil {
 		if ctx.Err() != nil {
-			return nil, false, nil
+			return false, nil
 		}
-		return nil, true, &RefusedError{Key: key, Reason: "the reconciliation workflow ended without an outcome: " + err.Error()}
+		return true, err
 	}
-	if out.Outcome != r.Outcome {
-		return &out, true, &RefusedError{Key: key, SettledAs: &out,
-			Reason: fmt.Sprintf("the operation was settled as %s by %q instead", out.Outcome, out.ResolvedBy)}
+	return true, nil
+}
+
+// confirm waits until the workflow of key has finished or refused the signal r.
+func confirm(ctx context.Context, c client.Client, key string, r Resolution) (*Output, error) {
+	var out *Output
+	err := resolveTarget(key).watch(ctx, func(ctx context.Context) (bool, error) {
+		var o Output
+		closed, failed := closedOutput(ctx, c, WorkflowID(key), &o)
+		switch {
+		case !closed:
+			return false, nil
+		case failed != nil:
+			return true, &RefusedError{Key: key, Reason: "the reconciliation workflow ended without an outcome: " + failed.Error()}
+		}
+		out = &o
+		return true, settledAsSent(key, out, r)
+	}, func(ctx context.Context) (string, error) {
+		st, err := Status(ctx, c, key)
+		if err != nil {
+			return "", err
+		}
+		if st.LastInvalidRequestID == r.RequestID {
+			return st.LastInvalidSignal, nil
+		}
+		return "", nil
+	})
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return nil, &RefusedError{Key: key, Reason: ref.reason}
 	}
-	if out.RequestID != r.RequestID {
-		// The same outcome, but another decision's: this one was not the one recorded (its note,
-		// reference and result, if any, were not stored).
-		return &out, true, &RefusedError{Key: key, SettledAs: &out,
-			Reason: fmt.Sprintf("the operation was settled as %s by %q (another resolution) before this one was recorded", out.Outcome, out.ResolvedBy)}
-	}
-	return &out, true, nil
+	return out, err
 }
 
 // Status asks the reconciliation workflow of key where it stands. It returns an error wrapping

@@ -27,6 +27,40 @@ func TestWorkflowIDPinned(t *testing.T) {
 	require.Equal(t, "oncekey.Reconcile", reconcile.WorkflowName)
 }
 
+// The approval workflow's names are persisted in running workflows and in the JSON people send:
+// changing them strands every pending approval. This test pins them.
+func TestApprovalNamesPinned(t *testing.T) {
+	require.Equal(t, "oncekey-approval-ok1_abc", reconcile.ApprovalWorkflowID("ok1_abc"))
+	require.Equal(t, "oncekey.Approval", reconcile.ApprovalWorkflowName)
+	require.Equal(t, "oncekey.decide", reconcile.DecideUpdateName)
+	require.Equal(t, "oncekey.decide", reconcile.DecideSignalName)
+	require.Equal(t, "oncekey.approval", reconcile.ApprovalQueryName)
+	b, err := json.Marshal(reconcile.Decision{Decision: reconcile.Deny, Tenant: "acme", Episode: 2, DecidedBy: "alice", Reason: "no", RequestID: "r1"})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"decision":"deny","tenant":"acme","episode":2,"decided_by":"alice","reason":"no","request_id":"r1"}`, string(b))
+}
+
+func TestDecisionValidate(t *testing.T) {
+	var inv *reconcile.InvalidDecisionError
+	for name, d := range map[string]reconcile.Decision{
+		"unknown decision":  {Decision: "maybe", Tenant: "acme"},
+		"no tenant":         {Decision: reconcile.Approve},
+		"negative episode":  {Decision: reconcile.Approve, Tenant: "acme", Episode: -1},
+		"deny without why":  {Decision: reconcile.Deny, Tenant: "acme", Reason: "  "},
+		"NUL in reason":     {Decision: reconcile.Deny, Tenant: "acme", Reason: "a\x00b"},
+		"bad UTF-8 decider": {Decision: reconcile.Approve, Tenant: "acme", DecidedBy: "ops\xff"},
+		"long reason":       {Decision: reconcile.Deny, Tenant: "acme", Reason: strings.Repeat("n", reconcile.MaxNoteBytes+1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorAs(t, d.Validate(), &inv)
+		})
+	}
+	require.NoError(t, reconcile.Decision{Decision: reconcile.Approve, Tenant: "acme"}.Validate())
+	require.NoError(t, reconcile.Decision{Decision: reconcile.Deny, Tenant: "acme", Episode: 3, Reason: "over budget"}.Validate())
+	_, err := reconcile.Decide(context.Background(), nil, "ok1_k", reconcile.Decision{Decision: reconcile.Deny, Tenant: "acme"})
+	require.ErrorAs(t, err, &inv, "refused before anything is sent")
+}
+
 func TestValidate(t *testing.T) {
 	var inv *reconcile.InvalidResolutionError
 	for name, r := range map[string]reconcile.Resolution{

@@ -1,0 +1,364 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/textcheck"
+)
+
+// Names of the approval workflow (oncekey.ApprovalPolicy): its registered type, workflow IDs,
+// update, signal and query.
+const (
+	// ApprovalWorkflowName is the registered name of the approval workflow.
+	ApprovalWorkflowName = "oncekey.Approval"
+	// ApprovalWorkflowIDPrefix starts every approval workflow ID.
+	ApprovalWorkflowIDPrefix = "oncekey-approval-"
+	// DecideUpdateName is the Workflow Update that carries a Decision to the approval workflow
+	// and answers with its ApprovalOutput; a validator refuses a decision it cannot take before
+	// anything is written to the workflow's history.
+	DecideUpdateName = "oncekey.decide"
+	// DecideSignalName is the signal that carries a Decision (one JSON object) to the approval
+	// workflow. It has the update's name; Temporal keeps signal and update names apart.
+	DecideSignalName = "oncekey.decide"
+	// ApprovalQueryName is the query that returns the approval workflow's ApprovalReport.
+	ApprovalQueryName = "oncekey.approval"
+)
+
+// ApprovalWorkflowID returns the ID of the approval workflow for an operation key:
+// "oncekey-approval-" + key. The key digests the tenant, so one key has one approval however many
+// calls wait on it.
+func ApprovalWorkflowID(key string) string { return ApprovalWorkflowIDPrefix + key }
+
+// DecisionKind is what a person decided on an approval request.
+type DecisionKind string
+
+const (
+	// Approve lets the call run (Policy.Authorize still decides right before the effect).
+	Approve DecisionKind = "approve"
+	// Deny rejects the call and its repeats within the policy's retention. It needs a reason.
+	Deny DecisionKind = "deny"
+)
+
+// Status returns the approval status the decision is recorded as.
+func (k DecisionKind) Status() oncekey.ApprovalStatus {
+	switch k {
+	case Approve:
+		return oncekey.ApprovalApproved
+	case Deny:
+		return oncekey.ApprovalDenied
+	}
+	return ""
+}
+
+// Decision is a person's decision on an approval request: the argument of the DecideUpdateName
+// update and the payload of the DecideSignalName signal, whose JSON is
+//
+//	{"decision":"approve"|"deny","tenant":…,"episode":…,"decided_by":…,"reason":…,"request_id":…}
+type Decision struct {
+	// Decision is Approve or Deny. Required.
+	Decision DecisionKind `json:"decision"`
+	// Tenant is the tenant of the operation. Required: the workflow refuses a decision naming
+	// another tenant.
+	Tenant string `json:"tenant"`
+	// Episode is the approval's episode the decision is for (oncekey.Approval.Episode, as `oncekey
+	// approvals` prints it); 0 means the pending one. A decision for another episode is refused,
+	// so one delivered late cannot land on a later request.
+	Episode int64 `json:"episode,omitempty"`
+	// DecidedBy names who decided (self-asserted); at most MaxResolvedByBytes bytes.
+	DecidedBy string `json:"decided_by,omitempty"`
+	// Reason says why; required to deny. At most MaxNoteBytes bytes.
+	Reason string `json:"reason,omitempty"`
+	// RequestID identifies this decision: Decide sends it as the update ID, so a decision sent
+	// twice with one RequestID is taken once, and the workflow names it in
+	// ApprovalReport.LastInvalidRequestID when it refuses it as a signal. Optional; Decide sets a
+	// fresh one.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// InvalidDecisionError: a Decision is malformed. Nothing was sent or written.
+type InvalidDecisionError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidDecisionError) Error() string {
+	return fmt.Sprintf("reconcile: invalid decision: %s: %s", e.Field, e.Reason)
+}
+
+// Validate checks d: Approve or Deny, a tenant, an episode not below 0, a reason to deny, and
+// DecidedBy, Reason and RequestID valid UTF-8 without NUL bytes within their limits
+// (MaxResolvedByBytes, MaxNoteBytes, MaxResolvedByBytes). It returns an *InvalidDecisionError
+// naming the bad field.
+func (d Decision) Validate() error {
+	if d.Decision.Status() == "" {
+		return &InvalidDecisionError{Field: "Decision", Reason: fmt.Sprintf("%q is not %q or %q", d.Decision, Approve, Deny)}
+	}
+	if strings.TrimSpace(d.Tenant) == "" {
+		return &InvalidDecisionError{Field: "Tenant", Reason: "must not be empty: give the operation's tenant"}
+	}
+	if d.Episode < 0 {
+		return &InvalidDecisionError{Field: "Episode", Reason: fmt.Sprintf("%d is not an episode: give the approval's episode, or 0 for the pending one", d.Episode)}
+	}
+	if d.Decision == Deny && strings.TrimSpace(d.Reason) == "" {
+		return &InvalidDecisionError{Field: "Reason", Reason: "a denial needs a reason"}
+	}
+	for _, f := range []struct {
+		name, v string
+		limit   int
+	}{
+		{"Tenant", d.Tenant, MaxResolvedByBytes},
+		{"DecidedBy", d.DecidedBy, MaxResolvedByBytes},
+		{"Reason", d.Reason, MaxNoteBytes},
+		{"RequestID", d.RequestID, MaxResolvedByBytes},
+	} {
+		if reason := textcheck.Problem(f.v, f.limit); reason != "" {
+			return &InvalidDecisionError{Field: f.name, Reason: reason}
+		}
+	}
+	return nil
+}
+
+// ApprovalInput is the input of the approval workflow. The interceptor fills it in before it
+// schedules a call that needs approval.
+type ApprovalInput struct {
+	Tenant       string `json:"tenant"`
+	OperationKey string `json:"operation_key"`
+	Tool         string `json:"tool"`
+	// Fingerprint is the call's fingerprint, as the worker computes it: an approval asked for
+	// other arguments is not this call's.
+	Fingerprint string `json:"fingerprint"`
+	WorkflowID  string `json:"workflow_id"`
+	StepID      string `json:"step_id,omitempty"`
+	// Summary is what the approver sees (oncekey.ApprovalPolicy.Summary).
+	Summary string `json:"summary"`
+	// Timeout is how long a new request waits for a decision (oncekey.ApprovalPolicy.Timeout).
+	Timeout time.Duration `json:"timeout"`
+	// Retention is how long a decision is kept (the tool's Policy.Retention).
+	Retention time.Duration `json:"retention"`
+	// Continued is set by the workflow itself when it continues as new (after MaxInvalidSignals
+	// invalid signals in one run); callers leave it nil.
+	Continued *ApprovalContinued `json:"continued,omitempty"`
+}
+
+// ApprovalContinued is what an approval workflow carries into the run it continues as new.
+type ApprovalContinued struct {
+	// Created: an earlier run asked the episode (ApprovalOutput.Created).
+	Created bool `json:"created,omitempty"`
+	// InvalidSignals counts the invalid signals of all earlier runs.
+	InvalidSignals int `json:"invalid_signals"`
+	// LastInvalidSignal and LastInvalidRequestID are the earlier run's ApprovalReport fields.
+	LastInvalidSignal    string `json:"last_invalid_signal,omitempty"`
+	LastInvalidRequestID string `json:"last_invalid_request_id,omitempty"`
+}
+
+// ApprovalOutput is the result of the approval workflow and the answer of the DecideUpdateName
+// update: the approval's decision.
+type ApprovalOutput struct {
+	// Status is approved, denied or timed_out.
+	Status  oncekey.ApprovalStatus `json:"status"`
+	Episode int64                  `json:"episode"`
+	// Created reports that this workflow asked (a new episode); false when it found the approval
+	// already asked or decided.
+	Created   bool      `json:"created,omitempty"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
+	// RequestID is the Decision.RequestID of the decision recorded; "" when the approval was
+	// decided otherwise (found decided, timed out).
+	RequestID string `json:"request_id,omitempty"`
+	// FingerprintMismatch: the key's approval was asked for other arguments (Fingerprint is its
+	// fingerprint); nothing was asked or decided, and the call is refused.
+	FingerprintMismatch bool   `json:"fingerprint_mismatch,omitempty"`
+	Fingerprint         string `json:"fingerprint,omitempty"`
+}
+
+// ApprovalState is where an approval workflow stands.
+type ApprovalState string
+
+const (
+	ApprovalStateRequesting ApprovalState = "requesting"           // asking the store
+	ApprovalStateWaiting    ApprovalState = "waiting_for_decision" // waiting for the update or the signal, or the deadline
+	ApprovalStateDecided    ApprovalState = "decided"              // decided; the workflow is finishing
+)
+
+// ApprovalReport is the answer of the ApprovalQueryName query.
+type ApprovalReport struct {
+	State        ApprovalState `json:"state"`
+	Tenant       string        `json:"tenant"`
+	OperationKey string        `json:"operation_key"`
+	Tool         string        `json:"tool"`
+	WorkflowID   string        `json:"workflow_id"`
+	StepID       string        `json:"step_id,omitempty"`
+	Summary      string        `json:"summary"`
+	// Status and Episode are the approval's, once requested; a decision names Episode.
+	Status      oncekey.ApprovalStatus `json:"status,omitempty"`
+	Episode     int64                  `json:"episode,omitempty"`
+	RequestedAt time.Time              `json:"requested_at,omitzero"`
+	Deadline    time.Time              `json:"deadline,omitzero"`
+	DecidedBy   string                 `json:"decided_by,omitempty"`
+	DecidedAt   time.Time              `json:"decided_at,omitzero"`
+	Reason      string                 `json:"reason,omitempty"`
+	// LastInvalidSignal is why the last signal was refused, if one was; LastInvalidRequestID is
+	// its RequestID. InvalidSignals counts them across runs continued as new.
+	LastInvalidSignal    string `json:"last_invalid_signal,omitempty"`
+	LastInvalidRequestID string `json:"last_invalid_request_id,omitempty"`
+	InvalidSignals       int    `json:"invalid_signals,omitempty"`
+}
+
+// Application error types of the DecideUpdateName update's refusals (a *temporal.ApplicationError
+// from the update's result; nothing was written to the workflow's history or the store).
+const (
+	// ErrTypeDecisionRefused: the decision cannot settle this approval (another tenant, another
+	// episode, a denial without a reason, the store's refusal); the workflow keeps waiting.
+	ErrTypeDecisionRefused = "oncekey.DecisionRefused"
+	// ErrTypeNotPending: the workflow is not waiting for a decision: it is still asking the store,
+	// another decision is being recorded, or it has decided. The message names its state.
+	ErrTypeNotPending = "oncekey.ApprovalNotPending"
+)
+
+// ErrNoApproval: no approval workflow is running for the key: nothing asked, or it already
+// decided. Test with errors.Is.
+var ErrNoApproval = errors.New("reconcile: no running approval workflow")
+
+// DecisionRefusedError: the approval workflow received the decision and did not record it. Either
+// it refused it (Reason: another tenant, another episode, the store's refusal; the workflow keeps
+// waiting), or the approval was decided another way (DecidedAs is then the workflow's output:
+// another decision, or the deadline), or the workflow ended without a decision. Test with
+// errors.As.
+type DecisionRefusedError struct {
+	Key       string
+	Reason    string
+	DecidedAs *ApprovalOutput
+}
+
+func (e *DecisionRefusedError) Error() string {
+	return fmt.Sprintf("reconcile: decide %s: refused: %s", e.Key, e.Reason)
+}
+
+// decideTarget is the approval workflow of key, as the target of a decision.
+func decideTarget(key string) target {
+	return target{op: "decide", noun: "decision", key: key, id: ApprovalWorkflowID(key), update: DecideUpdateName, notWaiting: ErrTypeNotPending,
+		missing: func(err error) error { return noApproval("decide", key, err) }}
+}
+
+// Decide validates d and gives it to the approval workflow of key as the DecideUpdateName
+// Workflow Update, with d.RequestID (a fresh one when empty) as the update ID, so a decision sent
+// again with the same RequestID is taken once. The workflow's validator accepts or refuses it
+// before anything is written to its history; an accepted one is written to the store and the
+// workflow's ApprovalOutput is returned. It waits at most ConfirmWait, and not past ctx.
+//
+// Where the update cannot be used (as for ResolveOutput: the workflow is still asking the store,
+// the server or the running workflow does not take updates, no worker took it in time) it falls
+// back to the DecideSignalName signal and watches the workflow's ApprovalQueryName query and its
+// result as long. Errors:
+//   - *InvalidDecisionError: d is malformed; nothing was sent.
+//   - ErrNoApproval (wrapped): no approval workflow is running for the key.
+//   - *DecisionRefusedError: the workflow refused d (another tenant, another episode) and keeps
+//     waiting, or the approval was decided otherwise (DecidedAs; its RequestID is not d's).
+//   - ErrUnconfirmed (wrapped): delivered, but no answer in time.
+//
+// A worker must be running the approval workflow for Decide to get an answer.
+func Decide(ctx context.Context, c client.Client, key string, d Decision) (*ApprovalOutput, error) {
+	if strings.TrimSpace(key) == "" {
+		return nil, &InvalidDecisionError{Field: "key", Reason: "must not be empty"}
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	if d.RequestID == "" {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("reconcile: decide %s: request ID: %w", key, err)
+		}
+		d.RequestID = hex.EncodeToString(b[:])
+	}
+	t := decideTarget(key)
+	var out ApprovalOutput
+	fallback, refused, err := t.send(ctx, c, d.RequestID, d, &out)
+	switch {
+	case err != nil:
+		return nil, err
+	case refused != "":
+		return nil, &DecisionRefusedError{Key: key, Reason: refused}
+	case !fallback:
+		return &out, decidedAsSent(key, &out, d)
+	}
+	if err := c.SignalWorkflow(ctx, t.id, "", DecideSignalName, d); err != nil {
+		return nil, noApproval("decide", key, err)
+	}
+	var got *ApprovalOutput
+	err = t.watch(ctx, func(ctx context.Context) (bool, error) {
+		var o ApprovalOutput
+		closed, failed := closedOutput(ctx, c, t.id, &o)
+		switch {
+		case !closed:
+			return false, nil
+		case failed != nil:
+			return true, &DecisionRefusedError{Key: key, Reason: "the approval workflow ended without a decision: " + failed.Error()}
+		}
+		got = &o
+		return true, decidedAsSent(key, got, d)
+	}, func(ctx context.Context) (string, error) {
+		rep, err := QueryApproval(ctx, c, key)
+		if err != nil {
+			return "", err
+		}
+		if rep.LastInvalidRequestID == d.RequestID {
+			return rep.LastInvalidSignal, nil
+		}
+		return "", nil
+	})
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return nil, &DecisionRefusedError{Key: key, Reason: ref.reason}
+	}
+	return got, err
+}
+
+// decidedAsSent returns nil when out records d (its status and its RequestID), else a
+// *DecisionRefusedError saying how the approval was decided instead.
+func decidedAsSent(key string, out *ApprovalOutput, d Decision) error {
+	if out.Status == d.Decision.Status() && out.RequestID == d.RequestID {
+		return nil
+	}
+	by := out.DecidedBy
+	if by == "" {
+		by = "oncekey"
+	}
+	return &DecisionRefusedError{Key: key, DecidedAs: out,
+		Reason: fmt.Sprintf("the approval was already %s by %q (another decision, or its deadline) before this one was recorded", out.Status, by)}
+}
+
+// QueryApproval asks the approval workflow of key where it stands. It returns an error wrapping
+// ErrNoApproval when no such workflow exists. A finished workflow still answers (State decided)
+// while its history is retained, if a worker polls its task queue.
+func QueryApproval(ctx context.Context, c client.Client, key string) (*ApprovalReport, error) {
+	v, err := c.QueryWorkflow(ctx, ApprovalWorkflowID(key), "", ApprovalQueryName)
+	if err != nil {
+		return nil, noApproval("query approval", key, err)
+	}
+	var rep ApprovalReport
+	if err := v.Get(&rep); err != nil {
+		return nil, fmt.Errorf("reconcile: query approval %s: decode: %w", key, err)
+	}
+	return &rep, nil
+}
+
+func noApproval(op, key string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("reconcile: %s %s: %w (workflow %s was never started or has finished; "+
+			"list pending approvals with `oncekey approvals`): %v", op, key, ErrNoApproval, ApprovalWorkflowID(key), err)
+	}
+	return fmt.Errorf("reconcile: %s %s: %w", op, key, err)
+}
