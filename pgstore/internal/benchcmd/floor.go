@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/benchdrive"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -60,16 +61,16 @@ func floorConns(ctx context.Context, pool *pgxpool.Pool, clients int) (conns []*
 
 var (
 	floorEffect    = strconv.AppendInt(nil, int64(oncekey.Effectful), 10)
-	floorLease     = strconv.AppendInt(nil, lease.Microseconds(), 10)
-	floorRetention = strconv.AppendInt(nil, retention.Microseconds(), 10)
-	floorTombstone = strconv.AppendInt(nil, tombstone.Microseconds(), 10)
+	floorLease     = strconv.AppendInt(nil, benchdrive.Lease.Microseconds(), 10)
+	floorRetention = strconv.AppendInt(nil, benchdrive.Retention.Microseconds(), 10)
+	floorTombstone = strconv.AppendInt(nil, benchdrive.Tombstone.Microseconds(), 10)
 )
 
 // floorClaimSend sends the claim of key for tenant on pc, as claimParams describes it.
 func floorClaimSend(ctx context.Context, pc *pgconn.PgConn, tenant string, key []byte) *pgconn.Result {
 	token := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
-	return pc.ExecPrepared(ctx, floorClaim, [][]byte{[]byte(tenant), key, []byte(tool), []byte(version),
-		[]byte(fingerprint), []byte(workflowID), []byte(stepID), floorEffect, floorLease, floorRetention, floorTombstone, token, []byte("default")},
+	return pc.ExecPrepared(ctx, floorClaim, [][]byte{[]byte(tenant), key, []byte(benchdrive.Tool), []byte(benchdrive.Version),
+		[]byte(benchdrive.Fingerprint), []byte(benchdrive.WorkflowID), []byte(benchdrive.StepID), floorEffect, floorLease, floorRetention, floorTombstone, token, []byte("default")},
 		nil, nil).Read()
 }
 
@@ -81,7 +82,7 @@ func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d 
 		return 0, err
 	}
 	defer release()
-	return drive(ctx, clients, d, func(ctx context.Context, client int) error {
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, client int) error {
 		pc := conns[client]
 		key := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
 		res := floorClaimSend(ctx, pc, "floor", key)
@@ -93,7 +94,7 @@ func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d 
 			return fmt.Errorf("floor claim of new key %s: %d rows", key, len(res.Rows))
 		}
 		res = pc.ExecPrepared(ctx, floorComplete, [][]byte{[]byte("floor"), key, epoch, []byte("applied"),
-			[]byte(result), {}, []byte(effectRef)}, nil, nil).Read()
+			[]byte(benchdrive.Result), {}, []byte(benchdrive.EffectRef)}, nil, nil).Read()
 		if res.Err != nil {
 			return fmt.Errorf("floor complete: %w", res.Err)
 		}
@@ -112,8 +113,8 @@ func floorReplay(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Du
 		return 0, err
 	}
 	defer release()
-	return drive(ctx, clients, d, func(ctx context.Context, client int) error {
-		key := strconv.AppendInt(nil, 1+int64(randUint64()%replayKeys), 10)
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, client int) error {
+		key := strconv.AppendInt(nil, 1+int64(randUint64()%benchdrive.ReplayKeys), 10)
 		res := floorClaimSend(ctx, conns[client], "replay", key)
 		if res.Err != nil {
 			return fmt.Errorf("floor replay: %w", res.Err)

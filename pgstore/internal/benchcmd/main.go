@@ -44,31 +44,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/benchdrive"
 	"github.com/oncekey/oncekey/pgstore"
-)
-
-// The workload's constant arguments, identical for ours and pgbench.
-const (
-	tool        = "create_ticket"
-	version     = "v1"
-	fingerprint = "3f8a1c0e9b7d6a5f4e3d2c1b0a99887766554433221100ffeeddccbbaa998877"
-	workflowID  = "bench-workflow"
-	stepID      = "record_issue"
-	lease       = 30 * time.Second
-	retention   = 7 * 24 * time.Hour
-	tombstone   = 30 * 24 * time.Hour
-	result      = `{"ticket":"T-1042","status":"open"}`
-	effectRef   = "T-1042"
-	replayKeys  = 1000
 )
 
 func main() {
@@ -195,7 +179,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), claimNames) + "\n\\gset c_\n" +
 		pgbenchSQL(pgstore.CompleteSQL("oncekey_operations"), completeNames) + "\n"
 	replayNames := append([]string{"tenant", "r"}, claimNames[2:]...)
-	replay := "\\set r random(1, " + strconv.Itoa(replayKeys) + ")\n\\set tok random(1, 9000000000000000000)\n" +
+	replay := "\\set r random(1, " + strconv.Itoa(benchdrive.ReplayKeys) + ")\n\\set tok random(1, 9000000000000000000)\n" +
 		pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), replayNames) + "\n"
 
 	figures := []figure{
@@ -226,9 +210,9 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				// Ps, Go's scheduler spins idle Ps up and down on every network wake-up, a cost
 				// of the process's setup, not of the store.
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
-				cpu0, idle0, srv0 := selfCPU(), idleCPU(), serverCPU()
+				cpu0, idle0, srv0 := benchdrive.SelfCPU(), idleCPU(), serverCPU()
 				o, err = f.ours(ctx, s, f.clients, duration)
-				oursCPU, oursIdle, oursServer = selfCPU()-cpu0, idleCPU()-idle0, serverCPU()-srv0
+				oursCPU, oursIdle, oursServer = benchdrive.SelfCPU()-cpu0, idleCPU()-idle0, serverCPU()-srv0
 				if err != nil {
 					err = fmt.Errorf("%s ours: %w", f.name, err)
 				}
@@ -248,7 +232,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				if err != nil {
 					return fmt.Errorf("%s pgbench: %w", f.name, err)
 				}
-				pgbenchCPUs = append(pgbenchCPUs, perOp(time.Duration(pgbenchCPU.Load()), p, duration))
+				pgbenchCPUs = append(pgbenchCPUs, benchdrive.PerOp(time.Duration(pgbenchCPU.Load()), p, duration))
 				after, err := countStatuses(ctx, pool, f.tenant)
 				if err != nil {
 					return err
@@ -271,11 +255,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 						return err
 					}
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
-					cpu0 := selfCPU()
+					cpu0 := benchdrive.SelfCPU()
 					if fl, err = f.floor(ctx, pool, f.clients, duration); err != nil {
 						return fmt.Errorf("%s pgx floor: %w", f.name, err)
 					}
-					floorCPUs = append(floorCPUs, perOp(selfCPU()-cpu0, fl, duration))
+					floorCPUs = append(floorCPUs, benchdrive.PerOp(benchdrive.SelfCPU()-cpu0, fl, duration))
 					floors = append(floors, fl)
 					return nil
 				})
@@ -291,7 +275,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 			}
 			fmt.Fprintln(os.Stderr)
 			ours, base = append(ours, o), append(base, p)
-			oursCPUs = append(oursCPUs, perOp(oursCPU, o, duration))
+			oursCPUs = append(oursCPUs, benchdrive.PerOp(oursCPU, o, duration))
 			if os.Getenv("BENCH_DEBUG") != "" {
 				fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %s, pgbench %s; machine idle: ours %s, pgbench %s\n",
 					time.Duration(float64(oursCPU)/(o*duration.Seconds())), time.Duration(float64(pgbenchCPU.Swap(0))/(p*duration.Seconds())),
@@ -303,9 +287,9 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				}
 			}
 		}
-		o, p := median(ours), median(base)
+		o, p := benchdrive.Median(ours), benchdrive.Median(base)
 		if len(floors) > 0 {
-			fl := median(floors)
+			fl := benchdrive.Median(floors)
 			fmt.Fprintf(os.Stderr, "# %s pgx floor: %.1f ops/s, %.3f of pgbench; ours is %.3f of the floor (medians of %d rounds)\n",
 				f.name, fl, fl/p, o/fl, len(floors))
 		}
@@ -317,7 +301,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		}
 		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=%s\n", name, o, p, o/p, baselineIs)
 		if pinned && f.name == "claim_complete_c8" {
-			oc, fc, pc := median(oursCPUs), median(floorCPUs), median(pgbenchCPUs)
+			oc, fc, pc := benchdrive.Median(oursCPUs), benchdrive.Median(floorCPUs), benchdrive.Median(pgbenchCPUs)
 			fmt.Fprintf(os.Stderr, "# worker CPU per claim+complete at 8 clients: ours %.1f µs, pgx floor %.1f µs, pgbench %.1f µs (medians of %d rounds)\n",
 				oc, fc, pc, len(oursCPUs))
 			fmt.Printf("BENCH name=worker_cpu_claim_complete unit=µs ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgx_floor_client_cpu_per_claim_complete_c8\n",
@@ -347,13 +331,13 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 	threads := clientThreads(clients)
 	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", script,
-		"-D", "tenant=" + tenant, "-D", "tool=" + tool, "-D", "version=" + version, "-D", "fp=" + fingerprint,
-		"-D", "ns=default", "-D", "wf=" + workflowID, "-D", "step=" + stepID, "-D", "effect=" + strconv.Itoa(int(oncekey.Effectful)),
-		"-D", "lease=" + strconv.FormatInt(lease.Microseconds(), 10),
-		"-D", "retention=" + strconv.FormatInt(retention.Microseconds(), 10),
-		"-D", "tombstone=" + strconv.FormatInt(tombstone.Microseconds(), 10),
-		"-D", "status=applied", "-D", "result=\\x" + hex.EncodeToString([]byte(result)),
-		"-D", "ref=" + effectRef,
+		"-D", "tenant=" + tenant, "-D", "tool=" + benchdrive.Tool, "-D", "version=" + benchdrive.Version, "-D", "fp=" + benchdrive.Fingerprint,
+		"-D", "ns=default", "-D", "wf=" + benchdrive.WorkflowID, "-D", "step=" + benchdrive.StepID, "-D", "effect=" + strconv.Itoa(int(oncekey.Effectful)),
+		"-D", "lease=" + strconv.FormatInt(benchdrive.Lease.Microseconds(), 10),
+		"-D", "retention=" + strconv.FormatInt(benchdrive.Retention.Microseconds(), 10),
+		"-D", "tombstone=" + strconv.FormatInt(benchdrive.Tombstone.Microseconds(), 10),
+		"-D", "status=applied", "-D", "result=\\x" + hex.EncodeToString([]byte(benchdrive.Result)),
+		"-D", "ref=" + benchdrive.EffectRef,
 		url}
 	if os.Getenv("BENCH_DEBUG") != "" {
 		args = append([]string{"-r"}, args...)
@@ -397,48 +381,6 @@ func settle(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 var settleWarned atomic.Bool
-
-func claimParams(tenant, key string) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Version: version,
-		Fingerprint: fingerprint, WorkflowID: workflowID, StepID: stepID, Effect: oncekey.Effectful,
-		Lease: lease, Retention: retention, Tombstone: tombstone}
-}
-
-// drive runs op from clients goroutines (client is 0..clients-1) for d and returns completed ops
-// per second.
-func drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (float64, error) {
-	var (
-		n     atomic.Int64
-		wg    sync.WaitGroup
-		first error
-		once  sync.Once
-	)
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for client := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				if err := op(ctx, client); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds(), first
-}
-
-// perOp returns cpu spent over ops per second for d, in µs per op.
-func perOp(cpu time.Duration, opsPerSec float64, d time.Duration) float64 {
-	if opsPerSec <= 0 {
-		return 0
-	}
-	return float64(cpu.Microseconds()) / (opsPerSec * d.Seconds())
-}
 
 // pinnedName is the name of a figure measured against the pinned private instance:
 // claim_complete_c8 → claim_complete_pinned_c8.
@@ -501,20 +443,13 @@ func serverCPU() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
 }
 
-// selfCPU returns this process's user+system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
-	res := []byte(result)
-	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+	res := []byte(benchdrive.Result)
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
 		// A random key in the range pgbench draws from, so both insert at random places in the index.
 		key := strconv.FormatUint(1+randUint64()%9000000000000000000, 10)
 		t0 := time.Now()
-		c, err := s.Claim(ctx, claimParams("ours", key))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("ours", key))
 		if err != nil {
 			return err
 		}
@@ -523,7 +458,7 @@ func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d tim
 		}
 		t1 := time.Now()
 		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: effectRef})
+			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
 		dbgClaim.Add(int64(t1.Sub(t0)))
 		dbgComplete.Add(int64(time.Since(t1)))
 		dbgN.Add(1)
@@ -532,13 +467,13 @@ func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d tim
 }
 
 func oursReplay(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
-	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
-		key := strconv.Itoa(1 + int(randUint64()%replayKeys))
-		c, err := s.Claim(ctx, claimParams("replay", key))
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := strconv.Itoa(1 + int(randUint64()%benchdrive.ReplayKeys))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
 		if err != nil {
 			return err
 		}
-		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != result {
+		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != benchdrive.Result {
 			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
 		}
 		return nil
@@ -558,14 +493,14 @@ func randUint64() uint64 {
 // seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
 // tenant "replay".
 func seedReplay(ctx context.Context, s *pgstore.Store) error {
-	for i := 1; i <= replayKeys; i++ {
+	for i := 1; i <= benchdrive.ReplayKeys; i++ {
 		key := strconv.Itoa(i)
-		c, err := s.Claim(ctx, claimParams("replay", key))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
 		if err != nil {
 			return err
 		}
 		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(result), Failure: []byte{}, EffectReference: effectRef}); err != nil {
+			Status: oncekey.StatusApplied, Result: []byte(benchdrive.Result), Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
 			return err
 		}
 	}
@@ -583,15 +518,6 @@ func countStatuses(ctx context.Context, pool *pgxpool.Pool, tenant string) (map[
 	var n int64
 	_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error { out[st] = n; return nil })
 	return out, err
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // purgeFigures measures purge_1m (Purge of n records past their tombstone window, default
@@ -638,7 +564,7 @@ SELECT 'tenant-' || (g % 50), 'ok1_' || md5(g::text) || md5((g + 1)::text), 'cre
     md5(g::text) || md5(g::text), 'wf-' || g, 'record_issue', 3, 'applied', 1, g, $2::bytea, 'T-' || g,
     now() - interval '40 days' - g * interval '1 millisecond', now() - interval '40 days' + g * interval '1 millisecond',
     now() - interval '33 days' - g * interval '1 millisecond', now() - interval '3 days' - g * interval '1 millisecond'
-FROM generate_series(1, $1::int) AS g`, n, []byte(result)); err != nil {
+FROM generate_series(1, $1::int) AS g`, n, []byte(benchdrive.Result)); err != nil {
 			return err
 		}
 		_, err := pool.Exec(ctx, `VACUUM ANALYZE oncekey_operations`)
@@ -723,7 +649,7 @@ func claimLatencies(ctx context.Context, s *pgstore.Store, d time.Duration, stop
 		}
 		key := fmt.Sprintf("ok1_lat_%d_%d", time.Now().UnixNano(), i)
 		t0 := time.Now()
-		c, err := s.Claim(ctx, claimParams("latency", key))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("latency", key))
 		if err != nil {
 			return out, err
 		}

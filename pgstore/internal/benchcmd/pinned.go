@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncekey/oncekey/internal/benchdrive"
 )
 
 // The pinned figures: a private Postgres instance of this run, started from the server's own
@@ -137,18 +139,7 @@ func credGID(c *syscall.Credential) uint32 {
 
 // Stop shuts the instance down (fast shutdown) and removes its directory.
 func (pg *privatePostgres) Stop() {
-	if pg.cmd != nil && pg.cmd.Process != nil {
-		_ = pg.cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = pg.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = pg.cmd.Process.Kill()
-			<-done
-		}
-	}
-	os.RemoveAll(pg.dir)
+	benchdrive.StopServer(pg.cmd, syscall.SIGINT, 30*time.Second, pg.dir)
 }
 
 // postgresBin returns the newest /usr/lib/postgresql/*/bin holding initdb and postgres.

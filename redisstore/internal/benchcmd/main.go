@@ -31,36 +31,21 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/benchdrive"
 	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
-// The workload's constant arguments, the same as pgstore's benchmark.
-const (
-	tool        = "create_ticket"
-	version     = "v1"
-	fingerprint = "3f8a1c0e9b7d6a5f4e3d2c1b0a99887766554433221100ffeeddccbbaa998877"
-	workflowID  = "bench-workflow"
-	stepID      = "record_issue"
-	lease       = 30 * time.Second
-	retention   = 7 * 24 * time.Hour
-	tombstone   = 30 * 24 * time.Hour
-	result      = `{"ticket":"T-1042","status":"open"}`
-	effectRef   = "T-1042"
-	replayKeys  = 1000
-	prefix      = "oncekey-bench:"
-)
+// prefix starts every key the benchmark writes.
+const prefix = "oncekey-bench:"
 
 func main() {
 	duration := flag.Duration("duration", 3*time.Second, "length of each measured round")
@@ -132,21 +117,21 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 		for r := range rounds {
 			var o, fl float64
 			oursRun := func() error {
-				c0 := selfCPU()
+				c0 := benchdrive.SelfCPU()
 				var err error
 				if o, err = f.ours(ctx, s, f.clients, duration); err != nil {
 					return fmt.Errorf("%s ours: %w", f.name, err)
 				}
-				oursCPU = append(oursCPU, perOp(selfCPU()-c0, o, duration))
+				oursCPU = append(oursCPU, benchdrive.PerOp(benchdrive.SelfCPU()-c0, o, duration))
 				return nil
 			}
 			floorRun := func() error {
-				c0 := selfCPU()
+				c0 := benchdrive.SelfCPU()
 				var err error
 				if fl, err = f.floor(ctx, rdb, f.clients, duration); err != nil {
 					return fmt.Errorf("%s floor: %w", f.name, err)
 				}
-				floorCPU = append(floorCPU, perOp(selfCPU()-c0, fl, duration))
+				floorCPU = append(floorCPU, benchdrive.PerOp(benchdrive.SelfCPU()-c0, fl, duration))
 				return nil
 			}
 			runs := []func() error{oursRun, floorRun}
@@ -161,9 +146,9 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, floor %.0f ops/s\n", f.name, r+1, o, fl)
 			ours, floors = append(ours, o), append(floors, fl)
 		}
-		o, fl := median(ours), median(floors)
+		o, fl := benchdrive.Median(ours), benchdrive.Median(floors)
 		if os.Getenv("BENCH_DEBUG") != "" {
-			fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %.1f µs, floor %.1f µs\n", median(oursCPU), median(floorCPU))
+			fmt.Fprintf(os.Stderr, "#   client CPU per op: ours %.1f µs, floor %.1f µs\n", benchdrive.Median(oursCPU), benchdrive.Median(floorCPU))
 		}
 		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=bare_go_redis_same_scripts_c%d_server_pinned_apart\n",
 			f.name, o, fl, o/fl, f.clients)
@@ -175,49 +160,15 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 	return nil
 }
 
-func claimParams(tenant, key string) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Version: version,
-		Fingerprint: fingerprint, WorkflowID: workflowID, StepID: stepID, Effect: oncekey.Effectful,
-		Lease: lease, Retention: retention, Tombstone: tombstone}
-}
-
-// drive runs op from clients goroutines (client is 0..clients-1) for d and returns completed ops
-// per second.
-func drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (float64, error) {
-	var (
-		n     atomic.Int64
-		wg    sync.WaitGroup
-		first error
-		once  sync.Once
-	)
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	for client := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				if err := op(ctx, client); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds(), first
-}
-
 func newKey() string {
 	return "ok1_" + strconv.FormatUint(rand.Uint64(), 16) + strconv.FormatUint(rand.Uint64(), 16)
 }
 
 func oursClaimComplete(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error) {
-	res := []byte(result)
-	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+	res := []byte(benchdrive.Result)
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
 		key := newKey()
-		c, err := s.Claim(ctx, claimParams("ours", key))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("ours", key))
 		if err != nil {
 			return err
 		}
@@ -225,19 +176,19 @@ func oursClaimComplete(ctx context.Context, s *redisstore.Store, clients int, d 
 			return fmt.Errorf("claim of new key %s not acquired", key)
 		}
 		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: effectRef})
+			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
 		return err
 	})
 }
 
 func oursReplay(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error) {
-	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
-		key := strconv.Itoa(1 + rand.IntN(replayKeys))
-		c, err := s.Claim(ctx, claimParams("replay", key))
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := strconv.Itoa(1 + rand.IntN(benchdrive.ReplayKeys))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
 		if err != nil {
 			return err
 		}
-		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != result {
+		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != benchdrive.Result {
 			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
 		}
 		return nil
@@ -251,22 +202,22 @@ func oursReplay(ctx context.Context, s *redisstore.Store, clients int, d time.Du
 var (
 	layout       = lua.NewLayout(prefix, redisstore.DefaultBuckets)
 	floorEffect  = int(oncekey.Effectful)
-	floorLease   = lease.Microseconds()
-	floorRetain  = retention.Microseconds()
-	floorTombWin = tombstone.Microseconds()
+	floorLease   = benchdrive.Lease.Microseconds()
+	floorRetain  = benchdrive.Retention.Microseconds()
+	floorTombWin = benchdrive.Tombstone.Microseconds()
 )
 
 // epochField is the position of the epoch in a record reply: code, now, then F's fields.
 const epochField = 2 + 9
 
 func floorClaim(ctx context.Context, rdb *redis.Client, tenant, key string) ([]any, error) {
-	return rdb.EvalSha(ctx, lua.Claim.Hash(), layout.RecordKeys(tenant, key, true), tenant, key, tool, version, fingerprint,
-		workflowID, stepID, floorEffect, floorLease, floorRetain, floorTombWin, rand.Int64(), "default").Slice()
+	return rdb.EvalSha(ctx, lua.Claim.Hash(), layout.RecordKeys(tenant, key, true), tenant, key, benchdrive.Tool, benchdrive.Version, benchdrive.Fingerprint,
+		benchdrive.WorkflowID, benchdrive.StepID, floorEffect, floorLease, floorRetain, floorTombWin, rand.Int64(), "default").Slice()
 }
 
 func floorClaimComplete(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error) {
-	res := []byte(result)
-	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+	res := []byte(benchdrive.Result)
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
 		key := newKey()
 		v, err := floorClaim(ctx, rdb, "floor", key)
 		if err != nil {
@@ -277,7 +228,7 @@ func floorClaimComplete(ctx context.Context, rdb *redis.Client, clients int, d t
 		}
 		epoch, _ := strconv.ParseInt(v[epochField].(string), 10, 64)
 		v, err = rdb.EvalSha(ctx, lua.Fenced.Hash(), layout.RecordKeys("floor", key, true), "floor", key, epoch, rand.Int64(), "complete",
-			"applied", effectRef, "1", res, "1", []byte{}).Slice()
+			"applied", benchdrive.EffectRef, "1", res, "1", []byte{}).Slice()
 		if err != nil {
 			return fmt.Errorf("floor complete: %w", err)
 		}
@@ -289,8 +240,8 @@ func floorClaimComplete(ctx context.Context, rdb *redis.Client, clients int, d t
 }
 
 func floorReplay(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error) {
-	return drive(ctx, clients, d, func(ctx context.Context, _ int) error {
-		key := strconv.Itoa(1 + rand.IntN(replayKeys))
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := strconv.Itoa(1 + rand.IntN(benchdrive.ReplayKeys))
 		v, err := floorClaim(ctx, rdb, "replay", key)
 		if err != nil {
 			return fmt.Errorf("floor replay: %w", err)
@@ -305,14 +256,14 @@ func floorReplay(ctx context.Context, rdb *redis.Client, clients int, d time.Dur
 // seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
 // tenant "replay".
 func seedReplay(ctx context.Context, s *redisstore.Store) error {
-	for i := 1; i <= replayKeys; i++ {
+	for i := 1; i <= benchdrive.ReplayKeys; i++ {
 		key := strconv.Itoa(i)
-		c, err := s.Claim(ctx, claimParams("replay", key))
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
 		if err != nil {
 			return err
 		}
 		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(result), Failure: []byte{}, EffectReference: effectRef}); err != nil {
+			Status: oncekey.StatusApplied, Result: []byte(benchdrive.Result), Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
 			return err
 		}
 	}
@@ -373,43 +324,7 @@ func startRedis(cpu int) (*redisServer, error) {
 
 // Stop stops the server and removes its directory.
 func (s *redisServer) Stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-	os.RemoveAll(s.dir)
-}
-
-// selfCPU returns this process's user+system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// perOp returns cpu spent over ops per second for d, in µs per op.
-func perOp(cpu time.Duration, opsPerSec float64, d time.Duration) float64 {
-	if opsPerSec <= 0 {
-		return 0
-	}
-	return float64(cpu.Microseconds()) / (opsPerSec * d.Seconds())
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	benchdrive.StopServer(s.cmd, syscall.SIGTERM, 20*time.Second, s.dir)
 }
 
 // allowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list).

@@ -1,0 +1,113 @@
+// Package benchdrive holds what the store benchmarks (pgstore's and redisstore's benchcmd)
+// share: the workload's constant arguments, the loop that drives clients, and the round
+// statistics. It is internal: nothing here is API.
+package benchdrive
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/oncekey/oncekey"
+)
+
+// The workload's constant arguments, the same for every store and for its baseline.
+const (
+	Tool        = "create_ticket"
+	Version     = "v1"
+	Fingerprint = "3f8a1c0e9b7d6a5f4e3d2c1b0a99887766554433221100ffeeddccbbaa998877"
+	WorkflowID  = "bench-workflow"
+	StepID      = "record_issue"
+	Lease       = 30 * time.Second
+	Retention   = 7 * 24 * time.Hour
+	Tombstone   = 30 * 24 * time.Hour
+	Result      = `{"ticket":"T-1042","status":"open"}`
+	EffectRef   = "T-1042"
+	// ReplayKeys is the number of applied records the replay figures claim again at random.
+	ReplayKeys = 1000
+)
+
+// ClaimParams returns the workload's claim of key for tenant.
+func ClaimParams(tenant, key string) *oncekey.ClaimParams {
+	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: Tool, Version: Version,
+		Fingerprint: Fingerprint, WorkflowID: WorkflowID, StepID: StepID, Effect: oncekey.Effectful,
+		Lease: Lease, Retention: Retention, Tombstone: Tombstone}
+}
+
+// Drive runs op from clients goroutines (client is 0..clients-1) for d and returns completed ops
+// per second, with the first error an op returned (its goroutine stops there).
+func Drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (float64, error) {
+	var (
+		n     atomic.Int64
+		wg    sync.WaitGroup
+		first error
+		once  sync.Once
+	)
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for client := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if err := op(ctx, client); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds(), first
+}
+
+// Median returns the median of xs (0 for none).
+func Median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// PerOp returns cpu spent over opsPerSec ops per second for d, in µs per op.
+func PerOp(cpu time.Duration, opsPerSec float64, d time.Duration) float64 {
+	if opsPerSec <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / (opsPerSec * d.Seconds())
+}
+
+// SelfCPU returns this process's user+system CPU time so far.
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// StopServer stops a private server started as cmd: sig, then a kill after wait if it has not
+// exited. Then it removes dir, the server's data directory.
+func StopServer(cmd *exec.Cmd, sig os.Signal, wait time.Duration, dir string) {
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(sig)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	os.RemoveAll(dir)
+}
