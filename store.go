@@ -39,9 +39,11 @@ type Store interface {
 	// Purge turns settled records past retention into tombstones and deletes tombstones past their
 	// window, at most p.BatchSize rows per statement. It never purges a pending or unknown record
 	// (it counts those past retention in PurgeResult.Unsettled), and a record's retention counts
-	// from when it settled (Complete, Release, Resolve).
+	// from when it settled (Complete, Release, Resolve). A store that implements ApprovalStore
+	// also deletes decided approvals past their ExpiresAt (never a pending one), in batches too.
 	Purge(ctx context.Context, p *PurgeParams) (*PurgeResult, error)
-	// Forget deletes every record of one tenant.
+	// Forget deletes every record of one tenant (and, in a store that implements ApprovalStore,
+	// every approval of the tenant).
 	Forget(ctx context.Context, p *ForgetParams) (*ForgetResult, error)
 }
 
@@ -216,7 +218,10 @@ type PurgeParams struct {
 type PurgeResult struct {
 	Tombstoned int64 // settled records past retention turned into tombstones
 	Deleted    int64 // tombstones and settled records past their tombstone window deleted
-	Batches    int
+	// ApprovalsDeleted counts the decided approvals past their Approval.ExpiresAt deleted (by a
+	// store that implements ApprovalStore; a pending approval is never purged).
+	ApprovalsDeleted int64
+	Batches          int
 	// Unsettled counts the records past their retention that Purge left because they are
 	// pending or unknown: nobody knows their outcome yet, so they are kept, however old, until
 	// their owner or a reconciliation settles them (their retention then counts from the
@@ -231,4 +236,9 @@ type PurgeResult struct {
 type ForgetParams struct{ Tenant string }
 
 // ForgetResult counts what Forget deleted.
-type ForgetResult struct{ Deleted int64 }
+type ForgetResult struct {
+	Deleted int64 // records
+	// ApprovalsDeleted counts the tenant's approvals deleted (by a store that implements
+	// ApprovalStore).
+	ApprovalsDeleted int64
+}

@@ -36,15 +36,21 @@ type Store struct {
 	recs map[pk]*oncekey.Record
 	// tokens holds the claim token of the claim that last acquired each record.
 	tokens map[pk]int64
+	// approvals holds the approval of each operation key that has one.
+	approvals map[pk]*oncekey.Approval
 }
 
 type pk struct{ tenant, key string }
 
-var _ oncekey.Store = (*Store)(nil)
+var (
+	_ oncekey.Store         = (*Store)(nil)
+	_ oncekey.ApprovalStore = (*Store)(nil)
+)
 
 // New returns an empty Store. opts may be nil.
 func New(opts *Options) *Store {
-	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record), tokens: make(map[pk]int64)}
+	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record), tokens: make(map[pk]int64),
+		approvals: make(map[pk]*oncekey.Approval)}
 	if opts != nil {
 		if opts.Clock != nil {
 			s.now = opts.Clock
@@ -372,7 +378,8 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 }
 
 // Purge implements oncekey.Store. Each batch takes the lock once and touches at most
-// p.BatchSize records; claims run between batches.
+// p.BatchSize records (or approvals); claims run between batches. After the records it deletes
+// the decided approvals past their ExpiresAt.
 func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -400,6 +407,23 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			if done < n {
 				break
 			}
+		}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return &res, fmt.Errorf("memstore: purge: %w", err)
+		}
+		done := s.purgeApprovals(n)
+		if done == 0 {
+			break
+		}
+		res.ApprovalsDeleted += int64(done)
+		res.Batches++
+		if p.Progress != nil {
+			p.Progress(res)
+		}
+		if done < n {
+			break
 		}
 	}
 	res.Unsettled, res.OldestUnsettled = s.unsettledPastRetention()
@@ -463,7 +487,7 @@ func (s *Store) purgeBatch(n int, deleting bool) int {
 	return done
 }
 
-// Forget implements oncekey.Store.
+// Forget implements oncekey.Store: it deletes the tenant's records and approvals.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -473,13 +497,19 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var n int64
+	var res oncekey.ForgetResult
 	for k := range s.recs {
 		if k.tenant == p.Tenant {
 			delete(s.recs, k)
 			delete(s.tokens, k)
-			n++
+			res.Deleted++
 		}
 	}
-	return &oncekey.ForgetResult{Deleted: n}, nil
+	for k := range s.approvals {
+		if k.tenant == p.Tenant {
+			delete(s.approvals, k)
+			res.ApprovalsDeleted++
+		}
+	}
+	return &res, nil
 }

@@ -29,7 +29,9 @@ const (
 // Run runs the conformance suite against stores made by newStore. newStore is called once per
 // subtest and must return an empty store that is cleaned up with t.Cleanup. Subtests run in
 // parallel. The suite uses real time: leases, retention and tombstone windows of a few hundred
-// milliseconds, waited out on the store's clock (through Get and Claim) with a bound.
+// milliseconds, waited out on the store's clock (through Get and Claim) with a bound. When the
+// stores implement oncekey.ApprovalStore, the subtest "Approval" runs RunApprovals on them too
+// (and is skipped, saying so, when they do not).
 func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -82,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 			tc.fn(t, newStore(t))
 		})
 	}
+	runApprovalsIfImplemented(t, newStore)
 }
 
 // ---- helpers -------------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+package oncekey
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oncekey/oncekey/internal/textcheck"
+)
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil. Stores call it
+// before touching anything. Summary is at most MaxApprovalSummaryBytes bytes (cut a longer
+// one before asking).
+func (p *RequestApprovalParams) Validate() error {
+	const op = "request approval"
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{
+		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Namespace", p.Namespace, false},
+		{"Tool", p.Tool, true}, {"Fingerprint", p.Fingerprint, true},
+		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false},
+	} {
+		if err := checkText(op, f.name, f.v, f.required); err != nil {
+			return err
+		}
+	}
+	if reason := textcheck.Problem(p.Summary, MaxApprovalSummaryBytes); reason != "" {
+		return &InvalidParamsError{Op: op, Field: "Summary", Reason: reason}
+	}
+	return checkPositive(op, "Timeout", p.Timeout)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+func (p *DecideApprovalParams) Validate() error {
+	const op = "decide approval"
+	if err := checkText(op, "Tenant", p.Tenant, true); err != nil {
+		return err
+	}
+	if err := checkText(op, "OperationKey", p.OperationKey, true); err != nil {
+		return err
+	}
+	if p.Episode < 1 {
+		return &InvalidParamsError{Op: op, Field: "Episode", Reason: fmt.Sprintf("%d is not an episode: give the episode of the approval the decision was made for", p.Episode)}
+	}
+	if !p.Status.Decided() {
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not approved, denied or timed_out", p.Status)}
+	}
+	if err := checkText(op, "DecidedBy", p.DecidedBy, false); err != nil {
+		return err
+	}
+	if err := checkText(op, "Reason", p.Reason, false); err != nil {
+		return err
+	}
+	return checkPositive(op, "Retention", p.Retention)
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil. The cursor is
+// checked by the store that issued it.
+func (p *ListApprovalsParams) Validate() error {
+	const op = "list approvals"
+	if p.Status != "" && !p.Status.Valid() {
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not an approval status", p.Status)}
+	}
+	for _, f := range []struct{ name, v string }{
+		{"Tenant", p.Tenant}, {"Tool", p.Tool}, {"WorkflowID", p.WorkflowID}, {"Cursor", p.Cursor},
+	} {
+		if err := checkText(op, f.name, f.v, false); err != nil {
+			return err
+		}
+	}
+	if p.Limit < 0 || p.Limit > MaxListLimit {
+		return &InvalidParamsError{Op: op, Field: "Limit", Reason: fmt.Sprintf("%d is outside 0..%d", p.Limit, MaxListLimit)}
+	}
+	return nil
+}
+
+// PageSize returns p.Limit, or DefaultListLimit when it is zero.
+func (p *ListApprovalsParams) PageSize() int {
+	if p.Limit == 0 {
+		return DefaultListLimit
+	}
+	return p.Limit
+}
+
+// ApprovalCursor is where ListApprovals' keyset pagination resumes: the sort key (requested at,
+// tenant, operation key) of the last approval of a page. Stores hand it out as
+// ListApprovalsResult.Next with NextApprovalCursor and read ListApprovalsParams.Cursor with
+// ParseApprovalCursor; to callers it is an opaque string.
+type ApprovalCursor struct {
+	RequestedAt  time.Time
+	Tenant       string
+	OperationKey string
+}
+
+// NextApprovalCursor returns the cursor that resumes a listing of approvals after a.
+func NextApprovalCursor(a *Approval) string {
+	b, _ := json.Marshal(listCursorJSON{U: a.RequestedAt.UnixMicro(), T: a.Tenant, K: a.OperationKey})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseApprovalCursor reads a cursor made by NextApprovalCursor. Anything else is an
+// *InvalidParamsError.
+func ParseApprovalCursor(s string) (ApprovalCursor, error) {
+	var c listCursorJSON
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return ApprovalCursor{}, &InvalidParamsError{Op: "list approvals", Field: "Cursor", Reason: "not a cursor this store issued"}
+	}
+	return ApprovalCursor{RequestedAt: time.UnixMicro(c.U), Tenant: c.T, OperationKey: c.K}, nil
+}
+
+// Before reports whether c sorts before a in ListApprovals' order (requested at, tenant,
+// operation key).
+func (c ApprovalCursor) Before(a *Approval) bool {
+	cu, au := c.RequestedAt.UnixMicro(), a.RequestedAt.UnixMicro()
+	if cu != au {
+		return cu < au
+	}
+	if c.Tenant != a.Tenant {
+		return c.Tenant < a.Tenant
+	}
+	return c.OperationKey < a.OperationKey
+}

@@ -1,0 +1,170 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/oncekey/oncekey"
+)
+
+// viewApproval returns a copy of a for a caller.
+func viewApproval(a *oncekey.Approval) *oncekey.Approval {
+	c := *a
+	return &c
+}
+
+// approvalPastRetention reports whether a is decided and past its retention at now: the next
+// request asks anew, and Purge deletes it.
+func approvalPastRetention(a *oncekey.Approval, now time.Time) bool {
+	return a.Status != oncekey.ApprovalPending && !now.Before(a.ExpiresAt)
+}
+
+// RequestApproval implements oncekey.ApprovalStore.
+func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: request approval %s: %w", p.OperationKey, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	k := pk{p.Tenant, p.OperationKey}
+	a, ok := s.approvals[k]
+	switch {
+	case !ok:
+		a = &oncekey.Approval{Tenant: p.Tenant, OperationKey: p.OperationKey}
+		s.approvals[k] = a
+	case a.Fingerprint != p.Fingerprint,
+		a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now):
+		// Another operation's approval, or one pending or decided within retention: as it is.
+		return &oncekey.ApprovalResult{Approval: viewApproval(a)}, nil
+	}
+	// A new episode: the first, or the next after a timed-out one or one past retention.
+	*a = oncekey.Approval{
+		Tenant: p.Tenant, OperationKey: p.OperationKey, Namespace: p.Namespace, Tool: p.Tool,
+		Fingerprint: p.Fingerprint, WorkflowID: p.WorkflowID, StepID: p.StepID, Summary: p.Summary,
+		Status: oncekey.ApprovalPending, Episode: a.Episode + 1,
+		RequestedAt: now, Deadline: now.Add(p.Timeout),
+	}
+	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
+}
+
+// DecideApproval implements oncekey.ApprovalStore.
+func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	a, ok := s.approvals[pk{p.Tenant, p.OperationKey}]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	case a.Episode != p.Episode:
+		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
+			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
+	case a.Status != oncekey.ApprovalPending:
+		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a)})
+	}
+	a.Status = p.Status
+	a.DecidedAt = now
+	a.DecidedBy = p.DecidedBy
+	a.Reason = p.Reason
+	a.ExpiresAt = now.Add(p.Retention)
+	return viewApproval(a), nil
+}
+
+// GetApproval implements oncekey.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: get approval %s: %w", p.OperationKey, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.approvals[pk{p.Tenant, p.OperationKey}]
+	if !ok {
+		return nil, fmt.Errorf("memstore: get approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
+	}
+	return viewApproval(a), nil
+}
+
+// ListApprovals implements oncekey.ApprovalStore. Approvals come in (RequestedAt, Tenant,
+// OperationKey) order; an approval asked anew while a caller pages moves to the end.
+func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var after *oncekey.ApprovalCursor
+	if p.Cursor != "" {
+		c, err := oncekey.ParseApprovalCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &c
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: list approvals: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*oncekey.Approval
+	for _, a := range s.approvals {
+		switch {
+		case p.Status != "" && a.Status != p.Status,
+			p.Tenant != "" && a.Tenant != p.Tenant,
+			p.Tool != "" && a.Tool != p.Tool,
+			p.WorkflowID != "" && a.WorkflowID != p.WorkflowID,
+			after != nil && !after.Before(a):
+			continue
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if !a.RequestedAt.Equal(b.RequestedAt) {
+			return a.RequestedAt.Before(b.RequestedAt)
+		}
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
+		}
+		return a.OperationKey < b.OperationKey
+	})
+	res := &oncekey.ListApprovalsResult{}
+	if limit := p.PageSize(); len(out) > limit {
+		out = out[:limit]
+		res.Next = oncekey.NextApprovalCursor(out[limit-1])
+	}
+	for _, a := range out {
+		res.Approvals = append(res.Approvals, viewApproval(a))
+	}
+	return res, nil
+}
+
+// purgeApprovals deletes at most n decided approvals past their retention and returns how many.
+func (s *Store) purgeApprovals(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	done := 0
+	for k, a := range s.approvals {
+		if done == n {
+			break
+		}
+		if approvalPastRetention(a, now) {
+			delete(s.approvals, k)
+			done++
+		}
+	}
+	return done
+}

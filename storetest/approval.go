@@ -1,0 +1,805 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+)
+
+// approvalTests are the subtests of RunApprovals.
+var approvalTests = []struct {
+	name string
+	fn   func(t *testing.T, s oncekey.ApprovalStore)
+}{
+	{"Create", testApprovalCreate},
+	{"SharedPending", testApprovalSharedPending},
+	{"ConcurrentRequestsOneCreates", testApprovalConcurrentRequests},
+	{"Decide", testApprovalDecide},
+	{"DecidedTwiceConflicts", testApprovalConflict},
+	{"ConcurrentDecisionsOneLands", testApprovalConcurrentDecisions},
+	{"StaleEpisodeRefused", testApprovalStaleEpisode},
+	{"TimedOutAsksAnew", testApprovalTimedOut},
+	{"FingerprintDiffersUnchanged", testApprovalFingerprint},
+	{"PastRetentionAsksAnew", testApprovalRetention},
+	{"ListFilters", testApprovalListFilters},
+	{"ListPagination", testApprovalListPagination},
+	{"ListInvalid", testApprovalListInvalid},
+	{"TenantsAreSeparate", testApprovalTenants},
+	{"Purge", testApprovalPurge},
+	{"Forget", testApprovalForget},
+	{"TextFieldsExact", testApprovalTextFields},
+	{"InvalidParams", testApprovalInvalidParams},
+	{"ContextCanceled", testApprovalContextCanceled},
+}
+
+// RunApprovals runs the approval subtests of the conformance suite against stores made by
+// newStore, which is called once per subtest and must return an empty store cleaned up with
+// t.Cleanup. Run calls it for a store that implements oncekey.ApprovalStore; call it yourself
+// only to run the approval subtests alone. Subtests run in parallel, on the store's clock at
+// real speed, like Run's.
+func RunApprovals(t *testing.T, newStore func(t *testing.T) oncekey.ApprovalStore) {
+	t.Helper()
+	for _, tc := range approvalTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// runApprovalsIfImplemented runs RunApprovals under the subtest "Approval" when the stores
+// newStore makes implement oncekey.ApprovalStore, and skips it (saying so) otherwise.
+func runApprovalsIfImplemented(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
+	t.Run("Approval", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := newStore(t).(oncekey.ApprovalStore); !ok {
+			t.Skip("the store does not implement oncekey.ApprovalStore: no approval subtests")
+		}
+		RunApprovals(t, func(t *testing.T) oncekey.ApprovalStore {
+			return newStore(t).(oncekey.ApprovalStore)
+		})
+	})
+}
+
+// ---- helpers -------------------------------------------------------------------------------
+
+// approvalParams returns request params for a fresh key in tenant "acme".
+func approvalParams() *oncekey.RequestApprovalParams {
+	return &oncekey.RequestApprovalParams{
+		Tenant: "acme", OperationKey: newKey(), Namespace: "ns-a", Tool: "refund",
+		Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-1", StepID: "refund_order",
+		Summary: "refund 120.00 EUR on order 42", Timeout: time.Hour,
+	}
+}
+
+func request(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalParams) *oncekey.ApprovalResult {
+	t.Helper()
+	res, err := s.RequestApproval(ctxT(t), p)
+	require.NoError(t, err)
+	require.NotNil(t, res.Approval)
+	return res
+}
+
+// requestNew asks for approval of p's key and requires a new pending episode.
+func requestNew(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalParams) *oncekey.Approval {
+	t.Helper()
+	res := request(t, s, p)
+	require.True(t, res.Created, "request of %s did not create a pending episode: %+v", p.OperationKey, res.Approval)
+	require.Equal(t, oncekey.ApprovalPending, res.Approval.Status)
+	return res.Approval
+}
+
+func decision(a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.DecideApprovalParams {
+	return &oncekey.DecideApprovalParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode,
+		Status: st, DecidedBy: "alice@example.com", Reason: "checked the order", Retention: time.Hour}
+}
+
+func decide(t *testing.T, s oncekey.ApprovalStore, a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.Approval {
+	t.Helper()
+	out, err := s.DecideApproval(ctxT(t), decision(a, st))
+	require.NoError(t, err)
+	return out
+}
+
+func getApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string) *oncekey.Approval {
+	t.Helper()
+	a, err := s.GetApproval(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	require.NoError(t, err)
+	return a
+}
+
+func requireNoApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string) {
+	t.Helper()
+	_, err := s.GetApproval(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
+
+// requireSameApproval asserts two reads of an approval are equal in every field.
+func requireSameApproval(t *testing.T, want, got *oncekey.Approval) {
+	t.Helper()
+	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
+	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
+	require.Equal(t, want.Namespace, got.Namespace, "Namespace")
+	require.Equal(t, want.Tool, got.Tool, "Tool")
+	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
+	require.Equal(t, want.WorkflowID, got.WorkflowID, "WorkflowID")
+	require.Equal(t, want.StepID, got.StepID, "StepID")
+	require.Equal(t, want.Summary, got.Summary, "Summary")
+	require.Equal(t, want.Status, got.Status, "Status")
+	require.Equal(t, want.Episode, got.Episode, "Episode")
+	require.Equal(t, want.DecidedBy, got.DecidedBy, "DecidedBy")
+	require.Equal(t, want.Reason, got.Reason, "Reason")
+	for _, f := range []struct {
+		name string
+		w, g time.Time
+	}{
+		{"RequestedAt", want.RequestedAt, got.RequestedAt}, {"Deadline", want.Deadline, got.Deadline},
+		{"DecidedAt", want.DecidedAt, got.DecidedAt}, {"ExpiresAt", want.ExpiresAt, got.ExpiresAt},
+	} {
+		require.True(t, f.w.Equal(f.g), "%s: want %s, got %s", f.name, f.w, f.g)
+	}
+}
+
+// requirePendingFrom asserts a is a fresh pending episode asked with p.
+func requirePendingFrom(t *testing.T, p *oncekey.RequestApprovalParams, a *oncekey.Approval) {
+	t.Helper()
+	require.Equal(t, p.Tenant, a.Tenant)
+	require.Equal(t, p.OperationKey, a.OperationKey)
+	require.Equal(t, p.Namespace, a.Namespace)
+	require.Equal(t, p.Tool, a.Tool)
+	require.Equal(t, p.Fingerprint, a.Fingerprint)
+	require.Equal(t, p.WorkflowID, a.WorkflowID)
+	require.Equal(t, p.StepID, a.StepID)
+	require.Equal(t, p.Summary, a.Summary)
+	require.Equal(t, oncekey.ApprovalPending, a.Status)
+	require.False(t, a.RequestedAt.IsZero())
+	require.Equal(t, p.Timeout, a.Deadline.Sub(a.RequestedAt), "the deadline is the timeout from the request, on the store's clock")
+	require.True(t, a.DecidedAt.IsZero(), "DecidedAt while pending: %s", a.DecidedAt)
+	require.True(t, a.ExpiresAt.IsZero(), "ExpiresAt while pending: %s", a.ExpiresAt)
+	require.Empty(t, a.DecidedBy)
+	require.Empty(t, a.Reason)
+}
+
+func requireApprovalConflict(t *testing.T, err error) *oncekey.ApprovalConflictError {
+	t.Helper()
+	var ce *oncekey.ApprovalConflictError
+	require.ErrorAs(t, err, &ce)
+	require.NotNil(t, ce.Approval)
+	return ce
+}
+
+// ---- request and decide --------------------------------------------------------------------
+
+func testApprovalCreate(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	p.Timeout = 90*time.Minute + 1234567*time.Microsecond
+	res := request(t, s, p)
+	require.True(t, res.Created)
+	a := res.Approval
+	requirePendingFrom(t, p, a)
+	require.Equal(t, int64(1), a.Episode)
+	requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+	requireNoApproval(t, s, p.Tenant, newKey())
+}
+
+// A repeat or a re-proposal of the call while its approval is pending shares it: nothing
+// changes, whoever asks (another workflow, another summary, another timeout).
+func testApprovalSharedPending(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	a := requestNew(t, s, p)
+	q := *p
+	q.WorkflowID, q.StepID, q.Summary, q.Namespace, q.Timeout = "wf-2", "again", "another summary", "ns-b", time.Minute
+	for _, r := range []*oncekey.RequestApprovalParams{p, &q} {
+		res := request(t, s, r)
+		require.False(t, res.Created)
+		requireSameApproval(t, a, res.Approval)
+	}
+	requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+}
+
+func testApprovalConcurrentRequests(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	var (
+		mu      sync.Mutex
+		created int
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			q := *p
+			res, err := s.RequestApproval(context.Background(), &q)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case res.Created:
+				created++
+			case res.Approval.Episode != 1 || res.Approval.Status != oncekey.ApprovalPending:
+				errs = append(errs, fmt.Errorf("unexpected approval %+v", res.Approval))
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, 1, created, "exactly one of 16 concurrent requests creates the approval")
+}
+
+func testApprovalDecide(t *testing.T, s oncekey.ApprovalStore) {
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied} {
+		p := approvalParams()
+		a := requestNew(t, s, p)
+		d := decision(a, st)
+		d.Retention = 36*time.Hour + 250*time.Millisecond
+		out, err := s.DecideApproval(ctxT(t), d)
+		require.NoError(t, err)
+		require.Equal(t, st, out.Status)
+		require.Equal(t, a.Episode, out.Episode)
+		require.Equal(t, "alice@example.com", out.DecidedBy)
+		require.Equal(t, "checked the order", out.Reason)
+		require.False(t, out.DecidedAt.Before(a.RequestedAt), "decided %s before requested %s", out.DecidedAt, a.RequestedAt)
+		require.Equal(t, d.Retention, out.ExpiresAt.Sub(out.DecidedAt), "retention counts from the decision")
+		require.True(t, a.RequestedAt.Equal(out.RequestedAt))
+		require.True(t, a.Deadline.Equal(out.Deadline))
+		require.Equal(t, p.Summary, out.Summary)
+		requireSameApproval(t, out, getApproval(t, s, p.Tenant, p.OperationKey))
+
+		// A repeat of the call sees the decision and asks nothing.
+		res := request(t, s, p)
+		require.False(t, res.Created, "a repeat of a %s call does not ask again", st)
+		requireSameApproval(t, out, res.Approval)
+	}
+}
+
+// A decided approval is not decided again: ApprovalConflictError carries it as it is, and
+// nothing changes.
+func testApprovalConflict(t *testing.T, s oncekey.ApprovalStore) {
+	for _, first := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+		a := requestNew(t, s, approvalParams())
+		done := decide(t, s, a, first)
+		for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+			d := decision(a, st)
+			d.DecidedBy, d.Reason = "mallory", "late"
+			_, err := s.DecideApproval(ctxT(t), d)
+			ce := requireApprovalConflict(t, err)
+			requireSameApproval(t, done, ce.Approval)
+			require.Contains(t, err.Error(), "already "+string(first))
+		}
+		requireSameApproval(t, done, getApproval(t, s, a.Tenant, a.OperationKey))
+	}
+}
+
+func testApprovalConcurrentDecisions(t *testing.T, s oncekey.ApprovalStore) {
+	a := requestNew(t, s, approvalParams())
+	var (
+		mu        sync.Mutex
+		landed    []*oncekey.Approval
+		conflicts int
+		errs      []error
+		wg        sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d := decision(a, []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut}[i%3])
+			d.DecidedBy = fmt.Sprintf("decider-%d", i)
+			out, err := s.DecideApproval(context.Background(), d)
+			mu.Lock()
+			defer mu.Unlock()
+			var ce *oncekey.ApprovalConflictError
+			switch {
+			case err == nil:
+				landed = append(landed, out)
+			case errors.As(err, &ce):
+				conflicts++
+			default:
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Len(t, landed, 1, "exactly one of 12 concurrent decisions lands")
+	require.Equal(t, 11, conflicts)
+	requireSameApproval(t, landed[0], getApproval(t, s, a.Tenant, a.OperationKey))
+}
+
+// A decision names the episode it was made for: delivered again after the approval was asked
+// anew, it is refused with *oncekey.StaleDecisionError and changes nothing.
+func testApprovalStaleEpisode(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	first := requestNew(t, s, p)
+	late := decision(first, oncekey.ApprovalApproved)
+	decide(t, s, first, oncekey.ApprovalTimedOut)
+	second := requestNew(t, s, p)
+	require.Equal(t, int64(2), second.Episode)
+
+	for _, ep := range []int64{1, 3} {
+		d := *late
+		d.Episode = ep
+		_, err := s.DecideApproval(ctxT(t), &d)
+		var stale *oncekey.StaleDecisionError
+		require.ErrorAs(t, err, &stale, "a decision for episode %d", ep)
+		require.Equal(t, ep, stale.Epoch)
+		require.Equal(t, int64(2), stale.Current)
+		require.Equal(t, p.OperationKey, stale.OperationKey)
+		requireSameApproval(t, second, getApproval(t, s, p.Tenant, p.OperationKey))
+	}
+	out := decide(t, s, second, oncekey.ApprovalApproved)
+	require.Equal(t, int64(2), out.Episode)
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+}
+
+// A timed-out approval is asked anew by the next request: a new pending episode, with the new
+// request's fields and timeout and no trace of the old decision.
+func testApprovalTimedOut(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	first := requestNew(t, s, p)
+	to := decision(first, oncekey.ApprovalTimedOut)
+	to.DecidedBy, to.Reason = "oncekey (approval timeout)", ""
+	timedOut, err := s.DecideApproval(ctxT(t), to)
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalTimedOut, timedOut.Status)
+	require.Equal(t, "oncekey (approval timeout)", timedOut.DecidedBy)
+
+	q := *p
+	q.WorkflowID, q.StepID, q.Summary, q.Namespace, q.Timeout = "wf-2", "again", "refund 120.00 EUR on order 42 (asked again)", "ns-b", 2*time.Hour
+	res := request(t, s, &q)
+	require.True(t, res.Created, "a timed-out approval is asked anew")
+	second := res.Approval
+	requirePendingFrom(t, &q, second)
+	require.Equal(t, int64(2), second.Episode)
+	require.False(t, second.RequestedAt.Before(timedOut.DecidedAt))
+	requireSameApproval(t, second, getApproval(t, s, p.Tenant, p.OperationKey))
+
+	// Pending again: shared as any pending approval.
+	res = request(t, s, p)
+	require.False(t, res.Created)
+	requireSameApproval(t, second, res.Approval)
+}
+
+// An approval of another fingerprint is another call under the same key: RequestApproval returns
+// it unchanged, whatever its state, and the caller refuses the call as a mismatch.
+func testApprovalFingerprint(t *testing.T, s oncekey.ApprovalStore) {
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+		p := approvalParams()
+		a := requestNew(t, s, p)
+		if st != oncekey.ApprovalPending {
+			a = decide(t, s, a, st)
+		}
+		q := *p
+		q.Fingerprint = strings.Repeat("cd", 32)
+		res := request(t, s, &q)
+		require.False(t, res.Created, "a request of another fingerprint changes nothing (%s)", st)
+		requireSameApproval(t, a, res.Approval)
+		require.Equal(t, p.Fingerprint, res.Approval.Fingerprint)
+		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+	}
+}
+
+// A decided approval past its retention is asked anew, at the next episode, by a request with
+// its fingerprint; a request with another fingerprint still changes nothing.
+func testApprovalRetention(t *testing.T, s oncekey.ApprovalStore) {
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied} {
+		p := approvalParams()
+		d := decision(requestNew(t, s, p), st)
+		d.Retention = 300 * time.Millisecond
+		done, err := s.DecideApproval(ctxT(t), d)
+		require.NoError(t, err)
+		require.Equal(t, 300*time.Millisecond, done.ExpiresAt.Sub(done.DecidedAt))
+
+		other := *p
+		other.Fingerprint = strings.Repeat("cd", 32)
+		var res *oncekey.ApprovalResult
+		require.Eventually(t, func() bool {
+			res = request(t, s, &other)
+			require.False(t, res.Created, "another fingerprint never asks anew")
+			requireSameApproval(t, done, res.Approval)
+			res = request(t, s, p)
+			if !res.Created {
+				requireSameApproval(t, done, res.Approval)
+			}
+			return res.Created
+		}, waitFor, pollEvery, "the %s approval was never asked anew after its retention", st)
+		requirePendingFrom(t, p, res.Approval)
+		require.Equal(t, int64(2), res.Approval.Episode)
+		require.False(t, res.Approval.RequestedAt.Before(done.ExpiresAt), "asked anew at %s, before the end of retention %s",
+			res.Approval.RequestedAt, done.ExpiresAt)
+	}
+}
+
+// ---- list ----------------------------------------------------------------------------------
+
+func approvalKeys(as []*oncekey.Approval) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.Tenant + "/" + a.OperationKey
+	}
+	return out
+}
+
+func listAllApprovals(t *testing.T, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams) []*oncekey.Approval {
+	t.Helper()
+	var out []*oncekey.Approval
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 1000)
+		res, err := s.ListApprovals(ctxT(t), &p)
+		require.NoError(t, err)
+		out = append(out, res.Approvals...)
+		if res.Next == "" {
+			return out
+		}
+		p.Cursor = res.Next
+	}
+}
+
+// requireRequestOrder asserts as is in ListApprovals' order: (RequestedAt, Tenant, OperationKey).
+func requireRequestOrder(t *testing.T, as []*oncekey.Approval) {
+	t.Helper()
+	for i := 1; i < len(as); i++ {
+		a, b := as[i-1], as[i]
+		require.True(t, a.RequestedAt.Before(b.RequestedAt) || (a.RequestedAt.Equal(b.RequestedAt) &&
+			(a.Tenant < b.Tenant || (a.Tenant == b.Tenant && a.OperationKey < b.OperationKey))),
+			"oldest request first: %s/%s at %s before %s/%s at %s", a.Tenant, a.OperationKey, a.RequestedAt, b.Tenant, b.OperationKey, b.RequestedAt)
+	}
+}
+
+func testApprovalListFilters(t *testing.T, s oncekey.ApprovalStore) {
+	type made struct {
+		p  *oncekey.RequestApprovalParams
+		st oncekey.ApprovalStatus
+	}
+	var all []made
+	mk := func(tenant, tool, wf string, st oncekey.ApprovalStatus) {
+		p := approvalParams()
+		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
+		a := requestNew(t, s, p)
+		if st != oncekey.ApprovalPending {
+			decide(t, s, a, st)
+		}
+		all = append(all, made{p, st})
+	}
+	mk("acme", "refund", "wf-1", oncekey.ApprovalPending)
+	mk("acme", "refund", "wf-2", oncekey.ApprovalApproved)
+	mk("acme", "delete_account", "wf-1", oncekey.ApprovalPending)
+	mk("globex", "refund", "wf-1", oncekey.ApprovalPending)
+	mk("globex", "wire", "wf-3", oncekey.ApprovalDenied)
+	mk("globex", "wire", "wf-3", oncekey.ApprovalTimedOut)
+	mk("acme", "wire", "wf-4", oncekey.ApprovalDenied)
+
+	check := func(lp oncekey.ListApprovalsParams, f func(m made) bool) {
+		t.Helper()
+		var want []string
+		for _, m := range all {
+			if f(m) {
+				want = append(want, m.p.Tenant+"/"+m.p.OperationKey)
+			}
+		}
+		got := listAllApprovals(t, s, lp)
+		require.ElementsMatch(t, want, approvalKeys(got), "filter %+v", lp)
+		requireRequestOrder(t, got)
+		for _, a := range got {
+			requireSameApproval(t, getApproval(t, s, a.Tenant, a.OperationKey), a)
+		}
+	}
+	check(oncekey.ListApprovalsParams{}, func(made) bool { return true })
+	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending}, func(m made) bool { return m.st == oncekey.ApprovalPending })
+	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: "acme"}, func(m made) bool {
+		return m.st == oncekey.ApprovalPending && m.p.Tenant == "acme"
+	})
+	check(oncekey.ListApprovalsParams{Tool: "wire"}, func(m made) bool { return m.p.Tool == "wire" })
+	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalTimedOut}, func(m made) bool { return m.st == oncekey.ApprovalTimedOut })
+	check(oncekey.ListApprovalsParams{WorkflowID: "wf-1", Tool: "refund"}, func(m made) bool {
+		return m.p.WorkflowID == "wf-1" && m.p.Tool == "refund"
+	})
+	check(oncekey.ListApprovalsParams{Tenant: "initech"}, func(made) bool { return false })
+}
+
+func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
+	var made []*oncekey.Approval
+	for range 23 {
+		made = append(made, requestNew(t, s, approvalParams()))
+	}
+	var pages int
+	var got []*oncekey.Approval
+	lp := oncekey.ListApprovalsParams{Limit: 5}
+	for {
+		res, err := s.ListApprovals(ctxT(t), &lp)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(res.Approvals), 5)
+		pages++
+		got = append(got, res.Approvals...)
+		if res.Next == "" {
+			break
+		}
+		lp.Cursor = res.Next
+	}
+	require.GreaterOrEqual(t, pages, 5)
+	require.ElementsMatch(t, approvalKeys(made), approvalKeys(got), "each approval exactly once")
+	require.Len(t, got, 23)
+	requireRequestOrder(t, got)
+
+	// An approval asked anew while a caller pages moves to the end; no other is skipped or
+	// repeated.
+	lp = oncekey.ListApprovalsParams{Limit: 4}
+	res, err := s.ListApprovals(ctxT(t), &lp)
+	require.NoError(t, err)
+	seen := approvalKeys(res.Approvals)
+	moved := got[10]
+	decide(t, s, moved, oncekey.ApprovalTimedOut)
+	again := requestNew(t, s, &oncekey.RequestApprovalParams{Tenant: moved.Tenant, OperationKey: moved.OperationKey,
+		Tool: moved.Tool, Fingerprint: moved.Fingerprint, Timeout: time.Hour})
+	require.Equal(t, int64(2), again.Episode)
+	lp.Cursor = res.Next
+	rest := listAllApprovals(t, s, lp)
+	seen = append(seen, approvalKeys(rest)...)
+	require.Len(t, seen, 23)
+	require.ElementsMatch(t, approvalKeys(got), seen)
+	require.Equal(t, moved.Tenant+"/"+moved.OperationKey, seen[len(seen)-1], "asked anew: listed last")
+
+	// The default page size is 100.
+	for range 80 {
+		requestNew(t, s, approvalParams())
+	}
+	res, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Approvals, oncekey.DefaultListLimit)
+	require.NotEmpty(t, res.Next)
+	res, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Cursor: res.Next})
+	require.NoError(t, err)
+	require.Len(t, res.Approvals, 3)
+	require.Empty(t, res.Next)
+}
+
+func testApprovalListInvalid(t *testing.T, s oncekey.ApprovalStore) {
+	_, err := s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Limit: oncekey.MaxListLimit + 1})
+	requireInvalid(t, err, "Limit")
+	_, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Limit: -1})
+	requireInvalid(t, err, "Limit")
+	_, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Cursor: "not a cursor!"})
+	requireInvalid(t, err, "Cursor")
+	for _, st := range []oncekey.ApprovalStatus{"all", "applied", "bogus"} {
+		_, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Status: st})
+		requireInvalid(t, err, "Status")
+	}
+}
+
+// ---- tenants, purge, forget ----------------------------------------------------------------
+
+func testApprovalTenants(t *testing.T, s oncekey.ApprovalStore) {
+	a := approvalParams()
+	b := *a
+	b.Tenant, b.Fingerprint = "globex", strings.Repeat("99", 32)
+	ra := requestNew(t, s, a)
+	rb := requestNew(t, s, &b)
+	require.Equal(t, int64(1), rb.Episode, "the same key under another tenant is another approval")
+	decide(t, s, ra, oncekey.ApprovalApproved)
+	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", a.OperationKey).Status)
+	require.Equal(t, b.Fingerprint, getApproval(t, s, "globex", a.OperationKey).Fingerprint)
+	require.Equal(t, oncekey.ApprovalApproved, getApproval(t, s, "acme", a.OperationKey).Status)
+
+	// A decision is tenant-scoped: under a tenant without the key, there is nothing to decide.
+	d := decision(rb, oncekey.ApprovalDenied)
+	d.Tenant = "umbrella"
+	_, err := s.DecideApproval(ctxT(t), d)
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	requireNoApproval(t, s, "umbrella", a.OperationKey)
+	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", a.OperationKey).Status)
+	lr := listAllApprovals(t, s, oncekey.ListApprovalsParams{Tenant: "globex"})
+	require.Equal(t, []string{"globex/" + a.OperationKey}, approvalKeys(lr))
+}
+
+// Purge deletes the decided approvals past their retention, in batches, and never a pending
+// one, however old.
+func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
+	st := s.(oncekey.Store)
+	var gone []*oncekey.Approval
+	for i := range 7 {
+		d := decision(requestNew(t, s, approvalParams()),
+			[]oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut}[i%3])
+		d.Retention = 200 * time.Millisecond
+		a, err := s.DecideApproval(ctxT(t), d)
+		require.NoError(t, err)
+		gone = append(gone, a)
+	}
+	pp := approvalParams()
+	pp.Timeout = 100 * time.Millisecond // past its deadline soon: still pending until decided
+	pending := requestNew(t, s, pp)
+	kept := decide(t, s, requestNew(t, s, approvalParams()), oncekey.ApprovalApproved)
+	// A record beside them: the record steps of Purge leave it alone.
+	rp := params(oncekey.Effectful)
+	rec := acquire(t, st, rp)
+
+	var total oncekey.PurgeResult
+	require.Eventually(t, func() bool {
+		res, err := st.Purge(context.Background(), &oncekey.PurgeParams{BatchSize: 3})
+		require.NoError(t, err)
+		require.LessOrEqual(t, res.ApprovalsDeleted, int64(7))
+		total.ApprovalsDeleted += res.ApprovalsDeleted
+		total.Tombstoned += res.Tombstoned
+		total.Deleted += res.Deleted
+		return total.ApprovalsDeleted == 7
+	}, waitFor, pollEvery, "the decided approvals past retention were never all deleted")
+	require.Zero(t, total.Tombstoned, "no record was past retention")
+	require.Zero(t, total.Deleted)
+	for _, a := range gone {
+		requireNoApproval(t, s, a.Tenant, a.OperationKey)
+	}
+	requireSameApproval(t, pending, getApproval(t, s, pending.Tenant, pending.OperationKey))
+	requireSameApproval(t, kept, getApproval(t, s, kept.Tenant, kept.OperationKey))
+	requireSame(t, rec, get(t, st, rp.Tenant, rp.OperationKey))
+
+	// Batches of at most BatchSize, each reported.
+	for range 5 {
+		d := decision(requestNew(t, s, approvalParams()), oncekey.ApprovalDenied)
+		d.Retention = 100 * time.Millisecond
+		_, err := s.DecideApproval(ctxT(t), d)
+		require.NoError(t, err)
+	}
+	last := approvalParams()
+	d := decision(requestNew(t, s, last), oncekey.ApprovalDenied)
+	d.Retention = 100 * time.Millisecond
+	lastDone, err := s.DecideApproval(ctxT(t), d)
+	require.NoError(t, err)
+	// Once the last one is past retention (a request of it asks anew), all six were: asking anew
+	// turned it pending again, so five are left for Purge.
+	require.Eventually(t, func() bool { return request(t, s, last).Created }, waitFor, pollEvery)
+	require.NotEqual(t, lastDone.Episode, getApproval(t, s, last.Tenant, last.OperationKey).Episode)
+	var progress []oncekey.PurgeResult
+	res, err := st.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 2, Progress: func(r oncekey.PurgeResult) { progress = append(progress, r) }})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), res.ApprovalsDeleted)
+	require.GreaterOrEqual(t, res.Batches, 3)
+	require.Len(t, progress, res.Batches)
+	prev := int64(0)
+	for _, pr := range progress {
+		require.LessOrEqual(t, pr.ApprovalsDeleted-prev, int64(2), "a batch deletes at most BatchSize approvals")
+		prev = pr.ApprovalsDeleted
+	}
+	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, last.Tenant, last.OperationKey).Status)
+}
+
+func testApprovalForget(t *testing.T, s oncekey.ApprovalStore) {
+	st := s.(oncekey.Store)
+	var keep []*oncekey.RequestApprovalParams
+	for i := range 5 {
+		p := approvalParams()
+		a := requestNew(t, s, p)
+		if i%2 == 0 {
+			decide(t, s, a, oncekey.ApprovalApproved)
+		}
+		q := *p
+		q.Tenant = "globex"
+		requestNew(t, s, &q)
+		keep = append(keep, &q)
+	}
+	rp := params(oncekey.Effectful)
+	acquire(t, st, rp)
+	res, err := st.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Deleted, "the tenant's one record")
+	require.Equal(t, int64(5), res.ApprovalsDeleted, "the tenant's five approvals")
+	for _, q := range keep {
+		requireNoApproval(t, s, "acme", q.OperationKey)
+		require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", q.OperationKey).Status)
+	}
+	lr, err := s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Empty(t, lr.Approvals)
+	res, err = st.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ForgetResult{}, *res)
+}
+
+// ---- exact storage and bad input -----------------------------------------------------------
+
+func testApprovalTextFields(t *testing.T, s oncekey.ApprovalStore) {
+	odd := `O'Brien "quoted" \back\slash\\ \x00 $1 %s _% ; DROP TABLE x; -- Ünïcødé 漢字 🙂 ` + "\t\n\r"
+	long := strings.Repeat("é'\"\\%_ü漢字🙂", 10*1024/19+1)
+	for _, v := range []string{odd, long} {
+		p := approvalParams()
+		p.Tenant = "tenant " + v
+		p.OperationKey = newKey() + v
+		p.Namespace, p.Tool, p.WorkflowID, p.StepID = "ns "+v, "tool "+v, "wf "+v, "step "+v
+		p.Summary = "summary " + v
+		if len(p.Summary) > oncekey.MaxApprovalSummaryBytes {
+			p.Summary = odd
+		}
+		a := requestNew(t, s, p)
+		requirePendingFrom(t, p, a)
+		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+		d := decision(a, oncekey.ApprovalDenied)
+		d.DecidedBy, d.Reason = "by "+v, "reason "+v
+		out, err := s.DecideApproval(ctxT(t), d)
+		require.NoError(t, err)
+		require.Equal(t, "by "+v, out.DecidedBy)
+		require.Equal(t, "reason "+v, out.Reason)
+		requireSameApproval(t, out, getApproval(t, s, p.Tenant, p.OperationKey))
+		lr := listAllApprovals(t, s, oncekey.ListApprovalsParams{Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID})
+		require.Equal(t, []string{p.Tenant + "/" + p.OperationKey}, approvalKeys(lr))
+		requireSameApproval(t, out, lr[0])
+	}
+	// A summary of exactly MaxApprovalSummaryBytes is kept whole.
+	p := approvalParams()
+	p.Summary = strings.Repeat("漢", oncekey.MaxApprovalSummaryBytes/3) + strings.Repeat("x", oncekey.MaxApprovalSummaryBytes%3)
+	require.Len(t, p.Summary, oncekey.MaxApprovalSummaryBytes)
+	require.Equal(t, p.Summary, requestNew(t, s, p).Summary)
+}
+
+func testApprovalInvalidParams(t *testing.T, s oncekey.ApprovalStore) {
+	ctx := ctxT(t)
+	for field, mut := range map[string]func(p *oncekey.RequestApprovalParams){
+		"Tenant":       func(p *oncekey.RequestApprovalParams) { p.Tenant = " " },
+		"OperationKey": func(p *oncekey.RequestApprovalParams) { p.OperationKey = "" },
+		"Tool":         func(p *oncekey.RequestApprovalParams) { p.Tool = "" },
+		"Fingerprint":  func(p *oncekey.RequestApprovalParams) { p.Fingerprint = "" },
+		"WorkflowID":   func(p *oncekey.RequestApprovalParams) { p.WorkflowID = "bad\xffutf8" },
+		"Namespace":    func(p *oncekey.RequestApprovalParams) { p.Namespace = "bad\x00ns" },
+		"Summary": func(p *oncekey.RequestApprovalParams) {
+			p.Summary = strings.Repeat("x", oncekey.MaxApprovalSummaryBytes+1)
+		},
+		"Timeout": func(p *oncekey.RequestApprovalParams) { p.Timeout = 0 },
+	} {
+		p := approvalParams()
+		mut(p)
+		_, err := s.RequestApproval(ctx, p)
+		requireInvalid(t, err, field)
+		if p.OperationKey != "" && strings.TrimSpace(p.Tenant) != "" {
+			requireNoApproval(t, s, p.Tenant, p.OperationKey)
+		}
+	}
+	a := requestNew(t, s, approvalParams())
+	for field, mut := range map[string]func(d *oncekey.DecideApprovalParams){
+		"Tenant":    func(d *oncekey.DecideApprovalParams) { d.Tenant = "" },
+		"Episode":   func(d *oncekey.DecideApprovalParams) { d.Episode = 0 },
+		"Status":    func(d *oncekey.DecideApprovalParams) { d.Status = oncekey.ApprovalPending },
+		"DecidedBy": func(d *oncekey.DecideApprovalParams) { d.DecidedBy = "bad\x00" },
+		"Retention": func(d *oncekey.DecideApprovalParams) { d.Retention = -time.Second },
+	} {
+		d := decision(a, oncekey.ApprovalApproved)
+		mut(d)
+		_, err := s.DecideApproval(ctx, d)
+		requireInvalid(t, err, field)
+	}
+	for _, st := range []oncekey.ApprovalStatus{"", "applied", "bogus"} {
+		_, err := s.DecideApproval(ctx, decision(a, st))
+		requireInvalid(t, err, "Status")
+	}
+	requireSameApproval(t, a, getApproval(t, s, a.Tenant, a.OperationKey))
+
+	missing := *a
+	missing.OperationKey = newKey()
+	_, err := s.DecideApproval(ctx, decision(&missing, oncekey.ApprovalApproved))
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	requireNoApproval(t, s, a.Tenant, missing.OperationKey)
+	_, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: a.Tenant})
+	requireInvalid(t, err, "OperationKey")
+}
+
+func testApprovalContextCanceled(t *testing.T, s oncekey.ApprovalStore) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := approvalParams()
+	_, err := s.RequestApproval(ctx, p)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
+	requireNoApproval(t, s, p.Tenant, p.OperationKey)
+}
