@@ -1,18 +1,20 @@
 // Command oncekey is the operator CLI for oncekey's records: apply migrations, list and inspect
-// operations, resolve an operation whose outcome is unknown, purge expired records, erase a
-// tenant, and serve the operator inbox (a web page of what waits for a person).
+// operations, resolve an operation whose outcome is unknown, list, approve and deny the calls
+// that wait for approval, purge expired records, erase a tenant, and serve the operator inbox (a
+// web page of what waits for a person).
 //
 // Postgres is reached with --database-url, else DATABASE_URL, else the libpq variables (PGHOST,
-// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). Temporal (for resolve and serve) with --address, else
-// TEMPORAL_ADDRESS, else 127.0.0.1:7233; namespace --namespace, else TEMPORAL_NAMESPACE, else
-// "default".
+// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). Temporal (for resolve, approve, deny and serve)
+// with --address, else TEMPORAL_ADDRESS, else 127.0.0.1:7233; namespace --namespace, else
+// TEMPORAL_NAMESPACE, else "default".
 //
 // Exit codes:
 //
 //	0  success
 //	1  the operation failed (a store or server error, a record in the wrong state)
 //	2  usage: unknown command or flag, missing or conflicting flags, malformed input
-//	3  not found: no such record, or no reconciliation workflow waiting for the key
+//	3  not found: no such record or approval, or no reconciliation or approval workflow waiting for
+//	   the key
 //	4  unreachable: Postgres or the Temporal server could not be reached (an outage: try again)
 //	5  configuration: Postgres refused the role, the password or the database name (retrying
 //	   cannot help: fix the URL or the libpq variables)

@@ -47,6 +47,13 @@ type recordView struct {
 	TombstoneUntil  *time.Time      `json:"tombstone_until,omitempty"`
 }
 
+// showView is what `oncekey show --json` prints: the record's fields (none when the call has not
+// claimed its key yet) and, when the operation has one, its approval.
+type showView struct {
+	*recordView
+	Approval *approvalView `json:"approval,omitempty"`
+}
+
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -269,7 +276,7 @@ func newShowCmd(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "show KEY",
-		Short: "Show one operation record (the stored result only with --show-result)",
+		Short: "Show one operation record and its approval, if it has one (the stored result only with --show-result)",
 		Example: "  oncekey show ok1_3f2a… --tenant acme\n" +
 			"  oncekey show ok1_3f2a… --tenant acme --show-result --json",
 		Args: cobra.ExactArgs(1),
@@ -288,21 +295,48 @@ func newShowCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			op := fmt.Sprintf("show %s (tenant %s)", key, tenant)
 			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-			if errors.Is(err, oncekey.ErrNotFound) {
+			if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
+				return a.storeError(op, err)
+			}
+			ap, aerr := getApproval(ctx, s, tenant, key)
+			if aerr != nil {
+				return a.storeError(op+": approval", aerr)
+			}
+			if r == nil && ap == nil {
 				return a.recordNotFound(key, tenant, tenantGiven)
 			}
-			if err != nil {
-				return a.storeError(fmt.Sprintf("show %s (tenant %s)", key, tenant), err)
-			}
-			v := view(r, showResult)
-			if asJSON {
-				return writeJSON(a.stdout, v)
+			sv := showView{}
+			if ap != nil {
+				sv.Approval = approvalViewOf(ap)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			// line prints a value the CLI formatted; field a stored string, escaped (see printable).
 			line := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
 			field := func(k, val string) { line(k, cell(val)) }
+			if r == nil {
+				// An approval without a record: the call has not claimed its key.
+				if asJSON {
+					return writeJSON(a.stdout, sv)
+				}
+				field("operation key", ap.OperationKey)
+				field("tenant", ap.Tenant)
+				if ap.Namespace != "" {
+					field("namespace", ap.Namespace)
+				}
+				field("tool", ap.Tool)
+				field("workflow", ap.WorkflowID)
+				field("step", ap.StepID)
+				line("record", noRecordLine(sv.Approval))
+				printApproval(tw, sv.Approval)
+				return tw.Flush()
+			}
+			v := view(r, showResult)
+			sv.recordView = &v
+			if asJSON {
+				return writeJSON(a.stdout, sv)
+			}
 			field("operation key", v.OperationKey)
 			field("tenant", v.Tenant)
 			if v.Namespace != "" {
@@ -345,6 +379,9 @@ func newShowCmd(a *app) *cobra.Command {
 				line("result", printableJSON(b))
 			case v.ResultBytes > 0:
 				line("result", fmt.Sprintf("%d bytes stored as a Temporal payload (print with --show-result)", v.ResultBytes))
+			}
+			if sv.Approval != nil {
+				printApproval(tw, sv.Approval)
 			}
 			return tw.Flush()
 		},

@@ -44,7 +44,7 @@ func newRootCmd(a *app) *cobra.Command {
 		Short: "Inspect and operate oncekey's operation records",
 		Long: "oncekey is the operator CLI for oncekey, which makes side-effecting Temporal activities safe to repeat.\n\n" +
 			"Postgres: --database-url, else DATABASE_URL, else the libpq variables (PGHOST, PGUSER, PGDATABASE, ...).\n" +
-			"Temporal (resolve and serve): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
+			"Temporal (resolve, approve, deny and serve): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
 			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 Postgres or Temporal unreachable,\n" +
 			"5 Postgres refused the role, password or database name.",
 		SilenceUsage:  true,
@@ -66,6 +66,9 @@ func newRootCmd(a *app) *cobra.Command {
 		newShowCmd(a),
 		newStatsCmd(a),
 		newResolveCmd(a),
+		newApprovalsCmd(a),
+		newApproveCmd(a),
+		newDenyCmd(a),
 		newPurgeCmd(a),
 		newForgetCmd(a),
 		newSetupCmd(a),

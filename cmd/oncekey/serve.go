@@ -34,11 +34,13 @@ func newServeCmd(a *app) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve [--listen HOST:PORT] [--token-file FILE] [--proxy-header H --proxy-addr IP]",
-		Short: "Serve the operator inbox: a web page of the operations waiting for a person, with forms to settle them",
+		Short: "Serve the operator inbox: a web page of the operations and approvals waiting for a person, with forms to settle them",
 		Long: "serve runs a small web app: the inbox lists unknown outcomes per tenant, oldest first (tool, workflow, age, failure,\n" +
 			"effect reference); a record's page shows it (the stored result only on request) and takes a decision (applied with a\n" +
 			"result and an effect reference, not applied, failed, a note), which goes to the waiting reconciliation workflow as\n" +
-			"`oncekey resolve` sends it; the page shows the workflow's answer. Workers must run the reconciliation workflow.\n\n" +
+			"`oncekey resolve` sends it; the page shows the workflow's answer. A second queue lists the calls waiting for\n" +
+			"approval, each with a form to approve or deny it as `oncekey approve` and `oncekey deny` do. Workers must run the\n" +
+			"reconciliation and approval workflows.\n\n" +
 			"It listens on " + defaultListen + " by default, and there serves without sign-in, deciding as $USER. Any other address\n" +
 			"needs authentication: access tokens (--token-file, else " + tokensEnv + " holding the same lines: NAME TENANTS TOKEN,\n" +
 			"TENANTS * or a,b,c), sent as Authorization: Bearer TOKEN or entered once on /login; and/or a header set by a\n" +

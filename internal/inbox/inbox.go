@@ -40,14 +40,16 @@ const (
 
 // Server is the inbox's http.Handler. Make one with New.
 type Server struct {
-	opts     Options
-	secret   [32]byte
-	now      func() time.Time
-	handler  http.Handler
-	pages    map[string]*template.Template
-	queues   []queue
-	mu       sync.Mutex
-	sessions map[string]*session
+	opts    Options
+	secret  [32]byte
+	now     func() time.Time
+	handler http.Handler
+	pages   map[string]*template.Template
+	queues  []queue
+	// approvals is Options.Store as an ApprovalStore, nil when it keeps no approvals.
+	approvals oncekey.ApprovalStore
+	mu        sync.Mutex
+	sessions  map[string]*session
 }
 
 // New returns the inbox for opts. It returns an error naming the bad field when opts is
@@ -74,8 +76,12 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("inbox: key: %w", err)
 	}
 	s.queues = []queue{unknownQueue()}
+	if as, ok := opts.Store.(oncekey.ApprovalStore); ok {
+		s.approvals = as
+		s.queues = append(s.queues, approvalQueue(as))
+	}
 	funcs := template.FuncMap{"shortKey": shortKey}
-	for _, p := range []string{"inbox", "record", "login", "message"} {
+	for _, p := range []string{"inbox", "record", "approval", "login", "message"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: template %s: %w", p, err)
@@ -94,6 +100,8 @@ func New(opts Options) (*Server, error) {
 	mux.Handle("GET /{$}", s.authed(s.inboxPage))
 	mux.Handle("GET /record", s.authed(s.recordPage))
 	mux.Handle("POST /resolve", s.authed(s.resolve))
+	mux.Handle("GET /approval", s.authed(s.approvalPage))
+	mux.Handle("POST /decide", s.authed(s.decide))
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.message(w, r, http.StatusForbidden, "Refused: cross-origin request", "This form was sent from another site. Open the inbox directly and send it from there.")
@@ -248,12 +256,15 @@ type item struct {
 	Tenant, Key, Tool, WorkflowID, StepID string
 	Age, Since                            string
 	Failure, EffectReference              string
-	Link                                  string
+	// Summary, TimesOut and Episode are an approval's: what the approver sees, when it times out.
+	Summary, TimesOut string
+	Episode           int64
+	Link              string
 }
 
 // queue is one kind of question the inbox puts to a person: operations whose outcome is
-// unknown now; approvals are meant to be the next. Each queue lists its own records for the
-// tenants an identity may see, oldest first.
+// unknown, and calls waiting for approval. Each queue lists its own records for the tenants an
+// identity may see, oldest first.
 type queue struct {
 	Name  string
 	Title string

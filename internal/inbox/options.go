@@ -43,9 +43,11 @@ type Options struct {
 	ProxyHeader string
 	// SessionTTL is how long a browser stays signed in after it gave a token. Defaults to 12h.
 	SessionTTL time.Duration
-	// Store holds the records. Required.
+	// Store holds the records. Required. When it is also an oncekey.ApprovalStore the inbox
+	// shows a second queue, the calls waiting for approval, with a form to approve or deny each.
 	Store oncekey.Store
-	// Temporal is a client of the namespace the reconciliation workflows run in. Required.
+	// Temporal is a client of the namespace the reconciliation and approval workflows run in.
+	// Required.
 	Temporal client.Client
 	// Tokens are the access tokens (see ParseTokens); a request carries one as
 	// "Authorization: Bearer TOKEN", or a browser signs in with one on /login.

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// approvalView is an approval as the CLI prints it.
+type approvalView struct {
+	Tenant       string                 `json:"tenant"`
+	OperationKey string                 `json:"operation_key"`
+	Namespace    string                 `json:"namespace,omitempty"`
+	Tool         string                 `json:"tool"`
+	WorkflowID   string                 `json:"workflow_id"`
+	StepID       string                 `json:"step_id"`
+	Summary      string                 `json:"summary"`
+	Status       oncekey.ApprovalStatus `json:"status"`
+	Episode      int64                  `json:"episode"`
+	Fingerprint  string                 `json:"fingerprint"`
+	RequestedAt  time.Time              `json:"requested_at"`
+	Deadline     time.Time              `json:"deadline"`
+	DecidedAt    *time.Time             `json:"decided_at,omitempty"`
+	DecidedBy    string                 `json:"decided_by,omitempty"`
+	Reason       string                 `json:"reason,omitempty"`
+	ExpiresAt    *time.Time             `json:"expires_at,omitempty"`
+}
+
+func approvalViewOf(ap *oncekey.Approval) *approvalView {
+	return &approvalView{
+		Tenant: ap.Tenant, OperationKey: ap.OperationKey, Namespace: ap.Namespace, Tool: ap.Tool,
+		WorkflowID: ap.WorkflowID, StepID: ap.StepID, Summary: ap.Summary, Status: ap.Status,
+		Episode: ap.Episode, Fingerprint: ap.Fingerprint,
+		RequestedAt: ap.RequestedAt.UTC(), Deadline: ap.Deadline.UTC(), DecidedAt: timePtr(ap.DecidedAt),
+		DecidedBy: ap.DecidedBy, Reason: ap.Reason, ExpiresAt: timePtr(ap.ExpiresAt),
+	}
+}
+
+// approvalStore connects to Postgres and returns its store of approvals; close the pool when
+// done.
+func (a *app) approvalStore(ctx context.Context) (oncekey.ApprovalStore, *pgxpool.Pool, error) {
+	s, pool, err := a.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	as, ok := any(s).(oncekey.ApprovalStore)
+	if !ok {
+		pool.Close()
+		return nil, nil, fail(exitFailed, "this build of oncekey's pgstore keeps no approvals; build the CLI from a version that does (`go install ./cmd/oncekey` from a current clone)")
+	}
+	return as, pool, nil
+}
+
+// approvalStatusFlag reads --status of `oncekey approvals`: "" is pending, "all" no filter.
+func approvalStatusFlag(s string) (oncekey.ApprovalStatus, error) {
+	switch v := strings.ToLower(strings.TrimSpace(s)); v {
+	case "", string(oncekey.ApprovalPending):
+		return oncekey.ApprovalPending, nil
+	case "all":
+		return "", nil
+	default:
+		if st := oncekey.ApprovalStatus(v); st.Valid() {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("--status %q is not one of pending, approved, denied, timed_out, all", s)
+}
+
+// listApprovals pages through ListApprovals until limit approvals or the end; more reports that
+// the limit cut the list.
+func listApprovals(ctx context.Context, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams, limit int) ([]*oncekey.Approval, bool, error) {
+	var out []*oncekey.Approval
+	for {
+		p.Limit = min(1000, limit-len(out))
+		res, err := s.ListApprovals(ctx, &p)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, res.Approvals...)
+		if res.Next == "" {
+			return out, false, nil
+		}
+		if len(out) >= limit {
+			return out, true, nil
+		}
+		p.Cursor = res.Next
+	}
+}
+
+func newApprovalsCmd(a *app) *cobra.Command {
+	var (
+		status, tenant, tool, wf string
+		limit                    int
+		asJSON                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "approvals [--tenant T] [--tool X] [--status pending|approved|denied|timed_out|all] [--json]",
+		Short: "List approval requests (pending ones by default, oldest first)",
+		Long: "approvals lists the calls that wait for a person's approval (Policy.Approval), oldest request first: the operation\n" +
+			"key, the episode a decision names, the tenant, the tool, the workflow, how long it has waited, when it times out and\n" +
+			"the summary the tool's policy wrote for the approver (the arguments themselves are never stored).\n" +
+			"Decide with `oncekey approve KEY` or `oncekey deny KEY --reason WHY`; --status shows decided ones too.",
+		Example: "  oncekey approvals\n" +
+			"  oncekey approvals --tenant acme --tool IssueRefund\n" +
+			"  oncekey approvals --status denied --json",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := approvalStatusFlag(status)
+			if err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			if limit < 1 {
+				return fail(exitUsage, "--limit must be at least 1")
+			}
+			ctx := cmd.Context()
+			s, pool, err := a.approvalStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			aps, more, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: st, Tenant: tenant, Tool: tool, WorkflowID: wf}, limit)
+			if err != nil {
+				return a.storeError("approvals", err)
+			}
+			if asJSON {
+				views := make([]*approvalView, 0, len(aps))
+				for _, ap := range aps {
+					views = append(views, approvalViewOf(ap))
+				}
+				return writeJSON(a.stdout, views)
+			}
+			if len(aps) == 0 {
+				if st == oncekey.ApprovalPending {
+					fmt.Fprintln(a.stdout, "no approvals wait (--status all lists decided ones too)")
+				} else {
+					fmt.Fprintln(a.stdout, "no approvals match")
+				}
+				return nil
+			}
+			pendingOnly := st == oncekey.ApprovalPending
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			if pendingOnly {
+				fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tAGE\tTIMES OUT\tSUMMARY")
+			} else {
+				fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tSTATUS\tAGE\tDECIDED BY\tSUMMARY")
+			}
+			for _, ap := range aps {
+				if pendingOnly {
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
+						cell(ap.WorkflowID), age(ap.RequestedAt), until(ap.Deadline), cell(ap.Summary))
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
+					cell(ap.WorkflowID), cell(string(ap.Status)), age(ap.RequestedAt), cell(ap.DecidedBy), cell(ap.Summary))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if more {
+				fmt.Fprintf(a.stdout, "(first %d shown; raise --limit for more)\n", len(aps))
+			}
+			if pendingOnly {
+				first := aps[0]
+				fmt.Fprintf(a.stdout, "decide the oldest with `%s` or `%s`; `%s` shows it\n",
+					a.decideCommand(reconcile.Approve, first.OperationKey, first.Tenant, first.Episode),
+					a.decideCommand(reconcile.Deny, first.OperationKey, first.Tenant, first.Episode),
+					a.showCommand(first.OperationKey, first.Tenant))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&status, "status", "pending", "only this status: pending, approved, denied, timed_out, or all")
+	f.StringVar(&tenant, "tenant", "", "only this tenant")
+	f.StringVar(&tool, "tool", "", "only this tool (activity type, matched exactly)")
+	f.StringVar(&wf, "workflow", "", "only this workflow ID")
+	f.IntVar(&limit, "limit", 100, "at most this many approvals")
+	f.BoolVar(&asJSON, "json", false, "print JSON (an array of approvals)")
+	return cmd
+}
+
+// until says how long until t: "in 23h", or "passed" once it has.
+func until(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Until(t)
+	switch {
+	case d <= 0:
+		return "passed"
+	case d < time.Minute:
+		return fmt.Sprintf("in %ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("in %dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("in %dh", int(d.Hours()))
+	}
+	return t.UTC().Format("2006-01-02")
+}
+
+// getApproval reads the approval of (tenant, key) for `oncekey show`: nil when there is none, or
+// when the store keeps none (a pgstore without the approvals table: nothing can have asked).
+func getApproval(ctx context.Context, s any, tenant, key string) (*oncekey.Approval, error) {
+	as, ok := s.(oncekey.ApprovalStore)
+	if !ok {
+		return nil, nil
+	}
+	ap, err := as.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		return nil, nil
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
+		return nil, nil // the schema predates approvals; `oncekey migrate` adds them
+	}
+	return ap, err
+}
+
+// printApproval writes the approval's lines of `oncekey show` to tw, each "approval …" field on a
+// line of its own, stored strings escaped.
+func printApproval(tw *tabwriter.Writer, ap *approvalView) {
+	line := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
+	line("approval", cell(string(ap.Status))+", episode "+strconv.FormatInt(ap.Episode, 10))
+	line("approval summary", cell(ap.Summary))
+	line("approval requested", ap.RequestedAt.Format(time.RFC3339))
+	if ap.Status == oncekey.ApprovalPending {
+		line("approval deadline", ap.Deadline.Format(time.RFC3339)+" ("+until(ap.Deadline)+")")
+	} else {
+		line("approval deadline", ap.Deadline.Format(time.RFC3339))
+	}
+	if ap.DecidedAt != nil {
+		line("approval decided", ap.DecidedAt.Format(time.RFC3339)+" by "+cell(ap.DecidedBy))
+	}
+	if ap.Reason != "" {
+		line("approval reason", cell(ap.Reason))
+	}
+	if ap.ExpiresAt != nil {
+		line("approval kept until", ap.ExpiresAt.Format(time.RFC3339))
+	}
+}
+
+// noRecordLine is show's line for an operation whose approval exists but whose record does not:
+// the call has not claimed its key (it waits, or it was refused).
+func noRecordLine(ap *approvalView) string {
+	switch ap.Status {
+	case oncekey.ApprovalPending:
+		return "none yet: the call waits for this approval and has not run"
+	case oncekey.ApprovalApproved:
+		return "none yet: approved, the call has not claimed its key (it runs when its workflow schedules it)"
+	}
+	return "none: the call was refused and never ran"
+}
+
+// approvalsCommand is the `oncekey approvals` command for tenant, with the flags it needs to read
+// the table this command was pointed at.
+func (a *app) approvalsCommand(tenant string) string {
+	return "oncekey approvals --tenant " + shell.Word(tenant) + a.dbFlags()
+}

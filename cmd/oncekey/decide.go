@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/internal/textcheck"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// decideFlags are the flags of `oncekey approve` and `oncekey deny`.
+type decideFlags struct {
+	tenant, by, reason string
+	// episode is --episode: the approval's episode the decision is for; 0 reads the pending one
+	// from the store.
+	episode int64
+	// tenantGiven is false when --tenant was left out and tenant defaulted to the namespace.
+	tenantGiven bool
+}
+
+func newApproveCmd(a *app) *cobra.Command { return newDecideCmd(a, reconcile.Approve) }
+func newDenyCmd(a *app) *cobra.Command    { return newDecideCmd(a, reconcile.Deny) }
+
+func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
+	var f decideFlags
+	approve := kind == reconcile.Approve
+	cmd := &cobra.Command{
+		Use:   "approve KEY [--tenant T] [--episode N] [--by NAME] [--reason R]",
+		Short: "Approve a call that waits for approval: it runs (Policy.Authorize still decides)",
+		Long: "approve sends the approval workflow waiting on KEY (oncekey-approval-KEY) the decision as the oncekey.decide\n" +
+			"Workflow Update (the signal of that name where an update cannot be used), waits (up to 10s) until the workflow\n" +
+			"accepts or refuses it, and prints the workflow's answer: who decided, when. Every call waiting on the key continues:\n" +
+			"approved, it runs; denied, it fails as rejected and nothing runs.\n\n" +
+			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
+			"episode is read from the store. A decision for an episode that is no longer pending is refused, so a decision sent\n" +
+			"twice, or by two people, lands at most once.\n\n" +
+			"Find what waits with `oncekey approvals`.",
+		Example: "  oncekey approve ok1_3f2a… --tenant acme --reason 'customer called, refund agreed'\n" +
+			"  oncekey approve ok1_3f2a… --tenant acme --episode 2 --by ada",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.decide(cmd.Context(), kind, &f, args[0])
+		},
+	}
+	if !approve {
+		cmd.Use = "deny KEY --reason R [--tenant T] [--episode N] [--by NAME]"
+		cmd.Short = "Deny a call that waits for approval: it fails as rejected and nothing runs"
+		cmd.Long = "deny is approve's other half: it sends the approval workflow waiting on KEY a denial, with the --reason it\n" +
+			"requires, and prints the workflow's answer. The waiting call fails as rejected, non-retryable; nothing runs, and a\n" +
+			"repeat of the operation is denied again until the approval expires (the policy's retention).\n\n" +
+			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
+			"episode is read from the store."
+		cmd.Example = "  oncekey deny ok1_3f2a… --tenant acme --reason 'amount over the refund limit'"
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
+	fl.Int64Var(&f.episode, "episode", 0, "the approval's episode the decision is for, as `oncekey approvals` prints it (default: the pending one, read from the store)")
+	fl.StringVar(&f.by, "by", "", "who decided (default: $USER)")
+	if approve {
+		fl.StringVar(&f.reason, "reason", "", "why; recorded with the approval")
+	} else {
+		fl.StringVar(&f.reason, "reason", "", "why (required); recorded with the approval")
+	}
+	return cmd
+}
+
+// decision checks the flags and builds the Decision.
+func (f *decideFlags) decision(a *app, kind reconcile.DecisionKind, keyArg string) (reconcile.Decision, string, error) {
+	key := strings.TrimSpace(keyArg)
+	verb := string(kind)
+	if !strings.HasPrefix(key, oncekey.KeyPrefix) {
+		return reconcile.Decision{}, "", fail(exitUsage, "%q is not an operation key (they start with %q); `oncekey approvals` lists the keys that wait", key, oncekey.KeyPrefix)
+	}
+	if kind == reconcile.Deny && strings.TrimSpace(f.reason) == "" {
+		return reconcile.Decision{}, "", fail(exitUsage, "give --reason: a denial says why (it is recorded with the approval and shown by `oncekey show`)")
+	}
+	if f.episode < 0 {
+		return reconcile.Decision{}, "", fail(exitUsage, "--episode %d is not an episode: give the episode `oncekey approvals` prints, or leave it out for the pending one", f.episode)
+	}
+	f.tenantGiven = f.tenant != ""
+	if !f.tenantGiven {
+		f.tenant = a.ns()
+	}
+	by := f.by
+	if by == "" {
+		by = a.getenv("USER")
+	}
+	if by == "" {
+		by = "oncekey-cli"
+	}
+	for _, fl := range []struct {
+		name, v string
+		limit   int
+	}{{"--reason", f.reason, reconcile.MaxNoteBytes}, {"--by", by, reconcile.MaxResolvedByBytes}, {"--tenant", f.tenant, reconcile.MaxResolvedByBytes}} {
+		if p := textcheck.Problem(fl.v, fl.limit); p != "" {
+			return reconcile.Decision{}, "", fail(exitUsage, "%s %s; nothing was sent to %s", fl.name, p, verb)
+		}
+	}
+	return reconcile.Decision{Decision: kind, Tenant: f.tenant, Episode: f.episode, DecidedBy: by, Reason: f.reason}, key, nil
+}
+
+// decide runs `oncekey approve` or `oncekey deny`.
+func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decideFlags, keyArg string) error {
+	d, key, err := f.decision(a, kind, keyArg)
+	if err != nil {
+		return err
+	}
+	if d.Episode == 0 {
+		ep, err := a.pendingEpisode(ctx, key, f)
+		if err != nil {
+			return err
+		}
+		d.Episode = ep
+		a.pg = nil // the messages that follow are about Temporal, not this database
+	}
+	c, err := a.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	dctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	out, err := reconcile.Decide(dctx, c, key, d)
+	id := reconcile.ApprovalWorkflowID(key)
+	var (
+		inv     *reconcile.InvalidDecisionError
+		refused *reconcile.DecisionRefusedError
+	)
+	switch {
+	case err == nil:
+	case errors.As(err, &inv):
+		return fail(exitUsage, "%v; nothing was sent", err)
+	case errors.As(err, &refused) && refused.DecidedAs != nil:
+		return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
+			key, kind, approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
+	case errors.As(err, &refused):
+		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows the approval",
+			id, printable(oneLine(errors.New(refused.Reason))), a.showCommand(key, f.tenant))
+	case errors.Is(err, reconcile.ErrUnconfirmed):
+		return fail(exitFailed, "sent %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)",
+			kind, id, reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))
+	case errors.Is(err, reconcile.ErrNoApproval):
+		if shape := keyShape(key); shape != "" {
+			return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.approvalsCommand(f.tenant))
+		}
+		if err := a.alreadyDecided(ctx, key, f.tenant); err != nil {
+			return err
+		}
+		return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` lists what waits and `%s` shows the approval",
+			key, a.ns(), a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
+	default:
+		return fail(exitUnreachable, "%s %s: %v", kind, key, oneLine(err))
+	}
+	fmt.Fprintf(a.stdout, "%s %s, episode %d (%s accepted it)\n", pastTense(kind), key, d.Episode, id)
+	fmt.Fprintf(a.stdout, "the workflow answered: %s\n", approvalAnswer(out))
+	return nil
+}
+
+// pendingEpisode reads the pending episode of key's approval from the store, for a decision
+// given without --episode. No approval is exit 3, a decided one exit 1 (there is nothing to
+// decide), a store that cannot be read says to give --episode.
+func (a *app) pendingEpisode(ctx context.Context, key string, f *decideFlags) (int64, error) {
+	const give = "give --episode N, as `oncekey approvals` prints it, to decide without reading the store"
+	s, pool, err := a.approvalStore(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w; %s", err, give)
+	}
+	defer pool.Close()
+	gctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		return 0, a.approvalNotFound(key, f.tenant, f.tenantGiven)
+	case err != nil:
+		return 0, fmt.Errorf("%w; %s", a.storeError(fmt.Sprintf("read the approval of %s (tenant %s)", key, f.tenant), err), give)
+	case ap.Status != oncekey.ApprovalPending:
+		return 0, decidedError(a, ap)
+	}
+	return ap.Episode, nil
+}
+
+// alreadyDecided looks key's approval up in the store, for a decision that found no approval
+// workflow waiting: a decided approval is the answer, with who decided it and when (exit 1). It
+// returns nil when the approval is pending or cannot be read.
+func (a *app) alreadyDecided(ctx context.Context, key, tenant string) error {
+	s, pool, err := a.approvalStore(ctx)
+	if err != nil {
+		a.pg = nil
+		return nil
+	}
+	defer pool.Close()
+	gctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	if err != nil || ap.Status == oncekey.ApprovalPending {
+		a.pg = nil
+		return nil
+	}
+	return decidedError(a, ap)
+}
+
+// decidedError says that ap is decided already, by whom and when: there is nothing to decide.
+func decidedError(a *app, ap *oncekey.Approval) error {
+	by := ""
+	if ap.DecidedBy != "" {
+		by = " by " + printable(ap.DecidedBy)
+	}
+	at := ""
+	if !ap.DecidedAt.IsZero() {
+		at = " at " + ap.DecidedAt.UTC().Format(time.RFC3339)
+	}
+	next := "nothing was sent"
+	if ap.Status == oncekey.ApprovalTimedOut {
+		next += "; the next call of the operation asks again, at episode " + strconv.FormatInt(ap.Episode+1, 10)
+	}
+	return fail(exitFailed, "the approval of %s (episode %d) is already %s%s%s: there is nothing to decide; %s; `%s` shows it",
+		ap.OperationKey, ap.Episode, printable(string(ap.Status)), by, at, next, a.showCommand(ap.OperationKey, ap.Tenant))
+}
+
+// approvalNotFound is the error of a decision for a key that has no approval under tenant.
+func (a *app) approvalNotFound(key, tenant string, tenantGiven bool) error {
+	msg := fmt.Sprintf("no approval for %s under tenant %s in %s", key, tenant, a.pg)
+	if shape := keyShape(key); shape != "" {
+		return fail(exitNotFound, "%s: %s; copy the whole key from `oncekey approvals%s`", msg, shape, a.dbFlags())
+	}
+	defaulted := ""
+	if !tenantGiven {
+		defaulted = " (the tenant defaults to the namespace)"
+	}
+	return fail(exitNotFound, "%s%s; `oncekey approvals%s` lists what waits, with each approval's tenant: run again with --tenant set to it",
+		msg, defaulted, a.dbFlags())
+}
+
+func pastTense(k reconcile.DecisionKind) string {
+	if k == reconcile.Approve {
+		return "approved"
+	}
+	return "denied"
+}
+
+// approvalAnswer describes the approval workflow's output: its status, who decided and when, why.
+func approvalAnswer(out *reconcile.ApprovalOutput) string {
+	if out == nil {
+		return "nothing"
+	}
+	parts := []string{string(out.Status)}
+	if out.DecidedBy != "" {
+		parts = append(parts, "by "+printable(out.DecidedBy))
+	}
+	if !out.DecidedAt.IsZero() {
+		parts = append(parts, "at "+out.DecidedAt.UTC().Format(time.RFC3339))
+	}
+	if out.Reason != "" {
+		parts = append(parts, "reason "+printable(out.Reason))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// decideCommand returns the `oncekey approve` or `oncekey deny` command for key, for messages.
+func (a *app) decideCommand(kind reconcile.DecisionKind, key, tenant string, episode int64) string {
+	s := "oncekey " + string(kind) + " " + shell.Word(key) + " --tenant " + shell.Word(tenant)
+	if episode > 0 {
+		s += " --episode " + strconv.FormatInt(episode, 10)
+	}
+	if ns := a.ns(); ns != "default" {
+		s += " --namespace " + shell.Word(ns)
+	}
+	if kind == reconcile.Deny {
+		s += " --reason WHY"
+	}
+	return s + a.dbFlags()
+}

@@ -1,0 +1,253 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// approvalQueue lists the pending approvals (Policy.Approval), oldest request first. It is the
+// inbox's second queue when the store keeps approvals.
+func approvalQueue(as oncekey.ApprovalStore) queue {
+	return queue{
+		Name:  "approvals",
+		Title: "Waiting for approval",
+		Empty: "Nothing waits: no call is waiting for approval.",
+		list: func(ctx context.Context, s *Server, tenant string) ([]item, bool, error) {
+			res, err := as.ListApprovals(ctx, &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant, Limit: pageLimit})
+			if err != nil {
+				return nil, false, err
+			}
+			now := s.now()
+			items := make([]item, 0, len(res.Approvals))
+			for _, ap := range res.Approvals {
+				items = append(items, item{
+					Tenant: ap.Tenant, Key: ap.OperationKey, Tool: ap.Tool, WorkflowID: ap.WorkflowID, StepID: ap.StepID,
+					Age: ageText(now, ap.RequestedAt), Since: ap.RequestedAt.UTC().Format(time.RFC3339),
+					Summary: ap.Summary, TimesOut: untilText(now, ap.Deadline), Episode: ap.Episode,
+					Link: approvalLink(ap.Tenant, ap.OperationKey),
+				})
+			}
+			return items, res.Next != "", nil
+		},
+	}
+}
+
+// approvalData is what the approval page shows.
+type approvalData struct {
+	Tenant, Key, Tool, Status, Summary string
+	Episode                            int64
+	Fields                             []field
+	WorkflowID                         string
+	// Workflow is what the approval workflow said about itself; WorkflowError why it could not
+	// be asked.
+	Workflow      *reconcile.ApprovalReport
+	WorkflowError string
+	// CanDecide: the approval is pending and its workflow waits for a decision.
+	CanDecide bool
+	RequestID string
+	Answer    *answer
+	Form      decideForm
+}
+
+// decideForm is the decision form's values, kept when the workflow refused them.
+type decideForm struct{ Decision, Reason string }
+
+func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request, id *identity) {
+	q := r.URL.Query()
+	s.showApproval(w, r, id, q.Get("tenant"), q.Get("key"), http.StatusOK, nil, decideForm{})
+}
+
+// showApproval renders the approval page for (tenant, key) with an optional answer to a decision.
+func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identity, tenant, key string, status int, ans *answer, form decideForm) {
+	if tenant == "" || key == "" {
+		s.message(w, r, http.StatusBadRequest, "Which approval?", "An approval is named by its tenant and operation key. Open one from the inbox.")
+		return
+	}
+	if !id.allows(tenant) {
+		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to see tenant "+strconv.Quote(tenant)+".")
+		return
+	}
+	if s.approvals == nil {
+		s.message(w, r, http.StatusNotFound, "No approvals here", "This inbox's store keeps no approvals.")
+		return
+	}
+	ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		s.message(w, r, http.StatusNotFound, "No such approval", "No approval has this operation key in tenant "+strconv.Quote(tenant)+". It may have expired; go back to the inbox.")
+		return
+	}
+	if err != nil {
+		s.message(w, r, http.StatusBadGateway, "Could not read the approval", oneLine(err)+". Check that Postgres is reachable and migrated (oncekey migrate), then reload.")
+		return
+	}
+	d := approvalData{
+		Tenant: ap.Tenant, Key: ap.OperationKey, Tool: ap.Tool, Status: string(ap.Status), Summary: ap.Summary, Episode: ap.Episode,
+		WorkflowID: reconcile.ApprovalWorkflowID(ap.OperationKey), Answer: ans, Form: form, RequestID: newRequestID(),
+	}
+	add := func(name, v string) {
+		if v != "" {
+			d.Fields = append(d.Fields, field{name, v})
+		}
+	}
+	now := s.now()
+	add("Status", string(ap.Status))
+	add("Episode", strconv.FormatInt(ap.Episode, 10))
+	add("Tenant", ap.Tenant)
+	add("Tool", ap.Tool)
+	add("Workflow", ap.WorkflowID)
+	add("Step", ap.StepID)
+	add("Requested", ap.RequestedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, ap.RequestedAt)+" ago)")
+	if ap.Status == oncekey.ApprovalPending {
+		add("Deadline", ap.Deadline.UTC().Format(time.RFC3339)+" ("+untilText(now, ap.Deadline)+")")
+	}
+	if !ap.DecidedAt.IsZero() {
+		add("Decided", ap.DecidedAt.UTC().Format(time.RFC3339)+" by "+ap.DecidedBy)
+	}
+	add("Reason", ap.Reason)
+	if ap.Status == oncekey.ApprovalPending {
+		ctx, cancel := context.WithTimeout(r.Context(), statusWait)
+		rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
+		cancel()
+		switch {
+		case err == nil:
+			d.Workflow = rep
+			d.CanDecide = rep.State == reconcile.ApprovalStateWaiting
+		case errors.Is(err, reconcile.ErrNoApproval):
+			d.WorkflowError = "No approval workflow is running for this call, so nothing here can release it. The next call of the operation asks again."
+		default:
+			d.WorkflowError = "Could not ask the approval workflow where it stands: " + oneLine(err) + ". Check that Temporal is reachable and that a worker runs the approval workflow, then reload."
+		}
+	}
+	if d.Form.Decision == "" {
+		d.Form.Decision = string(reconcile.Approve)
+	}
+	s.render(w, r, status, "approval", id, "Approve "+ap.Tool+"? · "+shortKey(ap.OperationKey), d)
+}
+
+// decide takes a decision from the approval form and hands it to the approval workflow through
+// reconcile.Decide, then shows the workflow's answer on the approval page.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
+	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
+	form := decideForm{Decision: r.PostFormValue("decision"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	show := func(status int, a *answer) {
+		s.opts.Logger.Info("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "decision", form.Decision, "answer", a.Kind, "detail", a.Title)
+		s.showApproval(w, r, id, tenant, key, status, a, form)
+	}
+	if tenant == "" || key == "" {
+		s.message(w, r, http.StatusBadRequest, "Which approval?", "The form names no approval. Open one from the inbox.")
+		return
+	}
+	if !id.allows(tenant) {
+		s.opts.Logger.Warn("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "decision", form.Decision, "answer", "refused", "detail", "the identity may not decide for this tenant")
+		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
+		return
+	}
+	if s.approvals == nil {
+		s.message(w, r, http.StatusNotFound, "No approvals here", "This inbox's store keeps no approvals. Nothing was changed.")
+		return
+	}
+	refuse := func(title, detail string) {
+		show(http.StatusUnprocessableEntity, &answer{Kind: "refused", Title: title, Detail: detail})
+	}
+	episode, err := strconv.ParseInt(r.PostFormValue("episode"), 10, 64)
+	if err != nil || episode < 1 {
+		refuse("Refused: the form names no episode", "Reload the approval and decide again.")
+		return
+	}
+	d := reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(), Reason: form.Reason}
+	if err := d.Validate(); err != nil {
+		var inv *reconcile.InvalidDecisionError
+		if errors.As(err, &inv) && inv.Field == "Reason" && d.Decision == reconcile.Deny {
+			refuse("Refused: a denial needs a reason", "Say why in the reason field; it is recorded with the approval. Nothing was sent.")
+			return
+		}
+		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
+		return
+	}
+	// The decision is about the approval as the form showed it: one decided since, or asked anew
+	// at another episode, is not decided blind.
+	ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		s.message(w, r, http.StatusNotFound, "No such approval", "No approval has this operation key in tenant "+strconv.Quote(tenant)+". Nothing was changed.")
+		return
+	case err != nil:
+		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the approval", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."})
+		return
+	case ap.Episode != episode || ap.Status != oncekey.ApprovalPending:
+		detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
+		if ap.DecidedBy != "" {
+			detail += ", decided by " + ap.DecidedBy
+		}
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the approval changed since this page was loaded",
+			Detail: detail + ". Nothing was sent. Read it again before deciding."})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)
+	defer cancel()
+	d.RequestID = requestID(r.PostFormValue("request_id"))
+	out, err := reconcile.Decide(ctx, s.opts.Temporal, key, d)
+	var (
+		inv     *reconcile.InvalidDecisionError
+		refused *reconcile.DecisionRefusedError
+	)
+	switch {
+	case err == nil:
+		form = decideForm{}
+		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: " + string(out.Status),
+			Detail: "The approval workflow " + reconcile.ApprovalWorkflowID(key) + " answered: " + approvalText(out) + ". Every call waiting on this operation continues."})
+	case errors.As(err, &inv):
+		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
+	case errors.As(err, &refused):
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the approval workflow",
+			Detail: refused.Reason + ". Nothing was recorded for this decision."})
+	case errors.Is(err, reconcile.ErrUnconfirmed):
+		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
+			Detail: "The approval workflow got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() + " (is a worker running it?). Reload this page to see whether it was recorded."})
+	case errors.Is(err, reconcile.ErrNoApproval):
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "No approval workflow waits for this call",
+			Detail: "Nothing was recorded. The next call of the operation asks again."})
+	default:
+		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the approval workflow",
+			Detail: oneLine(err) + ". It may not have received the decision: reload and check the approval before sending it again."})
+	}
+}
+
+// approvalText says what the approval workflow decided: "approved, by ines (oncekey-serve), at …".
+func approvalText(out *reconcile.ApprovalOutput) string {
+	if out == nil {
+		return "accepted"
+	}
+	parts := []string{string(out.Status)}
+	if out.DecidedBy != "" {
+		parts = append(parts, "by "+out.DecidedBy)
+	}
+	if !out.DecidedAt.IsZero() {
+		parts = append(parts, "at "+out.DecidedAt.UTC().Format(time.RFC3339))
+	}
+	if out.Reason != "" {
+		parts = append(parts, "reason: "+out.Reason)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func approvalLink(tenant, key string) string {
+	return "/approval?" + url.Values{"tenant": {tenant}, "key": {key}}.Encode()
+}
+
+// untilText says how long until t: "in 3h", or "passed".
+func untilText(now, t time.Time) string {
+	if !t.After(now) {
+		return "passed"
+	}
+	return "in " + ageText(t, now)
+}

@@ -1,0 +1,133 @@
+package inbox
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+)
+
+// ask asks for approval of (tenant, tool) as the approval workflow does and returns the key.
+func (e *env) ask(tenant, tool, summary string) string {
+	e.t.Helper()
+	key, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, oncekey.Operation{Namespace: "default", Tenant: tenant, WorkflowID: "wf-" + tool, StepID: "s1", Tool: tool})
+	require.NoError(e.t, err)
+	res, err := e.store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key, Namespace: "default",
+		Tool: tool, Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-" + tool, StepID: "s1", Summary: summary, Timeout: time.Hour})
+	require.NoError(e.t, err)
+	require.True(e.t, res.Created)
+	return key
+}
+
+// The inbox lists pending approvals in a queue of their own, oldest first, per tenant, with the
+// policy's summary; decided ones are not listed; a token sees its tenants' only; stored strings
+// are escaped.
+func TestApprovalQueue(t *testing.T) {
+	e := setup(t, func(o *Options) { o.Addr = "0.0.0.0:7780"; withTokens(o) })
+	evil := `<script>alert(1)</script>`
+	acme := e.ask("acme", "IssueRefund", "refund 120.00 EUR on order 42 "+evil)
+	globex := e.ask("globex", "DeleteAccount", "delete the account of globex")
+	denied := e.ask("acme", "SendNewsletter", "newsletter to everyone")
+	_, err := e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: denied, Episode: 1,
+		Status: oncekey.ApprovalDenied, DecidedBy: "omar", Reason: "no", Retention: time.Hour})
+	require.NoError(t, err)
+
+	res, body := e.req("GET", "/", nil, bearer(inesToken))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, `id="queue-approvals"`)
+	require.Contains(t, body, "refund 120.00 EUR on order 42 &lt;script&gt;alert(1)&lt;/script&gt;")
+	require.NotContains(t, body, "<script>alert")
+	require.Contains(t, body, "delete the account of globex")
+	require.NotContains(t, body, "newsletter to everyone", "a decided approval waits for nobody")
+	require.Contains(t, body, approvalLinkHTML("acme", acme))
+	require.Contains(t, body, "in 59m")
+
+	_, body = e.req("GET", "/", nil, bearer(acmeToken))
+	require.Contains(t, body, "refund 120.00 EUR")
+	require.NotContains(t, body, "delete the account of globex")
+	res, body = e.req("GET", approvalLink("globex", globex), nil, bearer(acmeToken))
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	require.NotContains(t, body, "delete the account")
+
+	// The approval's page: the summary, the fields; with no Temporal to ask, no form.
+	res, body = e.req("GET", approvalLink("acme", acme), nil, bearer(acmeToken))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, `id="approval-summary">refund 120.00 EUR on order 42 &lt;script&gt;`)
+	require.Contains(t, body, "<dt>Episode</dt><dd class=\"v\">1</dd>")
+	require.Contains(t, body, "Could not ask the approval workflow where it stands")
+	require.NotContains(t, body, `id="decide-form"`)
+
+	res, body = e.req("GET", approvalLink("acme", denied), nil, bearer(acmeToken))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, "<dt>Decided</dt>")
+	require.Contains(t, body, "by omar")
+	require.NotContains(t, body, "Could not ask", "a decided approval has no workflow to ask")
+
+	res, _ = e.req("GET", approvalLink("initech", acme), nil, bearer(inesToken))
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+}
+
+// A decision the form cannot send is refused on the page, and nothing is sent: a denial without a
+// reason, a form whose approval was decided or asked anew since it was loaded, another tenant's
+// approval.
+func TestDecideFormRefusals(t *testing.T) {
+	var log syncBuffer
+	e := setup(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
+	key := e.ask("acme", "IssueRefund", "refund 120.00 EUR")
+	cookie, tok := e.session("/", nil)
+	post := func(decision, reason string, episode int64) (*http.Response, string) {
+		return e.req("POST", "/decide", url.Values{"tenant": {"acme"}, "key": {key}, "episode": {strconv.FormatInt(episode, 10)},
+			"decision": {decision}, "reason": {reason}, "csrf": {tok}}, withCookie(cookie))
+	}
+	res, body := post("deny", "  ", 1)
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, body)
+	require.Contains(t, body, "a denial needs a reason")
+	require.Contains(t, body, "Nothing was sent")
+	res, body = post("maybe", "", 1)
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, body)
+	require.Contains(t, body, "the decision is not valid")
+	res, body = post("approve", "", 0)
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, body)
+	require.Contains(t, body, "the form names no episode")
+	res, body = post("approve", "", 2)
+	require.Equal(t, http.StatusConflict, res.StatusCode, body)
+	require.Contains(t, body, "The form showed episode 2; the approval is now pending at episode 1")
+
+	// Someone else decides; the form shown before is refused although its episode matches.
+	_, err := e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+		Status: oncekey.ApprovalApproved, DecidedBy: "omar", Retention: time.Hour})
+	require.NoError(t, err)
+	res, body = post("deny", "too much", 1)
+	require.Equal(t, http.StatusConflict, res.StatusCode, body)
+	require.Contains(t, body, "the approval is now approved at episode 1, decided by omar")
+	ap, err := e.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalApproved, ap.Status, "the earlier decision stands")
+	require.Equal(t, 5, strings.Count(log.String(), `msg="approval decision" by="ines (oncekey-serve)" tenant=acme key=`+key), log.String())
+}
+
+// A token limited to one tenant cannot decide another's approval.
+func TestDecideOtherTenantIsForbidden(t *testing.T) {
+	e := setup(t, func(o *Options) { o.Addr = "0.0.0.0:7780"; withTokens(o) })
+	key := e.ask("globex", "DeleteAccount", "delete")
+	cookie, tok := e.session("/", bearer(acmeToken))
+	res, body := e.req("POST", "/decide", url.Values{"tenant": {"globex"}, "key": {key}, "episode": {"1"}, "decision": {"approve"}, "csrf": {tok}},
+		both(bearer(acmeToken), withCookie(cookie)))
+	require.Equal(t, http.StatusForbidden, res.StatusCode, body)
+	ap, err := e.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "globex", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalPending, ap.Status)
+}
+
+// approvalLinkHTML is approvalLink as html/template writes it into an href.
+func approvalLinkHTML(tenant, key string) string {
+	return strings.ReplaceAll(approvalLink(tenant, key), "&", "&amp;")
+}
