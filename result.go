@@ -34,8 +34,10 @@ var modelTexts = map[Outcome]map[string]string{
 	OutcomeInFlight: {NextPoll: "Still running: the same call is in progress and nothing new was started. Wait " +
 		"retry_after_seconds, then make the same call again with the same arguments to get its result."},
 	OutcomeRejected: {
-		NextAsk: "Refused: this call is not allowed, or the same operation was made before with different arguments. " +
-			"Nothing was done. Do not retry it as it is; ask the user how to proceed.",
+		NextAsk: "Refused: this call is not allowed, was not approved in time, or the same operation was made before with " +
+			"different arguments. Nothing was done. Do not retry it as it is; ask the user how to proceed.",
+		NextStop: "Declined: a person reviewed this call and did not approve it. Nothing was done. Do not call it again " +
+			"for the same purpose or try another way to do it; tell the user it was declined.",
 		NextFix: "Refused: there is no tool by this name, or its arguments are not valid JSON for it. Nothing was done. " +
 			"Check the tool name and the arguments, then call again.",
 	},
@@ -127,7 +129,11 @@ type errorDetails struct {
 	EffectReference string  `json:"effect_reference"`
 	Outcome         Outcome `json:"outcome"`
 	Replay          bool    `json:"replay"`
+	Reason          string  `json:"reason"`
 }
+
+// approvalDeniedReason is the interceptor's Details.Reason of a call a person denied.
+const approvalDeniedReason = "approval denied"
 
 // readDetails reads the first detail of appErr as errorDetails (see errdetail.Into).
 func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
@@ -150,7 +156,9 @@ func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
 //	  cancellation
 //	ResultTooLarge of an Idempotent tool (the        failed     yes   stop
 //	  interceptor gave its claim back)
-//	FingerprintMismatch, Unauthorized                rejected   no    ask_for_approval
+//	FingerprintMismatch, Unauthorized,               rejected   no    ask_for_approval
+//	  ApprovalRequired (not approved in time, none)
+//	ApprovalRequired (a person denied it)            rejected   no    stop
 //	InFlight                                         in_flight  yes   poll (RetryAfter)
 //	ExpiredOperation                                 expired    no    ask_for_approval
 //	StoreUnavailable, NotApplied (retryable),        failed     yes   poll
@@ -196,17 +204,18 @@ func label(result any, err error) ToolResult {
 	}
 	var tr ToolResult
 	var (
-		ind     *IndeterminateOutcomeError
-		fpm     *FingerprintMismatchError
-		inf     *InFlightError
-		exp     *ExpiredOperationError
-		su      *StoreUnavailableError
-		schema  *StoreSchemaError
-		big     *ResultTooLargeError
-		appErr  *temporal.ApplicationError
-		timeout *temporal.TimeoutError
-		cancel  *temporal.CanceledError
-		details errorDetails
+		ind      *IndeterminateOutcomeError
+		fpm      *FingerprintMismatchError
+		inf      *InFlightError
+		exp      *ExpiredOperationError
+		su       *StoreUnavailableError
+		schema   *StoreSchemaError
+		big      *ResultTooLargeError
+		approval *ApprovalRequiredError
+		appErr   *temporal.ApplicationError
+		timeout  *temporal.TimeoutError
+		cancel   *temporal.CanceledError
+		details  errorDetails
 	)
 	errType, nonRetryable := "", false
 	if errors.As(err, &appErr) {
@@ -237,6 +246,16 @@ func label(result any, err error) ToolResult {
 		}
 		if big != nil {
 			tr.OperationKey = big.OperationKey
+		}
+	case errors.As(err, &approval) || errType == ErrTypeApproval:
+		// Nothing ran. A person's denial stands for the operation's repeats; a request nobody
+		// decided in time, or none at all, can be asked again.
+		tr.Status, tr.NextAction = OutcomeRejected, NextAsk
+		if (approval != nil && approval.Status == ApprovalDenied) || details.Reason == approvalDeniedReason {
+			tr.NextAction = NextStop
+		}
+		if approval != nil {
+			tr.OperationKey = approval.OperationKey
 		}
 	case errors.As(err, &fpm) || errType == ErrTypeFingerprintMismatch || errType == ErrTypeUnauthorized:
 		tr.Status, tr.NextAction = OutcomeRejected, NextAsk

@@ -26,6 +26,7 @@ type details struct {
 	Tool         string          `json:"tool"`
 	Outcome      oncekey.Outcome `json:"outcome"`
 	Replay       bool            `json:"replay,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
 }
 
 // activityError turns err into what a workflow receives when an activity fails with it: the
@@ -81,6 +82,11 @@ func TestLabel(t *testing.T) {
 		{"cancelled", activityError(temporal.NewCanceledError()), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 
 		{"fingerprint mismatch", &oncekey.FingerprintMismatchError{OperationKey: key, Stored: "a", Got: "b"}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "different arguments"},
+		{"approval denied", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekey.ApprovalDenied, DecidedBy: "alice", Reason: "not this customer"}, oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, "denied approval by alice"},
+		{"approval denied app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval denied"})), oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, ""},
+		{"approval timed out", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekey.ApprovalTimedOut}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "nobody approved"},
+		{"approval timed out app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval timed out"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
+		{"no approval app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "not approved"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextAsk, "", 0, false, ""},
 
@@ -180,7 +186,7 @@ func TestModelTexts(t *testing.T) {
 		oncekey.OutcomeApplied:  {oncekey.NextNone},
 		oncekey.OutcomeReplayed: {oncekey.NextNone},
 		oncekey.OutcomeInFlight: {oncekey.NextPoll},
-		oncekey.OutcomeRejected: {oncekey.NextAsk, oncekey.NextFix},
+		oncekey.OutcomeRejected: {oncekey.NextAsk, oncekey.NextFix, oncekey.NextStop},
 		oncekey.OutcomeUnknown:  {oncekey.NextReconcile},
 		oncekey.OutcomeExpired:  {oncekey.NextAsk},
 		oncekey.OutcomeFailed:   {oncekey.NextPoll, oncekey.NextStop},

@@ -66,6 +66,8 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(a.LookupReceipt, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: LookupReceiptName})
 	r.RegisterActivityWithOptions(a.RecordResolution, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: RecordResolutionName})
 	r.RegisterActivityWithOptions(a.AwaitReconciliation, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: AwaitReconciliationName})
+	r.RegisterActivityWithOptions(a.RequestApproval, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: RequestApprovalName})
+	r.RegisterActivityWithOptions(a.DecideApproval, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: DecideApprovalName})
 }
 
 // RecordRef names one record.
@@ -87,18 +89,23 @@ const ErrTypeForeignRecord = "oncekey.ForeignRecord"
 // stored, Namespace "", are not checked), or a request naming another tool. Outside an activity
 // (a direct call in a test or tool) only the tool is checked.
 func bound(ctx context.Context, rec *oncekey.Record, tool string) error {
-	if activity.IsActivity(ctx) && rec.Namespace != "" {
-		ns := activity.GetInfo(ctx).Namespace
-		if ns != rec.Namespace {
+	return boundTo(ctx, "record", rec.OperationKey, rec.Namespace, rec.Tool, tool)
+}
+
+// boundTo is bound for what ("record", "approval") of key, made by a workflow of namespace ns
+// for tool has.
+func boundTo(ctx context.Context, what, key, ns, has, tool string) error {
+	if activity.IsActivity(ctx) && ns != "" {
+		if own := activity.GetInfo(ctx).Namespace; own != ns {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-				"activities: the record of key %s belongs to a workflow of namespace %q, and this workflow runs in namespace %q: "+
-					"oncekey acts on a record only for workflows of its own namespace; nothing was read or written", rec.OperationKey, rec.Namespace, ns),
+				"activities: the %s of key %s belongs to a workflow of namespace %q, and this workflow runs in namespace %q: "+
+					"oncekey acts on a %s only for workflows of its own namespace; nothing was read or written", what, key, ns, own, what),
 				ErrTypeForeignRecord, nil)
 		}
 	}
-	if tool != "" && tool != rec.Tool {
+	if tool != "" && tool != has {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"activities: the record of key %s is of tool %q, not %q as the request says; nothing was read or written", rec.OperationKey, rec.Tool, tool),
+			"activities: the %s of key %s is of tool %q, not %q as the request says; nothing was read or written", what, key, has, tool),
 			ErrTypeForeignRecord, nil)
 	}
 	return nil
@@ -451,13 +458,17 @@ func FailureText(b []byte) string {
 	return string(b)
 }
 
-// AwaitInput names a reconciliation workflow to wait for.
+// AwaitInput names a reconciliation (or approval) workflow to wait for.
 type AwaitInput struct {
 	WorkflowID string `json:"workflow_id"`
 	// Record, if its OperationKey is set, is the record the awaited workflow reconciles. The
 	// answer is then read from the record once the workflow has closed, not taken from the
 	// workflow's output: whoever started a workflow under that ID, its output decides nothing.
 	Record RecordRef `json:"record,omitzero"`
+	// Approval, if its OperationKey is set, makes the awaited workflow that key's approval
+	// workflow: the answer (AwaitOutput.Approval) is read from the store's approval once the
+	// workflow has closed, for the same reason.
+	Approval RecordRef `json:"approval,omitzero"`
 }
 
 // AwaitOutput is what AwaitReconciliation saw. Done is false when the activity's own time ran
@@ -465,6 +476,8 @@ type AwaitInput struct {
 type AwaitOutput struct {
 	Done   bool             `json:"done"`
 	Output reconcile.Output `json:"output"`
+	// Approval is the approval's decision, for an AwaitInput with Approval set.
+	Approval *reconcile.ApprovalOutput `json:"approval,omitempty"`
 	// Err is the reconciliation workflow's failure (an escalation timeout, a termination).
 	Err string `json:"err,omitempty"`
 }
@@ -495,10 +508,34 @@ func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, e
 
 // AwaitReconciliation waits, through the worker's client, for another workflow's
 // reconciliation workflow to finish and returns its output (with in.Record set, the record's
-// settlement instead: see AwaitInput): the way a second workflow blocked on the same key is
-// released by the same resolution. It heartbeats while it waits and returns
-// Done=false shortly before its start-to-close deadline.
+// settlement instead: see AwaitInput; with in.Approval set, the approval's decision): the way a
+// second workflow blocked on the same key is released by the same resolution, and a call
+// re-proposed while its approval is pending by the same decision. It heartbeats while it waits
+// and returns Done=false shortly before its start-to-close deadline.
 func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
+	var out reconcile.Output
+	var into any = &out
+	if in.Approval.OperationKey != "" {
+		into = nil // the store answers
+	}
+	done, failure, err := awaitWorkflow(ctx, in.WorkflowID, into)
+	switch {
+	case err != nil || !done:
+		return AwaitOutput{}, err
+	case failure != "":
+		return AwaitOutput{Done: true, Err: failure}, nil
+	case in.Approval.OperationKey != "":
+		return a.awaitedApproval(ctx, in)
+	case in.Record.OperationKey != "":
+		return a.awaited(ctx, in)
+	}
+	return AwaitOutput{Done: true, Output: out}, nil
+}
+
+// awaitWorkflow waits for workflow id to close, decoding its result into out (nil: not read).
+// done is false when the activity's own time ran out first; failure is the workflow's failure
+// when it closed without a result (failed, timed out, terminated). It heartbeats while it waits.
+func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure string, err error) {
 	c := activity.GetClient(ctx)
 	info := activity.GetInfo(ctx)
 	budget := 5 * time.Minute
@@ -512,23 +549,19 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 			wait = min(wait, info.HeartbeatTimeout/2)
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		var out reconcile.Output
-		err := c.GetWorkflow(wctx, in.WorkflowID, "").Get(wctx, &out)
+		err := c.GetWorkflow(wctx, id, "").Get(wctx, out)
 		cancel()
 		if err == nil {
-			if in.Record.OperationKey != "" {
-				return a.awaited(ctx, in)
-			}
-			return AwaitOutput{Done: true, Output: out}, nil
+			return true, "", nil
 		}
 		if ctx.Err() != nil {
-			return AwaitOutput{}, ctx.Err()
+			return false, "", ctx.Err()
 		}
 		if wctx.Err() == nil {
 			// The workflow finished without an output: it failed, timed out or was terminated.
-			return AwaitOutput{Done: true, Err: err.Error()}, nil
+			return true, err.Error(), nil
 		}
 		activity.RecordHeartbeat(ctx)
 	}
-	return AwaitOutput{}, nil
+	return false, "", nil
 }

@@ -59,6 +59,8 @@ type call struct {
 	effectRef string
 	// epoch is the epoch of the record marked unknown, for the resolve command in messages.
 	epoch int64
+	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval.
+	needsApproval bool
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -157,6 +159,9 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		}
 		res = acquired
 	}
+	if err := c.approved(ctx, res.Record.Epoch); err != nil {
+		return nil, err
+	}
 	return c.execute(ctx, in, res.Record.Epoch)
 }
 
@@ -206,7 +211,47 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 				oncekey.ErrTypeUnauthorized, true, err, "not authorized", false)
 		}
 	}
+	if a := c.policy.Approval; a != nil {
+		// Whether the call needs a person's approval; the store's approval is checked under the
+		// claim (approved), so a settled record replays without it.
+		hook = "ApprovalPolicy.Required"
+		c.needsApproval = a.Required == nil || a.Required(op)
+	}
 	return nil
+}
+
+// approved checks, under the claim acquired at epoch and before the effect, that a call whose
+// policy asks for approval has it: the store's approval of the key is approved, for this call's
+// fingerprint. Otherwise it gives the claim back and fails the call non-retryably with
+// ErrTypeApproval (an *oncekey.ApprovalRequiredError's message); nothing runs.
+func (c *call) approved(ctx context.Context, epoch int64) error {
+	if !c.needsApproval {
+		return nil
+	}
+	s, ok := c.root.opts.Store.(oncekey.ApprovalStore)
+	if !ok {
+		c.release(ctx, epoch)
+		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekey.ApprovalStore), and %T does not", c.root.opts.Store))
+	}
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+	if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
+		c.release(ctx, epoch)
+		return c.storeFailed("get approval", err)
+	}
+	if ap != nil && ap.Status == oncekey.ApprovalApproved && ap.Fingerprint == c.fp {
+		return nil
+	}
+	c.release(ctx, epoch)
+	c.outcome = oncekey.OutcomeRejected
+	e := &oncekey.ApprovalRequiredError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool}
+	reason := reasonNotApproved
+	if ap != nil && ap.Fingerprint == c.fp {
+		e.Status, e.Episode, e.DecidedBy, e.Reason = ap.Status, ap.Episode, ap.DecidedBy, ap.Reason
+		if ap.Status == oncekey.ApprovalDenied {
+			reason = reasonApprovalDenied
+		}
+	}
+	return c.appError(e.Error(), oncekey.ErrTypeApproval, true, nil, reason, false)
 }
 
 // operation builds the Operation from the activity info and headers.

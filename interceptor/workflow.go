@@ -138,18 +138,27 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err))
 		}
 	}
-	if p.Effect != oncekey.Effectful {
-		return w.Next.ExecuteActivity(ctx, activityType, args...)
+	// schedule schedules the call from ctx: as it is for an Idempotent tool (Temporal retries it),
+	// through the retry loop for an Effectful one.
+	schedule := func(ctx workflow.Context) workflow.Future {
+		if p.Effect != oncekey.Effectful {
+			return w.Next.ExecuteActivity(ctx, activityType, args...)
+		}
+		l := &effectfulLoop{
+			w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, namespace: workflow.GetInfo(ctx).Namespace,
+			tenant: tenant, stepID: stepID, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
+		}
+		// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
+		first := w.Next.ExecuteActivity(l.attemptContext(ctx), activityType, args...)
+		f, s := workflow.NewFuture(ctx)
+		workflow.Go(ctx, func(gctx workflow.Context) { l.run(gctx, first, s) })
+		return f
 	}
-	l := &effectfulLoop{
-		w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, namespace: workflow.GetInfo(ctx).Namespace,
-		tenant: tenant, stepID: stepID, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
+	if p.Approval != nil && workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, 1) == 1 {
+		a := &approvalCall{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
+		return a.first(ctx, schedule)
 	}
-	// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
-	first := w.Next.ExecuteActivity(l.attemptContext(ctx), activityType, args...)
-	f, s := workflow.NewFuture(ctx)
-	workflow.Go(ctx, func(gctx workflow.Context) { l.run(gctx, first, s) })
-	return f
+	return schedule(ctx)
 }
 
 // rerunKeyChangeID is the workflow.GetVersion change ID under which re-runs of a call without a
@@ -532,20 +541,28 @@ func (l *effectfulLoop) recordedKey(ctx workflow.Context, derive func() (string,
 	if workflow.GetVersion(ctx, keyInHistoryChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return derive()
 	}
-	var got derivedKey
-	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+	got, err := recorded(ctx, func() derivedKey {
 		k, err := derive()
 		if err != nil {
 			return derivedKey{Err: err.Error()}
 		}
 		return derivedKey{Key: k}
-	}).Get(&got); err != nil {
+	})
+	if err != nil {
 		return "", err
 	}
 	if got.Err != "" {
 		return "", errors.New(got.Err)
 	}
 	return got.Key, nil
+}
+
+// recorded returns derive's value, recorded in history with workflow.SideEffect when first
+// derived: a replay reads it from there.
+func recorded[T any](ctx workflow.Context, derive func() T) (T, error) {
+	var got T
+	err := workflow.SideEffect(ctx, func(workflow.Context) any { return derive() }).Get(&got)
+	return got, err
 }
 
 // reconcileInput returns the input of the reconciliation workflow of the operation key, and
@@ -649,20 +666,32 @@ func (l *effectfulLoop) claimDeadline(ctx workflow.Context) time.Time {
 func (l *effectfulLoop) keyOnCancel(ctx workflow.Context, cause error) (string, bool) {
 	op := l.operation(ctx, cause)
 	if l.stepID == "" && op.ActivityID == "" && op.FirstActivityID == "" {
-		key, err := l.recordedKey(ctx, func() (string, error) {
-			a, b := op, op
-			a.ActivityID, b.ActivityID = "1", "2"
-			ka, erra := oncekey.Key(l.policy, a)
-			kb, errb := oncekey.Key(l.policy, b)
-			if erra != nil || errb != nil || ka != kb {
-				return "", errors.New("the key depends on the activity ID")
-			}
-			return ka, nil
-		})
+		key, err := l.recordedKey(ctx, func() (string, error) { return keyWithoutActivityID(l.policy, op) })
 		return key, err == nil
 	}
 	key, err := l.operationKey(ctx, cause)
 	return key, err == nil
+}
+
+// errKeyNeedsActivityID: the operation key depends on the activity ID, which the workflow side does
+// not know for the call (before it is scheduled, or after a cancellation).
+var errKeyNeedsActivityID = errors.New("the key depends on the activity ID")
+
+// keyWithoutActivityID returns op's key under p when it does not depend on the activity ID: it is
+// derived with two activity IDs, and differing keys are errKeyNeedsActivityID. The default key of
+// a call without a step ID does not depend on it; an ExplicitKey function may.
+func keyWithoutActivityID(p oncekey.Policy, op oncekey.Operation) (string, error) {
+	a, b := op, op
+	a.ActivityID, b.ActivityID = "1", "2"
+	ka, erra := oncekey.Key(p, a)
+	kb, errb := oncekey.Key(p, b)
+	switch {
+	case erra != nil:
+		return "", erra
+	case errb != nil || ka != kb:
+		return "", errKeyNeedsActivityID
+	}
+	return ka, nil
 }
 
 // reconcile hands the operation to its reconciliation workflow and waits for the decision.
@@ -721,6 +750,23 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 }
 
 func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconcile.Output, error) {
+	res, err := awaitWorkflow(ctx, tq, activities.AwaitInput{WorkflowID: id, Record: activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.tool}})
+	if err != nil {
+		if l.cancelOwned && ctx.Err() != nil {
+			// The workflow was cancelled; the running reconciliation owns the key.
+			return reconcile.Output{}, temporal.NewCanceledError()
+		}
+		return reconcile.Output{}, l.reconcileFailed(key, err)
+	}
+	if res.Err != "" {
+		return reconcile.Output{}, l.reconcileFailed(key, errors.New(res.Err))
+	}
+	return res.Output, nil
+}
+
+// awaitWorkflow waits, with the AwaitReconciliation activity on task queue tq, for the workflow
+// in names (another workflow's reconciliation or approval workflow of a key) to close.
+func awaitWorkflow(ctx workflow.Context, tq string, in activities.AwaitInput) (activities.AwaitOutput, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           tq,
 		StartToCloseTimeout: 10 * time.Minute,
@@ -729,21 +775,12 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 	})
 	for {
 		var res activities.AwaitOutput
-		in := activities.AwaitInput{WorkflowID: id, Record: activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.tool}}
 		if err := workflow.ExecuteActivity(actx, activities.AwaitReconciliationName, in).Get(ctx, &res); err != nil {
-			if l.cancelOwned && ctx.Err() != nil {
-				// The workflow was cancelled; the running reconciliation owns the key.
-				return reconcile.Output{}, temporal.NewCanceledError()
-			}
-			return reconcile.Output{}, l.reconcileFailed(key, err)
+			return res, err
 		}
-		if !res.Done {
-			continue
+		if res.Done {
+			return res, nil
 		}
-		if res.Err != "" {
-			return reconcile.Output{}, l.reconcileFailed(key, errors.New(res.Err))
-		}
-		return res.Output, nil
 	}
 }
 

@@ -40,16 +40,20 @@ const historiesDir = "testdata/histories"
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// record writes h to historiesDir when ONCEKEY_RECORD_HISTORIES is set. A reconciliation
-// workflow's ID holds its operation key, which differs per run; its file is named "reconcile".
+// record writes h to historiesDir when ONCEKEY_RECORD_HISTORIES is set. A reconciliation (or
+// approval) workflow's ID holds its operation key, which differs per run; its file is named
+// "reconcile" (or "approval").
 func (e *e2e) record(t *testing.T, id string, h *historypb.History) {
 	t.Helper()
 	if os.Getenv(recordHistoriesEnv) == "" {
 		return
 	}
 	role := id
-	if strings.HasPrefix(id, reconcile.WorkflowIDPrefix) {
+	switch {
+	case strings.HasPrefix(id, reconcile.WorkflowIDPrefix):
 		role = "reconcile"
+	case strings.HasPrefix(id, reconcile.ApprovalWorkflowIDPrefix):
+		role = "approval"
 	}
 	name := unsafeName.ReplaceAllString(t.Name(), "_") + "." + unsafeName.ReplaceAllString(role, "_") + "." + e.effect.String() + ".json"
 	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
@@ -76,6 +80,10 @@ var requiredPaths = map[string]string{
 	"cancelled while reconciling":           "TestE2ECancelledWhileReconciling",
 	"two workflows blocked on one key":      "TestE2ETwoWorkflowsOneResolution",
 	"idempotent tool, response lost":        "TestE2EResponseLostAfterCommitIdempotent",
+	"approval, approved":                    "TestE2EApprovalApproved",
+	"approval, denied":                      "TestE2EApprovalDenied",
+	"approval, timed out":                   "TestE2EApprovalTimedOut",
+	"approval shared by a re-proposal":      "TestE2EApprovalSharedByReproposal",
 }
 
 // TestReplayRecordedHistories replays every recorded history with the plugin installed.
@@ -105,12 +113,17 @@ func TestReplayRecordedHistories(t *testing.T) {
 			h, err := client.HistoryFromJSON(mustOpen(t, f), client.HistoryJSONOptions{})
 			require.NoError(t, err)
 			reg := oncekey.NewRegistry()
-			require.NoError(t, reg.Set(newLedger().CreateTicket, oncekey.Policy{Effect: effect}))
+			p := oncekey.Policy{Effect: effect}
+			if strings.HasPrefix(parts[0], "TestE2EApproval") {
+				// Whether a call needs approval, and what it asks, are read from the history.
+				p.Approval = &oncekey.ApprovalPolicy{}
+			}
+			require.NoError(t, reg.Set(newLedger().CreateTicket, p))
 			plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
 			require.NoError(t, err)
 			r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
 			require.NoError(t, err)
-			r.RegisterWorkflow(TicketWorkflow)
+			registerWorkflows(r)
 			require.NoError(t, r.ReplayWorkflowHistory(quiet{}, h))
 		})
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/workflows"
@@ -42,6 +44,9 @@ const PluginName = "oncekey"
 // interceptor twice by other means (two plugins, or the plugin and interceptor.New in
 // worker.Options.Interceptors) does not start: worker.New panics with an error saying which to
 // remove.
+//
+// A worker whose Registry has a Policy.Approval and whose Store is not an oncekey.ApprovalStore
+// does not start: Start and Run return an *interceptor.ConfigError naming the store and the tool.
 //
 // It returns a *interceptor.ConfigError for invalid options.
 func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
@@ -101,6 +106,11 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			if !o.WorkflowReplayer && lazy != nil && !lazy.isSet() {
 				return errWorkerPlugin
 			}
+			if !o.WorkflowReplayer {
+				if err := checkApprovalStore(opts); err != nil {
+					return err
+				}
+			}
 			workflows.RegisterWithOptions(o.Registry, workflows.Options{Registry: opts.Registry, VersioningBehavior: opts.ReconcileVersioningBehavior})
 			if !o.WorkflowReplayer {
 				acts.Register(o.Registry)
@@ -114,6 +124,24 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 			running.stop(o.InstanceKey)
 		},
 	})
+}
+
+// checkApprovalStore refuses a Registry with a Policy.Approval over a Store that keeps no
+// approvals: the call would wait for an approval nobody can record.
+func checkApprovalStore(opts interceptor.Options) error {
+	if _, ok := opts.Store.(oncekey.ApprovalStore); ok {
+		return nil
+	}
+	tools := opts.Registry.Tools()
+	slices.Sort(tools)
+	for _, tool := range tools {
+		if p, ok := opts.Registry.Policy(tool); ok && p.Approval != nil {
+			return &interceptor.ConfigError{Field: "Store", Reason: fmt.Sprintf(
+				"the policy of %s asks for approval (Policy.Approval), and the store (%T) keeps no approvals (oncekey.ApprovalStore): "+
+					"use a store that does (pgstore, memstore), or drop Policy.Approval", tool, opts.Store)}
+		}
+	}
+	return nil
 }
 
 // installOnce keeps the plugin's interceptor ic once in o.Interceptors: the same plugin given to
@@ -146,9 +174,13 @@ func installOnce(o *sdkworker.Options, ic tinterceptor.WorkerInterceptor, taskQu
 // interceptor.New(opts) in worker.Options.Interceptors (or use NewPlugin, which does both).
 // Every worker on a task queue that runs reconciliation workflows (Options.ReconcileTaskQueue,
 // by default the workflows' own) needs this registration. It returns a *interceptor.ConfigError
-// for invalid options.
+// for invalid options, and for a Registry with a Policy.Approval over a Store that is not an
+// oncekey.ApprovalStore.
 func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if err := checkApprovalStore(opts); err != nil {
 		return err
 	}
 	acts, err := activities.New(opts.Store, opts.Registry, opts.DataConverter)

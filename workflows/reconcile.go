@@ -28,7 +28,7 @@ type Registry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-// Options configure the registration of the reconciliation workflow.
+// Options configure the registration of the reconciliation and approval workflows.
 type Options struct {
 	// Registry supplies the tools' declared result types: the UpdateName update's validator
 	// refuses an Applied result that does not decode into the tool's. Nil: the validator does not
@@ -41,12 +41,13 @@ type Options struct {
 	VersioningBehavior workflow.VersioningBehavior
 }
 
-// Register registers the reconciliation workflow on r as reconcile.WorkflowName with default
-// Options. Registering it twice on one worker is harmless.
+// Register registers the reconciliation and approval workflows on r (see RegisterWithOptions) with
+// default Options. Registering them twice on one worker is harmless.
 func Register(r Registry) { RegisterWithOptions(r, Options{}) }
 
-// RegisterWithOptions registers the reconciliation workflow on r as reconcile.WorkflowName.
-// Registering it twice on one worker is harmless.
+// RegisterWithOptions registers the reconciliation workflow on r as reconcile.WorkflowName and the
+// approval workflow (Approval) as reconcile.ApprovalWorkflowName, both with o.VersioningBehavior.
+// Registering them twice on one worker is harmless.
 func RegisterWithOptions(r Registry, o Options) {
 	if o.VersioningBehavior == workflow.VersioningBehaviorUnspecified {
 		o.VersioningBehavior = workflow.VersioningBehaviorAutoUpgrade
@@ -55,6 +56,7 @@ func RegisterWithOptions(r Registry, o Options) {
 	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
 		return reconcileWith(ctx, in, reg)
 	}, workflow.RegisterOptions{Name: reconcile.WorkflowName, DisableAlreadyRegisteredCheck: true, VersioningBehavior: o.VersioningBehavior})
+	r.RegisterWorkflowWithOptions(Approval, workflow.RegisterOptions{Name: reconcile.ApprovalWorkflowName, DisableAlreadyRegisteredCheck: true, VersioningBehavior: o.VersioningBehavior})
 }
 
 // minLeaseWait bounds how often a live claim is inspected again.
@@ -339,14 +341,8 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 		}
 		if r.invalidThisRun >= reconcile.MaxInvalidSignals && workflow.GetVersion(ctx, boundedInvalidChangeID, workflow.DefaultVersion, 1) == 1 {
 			// Signals already delivered are taken before the run ends; a valid one still settles.
-			for {
-				var more converter.RawValue
-				if !signals.ReceiveAsync(&more) {
-					break
-				}
-				if r.takeSignal(ctx, more) {
-					return r.decidedOut, r.decidedErr
-				}
+			if drainSignals(signals, func(raw converter.RawValue) bool { return r.takeSignal(ctx, raw) }) {
+				return r.decidedOut, r.decidedErr
 			}
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return reconcile.Output{}, err
@@ -392,15 +388,36 @@ func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bo
 
 // decodeSignal decodes a signal's payload into a Resolution, or says why it does not.
 func decodeSignal(raw converter.RawValue) (reconcile.Resolution, string) {
-	var res reconcile.Resolution
+	return decodeRaw[reconcile.Resolution](raw, "resolution", "reconcile.Resolution")
+}
+
+// decodeRaw decodes a signal's payload into a T, what the signal carries (a "resolution", of Go
+// type goType), or says why it does not.
+func decodeRaw[T any](raw converter.RawValue, what, goType string) (T, string) {
+	var v T
 	p := raw.Payload()
 	if p == nil {
-		return res, "the signal carries no resolution: send one JSON object, reconcile.Resolution"
+		return v, fmt.Sprintf("the signal carries no %s: send one JSON object, %s", what, goType)
 	}
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &res); err != nil {
-		return reconcile.Resolution{}, fmt.Sprintf("the signal does not decode into a resolution (one JSON object, reconcile.Resolution): %v", err)
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
+		var zero T
+		return zero, fmt.Sprintf("the signal does not decode into a %s (one JSON object, %s): %v", what, goType, err)
 	}
-	return res, ""
+	return v, ""
+}
+
+// drainSignals takes the signals already delivered on ch with take, before a run continues as
+// new, and reports whether one of them decided the run.
+func drainSignals(ch workflow.ReceiveChannel, take func(converter.RawValue) bool) bool {
+	for {
+		var more converter.RawValue
+		if !ch.ReceiveAsync(&more) {
+			return false
+		}
+		if take(more) {
+			return true
+		}
+	}
 }
 
 // record writes res with the RecordResolution activity. It returns why the resolution was

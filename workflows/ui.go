@@ -72,3 +72,42 @@ func (r *reconciler) details() string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// Descriptions of the approval workflow's handlers.
+const (
+	decideSignalDescription = "Approve or deny the call: send one reconcile.Decision as JSON, " +
+		`{"decision":"approve"|"deny","tenant":…,"episode":…,"decided_by":…,"reason":…,"request_id":…} (a denial needs a reason); ` +
+		"a refusal shows in the oncekey.approval query. The oncekey.decide update answers at once instead."
+	approvalQueryDescription = "Where this approval stands: a reconcile.ApprovalReport (state, status, episode, deadline, who decided, the last refused decision)."
+)
+
+// setState moves the approval run to state: the query and the workflow's current details in
+// the Temporal UI (not recorded in history).
+func (a *approver) setState(ctx workflow.Context, state reconcile.ApprovalState) {
+	a.report.State = state
+	workflow.SetCurrentDetails(ctx, a.details())
+}
+
+// details is the approval workflow's current details (Temporal markdown): what waits for whom,
+// until when, and how to decide.
+func (a *approver) details() string {
+	in, r := a.in, a.report
+	what := fmt.Sprintf("%s, step %s of workflow %s (tenant %s, operation key %s)", in.Tool, in.StepID, in.WorkflowID, in.Tenant, in.OperationKey)
+	var b strings.Builder
+	switch r.State {
+	case reconcile.ApprovalStateRequesting:
+		fmt.Fprintf(&b, "**Asking for approval** of %s.", what)
+	case reconcile.ApprovalStateWaiting:
+		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, in.Summary)
+		fmt.Fprintf(&b, "\n\nNeeded: `oncekey approve %s --tenant %s` or `oncekey deny %s --tenant %s --reason <why>`, or send the %s update.",
+			in.OperationKey, shell.Word(in.Tenant), in.OperationKey, shell.Word(in.Tenant), reconcile.DecideUpdateName)
+		if r.LastInvalidSignal != "" {
+			fmt.Fprintf(&b, "\n\nLast refused decision: %s", r.LastInvalidSignal)
+		}
+	case reconcile.ApprovalStateDecided:
+		fmt.Fprintf(&b, "**Decided: %s** by %s — %s.", r.Status, r.DecidedBy, what)
+	default:
+		fmt.Fprintf(&b, "%s: %s.", r.State, what)
+	}
+	return b.String()
+}

@@ -1,0 +1,182 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// Registered names of the approval workflow's activities.
+const (
+	RequestApprovalName = "oncekey.RequestApproval"
+	DecideApprovalName  = "oncekey.DecideApproval"
+)
+
+// ApprovalAnswer is an approval as the approval workflow's activities found or left it.
+type ApprovalAnswer struct {
+	// Created: RequestApproval asked a new episode.
+	Created bool `json:"created,omitempty"`
+	// Conflict: DecideApproval found the approval no longer pending; the fields are the decision
+	// already recorded.
+	Conflict    bool                   `json:"conflict,omitempty"`
+	Status      oncekey.ApprovalStatus `json:"status"`
+	Episode     int64                  `json:"episode"`
+	Fingerprint string                 `json:"fingerprint"`
+	RequestedAt time.Time              `json:"requested_at,omitzero"`
+	Deadline    time.Time              `json:"deadline,omitzero"`
+	DecidedAt   time.Time              `json:"decided_at,omitzero"`
+	DecidedBy   string                 `json:"decided_by,omitempty"`
+	Reason      string                 `json:"reason,omitempty"`
+}
+
+func answerOf(a *oncekey.Approval) ApprovalAnswer {
+	return ApprovalAnswer{Status: a.Status, Episode: a.Episode, Fingerprint: a.Fingerprint, RequestedAt: a.RequestedAt,
+		Deadline: a.Deadline, DecidedAt: a.DecidedAt, DecidedBy: a.DecidedBy, Reason: a.Reason}
+}
+
+// Output returns the approval workflow's output for a decided answer.
+func (a ApprovalAnswer) Output() reconcile.ApprovalOutput {
+	return reconcile.ApprovalOutput{Status: a.Status, Episode: a.Episode, Created: a.Created, DecidedBy: a.DecidedBy,
+		DecidedAt: a.DecidedAt, Reason: a.Reason, Fingerprint: a.Fingerprint}
+}
+
+// approvals returns the store as an ApprovalStore, or a non-retryable oncekey.Config error.
+func (a *Activities) approvals() (oncekey.ApprovalStore, error) {
+	s, ok := a.store.(oncekey.ApprovalStore)
+	if !ok {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"activities: the store (%T) keeps no approvals (oncekey.ApprovalStore): give the workers a store that does (pgstore, memstore), or drop Policy.Approval", a.store),
+			oncekey.ErrTypeConfig, nil)
+	}
+	return s, nil
+}
+
+// boundApproval refuses ap to a caller that may not act on it, as bound does for records.
+func boundApproval(ctx context.Context, ap *oncekey.Approval, tool string) error {
+	return boundTo(ctx, "approval", ap.OperationKey, ap.Namespace, ap.Tool, tool)
+}
+
+// RequestApproval asks the store for approval of in.OperationKey (ApprovalStore.RequestApproval,
+// in the namespace of the calling workflow) and returns the approval as it then stands: a new
+// pending episode (Created), or the approval found pending, approved or denied. An approval of
+// another fingerprint is returned unchanged; the caller refuses the call. An approval of another
+// namespace or tool is a non-retryable error of type ErrTypeForeignRecord; a store that keeps no
+// approvals one of type oncekey.ErrTypeConfig; store errors are returned retryable.
+func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalInput) (ApprovalAnswer, error) {
+	s, err := a.approvals()
+	if err != nil {
+		return ApprovalAnswer{}, err
+	}
+	var ns string
+	if activity.IsActivity(ctx) {
+		ns = activity.GetInfo(ctx).Namespace
+	}
+	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
+		Tenant: in.Tenant, OperationKey: in.OperationKey, Namespace: ns, Tool: in.Tool, Fingerprint: in.Fingerprint,
+		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary, Timeout: in.Timeout,
+	})
+	if err != nil {
+		var inv *oncekey.InvalidParamsError
+		if errors.As(err, &inv) {
+			return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError("activities: request approval "+in.OperationKey+": "+err.Error(), oncekey.ErrTypeConfig, nil)
+		}
+		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: %w", in.OperationKey, err)
+	}
+	if res == nil || res.Approval == nil {
+		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: the store returned no approval", in.OperationKey)
+	}
+	if err := boundApproval(ctx, res.Approval, in.Tool); err != nil {
+		return ApprovalAnswer{}, err
+	}
+	ans := answerOf(res.Approval)
+	ans.Created = res.Created
+	return ans, nil
+}
+
+// DecideApprovalInput is a decision to record on the pending approval at Episode.
+type DecideApprovalInput struct {
+	Tenant       string                 `json:"tenant"`
+	OperationKey string                 `json:"operation_key"`
+	Tool         string                 `json:"tool"`
+	Episode      int64                  `json:"episode"`
+	Status       oncekey.ApprovalStatus `json:"status"`
+	DecidedBy    string                 `json:"decided_by,omitempty"`
+	Reason       string                 `json:"reason,omitempty"`
+	// Retention is how long the decision is kept, from now.
+	Retention time.Duration `json:"retention"`
+}
+
+// DecideApproval writes a decision with ApprovalStore.DecideApproval, fenced by in.Episode, and
+// returns the approval as decided. An approval found decided already is returned as it is, with
+// Conflict set. A stale episode, a missing approval or a decision the store refuses as given is a
+// non-retryable error of type ErrTypeInvalid; an approval of another namespace or tool one of type
+// ErrTypeForeignRecord; store errors are returned retryable.
+func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput) (ApprovalAnswer, error) {
+	s, err := a.approvals()
+	if err != nil {
+		return ApprovalAnswer{}, err
+	}
+	cur, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"activities: no approval for key %s (purged or forgotten); nothing was written", in.OperationKey), ErrTypeInvalid, nil)
+	}
+	if err != nil {
+		return ApprovalAnswer{}, fmt.Errorf("activities: decide approval %s: %w", in.OperationKey, err)
+	}
+	if err := boundApproval(ctx, cur, in.Tool); err != nil {
+		return ApprovalAnswer{}, err
+	}
+	ap, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{
+		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Status: in.Status,
+		DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
+	})
+	var (
+		conflict *oncekey.ApprovalConflictError
+		stale    *oncekey.StaleDecisionError
+		inv      *oncekey.InvalidParamsError
+	)
+	switch {
+	case err == nil:
+		return answerOf(ap), nil
+	case errors.As(err, &conflict) && conflict.Approval != nil:
+		ans := answerOf(conflict.Approval)
+		ans.Conflict = true
+		return ans, nil
+	case errors.As(err, &stale), errors.As(err, &inv), errors.Is(err, oncekey.ErrNotFound):
+		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was written", ErrTypeInvalid, nil)
+	}
+	return ApprovalAnswer{}, fmt.Errorf("activities: decide approval %s: %w", in.OperationKey, err)
+}
+
+// awaitedApproval answers for the approval of an approval workflow that has closed: the
+// approval's decision as the store has it; an Err when it is still pending or gone (the
+// workflow was terminated, or the approval purged).
+func (a *Activities) awaitedApproval(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
+	s, err := a.approvals()
+	if err != nil {
+		return AwaitOutput{}, err
+	}
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Approval.Tenant, OperationKey: in.Approval.OperationKey})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed and the store holds no approval for the key", in.WorkflowID)}, nil
+	}
+	if err != nil {
+		return AwaitOutput{}, fmt.Errorf("activities: await approval %s: %w", in.Approval.OperationKey, err)
+	}
+	if err := boundApproval(ctx, ap, in.Approval.Tool); err != nil {
+		return AwaitOutput{}, err
+	}
+	if !ap.Status.Decided() {
+		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed with the approval still %s", in.WorkflowID, ap.Status)}, nil
+	}
+	out := answerOf(ap).Output()
+	return AwaitOutput{Done: true, Approval: &out}, nil
+}

@@ -1,0 +1,263 @@
+package interceptor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// approvalChangeID is the workflow.GetVersion change ID under which a call whose policy has an
+// Approval waits for a person's decision before it is scheduled. Histories recorded before it
+// schedule the call at once.
+const approvalChangeID = "oncekey-approval"
+
+// Details.Reason of the approval refusals, which Label reads to tell a denial (stop) from the
+// others (ask for approval).
+const (
+	reasonApprovalDenied   = "approval denied"
+	reasonApprovalTimedOut = "approval timed out"
+	reasonNotApproved      = "not approved"
+)
+
+// approvalCall is a call whose policy asks for approval, on the workflow side: it asks, waits
+// for the decision, and schedules the call only once approved.
+type approvalCall struct {
+	w *workflowOutbound
+	// tool is the activity type; name the tool's name and toolArgs its arguments document.
+	tool     string
+	name     string
+	toolArgs json.RawMessage
+	policy   oncekey.Policy
+	args     []any
+	tenant   string
+	stepID   string
+}
+
+// approvalRequest is what the workflow side derives for an approval, recorded in history in one
+// SideEffect: whether the call needs approval, its operation key, its fingerprint and the summary
+// the approver sees; Err when they cannot be derived.
+type approvalRequest struct {
+	Required    bool   `json:"required,omitempty"`
+	Key         string `json:"key,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Summary     string `json:"summary,omitempty"`
+	Err         string `json:"err,omitempty"`
+}
+
+// first returns the future of the call: it asks for approval (when ApprovalPolicy.Required says
+// so) and schedules the call with schedule once approved; denied, timed out or refused, the
+// future fails and nothing is scheduled.
+func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Context) workflow.Future) workflow.Future {
+	req, err := recorded(ctx, a.request(ctx))
+	if err == nil && req.Err != "" {
+		err = errors.New(req.Err)
+	}
+	if err != nil {
+		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf("oncekey: %s was not scheduled: %v", a.name, err),
+			oncekey.ErrTypeConfig, nil, Details{Tenant: a.tenant, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: "approval not asked"}))
+	}
+	if !req.Required {
+		return schedule(ctx)
+	}
+	in, tq := a.input(ctx, req)
+	f, s := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		// Started from a disconnected context, like a reconciliation: cancelling the workflow
+		// neither cancels the request nor keeps it from starting, and the approval outlives it.
+		dctx, _ := workflow.NewDisconnectedContext(gctx)
+		child := a.start(dctx, tq, in)
+		out, err := a.wait(gctx, dctx, child, tq, req.Key)
+		if err == nil {
+			err = a.refusal(req, out)
+		}
+		if err != nil {
+			s.SetError(err)
+			return
+		}
+		workflow.GetLogger(gctx).Info("oncekey: approved; scheduling the call", "tool", a.name, "key_prefix", keyPrefix(req.Key), "decided_by", out.DecidedBy)
+		s.Chain(schedule(gctx))
+	})
+	return f
+}
+
+// request returns the function that derives the approval request. A panic in the user's code it
+// runs (ApprovalPolicy.Required or Summary, a Key function, an argument's MarshalJSON) is an error.
+func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
+	info := workflow.GetInfo(ctx)
+	op := oncekey.Operation{
+		Namespace: info.Namespace, Tenant: a.tenant, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		StepID: a.stepID, Tool: a.name, ActivityType: a.tool, Args: a.args, ArgsJSON: a.toolArgs,
+	}
+	return func() (req approvalRequest) {
+		hook := "ApprovalPolicy.Required"
+		defer func() {
+			if p := recover(); p != nil {
+				req = approvalRequest{Err: fmt.Sprintf("%s panicked: %v; nothing was asked, and the call is not retried (the bug is in that code, not in the tool)", hook, p)}
+			}
+		}()
+		if f := a.policy.Approval.Required; f != nil && !f(op) {
+			return approvalRequest{}
+		}
+		hook = "Policy.Key"
+		key, err := keyWithoutActivityID(a.policy, op)
+		if errors.Is(err, errKeyNeedsActivityID) {
+			return approvalRequest{Err: "approval needs a key that does not depend on the activity ID: give the call a step ID (oncekey.WithStepID)"}
+		}
+		if err != nil {
+			return approvalRequest{Err: err.Error()}
+		}
+		hook = "an argument's MarshalJSON (encoding the arguments for the fingerprint)"
+		fp, err := oncekey.KeyedFingerprint(a.policy, op, a.w.root.opts.FingerprintSecret)
+		if err != nil {
+			return approvalRequest{Err: err.Error()}
+		}
+		hook = "ApprovalPolicy.Summary"
+		summary := fmt.Sprintf("%s in workflow %s", a.name, op.WorkflowID)
+		if a.stepID != "" {
+			summary = fmt.Sprintf("%s, step %s of workflow %s", a.name, a.stepID, op.WorkflowID)
+		}
+		if f := a.policy.Approval.Summary; f != nil {
+			summary = f(op)
+		}
+		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: summaryText(summary)}
+	}
+}
+
+// summaryText returns s as the store keeps it: valid UTF-8 without NUL bytes, at most
+// oncekey.MaxApprovalSummaryBytes, cut at a character boundary and ending with "…" when longer.
+func summaryText(s string) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= oncekey.MaxApprovalSummaryBytes {
+		return s
+	}
+	const ellipsis = "…"
+	cut := oncekey.MaxApprovalSummaryBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+// input returns the approval workflow's input and the task queue it runs on (Options.
+// ReconcileTaskQueue, or the workflow's).
+func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconcile.ApprovalInput, string) {
+	info := workflow.GetInfo(ctx)
+	tq := a.w.root.opts.ReconcileTaskQueue
+	if tq == "" {
+		tq = info.TaskQueueName
+	}
+	timeout := a.policy.Approval.Timeout
+	if timeout <= 0 {
+		timeout = oncekey.DefaultApprovalTimeout
+	}
+	return reconcile.ApprovalInput{
+		Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Fingerprint: req.Fingerprint,
+		WorkflowID: info.WorkflowExecution.ID, StepID: a.stepID, Summary: req.Summary,
+		Timeout: timeout, Retention: a.policy.Retention,
+	}, tq
+}
+
+// start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it
+// running.
+func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.ApprovalInput) workflow.ChildWorkflowFuture {
+	key := in.OperationKey
+	opts := workflow.ChildWorkflowOptions{
+		WorkflowID:        reconcile.ApprovalWorkflowID(key),
+		TaskQueue:         tq,
+		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		StaticSummary:     fmt.Sprintf("oncekey: approve %s? %s", in.Tool, in.Summary),
+		StaticDetails: fmt.Sprintf("%s (step %s of %s, tenant %s, operation key %s) waits for a person's approval before it runs: %s\n\n"+
+			"Approve with `oncekey approve %s --tenant %s`, deny with `oncekey deny %s --tenant %s --reason <why>`, or send the %s update. "+
+			"Nobody deciding within %s denies it. Its current details say where it stands.",
+			in.Tool, in.StepID, in.WorkflowID, in.Tenant, key, in.Summary, key, shell.Word(in.Tenant), key, shell.Word(in.Tenant),
+			reconcile.DecideUpdateName, in.Timeout),
+	}
+	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), reconcile.ApprovalWorkflowName, in)
+}
+
+// wait waits for the approval workflow's decision: its result, or, when the key's approval
+// workflow was already running (another call waits on the same approval), that workflow's
+// decision as the store has it once it closes. A cancelled workflow stops waiting; the approval
+// workflow goes on without it.
+func (a *approvalCall) wait(ctx, dctx workflow.Context, child workflow.ChildWorkflowFuture, tq, key string) (reconcile.ApprovalOutput, error) {
+	id := reconcile.ApprovalWorkflowID(key)
+	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil {
+		if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			return reconcile.ApprovalOutput{}, a.undecided(key, err)
+		}
+		res, err := awaitWorkflow(ctx, tq, activities.AwaitInput{WorkflowID: id, Approval: activities.RecordRef{Tenant: a.tenant, OperationKey: key, Tool: a.name}})
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return reconcile.ApprovalOutput{}, temporal.NewCanceledError()
+		case err != nil:
+			return reconcile.ApprovalOutput{}, a.undecided(key, err)
+		case res.Err != "" || res.Approval == nil:
+			return reconcile.ApprovalOutput{}, a.undecided(key, errors.New(res.Err))
+		}
+		return *res.Approval, nil
+	}
+	var (
+		out       reconcile.ApprovalOutput
+		cerr      error
+		done      bool
+		cancelled bool
+	)
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(child, func(f workflow.Future) { done, cerr = true, f.Get(dctx, &out) })
+	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
+	for !done && !cancelled {
+		sel.Select(ctx)
+	}
+	switch {
+	case !done:
+		return out, temporal.NewCanceledError()
+	case cerr != nil:
+		return out, a.undecided(key, cerr)
+	}
+	return out, nil
+}
+
+// undecided is the call's error when its approval workflow ended without a decision.
+func (a *approvalCall) undecided(key string, err error) error {
+	msg := fmt.Sprintf("oncekey: the approval workflow %s of %s ended without a decision (%v); nothing ran: call it again to ask anew",
+		reconcile.ApprovalWorkflowID(key), a.name, err)
+	return temporal.NewNonRetryableApplicationError(msg, oncekey.ErrTypeApproval, err,
+		Details{Tenant: a.tenant, OperationKey: key, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: reasonNotApproved})
+}
+
+// refusal returns nil for an approved call of req's fingerprint, else the call's error: a
+// fingerprint mismatch (the key's approval was asked for other arguments) or the approval
+// refused (denied, timed out), both non-retryable.
+func (a *approvalCall) refusal(req approvalRequest, out reconcile.ApprovalOutput) error {
+	d := Details{Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Outcome: oncekey.OutcomeRejected}
+	if out.FingerprintMismatch || (out.Fingerprint != "" && out.Fingerprint != req.Fingerprint) {
+		e := &oncekey.FingerprintMismatchError{OperationKey: req.Key, Tool: a.name, Stored: out.Fingerprint, Got: req.Fingerprint}
+		d.Reason = "fingerprint mismatch"
+		return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeFingerprintMismatch, nil, d)
+	}
+	if out.Status == oncekey.ApprovalApproved {
+		return nil
+	}
+	switch out.Status {
+	case oncekey.ApprovalDenied:
+		d.Reason = reasonApprovalDenied
+	case oncekey.ApprovalTimedOut:
+		d.Reason = reasonApprovalTimedOut
+	default:
+		d.Reason = reasonNotApproved
+	}
+	e := &oncekey.ApprovalRequiredError{Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Status: out.Status,
+		Episode: out.Episode, DecidedBy: out.DecidedBy, Reason: out.Reason}
+	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeApproval, nil, d)
+}
