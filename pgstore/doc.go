@@ -2,7 +2,9 @@
 //
 // Leases, retention and tombstones are judged on the database clock (now()). Claim is one
 // INSERT … ON CONFLICT … RETURNING statement; Renew, Complete, Release and MarkUnknown are one
-// UPDATE each, conditional on the epoch. Migrate applies the embedded, versioned migrations
+// UPDATE each, conditional on the epoch. It is an oncekey.ApprovalStore too (table
+// oncekey_approvals, migration 003): RequestApproval is one INSERT … ON CONFLICT, DecideApproval
+// one UPDATE conditional on the episode. Migrate applies the embedded, versioned migrations
 // under an advisory lock. It must not import memstore, the interceptor or any Temporal package.
 //
 // Choices a caller can rely on:
@@ -24,7 +26,9 @@
 //     through pgconn; in any other mode (for PgBouncer in transaction mode, say) they go through
 //     pgx.Conn.Query unprepared. A pgx.QueryTracer on the pool sees every statement either way.
 //     Each Store prepares seven statements per connection (the server keeps roughly 1 MB of
-//     plans per connection for them). Rows are decoded with pgx's built-in codecs: a codec
+//     plans per connection for them); the approval statements, off the hot path, go through
+//     pgx's own statement cache (prepared on a connection's first use in the default mode, not
+//     at all in the others). Rows are decoded with pgx's built-in codecs: a codec
 //     registered on the connections (a TimestamptzCodec with another ScanLocation, say) is not
 //     used for the store's rows, so times come back in the local time zone as pgx's default
 //     gives them; the instants are the same.

@@ -66,6 +66,9 @@ func everyCall(ctx context.Context, s *pgstore.Store) map[string]error {
 	_, out["forget"] = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
 	_, out["purge preview"] = s.PurgePreview(ctx)
 	_, out["stats"] = s.Stats(ctx, "")
+	for op, err := range approvalCalls(ctx, s) {
+		out[op] = err
+	}
 	return out
 }
 
@@ -181,7 +184,7 @@ func TestStoreOnOutdatedSchema(t *testing.T) {
 
 			_, err = pool.Exec(ctx, `DELETE FROM oncekey_migrations`)
 			require.NoError(t, err)
-			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace are not applied in schema "`+schema+`"`)
+			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace, 003_approvals are not applied in schema "`+schema+`"`)
 
 			_, err = pool.Exec(ctx, `DROP TABLE oncekey_migrations`)
 			require.NoError(t, err)

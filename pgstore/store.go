@@ -52,11 +52,15 @@ type Store struct {
 	timeout  time.Duration
 	schema   string // Options.Schema
 	table    string
-	prepare  bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
-	tracer   pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
+	// approvalTable is the approvals table (oncekey_approvals, in Options.Schema if set).
+	approvalTable string
+	prepare       bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
+	tracer        pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
 	claimSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
 	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL, unsettledSQL      string
+	// The approval statements (approval.go) run through pgx's own statement cache.
+	requestApprovalSQL, decideApprovalSQL, getApprovalSQL, purgeApprovalsSQL string
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -66,7 +70,8 @@ var _ oncekey.Store = (*Store)(nil)
 // missing or older than this build returns an error wrapping *oncekey.StoreSchemaError, and works
 // as soon as the schema is migrated, without a new Store.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
-	s := &Store{pool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations"}
+	s := &Store{pool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations",
+		approvalTable: "oncekey_approvals"}
 	if pool != nil {
 		cfg := pool.Config().ConnConfig
 		s.prepare, s.tracer = cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement, cfg.Tracer
@@ -81,8 +86,10 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 		if opts.Schema != "" {
 			s.schema = opts.Schema
 			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
+			s.approvalTable = pgx.Identifier{opts.Schema, "oncekey_approvals"}.Sanitize()
 		}
 	}
+	s.approvalSQL(s.approvalTable)
 	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
 	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
@@ -105,7 +112,8 @@ RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint)
 	// a claim holds are left for the next run) and changes only those, found again by ctid
 	// (the rows are locked, so their ctid cannot change before the outer statement runs). A
 	// pending or unknown record is never tombstoned or deleted (see tombstoneWhere).
-	r = strings.NewReplacer("{t}", s.table, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere, "{unsettled}", unsettledWhere)
+	r = strings.NewReplacer("{t}", s.table, "{a}", s.approvalTable, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere,
+		"{unsettled}", unsettledWhere, "{approvalExpired}", approvalExpiredWhere)
 	s.tombstoneSQL = r.Replace(`UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()
 WHERE ctid = ANY(ARRAY(
@@ -122,11 +130,15 @@ WHERE ctid = ANY(ARRAY(
         FOR UPDATE SKIP LOCKED))
   AND {delete}`)
 	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}),
-    count(*) FILTER (WHERE {unsettled}), min(created_at) FILTER (WHERE {unsettled}) FROM {t}`)
+    count(*) FILTER (WHERE {unsettled}), min(created_at) FILTER (WHERE {unsettled}),
+    (SELECT count(*) FROM {a} WHERE {approvalExpired}) FROM {t}`)
 	s.unsettledSQL = r.Replace(`SELECT count(*), min(created_at) FROM {t} WHERE {unsettled}`)
 	s.statsSQL = strings.ReplaceAll(`SELECT tenant, tool, status, count(*), min(updated_at) FROM {t}
 WHERE $1 = '' OR tenant = $1 GROUP BY tenant, tool, status ORDER BY tenant, tool, status`, "{t}", s.table)
-	s.forgetSQL = r.Replace(`DELETE FROM {t} WHERE tenant = $1`)
+	// Forget is one statement over both tables: the tenant's records and approvals go together.
+	s.forgetSQL = r.Replace(`WITH r AS (DELETE FROM {t} WHERE tenant = $1 RETURNING 1),
+     a AS (DELETE FROM {a} WHERE tenant = $1 RETURNING 1)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM a)`)
 	return s
 }
 
@@ -517,7 +529,8 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 // the next run), so claims are never blocked for longer than one small batch. It first turns
 // records past retention into tombstones (status expired; result, failure, effect reference and
 // note cleared; digests, epoch and windows kept), leaving pending records under a live lease to
-// their owner, then deletes tombstones past their window.
+// their owner, then deletes tombstones past their window, then deletes the decided approvals
+// past their retention (never a pending one), in batches too.
 // After each full batch it pauses for p.Rest times the batch's duration (by default as long as
 // the batch took), so claims keep most of the server while a large purge runs.
 // Batches counts statements that changed at least one row; p.Progress is called after each.
@@ -531,7 +544,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	for _, step := range []struct {
 		query string
 		count *int64
-	}{{s.tombstoneSQL, &res.Tombstoned}, {s.deleteSQL, &res.Deleted}} {
+	}{{s.tombstoneSQL, &res.Tombstoned}, {s.deleteSQL, &res.Deleted}, {s.purgeApprovalsSQL, &res.ApprovalsDeleted}} {
 		for {
 			var done int64
 			start := time.Now()
@@ -541,7 +554,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				return err
 			})
 			if err != nil {
-				return &res, s.wrap(ctx, "purge", "", err)
+				return &res, s.wrapApproval(ctx, "purge", "", err)
 			}
 			if done == 0 {
 				break
@@ -587,21 +600,20 @@ func rest(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Forget implements oncekey.Store: one DELETE of every record of the tenant.
+// Forget implements oncekey.Store: one statement deleting every record and every approval of
+// the tenant.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var n int64
+	var res oncekey.ForgetResult
 	err := s.call(ctx, func(ctx context.Context) error {
-		tag, err := s.pool.Exec(ctx, s.forgetSQL, p.Tenant)
-		n = tag.RowsAffected()
-		return err
+		return s.pool.QueryRow(ctx, s.forgetSQL, p.Tenant).Scan(&res.Deleted, &res.ApprovalsDeleted)
 	})
 	if err != nil {
-		return nil, s.wrap(ctx, "forget", "", err)
+		return nil, s.wrapApproval(ctx, "forget", "", err)
 	}
-	return &oncekey.ForgetResult{Deleted: n}, nil
+	return &res, nil
 }
 
 // PurgePreview is what Purge would change if it ran at Now (the database clock).
@@ -614,6 +626,8 @@ type PurgePreview struct {
 	// of them (zero when none).
 	Unsettled       int64
 	OldestUnsettled time.Time
+	// ApprovalDeletes counts the decided approvals past their retention that would be deleted.
+	ApprovalDeletes int64
 }
 
 // PurgePreview counts, in one statement and without changing anything, the records Purge would
@@ -624,7 +638,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
 	var pv PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
 		var oldest *time.Time
-		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest); err != nil {
+		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes); err != nil {
 			return err
 		}
 		if oldest != nil {
@@ -633,7 +647,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, s.wrap(ctx, "purge preview", "", err)
+		return nil, s.wrapApproval(ctx, "purge preview", "", err)
 	}
 	return &pv, nil
 }

@@ -1,0 +1,261 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/oncekey/oncekey"
+)
+
+var _ oncekey.ApprovalStore = (*Store)(nil)
+
+// approvalCols is the select list of an approval, in the order scanApproval scans it.
+const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary, status,
+    episode, requested_at, deadline, decided_at, decided_by, reason, expires_at`
+
+// The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
+// the existing approval (o) anew, at the next episode: same fingerprint, and timed out or
+// decided and past retention. approvalExpiredWhere is whether Purge deletes an approval: decided
+// and past retention (a pending one never is).
+const (
+	approvalAnew         = `(o.fingerprint = EXCLUDED.fingerprint AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())))`
+	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
+)
+
+// approvalMigration names the migration that creates the approvals table, for the error of a
+// store whose schema lacks it.
+const approvalMigration = "003_approvals"
+
+// approvalSQL builds the approval statements of s for the approvals table a (sanitized,
+// possibly schema-qualified).
+func (s *Store) approvalSQL(a string) {
+	r := strings.NewReplacer("{a}", a, "{cols}", approvalCols, "{anew}", approvalAnew, "{expired}", approvalExpiredWhere)
+	// One statement: insert the first episode or, on conflict, rewrite the row with a CASE per
+	// column that keeps every value unless the request asks anew. RETURNING reports the row after
+	// the statement and whether this request's token is the stored one (it asked the episode).
+	s.requestApprovalSQL = r.Replace(`INSERT INTO {a} AS o (tenant, operation_key, namespace, tool, fingerprint, workflow_id,
+    step_id, summary, status, episode, requested_at, deadline, request_token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10)
+ON CONFLICT (tenant, operation_key) DO UPDATE SET
+    namespace     = CASE WHEN {anew} THEN EXCLUDED.namespace ELSE o.namespace END,
+    tool          = CASE WHEN {anew} THEN EXCLUDED.tool ELSE o.tool END,
+    workflow_id   = CASE WHEN {anew} THEN EXCLUDED.workflow_id ELSE o.workflow_id END,
+    step_id       = CASE WHEN {anew} THEN EXCLUDED.step_id ELSE o.step_id END,
+    summary       = CASE WHEN {anew} THEN EXCLUDED.summary ELSE o.summary END,
+    status        = CASE WHEN {anew} THEN 'pending' ELSE o.status END,
+    episode       = CASE WHEN {anew} THEN o.episode + 1 ELSE o.episode END,
+    requested_at  = CASE WHEN {anew} THEN EXCLUDED.requested_at ELSE o.requested_at END,
+    deadline      = CASE WHEN {anew} THEN EXCLUDED.deadline ELSE o.deadline END,
+    decided_at    = CASE WHEN {anew} THEN NULL ELSE o.decided_at END,
+    decided_by    = CASE WHEN {anew} THEN '' ELSE o.decided_by END,
+    reason        = CASE WHEN {anew} THEN '' ELSE o.reason END,
+    expires_at    = CASE WHEN {anew} THEN NULL ELSE o.expires_at END,
+    request_token = CASE WHEN {anew} THEN EXCLUDED.request_token ELSE o.request_token END
+RETURNING {cols}, request_token = $10 AS created`)
+	s.decideApprovalSQL = r.Replace(`UPDATE {a} SET status = $4, decided_at = now(), decided_by = $5, reason = $6,
+    expires_at = now() + $7::bigint * interval '1 microsecond'
+WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND status = 'pending'
+RETURNING {cols}`)
+	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
+	// A purge batch, as for records: at most $1 rows locked with SKIP LOCKED, deleted by ctid.
+	s.purgeApprovalsSQL = r.Replace(`DELETE FROM {a}
+WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM {a}
+        WHERE {expired}
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED))
+  AND {expired}`)
+}
+
+// scanApproval scans one row of approvalCols (then extra) into an approval.
+func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
+	var (
+		a                    oncekey.Approval
+		status               string
+		decidedAt, expiresAt pgtype.Timestamptz
+	)
+	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
+		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	a.Status = oncekey.ApprovalStatus(status)
+	if decidedAt.Valid {
+		a.DecidedAt = decidedAt.Time
+	}
+	if expiresAt.Valid {
+		a.ExpiresAt = expiresAt.Time
+	}
+	return &a, nil
+}
+
+// wrapApproval is wrap for the statements that use the approvals table: with the records'
+// table in place, a missing approvals table means a schema migrated before 003_approvals, a
+// table not at the migration this build expects. (With neither table, wrap says the records'
+// table is missing, which is the whole story.) It asks the database once more, on this error
+// path only.
+func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" || !strings.Contains(pgErr.Message, "oncekey_approvals") {
+		return s.wrap(ctx, op, key, err)
+	}
+	var records bool
+	if ctx.Err() != nil || s.call(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table).Scan(&records)
+	}) != nil || !records {
+		return s.wrap(ctx, op, key, err)
+	}
+	err = s.schemaError(ctx, op, tableOutdated, "there is no table oncekey_approvals beside it (migration "+approvalMigration+" is not applied)", err)
+	if key == "" {
+		return fmt.Errorf("pgstore: %s: %w", op, err)
+	}
+	return fmt.Errorf("pgstore: %s %s: %w", op, key, err)
+}
+
+// RequestApproval implements oncekey.ApprovalStore in one statement, on the database clock.
+func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	token := rand.Int64()
+	var res oncekey.ApprovalResult
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		res.Approval, err = scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
+			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token), &res.Created)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrapApproval(ctx, "request approval", p.OperationKey, err)
+	}
+	return &res, nil
+}
+
+// DecideApproval implements oncekey.ApprovalStore: one UPDATE conditional on the episode and
+// status pending. When it changes nothing, a second read says why: ErrNotFound,
+// *oncekey.StaleDecisionError (the approval is at another episode) or
+// *oncekey.ApprovalConflictError (it is decided).
+func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "decide approval"
+	var a *oncekey.Approval
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		a, err = scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
+			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention)))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := s.getApproval(ctx, op, p.Tenant, p.OperationKey)
+		switch {
+		case gerr != nil:
+			return nil, gerr
+		case cur.Episode != p.Episode:
+			return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekey.Status(cur.Status)})
+		}
+		return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: cur})
+	}
+	if err != nil {
+		return nil, s.wrapApproval(ctx, op, p.OperationKey, err)
+	}
+	return a, nil
+}
+
+// GetApproval implements oncekey.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.getApproval(ctx, "get approval", p.Tenant, p.OperationKey)
+}
+
+// getApproval reads an approval; pgx.ErrNoRows becomes oncekey.ErrNotFound here and only here.
+// Errors are wrapped and name op.
+func (s *Store) getApproval(ctx context.Context, op, tenant, key string) (*oncekey.Approval, error) {
+	var a *oncekey.Approval
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		a, err = scanApproval(s.pool.QueryRow(ctx, s.getApprovalSQL, tenant, key))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.wrapApproval(ctx, op, key, err)
+	}
+	return a, nil
+}
+
+// ListApprovals implements oncekey.ApprovalStore with keyset pagination in (requested_at,
+// tenant, operation_key) order, one statement per page. An approval asked anew while a caller
+// pages moves to the end (it may appear again there) without making another be skipped or
+// repeated.
+func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if p.Status != "" {
+		where = append(where, "status = "+arg(string(p.Status)))
+	}
+	if p.Tenant != "" {
+		where = append(where, "tenant = "+arg(p.Tenant))
+	}
+	if p.Tool != "" {
+		where = append(where, "tool = "+arg(p.Tool))
+	}
+	if p.WorkflowID != "" {
+		where = append(where, "workflow_id = "+arg(p.WorkflowID))
+	}
+	if p.Cursor != "" {
+		c, err := oncekey.ParseApprovalCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, fmt.Sprintf("(requested_at, tenant, operation_key) > (%s, %s, %s)",
+			arg(c.RequestedAt), arg(c.Tenant), arg(c.OperationKey)))
+	}
+	q := "SELECT " + approvalCols + " FROM " + s.approvalTable
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.PageSize()
+	q += " ORDER BY requested_at, tenant, operation_key LIMIT " + arg(limit+1)
+
+	var as []*oncekey.Approval
+	err := s.call(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		as, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekey.Approval, error) { return scanApproval(row) })
+		return err
+	})
+	if err != nil {
+		return nil, s.wrapApproval(ctx, "list approvals", "", err)
+	}
+	res := &oncekey.ListApprovalsResult{Approvals: as}
+	if len(as) > limit {
+		res.Approvals = as[:limit]
+		res.Next = oncekey.NextApprovalCursor(as[limit-1])
+	}
+	return res, nil
+}
