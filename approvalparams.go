@@ -1,8 +1,6 @@
 package oncekey
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -96,22 +94,17 @@ type ApprovalCursor struct {
 
 // NextApprovalCursor returns the cursor that resumes a listing of approvals after a.
 func NextApprovalCursor(a *Approval) string {
-	b, _ := json.Marshal(listCursorJSON{U: a.RequestedAt.UnixMicro(), T: a.Tenant, K: a.OperationKey})
-	return base64.RawURLEncoding.EncodeToString(b)
+	return encodeCursor(a.RequestedAt, a.Tenant, a.OperationKey)
 }
 
 // ParseApprovalCursor reads a cursor made by NextApprovalCursor. Anything else is an
 // *InvalidParamsError.
 func ParseApprovalCursor(s string) (ApprovalCursor, error) {
-	var c listCursorJSON
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
+	at, tenant, key, err := decodeCursor("list approvals", s)
 	if err != nil {
-		return ApprovalCursor{}, &InvalidParamsError{Op: "list approvals", Field: "Cursor", Reason: "not a cursor this store issued"}
+		return ApprovalCursor{}, err
 	}
-	return ApprovalCursor{RequestedAt: time.UnixMicro(c.U), Tenant: c.T, OperationKey: c.K}, nil
+	return ApprovalCursor{RequestedAt: at, Tenant: tenant, OperationKey: key}, nil
 }
 
 // Before reports whether c sorts before a in ListApprovals' order (requested at, tenant,

@@ -231,23 +231,35 @@ type listCursorJSON struct {
 	K string `json:"k"`
 }
 
-// NextCursor returns the cursor that resumes a listing after r.
-func NextCursor(r *Record) string {
-	b, _ := json.Marshal(listCursorJSON{U: r.UpdatedAt.UnixMicro(), T: r.Tenant, K: r.OperationKey})
+// encodeCursor returns the opaque cursor of a sort key (a time, a tenant, an operation key).
+func encodeCursor(at time.Time, tenant, key string) string {
+	b, _ := json.Marshal(listCursorJSON{U: at.UnixMicro(), T: tenant, K: key})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// ParseListCursor reads a cursor made by NextCursor. Anything else is an *InvalidParamsError.
-func ParseListCursor(s string) (ListCursor, error) {
+// decodeCursor reads a cursor made by encodeCursor; anything else is an *InvalidParamsError of op.
+func decodeCursor(op, s string) (time.Time, string, string, error) {
 	var c listCursorJSON
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil {
-		return ListCursor{}, &InvalidParamsError{Op: "list", Field: "Cursor", Reason: "not a cursor this store issued"}
+		return time.Time{}, "", "", &InvalidParamsError{Op: op, Field: "Cursor", Reason: "not a cursor this store issued"}
 	}
-	return ListCursor{UpdatedAt: time.UnixMicro(c.U), Tenant: c.T, OperationKey: c.K}, nil
+	return time.UnixMicro(c.U), c.T, c.K, nil
+}
+
+// NextCursor returns the cursor that resumes a listing after r.
+func NextCursor(r *Record) string { return encodeCursor(r.UpdatedAt, r.Tenant, r.OperationKey) }
+
+// ParseListCursor reads a cursor made by NextCursor. Anything else is an *InvalidParamsError.
+func ParseListCursor(s string) (ListCursor, error) {
+	at, tenant, key, err := decodeCursor("list", s)
+	if err != nil {
+		return ListCursor{}, err
+	}
+	return ListCursor{UpdatedAt: at, Tenant: tenant, OperationKey: key}, nil
 }
 
 // Before reports whether c sorts before r in List's order (updated_at, tenant, operation key).

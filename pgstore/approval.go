@@ -205,40 +205,18 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if p.Status != "" {
-		where = append(where, "status = "+arg(string(p.Status)))
-	}
-	if p.Tenant != "" {
-		where = append(where, "tenant = "+arg(p.Tenant))
-	}
-	if p.Tool != "" {
-		where = append(where, "tool = "+arg(p.Tool))
-	}
-	if p.WorkflowID != "" {
-		where = append(where, "workflow_id = "+arg(p.WorkflowID))
-	}
+	l := listing{sortCol: "requested_at"}
+	l.filter(string(p.Status), p.Tenant, p.Tool, p.WorkflowID)
 	if p.Cursor != "" {
 		c, err := oncekey.ParseApprovalCursor(p.Cursor)
 		if err != nil {
 			return nil, err
 		}
-		where = append(where, fmt.Sprintf("(requested_at, tenant, operation_key) > (%s, %s, %s)",
-			arg(c.RequestedAt), arg(c.Tenant), arg(c.OperationKey)))
-	}
-	q := "SELECT " + approvalCols + " FROM " + s.approvalTable
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		l.after(c.RequestedAt, c.Tenant, c.OperationKey)
 	}
 	limit := p.PageSize()
-	q += " ORDER BY requested_at, tenant, operation_key LIMIT " + arg(limit+1)
+	q := l.query(approvalCols, s.approvalTable, limit+1)
+	args := l.args
 
 	var as []*oncekey.Approval
 	err := s.call(ctx, func(ctx context.Context) error {

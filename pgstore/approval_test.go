@@ -3,13 +3,10 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
@@ -82,21 +79,7 @@ func TestStoreBeforeApprovalMigration(t *testing.T) {
 // changes nothing reads the approval once more to say why.
 func TestApprovalCallsAreOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	var writes atomic.Int64
-	stmts := &statementCounter{}
-	pool := newPool(t, func(cfg *pgxpool.Config) {
-		cfg.MaxConns, cfg.MinConns = 1, 1
-		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-		cfg.ConnConfig.Tracer = stmts
-		dial := cfg.ConnConfig.DialFunc
-		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return countingConn{Conn: c, writes: &writes}, nil
-		}
-	})
+	pool, writes, stmts := countingPool(t)
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
 	decide := func(key string, episode int64) (*oncekey.Approval, error) {

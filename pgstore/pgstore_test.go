@@ -129,9 +129,11 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ p
 }
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func TestClaimAndCompleteAreOneRoundTrip(t *testing.T) {
-	t.Parallel()
-	var writes atomic.Int64
+// countingPool returns a migrated pool of one connection, the count of its writes to the server
+// (one per round trip) and the count of its statements.
+func countingPool(t *testing.T) (*pgxpool.Pool, *atomic.Int64, *statementCounter) {
+	t.Helper()
+	writes := new(atomic.Int64)
 	stmts := &statementCounter{}
 	pool := newPool(t, func(cfg *pgxpool.Config) {
 		cfg.MaxConns, cfg.MinConns = 1, 1
@@ -143,9 +145,15 @@ func TestClaimAndCompleteAreOneRoundTrip(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return countingConn{Conn: c, writes: &writes}, nil
+			return countingConn{Conn: c, writes: writes}, nil
 		}
 	})
+	return pool, writes, stmts
+}
+
+func TestClaimAndCompleteAreOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	pool, writes, stmts := countingPool(t)
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
 	// Warm the connection's statement cache (the first use of a statement also prepares it).

@@ -457,43 +457,21 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if p.Status != "" {
-		where = append(where, "status = "+arg(string(p.Status)))
-	}
-	if p.Tenant != "" {
-		where = append(where, "tenant = "+arg(p.Tenant))
-	}
-	if p.Tool != "" {
-		where = append(where, "tool = "+arg(p.Tool))
-	}
-	if p.WorkflowID != "" {
-		where = append(where, "workflow_id = "+arg(p.WorkflowID))
-	}
+	l := listing{sortCol: "updated_at"}
+	l.filter(string(p.Status), p.Tenant, p.Tool, p.WorkflowID)
 	if !p.UpdatedSince.IsZero() {
-		where = append(where, "updated_at >= "+arg(p.UpdatedSince))
+		l.where = append(l.where, "updated_at >= "+l.arg(p.UpdatedSince))
 	}
 	if p.Cursor != "" {
 		c, err := oncekey.ParseListCursor(p.Cursor)
 		if err != nil {
 			return nil, err
 		}
-		where = append(where, fmt.Sprintf("(updated_at, tenant, operation_key) > (%s, %s, %s)",
-			arg(c.UpdatedAt), arg(c.Tenant), arg(c.OperationKey)))
-	}
-	q := "SELECT " + recordCols + " FROM " + s.table
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		l.after(c.UpdatedAt, c.Tenant, c.OperationKey)
 	}
 	limit := p.PageSize()
-	q += " ORDER BY updated_at, tenant, operation_key LIMIT " + arg(limit+1)
+	q := l.query(recordCols, s.table, limit+1)
+	args := l.args
 
 	var recs []*oncekey.Record
 	err := s.call(ctx, func(ctx context.Context) error {
@@ -522,6 +500,43 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		res.Next = oncekey.NextCursor(last)
 	}
 	return res, nil
+}
+
+// listing builds the statement of one page of a keyset-paginated listing, ordered by (sortCol,
+// tenant, operation_key): List's and ListApprovals'.
+type listing struct {
+	sortCol string
+	where   []string
+	args    []any
+}
+
+// arg adds a parameter and returns its placeholder.
+func (l *listing) arg(v any) string {
+	l.args = append(l.args, v)
+	return fmt.Sprintf("$%d", len(l.args))
+}
+
+// filter keeps the rows with the given status, tenant, tool and workflow ID, each unless "".
+func (l *listing) filter(status, tenant, tool, workflowID string) {
+	for _, f := range []struct{ col, v string }{{"status", status}, {"tenant", tenant}, {"tool", tool}, {"workflow_id", workflowID}} {
+		if f.v != "" {
+			l.where = append(l.where, f.col+" = "+l.arg(f.v))
+		}
+	}
+}
+
+// after keeps the rows that sort after the cursor's sort key.
+func (l *listing) after(at time.Time, tenant, key string) {
+	l.where = append(l.where, fmt.Sprintf("(%s, tenant, operation_key) > (%s, %s, %s)", l.sortCol, l.arg(at), l.arg(tenant), l.arg(key)))
+}
+
+// query returns the statement selecting cols from table: at most n rows, in order.
+func (l *listing) query(cols, table string, n int) string {
+	q := "SELECT " + cols + " FROM " + table
+	if len(l.where) > 0 {
+		q += " WHERE " + strings.Join(l.where, " AND ")
+	}
+	return q + " ORDER BY " + l.sortCol + ", tenant, operation_key LIMIT " + l.arg(n)
 }
 
 // Purge implements oncekey.Store. Each batch is one statement in its own short transaction
