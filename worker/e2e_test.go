@@ -24,7 +24,6 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testenv"
-	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -198,14 +197,6 @@ func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*int
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	var store oncekey.Store = pgstore.New(pool, nil)
-	if _, ok := store.(oncekey.ApprovalStore); !ok {
-		// Until pgstore keeps approvals (issue 15's store side), they are kept in a memstore
-		// beside it. Remove this once pgstore implements oncekey.ApprovalStore.
-		store = struct {
-			oncekey.Store
-			oncekey.ApprovalStore
-		}{store, memstore.New(nil)}
-	}
 	e := &e2e{store: store, l: l, effect: p.Effect}
 	for _, w := range wrap {
 		store = w(store)
