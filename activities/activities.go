@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +40,21 @@ type Activities struct {
 	store    oncekey.Store
 	registry *oncekey.Registry
 	dc       converter.DataConverter
+	sealer   oncekey.ResultSealer
+}
+
+// Options configure the activities beyond their store (NewWithOptions). Fields are alphabetical;
+// zero values mean the defaults.
+type Options struct {
+	// DataConverter encodes results given by people or receipt lookups; it must be the data
+	// converter the workers use. Defaults to converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+	// Registry supplies the tools' Reconcile hooks and result types. Defaults to none: no hooks,
+	// no result type checks.
+	Registry *oncekey.Registry
+	// ResultSealer seals the results the activities store and opens the ones they read
+	// (interceptor.Options.ResultSealer; the same on every worker). Defaults to none.
+	ResultSealer oncekey.ResultSealer
 }
 
 // New returns the activities over store. registry supplies the tools' Reconcile hooks (nil: no
@@ -44,13 +62,36 @@ type Activities struct {
 // the workers use (nil means converter.GetDefaultDataConverter()). It returns an error when store
 // is nil.
 func New(store oncekey.Store, registry *oncekey.Registry, dc converter.DataConverter) (*Activities, error) {
+	return NewWithOptions(store, Options{DataConverter: dc, Registry: registry})
+}
+
+// NewWithOptions returns the activities over store configured by o. It returns an error when
+// store is nil.
+func NewWithOptions(store oncekey.Store, o Options) (*Activities, error) {
 	if store == nil {
 		return nil, errors.New("activities: Store is required")
 	}
-	if dc == nil {
-		dc = converter.GetDefaultDataConverter()
+	if o.DataConverter == nil {
+		o.DataConverter = converter.GetDefaultDataConverter()
 	}
-	return &Activities{store: store, registry: registry, dc: dc}, nil
+	return &Activities{store: store, registry: o.Registry, dc: o.DataConverter, sealer: o.ResultSealer}, nil
+}
+
+// open returns rec with its result opened by the activities' sealer (oncekey.OpenResult), or a
+// non-retryable error of type oncekey.ErrTypeConfig whose cause is the *oncekey.ResultSealError
+// (sealed and no ResultSealer configured, plain and one configured, or sealed for another
+// record); its message says which, and what to do.
+func (a *Activities) open(ctx context.Context, rec *oncekey.Record) (*oncekey.Record, error) {
+	if len(rec.Result) == 0 {
+		return rec, nil
+	}
+	plain, err := oncekey.OpenResult(ctx, a.sealer, rec.Tenant, rec.OperationKey, rec.Result)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError("activities: "+err.Error(), oncekey.ErrTypeConfig, err)
+	}
+	out := *rec
+	out.Result = plain
+	return &out, nil
 }
 
 // Registry is the part of a worker (or a plugin's registry) Register needs; worker.Worker has it.
@@ -111,7 +152,38 @@ func boundTo(ctx context.Context, what, key, ns, has, tool string) error {
 	return nil
 }
 
-// get reads the record for ref, refused (see bound) when the caller may not act on it.
+// reconciler refuses a call of one of the reconciliation workflow's activities (Inspect,
+// MarkUnknown, LookupReceipt, RecordResolution) that does not come from the reconciliation
+// workflow of key: a workflow of type reconcile.WorkflowName whose ID is reconcile.WorkflowID(key),
+// the one workflow the interceptor starts for that record. An activity started by another
+// workflow, or by a client with no workflow at all, gets a non-retryable ErrTypeForeignRecord
+// error before anything is read. Outside an activity (a direct call in a test or a tool) nothing
+// is checked. Permission to start a workflow of that ID and type in the namespace remains the
+// authority to act on the namespace's records (docs: Who can decide).
+func reconciler(ctx context.Context, activityName, key string) error {
+	if !activity.IsActivity(ctx) {
+		return nil
+	}
+	info := activity.GetInfo(ctx)
+	want := reconcile.WorkflowID(key)
+	id, typ := info.WorkflowExecution.ID, ""
+	if info.WorkflowType != nil {
+		typ = info.WorkflowType.Name
+	}
+	if id == want && typ == reconcile.WorkflowName {
+		return nil
+	}
+	by := fmt.Sprintf("workflow %q of type %q", id, typ)
+	if id == "" {
+		by = "an activity started without a workflow"
+	}
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"activities: %s acts on the record of key %s only for its reconciliation workflow (%s, type %s), and was called by %s; nothing was read or written",
+		activityName, key, want, reconcile.WorkflowName, by), ErrTypeForeignRecord, nil)
+}
+
+// get reads the record for ref, refused (see bound) when the caller may not act on it, with its
+// result opened (see open).
 func (a *Activities) get(ctx context.Context, ref RecordRef) (*oncekey.Record, error) {
 	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
 	if err != nil {
@@ -120,7 +192,16 @@ func (a *Activities) get(ctx context.Context, ref RecordRef) (*oncekey.Record, e
 	if err := bound(ctx, rec, ref.Tool); err != nil {
 		return nil, err
 	}
-	return rec, nil
+	return a.open(ctx, rec)
+}
+
+// output is OutputOf(rec) with rec's result opened (see open).
+func (a *Activities) output(ctx context.Context, rec *oncekey.Record) (reconcile.Output, error) {
+	rec, err := a.open(ctx, rec)
+	if err != nil {
+		return reconcile.Output{}, err
+	}
+	return OutputOf(rec), nil
 }
 
 // Inspection is what Inspect found.
@@ -164,6 +245,13 @@ func inspection(rec *oncekey.Record) Inspection {
 // are returned (retryable). A record the calling workflow may not act on (another namespace's,
 // another tool's) is a non-retryable error of type ErrTypeForeignRecord.
 func (a *Activities) Inspect(ctx context.Context, ref RecordRef) (Inspection, error) {
+	if err := reconciler(ctx, InspectName, ref.OperationKey); err != nil {
+		return Inspection{}, err
+	}
+	return a.inspect(ctx, ref)
+}
+
+func (a *Activities) inspect(ctx context.Context, ref RecordRef) (Inspection, error) {
 	rec, err := a.get(ctx, ref)
 	if errors.Is(err, oncekey.ErrNotFound) {
 		return Inspection{}, nil
@@ -188,6 +276,9 @@ type MarkUnknownInput struct {
 // MarkUnknown marks a pending record whose owner is gone unknown, fenced by in.Epoch, and returns
 // the record as it then stands (if another write won, the record as that write left it).
 func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Inspection, error) {
+	if err := reconciler(ctx, MarkUnknownName, in.OperationKey); err != nil {
+		return Inspection{}, err
+	}
 	if _, err := a.get(ctx, in.RecordRef); err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
@@ -202,6 +293,9 @@ func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Insp
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Epoch: in.Epoch, Failure: failure,
 	})
 	if err == nil {
+		if rec, err = a.open(ctx, rec); err != nil {
+			return Inspection{}, err
+		}
 		return inspection(rec), nil
 	}
 	if !errors.Is(err, oncekey.ErrLostClaim) {
@@ -210,7 +304,7 @@ func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Insp
 			return Inspection{}, fmt.Errorf("activities: mark unknown %s: %w", in.OperationKey, err)
 		}
 	}
-	return a.Inspect(ctx, in.RecordRef)
+	return a.inspect(ctx, in.RecordRef)
 }
 
 // ReceiptInput asks for the tool's automatic receipt lookup.
@@ -233,6 +327,9 @@ type ReceiptOutput struct {
 // error is returned retryable.
 func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (ReceiptOutput, error) {
 	req := in.Request
+	if err := reconciler(ctx, LookupReceiptName, req.OperationKey); err != nil {
+		return ReceiptOutput{}, err
+	}
 	if _, err := a.get(ctx, RecordRef{Tenant: req.Tenant, OperationKey: req.OperationKey, Tool: req.Tool}); err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
@@ -273,6 +370,9 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 			if err != nil {
 				return ReceiptOutput{}, err
 			}
+			if b, err = oncekey.SealResult(ctx, a.sealer, req.Tenant, req.OperationKey, b); err != nil {
+				return ReceiptOutput{}, err
+			}
 			params.Result = b
 		}
 	case oncekey.ReceiptNotApplied:
@@ -292,7 +392,11 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 		}
 		return ReceiptOutput{Decided: ok, Output: out}, nil
 	}
-	return ReceiptOutput{Decided: true, Output: OutputOf(rec)}, nil
+	out, err := a.output(ctx, rec)
+	if err != nil {
+		return ReceiptOutput{}, err
+	}
+	return ReceiptOutput{Decided: true, Output: out}, nil
 }
 
 // RecordInput carries a Resolution to record.
@@ -316,6 +420,9 @@ type RecordInput struct {
 // is refused with ErrTypeInvalid and the record is left as it was, since a stored result the
 // blocked workflow cannot decode would fail it for good. A tool registered by name is not checked.
 func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reconcile.Output, error) {
+	if err := reconciler(ctx, RecordResolutionName, in.OperationKey); err != nil {
+		return reconcile.Output{}, err
+	}
 	ref := in.RecordRef
 	if ref.Tool == "" {
 		ref.Tool = in.Tool
@@ -332,9 +439,13 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 	if err := a.checkResult(ctx, in); err != nil {
 		return reconcile.Output{}, err
 	}
-	rec, err := reconcile.Record(ctx, a.store, a.dc, in.Tenant, in.OperationKey, in.Resolution)
+	rec, err := reconcile.RecordWithOptions(ctx, a.store, in.Tenant, in.OperationKey, in.Resolution,
+		reconcile.RecordOptions{DataConverter: a.dc, ResultSealer: a.sealer})
 	if err == nil {
-		out := OutputOf(rec)
+		out, err := a.output(ctx, rec)
+		if err != nil {
+			return reconcile.Output{}, err
+		}
 		out.RequestID = in.Resolution.RequestID
 		return out, nil
 	}
@@ -506,6 +617,41 @@ func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, e
 		Note: fmt.Sprintf("the reconciliation workflow %s completed with the record %s at epoch %d; running the step again", in.WorkflowID, rec.Status, rec.Epoch)}}, nil
 }
 
+// awaitable refuses, non-retryably with ErrTypeForeignRecord, a wait on a workflow that is not
+// the reconciliation workflow of the record in.Record names: in.WorkflowID must be
+// reconcile.WorkflowID of its key (with no Record, an input from before the field existed, it must
+// at least start with reconcile.WorkflowIDPrefix), and the workflow under that ID, once it exists,
+// must be of type reconcile.WorkflowName. The record itself is bound to the caller's namespace and
+// the tool when the answer is read from it (see bound). A store or server error is returned
+// retryable.
+func awaitable(ctx context.Context, c client.Client, in AwaitInput) error {
+	refuse := func(msg string) error {
+		return temporal.NewNonRetryableApplicationError("activities: "+msg+"; nothing was read", ErrTypeForeignRecord, nil)
+	}
+	if key := in.Record.OperationKey; key != "" && in.WorkflowID != reconcile.WorkflowID(key) {
+		return refuse(fmt.Sprintf("the call waits on workflow %q for the record of key %s, whose reconciliation workflow is %s", in.WorkflowID, key, reconcile.WorkflowID(key)))
+	}
+	if !strings.HasPrefix(in.WorkflowID, reconcile.WorkflowIDPrefix) {
+		return refuse(fmt.Sprintf("the call waits on workflow %q, which is not a reconciliation workflow (IDs start with %s)", in.WorkflowID, reconcile.WorkflowIDPrefix))
+	}
+	if c == nil {
+		return nil
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return nil // waiting on it reports that it is gone
+	case err != nil:
+		return fmt.Errorf("activities: describe %s: %w", in.WorkflowID, err)
+	}
+	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != reconcile.WorkflowName {
+		return refuse(fmt.Sprintf("workflow %s is of type %q, not oncekey's reconciliation workflow (%s): someone started it under the ID oncekey gives its reconciliation. "+
+			"Terminate it, then run the step again", in.WorkflowID, typ, reconcile.WorkflowName))
+	}
+	return nil
+}
+
 // AwaitReconciliation waits, through the worker's client, for another workflow's
 // reconciliation workflow to finish and returns its output (with in.Record set, the record's
 // settlement instead: see AwaitInput; with in.Approval set, the approval's decision): the way a
@@ -537,6 +683,9 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 // when it closed without a result (failed, timed out, terminated). It heartbeats while it waits.
 func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure string, err error) {
 	c := activity.GetClient(ctx)
+	if err := awaitable(ctx, c, in); err != nil {
+		return AwaitOutput{}, err
+	}
 	info := activity.GetInfo(ctx)
 	budget := 5 * time.Minute
 	if !info.Deadline.IsZero() {

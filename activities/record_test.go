@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/sealtest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -23,24 +22,16 @@ type Ticket struct {
 
 func CreateTicket(ctx context.Context, title string) (Ticket, error) { return Ticket{ID: title}, nil }
 
-// unknownRecordEnv puts an unknown record (tenant t1, key ok1_k, tool CreateTicket) into store
-// and returns an activity environment with the activities on store registered.
-func unknownRecordEnv(t *testing.T, store oncekey.Store) *testsuite.TestActivityEnvironment {
+// unknownRecordActs puts an unknown record (tenant t1, key ok1_k, tool CreateTicket) into store
+// and returns the activities on store, with CreateTicket's policy registered.
+func unknownRecordActs(t *testing.T, store oncekey.Store) *activities.Activities {
 	t.Helper()
-	ctx := context.Background()
-	res, err := store.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
-		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
-	require.NoError(t, err)
-	_, err = store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch})
-	require.NoError(t, err)
+	unknownRecord(t, store, "ok1_k", "")
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
 	acts, err := activities.New(store, reg, nil)
 	require.NoError(t, err)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	acts.Register(env)
-	return env
+	return acts
 }
 
 // RecordResolution without the tool's name (input from a reconciliation workflow started before
@@ -48,12 +39,12 @@ func unknownRecordEnv(t *testing.T, store oncekey.Store) *testsuite.TestActivity
 // leaving the record unknown.
 func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 	store := memstore.New(nil)
-	env := unknownRecordEnv(t, store)
+	acts := unknownRecordActs(t, store)
 	ctx := context.Background()
 
 	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
 		Resolution: reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`["T-1"]`)}}
-	_, err := env.ExecuteActivity(activities.RecordResolutionName, in)
+	_, err := callFrom(t, acts, reconciliationOf("ok1_k"), activities.RecordResolutionName, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
@@ -63,10 +54,10 @@ func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 	require.Equal(t, oncekey.StatusUnknown, rec.Status)
 
 	in.Resolution.Result = json.RawMessage(`{"id":"T-1"}`)
-	v, err := env.ExecuteActivity(activities.RecordResolutionName, in)
+	v, err := callFrom(t, acts, reconciliationOf("ok1_k"), activities.RecordResolutionName, in)
 	require.NoError(t, err)
 	var out reconcile.Output
-	require.NoError(t, v.Get(&out))
+	require.NoError(t, json.Unmarshal(v, &out))
 	require.Equal(t, reconcile.Applied, out.Outcome)
 }
 
@@ -75,12 +66,12 @@ func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 // reconciliation workflow from ever reading a corrected signal. The record stays unknown.
 func TestRecordResolutionRefusedByTheStoreIsNotRetried(t *testing.T) {
 	store := memstore.New(&memstore.Options{MaxResultBytes: 64})
-	env := unknownRecordEnv(t, store)
+	acts := unknownRecordActs(t, store)
 	ctx := context.Background()
 
 	in := activities.RecordInput{RecordRef: activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k"},
 		Resolution: reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"` + strings.Repeat("x", 100) + `"}`)}}
-	_, err := env.ExecuteActivity(activities.RecordResolutionName, in)
+	_, err := callFrom(t, acts, reconciliationOf("ok1_k"), activities.RecordResolutionName, in)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
@@ -88,4 +79,51 @@ func TestRecordResolutionRefusedByTheStoreIsNotRetried(t *testing.T) {
 	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+}
+
+// With a ResultSealer, a resolution's result is stored sealed to its record, and the activities
+// hand it out opened; a plain result, or one moved from another record, is refused.
+func TestActivitiesSealWhatTheyStoreAndOpenWhatTheyRead(t *testing.T) {
+	store := memstore.New(nil)
+	unknownRecord(t, store, "ok1_k", "")
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
+	acts, err := activities.NewWithOptions(store, activities.Options{Registry: reg, ResultSealer: sealtest.Binder{}})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	ref := activities.RecordRef{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket"}
+	v, err := callFrom(t, acts, reconciliationOf("ok1_k"), activities.RecordResolutionName, activities.RecordInput{RecordRef: ref,
+		Resolution: reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`)}})
+	require.NoError(t, err)
+	var out reconcile.Output
+	require.NoError(t, json.Unmarshal(v, &out))
+	plain, err := reconcile.EncodeResult(nil, json.RawMessage(`{"id":"T-1"}`))
+	require.NoError(t, err)
+	require.Equal(t, plain, out.Result, "the output carries the result opened")
+	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	require.NoError(t, err)
+	require.True(t, oncekey.IsSealedResult(rec.Result), "stored sealed")
+
+	v, err = callFrom(t, acts, reconciliationOf("ok1_k"), activities.InspectName, ref)
+	require.NoError(t, err)
+	var in activities.Inspection
+	require.NoError(t, json.Unmarshal(v, &in))
+	require.Equal(t, plain, in.Result)
+
+	// ok1_j resolved applied with ok1_k's sealed bytes (a row moved), then with plain bytes.
+	for _, result := range [][]byte{rec.Result, plain} {
+		mem := memstore.New(nil)
+		unknownRecord(t, mem, "ok1_j", "")
+		_, err := mem.Resolve(ctx, &oncekey.ResolveParams{Tenant: "t1", OperationKey: "ok1_j", Epoch: 1, Status: oncekey.StatusApplied, Result: result})
+		require.NoError(t, err)
+		acts, err := activities.NewWithOptions(mem, activities.Options{Registry: reg, ResultSealer: sealtest.Binder{}})
+		require.NoError(t, err)
+		_, err = callFrom(t, acts, reconciliationOf("ok1_j"), activities.InspectName, activities.RecordRef{Tenant: "t1", OperationKey: "ok1_j", Tool: "CreateTicket"})
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, oncekey.ErrTypeConfig, appErr.Type())
+		require.True(t, appErr.NonRetryable())
+		require.Contains(t, err.Error(), "ok1_j")
+	}
 }

@@ -386,7 +386,7 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 		}
 		switch rec.Status {
 		case oncekey.StatusApplied:
-			out, err := c.replay(rec)
+			out, err := c.replay(ctx, rec)
 			return out, nil, err
 		case oncekey.StatusFailed:
 			return nil, nil, c.replayFailure(rec)
@@ -433,8 +433,17 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 	}
 }
 
-func (c *call) replay(rec *oncekey.Record) (any, error) {
-	ps, err := payloadsOf(rec.Result)
+func (c *call) replay(ctx context.Context, rec *oncekey.Record) (any, error) {
+	plain, err := oncekey.OpenResult(ctx, c.root.opts.ResultSealer, c.op.Tenant, c.key, rec.Result)
+	if err != nil {
+		// A sealed result without the sealer, a plain one with it, or one sealed for another record:
+		// a configuration to fix or a row to look into, not an outcome to reconcile.
+		activity.GetLogger(ctx).Error("oncekey: stored result does not open; nothing was replayed", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+		c.outcome = oncekey.OutcomeFailed
+		return nil, c.appError(fmt.Sprintf("oncekey: %s (key %s) was applied, but its stored result cannot be given: %v", c.tool, c.key, err),
+			oncekey.ErrTypeConfig, true, nil, "stored result does not open", true)
+	}
+	ps, err := payloadsOf(plain)
 	if err != nil {
 		c.outcome = oncekey.OutcomeUnknown
 		return nil, c.appError(fmt.Sprintf("oncekey: stored result of %s (key %s) does not decode: %v", c.tool, c.key, err),
@@ -559,6 +568,12 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 			}
 			return nil, c.unsettled(wctx, epoch, err, "result does not marshal")
 		}
+	}
+	if stored, err = oncekey.SealResult(wctx, c.root.opts.ResultSealer, c.op.Tenant, c.key, stored); err != nil {
+		if effectful {
+			return nil, c.markUnknown(wctx, epoch, err, "result does not seal")
+		}
+		return nil, c.unsettled(wctx, epoch, err, "result does not seal")
 	}
 	if len(stored) > c.policy.MaxResultBytes {
 		e := &oncekey.ResultTooLargeError{OperationKey: c.key, Tool: c.tool, Size: len(stored), Limit: c.policy.MaxResultBytes}

@@ -90,6 +90,15 @@ type Options struct {
 	// Info level through the activity logger. Required.
 	Registry *oncekey.Registry
 
+	// ResultSealer, if set, seals every result oncekey stores to its record (tenant and operation
+	// key) and opens it before a replay or a reconciliation reads it (oncekey.SealResult,
+	// oncekey.OpenResult): a stored result moved or copied to another row or tenant does not open,
+	// and a plain one (written around the sealer) is refused. It must be the same on every worker
+	// of the deployment, and hold every key a stored result may be sealed under: a worker without it
+	// fails a replay of a sealed result with an error saying to configure it. Failures are not
+	// sealed. Defaults to none: results are stored as the data converter encoded them.
+	ResultSealer oncekey.ResultSealer
+
 	// SearchAttributes makes the reconciliation workflows carry the typed search attributes of
 	// package reconcile (OncekeyStatus, OncekeyTool, OncekeyTenant, OncekeyWaitingSince), set at
 	// start and on every change, so the Temporal UI can list what waits (reconcile.WaitingQuery).

@@ -89,7 +89,7 @@ func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, c
 	env.RegisterActivity(ticketTool)
 	env.RegisterActivity(ds.LookupCustomer)
 	env.RegisterActivity(ds.Untracked)
-	acts, err := activities.New(store, reg, opts.DataConverter)
+	acts, err := activities.NewWithOptions(store, activities.Options{DataConverter: opts.DataConverter, Registry: reg, ResultSealer: opts.ResultSealer})
 	require.NoError(t, err)
 	acts.Register(env)
 	workflows.Register(env)

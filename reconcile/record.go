@@ -56,6 +56,25 @@ type failureDoc struct {
 // store's other errors (*oncekey.StaleDecisionError when the record has moved on from r.Epoch,
 // *oncekey.StatusConflictError when the record is not unknown, oncekey.ErrNotFound) wrapped.
 func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, tenant, key string, r Resolution) (*oncekey.Record, error) {
+	return RecordWithOptions(ctx, s, tenant, key, r, RecordOptions{DataConverter: dc})
+}
+
+// RecordOptions configure RecordWithOptions. Fields are alphabetical; zero values mean the
+// defaults.
+type RecordOptions struct {
+	// DataConverter encodes an Applied result (EncodeResult). Defaults to
+	// converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+	// ResultSealer seals an Applied result to the record (oncekey.SealResult), as the workers'
+	// interceptor.Options.ResultSealer does; workers with a sealer refuse a result stored without
+	// it. Defaults to none.
+	ResultSealer oncekey.ResultSealer
+}
+
+// RecordWithOptions is Record with the result's encoding and sealing configured by o. A sealer's
+// error is returned as a *oncekey.ResultSealError, and nothing is written.
+func RecordWithOptions(ctx context.Context, s oncekey.Store, tenant, key string, r Resolution, o RecordOptions) (*oncekey.Record, error) {
+	dc := o.DataConverter
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,6 +91,9 @@ func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, te
 	case Applied:
 		res, err := EncodeResult(dc, r.Result)
 		if err != nil {
+			return nil, err
+		}
+		if res, err = oncekey.SealResult(ctx, o.ResultSealer, tenant, key, res); err != nil {
 			return nil, err
 		}
 		p.Result = res

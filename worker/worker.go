@@ -59,7 +59,7 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	acts, err := activities.New(opts.Store, opts.Registry, opts.DataConverter)
+	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, Registry: opts.Registry, ResultSealer: opts.ResultSealer})
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	if err := checkApprovalStore(opts); err != nil {
 		return err
 	}
-	acts, err := activities.New(opts.Store, opts.Registry, opts.DataConverter)
+	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, Registry: opts.Registry, ResultSealer: opts.ResultSealer})
 	if err != nil {
 		return err
 	}

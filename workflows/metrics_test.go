@@ -24,6 +24,7 @@ func setupMetrics(t *testing.T, reg *oncekey.Registry) (*testsuite.TestWorkflowE
 	var s testsuite.WorkflowTestSuite
 	s.SetMetricsHandler(h)
 	env := s.NewTestWorkflowEnvironment()
+	asReconciliation(env)
 	store := memstore.New(&memstore.Options{Clock: env.Now})
 	if reg == nil {
 		reg = oncekey.NewRegistry()

@@ -23,6 +23,7 @@ func setupSkewed(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.St
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	asReconciliation(env)
 	env.SetTestTimeout(20 * time.Second)
 	skew := new(time.Duration)
 	store := memstore.New(&memstore.Options{Clock: func() time.Time { return env.Now().Add(*skew) }})

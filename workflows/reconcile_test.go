@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/proto"
@@ -24,6 +25,7 @@ func setup(t *testing.T, reg *oncekey.Registry) (*testsuite.TestWorkflowEnvironm
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	asReconciliation(env)
 	store := memstore.New(&memstore.Options{Clock: env.Now})
 	if reg == nil {
 		reg = oncekey.NewRegistry()
@@ -33,6 +35,12 @@ func setup(t *testing.T, reg *oncekey.Registry) (*testsuite.TestWorkflowEnvironm
 	acts.Register(env)
 	workflows.Register(env)
 	return env, store
+}
+
+// asReconciliation makes env run its workflow as the reconciliation workflow of the tests' key
+// "ok1_k" (its workflow ID), the only caller oncekey's activities act for.
+func asReconciliation(env *testsuite.TestWorkflowEnvironment) {
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: reconcile.WorkflowID("ok1_k")})
 }
 
 func claim(t *testing.T, s oncekey.Store, key string, lease time.Duration) int64 {

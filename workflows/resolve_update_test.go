@@ -31,6 +31,7 @@ func setupUnknownLimit(t *testing.T, reg *oncekey.Registry, maxResultBytes int) 
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	asReconciliation(env)
 	env.SetTestTimeout(30 * time.Second)
 	store := memstore.New(&memstore.Options{Clock: env.Now, MaxResultBytes: maxResultBytes})
 	if reg == nil {

@@ -41,6 +41,16 @@ func NewCodec(key []byte) (*Codec, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("encryption: key is %d bytes, want 32", len(key))
 	}
+	aead, err := newGCM(key)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(key)
+	return &Codec{aead: aead, keyID: hex.EncodeToString(sum[:8])}, nil
+}
+
+// newGCM returns AES-256-GCM under a 32-byte key.
+func newGCM(key []byte) (cipher.AEAD, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, fmt.Errorf("encryption: %w", err)
@@ -49,8 +59,7 @@ func NewCodec(key []byte) (*Codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encryption: %w", err)
 	}
-	sum := sha256.Sum256(key)
-	return &Codec{aead: aead, keyID: hex.EncodeToString(sum[:8])}, nil
+	return aead, nil
 }
 
 // KeyFromEnv returns the key in the environment variable name (32 bytes in standard base64,

@@ -25,7 +25,7 @@ import (
 	okworker "github.com/oncekey/oncekey/worker"
 )
 
-// tenant keys this example's records.
+// tenant keys this example's records unless Config.Tenant names another.
 const tenant = "encryption"
 
 // GiftCardInput is the gift card tool's input.
@@ -84,6 +84,13 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Codec encrypts payloads. Nil runs without a codec, for comparison.
 	Codec converter.PayloadCodec
+	// Sealer seals the stored result to its record (interceptor.Options.ResultSealer). Nil
+	// stores the result as the data converter encoded it.
+	Sealer oncekey.ResultSealer
+	// Tenant is the tenant of the run's records. Defaults to "encryption".
+	Tenant string
+	// Tools is the tool's implementation, which counts its runs. Defaults to a fresh one.
+	Tools *Tools
 	// WorkflowID is the ID of the workflow. Defaults to a fresh one; give a finished workflow's
 	// ID to repeat its operation (the same operation key) from a new worker.
 	WorkflowID string
@@ -98,17 +105,19 @@ type Report struct {
 	ToolRuns int
 	// StoredResult is the result column of the record, read with SQL.
 	StoredResult []byte
-	// StoredEncoding is the "encoding" metadata of the stored payload (what a reader without the
-	// key can see).
+	// Sealed reports whether StoredResult was sealed by a ResultSealer (oncekey.SealedResultPrefix).
+	Sealed bool
+	// StoredEncoding is the "encoding" metadata of the stored payload, once opened by the sealer.
 	StoredEncoding string
 	// PlaintextStored reports whether the card's code appears in StoredResult.
 	PlaintextStored bool
-	// Decoded is StoredResult decoded with the run's data converter.
+	// Decoded is StoredResult opened by the run's sealer and decoded with its data converter.
 	Decoded GiftCard
 }
 
-// Run issues one gift card through oncekey with the data converter cfg.Codec gives, and reads
-// back what Postgres holds.
+// Run issues one gift card through oncekey with the data converter cfg.Codec gives and the
+// result sealer cfg.Sealer, and reads back what Postgres holds. A workflow that fails (a stored
+// result that does not open, for one) is an error that carries its message.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Client == nil || cfg.Pool == nil {
 		return nil, errors.New("encryption: Config.Client and Pool are required")
@@ -116,7 +125,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := pgstore.Migrate(ctx, cfg.Pool); err != nil {
 		return nil, fmt.Errorf("encryption: migrate: %w", err)
 	}
-	tools := &Tools{}
+	tools := cfg.Tools
+	if tools == nil {
+		tools = &Tools{}
+	}
+	ten := cfg.Tenant
+	if ten == "" {
+		ten = tenant
+	}
 	reg := oncekey.NewRegistry()
 	if err := reg.Set(tools.IssueGiftCard, oncekey.Policy{Effect: oncekey.Effectful, RequireStepID: true}); err != nil {
 		return nil, err
@@ -124,9 +140,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Options.DataConverter is left unset: given to the client, the plugin takes the client's
 	// data converter, codec included, for the results it stores.
 	plugin, err := okworker.NewPlugin(interceptor.Options{
-		Store:    pgstore.New(cfg.Pool, nil),
-		Registry: reg,
-		Tenant:   func(interceptor.TenantInfo) string { return tenant },
+		Store:        pgstore.New(cfg.Pool, nil),
+		Registry:     reg,
+		ResultSealer: cfg.Sealer,
+		Tenant:       func(interceptor.TenantInfo) string { return ten },
 	})
 	if err != nil {
 		return nil, err
@@ -155,6 +172,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer w.Stop()
 
+	before := tools.runs.Load()
 	rep := &Report{WorkflowID: cfg.WorkflowID}
 	if rep.WorkflowID == "" {
 		rep.WorkflowID = "gift-card-" + tag
@@ -169,16 +187,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := run.Get(wctx, &rep.Result); err != nil {
 		return nil, fmt.Errorf("encryption: workflow: %w", err)
 	}
-	rep.ToolRuns = int(tools.runs.Load())
+	rep.ToolRuns = int(tools.runs.Load() - before)
 
 	err = cfg.Pool.QueryRow(ctx, "SELECT operation_key, result FROM oncekey_operations WHERE tenant = $1 AND workflow_id = $2",
-		tenant, rep.WorkflowID).Scan(&rep.OperationKey, &rep.StoredResult)
+		ten, rep.WorkflowID).Scan(&rep.OperationKey, &rep.StoredResult)
 	if err != nil {
 		return nil, fmt.Errorf("encryption: read the record: %w", err)
 	}
 	rep.PlaintextStored = bytes.Contains(rep.StoredResult, []byte(rep.Result.First.Code))
+	rep.Sealed = oncekey.IsSealedResult(rep.StoredResult)
+	opened, err := oncekey.OpenResult(ctx, cfg.Sealer, ten, rep.OperationKey, rep.StoredResult)
+	if err != nil {
+		return nil, fmt.Errorf("encryption: open the stored result: %w", err)
+	}
 	var ps commonpb.Payloads
-	if err := proto.Unmarshal(rep.StoredResult, &ps); err != nil || len(ps.Payloads) != 1 {
+	if err := proto.Unmarshal(opened, &ps); err != nil || len(ps.Payloads) != 1 {
 		return nil, fmt.Errorf("encryption: the stored result is not one Temporal payload (%v)", err)
 	}
 	rep.StoredEncoding = string(ps.Payloads[0].GetMetadata()[converter.MetadataEncoding])

@@ -10,13 +10,19 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/oncekey/oncekey"
 )
 
 // Decode returns b as something printable: a JSON payload as its json.RawMessage, a nil payload
 // as nil, anything else (a codec's output, protobuf) as {"encoding": …, "base64": …}; several
 // payloads as a slice of those. Bytes that are not Payloads come back as
-// {"undecodable": reason, "base64": …}. It never fails.
+// {"undecodable": reason, "base64": …}, and a result sealed by the workers' ResultSealer as
+// {"sealed": what to know, "bytes": its size}. It never fails.
 func Decode(b []byte) any {
+	if oncekey.IsSealedResult(b) {
+		return map[string]any{"sealed": "sealed to its record by the workers' ResultSealer (interceptor.Options.ResultSealer); not readable here", "bytes": len(b)}
+	}
 	ps := &commonpb.Payloads{}
 	if err := proto.Unmarshal(b, ps); err != nil {
 		return map[string]string{"undecodable": err.Error(), "base64": base64.StdEncoding.EncodeToString(b)}

@@ -34,3 +34,11 @@ func TestDecode(t *testing.T) {
 	require.Equal(t, "//8=", got["base64"])
 	require.NotEmpty(t, got["undecodable"])
 }
+
+// A result sealed by a ResultSealer is shown as sealed, with its size, never as undecodable bytes.
+func TestDecodeSealed(t *testing.T) {
+	got, ok := Decode([]byte("oksealed1:\x01\x02\x03")).(map[string]any)
+	require.True(t, ok)
+	require.Contains(t, got["sealed"], "ResultSealer")
+	require.Equal(t, 13, got["bytes"])
+}
