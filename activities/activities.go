@@ -618,20 +618,30 @@ func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, e
 }
 
 // awaitable refuses, non-retryably with ErrTypeForeignRecord, a wait on a workflow that is not
-// the reconciliation workflow of the record in.Record names: in.WorkflowID must be
-// reconcile.WorkflowID of its key (with no Record, an input from before the field existed, it must
-// at least start with reconcile.WorkflowIDPrefix), and the workflow under that ID, once it exists,
-// must be of type reconcile.WorkflowName. The record itself is bound to the caller's namespace and
-// the tool when the answer is read from it (see bound). A store or server error is returned
+// the one oncekey started for what in names: with in.Approval set, in.WorkflowID must be
+// reconcile.ApprovalWorkflowID of its key and the workflow of type reconcile.ApprovalWorkflowName;
+// otherwise reconcile.WorkflowID of in.Record's key (with no Record, an input from before the field
+// existed, an ID starting with reconcile.WorkflowIDPrefix) and of type reconcile.WorkflowName. The
+// type is checked once the workflow exists (DescribeWorkflowExecution; a missing one is left to
+// the wait, which reports it gone). The record or approval itself is bound to the caller's
+// namespace and the tool when the answer is read from it (see bound). A server error is returned
 // retryable.
 func awaitable(ctx context.Context, c client.Client, in AwaitInput) error {
 	refuse := func(msg string) error {
 		return temporal.NewNonRetryableApplicationError("activities: "+msg+"; nothing was read", ErrTypeForeignRecord, nil)
 	}
-	if key := in.Record.OperationKey; key != "" && in.WorkflowID != reconcile.WorkflowID(key) {
-		return refuse(fmt.Sprintf("the call waits on workflow %q for the record of key %s, whose reconciliation workflow is %s", in.WorkflowID, key, reconcile.WorkflowID(key)))
-	}
-	if !strings.HasPrefix(in.WorkflowID, reconcile.WorkflowIDPrefix) {
+	what, wantType := "reconciliation", reconcile.WorkflowName
+	switch key := in.Approval.OperationKey; {
+	case key != "":
+		what, wantType = "approval", reconcile.ApprovalWorkflowName
+		if in.WorkflowID != reconcile.ApprovalWorkflowID(key) {
+			return refuse(fmt.Sprintf("the call waits on workflow %q for the approval of key %s, whose approval workflow is %s", in.WorkflowID, key, reconcile.ApprovalWorkflowID(key)))
+		}
+	case in.Record.OperationKey != "":
+		if key := in.Record.OperationKey; in.WorkflowID != reconcile.WorkflowID(key) {
+			return refuse(fmt.Sprintf("the call waits on workflow %q for the record of key %s, whose reconciliation workflow is %s", in.WorkflowID, key, reconcile.WorkflowID(key)))
+		}
+	case !strings.HasPrefix(in.WorkflowID, reconcile.WorkflowIDPrefix):
 		return refuse(fmt.Sprintf("the call waits on workflow %q, which is not a reconciliation workflow (IDs start with %s)", in.WorkflowID, reconcile.WorkflowIDPrefix))
 	}
 	if c == nil {
@@ -641,13 +651,13 @@ func awaitable(ctx context.Context, c client.Client, in AwaitInput) error {
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
-		return nil // waiting on it reports that it is gone
+		return nil
 	case err != nil:
 		return fmt.Errorf("activities: describe %s: %w", in.WorkflowID, err)
 	}
-	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != reconcile.WorkflowName {
-		return refuse(fmt.Sprintf("workflow %s is of type %q, not oncekey's reconciliation workflow (%s): someone started it under the ID oncekey gives its reconciliation. "+
-			"Terminate it, then run the step again", in.WorkflowID, typ, reconcile.WorkflowName))
+	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != wantType {
+		return refuse(fmt.Sprintf("workflow %s is of type %q, not oncekey's %s workflow (%s): someone started it under the ID oncekey gives its %s. "+
+			"Terminate it, then run the step again", in.WorkflowID, typ, what, wantType, what))
 	}
 	return nil
 }
@@ -659,6 +669,9 @@ func awaitable(ctx context.Context, c client.Client, in AwaitInput) error {
 // re-proposed while its approval is pending by the same decision. It heartbeats while it waits
 // and returns Done=false shortly before its start-to-close deadline.
 func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
+	if err := awaitable(ctx, activity.GetClient(ctx), in); err != nil {
+		return AwaitOutput{}, err
+	}
 	var out reconcile.Output
 	var into any = &out
 	if in.Approval.OperationKey != "" {
@@ -683,9 +696,6 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 // when it closed without a result (failed, timed out, terminated). It heartbeats while it waits.
 func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure string, err error) {
 	c := activity.GetClient(ctx)
-	if err := awaitable(ctx, c, in); err != nil {
-		return AwaitOutput{}, err
-	}
 	info := activity.GetInfo(ctx)
 	budget := 5 * time.Minute
 	if !info.Deadline.IsZero() {

@@ -168,8 +168,9 @@ func TestReconcilerActivitiesRefuseAStandaloneCall(t *testing.T) {
 	}
 }
 
-// The await activity refuses to wait on a workflow that is not the reconciliation workflow of
-// the record it names, or not a reconciliation workflow at all, before asking Temporal anything.
+// The await activity refuses to wait on a workflow that is not the reconciliation (or approval)
+// workflow of the record it names, or not a reconciliation workflow at all, before asking
+// Temporal anything.
 func TestAwaitRefusesAnotherWorkflow(t *testing.T) {
 	store := memstore.New(nil)
 	unknownRecord(t, store, "ok1_f", "")
@@ -183,6 +184,7 @@ func TestAwaitRefusesAnotherWorkflow(t *testing.T) {
 		{activities.AwaitInput{WorkflowID: reconcile.WorkflowID("ok1_other"), Record: ref}, "whose reconciliation workflow is " + reconcile.WorkflowID("ok1_f")},
 		{activities.AwaitInput{WorkflowID: "payments-42", Record: ref}, "whose reconciliation workflow is"},
 		{activities.AwaitInput{WorkflowID: "payments-42"}, "not a reconciliation workflow"},
+		{activities.AwaitInput{WorkflowID: reconcile.WorkflowID("ok1_f"), Approval: ref}, "whose approval workflow is " + reconcile.ApprovalWorkflowID("ok1_f")},
 	} {
 		_, err := callFrom(t, acts, caller{id: "blocked", typ: "Agent"}, activities.AwaitReconciliationName, c.in)
 		requireForeign(t, err, c.in.WorkflowID, c.want)
