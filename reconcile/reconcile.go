@@ -467,7 +467,7 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 		case errors.As(err, &rejected) && rejected.Type() == t.notWaiting:
 			return true, "", nil // not waiting yet: the signal is taken once it waits
 		case errors.As(err, &rejected):
-			return false, rejected.Error(), nil
+			return false, rejected.Message(), nil
 		case strings.Contains(err.Error(), "unknown update"):
 			return true, "", nil // the running workflow predates the update handler
 		}
@@ -482,7 +482,7 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 		case errors.As(err, &rejected) && rejected.Type() == t.notWaiting:
 			return true, "", nil
 		case errors.As(err, &rejected):
-			return false, rejected.Error(), nil
+			return false, rejected.Message(), nil
 		case errors.As(err, &timeout), uctx.Err() != nil:
 			return false, "", fmt.Errorf("reconcile: %s %s: %w within %s: the workflow accepted the %s and is still recording it (workflow %s)", t.op, t.key, ErrUnconfirmed, ConfirmWait, t.noun, t.id)
 		case strings.Contains(err.Error(), "unknown update"):

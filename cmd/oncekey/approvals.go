@@ -55,12 +55,7 @@ func (a *app) approvalStore(ctx context.Context) (oncekey.ApprovalStore, *pgxpoo
 	if err != nil {
 		return nil, nil, err
 	}
-	as, ok := any(s).(oncekey.ApprovalStore)
-	if !ok {
-		pool.Close()
-		return nil, nil, fail(exitFailed, "this build of oncekey's pgstore keeps no approvals; build the CLI from a version that does (`go install ./cmd/oncekey` from a current clone)")
-	}
-	return as, pool, nil
+	return s, pool, nil
 }
 
 // approvalStatusFlag reads --status of `oncekey approvals`: "" is pending, "all" no filter.
@@ -211,13 +206,9 @@ func until(t time.Time) string {
 }
 
 // getApproval reads the approval of (tenant, key) for `oncekey show`: nil when there is none, or
-// when the store keeps none (a pgstore without the approvals table: nothing can have asked).
-func getApproval(ctx context.Context, s any, tenant, key string) (*oncekey.Approval, error) {
-	as, ok := s.(oncekey.ApprovalStore)
-	if !ok {
-		return nil, nil
-	}
-	ap, err := as.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+// when the schema has no approvals table yet (nothing can have asked).
+func getApproval(ctx context.Context, s oncekey.ApprovalStore, tenant, key string) (*oncekey.Approval, error) {
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):

@@ -142,8 +142,8 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
 			key, kind, approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
 	case errors.As(err, &refused):
-		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows the approval",
-			id, printable(oneLine(errors.New(refused.Reason))), a.showCommand(key, f.tenant))
+		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
+			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		return fail(exitFailed, "sent %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)",
 			kind, id, reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))

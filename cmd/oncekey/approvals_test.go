@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/internal/shell/shelltest"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// seedApproval asks for approval of the operation (tenant, wf, step) of tool through the store's
+// own protocol, as the approval workflow does, and returns its key.
+func seedApproval(t *testing.T, s oncekey.ApprovalStore, tenant, tool, wf, step, summary string) string {
+	t.Helper()
+	op := oncekey.Operation{Namespace: "default", Tenant: tenant, WorkflowID: wf, StepID: step, Tool: tool}
+	key, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, op)
+	require.NoError(t, err)
+	res, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{
+		Tenant: tenant, OperationKey: key, Namespace: "default", Tool: tool, Fingerprint: strings.Repeat("ab", 32),
+		WorkflowID: wf, StepID: step, Summary: summary, Timeout: time.Hour,
+	})
+	require.NoError(t, err)
+	require.True(t, res.Created)
+	return key
+}
+
+// decideApproval records a decision on the pending episode 1 of key, as the approval workflow
+// does.
+func decideApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string, st oncekey.ApprovalStatus, by, reason string) *oncekey.Approval {
+	t.Helper()
+	ap, err := s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: tenant, OperationKey: key, Episode: 1,
+		Status: st, DecidedBy: by, Reason: reason, Retention: time.Hour})
+	require.NoError(t, err)
+	return ap
+}
+
+func approvalsJSON(t *testing.T, env map[string]string, args ...string) []approvalView {
+	t.Helper()
+	r := cli(t, env, append([]string{"approvals", "--json"}, args...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	var views []approvalView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
+	return views
+}
+
+// approvals lists what waits, oldest first, filtered; show prints a key's approval, with or
+// without a record; a decision without --episode reads the store first and stops there when
+// there is nothing to decide.
+func TestApprovalsListShowAndDecided(t *testing.T) {
+	url, s, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url}
+	refund := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 120.00 EUR on order 42")
+	mail := seedApproval(t, s, "acme", "SendNewsletter", "wf-2", "send", "newsletter to 12000 customers")
+	other := seedApproval(t, s, "globex", "IssueRefund", "wf-3", "refund", "refund 300.00 EUR on order 7")
+	denied := seedApproval(t, s, "acme", "IssueRefund", "wf-4", "refund", "refund 999.00 EUR on order 9")
+	decideApproval(t, s, "acme", denied, oncekey.ApprovalDenied, "ines", "over the limit")
+
+	r := cli(t, env, "approvals")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, 5, "a header, three pending approvals, the hint:\n%s", r.stdout)
+	require.Regexp(t, `^OPERATION KEY\s+EPISODE\s+TENANT\s+TOOL\s+WORKFLOW\s+AGE\s+TIMES OUT\s+SUMMARY$`, lines[0])
+	require.Regexp(t, `^`+refund+`\s+1\s+acme\s+IssueRefund\s+wf-1\s+\d+s ago\s+in (59m|60m|1h)\s+refund 120.00 EUR on order 42$`, lines[1], "oldest first")
+	require.Contains(t, lines[2], mail)
+	require.Contains(t, lines[3], other)
+	require.NotContains(t, r.stdout, denied, "pending only by default")
+	require.Equal(t, "decide the oldest with `oncekey approve "+refund+" --tenant acme --episode 1` or `oncekey deny "+refund+
+		" --tenant acme --episode 1 --reason WHY`; `oncekey show "+refund+" --tenant acme` shows it", lines[4])
+
+	views := approvalsJSON(t, env, "--tenant", "acme", "--tool", "IssueRefund")
+	require.Len(t, views, 1)
+	require.Equal(t, refund, views[0].OperationKey)
+	require.Equal(t, oncekey.ApprovalPending, views[0].Status)
+	require.Equal(t, "refund 120.00 EUR on order 42", views[0].Summary)
+	require.Nil(t, views[0].DecidedAt)
+
+	views = approvalsJSON(t, env, "--status", "all", "--tenant", "acme")
+	require.Len(t, views, 3)
+	views = approvalsJSON(t, env, "--status", "denied")
+	require.Len(t, views, 1)
+	require.Equal(t, "ines", views[0].DecidedBy)
+	require.Equal(t, "over the limit", views[0].Reason)
+	require.NotNil(t, views[0].DecidedAt)
+	require.NotNil(t, views[0].ExpiresAt)
+
+	r = cli(t, env, "approvals", "--status", "denied")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^`+denied+`\s+1\s+acme\s+IssueRefund\s+wf-4\s+denied\s+\S+ ago\s+ines\s+refund 999.00 EUR on order 9$`, r.stdout)
+	r = cli(t, env, "approvals", "--status", "approved")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "no approvals match\n", r.stdout)
+	r = cli(t, env, "approvals", "--tenant", "initech")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "no approvals wait")
+	r = cli(t, env, "approvals", "--status", "done")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "pending, approved, denied, timed_out, all")
+
+	// show: an approval whose call has no record yet.
+	r = cli(t, env, "show", refund, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^record\s+none yet: the call waits for this approval and has not run$`, r.stdout)
+	require.Regexp(t, `(?m)^approval\s+pending, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval summary\s+refund 120.00 EUR on order 42$`, r.stdout)
+	require.Regexp(t, `(?m)^approval deadline\s+\S+ \(in `, r.stdout)
+	require.NotContains(t, r.stdout, "approval decided")
+
+	r = cli(t, env, "show", denied, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^record\s+none: the call was refused and never ran$`, r.stdout)
+	require.Regexp(t, `(?m)^approval\s+denied, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval decided\s+\S+ by ines$`, r.stdout)
+	require.Regexp(t, `(?m)^approval reason\s+over the limit$`, r.stdout)
+
+	r = cli(t, env, "show", denied, "--tenant", "acme", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var sv struct {
+		OperationKey string        `json:"operation_key"`
+		Approval     *approvalView `json:"approval"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
+	require.Empty(t, sv.OperationKey, "no record fields without a record")
+	require.NotNil(t, sv.Approval)
+	require.Equal(t, oncekey.ApprovalDenied, sv.Approval.Status)
+
+	// Under another tenant there is neither.
+	r = cli(t, env, "show", refund, "--tenant", "globex")
+	require.Equal(t, exitNotFound, r.code, r.stdout)
+
+	// A record and its approval: show prints both.
+	both := seed(t, s, "acme", "IssueRefund", "wf-5", "refund", oncekey.StatusApplied, nil)
+	_, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: both, Namespace: "default",
+		Tool: "IssueRefund", Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-5", StepID: "refund", Summary: "refund 1.00 EUR", Timeout: time.Hour})
+	require.NoError(t, err)
+	decideApproval(t, s, "acme", both, oncekey.ApprovalApproved, "ada", "")
+	r = cli(t, env, "show", both, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^status\s+applied$`, r.stdout)
+	require.Regexp(t, `(?m)^approval\s+approved, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval decided\s+\S+ by ada$`, r.stdout)
+	require.Regexp(t, `(?m)^approval kept until\s+`, r.stdout)
+	v := showJSON(t, env, both, "acme")
+	require.Equal(t, oncekey.StatusApplied, v.Status, "show --json keeps the record's fields where they were")
+
+	// approve/deny without --episode read the store first: nothing to decide stops there, before
+	// Temporal is dialled (there is none at this address).
+	env["TEMPORAL_ADDRESS"] = "127.0.0.1:1"
+	r = cli(t, env, "approve", denied, "--tenant", "acme")
+	requireOneLine(t, r, exitFailed, "the approval of "+denied+" (episode 1) is already denied by ines at ", ": there is nothing to decide; nothing was sent",
+		"`oncekey show "+denied+" --tenant acme` shows it")
+	r = cli(t, env, "deny", refund, "--tenant", "globex", "--reason", "no")
+	requireOneLine(t, r, exitNotFound, "no approval for "+refund+" under tenant globex in Postgres database", "`oncekey approvals` lists what waits")
+	r = cli(t, env, "approve", refund)
+	requireOneLine(t, r, exitNotFound, "(the tenant defaults to the namespace)")
+	r = cli(t, env, "approve", refund, "--tenant", "acme", "--timeout", "3s")
+	requireOneLine(t, r, exitUnreachable, "cannot reach Temporal at 127.0.0.1:1")
+}
+
+// Stored strings in approvals (from workflows, and so from models' tool calls) print escaped in
+// approvals and show, and the commands approvals suggests read back as the values themselves.
+func TestApprovalsEscapeStoredStrings(t *testing.T) {
+	url, s, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url}
+	const (
+		tenant  = "acme\x1b]0;pwned\a"
+		tool    = "Evil\x1b[31mTool"
+		wf      = "wf\r\nok1_forged  1  acme  Book"
+		summary = "refund 1 EUR\r\napproved by: root\u202e"
+		by      = "\x1b[2Jops"
+		reason  = "fine\tby me\r\n"
+	)
+	key := seedApproval(t, s, tenant, tool, wf, "step", summary)
+	requireSafe := func(t *testing.T, out string) {
+		t.Helper()
+		for _, bad := range []string{"\x1b", "\r", "\a", "\t", "\u202e"} {
+			require.NotContains(t, out, bad, "raw %q in output:\n%s", bad, out)
+		}
+	}
+	r := cli(t, env, "approvals")
+	require.Equal(t, 0, r.code, r.stderr)
+	requireSafe(t, r.stdout)
+	require.Equal(t, 3, strings.Count(r.stdout, "\n"), "a header, one approval, the hint:\n%s", r.stdout)
+	for _, e := range []string{`"acme\x1b]0;pwned\a"`, `"Evil\x1b[31mTool"`, `"wf\r\nok1_forged  1  acme  Book"`, `"refund 1 EUR\r\napproved by: root\u202e"`} {
+		require.Contains(t, r.stdout, e)
+	}
+	hint := regexp.MustCompile("`([^`]*)`").FindAllStringSubmatch(strings.Split(r.stdout, "\n")[2], -1)
+	require.Len(t, hint, 3)
+	require.Equal(t, []string{"oncekey", "approve", key, "--tenant", tenant, "--episode", "1"}, shelltest.Args(t, hint[0][1]))
+	require.Equal(t, []string{"oncekey", "deny", key, "--tenant", tenant, "--episode", "1", "--reason", "WHY"}, shelltest.Args(t, hint[1][1]))
+
+	decideApproval(t, s, tenant, key, oncekey.ApprovalDenied, by, reason)
+	r = cli(t, env, "approvals", "--status", "all")
+	require.Equal(t, 0, r.code, r.stderr)
+	requireSafe(t, r.stdout)
+	require.Contains(t, r.stdout, `"\x1b[2Jops"`)
+
+	r = cli(t, env, "show", key, "--tenant", tenant)
+	require.Equal(t, 0, r.code, r.stderr)
+	requireSafe(t, r.stdout)
+	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		require.Regexp(t, `^(operation key|tenant|namespace|tool|workflow|step|record|approval|approval summary|approval requested|approval deadline|approval decided|approval reason|approval kept until) `, line, "every line is a field of its own")
+	}
+	require.Contains(t, r.stdout, `"fine\tby me\r\n"`)
+
+	// approve's refusal names who decided, escaped.
+	r = cli(t, env, "approve", key, "--tenant", tenant)
+	require.Equal(t, exitFailed, r.code)
+	requireSafe(t, r.stderr)
+	require.Contains(t, r.stderr, `already denied by "\x1b[2Jops"`)
+
+	views := approvalsJSON(t, env, "--status", "all")
+	require.Len(t, views, 1)
+	require.Equal(t, []string{tenant, tool, wf, summary, by, reason}, []string{views[0].Tenant, views[0].Tool, views[0].WorkflowID, views[0].Summary, views[0].DecidedBy, views[0].Reason})
+}
+
+// Every command approve, deny and approvals suggest carries hostile values as one inert word.
+func TestDecideCommandsQuoteHostileValues(t *testing.T) {
+	key := oncekey.KeyPrefix + strings.Repeat("ab", 32)
+	for _, v := range shell.Hostile {
+		if strings.ContainsRune(v, 0) {
+			continue
+		}
+		a := &app{schema: "s-" + v, namespace: "ns-" + v, getenv: func(string) string { return "" }}
+		require.Equal(t, []string{"oncekey", "approve", key, "--tenant", "t-" + v, "--episode", "2", "--namespace", "ns-" + v, "--schema", "s-" + v},
+			shelltest.Args(t, a.decideCommand(reconcile.Approve, key, "t-"+v, 2)))
+		require.Equal(t, []string{"oncekey", "deny", key, "--tenant", "t-" + v, "--namespace", "ns-" + v, "--reason", "WHY", "--schema", "s-" + v},
+			shelltest.Args(t, a.decideCommand(reconcile.Deny, key, "t-"+v, 0)))
+		require.Equal(t, []string{"oncekey", "approvals", "--tenant", "t-" + v, "--schema", "s-" + v}, shelltest.Args(t, a.approvalsCommand("t-"+v)))
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	neturl "net/url"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/reconcile"
+	"github.com/oncekey/oncekey/worker"
+)
+
+// approvalWorker runs a worker whose Book needs approval on a fresh task queue and returns the
+// queue.
+func approvalWorker(t *testing.T, c client.Client, url string, b *bookings, tenant string) string {
+	t.Helper()
+	s, _ := migratedAt(t, url)
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
+		Summary: func(op oncekey.Operation) string { return "book " + string(op.ArgsJSON) },
+	}}))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
+		DataConverter: converter.GetDefaultDataConverter()})
+	require.NoError(t, err)
+	tq := "cli-approve-" + t.Name()
+	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
+	w.RegisterWorkflowWithOptions(bookWorkflow, workflow.RegisterOptions{Name: "Booking"})
+	w.RegisterActivityWithOptions(b.Book, activity.RegisterOptions{Name: "Book"})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return tq
+}
+
+// waitingApproval waits until the CLI lists exactly one pending approval and its approval
+// workflow waits for a decision; it returns the approval as listed.
+func waitingApproval(t *testing.T, c client.Client, env map[string]string) approvalView {
+	t.Helper()
+	var v approvalView
+	require.Eventually(t, func() bool {
+		r := cli(t, env, "approvals", "--json")
+		var views []approvalView
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &views) != nil || len(views) != 1 {
+			return false
+		}
+		v = views[0]
+		rep, err := reconcile.QueryApproval(context.Background(), c, v.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting
+	}, 60*time.Second, 100*time.Millisecond)
+	return v
+}
+
+// approve runs the call once: a decision for another tenant is refused, the approval (episode
+// read from the store) releases the workflow, the downstream lands one booking, show says who
+// approved and when, and a second approval says it is decided already.
+func TestApproveRunsTheCallOnce(t *testing.T) {
+	needsServices(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	b := &bookings{}
+	run := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
+
+	ap := waitingApproval(t, c, env)
+	require.Equal(t, "acme", ap.Tenant)
+	require.Equal(t, "Book", ap.Tool)
+	require.Equal(t, `book "R1"`, ap.Summary)
+	require.Equal(t, int64(1), ap.Episode)
+	effects, runs := b.counts()
+	require.Zero(t, runs, "nothing runs before the decision")
+	r := cli(t, env, "show", ap.OperationKey, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^record\s+none yet: the call waits for this approval and has not run$`, r.stdout)
+
+	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "globex", "--episode", "1")
+	requireOneLine(t, r, exitFailed, "the approval workflow "+reconcile.ApprovalWorkflowID(ap.OperationKey)+" refused the decision; nothing was recorded")
+
+	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--reason", "booked by phone")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "approved "+ap.OperationKey+", episode 1 ("+reconcile.ApprovalWorkflowID(ap.OperationKey)+" accepted it)")
+	require.Regexp(t, `the workflow answered: approved, by ines, at \S+Z, reason booked by phone`, r.stdout)
+
+	var out Booking
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &out))
+	require.Equal(t, "BK-R1", out.ID)
+	effects, runs = b.counts()
+	require.Equal(t, 1, effects, "the downstream landed one booking")
+	require.Equal(t, 1, runs)
+
+	r = cli(t, env, "show", ap.OperationKey, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^status\s+applied$`, r.stdout)
+	require.Regexp(t, `(?m)^approval\s+approved, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval decided\s+\S+ by ines$`, r.stdout)
+	require.Regexp(t, `(?m)^approval reason\s+booked by phone$`, r.stdout)
+
+	r = cli(t, env, "deny", ap.OperationKey, "--tenant", "acme", "--reason", "changed my mind")
+	requireOneLine(t, r, exitFailed, "is already approved by ines at ", "there is nothing to decide")
+	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--episode", "1")
+	requireOneLine(t, r, exitFailed, "is already approved by ines at ", "there is nothing to decide")
+}
+
+// deny rejects the call: it needs a reason, the workflow fails as rejected with the approval
+// error type, nothing runs, and show says who denied it and why.
+func TestDenyRejectsTheCall(t *testing.T) {
+	needsServices(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	b := &bookings{}
+	run := runBooking(t, c, approvalWorker(t, c, url, b, "default"))
+	ap := waitingApproval(t, c, env)
+
+	r := cli(t, env, "deny", ap.OperationKey)
+	requireOneLine(t, r, exitUsage, "give --reason")
+
+	// The tenant defaults to the namespace, as the interceptor's does.
+	r = cli(t, env, "deny", ap.OperationKey, "--by", "ops", "--reason", "over the limit")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `the workflow answered: denied, by ops, at \S+Z, reason over the limit`, r.stdout)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	effects, runs := b.counts()
+	require.Zero(t, effects)
+	require.Zero(t, runs, "nothing ran")
+
+	r = cli(t, env, "show", ap.OperationKey)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^record\s+none: the call was refused and never ran$`, r.stdout)
+	require.Regexp(t, `(?m)^approval\s+denied, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval decided\s+\S+ by ops$`, r.stdout)
+	require.Regexp(t, `(?m)^approval reason\s+over the limit$`, r.stdout)
+}
+
+var (
+	csrfFieldRe      = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	requestIDFieldRe = regexp.MustCompile(`name="request_id" value="([^"]+)"`)
+)
+
+// The inbox's approval form approves through the approval workflow: the call runs once, and the
+// approval records who was signed in.
+func TestServeApprovesThroughTheInbox(t *testing.T) {
+	needsServices(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	b := &bookings{}
+	run := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
+	ap := waitingApproval(t, c, env)
+	base := startServe(t, env, "--listen", "127.0.0.1:0")
+
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar, Timeout: time.Minute}
+	get := func(path string) string {
+		res, err := hc.Get(base + path)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+		return string(body)
+	}
+	body := get("/")
+	require.Contains(t, body, `id="queue-approvals"`)
+	require.Contains(t, body, "book &#34;R1&#34;")
+	body = get("/approval?" + neturl.Values{"tenant": {"acme"}, "key": {ap.OperationKey}}.Encode())
+	require.Contains(t, body, `id="decide-form"`)
+	csrf, reqID := csrfFieldRe.FindStringSubmatch(body), requestIDFieldRe.FindStringSubmatch(body)
+	require.NotNil(t, csrf)
+	require.NotNil(t, reqID)
+
+	res, err := hc.PostForm(base+"/decide", neturl.Values{"csrf": {csrf[1]}, "request_id": {reqID[1]}, "tenant": {"acme"}, "key": {ap.OperationKey},
+		"episode": {"1"}, "decision": {"approve"}, "reason": {"checked the booking"}})
+	require.NoError(t, err)
+	out, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, string(out))
+	require.Contains(t, string(out), "Accepted: approved")
+	require.Contains(t, string(out), "by ines (oncekey-serve)")
+
+	var booked Booking
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &booked))
+	require.Equal(t, "BK-R1", booked.ID)
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, runs)
+	views := approvalsJSON(t, env, "--status", "approved")
+	require.Len(t, views, 1)
+	require.Equal(t, "ines (oncekey-serve)", views[0].DecidedBy)
+	require.Equal(t, "checked the booking", views[0].Reason)
+}
