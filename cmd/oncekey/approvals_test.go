@@ -236,3 +236,38 @@ func TestDecideCommandsQuoteHostileValues(t *testing.T) {
 		require.Equal(t, []string{"oncekey", "approvals", "--tenant", "t-" + v, "--schema", "s-" + v}, shelltest.Args(t, a.approvalsCommand("t-"+v)))
 	}
 }
+
+// purge deletes decided approvals past their retention and says so; forget counts and deletes a
+// tenant's approvals, also for a tenant that has nothing else.
+func TestPurgeAndForgetApprovals(t *testing.T) {
+	url, s, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url}
+	ctx := context.Background()
+	short := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 1 EUR")
+	_, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: short, Episode: 1,
+		Status: oncekey.ApprovalDenied, DecidedBy: "ines", Reason: "no", Retention: 50 * time.Millisecond})
+	require.NoError(t, err)
+	pending := seedApproval(t, s, "acme", "IssueRefund", "wf-2", "refund", "refund 2 EUR")
+
+	require.Eventually(t, func() bool {
+		r := cli(t, env, "purge", "--dry-run")
+		return r.code == 0 && strings.Contains(r.stdout, "; would delete 1 decided approval(s) past their retention")
+	}, 10*time.Second, 50*time.Millisecond)
+	r := cli(t, env, "purge")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "; deleted 1 decided approval(s) past their retention")
+	views := approvalsJSON(t, env, "--status", "all")
+	require.Len(t, views, 1, "the pending approval is never purged")
+	require.Equal(t, pending, views[0].OperationKey)
+
+	// A tenant with an approval and no record.
+	seedApproval(t, s, "initech", "DeleteAccount", "wf-3", "delete", "delete it")
+	r = cli(t, env, "forget", "--tenant", "initech")
+	requireOneLine(t, r, exitUsage, "refusing without --yes: this deletes all 0 record(s) and 1 approval(s) of tenant \"initech\"")
+	r = cli(t, env, "forget", "--tenant", "initech", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "deleted 0 record(s) and 1 approval(s) of tenant \"initech\"")
+	r = cli(t, env, "forget", "--tenant", "initech", "--yes")
+	require.Equal(t, exitNotFound, r.code, "nothing left: %s", r.stdout)
+	require.Len(t, approvalsJSON(t, env, "--status", "all"), 1, "forget touches one tenant only")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -310,7 +311,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 		Long: "purge works in batches so claims are never blocked for long. Run it on a schedule (hourly is plenty).\n" +
 			"A tombstone keeps only digests and refuses late duplicates until its window ends; then the key is free.\n" +
 			"Unknown and pending records are never purged, however old (their retention counts from when they settle); purge says how\n" +
-			"many it left and how old the oldest is.",
+			"many it left and how old the oldest is. Decided approvals past their retention are deleted too; pending ones never.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if batch < 1 {
@@ -328,7 +329,8 @@ func newPurgeCmd(a *app) *cobra.Command {
 					return a.storeError("purge --dry-run", err)
 				}
 				now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
-				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)\n", now.UTC().Format(time.RFC3339), tomb, del)
+				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)%s\n", now.UTC().Format(time.RFC3339), tomb, del,
+					approvalsPurged(pv.ApprovalDeletes, "would delete"))
 				a.printUnsettled(pv.Unsettled, pv.OldestUnsettled, "would leave")
 				return nil
 			}
@@ -344,7 +346,8 @@ func newPurgeCmd(a *app) *cobra.Command {
 			if err != nil {
 				return a.storeError("purge", err)
 			}
-			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted\n", res.Batches, res.Tombstoned, res.Deleted)
+			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s\n", res.Batches, res.Tombstoned, res.Deleted,
+				approvalsPurged(res.ApprovalsDeleted, "deleted"))
 			a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
 			return nil
 		},
@@ -352,6 +355,15 @@ func newPurgeCmd(a *app) *cobra.Command {
 	cmd.Flags().IntVar(&batch, "batch-size", 200, "rows per statement")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be purged, change nothing")
 	return cmd
+}
+
+// approvalsPurged is purge's words for the decided approvals past their retention it deleted
+// (or would delete), "" when there were none.
+func approvalsPurged(n int64, verb string) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s %d decided approval(s) past their retention", verb, n)
 }
 
 func spinner(i int) string { return string(`|/-\`[i%4]) }
@@ -375,7 +387,7 @@ func newForgetCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "forget --tenant T --yes [--allow-missing]",
 		Short: "Delete every record of one tenant (for erasure requests); late duplicates are then no longer refused",
-		Long: "forget deletes every record of the tenant, tombstones included; it cannot be undone.\n\n" +
+		Long: "forget deletes every record of the tenant, tombstones included, and its approvals; it cannot be undone.\n\n" +
 			"A tenant with no records is an error (exit 3), so a mistyped tenant does not pass for an erasure done;\n" +
 			"--allow-missing makes it succeed (exit 0), for scripts that erase a tenant that may already be gone.",
 		Example: "  oncekey forget --tenant acme            # counts the records, deletes nothing\n" +
@@ -409,19 +421,24 @@ func newForgetCmd(a *app) *cobra.Command {
 				for _, r := range rows {
 					n += r.Count
 				}
-				if n == 0 {
+				aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
+				if err != nil {
+					return a.storeError("forget", err)
+				}
+				if n == 0 && len(aps) == 0 {
 					return none()
 				}
-				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s) of tenant %s, tombstones included, and cannot be undone", n, strconv.Quote(tenant))
+				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s of tenant %s, tombstones included, and cannot be undone",
+					n, andApprovals(int64(len(aps))), strconv.Quote(tenant))
 			}
 			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
 			if err != nil {
 				return a.storeError("forget", err)
 			}
-			if res.Deleted == 0 {
+			if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
 				return none()
 			}
-			fmt.Fprintf(a.stdout, "deleted %d record(s) of tenant %s in %s\n", res.Deleted, strconv.Quote(tenant), a.pg)
+			fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.pg)
 			return nil
 		},
 	}
@@ -429,6 +446,14 @@ func newForgetCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
 	cmd.Flags().BoolVar(&allowMissing, "allow-missing", false, "succeed (exit 0) when the tenant has no records")
 	return cmd
+}
+
+// andApprovals is forget's words for a tenant's n approvals, "" when it has none.
+func andApprovals(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d approval(s)", n)
 }
 
 func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
