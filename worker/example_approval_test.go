@@ -83,8 +83,8 @@ func Example_approval() {
 	}
 }
 
-// RefundStep is workflow code calling the refund under a step ID: the approval is asked for its
-// operation key, which must not depend on the activity ID.
+// RefundStep is workflow code calling the refund under a step ID: the approval, like the record,
+// belongs to the step's operation key.
 func RefundStep(ctx workflow.Context, in RefundInput) (string, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 	ctx = oncekey.WithStepID(ctx, "refund")
