@@ -250,6 +250,8 @@ func noRecordLine(ap *approvalView) string {
 		return "none yet: the call waits for this approval and has not run"
 	case oncekey.ApprovalApproved:
 		return "none yet: approved, the call has not claimed its key (it runs when its workflow schedules it)"
+	case oncekey.ApprovalTimedOut:
+		return "none: nobody decided in time, so the call was refused and never ran; its next call asks again"
 	}
 	return "none: the call was refused and never ran"
 }

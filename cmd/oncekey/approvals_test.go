@@ -271,3 +271,24 @@ func TestPurgeAndForgetApprovals(t *testing.T) {
 	require.Equal(t, exitNotFound, r.code, "nothing left: %s", r.stdout)
 	require.Len(t, approvalsJSON(t, env, "--status", "all"), 1, "forget touches one tenant only")
 }
+
+// A timed-out approval: show says nobody decided in time and the next call asks again; approve
+// says there is nothing to decide and which episode the next request will be.
+func TestTimedOutApproval(t *testing.T) {
+	url, s, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+	key := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 120.00 EUR")
+	decideApproval(t, s, "acme", key, oncekey.ApprovalTimedOut, "oncekey (approval timeout)", "")
+
+	r := cli(t, env, "show", key, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^record\s+none: nobody decided in time, so the call was refused and never ran; its next call asks again$`, r.stdout)
+	require.Regexp(t, `(?m)^approval\s+timed_out, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval decided\s+\S+ by oncekey \(approval timeout\)$`, r.stdout)
+
+	r = cli(t, env, "approve", key, "--tenant", "acme")
+	requireOneLine(t, r, exitFailed, "is already timed out by oncekey (approval timeout) at ", "the next call of the operation asks again, at episode 2")
+	views := approvalsJSON(t, env, "--status", "timed_out")
+	require.Len(t, views, 1)
+	require.Equal(t, oncekey.ApprovalTimedOut, views[0].Status)
+}

@@ -223,7 +223,7 @@ func decidedError(a *app, ap *oncekey.Approval) error {
 		next += "; the next call of the operation asks again, at episode " + strconv.FormatInt(ap.Episode+1, 10)
 	}
 	return fail(exitFailed, "the approval of %s (episode %d) is already %s%s%s: there is nothing to decide; %s; `%s` shows it",
-		ap.OperationKey, ap.Episode, printable(string(ap.Status)), by, at, next, a.showCommand(ap.OperationKey, ap.Tenant))
+		ap.OperationKey, ap.Episode, printable(strings.ReplaceAll(string(ap.Status), "_", " ")), by, at, next, a.showCommand(ap.OperationKey, ap.Tenant))
 }
 
 // approvalNotFound is the error of a decision for a key that has no approval under tenant.
