@@ -99,9 +99,10 @@ type Approval struct {
 	ExpiresAt time.Time
 }
 
-// ApprovalStore is implemented by stores that keep approvals (pgstore, memstore). A worker whose
-// Registry has a Policy.Approval needs a Store that implements it; the plugin refuses to start
-// otherwise.
+// ApprovalStore is implemented by stores that keep approvals (pgstore, memstore, redisstore). A
+// worker whose Registry has a Policy.Approval needs a Store that implements it; the plugin
+// refuses to start otherwise. Implementations must pass storetest.RunApprovals (storetest.Run
+// runs it for them).
 type ApprovalStore interface {
 	// RequestApproval asks for approval of p.OperationKey. With no approval for the key (or one
 	// past its retention) it creates a pending one at episode 1 (or the next episode), Deadline =

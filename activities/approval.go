@@ -52,7 +52,7 @@ func (a *Activities) approvals() (oncekey.ApprovalStore, error) {
 	s, ok := a.store.(oncekey.ApprovalStore)
 	if !ok {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"activities: the store (%T) keeps no approvals (oncekey.ApprovalStore): give the workers a store that does (pgstore, memstore), or drop Policy.Approval", a.store),
+			"activities: the store (%T) keeps no approvals (oncekey.ApprovalStore): give the workers a store that does (pgstore, memstore, redisstore), or drop Policy.Approval", a.store),
 			oncekey.ErrTypeConfig, nil)
 	}
 	return s, nil

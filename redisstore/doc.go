@@ -31,6 +31,11 @@
 //     carries its claim token, and each fenced write and resolution a write token, so the
 //     repeat of one whose reply was lost reports what the first did (acquired, written), not a
 //     live claim or ErrLostClaim.
+//   - It is an oncekey.ApprovalStore too: an approval is one hash in the bucket of its operation
+//     key, with indexes of its own there (by request, per tenant, by end of retention).
+//     RequestApproval and DecideApproval are one script each, on the server's clock, carrying a
+//     request and a write token like the record scripts; ListApprovals, Purge and Forget walk the
+//     approval indexes as they walk the records'.
 //
 // Typical setup:
 //

@@ -155,6 +155,13 @@ func TestKeysShareTheBucketHashTag(t *testing.T) {
 			_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch})
 			require.NoError(t, err)
 		}
+		if i%3 == 0 {
+			a, err := s.RequestApproval(ctx, approvalParams(p.Tenant, p.OperationKey))
+			require.NoError(t, err)
+			_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: p.Tenant, OperationKey: p.OperationKey,
+				Episode: a.Approval.Episode, Status: oncekey.ApprovalApproved, Retention: time.Hour})
+			require.NoError(t, err)
+		}
 	}
 	keys, err := rdb.Keys(ctx, s.Prefix()+"*").Result()
 	require.NoError(t, err)
@@ -275,6 +282,33 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(3), proxy.drops.Load())
 	require.Equal(t, oncekey.StatusApplied, r.Status)
+
+	// The same for an approval: the repeated request reports the episode it asked, the repeated
+	// decision the decision that landed.
+	proxy.armed.Store(true)
+	ar, err := s.RequestApproval(ctx, approvalParams(q.Tenant, "ok1_lost_reply_approval"))
+	require.NoError(t, err)
+	require.Equal(t, int32(4), proxy.drops.Load())
+	require.True(t, ar.Created, "the repeated request reports the episode it asked")
+	require.Equal(t, int64(1), ar.Approval.Episode)
+	again, err := s.RequestApproval(ctx, approvalParams(q.Tenant, "ok1_lost_reply_approval"))
+	require.NoError(t, err)
+	require.False(t, again.Created, "another request shares the pending episode")
+	proxy.armed.Store(true)
+	d := &oncekey.DecideApprovalParams{Tenant: q.Tenant, OperationKey: "ok1_lost_reply_approval", Episode: 1,
+		Status: oncekey.ApprovalApproved, DecidedBy: "ada", Retention: time.Hour}
+	a, err := s.DecideApproval(ctx, d)
+	require.NoError(t, err, "the repeated decision reports the decision that landed")
+	require.Equal(t, int32(5), proxy.drops.Load())
+	require.Equal(t, oncekey.ApprovalApproved, a.Status)
+	_, err = s.DecideApproval(ctx, d)
+	var ce *oncekey.ApprovalConflictError
+	require.ErrorAs(t, err, &ce, "another decision is refused")
+}
+
+func approvalParams(tenant, key string) *oncekey.RequestApprovalParams {
+	return &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key, Namespace: "default", Tool: "refund",
+		Fingerprint: "fp", WorkflowID: "wf", StepID: "step", Summary: "refund 120.00 EUR", Timeout: time.Hour}
 }
 
 // A Redis that is not there is a *oncekey.StoreUnavailableError, for every kind of call.
@@ -298,6 +332,15 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	_, err = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
 	require.ErrorAs(t, err, &ue)
+	_, err = s.RequestApproval(ctx, approvalParams("acme", "ok1_nowhere"))
+	require.ErrorAs(t, err, &ue)
+	_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_nowhere", Episode: 1,
+		Status: oncekey.ApprovalDenied, Retention: time.Hour})
+	require.ErrorAs(t, err, &ue)
+	_, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_nowhere"})
+	require.ErrorAs(t, err, &ue)
+	_, err = s.ListApprovals(ctx, &oncekey.ListApprovalsParams{})
+	require.ErrorAs(t, err, &ue)
 	require.ErrorAs(t, s.Check(ctx), &ue)
 }
 
@@ -316,9 +359,16 @@ func TestScriptCacheFlushed(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, lr.Records, 1)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	_, err = s.RequestApproval(ctx, approvalParams("acme", p.OperationKey))
+	require.NoError(t, err)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	al, err := s.ListApprovals(ctx, &oncekey.ListApprovalsParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Len(t, al.Approvals, 1)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
 	fr, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
-	require.Equal(t, int64(1), fr.Deleted)
+	require.Equal(t, oncekey.ForgetResult{Deleted: 1, ApprovalsDeleted: 1}, *fr)
 }
 
 // A listing whose filter matches few records among many reads the index a bounded chunk at a

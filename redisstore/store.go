@@ -112,7 +112,7 @@ func (s *Store) Check(ctx context.Context) error {
 			}
 		}
 	}
-	for _, sc := range lua.All {
+	for _, sc := range append(lua.All[:len(lua.All):len(lua.All)], lua.ApprovalScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapErr("check", "", err)
 		}
@@ -488,13 +488,96 @@ func (s *Store) runAll(ctx context.Context, op string, calls []call) ([][]any, e
 	return out, nil
 }
 
-// stream is one bucket's part of a listing: matching records in order, read a chunk at a time.
-type stream struct {
+// stream is one bucket's part of a listing: matching records (or approvals) in order, read a
+// chunk at a time.
+type stream[T any] struct {
 	key  string // the index read
-	base string // record key base
+	base string // record (or approval) key base
 	from string // BYLEX bound of the next read
-	buf  []*oncekey.Record
+	buf  []T
 	done bool
+}
+
+// listing is what a List or ListApprovals page reads: the streams of the buckets, the script
+// that reads one, how the items of its replies decode, and their order.
+type listing[T any] struct {
+	op      string
+	script  *redis.Script
+	streams []*stream[T]
+	// kind is 't' when the streams read a tenant's index (tenant), 'a' otherwise.
+	kind, tenant             string
+	status, tool, workflowID string
+	fields                   int
+	decode                   func(f []any, now int64) (T, error)
+	less                     func(a, b T) bool
+}
+
+// page returns up to want items of the buckets' streams, merged in order. Each bucket's index is
+// read by scripts that look at a bounded number of entries (1,000) and filter on the server.
+func (l *listing[T]) page(ctx context.Context, s *Store, want int) ([]T, error) {
+	var out []T
+	for len(out) < want {
+		// Refill every bucket that has nothing buffered and may hold more: its next item may be
+		// the smallest.
+		var need []*stream[T]
+		for _, st := range l.streams {
+			if len(st.buf) == 0 && !st.done {
+				need = append(need, st)
+			}
+		}
+		if len(need) > 0 {
+			chunk := min(500, max(16, 2*(want-len(out))/len(l.streams)))
+			calls := make([]call, len(need))
+			for i, st := range need {
+				calls[i] = call{l.script, []string{st.key}, []any{st.base, l.kind, l.tenant, st.from, chunk, 1000, l.status, l.tool, l.workflowID}}
+			}
+			replies, err := s.runAll(ctx, l.op, calls)
+			if err != nil {
+				return nil, err
+			}
+			for i, v := range replies {
+				if err := l.fill(need[i], v); err != nil {
+					return nil, fmt.Errorf("redisstore: %s: %w", l.op, err)
+				}
+			}
+			continue
+		}
+		var next *stream[T]
+		for _, st := range l.streams {
+			if len(st.buf) > 0 && (next == nil || l.less(st.buf[0], next.buf[0])) {
+				next = st
+			}
+		}
+		if next == nil {
+			break
+		}
+		out = append(out, next.buf[0])
+		next.buf = next.buf[1:]
+	}
+	return out, nil
+}
+
+// fill reads a reply of the listing's script ({now, last member, done, fields...}) into st.
+func (l *listing[T]) fill(st *stream[T], v []any) error {
+	if len(v) < 3 || (len(v)-3)%l.fields != 0 {
+		return fmt.Errorf("%s reply of %d values", l.op, len(v))
+	}
+	now, err := strconv.ParseInt(str(v[0]), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s reply: server time %q", l.op, str(v[0]))
+	}
+	if last := str(v[1]); last != "" {
+		st.from = "(" + last
+	}
+	st.done = str(v[2]) == "1"
+	for f := v[3:]; len(f) > 0; f = f[l.fields:] {
+		r, err := l.decode(f[:l.fields], now)
+		if err != nil {
+			return err
+		}
+		st.buf = append(st.buf, r)
+	}
+	return nil
 }
 
 // List implements oncekey.Store with keyset pagination in (updated_at, tenant, operation_key)
@@ -518,10 +601,13 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		after = &c
 	}
 	from := listFrom(p, after)
-	status := string(p.Status)
-	streams := make([]*stream, len(s.bases))
-	for n, b := range s.bases {
-		st := &stream{base: b + ":r:", from: from}
+	l := &listing[*oncekey.Record]{op: "list", script: lua.List, kind: "a", tenant: p.Tenant,
+		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: recordFields, decode: decodeRecord, less: less}
+	if p.Tenant != "" {
+		l.kind = "t"
+	}
+	for _, b := range s.bases {
+		st := &stream[*oncekey.Record]{base: b + ":r:", from: from}
 		switch {
 		case p.Tenant != "":
 			st.key = b + ":t:" + p.Tenant
@@ -530,52 +616,12 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		default:
 			st.key = b + ":all"
 		}
-		streams[n] = st
-	}
-	kind := "a"
-	if p.Tenant != "" {
-		kind = "t"
+		l.streams = append(l.streams, st)
 	}
 	limit := p.PageSize()
-	want := limit + 1
-	var out []*oncekey.Record
-	for len(out) < want {
-		// Refill every bucket that has nothing buffered and may hold more: its next record
-		// may be the smallest.
-		var need []*stream
-		for _, st := range streams {
-			if len(st.buf) == 0 && !st.done {
-				need = append(need, st)
-			}
-		}
-		if len(need) > 0 {
-			chunk := min(500, max(16, 2*(want-len(out))/len(streams)))
-			calls := make([]call, len(need))
-			for i, st := range need {
-				calls[i] = call{lua.List, []string{st.key}, []any{st.base, kind, p.Tenant, st.from, chunk, 1000, status, p.Tool, p.WorkflowID}}
-			}
-			replies, err := s.runAll(ctx, "list", calls)
-			if err != nil {
-				return nil, err
-			}
-			for i, v := range replies {
-				if err := need[i].fill(v); err != nil {
-					return nil, fmt.Errorf("redisstore: list: %w", err)
-				}
-			}
-			continue
-		}
-		var next *stream
-		for _, st := range streams {
-			if len(st.buf) > 0 && (next == nil || less(st.buf[0], next.buf[0])) {
-				next = st
-			}
-		}
-		if next == nil {
-			break
-		}
-		out = append(out, next.buf[0])
-		next.buf = next.buf[1:]
+	out, err := l.page(ctx, s, limit+1)
+	if err != nil {
+		return nil, err
 	}
 	res := &oncekey.ListResult{Records: out}
 	if len(out) > limit {
@@ -583,29 +629,6 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		res.Next = oncekey.NextCursor(out[limit-1])
 	}
 	return res, nil
-}
-
-// fill reads a lua.List reply into the stream.
-func (st *stream) fill(v []any) error {
-	if len(v) < 3 || (len(v)-3)%recordFields != 0 {
-		return fmt.Errorf("list reply of %d values", len(v))
-	}
-	now, err := strconv.ParseInt(str(v[0]), 10, 64)
-	if err != nil {
-		return fmt.Errorf("list reply: server time %q", str(v[0]))
-	}
-	if last := str(v[1]); last != "" {
-		st.from = "(" + last
-	}
-	st.done = str(v[2]) == "1"
-	for f := v[3:]; len(f) > 0; f = f[recordFields:] {
-		r, err := decodeRecord(f[:recordFields], now)
-		if err != nil {
-			return err
-		}
-		st.buf = append(st.buf, r)
-	}
-	return nil
 }
 
 // less orders records as List returns them: (UpdatedAt, Tenant, OperationKey), byte-wise.
@@ -621,28 +644,44 @@ func less(a, b *oncekey.Record) bool {
 
 func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
 
-// listFrom returns the BYLEX bound where a listing starts: after the cursor, and at or after
-// UpdatedSince, whichever is later. Index members start with hex16(updated); a tenant's index
-// (p.Tenant set) then holds the key only.
+// sortKey is where a keyset listing resumes: the time an index orders by (updated for records,
+// requested for approvals), tenant and key.
+type sortKey struct {
+	at          time.Time
+	tenant, key string
+}
+
+// listFrom returns the BYLEX bound where a listing of records starts (see keysetFrom).
 func listFrom(p *oncekey.ListParams, after *oncekey.ListCursor) string {
+	var k *sortKey
+	if after != nil {
+		k = &sortKey{after.UpdatedAt, after.Tenant, after.OperationKey}
+	}
+	return keysetFrom(p.Tenant, k, p.UpdatedSince)
+}
+
+// keysetFrom returns the BYLEX bound where a listing starts: after the sort key after (if not
+// nil), and at or after since (if not zero), whichever is later. Index members start with
+// hex16(time); a tenant's index (tenant set) then holds the key only.
+func keysetFrom(tenant string, after *sortKey, since time.Time) string {
 	from := "-"
 	var cu int64 = -1
 	if after != nil {
-		cu = after.UpdatedAt.UnixMicro()
+		cu = after.at.UnixMicro()
 		switch {
-		case p.Tenant == "":
-			from = "(" + hex16(cu) + after.Tenant + "\x00" + after.OperationKey
-		case after.Tenant == p.Tenant:
-			from = "(" + hex16(cu) + after.OperationKey
-		case after.Tenant < p.Tenant:
+		case tenant == "":
+			from = "(" + hex16(cu) + after.tenant + "\x00" + after.key
+		case after.tenant == tenant:
+			from = "(" + hex16(cu) + after.key
+		case after.tenant < tenant:
 			from = "[" + hex16(cu)
 		default:
 			from = "[" + hex16(cu+1)
 		}
 	}
-	if !p.UpdatedSince.IsZero() {
-		if since := max(0, p.UpdatedSince.UnixMicro()); since > cu {
-			from = "[" + hex16(since)
+	if !since.IsZero() {
+		if s := max(0, since.UnixMicro()); s > cu {
+			from = "[" + hex16(s)
 		}
 	}
 	return from
@@ -651,7 +690,8 @@ func listFrom(p *oncekey.ListParams, after *oncekey.ListCursor) string {
 // Purge implements oncekey.Store. It first turns records past retention into tombstones
 // (status expired; result, failure, effect reference and note cleared; digests, epoch and
 // windows kept), leaving pending records under a live lease to their owner, then deletes
-// tombstones past their window. A batch is one script per bucket that has work, sent in one
+// tombstones past their window, then deletes the decided approvals past their retention (never
+// a pending one). A batch is one script per bucket that has work, sent in one
 // pipeline, touching at most p.BatchSize records in all; the records come from the buckets'
 // time-ordered indexes, so no script scans. After each full batch it pauses for p.Rest times
 // the batch's duration. Batches counts batches that changed at least one record; p.Progress is
@@ -667,25 +707,11 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		if deleting {
 			index = ":tomb"
 		}
-		// How many candidates each bucket holds now: the plan of the batches. The scripts
-		// judge each record on the server's clock again.
-		now, err := s.rdb.Time(ctx).Result()
+		left, err := s.due(ctx, index)
 		if err != nil {
-			return &res, wrapErr("purge", "", err)
+			return &res, err
 		}
-		pipe := s.rdb.Pipeline()
-		counts := make([]*redis.IntCmd, len(s.bases))
-		for i, b := range s.bases {
-			counts[i] = pipe.ZCount(ctx, b+index, "-inf", strconv.FormatInt(now.UnixMicro(), 10))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return &res, wrapErr("purge", "", err)
-		}
-		left := make([]int64, len(s.bases))
 		skip := make([]int64, len(s.bases))
-		for i, c := range counts {
-			left[i] = c.Val()
-		}
 		for {
 			var calls []call
 			var which []int
@@ -766,7 +792,33 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			}
 		}
 	}
+	if err := s.purgeApprovals(ctx, p, &res); err != nil {
+		return &res, err
+	}
 	return &res, nil
+}
+
+// due returns, per bucket, how many members of the bucket's time index (index, scored by time)
+// are due on the server's clock now: the plan of a purge step's batches. The scripts judge each
+// entry on the server's clock again.
+func (s *Store) due(ctx context.Context, index string) ([]int64, error) {
+	now, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, wrapErr("purge", "", err)
+	}
+	pipe := s.rdb.Pipeline()
+	counts := make([]*redis.IntCmd, len(s.bases))
+	for i, b := range s.bases {
+		counts[i] = pipe.ZCount(ctx, b+index, "-inf", strconv.FormatInt(now.UnixMicro(), 10))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrapErr("purge", "", err)
+	}
+	left := make([]int64, len(s.bases))
+	for i, c := range counts {
+		left[i] = c.Val()
+	}
+	return left, nil
 }
 
 // b2i is 1 for true, 0 for false.
@@ -795,8 +847,9 @@ func rest(ctx context.Context, d time.Duration) error {
 // forgetBatch is how many records one Forget script deletes at most.
 const forgetBatch = 200
 
-// Forget implements oncekey.Store: every record of the tenant is deleted through the tenant's
-// index in each bucket, at most 200 records per script, one script per bucket per round trip.
+// Forget implements oncekey.Store: every record of the tenant, then every approval of the
+// tenant, is deleted through the tenant's index in each bucket, at most 200 per script, one
+// script per bucket per round trip.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -825,5 +878,6 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 		}
 		todo = again
 	}
-	return &oncekey.ForgetResult{Deleted: deleted}, nil
+	approvals, err := s.forgetApprovals(ctx, p.Tenant)
+	return &oncekey.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals}, err
 }

@@ -138,7 +138,7 @@ func checkApprovalStore(opts interceptor.Options) error {
 		if p, ok := opts.Registry.Policy(tool); ok && p.Approval != nil {
 			return &interceptor.ConfigError{Field: "Store", Reason: fmt.Sprintf(
 				"the policy of %s asks for approval (Policy.Approval), and the store (%T) keeps no approvals (oncekey.ApprovalStore): "+
-					"use a store that does (pgstore, memstore), or drop Policy.Approval", tool, opts.Store)}
+					"use a store that does (pgstore, memstore, redisstore), or drop Policy.Approval", tool, opts.Store)}
 		}
 	}
 	return nil

@@ -1,0 +1,273 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/redisstore/internal/lua"
+)
+
+var _ oncekey.ApprovalStore = (*Store)(nil)
+
+// approvalReply reads {code, now, fields of AF...}.
+func approvalReply(v []any) (*oncekey.Approval, error) {
+	if len(v) != 2+lua.ApprovalFields {
+		return nil, fmt.Errorf("reply of %d values, want %d", len(v), 2+lua.ApprovalFields)
+	}
+	return decodeApproval(v[2:], 0)
+}
+
+// decodeApproval reads the fields of AF (now is unused: an approval has nothing judged at read
+// time).
+func decodeApproval(f []any, _ int64) (*oncekey.Approval, error) {
+	var bad error
+	num := func(i int) int64 {
+		n, err := strconv.ParseInt(str(f[i]), 10, 64)
+		if err != nil && bad == nil {
+			bad = fmt.Errorf("approval field %d: %q is not a number", i, str(f[i]))
+		}
+		return n
+	}
+	at := func(i int) time.Time {
+		if f[i] == nil {
+			return time.Time{}
+		}
+		return time.UnixMicro(num(i))
+	}
+	a := &oncekey.Approval{
+		Tenant: str(f[0]), OperationKey: str(f[1]), Namespace: str(f[2]), Tool: str(f[3]), Fingerprint: str(f[4]),
+		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
+		Episode: num(9), RequestedAt: at(10), Deadline: at(11), DecidedAt: at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
+		ExpiresAt: at(15),
+	}
+	if f[8] == nil {
+		bad = errors.New("approval without a status")
+	}
+	return a, bad
+}
+
+// RequestApproval implements oncekey.ApprovalStore in one script, on the server's clock. A
+// request repeated by the client library after a lost reply carries the same request token, so
+// it reports the episode it asked (Created) while that episode is pending.
+func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "request approval"
+	v, err := s.run(ctx, op, p.OperationKey, lua.RequestApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey),
+		p.Tenant, p.OperationKey, p.Namespace, p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary,
+		p.Timeout.Microseconds(), token())
+	if err != nil {
+		return nil, err
+	}
+	a, err := approvalReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, err)
+	}
+	return &oncekey.ApprovalResult{Created: str(v[0]) == "C", Approval: a}, nil
+}
+
+// DecideApproval implements oncekey.ApprovalStore in one script, fenced by the episode and the
+// pending status. A decision repeated by the client library after a lost reply carries the
+// same write token, so it reports the decision instead of *oncekey.ApprovalConflictError.
+func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "decide approval"
+	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
+	v, err := s.run(ctx, op, p.OperationKey, lua.DecideApproval, []string{keys[0], keys[3]},
+		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token())
+	if err != nil {
+		return nil, err
+	}
+	if str(v[0]) == "N" {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, oncekey.ErrNotFound)
+	}
+	a, err := approvalReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, err)
+	}
+	switch str(v[0]) {
+	case "S":
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
+			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
+	case "C":
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
+	}
+	return a, nil
+}
+
+// GetApproval implements oncekey.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "get approval"
+	v, err := s.run(ctx, op, p.OperationKey, lua.GetApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey)[:1])
+	if err != nil {
+		return nil, err
+	}
+	if str(v[0]) == "N" {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, oncekey.ErrNotFound)
+	}
+	a, err := approvalReply(v)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, err)
+	}
+	return a, nil
+}
+
+// ListApprovals implements oncekey.ApprovalStore with keyset pagination in (requested at,
+// tenant, operation key) order, merging the buckets' approval indexes (a tenant's, with
+// ListApprovalsParams.Tenant) page by page as List does. An approval asked anew while a caller
+// pages moves to the end.
+func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var after *sortKey
+	if p.Cursor != "" {
+		c, err := oncekey.ParseApprovalCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &sortKey{c.RequestedAt, c.Tenant, c.OperationKey}
+	}
+	from := keysetFrom(p.Tenant, after, time.Time{})
+	l := &listing[*oncekey.Approval]{op: "list approvals", script: lua.ListApprovals, kind: "a", tenant: p.Tenant,
+		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: lua.ApprovalFields, decode: decodeApproval,
+		less: lessApproval}
+	if p.Tenant != "" {
+		l.kind = "t"
+	}
+	for _, b := range s.bases {
+		st := &stream[*oncekey.Approval]{key: b + ":apall", base: b + ":ap:", from: from}
+		if p.Tenant != "" {
+			st.key = b + ":apt:" + p.Tenant
+		}
+		l.streams = append(l.streams, st)
+	}
+	limit := p.PageSize()
+	out, err := l.page(ctx, s, limit+1)
+	if err != nil {
+		return nil, err
+	}
+	res := &oncekey.ListApprovalsResult{Approvals: out}
+	if len(out) > limit {
+		res.Approvals = out[:limit]
+		res.Next = oncekey.NextApprovalCursor(out[limit-1])
+	}
+	return res, nil
+}
+
+// lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
+// OperationKey), byte-wise.
+func lessApproval(a, b *oncekey.Approval) bool {
+	if c := cmp.Compare(a.RequestedAt.UnixMicro(), b.RequestedAt.UnixMicro()); c != 0 {
+		return c < 0
+	}
+	if a.Tenant != b.Tenant {
+		return a.Tenant < b.Tenant
+	}
+	return a.OperationKey < b.OperationKey
+}
+
+// purgeApprovals deletes the decided approvals past their retention, at most n per batch (one
+// script per bucket that has work, in one pipeline), adding to res and calling progress after
+// each batch that deleted any. It rests between full batches as Purge does.
+func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res *oncekey.PurgeResult) error {
+	n := p.Batch()
+	left, err := s.due(ctx, ":apexp")
+	if err != nil {
+		return err
+	}
+	for {
+		var (
+			calls []call
+			which []int
+		)
+		quota := int64(n)
+		for i, b := range s.bases {
+			if quota == 0 {
+				break
+			}
+			if left[i] <= 0 {
+				continue
+			}
+			q := min(left[i], quota)
+			quota -= q
+			which = append(which, i)
+			calls = append(calls, call{lua.PurgeApprovals, []string{b + ":apexp", b + ":apall"}, []any{b + ":ap:", b + ":apt:", q}})
+		}
+		if len(calls) == 0 {
+			return nil
+		}
+		start := time.Now()
+		replies, err := s.runAll(ctx, "purge", calls)
+		if err != nil {
+			return err
+		}
+		var done int64
+		for j, v := range replies {
+			i := which[j]
+			if len(v) < 3 {
+				return fmt.Errorf("redisstore: purge: reply of %d values", len(v))
+			}
+			d, _ := v[0].(int64)
+			looked, _ := v[1].(int64)
+			done += d
+			left[i] -= looked
+			if str(v[2]) == "1" {
+				left[i] = 0
+			}
+		}
+		if done > 0 {
+			res.ApprovalsDeleted += done
+			res.Batches++
+			if p.Progress != nil {
+				p.Progress(*res)
+			}
+		}
+		if done == int64(n) {
+			if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+				return wrapErr("purge", "", err)
+			}
+		}
+	}
+}
+
+// forgetApprovals deletes every approval of tenant through the tenant's approval index in each
+// bucket, at most forgetBatch per script, and returns how many.
+func (s *Store) forgetApprovals(ctx context.Context, tenant string) (int64, error) {
+	var deleted int64
+	todo := append([]string(nil), s.bases...)
+	for len(todo) > 0 {
+		calls := make([]call, len(todo))
+		for i, b := range todo {
+			calls[i] = call{lua.ForgetApprovals, []string{b + ":apt:" + tenant, b + ":apall", b + ":apexp"}, []any{b + ":ap:", tenant, forgetBatch}}
+		}
+		replies, err := s.runAll(ctx, "forget", calls)
+		if err != nil {
+			return deleted, err
+		}
+		var again []string
+		for i, v := range replies {
+			if len(v) < 2 {
+				return deleted, fmt.Errorf("redisstore: forget: reply of %d values", len(v))
+			}
+			d, _ := v[0].(int64)
+			deleted += d
+			if str(v[1]) != "1" {
+				again = append(again, todo[i])
+			}
+		}
+		todo = again
+	}
+	return deleted, nil
+}
