@@ -348,6 +348,23 @@ func TestE2EApprovalRefusesWrongTenantAndStaleEpisode(t *testing.T) {
 	require.Equal(t, "frank", e.approval(t, a.OperationKey).DecidedBy)
 }
 
+// The workflow is cancelled while its call waits for approval: it ends cancelled at once,
+// nothing runs, and the approval workflow goes on without it (a decision is still recorded, for
+// the operation's next call).
+func TestE2EApprovalCancelledWhileWaiting(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-cancelled", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	require.NoError(t, e.c.CancelWorkflow(context.Background(), "approval-cancelled", ""))
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, run.Get(testCtx(t), nil), &canceled)
+	e.approve(t, a.OperationKey, "gina")
+	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+	requireRuns(t, l, 0, 0)
+	require.NoError(t, e.replay(t, true, "approval-cancelled", reconcile.ApprovalWorkflowID(a.OperationKey)))
+}
+
 // hideApprovals is a store that keeps no approvals.
 type hideApprovals struct{ oncekey.Store }
 
