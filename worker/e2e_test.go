@@ -44,6 +44,8 @@ type ledger struct {
 	gate    chan struct{}     // faultGate waits for it to close
 	// onCommit, if set, is called after each effect (outside the lock).
 	onCommit func()
+	// interrupted holds context.Cause of each body that heartbeated until its context ended.
+	interrupted []error
 }
 
 const (
@@ -52,6 +54,10 @@ const (
 	faultErrBeforeCommit = "error-before-commit" // fail before committing, with a plain error
 	faultNotApplied      = "not-applied"         // refuse before committing, saying so
 	faultGate            = "gate"                // wait for the gate to open, then commit
+	// A long body that heartbeats (so that `temporal activity pause` reaches it), interrupted
+	// before it sends its request downstream, or after the downstream committed (pause_test.go).
+	faultHeartbeatBeforeCommit = "heartbeat-before-commit"
+	faultHeartbeatAfterCommit  = "heartbeat-after-commit"
 )
 
 type TicketRequest struct {
@@ -133,6 +139,11 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 		return Ticket{}, errors.New("dial tcp 127.0.0.1:9: connection refused")
 	case faultNotApplied:
 		return Ticket{}, oncekey.NotApplied(errors.New("503 Service Unavailable: request refused"))
+	case faultHeartbeatBeforeCommit:
+		return Ticket{}, oncekey.NotApplied(fmt.Errorf("interrupted before the request was sent: %w", l.heartbeatUntilDone(ctx)))
+	case faultHeartbeatAfterCommit:
+		l.commit(key, in)
+		return Ticket{}, fmt.Errorf("interrupted after the request was sent: %w", l.heartbeatUntilDone(ctx))
 	case faultGate:
 		select {
 		case <-l.gate:
@@ -178,6 +189,8 @@ type e2e struct {
 
 	mu     sync.Mutex
 	events []interceptor.Event
+	// pausedActivity is the activity ID pauseRunningActivity paused.
+	pausedActivity string
 }
 
 // setupE2E starts a worker on the dev server with the plugin on its client and Postgres as the

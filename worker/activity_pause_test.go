@@ -1,0 +1,152 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// heartbeatUntilDone heartbeats every 100 ms (the SDK sends at most one per 0.8 × the heartbeat
+// timeout) until ctx ends, records and returns context.Cause(ctx): activity.ErrActivityPaused
+// once `temporal activity pause` has reached the body through a heartbeat's answer.
+func (l *ledger) heartbeatUntilDone(ctx context.Context) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			l.mu.Lock()
+			l.interrupted = append(l.interrupted, cause)
+			l.mu.Unlock()
+			return cause
+		case <-t.C:
+		}
+	}
+}
+
+func (l *ledger) interruptions() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.interrupted...)
+}
+
+// pauseRunningActivity waits until the workflow id has one pending activity and ready() holds,
+// then pauses that activity with the Temporal CLI (`temporal activity pause`) on the test server,
+// and keeps its ID in e.pausedActivity.
+func (e *e2e) pauseRunningActivity(t *testing.T, id string, ready func() bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(context.Background(), id, "")
+		if err != nil || !ready() || len(d.RawResponse.GetPendingActivities()) != 1 {
+			return false
+		}
+		e.pausedActivity = d.RawResponse.GetPendingActivities()[0].GetActivityId()
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "the body never started")
+	e.temporalCLI(t, "activity", "pause", "--workflow-id", id, "--activity-id", e.pausedActivity)
+}
+
+// temporalCLI runs the Temporal CLI with args against the test server's default namespace.
+func (e *e2e) temporalCLI(t *testing.T, args ...string) {
+	t.Helper()
+	bin := testenv.TemporalBinary()
+	if bin == "" {
+		testenv.Missing(t, "no Temporal CLI to run `temporal %s`", strings.Join(args, " "))
+	}
+	args = append(args, "--address", testenv.TemporalHostPort(t), "--namespace", "default", "--identity", "oncekey-test")
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	require.NoError(t, err, "temporal %s: %s", strings.Join(args, " "), out)
+}
+
+// pausable are the call options of a long Effectful body that heartbeats: a start-to-close
+// timeout far beyond the test, so only the pause ends it.
+var pausable = CallOptions{StartToClose: time.Minute, Heartbeat: time.Second}
+
+// `temporal activity pause` on an Effectful tool whose long body heartbeats and has not sent its
+// request downstream yet: the pause reaches the body (its context ends with
+// activity.ErrActivityPaused), the body says it did not act (oncekey.NotApplied), so its claim is
+// given back and nothing happened downstream. `temporal activity unpause` runs the call again,
+// which claims the released record and lands the one effect. Nothing goes to reconciliation.
+func TestE2EActivityPauseBeforeTheDownstreamGivesTheClaimBack(t *testing.T) {
+	l := newLedger(faultHeartbeatBeforeCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.startWith(t, "activity-pause-before", req, pausable)
+	e.pauseRunningActivity(t, "activity-pause-before", func() bool { _, bodies := l.counts(); return bodies == 1 })
+	// The paused body gave its claim back, and nothing happened downstream. Temporal keeps the
+	// activity paused (the dev server does so even on its last attempt) until someone unpauses it.
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		res, err := reconcile.List(ctx, e.store, oncekey.ListParams{Status: oncekey.StatusReleased})
+		return err == nil && len(res.Records) == 1
+	}, 20*time.Second, 50*time.Millisecond, "the paused body did not give its claim back")
+	effects, _ := l.counts()
+	require.Zero(t, effects)
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(ctx, "activity-pause-before", "")
+		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1 &&
+			d.RawResponse.GetPendingActivities()[0].GetState() == enumspb.PENDING_ACTIVITY_STATE_PAUSED
+	}, 20*time.Second, 50*time.Millisecond, "the activity is not paused")
+	e.temporalCLI(t, "activity", "unpause", "--workflow-id", "activity-pause-before", "--activity-id", e.pausedActivity)
+
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, "T-1", got.ID)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects, "one effect downstream")
+	require.Equal(t, 2, bodies, "the paused body gave its claim back and the call ran again")
+	causes := l.interruptions()
+	require.Len(t, causes, 1)
+	require.ErrorIs(t, causes[0], activity.ErrActivityPaused, "the pause, not a timeout, ended the body")
+	require.Equal(t, []oncekey.Outcome{oncekey.OutcomeFailed, oncekey.OutcomeApplied}, e.outcomes(),
+		"the paused attempt released its claim (not applied), the next one applied")
+
+	res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{Status: oncekey.StatusApplied})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 1)
+	require.EqualValues(t, 2, res.Records[0].Epoch, "the second run claimed the released record")
+	_, err = e.c.DescribeWorkflow(context.Background(), reconcile.WorkflowID(res.Records[0].OperationKey), "")
+	var nf *serviceerror.NotFound
+	require.True(t, errors.As(err, &nf), "no reconciliation was started: %v", err)
+}
+
+// `temporal activity pause` on an Effectful tool whose body already sent its request and the
+// downstream committed: the body cannot say the effect did not land, so the outcome is unknown and
+// goes to reconciliation; the resolution settles the call with the one effect's result. The tool
+// never runs again.
+func TestE2EActivityPauseAfterTheDownstreamIsReconciled(t *testing.T) {
+	l := newLedger(faultHeartbeatAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	run := e.startWith(t, "activity-pause-after", req, pausable)
+	e.pauseRunningActivity(t, "activity-pause-after", func() bool { effects, _ := l.counts(); return effects == 1 })
+
+	key := e.waitingKey(t)
+	causes := l.interruptions()
+	require.Len(t, causes, 1)
+	require.ErrorIs(t, causes[0], activity.ErrActivityPaused, "the pause, not a timeout, ended the body")
+	landed, ok := l.lookup(key)
+	require.True(t, ok)
+	body, _ := json.Marshal(landed)
+	_, err := reconcile.ResolveOutput(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "ada"})
+	require.NoError(t, err)
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, landed, got)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects, "never a second effect")
+	require.Equal(t, 1, bodies, "the body did not run again")
+}
