@@ -209,14 +209,17 @@ func until(t time.Time) string {
 // when the schema has no approvals table yet (nothing can have asked).
 func getApproval(ctx context.Context, s oncekey.ApprovalStore, tenant, key string) (*oncekey.Approval, error) {
 	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
-		return nil, nil
-	case errors.As(err, &pgErr) && pgErr.Code == "42P01":
-		return nil, nil // the schema predates approvals; `oncekey migrate` adds them
+	if errors.Is(err, oncekey.ErrNotFound) || noApprovalsTable(err) {
+		return nil, nil // none, or the schema predates approvals (`oncekey migrate` adds them)
 	}
 	return ap, err
+}
+
+// noApprovalsTable reports whether err is Postgres saying the approvals table does not exist: a
+// schema migrated before pgstore's 003_approvals.
+func noApprovalsTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01" && strings.Contains(pgErr.Message, "oncekey_approvals")
 }
 
 // printApproval writes the approval's lines of `oncekey show` to tw, each "approval …" field on a

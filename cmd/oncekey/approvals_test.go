@@ -292,3 +292,35 @@ func TestTimedOutApproval(t *testing.T) {
 	require.Len(t, views, 1)
 	require.Equal(t, oncekey.ApprovalTimedOut, views[0].Status)
 }
+
+// stats says how many calls wait for approval; a schema migrated before approvals (no approvals
+// table) still shows its records and stats, and approvals says to migrate.
+func TestStatsCountApprovalsAndOlderSchema(t *testing.T) {
+	url, s, pool := migrated(t)
+	env := map[string]string{"DATABASE_URL": url}
+	seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 1 EUR")
+	seedApproval(t, s, "globex", "IssueRefund", "wf-2", "refund", "refund 2 EUR")
+	key := seed(t, s, "acme", "CreateTicket", "wf-3", "ticket", oncekey.StatusApplied, nil)
+
+	r := cli(t, env, "stats", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var sv statsView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
+	require.Equal(t, 2, sv.ApprovalsPending)
+	require.NotNil(t, sv.OldestApproval)
+	r = cli(t, env, "stats", "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "; 1 call(s) wait for approval, the oldest asked ")
+	require.Contains(t, r.stdout, "(`oncekey approvals --tenant acme` lists them)")
+
+	_, err := pool.Exec(context.Background(), "DROP TABLE oncekey_approvals")
+	require.NoError(t, err)
+	r = cli(t, env, "stats")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "approval")
+	r = cli(t, env, "show", key, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "approval")
+	r = cli(t, env, "approvals")
+	requireOneLine(t, r, exitFailed, "has oncekey's records but no approvals table yet (pgstore migration 003_approvals); run `oncekey migrate` with the same database settings to add it")
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -401,6 +402,10 @@ type statsView struct {
 	ByTenant map[string]int                    `json:"by_tenant"`
 	// OldestUnknown is the update time of the oldest unknown record.
 	OldestUnknown *time.Time `json:"oldest_unknown,omitempty"`
+	// ApprovalsPending counts the calls waiting for approval; OldestApproval is when the oldest
+	// of them was asked.
+	ApprovalsPending int        `json:"approvals_pending"`
+	OldestApproval   *time.Time `json:"oldest_approval,omitempty"`
 }
 
 func newStatsCmd(a *app) *cobra.Command {
@@ -423,7 +428,14 @@ func newStatsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return a.storeError("stats", err)
 			}
-			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}}
+			waiting, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant}, math.MaxInt)
+			if err != nil && !noApprovalsTable(err) { // a schema before approvals has none
+				return a.storeError("stats: approvals", err)
+			}
+			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}, ApprovalsPending: len(waiting)}
+			if len(waiting) > 0 {
+				sv.OldestApproval = timePtr(waiting[0].RequestedAt) // oldest first
+			}
 			for _, r := range rows {
 				n := int(r.Count)
 				sv.Total += n
@@ -470,12 +482,15 @@ func newStatsCmd(a *app) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
+			filter := a.dbFlags()
+			if tenant != "" {
+				filter += " --tenant " + shell.Word(tenant)
+			}
 			if sv.OldestUnknown != nil {
-				filter := a.dbFlags()
-				if tenant != "" {
-					filter += " --tenant " + shell.Word(tenant)
-				}
 				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `oncekey list --status unknown%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), filter)
+			}
+			if sv.OldestApproval != nil {
+				fmt.Fprintf(a.stdout, "; %d call(s) wait for approval, the oldest asked %s (`oncekey approvals%s` lists them)", sv.ApprovalsPending, age(*sv.OldestApproval), filter)
 			}
 			fmt.Fprintln(a.stdout)
 			return nil

@@ -258,6 +258,13 @@ func (a *app) storeError(op string, err error) error {
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
 		return fail(exitNotFound, "%s: %v", op, err)
+	case noApprovalsTable(err):
+		where := "this database"
+		if a.pg != nil {
+			where = a.pg.String()
+		}
+		return fail(exitFailed, "%s: %s has oncekey's records but no approvals table yet (pgstore migration 003_approvals); run `oncekey migrate%s` with the same database settings to add it",
+			op, where, a.dbFlags())
 	case pgErr != nil && pgErr.Code == "42P01":
 		return a.missingTables(op, schemaErr)
 	case errors.As(err, &su), errors.Is(err, context.DeadlineExceeded):
