@@ -161,16 +161,30 @@ func boundTo(ctx context.Context, what, key, ns, has, tool string) error {
 // is checked. Permission to start a workflow of that ID and type in the namespace remains the
 // authority to act on the namespace's records (docs: Who can decide).
 func reconciler(ctx context.Context, activityName, key string) error {
+	return calledBy(ctx, activityName, "record", key, "reconciliation", reconcile.WorkflowID(key), reconcile.WorkflowName)
+}
+
+// approvalWorkflow is reconciler for the approval workflow's activities (RequestApproval,
+// DecideApproval): they act only for the approval workflow of key (type
+// reconcile.ApprovalWorkflowName, ID reconcile.ApprovalWorkflowID(key)), so that no other
+// workflow of the namespace can decide an approval by calling them.
+func approvalWorkflow(ctx context.Context, activityName, key string) error {
+	return calledBy(ctx, activityName, "approval", key, "approval", reconcile.ApprovalWorkflowID(key), reconcile.ApprovalWorkflowName)
+}
+
+// calledBy refuses an activity of oncekey's that acts on what ("record", "approval") of key for
+// one workflow only, the role workflow of ID wantID and type wantType, when another calls it (see
+// reconciler).
+func calledBy(ctx context.Context, activityName, what, key, role, wantID, wantType string) error {
 	if !activity.IsActivity(ctx) {
 		return nil
 	}
 	info := activity.GetInfo(ctx)
-	want := reconcile.WorkflowID(key)
 	id, typ := info.WorkflowExecution.ID, ""
 	if info.WorkflowType != nil {
 		typ = info.WorkflowType.Name
 	}
-	if id == want && typ == reconcile.WorkflowName {
+	if id == wantID && typ == wantType {
 		return nil
 	}
 	by := fmt.Sprintf("workflow %q of type %q", id, typ)
@@ -178,8 +192,8 @@ func reconciler(ctx context.Context, activityName, key string) error {
 		by = "an activity started without a workflow"
 	}
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-		"activities: %s acts on the record of key %s only for its reconciliation workflow (%s, type %s), and was called by %s; nothing was read or written",
-		activityName, key, want, reconcile.WorkflowName, by), ErrTypeForeignRecord, nil)
+		"activities: %s acts on the %s of key %s only for its %s workflow (%s, type %s), and was called by %s; nothing was read or written",
+		activityName, what, key, role, wantID, wantType, by), ErrTypeForeignRecord, nil)
 }
 
 // get reads the record for ref, refused (see bound) when the caller may not act on it, with its

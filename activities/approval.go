@@ -67,9 +67,13 @@ func boundApproval(ctx context.Context, ap *oncekey.Approval, tool string) error
 // in the namespace of the calling workflow) and returns the approval as it then stands: a new
 // pending episode (Created), or the approval found pending, approved or denied. An approval of
 // another fingerprint is returned unchanged; the caller refuses the call. An approval of another
-// namespace or tool is a non-retryable error of type ErrTypeForeignRecord; a store that keeps no
+// namespace or tool, or a call from another workflow than the key's approval workflow, is a
+// non-retryable error of type ErrTypeForeignRecord; a store that keeps no
 // approvals one of type oncekey.ErrTypeConfig; store errors are returned retryable.
 func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalInput) (ApprovalAnswer, error) {
+	if err := approvalWorkflow(ctx, RequestApprovalName, in.OperationKey); err != nil {
+		return ApprovalAnswer{}, err
+	}
 	s, err := a.approvals()
 	if err != nil {
 		return ApprovalAnswer{}, err
@@ -116,9 +120,13 @@ type DecideApprovalInput struct {
 // DecideApproval writes a decision with ApprovalStore.DecideApproval, fenced by in.Episode, and
 // returns the approval as decided. An approval found decided already is returned as it is, with
 // Conflict set. A stale episode, a missing approval or a decision the store refuses as given is a
-// non-retryable error of type ErrTypeInvalid; an approval of another namespace or tool one of type
-// ErrTypeForeignRecord; store errors are returned retryable.
+// non-retryable error of type ErrTypeInvalid; an approval of another namespace or tool, or a call
+// from another workflow than the key's approval workflow, one of type ErrTypeForeignRecord; store
+// errors are returned retryable.
 func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput) (ApprovalAnswer, error) {
+	if err := approvalWorkflow(ctx, DecideApprovalName, in.OperationKey); err != nil {
+		return ApprovalAnswer{}, err
+	}
 	s, err := a.approvals()
 	if err != nil {
 		return ApprovalAnswer{}, err

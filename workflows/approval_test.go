@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -28,6 +29,8 @@ func setupApproval(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.SetTestTimeout(30 * time.Second)
+	// The approval workflow of the tests' key: the one caller its activities act for.
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: reconcile.ApprovalWorkflowID(approvalInput.OperationKey)})
 	store := memstore.New(&memstore.Options{Clock: env.Now})
 	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
 	require.NoError(t, err)
