@@ -159,3 +159,57 @@ func TestResultLimit(t *testing.T) {
 	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 8)})
 	require.NoError(t, err)
 }
+
+// Approvals on the store's clock: the deadline and the end of retention are exact, a pending
+// approval past its deadline stays pending until it is decided (the approval workflow decides
+// timed_out), and a decided one past retention is asked anew and, left alone, purged.
+func TestApprovalFakeClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clk := setup(t)
+	ask := func(key string) *oncekey.ApprovalResult {
+		t.Helper()
+		res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: key, Tool: "refund",
+			Fingerprint: "fp", Summary: "refund 120.00 EUR", Timeout: time.Hour})
+		require.NoError(t, err)
+		return res
+	}
+	start := clk.Now()
+	a := ask("ok1_a").Approval
+	require.True(t, a.RequestedAt.Equal(start))
+	require.True(t, a.Deadline.Equal(start.Add(time.Hour)))
+
+	clk.Advance(2 * time.Hour)
+	res := ask("ok1_a")
+	require.False(t, res.Created, "past its deadline, undecided: still the same pending request")
+	require.Equal(t, oncekey.ApprovalPending, res.Approval.Status)
+
+	d, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: 1,
+		Status: oncekey.ApprovalDenied, DecidedBy: "ada", Reason: "no", Retention: 24 * time.Hour})
+	require.NoError(t, err)
+	require.True(t, d.DecidedAt.Equal(start.Add(2*time.Hour)))
+	require.True(t, d.ExpiresAt.Equal(start.Add(26*time.Hour)))
+	ask("ok1_b")
+	_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_b", Episode: 1,
+		Status: oncekey.ApprovalApproved, Retention: 24 * time.Hour})
+	require.NoError(t, err)
+
+	clk.Advance(24*time.Hour - time.Microsecond)
+	require.False(t, ask("ok1_a").Created, "denied again within retention")
+	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.Zero(t, pr.ApprovalsDeleted)
+
+	clk.Advance(time.Microsecond)
+	res = ask("ok1_a")
+	require.True(t, res.Created, "past retention: asked anew")
+	require.Equal(t, int64(2), res.Approval.Episode)
+	pr, err = s.Purge(ctx, &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pr.ApprovalsDeleted, "the approved one, left alone past retention")
+	_, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_b"})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	got, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalPending, got.Status)
+}
