@@ -31,7 +31,8 @@ type ApprovalPolicy struct {
 
 	// Summary says what the approver sees ("refund 120.00 EUR on order 42"): arguments are never
 	// stored, so the summary is the one place that decides what an approver learns of them. At
-	// most MaxApprovalSummaryBytes are kept. Nil means "<tool>, step <step> of workflow <id>".
+	// most MaxApprovalSummaryBytes are kept. Nil means "<tool>, step <step> of workflow <id>"
+	// ("<tool> in workflow <id>" for a call without a step ID).
 	Summary func(op Operation) string
 
 	// Timeout is how long a request waits for a decision, from when it was first asked, on the
