@@ -207,6 +207,12 @@ func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*int
 		t.Skip("needs Postgres and a Temporal dev server")
 	}
 	t.Parallel()
+	return setupE2EOn(t, testenv.TemporalHostPort(t), l, p, configure, wrap...)
+}
+
+// setupE2EOn is setupE2EWith on the Temporal frontend at hostPort (namespace "default").
+func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekey.Store) oncekey.Store) *e2e {
+	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	var store oncekey.Store = pgstore.New(pool, nil)
@@ -227,7 +233,7 @@ func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*int
 	plugin, err := worker.NewPlugin(opts)
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{
-		HostPort:  testenv.TemporalHostPort(t),
+		HostPort:  hostPort,
 		Namespace: "default",
 		Logger:    quiet{},
 		Plugins:   []client.Plugin{plugin},

@@ -8,10 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -104,4 +107,51 @@ func TestE2EEscalation(t *testing.T) {
 	effects, _ := l.counts()
 	require.Equal(t, 1, effects)
 	require.NoError(t, e.replay(t, true, "escalation", reconcile.WorkflowID(key)))
+}
+
+// On a dev server with Workflow Update turned off (frontend.enableUpdateWorkflowExecution=false):
+// the update is refused by the server, so ResolveOutput falls back to the signal, watches the
+// workflow and returns its output; the resolution lands, the blocked workflow gets the result and
+// the downstream saw one effect. The history shows the signal and no update.
+func TestE2EResolveFallsBackToTheSignalWithUpdatesOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres and a Temporal dev server")
+	}
+	t.Parallel()
+	addr := testenv.OwnTemporal(t, "--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=false")
+	l := newLedger(faultLostAfterCommit)
+	e := setupE2EOn(t, addr, l, oncekey.Policy{Effect: oncekey.Effectful}, nil)
+	run := e.start(t, "resolve-updates-off", req, 10*time.Second)
+	key := e.waitingKey(t)
+	id := reconcile.WorkflowID(key)
+	ctx := context.Background()
+
+	// The server takes no updates here.
+	_, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: reconcile.UpdateName,
+		Args: []any{reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var denied *serviceerror.PermissionDenied
+	require.ErrorAs(t, err, &denied, "updates are off on this server: %v", err)
+
+	landed, ok := l.lookup(key)
+	require.True(t, ok)
+	body, _ := json.Marshal(landed)
+	out, err := reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body,
+		EffectReference: landed.ID, ResolvedBy: "alice", RequestID: "req-signal-1"})
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Applied, out.Outcome)
+	require.Equal(t, "req-signal-1", out.RequestID, "the workflow recorded this resolution")
+	require.Equal(t, "alice", out.ResolvedBy)
+
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, landed, got)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+	rec, err := e.store.Get(ctx, &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, "alice", rec.ResolvedBy)
+	require.Equal(t, 1, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "delivered by the signal")
+	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))
 }

@@ -60,6 +60,23 @@ func startDevServer() (string, error) {
 	return addr, nil
 }
 
+// OwnTemporal starts a dev server for t alone, with extraArgs passed to `temporal server
+// start-dev` (a dynamic config the shared server must not have, such as
+// "--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=false"), stops it in
+// t.Cleanup, and returns its frontend address (namespace "default"). It needs the Temporal CLI
+// even when TEMPORAL_ADDRESS is set; without one it skips, or fails under CI (Missing).
+func OwnTemporal(t testing.TB, extraArgs ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, addr, err := devserver.Start(ctx, devserver.Options{ExtraArgs: extraArgs, Logger: quietLogger{}})
+	if err != nil {
+		Missing(t, "temporal dev server with %v: %v", extraArgs, err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return addr
+}
+
 // SecondNamespace is a second namespace of the test Temporal server, beside "default", for tests
 // of what one namespace's workflows may do to another's records. The dev server Main starts
 // registers it; on a server named by TEMPORAL_ADDRESS, TemporalIn registers it if it is missing.
