@@ -83,6 +83,7 @@ func TestApproveRunsTheCallOnce(t *testing.T) {
 	require.Equal(t, `book "R1"`, ap.Summary)
 	require.Equal(t, int64(1), ap.Episode)
 	effects, runs := b.counts()
+	require.Zero(t, effects)
 	require.Zero(t, runs, "nothing runs before the decision")
 	r := cli(t, env, "show", ap.OperationKey, "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
