@@ -110,21 +110,30 @@ func TestReplayRecordedHistories(t *testing.T) {
 				}
 			}
 			require.NotZero(t, effect, "unknown effect class %q", parts[2])
-			h, err := client.HistoryFromJSON(mustOpen(t, f), client.HistoryJSONOptions{})
-			require.NoError(t, err)
-			reg := oncekey.NewRegistry()
-			p := oncekey.Policy{Effect: effect}
-			if strings.HasPrefix(parts[0], "TestE2EApproval") {
-				// Whether a call needs approval, and what it asks, are read from the history.
-				p.Approval = &oncekey.ApprovalPolicy{}
+			approval := strings.HasPrefix(parts[0], "TestE2EApproval")
+			replay := func(p oncekey.Policy) error {
+				h, err := client.HistoryFromJSON(mustOpen(t, f), client.HistoryJSONOptions{})
+				require.NoError(t, err)
+				reg := oncekey.NewRegistry()
+				require.NoError(t, reg.Set(newLedger().CreateTicket, p))
+				plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
+				require.NoError(t, err)
+				r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
+				require.NoError(t, err)
+				registerWorkflows(r)
+				return r.ReplayWorkflowHistory(quiet{}, h)
 			}
-			require.NoError(t, reg.Set(newLedger().CreateTicket, p))
-			plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
-			require.NoError(t, err)
-			r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
-			require.NoError(t, err)
-			registerWorkflows(r)
-			require.NoError(t, r.ReplayWorkflowHistory(quiet{}, h))
+			// Whether a call needs approval, and what it asks, are read from the history: the
+			// policy only has to have an Approval.
+			withApproval := oncekey.Policy{Effect: effect, Approval: &oncekey.ApprovalPolicy{}}
+			if approval {
+				require.NoError(t, replay(withApproval))
+				return
+			}
+			require.NoError(t, replay(oncekey.Policy{Effect: effect}))
+			// A tool given an approval policy while its workflows run: their histories replay
+			// (their calls were made without the marker, so no approval is asked for them).
+			require.NoError(t, replay(withApproval), "with Policy.Approval added")
 		})
 	}
 }
