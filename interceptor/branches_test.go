@@ -14,47 +14,28 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.uber.org/mock/gomock"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeymock"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // testNamespace is the namespace of the SDK test environment's workflows.
 const testNamespace = "default-test-namespace"
 
-// faultStore wraps a store to inject a fault at one exact point.
-type faultStore struct {
-	oncekey.Store
-	mu        sync.Mutex
-	claimErrs int    // fail this many Claims with an unreachable-store error
-	beforeGet func() // runs once, before the first Get
-	claims    int
-}
-
-func (f *faultStore) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
-	f.mu.Lock()
-	f.claims++
-	fail := f.claimErrs > 0
-	if fail {
-		f.claimErrs--
-	}
-	f.mu.Unlock()
-	if fail {
-		return nil, &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
-	}
-	return f.Store.Claim(ctx, p)
-}
-
-func (f *faultStore) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
-	f.mu.Lock()
-	hook := f.beforeGet
-	f.beforeGet = nil
-	f.mu.Unlock()
-	if hook != nil {
-		hook()
-	}
-	return f.Store.Get(ctx, p)
+// unreachableClaims is real behind a mock whose first failing Claims fail as an unreachable store
+// would, after which exactly claims Claims go to real: Claim is not delegated, so a further one
+// fails the test.
+func unreachableClaims(t *testing.T, real oncekey.Store, failing, claims int) oncekey.Store {
+	t.Helper()
+	return faultAt(t, real, func(m *oncekeymock.Store) {
+		m.EXPECT().Claim(gomock.Any(), gomock.Any()).Return(nil, unreachable("claim")).Times(failing)
+		if claims > 0 {
+			m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(real.Claim).Times(claims)
+		}
+	}, "Claim")
 }
 
 // timers records the durations of the workflow timers (workflow.Sleep) the environment saw.
@@ -164,10 +145,15 @@ var requestKey = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) 
 func TestSuiteWaitInFlightThenReplay(t *testing.T) {
 	ds := newDownstream()
 	p := oncekey.Policy{Effect: oncekey.Effectful, Key: requestKey, WaitInFlight: 5 * time.Second}
-	var fs *faultStore
-	s := setupSuiteWith(t, ds, p, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
-		fs = &faultStore{Store: m}
-		return fs
+	var beforeGet func()
+	s := setupSuiteWith(t, ds, p, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+		return faultAt(t, real, func(m *oncekeymock.Store) {
+			// The first Get (the waiting attempt's first poll) runs beforeGet first.
+			m.EXPECT().Get(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, gp *oncekey.GetParams) (*oncekey.Record, error) {
+				beforeGet()
+				return real.Get(ctx, gp)
+			}).Times(1)
+		})
 	}})
 	key, epoch := preClaim(t, s.store, p, "t1")
 	stored, err := converter.GetDefaultDataConverter().ToPayloads(Ticket{ID: "T-99", Customer: "acme", Subject: "printer on fire", Seq: 99})
@@ -175,7 +161,7 @@ func TestSuiteWaitInFlightThenReplay(t *testing.T) {
 	storedBytes, err := protoMarshal(stored)
 	require.NoError(t, err)
 	// The other attempt finishes while this one waits: the first poll sees it applied.
-	fs.beforeGet = func() {
+	beforeGet = func() {
 		_, err := s.store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: key, Epoch: epoch, Status: oncekey.StatusApplied, Result: storedBytes})
 		require.NoError(t, err)
 	}
@@ -202,11 +188,10 @@ func TestSuiteInFlightRescheduledThenGivesUp(t *testing.T) {
 
 func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
 	ds := newDownstream()
-	var fs *faultStore
-	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
-		// Each attempt asks three times (a claim and two repeats): two attempts fail closed.
-		fs = &faultStore{Store: m, claimErrs: 6}
-		return fs
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+		// Each attempt asks three times (a claim and two repeats): two attempts fail closed, and
+		// the third claims once (Claim is not delegated: seven claims in all, no more).
+		return unreachableClaims(t, real, 6, 1)
 	}})
 	sleeps := timers(s.env)
 	out := s.run(t, workflowInput{Coefficient: 2, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
@@ -214,22 +199,19 @@ func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
 	effects, bodies := ds.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies, "the body was never entered while the store was unreachable")
-	require.Equal(t, 7, fs.claims)
 	require.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, sleeps())
 }
 
 func TestSuiteStoreUnavailableIdempotentUsesTemporalRetries(t *testing.T) {
 	ds := newDownstream()
-	var fs *faultStore
-	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
-		fs = &faultStore{Store: m, claimErrs: 6}
-		return fs
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+		// Two attempts of three claims each fail closed; Temporal retries, and the third claims once.
+		return unreachableClaims(t, real, 6, 1)
 	}})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Empty(t, out[0].Err)
 	_, bodies := ds.counts()
 	require.Equal(t, 1, bodies)
-	require.Equal(t, 7, fs.claims, "two attempts of three claims each failed closed; Temporal retried")
 }
 
 func TestSuiteBackoffFollowsUserRetryPolicy(t *testing.T) {

@@ -3,43 +3,20 @@ package interceptor_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/mock/gomock"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/oncekeymock"
 	"github.com/oncekey/oncekey/pgstore"
 )
-
-// lostClaimResponse commits the first lost Claims on the real store, then reports the store
-// unreachable: the statement landed, its response did not.
-type lostClaimResponse struct {
-	oncekey.Store
-	mu     sync.Mutex
-	lose   int // lose the response of this many Claims
-	claims []oncekey.ClaimParams
-}
-
-func (s *lostClaimResponse) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
-	s.mu.Lock()
-	s.claims = append(s.claims, *p)
-	lose := s.lose > 0
-	if lose {
-		s.lose--
-	}
-	s.mu.Unlock()
-	res, err := s.Store.Claim(ctx, p)
-	if err != nil || !lose {
-		return res, err
-	}
-	return nil, &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("read tcp 127.0.0.1:5432: connection reset by peer")}
-}
 
 // A claim whose statement committed but whose response was lost is recognised when the
 // interceptor repeats it with the same token: the body runs exactly once, in the same activity
@@ -63,13 +40,27 @@ func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
 		for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
 			t.Run(tc.name+"/"+eff.String(), func(t *testing.T) {
 				ds := newDownstream()
-				var real oncekey.Store
-				var lc *lostClaimResponse
+				var (
+					real  oncekey.Store
+					first oncekey.ClaimParams
+				)
 				s := setupSuiteWith(t, ds, oncekey.Policy{Effect: eff, WaitInFlight: -1}, suiteConfig{
 					store: func(mem oncekey.Store) oncekey.Store {
 						real = tc.store(t, mem)
-						lc = &lostClaimResponse{Store: real, lose: 1}
-						return lc
+						return faultAt(t, real, func(m *oncekeymock.Store) {
+							// The first Claim commits on the real store, and its response is lost.
+							m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+								first = *p
+								if _, err := real.Claim(ctx, p); err != nil {
+									return nil, err
+								}
+								return nil, &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("read tcp 127.0.0.1:5432: connection reset by peer")}
+							}).Times(1)
+							// Exactly one repeat, with the first claim's token (Claim is not delegated).
+							m.EXPECT().Claim(gomock.Any(), gomock.Cond(func(p *oncekey.ClaimParams) bool {
+								return p.ClaimToken == first.ClaimToken
+							})).DoAndReturn(real.Claim).Times(1)
+						}, "Claim")
 					},
 					opts: func(o *interceptor.Options) { o.EscalationTimeout = time.Hour },
 				})
@@ -86,9 +77,7 @@ func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
 				require.Equal(t, 1, effects, "the downstream saw one effect")
 				require.Equal(t, 1, bodies, "the body ran exactly once")
 				require.Equal(t, 1, attempts, "the claim was repeated inside the attempt")
-				require.Len(t, lc.claims, 2)
-				require.NotZero(t, lc.claims[0].ClaimToken)
-				require.Equal(t, lc.claims[0].ClaimToken, lc.claims[1].ClaimToken, "the repeat carries the same token")
+				require.NotZero(t, first.ClaimToken, "the repeat carried the first claim's token (the mock's matcher)")
 				res, err := real.List(context.Background(), &oncekey.ListParams{})
 				require.NoError(t, err)
 				require.Len(t, res.Records, 1)
@@ -103,15 +92,13 @@ func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
 // attempt fails closed (store unavailable, retryable) without running the body.
 func TestSuiteClaimRetryIsBounded(t *testing.T) {
 	ds := newDownstream()
-	var fs *faultStore
-	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(m oncekey.Store) oncekey.Store {
-		fs = &faultStore{Store: m, claimErrs: 1000}
-		return fs
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+		// Each of the two attempts asks three times; Claim is not delegated, so a seventh fails the test.
+		return unreachableClaims(t, real, 2*3, 0)
 	}})
 	out := s.run(t, workflowInput{MaxAttempts: 2, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Equal(t, oncekey.ErrTypeStoreUnavailable, out[0].Type, out[0].Err)
 	_, bodies := ds.counts()
 	require.Equal(t, 0, bodies)
-	require.Equal(t, 2*3, fs.claims, "each of the two attempts asked three times")
 	require.Empty(t, s.records(t))
 }

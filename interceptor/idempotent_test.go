@@ -13,10 +13,12 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/mock/gomock"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeymock"
 )
 
 // manualClock is a store clock that moves only when the test moves it, so a lease ends exactly
@@ -40,56 +42,6 @@ func (c *manualClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
-}
-
-// writeFaults wraps a store and makes the first Complete and Release calls fail as an
-// unreachable store would, without writing anything.
-type writeFaults struct {
-	oncekey.Store
-	mu           sync.Mutex
-	completeErrs int
-	releaseErrs  int
-	// afterReleaseErrs runs once, after the last failing Release.
-	afterReleaseErrs func()
-	releases         int
-}
-
-func unreachable(op string) error {
-	return &oncekey.StoreUnavailableError{Op: op, Err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
-}
-
-func (w *writeFaults) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
-	w.mu.Lock()
-	fail := w.completeErrs > 0
-	if fail {
-		w.completeErrs--
-	}
-	w.mu.Unlock()
-	if fail {
-		return nil, unreachable("complete")
-	}
-	return w.Store.Complete(ctx, p)
-}
-
-func (w *writeFaults) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
-	w.mu.Lock()
-	w.releases++
-	fail := w.releaseErrs > 0
-	var after func()
-	if fail {
-		w.releaseErrs--
-		if w.releaseErrs == 0 {
-			after, w.afterReleaseErrs = w.afterReleaseErrs, nil
-		}
-	}
-	w.mu.Unlock()
-	if fail {
-		if after != nil {
-			after()
-		}
-		return nil, unreachable("release")
-	}
-	return w.Store.Release(ctx, p)
 }
 
 // flakyTicket is a Ticket whose encoding fails while its counter is positive, as a result does
@@ -178,7 +130,9 @@ func TestSuiteUnsettledEndings(t *testing.T) {
 			cfg.ticketTool = f.CreateTicket
 		}},
 		{"complete fails", oncekey.ErrTypeStoreUnavailable, func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
-			cfg.store = func(m oncekey.Store) oncekey.Store { return &writeFaults{Store: m, completeErrs: 1} }
+			cfg.fault = func(m *oncekeymock.Store) {
+				m.EXPECT().Complete(gomock.Any(), gomock.Any()).Return(nil, unreachable("complete")).Times(1)
+			}
 		}},
 	}
 	for _, e := range endings {
@@ -258,16 +212,20 @@ func TestSuiteIdempotentCompleteAndReleaseFailTakenOverAfterLease(t *testing.T) 
 	ds := newDownstream()
 	ds.dedupe = true
 	clock := newManualClock()
-	var wf *writeFaults
 	p := oncekey.Policy{Effect: oncekey.Idempotent, WaitInFlight: -1}
 	s := setupSuiteWith(t, ds, p, suiteConfig{
 		mem: &memstore.Options{Clock: clock.Now},
-		store: func(m oncekey.Store) oncekey.Store {
-			// The release is tried three times; after the last failure the lease runs out.
-			wf = &writeFaults{Store: m, completeErrs: 1, releaseErrs: 3, afterReleaseErrs: func() {
-				clock.advance(oncekey.DefaultLease + time.Second)
-			}}
-			return wf
+		store: func(real oncekey.Store) oncekey.Store {
+			return faultAt(t, real, func(m *oncekeymock.Store) {
+				m.EXPECT().Complete(gomock.Any(), gomock.Any()).Return(nil, unreachable("complete")).Times(1)
+				// The first attempt tries to give the claim back three times, and no more (Release is
+				// not delegated); after the last failure the lease runs out.
+				m.EXPECT().Release(gomock.Any(), gomock.Any()).Return(nil, unreachable("release")).Times(2)
+				m.EXPECT().Release(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, *oncekey.ReleaseParams) (*oncekey.Record, error) {
+					clock.advance(oncekey.DefaultLease + time.Second)
+					return nil, unreachable("release")
+				}).Times(1)
+			}, "Release")
 		},
 	})
 	w := watch(s)
@@ -278,7 +236,6 @@ func TestSuiteIdempotentCompleteAndReleaseFailTakenOverAfterLease(t *testing.T) 
 	require.Equal(t, 1, effects)
 	require.Equal(t, 2, bodies)
 	require.Equal(t, 2, w.attempts)
-	require.Equal(t, 3, wf.releases, "the first attempt tried to give the claim back")
 	recs := s.records(t)
 	require.Len(t, recs, 1)
 	require.Equal(t, oncekey.StatusApplied, recs[0].Status, "taken over after the lease, never stuck")

@@ -2,7 +2,9 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,18 +16,56 @@ import (
 	"github.com/oncekey/oncekey/reconcile"
 )
 
-// delegate makes every call of m that no earlier expectation took go to real.
-func delegate(m *oncekeymock.Store, real oncekey.Store) {
-	m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(real.Claim).AnyTimes()
-	m.EXPECT().Renew(gomock.Any(), gomock.Any()).DoAndReturn(real.Renew).AnyTimes()
-	m.EXPECT().Complete(gomock.Any(), gomock.Any()).DoAndReturn(real.Complete).AnyTimes()
-	m.EXPECT().Release(gomock.Any(), gomock.Any()).DoAndReturn(real.Release).AnyTimes()
-	m.EXPECT().MarkUnknown(gomock.Any(), gomock.Any()).DoAndReturn(real.MarkUnknown).AnyTimes()
-	m.EXPECT().Resolve(gomock.Any(), gomock.Any()).DoAndReturn(real.Resolve).AnyTimes()
-	m.EXPECT().Get(gomock.Any(), gomock.Any()).DoAndReturn(real.Get).AnyTimes()
-	m.EXPECT().List(gomock.Any(), gomock.Any()).DoAndReturn(real.List).AnyTimes()
-	m.EXPECT().Purge(gomock.Any(), gomock.Any()).DoAndReturn(real.Purge).AnyTimes()
-	m.EXPECT().Forget(gomock.Any(), gomock.Any()).DoAndReturn(real.Forget).AnyTimes()
+// delegate makes every call of m that no earlier expectation took go to real, except for the
+// methods named in except: a call of one of those beyond its expectations fails the test, so
+// their expectations count the calls exactly.
+func delegate(m *oncekeymock.Store, real oncekey.Store, except ...string) {
+	on := func(method string) bool { return !slices.Contains(except, method) }
+	if on("Claim") {
+		m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(real.Claim).AnyTimes()
+	}
+	if on("Renew") {
+		m.EXPECT().Renew(gomock.Any(), gomock.Any()).DoAndReturn(real.Renew).AnyTimes()
+	}
+	if on("Complete") {
+		m.EXPECT().Complete(gomock.Any(), gomock.Any()).DoAndReturn(real.Complete).AnyTimes()
+	}
+	if on("Release") {
+		m.EXPECT().Release(gomock.Any(), gomock.Any()).DoAndReturn(real.Release).AnyTimes()
+	}
+	if on("MarkUnknown") {
+		m.EXPECT().MarkUnknown(gomock.Any(), gomock.Any()).DoAndReturn(real.MarkUnknown).AnyTimes()
+	}
+	if on("Resolve") {
+		m.EXPECT().Resolve(gomock.Any(), gomock.Any()).DoAndReturn(real.Resolve).AnyTimes()
+	}
+	if on("Get") {
+		m.EXPECT().Get(gomock.Any(), gomock.Any()).DoAndReturn(real.Get).AnyTimes()
+	}
+	if on("List") {
+		m.EXPECT().List(gomock.Any(), gomock.Any()).DoAndReturn(real.List).AnyTimes()
+	}
+	if on("Purge") {
+		m.EXPECT().Purge(gomock.Any(), gomock.Any()).DoAndReturn(real.Purge).AnyTimes()
+	}
+	if on("Forget") {
+		m.EXPECT().Forget(gomock.Any(), gomock.Any()).DoAndReturn(real.Forget).AnyTimes()
+	}
+}
+
+// faultAt returns a mock of oncekey.Store in front of real: fault sets the exact-point faults on
+// it, and every other call goes to real (but for the methods in except, see delegate).
+func faultAt(t *testing.T, real oncekey.Store, fault func(m *oncekeymock.Store), except ...string) oncekey.Store {
+	t.Helper()
+	m := oncekeymock.NewStore(gomock.NewController(t))
+	fault(m)
+	delegate(m, real, except...)
+	return m
+}
+
+// unreachable is the error of a store that cannot be reached during op.
+func unreachable(op string) error {
+	return &oncekey.StoreUnavailableError{Op: op, Err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
 }
 
 // lostClaimSuite runs one Idempotent CreateTicket call, without Temporal retries, on a store whose
@@ -33,10 +73,7 @@ func delegate(m *oncekeymock.Store, real oncekey.Store) {
 func lostClaimSuite(t *testing.T, ds *downstream, p oncekey.Policy, tool any, fault func(m *oncekeymock.Store, real oncekey.Store)) (*suiteEnv, callResult) {
 	t.Helper()
 	s := setupSuiteWith(t, ds, p, suiteConfig{ticketTool: tool, store: func(real oncekey.Store) oncekey.Store {
-		m := oncekeymock.NewStore(gomock.NewController(t))
-		fault(m, real)
-		delegate(m, real)
-		return m
+		return faultAt(t, real, func(m *oncekeymock.Store) { fault(m, real) })
 	}})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}, MaxAttempts: 1})
 	return s, out[0]

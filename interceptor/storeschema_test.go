@@ -9,26 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/mock/gomock"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/oncekeymock"
 	"github.com/oncekey/oncekey/pgstore"
 )
-
-// countingStore counts the Claims made on the store it wraps.
-type countingStore struct {
-	oncekey.Store
-	mu     sync.Mutex
-	claims int
-}
-
-func (s *countingStore) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
-	s.mu.Lock()
-	s.claims++
-	s.mu.Unlock()
-	return s.Store.Claim(ctx, p)
-}
 
 // A real pgstore on a schema that was never migrated: the claim finds no table. That is a
 // configuration mistake, not an outage: the tool fails at once, non-retryably, with the config
@@ -43,7 +31,11 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 		t.Run(eff.String(), func(t *testing.T) {
 			pool := testenv.Postgres(t)
 			real := pgstore.New(pool, nil)
-			cs := &countingStore{Store: real}
+			// One Claim reaches Postgres and no more (Claim is not delegated): the claim is not
+			// repeated as if the store were unreachable.
+			cs := faultAt(t, real, func(m *oncekeymock.Store) {
+				m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(real.Claim).Times(1)
+			}, "Claim")
 			var (
 				mu     sync.Mutex
 				events []interceptor.Event
@@ -80,7 +72,6 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 			require.Equal(t, 0, bodies, "the tool body never ran")
 			require.Equal(t, 0, effects)
 			require.Equal(t, 1, attempts, "not retried by Temporal nor re-scheduled by the workflow")
-			require.Equal(t, 1, cs.claims, "the claim was not repeated as if the store were unreachable")
 
 			mu.Lock()
 			require.Len(t, events, 1)

@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeymock"
 	"github.com/oncekey/oncekey/workflows"
 )
 
@@ -35,6 +36,9 @@ type suiteEnv struct {
 type suiteConfig struct {
 	suite func(*testsuite.WorkflowTestSuite)
 	store func(oncekey.Store) oncekey.Store // wraps memstore (fault injection)
+	// fault, if set, puts a gomock mock of the store in front of it (after store), with the
+	// exact-point faults fault sets; every other call goes through (faultAt).
+	fault func(*oncekeymock.Store)
 	opts  func(*interceptor.Options)
 	env   func(*testsuite.TestWorkflowEnvironment)
 	mem   *memstore.Options // options of the memstore (a fake clock)
@@ -72,6 +76,9 @@ func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, c
 	var store oncekey.Store = mem
 	if cfg.store != nil {
 		store = cfg.store(mem)
+	}
+	if cfg.fault != nil {
+		store = faultAt(t, store, cfg.fault)
 	}
 	opts := interceptor.Options{Store: store, Registry: reg}
 	if cfg.opts != nil {
