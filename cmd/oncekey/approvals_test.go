@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
@@ -323,4 +325,22 @@ func TestStatsCountApprovalsAndOlderSchema(t *testing.T) {
 	require.NotContains(t, r.stdout, "approval")
 	r = cli(t, env, "approvals")
 	requireOneLine(t, r, exitFailed, "has oncekey's records but no approvals table yet (pgstore migration 003_approvals); run `oncekey migrate` with the same database settings to add it")
+}
+
+// Every flag's help names its value as a placeholder (`--episode N`): pflag takes the first
+// back-quoted word of a usage string as the value's name, so a command quoted there would show as
+// `--episode oncekey approvals`.
+func TestFlagHelpNamesItsValue(t *testing.T) {
+	root := newRootCmd(&app{getenv: func(string) string { return "" }})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(f)
+			require.NotContains(t, name, " ", "%s --%s shows its value as %q", c.CommandPath(), f.Name, name)
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }

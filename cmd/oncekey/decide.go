@@ -62,7 +62,7 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
-	fl.Int64Var(&f.episode, "episode", 0, "the approval's episode the decision is for, as `oncekey approvals` prints it (default: the pending one, read from the store)")
+	fl.Int64Var(&f.episode, "episode", 0, "the approval's episode `N` the decision is for, as oncekey approvals prints it (default: the pending one, read from the store)")
 	fl.StringVar(&f.by, "by", "", "who decided (default: $USER)")
 	if approve {
 		fl.StringVar(&f.reason, "reason", "", "why; recorded with the approval")

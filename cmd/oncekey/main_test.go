@@ -316,6 +316,14 @@ func TestUsageErrors(t *testing.T) {
 		"resolve ref w/o apply": {"resolve", key, "--epoch", "1", "--not-applied", "--ref", "R"},
 		"resolve missing file":  {"resolve", key, "--epoch", "1", "--applied", "--result", "@/nonexistent/result.json"},
 		"no check w/o direct":   {"resolve", key, "--epoch", "1", "--not-applied", "--no-temporal-check"},
+		"deny without reason":   {"deny", key, "--tenant", "acme"},
+		"deny blank reason":     {"deny", key, "--reason", "  "},
+		"approve not a key":     {"approve", "TCK-1"},
+		"approve no key":        {"approve"},
+		"approve bad episode":   {"approve", key, "--episode", "-1"},
+		"approve NUL reason":    {"approve", key, "--episode", "1", "--reason", "a\x00b"},
+		"approvals bad status":  {"approvals", "--status", "done"},
+		"approvals bad limit":   {"approvals", "--limit", "0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := cli(t, nil, args...)

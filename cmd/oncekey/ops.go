@@ -131,7 +131,7 @@ func newResolveCmd(a *app) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
-	fl.Int64Var(&f.epoch, "epoch", 0, "the record's epoch the decision is for, as `oncekey show KEY` prints it (required)")
+	fl.Int64Var(&f.epoch, "epoch", 0, "the record's epoch `N` the decision is for, as oncekey show KEY prints it (required)")
 	fl.BoolVar(&f.applied, "applied", false, "the effect landed")
 	fl.BoolVar(&f.notApplied, "not-applied", false, "the effect did not land: the tool may run again")
 	fl.BoolVar(&f.faild, "failed", false, "a definite failure: the effect did not and will not land; the call fails")
