@@ -365,6 +365,58 @@ func TestE2EApprovalCancelledWhileWaiting(t *testing.T) {
 	require.NoError(t, e.replay(t, true, "approval-cancelled", reconcile.ApprovalWorkflowID(a.OperationKey)))
 }
 
+// TwoStepsWorkflow creates a ticket at step "a", waits for the signal "go", then creates one at
+// step "b", and returns what the model would read of the second.
+func TwoStepsWorkflow(ctx workflow.Context) (oncekey.ToolResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteActivity(oncekey.WithStepID(ctx, "a"), "CreateTicket", req).Get(ctx, nil); err != nil {
+		return oncekey.ToolResult{}, err
+	}
+	workflow.GetSignalChannel(ctx, "go").Receive(ctx, nil)
+	var t Ticket
+	err := workflow.ExecuteActivity(oncekey.WithStepID(ctx, "b"), "CreateTicket", req).Get(ctx, &t)
+	return oncekey.Label(t, err), nil
+}
+
+// A tool gets an approval policy while a workflow that has called it runs: the workflow's
+// replay has fixed its version without the approval wait, so its next call of the tool is
+// scheduled without asking, and the worker refuses it (nothing runs) rather than let it through.
+func TestE2EApprovalAddedToARunningWorkflowFailsClosed(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	e.w.Stop()
+	start := func(p oncekey.Policy) {
+		reg := oncekey.NewRegistry()
+		require.NoError(t, reg.Set(l.CreateTicket, p))
+		plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+		require.NoError(t, err)
+		c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		w := sdkworker.New(c, e.tq, sdkworker.Options{})
+		w.RegisterWorkflow(TwoStepsWorkflow)
+		w.RegisterActivity(l.CreateTicket)
+		require.NoError(t, w.Start())
+		t.Cleanup(w.Stop)
+		e.w = w
+	}
+	start(oncekey.Policy{Effect: oncekey.Effectful})
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-added", TaskQueue: e.tq, WorkflowExecutionTimeout: time.Minute}, TwoStepsWorkflow)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { effects, _ := l.counts(); return effects == 1 }, 30*time.Second, 50*time.Millisecond)
+	e.w.Stop()
+	start(approvalPolicy(0))
+	require.NoError(t, e.c.SignalWorkflow(context.Background(), "approval-added", "", "go", nil))
+	var tr oncekey.ToolResult
+	require.NoError(t, run.Get(testCtx(t), &tr))
+	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
+	require.Equal(t, oncekey.NextAsk, tr.NextAction)
+	requireRuns(t, l, 1, 1)
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	require.NoError(t, err)
+	require.Empty(t, res.Approvals, "nothing was asked")
+}
+
 // hideApprovals is a store that keeps no approvals.
 type hideApprovals struct{ oncekey.Store }
 
