@@ -56,6 +56,9 @@ type approvalData struct {
 	RequestID string
 	Answer    *answer
 	Form      decideForm
+	// Record says how the operation's record stands once the call claimed its key, with
+	// RecordLink to its page; "" before.
+	Record, RecordLink string
 }
 
 // decideForm is the decision form's values, kept when the workflow refused them.
@@ -113,6 +116,10 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		add("Decided", ap.DecidedAt.UTC().Format(time.RFC3339)+" by "+ap.DecidedBy)
 	}
 	add("Reason", ap.Reason)
+	if rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
+		d.Record = fmt.Sprintf("%s, epoch %d", rec.Status, rec.Epoch)
+		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
+	}
 	if ap.Status == oncekey.ApprovalPending {
 		ctx, cancel := context.WithTimeout(r.Context(), statusWait)
 		rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
@@ -220,6 +227,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the approval workflow",
 			Detail: oneLine(err) + ". It may not have received the decision: reload and check the approval before sending it again."})
 	}
+}
+
+// approvalLine says in one line how an approval stands: "approved, episode 1, by ines at …".
+func approvalLine(ap *oncekey.Approval) string {
+	s := fmt.Sprintf("%s, episode %d", ap.Status, ap.Episode)
+	if ap.DecidedBy != "" {
+		s += ", by " + ap.DecidedBy
+	}
+	if !ap.DecidedAt.IsZero() {
+		s += " at " + ap.DecidedAt.UTC().Format(time.RFC3339)
+	}
+	return s
 }
 
 // approvalText says what the approval workflow decided: "approved, by ines (oncekey-serve), at …".

@@ -64,6 +64,7 @@ func TestApprovalQueue(t *testing.T) {
 	require.Contains(t, body, "<dt>Episode</dt><dd class=\"v\">1</dd>")
 	require.Contains(t, body, "Could not ask the approval workflow where it stands")
 	require.NotContains(t, body, `id="decide-form"`)
+	require.Contains(t, body, "none yet: the call has not run")
 
 	res, body = e.req("GET", approvalLink("acme", denied), nil, bearer(acmeToken))
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
@@ -130,4 +131,25 @@ func TestDecideOtherTenantIsForbidden(t *testing.T) {
 // approvalLinkHTML is approvalLink as html/template writes it into an href.
 func approvalLinkHTML(tenant, key string) string {
 	return strings.ReplaceAll(approvalLink(tenant, key), "&", "&amp;")
+}
+
+// A record whose operation had an approval links to it from its page.
+func TestRecordPageLinksItsApproval(t *testing.T) {
+	e := setup(t, nil)
+	key, _ := e.seed("acme", "IssueRefund", oncekey.StatusApplied, nil, "")
+	res, err := e.store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: key, Namespace: "default",
+		Tool: "IssueRefund", Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-IssueRefund", StepID: "s1", Summary: "refund", Timeout: time.Hour})
+	require.NoError(t, err)
+	require.True(t, res.Created)
+	_, err = e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+		Status: oncekey.ApprovalApproved, DecidedBy: "omar <script>", Retention: time.Hour})
+	require.NoError(t, err)
+	_, body := e.req("GET", recordLink("acme", key, false), nil, nil)
+	require.Contains(t, body, `<dd class="v" id="record-approval"><a href="`+approvalLinkHTML("acme", key)+`">approved, episode 1, by omar &lt;script&gt; at `)
+	_, body = e.req("GET", approvalLink("acme", key), nil, nil)
+	require.Contains(t, body, `<dd class="v" id="approval-record"><a href="`+strings.ReplaceAll(recordLink("acme", key, false), "&", "&amp;")+`">applied, epoch 1</a>`)
+
+	other, _ := e.seed("acme", "Book", oncekey.StatusApplied, nil, "")
+	_, body = e.req("GET", recordLink("acme", other, false), nil, nil)
+	require.NotContains(t, body, "record-approval", "no approval, no line")
 }

@@ -390,6 +390,9 @@ type recordData struct {
 	RequestID string
 	Answer    *answer
 	Form      resolveForm
+	// Approval says how the operation's approval stands, with ApprovalLink to its page; "" when
+	// it has none.
+	Approval, ApprovalLink string
 }
 
 // resolveForm is the resolution form's values, kept when the workflow refused them.
@@ -458,6 +461,11 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	add("Created", rec.CreatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.CreatedAt)+" ago)")
 	add("Updated", rec.UpdatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.UpdatedAt)+" ago)")
 	add("Fingerprint", rec.Fingerprint)
+	if s.approvals != nil {
+		if ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey}); err == nil {
+			d.Approval, d.ApprovalLink = approvalLine(ap), approvalLink(ap.Tenant, ap.OperationKey)
+		}
+	}
 	if showResult && len(rec.Result) > 0 {
 		b, err := json.MarshalIndent(payloadview.Decode(rec.Result), "", "  ")
 		if err != nil {
