@@ -636,7 +636,7 @@ func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, e
 // reconcile.ApprovalWorkflowID of its key and the workflow of type reconcile.ApprovalWorkflowName;
 // otherwise reconcile.WorkflowID of in.Record's key (with no Record, an input from before the field
 // existed, an ID starting with reconcile.WorkflowIDPrefix) and of type reconcile.WorkflowName. The
-// type is checked once the workflow exists (DescribeWorkflowExecution; a missing one is left to
+// type is checked once the workflow exists (DescribeWorkflow; a missing one is left to
 // the wait, which reports it gone). The record or approval itself is bound to the caller's
 // namespace and the tool when the answer is read from it (see bound). A server error is returned
 // retryable.
@@ -661,7 +661,7 @@ func awaitable(ctx context.Context, c client.Client, in AwaitInput) error {
 	if c == nil {
 		return nil
 	}
-	d, err := c.DescribeWorkflowExecution(ctx, in.WorkflowID, "")
+	d, err := c.DescribeWorkflow(ctx, in.WorkflowID, "")
 	var notFound *serviceerror.NotFound
 	switch {
 	case errors.As(err, &notFound):
@@ -669,7 +669,7 @@ func awaitable(ctx context.Context, c client.Client, in AwaitInput) error {
 	case err != nil:
 		return fmt.Errorf("activities: describe %s: %w", in.WorkflowID, err)
 	}
-	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != wantType {
+	if typ := d.RawResponse.GetWorkflowExecutionInfo().GetType().GetName(); typ != wantType {
 		return refuse(fmt.Sprintf("workflow %s is of type %q, not oncekey's %s workflow (%s): someone started it under the ID oncekey gives its %s. "+
 			"Terminate it, then run the step again", in.WorkflowID, typ, what, wantType, what))
 	}
