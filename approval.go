@@ -227,5 +227,7 @@ func (e *ApprovalRequiredError) Error() string {
 	case ApprovalPending:
 		return "oncekey: " + e.Tool + " is waiting for approval; nothing ran: decide with `oncekey approve` or `oncekey deny`"
 	}
-	return "oncekey: " + e.Tool + " needs an approval and none was given for its operation key; nothing ran: schedule it through the oncekey interceptor, which asks for one"
+	return "oncekey: " + e.Tool + " needs an approval and none was given for its operation key; nothing ran. " +
+		"A workflow on a worker with the oncekey interceptor asks before it schedules the call, except a run that called the tool " +
+		"before its policy had Approval (it keeps its earlier behaviour): start a new run, or reset it to before the call, and it asks"
 }
