@@ -215,3 +215,77 @@ func TestServeSignInInTheBrowser(t *testing.T) {
 	run(t, ctx, "sign out", chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.CSS("form.login")))
 	run(t, ctx, "signed out for good", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("form.login")))
 }
+
+// An approval in a real browser: the call waiting for approval appears in the inbox's approvals
+// queue with its summary; its page shows the summary and the form; a denial without a reason is
+// refused on the page and changes nothing; the approval releases the waiting workflow, whose call
+// then lands its effect once, and the approval names who was signed in.
+func TestServeApprovalInTheBrowser(t *testing.T) {
+	needsServices(t)
+	ctx := browser(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	b := &bookings{}
+	wfRun := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
+	ap := waitingApproval(t, c, env)
+	base := startServe(t, env, "--listen", "127.0.0.1:0")
+	shots := artifactDir(t)
+	shot := func(name string) {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err, "screenshot "+name)
+		p := filepath.Join(shots, name)
+		require.NoError(t, os.WriteFile(p, png, 0o644))
+		t.Logf("screenshot: %s", p)
+		if name == "approval.png" && os.Getenv("ONCEKEY_UPDATE_SCREENSHOT") != "" {
+			require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "img", "approval.png"), png, 0o644))
+		}
+	}
+
+	row := `tr.approval[data-key="` + ap.OperationKey + `"]`
+	run(t, ctx, "the waiting call appears", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(row)))
+	got := text(t, ctx, row)
+	require.Contains(t, got, "Book")
+	require.Contains(t, got, `book "R1"`, "the policy's summary")
+	require.Contains(t, got, "booking-"+t.Name())
+
+	run(t, ctx, "open the approval", chromedp.Click(chromedp.CSS(row+` td.key a`)), chromedp.WaitVisible(chromedp.CSS("#decide-form")))
+	require.Equal(t, `book "R1"`, text(t, ctx, "#approval-summary"))
+	require.Contains(t, text(t, ctx, "main"), "waiting_for_decision")
+	shot("approval.png")
+
+	run(t, ctx, "deny without a reason",
+		chromedp.Click(chromedp.CSS("#decision-deny")),
+		chromedp.Click(chromedp.CSS("#decide-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#answer.refused")))
+	require.Contains(t, text(t, ctx, "#answer"), "a denial needs a reason")
+	views := approvalsJSON(t, env)
+	require.Len(t, views, 1)
+	require.Equal(t, oncekey.ApprovalPending, views[0].Status, "the refused decision changed nothing")
+
+	run(t, ctx, "approve",
+		chromedp.WaitVisible(chromedp.CSS("#decide-form")),
+		chromedp.Click(chromedp.CSS("#decision-approve")),
+		chromedp.SetValue(chromedp.CSS("#reason"), "checked the booking"),
+		chromedp.Click(chromedp.CSS("#decide-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#answer.accepted")))
+	got = text(t, ctx, "#answer")
+	require.Contains(t, got, "Accepted: approved")
+	require.Contains(t, got, "answered: approved, by ines (oncekey-serve), at ")
+
+	var out Booking
+	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, wfRun.Get(wctx, &out))
+	require.Equal(t, "BK-R1", out.ID)
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects, "the downstream landed one booking")
+	require.Equal(t, 1, runs)
+	views = approvalsJSON(t, env, "--status", "approved")
+	require.Len(t, views, 1)
+	require.Equal(t, "ines (oncekey-serve)", views[0].DecidedBy, "decided_by is who is signed in, not form text")
+	require.Equal(t, "checked the booking", views[0].Reason)
+
+	run(t, ctx, "the decided approval leaves the inbox", chromedp.Navigate(base+"/"))
+	require.Contains(t, text(t, ctx, "#queue-approvals"), "Nothing waits")
+}
