@@ -123,7 +123,8 @@ type Options struct {
 	Tracer Tracer
 
 	// UnknownsSampleInterval is how often worker.NewPlugin samples the store's unknown records
-	// for the gauges metrics.UnknownsWaiting and metrics.UnknownOldestWait, through the
+	// and pending approvals for the gauges metrics.UnknownsWaiting, metrics.UnknownOldestWait,
+	// metrics.ApprovalsWaiting and metrics.ApprovalOldestWait, through the
 	// client's metrics handler (the plugin must be given to client.Options.Plugins to see it).
 	// Defaults to 1 minute; negative turns sampling off.
 	UnknownsSampleInterval time.Duration

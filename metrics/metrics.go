@@ -37,9 +37,14 @@ const (
 	// UnknownOldestWait is a gauge: in seconds, how long the oldest unknown record has been
 	// waiting, tagged TagTool (0 when none waits). Sampled with UnknownsWaiting.
 	UnknownOldestWait = "oncekey_unknown_oldest_wait_seconds"
-	// ApprovalsWaiting is a gauge reserved for calls waiting for a person's approval before
-	// they run; nothing records it until approvals land.
+	// ApprovalsWaiting is a gauge: how many approvals are pending (calls waiting for a person's
+	// approval before they run, Policy.Approval) in the store, tagged TagTool. Sampled with
+	// UnknownsWaiting from a store that keeps approvals; aggregate with max, not sum.
 	ApprovalsWaiting = "oncekey_approvals_waiting"
+	// ApprovalOldestWait is a gauge: in seconds, how long the oldest pending approval has been
+	// waiting since it was asked, tagged TagTool (0 when none waits). Alert on it well before
+	// ApprovalPolicy.Timeout, which denies the call when it passes.
+	ApprovalOldestWait = "oncekey_approval_oldest_wait_seconds"
 )
 
 // Tag keys.

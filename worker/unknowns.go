@@ -24,25 +24,52 @@ const maxSampled = 100_000
 // unknownSeries is one gauge series: a tool, and the tenant when tenants are tagged.
 type unknownSeries struct{ tool, tenant string }
 
-// UnknownsSampler records how many records of a store are unknown and how long the oldest has
-// waited, as the gauges metrics.UnknownsWaiting and metrics.UnknownOldestWait (seconds), tagged
-// with the tool (and the tenant, with WithTenant). A tool whose unknowns were all settled is
-// set to 0 on the next sample. The zero value is not usable: set Store and Handler.
+// UnknownsSampler records what waits for a person in a store, as gauges tagged with the tool
+// (and the tenant, with WithTenant): how many records are unknown and how long the oldest has
+// waited (metrics.UnknownsWaiting, metrics.UnknownOldestWait, seconds) and, when the store is an
+// oncekey.ApprovalStore, how many approvals are pending and how long the oldest has waited
+// (metrics.ApprovalsWaiting, metrics.ApprovalOldestWait, seconds). A tool whose unknowns or
+// approvals were all settled is set to 0 on the next sample. The zero value is not usable: set
+// Store and Handler.
 type UnknownsSampler struct {
 	Store   oncekey.Store
 	Handler client.MetricsHandler
 	// WithTenant adds the "tenant" tag (interceptor.Options.MetricsTenantTag).
 	WithTenant bool
 
-	mu   sync.Mutex
-	seen map[unknownSeries]bool
+	mu                  sync.Mutex
+	seen, seenApprovals map[unknownSeries]bool
 }
 
-// Sample reads the unknown records (Store.List with status unknown; at most 100,000) and
-// updates the gauges. It returns the store's error, and updates nothing then.
+// waiting tallies what waits, per series: how many and since when the oldest.
+type waiting struct {
+	count  map[unknownSeries]float64
+	oldest map[unknownSeries]time.Time
+}
+
+func (w *waiting) add(k unknownSeries, since time.Time) {
+	if w.count == nil {
+		w.count, w.oldest = map[unknownSeries]float64{}, map[unknownSeries]time.Time{}
+	}
+	w.count[k]++
+	if o, ok := w.oldest[k]; !ok || since.Before(o) {
+		w.oldest[k] = since
+	}
+}
+
+func (u *UnknownsSampler) series(tool, tenant string) unknownSeries {
+	k := unknownSeries{tool: tool}
+	if u.WithTenant {
+		k.tenant = tenant
+	}
+	return k
+}
+
+// Sample reads the unknown records (Store.List with status unknown) and, from an
+// oncekey.ApprovalStore, the pending approvals (ListApprovals), at most 100,000 of each, and
+// updates the gauges. It returns the store's first error, and updates nothing then.
 func (u *UnknownsSampler) Sample(ctx context.Context) error {
-	count := map[unknownSeries]float64{}
-	oldest := map[unknownSeries]time.Time{}
+	var unknowns, approvals waiting
 	p := oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 1000}
 	for n := 0; n < maxSampled; {
 		res, err := u.Store.List(ctx, &p)
@@ -50,14 +77,7 @@ func (u *UnknownsSampler) Sample(ctx context.Context) error {
 			return err
 		}
 		for _, r := range res.Records {
-			k := unknownSeries{tool: r.Tool}
-			if u.WithTenant {
-				k.tenant = r.Tenant
-			}
-			count[k]++
-			if o, ok := oldest[k]; !ok || r.UpdatedAt.Before(o) {
-				oldest[k] = r.UpdatedAt
-			}
+			unknowns.add(u.series(r.Tool, r.Tenant), r.UpdatedAt)
 		}
 		n += len(res.Records)
 		if res.Next == "" {
@@ -65,25 +85,53 @@ func (u *UnknownsSampler) Sample(ctx context.Context) error {
 		}
 		p.Cursor = res.Next
 	}
+	as, sampleApprovals := u.Store.(oncekey.ApprovalStore)
+	if sampleApprovals {
+		ap := oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Limit: 1000}
+		for n := 0; n < maxSampled; {
+			res, err := as.ListApprovals(ctx, &ap)
+			if err != nil {
+				return err
+			}
+			for _, a := range res.Approvals {
+				approvals.add(u.series(a.Tool, a.Tenant), a.RequestedAt)
+			}
+			n += len(res.Approvals)
+			if res.Next == "" {
+				break
+			}
+			ap.Cursor = res.Next
+		}
+	}
 	now := time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.seen == nil {
-		u.seen = map[unknownSeries]bool{}
-	}
-	for k := range count {
-		u.seen[k] = true
-	}
-	for k := range u.seen {
-		h := metrics.Tagged(u.Handler, k.tool, k.tenant, u.WithTenant)
-		wait := 0.0
-		if o, ok := oldest[k]; ok {
-			wait = max(now.Sub(o).Seconds(), 0)
-		}
-		h.Gauge(metrics.UnknownsWaiting).Update(count[k])
-		h.Gauge(metrics.UnknownOldestWait).Update(wait)
+	u.seen = u.update(u.seen, unknowns, now, metrics.UnknownsWaiting, metrics.UnknownOldestWait)
+	if sampleApprovals {
+		u.seenApprovals = u.update(u.seenApprovals, approvals, now, metrics.ApprovalsWaiting, metrics.ApprovalOldestWait)
 	}
 	return nil
+}
+
+// update sets the gauges count and oldestWait of every series in w, and of every series seen
+// before (to 0 when nothing of it waits now), and returns the series seen so far.
+func (u *UnknownsSampler) update(seen map[unknownSeries]bool, w waiting, now time.Time, count, oldestWait string) map[unknownSeries]bool {
+	if seen == nil {
+		seen = map[unknownSeries]bool{}
+	}
+	for k := range w.count {
+		seen[k] = true
+	}
+	for k := range seen {
+		h := metrics.Tagged(u.Handler, k.tool, k.tenant, u.WithTenant)
+		wait := 0.0
+		if o, ok := w.oldest[k]; ok {
+			wait = max(now.Sub(o).Seconds(), 0)
+		}
+		h.Gauge(count).Update(w.count[k])
+		h.Gauge(oldestWait).Update(wait)
+	}
+	return seen
 }
 
 // Run samples at once and then every interval until ctx ends. A failed sample leaves the

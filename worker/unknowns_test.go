@@ -72,3 +72,49 @@ func TestUnknownsSamplerGauges(t *testing.T) {
 	require.True(t, ok, "%v", ht.Names())
 	require.Equal(t, 1.0, v)
 }
+
+// The sampler's approval gauges count the pending approvals by tool and give the oldest one's
+// wait since it was asked; a decided approval no longer counts.
+func TestUnknownsSamplerApprovalGauges(t *testing.T) {
+	now := time.Now()
+	clock := now.Add(-3 * time.Hour)
+	s := memstore.New(&memstore.Options{Clock: func() time.Time { return clock }})
+	ask := func(tenant, tool, key string) {
+		t.Helper()
+		res, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key, Tool: tool,
+			Fingerprint: "fp", WorkflowID: "wf", StepID: key, Summary: "refund 120.00 EUR", Timeout: 24 * time.Hour})
+		require.NoError(t, err)
+		require.True(t, res.Created)
+	}
+	ask("acme", "Refund", "ok1_a")
+	clock = now.Add(-10 * time.Minute)
+	ask("globex", "Refund", "ok1_b")
+	ask("acme", "Wire", "ok1_c")
+
+	h := metricstest.New()
+	u := &worker.UnknownsSampler{Store: s, Handler: h}
+	require.NoError(t, u.Sample(context.Background()))
+	gauge := func(name, tool string) float64 {
+		v, ok := h.GaugeValue(name, map[string]string{metrics.TagTool: tool})
+		require.True(t, ok, "%s{tool=%s} in %v", name, tool, h.Names())
+		return v
+	}
+	require.Equal(t, 2.0, gauge(metrics.ApprovalsWaiting, "Refund"))
+	require.Equal(t, 1.0, gauge(metrics.ApprovalsWaiting, "Wire"))
+	require.InDelta(t, (3 * time.Hour).Seconds(), gauge(metrics.ApprovalOldestWait, "Refund"), 60)
+	require.InDelta(t, (10 * time.Minute).Seconds(), gauge(metrics.ApprovalOldestWait, "Wire"), 60)
+
+	_, err := s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_a", Episode: 1,
+		Status: oncekey.ApprovalApproved, DecidedBy: "gina", Retention: time.Hour})
+	require.NoError(t, err)
+	_, err = s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_c", Episode: 1,
+		Status: oncekey.ApprovalDenied, DecidedBy: "gina", Reason: "not this one", Retention: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, u.Sample(context.Background()))
+	require.Equal(t, 1.0, gauge(metrics.ApprovalsWaiting, "Refund"))
+	require.InDelta(t, (10 * time.Minute).Seconds(), gauge(metrics.ApprovalOldestWait, "Refund"), 60)
+	require.Equal(t, 0.0, gauge(metrics.ApprovalsWaiting, "Wire"), "decided: back to 0")
+	require.Equal(t, 0.0, gauge(metrics.ApprovalOldestWait, "Wire"))
+	_, ok := h.GaugeValue(metrics.UnknownsWaiting, map[string]string{metrics.TagTool: "Refund"})
+	require.False(t, ok, "no unknown records, no unknown series")
+}

@@ -35,9 +35,10 @@ const PluginName = "oncekey"
 // Set opts.DataConverter to the client's converter (converter.GetDefaultDataConverter() for a
 // client without one) to use it there.
 //
-// While one of its workers runs, the plugin samples the store's unknown records every
-// opts.UnknownsSampleInterval (default 1 minute) into the gauges metrics.UnknownsWaiting and
-// metrics.UnknownOldestWait, through the client's metrics handler; given to
+// While one of its workers runs, the plugin samples the store's unknown records and pending
+// approvals every opts.UnknownsSampleInterval (default 1 minute) into the gauges
+// metrics.UnknownsWaiting, metrics.UnknownOldestWait, metrics.ApprovalsWaiting and
+// metrics.ApprovalOldestWait (see UnknownsSampler), through the client's metrics handler; given to
 // worker.Options.Plugins it sees no handler and samples nothing.
 //
 // Given to both (client and worker), it installs once. A worker that would get oncekey's
