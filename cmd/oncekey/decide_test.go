@@ -8,7 +8,11 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/shell/shelltest"
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -215,4 +220,88 @@ func TestServeApprovesThroughTheInbox(t *testing.T) {
 	require.Len(t, views, 1)
 	require.Equal(t, "ines (oncekey-serve)", views[0].DecidedBy)
 	require.Equal(t, "checked the booking", views[0].Reason)
+}
+
+// docTemporalCommands returns the `temporal workflow …` commands docs/approvals.md shows, each as
+// the words bash makes of it, continuation lines joined and comments dropped.
+func docTemporalCommands(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "approvals.md"))
+	require.NoError(t, err)
+	cmds := map[string][]string{}
+	var cur string
+	for _, line := range strings.Split(string(b), "\n") {
+		if cur == "" && !strings.HasPrefix(line, "temporal workflow ") {
+			continue
+		}
+		cur += strings.TrimSuffix(strings.TrimSpace(line), `\`) + " "
+		if strings.HasSuffix(strings.TrimSpace(line), `\`) {
+			continue
+		}
+		if i := strings.Index(cur, "   #"); i >= 0 {
+			cur = cur[:i]
+		}
+		args := shelltest.Args(t, cur)
+		cmds[strings.Join(args[:3], " ")] = args
+		cur = ""
+	}
+	require.Len(t, cmds, 3, "the update, the signal and the query: %v", cmds)
+	return cmds
+}
+
+// The Temporal CLI commands docs/approvals.md shows decide as it says: the update approves (and
+// answers with the decision), the signal denies, the query says where the approval stands.
+func TestTemporalCLIDecidesAsDocumented(t *testing.T) {
+	needsServices(t)
+	bin := testenv.TemporalBinary()
+	if bin == "" {
+		testenv.Missing(t, "the Temporal CLI (make temporal)")
+	}
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	cmds := docTemporalCommands(t)
+	temporalCLI := func(doc, key string) string {
+		t.Helper()
+		args := append([]string{}, cmds[doc][1:]...)
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "ok1_…", key)
+		}
+		args = append(args, "--address", env["TEMPORAL_ADDRESS"], "--namespace", "default")
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		require.NoError(t, err, "%s: %s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	b := &bookings{}
+	tq := approvalWorker(t, c, url, b, "acme")
+	first := runBooking(t, c, tq)
+	ap := waitingApproval(t, c, env)
+
+	require.Contains(t, temporalCLI("temporal workflow query", ap.OperationKey), "waiting_for_decision")
+	out := temporalCLI("temporal workflow update", ap.OperationKey)
+	require.Contains(t, out, "approved", "the update answers with the decision")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var booked Booking
+	require.NoError(t, first.Get(ctx, &booked))
+	effects, _ := b.counts()
+	require.Equal(t, 1, effects)
+
+	second, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "booking-2-" + t.Name(), TaskQueue: tq, WorkflowExecutionTimeout: 3 * time.Minute}, "Booking", "R2")
+	require.NoError(t, err)
+	ap2 := waitingApproval(t, c, env)
+	require.NotEqual(t, ap.OperationKey, ap2.OperationKey)
+	temporalCLI("temporal workflow signal", ap2.OperationKey)
+	err = second.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+	effects, _ = b.counts()
+	require.Equal(t, 1, effects, "the denied call did not run")
+
+	views := approvalsJSON(t, env, "--status", "all")
+	require.Len(t, views, 2)
+	for _, v := range views {
+		require.Equal(t, "ada", v.DecidedBy)
+	}
 }
