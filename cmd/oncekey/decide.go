@@ -140,13 +140,13 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitUsage, "%v; nothing was sent", err)
 	case errors.As(err, &refused) && refused.DecidedAs != nil:
 		return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
-			key, kind, approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
+			key, decisionNoun(kind), approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
 	case errors.As(err, &refused):
 		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
 			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
 	case errors.Is(err, reconcile.ErrUnconfirmed):
-		return fail(exitFailed, "sent %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)",
-			kind, id, reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))
+		return fail(exitFailed, "sent the %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)",
+			decisionNoun(kind), id, reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))
 	case errors.Is(err, reconcile.ErrNoApproval):
 		if shape := keyShape(key); shape != "" {
 			return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.approvalsCommand(f.tenant))
@@ -238,6 +238,14 @@ func (a *app) approvalNotFound(key, tenant string, tenantGiven bool) error {
 	}
 	return fail(exitNotFound, "%s%s; `oncekey approvals%s` lists what waits, with each approval's tenant: run again with --tenant set to it",
 		msg, defaulted, a.dbFlags())
+}
+
+// decisionNoun names a decision of kind k: "approval" or "denial".
+func decisionNoun(k reconcile.DecisionKind) string {
+	if k == reconcile.Approve {
+		return "approval"
+	}
+	return "denial"
 }
 
 func pastTense(k reconcile.DecisionKind) string {
