@@ -130,6 +130,11 @@ func newApprovalsCmd(a *app) *cobra.Command {
 				return a.storeError("approvals", err)
 			}
 			if asJSON {
+				if len(aps) == 0 {
+					if hint := a.approvalToolHint(ctx, s, tenant, tool); hint != "" {
+						fmt.Fprintln(a.stderr, "oncekey: "+hint)
+					}
+				}
 				views := make([]*approvalView, 0, len(aps))
 				for _, ap := range aps {
 					views = append(views, approvalViewOf(ap))
@@ -137,11 +142,14 @@ func newApprovalsCmd(a *app) *cobra.Command {
 				return writeJSON(a.stdout, views)
 			}
 			if len(aps) == 0 {
+				msg := "no approvals match"
 				if st == oncekey.ApprovalPending {
-					fmt.Fprintln(a.stdout, "no approvals wait (--status all lists decided ones too)")
-				} else {
-					fmt.Fprintln(a.stdout, "no approvals match")
+					msg = "no approvals wait (--status all lists decided ones too)"
 				}
+				if hint := a.approvalToolHint(ctx, s, tenant, tool); hint != "" {
+					msg += "; " + hint
+				}
+				fmt.Fprintln(a.stdout, msg)
 				return nil
 			}
 			pendingOnly := st == oncekey.ApprovalPending
@@ -184,6 +192,23 @@ func newApprovalsCmd(a *app) *cobra.Command {
 	f.IntVar(&limit, "limit", 100, "at most this many approvals")
 	f.BoolVar(&asJSON, "json", false, "print JSON (an array of approvals)")
 	return cmd
+}
+
+// approvalToolHint is toolHint for approvals: the tools of tenant's approvals (the oldest 1000)
+// that differ from tool only in case. "" when tool is "" or none does.
+func (a *app) approvalToolHint(ctx context.Context, s oncekey.ApprovalStore, tenant, tool string) string {
+	if tool == "" {
+		return ""
+	}
+	aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, 1000)
+	if err != nil {
+		return ""
+	}
+	stored := make([]string, 0, len(aps))
+	for _, ap := range aps {
+		stored = append(stored, ap.Tool)
+	}
+	return caseHint(tool, stored)
 }
 
 // until says how long until t: "in 23h", or "passed" once it has.

@@ -254,12 +254,22 @@ func (a *app) toolHint(ctx context.Context, s *pgstore.Store, tenant, tool strin
 	if err != nil {
 		return ""
 	}
+	stored := make([]string, 0, len(rows))
+	for _, r := range rows {
+		stored = append(stored, r.Tool)
+	}
+	return caseHint(tool, stored)
+}
+
+// caseHint says which of the stored tool names differ from tool only in case, for a --tool that
+// matched nothing: "" when none does.
+func caseHint(tool string, stored []string) string {
 	var names []string
 	seen := map[string]bool{}
-	for _, r := range rows {
-		if strings.EqualFold(r.Tool, tool) && r.Tool != tool && !seen[r.Tool] {
-			seen[r.Tool] = true
-			names = append(names, "--tool "+shell.Word(r.Tool))
+	for _, t := range stored {
+		if strings.EqualFold(t, tool) && t != tool && !seen[t] {
+			seen[t] = true
+			names = append(names, "--tool "+shell.Word(t))
 		}
 	}
 	if len(names) == 0 {
