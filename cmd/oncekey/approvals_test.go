@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/shell/shelltest"
+	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -346,4 +347,27 @@ func TestFlagHelpNamesItsValue(t *testing.T) {
 		}
 	}
 	walk(root)
+}
+
+// A decision sent to another namespace than the one whose workflow asked says which namespace,
+// with the command, before anything is sent.
+func TestDecideInAnotherNamespace(t *testing.T) {
+	url, s, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": "127.0.0.1:1", "TEMPORAL_NAMESPACE": "agents"}
+	key := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 1 EUR") // asked in namespace default
+	r := cli(t, env, "deny", key, "--tenant", "acme", "--reason", "it's $(too) much")
+	requireOneLine(t, r, exitUsage, "the approval of "+key+" was asked by a workflow in namespace default, and its approval workflow runs there, not in agents; nothing was sent")
+	cmd := regexp.MustCompile("`([^`]*)`").FindStringSubmatch(r.stderr)
+	require.NotNil(t, cmd)
+	require.Equal(t, []string{"oncekey", "deny", key, "--tenant", "acme", "--episode", "1", "--namespace", "default", "--reason", "it's $(too) much"}, shelltest.Args(t, cmd[1]))
+
+	// With --episode the store is read only once Temporal says nothing waits in this namespace.
+	env["TEMPORAL_ADDRESS"] = testenv.TemporalHostPort(t)
+	r = cli(t, env, "approve", key, "--tenant", "acme", "--episode", "1")
+	requireOneLine(t, r, exitUsage, "was asked by a workflow in namespace default, and its approval workflow runs there, not in agents")
+
+	// A namespace Temporal does not have is a usage error, not an outage, for resolve too.
+	delete(env, "DATABASE_URL")
+	r = cli(t, env, "resolve", key, "--tenant", "acme", "--epoch", "1", "--not-applied")
+	requireOneLine(t, r, exitUsage, "Temporal has no namespace agents (", "give --namespace, or TEMPORAL_NAMESPACE, the namespace your workers run in")
 }

@@ -114,7 +114,7 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return err
 	}
 	if d.Episode == 0 {
-		ep, err := a.pendingEpisode(ctx, key, f)
+		ep, err := a.pendingEpisode(ctx, kind, key, f)
 		if err != nil {
 			return err
 		}
@@ -151,11 +151,16 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		if shape := keyShape(key); shape != "" {
 			return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.approvalsCommand(f.tenant))
 		}
-		if err := a.alreadyDecided(ctx, key, f.tenant); err != nil {
+		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
 			return err
 		}
 		return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` lists what waits and `%s` shows the approval",
 			key, a.ns(), a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
+	case namespaceMissing(err):
+		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+			return err
+		}
+		return a.noNamespace(err)
 	default:
 		return fail(exitUnreachable, "%s %s: %v", kind, key, oneLine(err))
 	}
@@ -166,8 +171,9 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 
 // pendingEpisode reads the pending episode of key's approval from the store, for a decision
 // given without --episode. No approval is exit 3, a decided one exit 1 (there is nothing to
-// decide), a store that cannot be read says to give --episode.
-func (a *app) pendingEpisode(ctx context.Context, key string, f *decideFlags) (int64, error) {
+// decide), one asked in another namespace exit 2 (the command with --namespace), a store that
+// cannot be read says to give --episode.
+func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) (int64, error) {
 	const give = "give --episode N, as `oncekey approvals` prints it, to decide without reading the store"
 	s, pool, err := a.approvalStore(ctx)
 	if err != nil {
@@ -184,14 +190,33 @@ func (a *app) pendingEpisode(ctx context.Context, key string, f *decideFlags) (i
 		return 0, fmt.Errorf("%w; %s", a.storeError(fmt.Sprintf("read the approval of %s (tenant %s)", key, f.tenant), err), give)
 	case ap.Status != oncekey.ApprovalPending:
 		return 0, decidedError(a, ap)
+	case ap.Namespace != "" && ap.Namespace != a.ns():
+		return 0, a.otherNamespace(ap, kind, f)
 	}
 	return ap.Episode, nil
 }
 
+// otherNamespace is the error of a decision sent to a namespace other than the one whose
+// workflow asked for the approval: its approval workflow runs there. It names the command with
+// --namespace.
+func (a *app) otherNamespace(ap *oncekey.Approval, kind reconcile.DecisionKind, f *decideFlags) error {
+	cmd := "oncekey " + string(kind) + " " + shell.Word(ap.OperationKey) + " --tenant " + shell.Word(ap.Tenant) +
+		" --episode " + strconv.FormatInt(ap.Episode, 10) + " --namespace " + shell.Word(ap.Namespace) + a.dbFlags()
+	for _, fl := range []struct{ name, v string }{{"--reason", f.reason}, {"--by", f.by}} {
+		if fl.v != "" {
+			cmd += " " + fl.name + " " + shell.Word(fl.v)
+		}
+	}
+	return fail(exitUsage, "the approval of %s was asked by a workflow in namespace %s, and its approval workflow runs there, not in %s; nothing was sent: `%s`",
+		ap.OperationKey, printable(ap.Namespace), printable(a.ns()), cmd)
+}
+
 // alreadyDecided looks key's approval up in the store, for a decision that found no approval
-// workflow waiting: a decided approval is the answer, with who decided it and when (exit 1). It
-// returns nil when the approval is pending or cannot be read.
-func (a *app) alreadyDecided(ctx context.Context, key, tenant string) error {
+// workflow waiting: a decided approval is the answer, with who decided it and when (exit 1), and
+// a pending one asked in another namespace names that namespace (exit 2). It returns nil when
+// the approval is pending here or cannot be read.
+func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) error {
+	tenant := f.tenant
 	s, pool, err := a.approvalStore(ctx)
 	if err != nil {
 		a.pg = nil
@@ -201,11 +226,15 @@ func (a *app) alreadyDecided(ctx context.Context, key, tenant string) error {
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	if err != nil || ap.Status == oncekey.ApprovalPending {
-		a.pg = nil
-		return nil
+	switch {
+	case err != nil:
+	case ap.Status != oncekey.ApprovalPending:
+		return decidedError(a, ap)
+	case ap.Namespace != "" && ap.Namespace != a.ns():
+		return a.otherNamespace(ap, kind, f)
 	}
-	return decidedError(a, ap)
+	a.pg = nil
+	return nil
 }
 
 // decidedError says that ap is decided already, by whom and when: there is nothing to decide.

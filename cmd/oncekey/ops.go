@@ -121,6 +121,8 @@ func newResolveCmd(a *app) *cobra.Command {
 					return err
 				}
 				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", key, a.ns(), a.showCommand(key, f.tenant), a.directCommand(key, &f))
+			case namespaceMissing(err):
+				return a.noNamespace(err)
 			default:
 				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
 			}
