@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -82,6 +83,8 @@ type approver struct {
 	decidedS   workflow.Settable
 	// invalidThisRun counts the invalid signals of this run.
 	invalidThisRun int
+	// strict caches strictSignals.
+	strict int
 }
 
 func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
@@ -193,7 +196,7 @@ func (a *approver) wait(ctx workflow.Context) (reconcile.ApprovalOutput, error) 
 // takeSignal handles one signal payload: a valid decision is recorded, anything else is refused
 // in the query's report. It reports whether the run is decided.
 func (a *approver) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
-	d, reason := decodeRaw[reconcile.Decision](raw, "decision", "reconcile.Decision")
+	d, reason := signalJSON[reconcile.Decision](raw, strictSignals(ctx, &a.strict), "decision", "reconcile.Decision")
 	if reason == "" {
 		reason = a.invalid(d)
 	}
@@ -261,8 +264,14 @@ func (a *approver) decide(out reconcile.ApprovalOutput, err error) {
 }
 
 // validate is the DecideUpdateName update's validator: it refuses, with nothing written to
-// history, a decision the workflow cannot take now or could never record.
-func (a *approver) validate(ctx workflow.Context, d reconcile.Decision) error {
+// history, a decision the workflow cannot take now or could never record, or whose JSON is not
+// exactly a reconcile.Decision (a member it does not have, such as "decidedBy" for
+// "decided_by", is named in the refusal, not dropped).
+func (a *approver) validate(ctx workflow.Context, raw json.RawMessage) error {
+	d, reason := decodeStrict[reconcile.Decision](raw, "the update", "decision", "reconcile.Decision")
+	if reason != "" {
+		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeDecisionRefused, nil)
+	}
 	switch {
 	case a.decided || a.report.State == reconcile.ApprovalStateDecided:
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to decide: the approval is already %s", a.report.Status), reconcile.ErrTypeNotPending, nil)
@@ -280,7 +289,15 @@ func (a *approver) validate(ctx workflow.Context, d reconcile.Decision) error {
 // update is the DecideUpdateName update's handler: it records an accepted decision and answers
 // with the run's output. A decision the store refuses fails the update (type
 // reconcile.ErrTypeDecisionRefused) and the workflow keeps waiting.
-func (a *approver) update(ctx workflow.Context, d reconcile.Decision) (reconcile.ApprovalOutput, error) {
+//
+// It takes the raw JSON, as the validator does, and decodes it as the SDK decoded the
+// reconcile.Decision it took before: the validator refused anything else before it was accepted,
+// and an update accepted before the validator was strict replays as it ran.
+func (a *approver) update(ctx workflow.Context, raw json.RawMessage) (reconcile.ApprovalOutput, error) {
+	var d reconcile.Decision
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return reconcile.ApprovalOutput{}, temporal.NewNonRetryableApplicationError("the decision does not decode into reconcile.Decision: "+err.Error(), reconcile.ErrTypeDecisionRefused, nil)
+	}
 	if refused := a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID); refused != "" {
 		return reconcile.ApprovalOutput{}, temporal.NewNonRetryableApplicationError(refused, reconcile.ErrTypeDecisionRefused, nil)
 	}

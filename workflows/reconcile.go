@@ -112,6 +112,8 @@ type reconciler struct {
 	mh client.MetricsHandler
 	// uiSet is set once setState has run.
 	uiSet bool
+	// strict caches strictSignals.
+	strict int
 	// settledBy is the metrics.TagSettledBy value of the decision (metrics.SettledByRecord
 	// until a receipt lookup or a person decides).
 	settledBy string
@@ -367,7 +369,7 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 // takeSignal handles one signal payload: a valid resolution is recorded, anything else is
 // refused in the status report. It reports whether the run is decided.
 func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
-	res, reason := decodeSignal(raw)
+	res, reason := signalJSON[reconcile.Resolution](raw, strictSignals(ctx, &r.strict), "resolution", "reconcile.Resolution")
 	if reason == "" {
 		reason = r.invalid(res)
 	}
@@ -384,26 +386,6 @@ func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bo
 	workflow.SetCurrentDetails(ctx, r.details())
 	workflow.GetLogger(ctx).Warn("oncekey: ignored an invalid resolution signal", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "reason", reason)
 	return r.decided
-}
-
-// decodeSignal decodes a signal's payload into a Resolution, or says why it does not.
-func decodeSignal(raw converter.RawValue) (reconcile.Resolution, string) {
-	return decodeRaw[reconcile.Resolution](raw, "resolution", "reconcile.Resolution")
-}
-
-// decodeRaw decodes a signal's payload into a T, what the signal carries (a "resolution", of Go
-// type goType), or says why it does not.
-func decodeRaw[T any](raw converter.RawValue, what, goType string) (T, string) {
-	var v T
-	p := raw.Payload()
-	if p == nil {
-		return v, fmt.Sprintf("the signal carries no %s: send one JSON object, %s", what, goType)
-	}
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
-		var zero T
-		return zero, fmt.Sprintf("the signal does not decode into a %s (one JSON object, %s): %v", what, goType, err)
-	}
-	return v, ""
 }
 
 // drainSignals takes the signals already delivered on ch with take, before a run continues as
@@ -486,7 +468,14 @@ func (r *reconciler) invalid(res reconcile.Resolution) string {
 
 // validate is the UpdateName update's validator: it refuses, with nothing written to history,
 // a resolution the workflow cannot take now or could never record.
-func (r *reconciler) validate(ctx workflow.Context, res reconcile.Resolution) error {
+//
+// It takes the raw JSON and decodes it strictly: a member reconcile.Resolution does not have
+// (such as "resolvedBy" for "resolved_by") is named in the refusal, not dropped.
+func (r *reconciler) validate(ctx workflow.Context, raw json.RawMessage) error {
+	res, reason := decodeStrict[reconcile.Resolution](raw, "the update", "resolution", "reconcile.Resolution")
+	if reason != "" {
+		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeRefused, nil)
+	}
 	switch {
 	case r.decided || r.status.State == reconcile.StateResolved:
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to resolve: the operation was already settled as %s", r.status.Outcome), reconcile.ErrTypeNotWaiting, nil)
@@ -523,7 +512,15 @@ func (r *reconciler) resultProblem(res reconcile.Resolution) string {
 // update is the UpdateName update's handler: it records an accepted resolution and answers with
 // the run's output. A resolution the store refuses fails the update (type
 // reconcile.ErrTypeRefused) and the workflow keeps waiting.
-func (r *reconciler) update(ctx workflow.Context, res reconcile.Resolution) (reconcile.Output, error) {
+//
+// It takes the raw JSON, as the validator does, and decodes it as the SDK decoded the
+// reconcile.Resolution it took before: the validator refused anything else before it was
+// accepted, and an update accepted before the validator was strict replays as it ran.
+func (r *reconciler) update(ctx workflow.Context, raw json.RawMessage) (reconcile.Output, error) {
+	var res reconcile.Resolution
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return reconcile.Output{}, temporal.NewNonRetryableApplicationError("the resolution does not decode into reconcile.Resolution: "+err.Error(), reconcile.ErrTypeRefused, nil)
+	}
 	if refused := r.record(ctx, res); refused != "" {
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(refused, reconcile.ErrTypeRefused, nil)
 	}
