@@ -24,8 +24,8 @@ func TestApprovalDecisionWithUnknownMemberIsRefused(t *testing.T) {
 	var rep reconcile.ApprovalReport
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(reconcile.DecideUpdateName, "u-bad", &testsuite.TestUpdateCallback{
-			OnAccept: func() { upd.accepted = true },
-			OnReject: func(err error) { upd.rejected = err },
+			OnAccept:   func() { upd.accepted = true },
+			OnReject:   func(err error) { upd.rejected = err },
 			OnComplete: func(any, error) {},
 		}, json.RawMessage(bad))
 		env.SignalWorkflow(reconcile.DecideSignalName, json.RawMessage(`{"decision":"approve","tenant":"t1","decidedBy":"ada","request_id":"s-1"}`))
@@ -61,8 +61,8 @@ func TestResolutionWithUnknownMemberIsRefused(t *testing.T) {
 	var st reconcile.StatusReport
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(reconcile.UpdateName, "u-bad", &testsuite.TestUpdateCallback{
-			OnAccept: func() { upd.accepted = true },
-			OnReject: func(err error) { upd.rejected = err },
+			OnAccept:   func() { upd.accepted = true },
+			OnReject:   func(err error) { upd.rejected = err },
 			OnComplete: func(any, error) {},
 		}, json.RawMessage(`{"outcome":"not_applied","epoch":1,"resolvedBy":"gina"}`))
 		env.SignalWorkflow(reconcile.SignalName, json.RawMessage(`{"outcome":"not_applied","epoch":1,"resolvedBy":"gina","Note":"n"}`))
