@@ -134,6 +134,15 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 	}
 }
 
+// approvalCallText names a call in the approval workflow's details: "<tool>, step <step> of
+// workflow <id>", or "<tool> in workflow <id> (no step ID)" for a call without a step ID.
+func approvalCallText(tool, stepID, workflowID string) string {
+	if stepID == "" {
+		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
+	}
+	return fmt.Sprintf("%s, step %s of workflow %s", tool, stepID, workflowID)
+}
+
 // summaryText returns s as the store keeps it: valid UTF-8 without NUL bytes, at most
 // oncekey.MaxApprovalSummaryBytes, cut at a character boundary and ending with "…" when longer.
 func summaryText(s string) string {
@@ -171,19 +180,30 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 // start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it
 // running.
 func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.ApprovalInput) workflow.ChildWorkflowFuture {
-	key := in.OperationKey
+	summary, details := approvalTexts(in)
 	opts := workflow.ChildWorkflowOptions{
-		WorkflowID:        reconcile.ApprovalWorkflowID(key),
+		WorkflowID:        reconcile.ApprovalWorkflowID(in.OperationKey),
 		TaskQueue:         tq,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		StaticSummary:     fmt.Sprintf("oncekey: approve %s? %s", in.Tool, in.Summary),
-		StaticDetails: fmt.Sprintf("%s (step %s of %s, tenant %s, operation key %s) waits for a person's approval before it runs: %s\n\n"+
-			"Approve with `oncekey approve %s --tenant %s`, deny with `oncekey deny %s --tenant %s --reason <why>`, or send the %s update. "+
-			"Nobody deciding within %s denies it. Its current details say where it stands.",
-			in.Tool, in.StepID, in.WorkflowID, in.Tenant, key, in.Summary, key, shell.Word(in.Tenant), key, shell.Word(in.Tenant),
-			reconcile.DecideUpdateName, in.Timeout),
+		StaticSummary:     summary,
+		StaticDetails:     details,
 	}
 	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), reconcile.ApprovalWorkflowName, in)
+}
+
+// approvalTexts returns the approval workflow's summary and details in the Temporal UI. Every
+// call of the operation starts a run, a repeat of a decided one too, which reads the decision and
+// asks nobody: they say what the run does either way, and its current details say which it did.
+func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
+	key, tenant := in.OperationKey, shell.Word(in.Tenant)
+	summary = fmt.Sprintf("oncekey: approval of %s: %s", in.Tool, in.Summary)
+	details = fmt.Sprintf("The approval of %s (tenant %s, operation key %s): %s\n\n"+
+		"It asks a person to approve or deny the call before it runs, or reads the decision already recorded for the key "+
+		"(a repeat of an approved or denied call asks nobody). Its current details say which. While it waits, "+
+		"approve with `oncekey approve %s --tenant %s`, deny with `oncekey deny %s --tenant %s --reason <why>`, or send the %s update; "+
+		"nobody deciding within %s denies it.",
+		approvalCallText(in.Tool, in.StepID, in.WorkflowID), in.Tenant, key, in.Summary, key, tenant, key, tenant, reconcile.DecideUpdateName, in.Timeout)
+	return summary, details
 }
 
 // wait waits for the approval workflow's decision: its result, or, when the key's approval

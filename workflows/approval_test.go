@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -180,4 +181,46 @@ func TestApprovalTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	require.Equal(t, reconcile.MaxInvalidSignals, next.Continued.InvalidSignals)
 	require.Contains(t, next.Continued.LastInvalidSignal, "another tenant")
 	require.True(t, next.Continued.Created)
+}
+
+// currentDetails returns the workflow's current details (the Temporal UI's), from the metadata query.
+func currentDetails(t *testing.T, env *testsuite.TestWorkflowEnvironment) string {
+	t.Helper()
+	v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	return md.GetCurrentDetails()
+}
+
+// The current details of a call without a step ID say so instead of a blank step; those of a
+// run that found the approval decided say it was already decided and nobody was asked.
+func TestApprovalDetailsNoStepIDAndFoundDecided(t *testing.T) {
+	env, _ := setupApproval(t)
+	in := approvalInput
+	in.StepID = ""
+	var waiting string
+	env.RegisterDelayedCallback(func() {
+		waiting = currentDetails(t, env)
+		sendDecision(env, "u1", reconcile.Decision{Decision: reconcile.Approve, Tenant: "t1", DecidedBy: "ada"}, &decideResult{})
+	}, time.Minute)
+	runApproval(t, env, in)
+	require.Contains(t, waiting, "**Waiting for approval** since ")
+	require.Contains(t, waiting, "Refund in workflow wf (no step ID) (tenant t1, operation key ok1_a)")
+	require.NotContains(t, waiting, "step  of")
+	require.Contains(t, currentDetails(t, env), "**Decided: approved** by ada at ")
+
+	// A repeat: the approval workflow runs again and finds the decision recorded.
+	env2, store2 := setupApproval(t)
+	res, err := store2.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
+		Fingerprint: "fp1", Summary: "s", Timeout: time.Hour})
+	require.NoError(t, err)
+	_, err = store2.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: res.Approval.Episode,
+		Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
+	require.NoError(t, err)
+	runApproval(t, env2, approvalInput)
+	found := currentDetails(t, env2)
+	require.Contains(t, found, "**Already decided: approved** by alice at ")
+	require.Contains(t, found, "Nobody was asked again")
+	require.Contains(t, found, "Refund, step refund of workflow wf")
 }

@@ -39,7 +39,7 @@ func (r *reconciler) setState(ctx workflow.Context, state reconcile.State) {
 // what is needed.
 func (r *reconciler) details() string {
 	in, st := r.in, r.status
-	what := fmt.Sprintf("%s, step %s of workflow %s (tenant %s, operation key %s)", in.Tool, in.StepID, in.WorkflowID, in.Tenant, in.OperationKey)
+	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), in.Tenant, in.OperationKey)
 	var b strings.Builder
 	switch st.State {
 	case reconcile.StateInspecting:
@@ -71,6 +71,15 @@ func (r *reconciler) details() string {
 	return b.String()
 }
 
+// callText names a call: "<tool>, step <step> of workflow <id>", or "<tool> in workflow <id> (no
+// step ID)" for a call without a step ID.
+func callText(tool, stepID, workflowID string) string {
+	if stepID == "" {
+		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
+	}
+	return fmt.Sprintf("%s, step %s of workflow %s", tool, stepID, workflowID)
+}
+
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // Descriptions of the approval workflow's handlers.
@@ -92,7 +101,7 @@ func (a *approver) setState(ctx workflow.Context, state reconcile.ApprovalState)
 // until when, and how to decide.
 func (a *approver) details() string {
 	in, r := a.in, a.report
-	what := fmt.Sprintf("%s, step %s of workflow %s (tenant %s, operation key %s)", in.Tool, in.StepID, in.WorkflowID, in.Tenant, in.OperationKey)
+	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), in.Tenant, in.OperationKey)
 	var b strings.Builder
 	switch r.State {
 	case reconcile.ApprovalStateRequesting:
@@ -105,7 +114,13 @@ func (a *approver) details() string {
 			fmt.Fprintf(&b, "\n\nLast refused decision: %s", r.LastInvalidSignal)
 		}
 	case reconcile.ApprovalStateDecided:
-		fmt.Fprintf(&b, "**Decided: %s** by %s — %s.", r.Status, r.DecidedBy, what)
+		if a.created {
+			fmt.Fprintf(&b, "**Decided: %s** by %s at %s — %s.", r.Status, r.DecidedBy, stamp(r.DecidedAt), what)
+		} else {
+			// A repeat of the call found the decision recorded: nobody was asked.
+			fmt.Fprintf(&b, "**Already decided: %s** by %s at %s (episode %d) — %s. Nobody was asked again: this run read the recorded decision for a repeat of the call.",
+				r.Status, r.DecidedBy, stamp(r.DecidedAt), r.Episode, what)
+		}
 	default:
 		fmt.Fprintf(&b, "%s: %s.", r.State, what)
 	}
