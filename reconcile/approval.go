@@ -255,17 +255,18 @@ func decideTarget(key string) target {
 // Workflow Update, with d.RequestID (a fresh one when empty) as the update ID, so a decision sent
 // again with the same RequestID is taken once. The workflow's validator accepts or refuses it
 // before anything is written to its history; an accepted one is written to the store and the
-// workflow's ApprovalOutput is returned. It waits at most ConfirmWait, and not past ctx.
+// workflow's ApprovalOutput is returned. It waits at most ConfirmWait in all, and not past ctx.
 //
 // Where the update cannot be used (as for ResolveOutput: the workflow is still asking the store,
 // the server or the running workflow does not take updates, no worker took it in time) it falls
 // back to the DecideSignalName signal and watches the workflow's ApprovalQueryName query and its
-// result as long. Errors:
+// result for what is left of ConfirmWait. Errors:
 //   - *InvalidDecisionError: d is malformed; nothing was sent.
 //   - ErrNoApproval (wrapped): no approval workflow is running for the key.
 //   - *DecisionRefusedError: the workflow refused d (another tenant, another episode) and keeps
 //     waiting, or the approval was decided otherwise (DecidedAs; its RequestID is not d's).
-//   - ErrUnconfirmed (wrapped): delivered, but no answer in time.
+//   - ErrUnconfirmed (wrapped): delivered, but no answer in time; the workflow takes it once a
+//     worker polls its task queue (the task queue of the workflow that asked).
 //
 // A worker must be running the approval workflow for Decide to get an answer.
 func Decide(ctx context.Context, c client.Client, key string, d Decision) (*ApprovalOutput, error) {
@@ -282,6 +283,8 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 		}
 		d.RequestID = hex.EncodeToString(b[:])
 	}
+	ctx, cancel := withConfirmWait(ctx)
+	defer cancel()
 	t := decideTarget(key)
 	var out ApprovalOutput
 	fallback, refused, err := t.send(ctx, c, d.RequestID, d, &out)

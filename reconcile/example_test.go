@@ -61,7 +61,7 @@ func ExampleResolve() {
 		log.Printf("nothing is waiting for %s any more: %v", rec.OperationKey, err)
 	case errors.As(err, &refused): // the workflow refused it (Reason says why), or it was settled otherwise
 		log.Printf("refused: %s", refused.Reason)
-	case errors.Is(err, reconcile.ErrUnconfirmed): // delivered, no answer within reconcile.ConfirmWait (10 s)
+	case errors.Is(err, reconcile.ErrUnconfirmed): // delivered, no answer within reconcile.ConfirmWait (10 s in all)
 		log.Printf("not confirmed yet: is a worker running the reconciliation workflow? %v", err)
 	case err != nil:
 		log.Fatal(err)

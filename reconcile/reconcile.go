@@ -313,8 +313,19 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("reconcile: resolve %s: refused: %s", e.Key, e.Reason)
 }
 
-// ConfirmWait bounds how long Resolve waits for the workflow to accept or refuse a resolution.
+// ConfirmWait bounds how long ResolveOutput and Decide wait in all for the workflow to accept or
+// refuse what they sent: the update and, where they fall back to the signal, the signal and the
+// watch after it share this one budget (the update gets all of it but signalReserve).
 const ConfirmWait = 10 * time.Second
+
+// signalReserve is the part of ConfirmWait an update that no worker took leaves for the signal
+// sent instead and a first look at the workflow.
+const signalReserve = 2 * time.Second
+
+// withConfirmWait returns ctx bounded by ConfirmWait from now (ctx's own deadline if sooner).
+func withConfirmWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, ConfirmWait)
+}
 
 // confirmPoll is the pause between two looks at the workflow while Resolve waits.
 const confirmPoll = 200 * time.Millisecond
@@ -330,10 +341,11 @@ func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolut
 // UpdateName Workflow Update, with r.RequestID (a fresh one when empty) as the update ID, so a
 // resolution sent again with the same RequestID is taken once. The workflow's validator accepts
 // or refuses it before anything is written to its history; an accepted one is recorded and the
-// workflow's Output (its decision) is returned. It waits at most ConfirmWait, and not past ctx.
+// workflow's Output (its decision) is returned. It waits at most ConfirmWait in all, and not past
+// ctx.
 //
 // Where the update cannot be used it falls back to the SignalName signal and watches the workflow
-// (its status query and its result) as long: the workflow is not waiting yet (still inspecting
+// (its status query and its result) for what is left of ConfirmWait: the workflow is not waiting yet (still inspecting
 // the record or waiting for a live claim's lease: the signal is taken once it waits), the server
 // has updates turned off, the running workflow predates the update handler, or no worker accepted
 // the update in time (the signal is durable; the update may still be taken too, and then the
@@ -345,7 +357,7 @@ func Resolve(ctx context.Context, c client.Client, tenant, key string, r Resolut
 //     store's refusal) and keeps waiting, or the operation was settled another way or by another
 //     resolution of the same outcome (SettledAs; its RequestID is not r's).
 //   - ErrUnconfirmed (wrapped): delivered, but no answer in time; the workflow still handles it
-//     when it gets to it.
+//     when it gets to it (once a worker polls its task queue).
 //
 // A worker must be running the reconciliation workflow for ResolveOutput to get an answer.
 func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r Resolution) (*Output, error) {
@@ -373,6 +385,8 @@ func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r R
 		}
 		r.RequestID = hex.EncodeToString(b[:])
 	}
+	ctx, cancel := withConfirmWait(ctx)
+	defer cancel()
 	out, fallback, err := resolveByUpdate(ctx, c, key, r)
 	if !fallback {
 		return out, err
@@ -434,12 +448,16 @@ type target struct {
 }
 
 // send sends arg as the target's update, with update ID requestID, and decodes the answer into
-// out, waiting at most ConfirmWait and not past ctx. fallback reports that the update could not be
-// used and the signal should be sent instead: no worker took it in time, the server or the
-// running workflow does not take updates, or the workflow is not waiting yet. refused is the
-// workflow's refusal (its validator's or its handler's), "" when it answered.
+// out, waiting until signalReserve before ctx's deadline (ctx carries the ConfirmWait budget), so
+// that a signal sent instead still has time. fallback reports that the update could not be used
+// and the signal should be sent instead: no worker took it in time, the server or the running
+// workflow does not take updates, or the workflow is not waiting yet. refused is the workflow's
+// refusal (its validator's or its handler's), "" when it answered.
 func (t target) send(ctx context.Context, c client.Client, requestID string, arg, out any) (fallback bool, refused string, err error) {
-	uctx, cancel := context.WithTimeout(ctx, ConfirmWait)
+	uctx, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > 2*signalReserve {
+		uctx, cancel = context.WithDeadline(ctx, dl.Add(-signalReserve))
+	}
 	defer cancel()
 	h, err := c.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{
 		UpdateID:     requestID,
@@ -493,13 +511,12 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 	return false, "", nil
 }
 
-// watch waits, at most ConfirmWait and not past ctx, until a signal sent to the target is
-// answered: finished reports whether the workflow has closed (and the answer then, in err), and
-// refused asks the workflow's query whether it refused the signal (reason "" when not). Trouble
-// asking is no answer; after ConfirmWait watch returns ErrUnconfirmed (wrapped).
+// watch waits, until ctx ends (it carries what is left of the ConfirmWait budget), until a signal
+// sent to the target is answered: finished reports whether the workflow has closed (and the
+// answer then, in err), and refused asks the workflow's query whether it refused the signal
+// (reason "" when not). Trouble asking is no answer; once ctx ends watch returns ErrUnconfirmed
+// (wrapped).
 func (t target) watch(ctx context.Context, finished func(context.Context) (bool, error), refused func(context.Context) (string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, ConfirmWait)
-	defer cancel()
 	var last error
 	for {
 		if done, err := finished(ctx); done || err != nil {

@@ -36,9 +36,11 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 		Use:   "approve KEY [--tenant T] [--episode N] [--by NAME] [--reason R]",
 		Short: "Approve a call that waits for approval: it runs (Policy.Authorize still decides)",
 		Long: "approve sends the approval workflow waiting on KEY (oncekey-approval-KEY) the decision as the oncekey.decide\n" +
-			"Workflow Update (the signal of that name where an update cannot be used), waits (up to 10s) until the workflow\n" +
-			"accepts or refuses it, and prints the workflow's answer: who decided, when. Every call waiting on the key continues:\n" +
-			"approved, it runs; denied, it fails as rejected and nothing runs.\n\n" +
+			"Workflow Update (the signal of that name where an update cannot be used), waits (up to 10s in all,\n" +
+			"the signal included) until the workflow accepts or refuses it, and prints the workflow's answer: who decided, when.\n" +
+			"Every call waiting on the key continues: approved, it runs; denied, it fails as rejected and nothing runs. Delivered\n" +
+			"but not confirmed in time exits 6: a worker must be running the approval workflow's task queue (the message names\n" +
+			"it); the decision lands once one runs.\n\n" +
 			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
 			"episode is read from the store. A decision for an episode that is no longer pending is refused, so a decision sent\n" +
 			"twice, or by two people, lands at most once.\n\n" +
@@ -145,8 +147,7 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
 			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
 	case errors.Is(err, reconcile.ErrUnconfirmed):
-		return fail(exitFailed, "sent the %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)",
-			decisionNoun(kind), id, reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))
+		return a.unconfirmed(ctx, c, decisionNoun(kind), "approval workflow", id, a.showCommand(key, f.tenant), "pending")
 	case errors.Is(err, reconcile.ErrNoApproval):
 		if shape := keyShape(key); shape != "" {
 			return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.approvalsCommand(f.tenant))

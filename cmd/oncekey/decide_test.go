@@ -36,6 +36,16 @@ import (
 // queue.
 func approvalWorker(t *testing.T, c client.Client, url string, b *bookings, tenant string) string {
 	t.Helper()
+	tq := "cli-approve-" + t.Name()
+	w := newApprovalWorker(t, c, url, b, tenant, tq)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return tq
+}
+
+// newApprovalWorker returns a worker, not started, whose Book needs approval, on task queue tq.
+func newApprovalWorker(t *testing.T, c client.Client, url string, b *bookings, tenant, tq string) sdkworker.Worker {
+	t.Helper()
 	s, _ := migratedAt(t, url)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
@@ -44,13 +54,10 @@ func approvalWorker(t *testing.T, c client.Client, url string, b *bookings, tena
 	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
 		DataConverter: converter.GetDefaultDataConverter()})
 	require.NoError(t, err)
-	tq := "cli-approve-" + t.Name()
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
 	w.RegisterWorkflowWithOptions(bookWorkflow, workflow.RegisterOptions{Name: "Booking"})
 	w.RegisterActivityWithOptions(b.Book, activity.RegisterOptions{Name: "Book"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return tq
+	return w
 }
 
 // waitingApproval waits until the CLI lists exactly one pending approval and its approval
@@ -160,6 +167,49 @@ func TestDenyRejectsTheCall(t *testing.T) {
 	require.Regexp(t, `(?m)^approval\s+denied, episode 1$`, r.stdout)
 	require.Regexp(t, `(?m)^approval decided\s+\S+ by ops$`, r.stdout)
 	require.Regexp(t, `(?m)^approval reason\s+over the limit$`, r.stdout)
+}
+
+// With no worker running the approval workflow, approve delivers the approval and says so within
+// ConfirmWait, update and signal together (exit 6, not 1: nothing was refused), naming the task
+// queue a worker must run; show still says pending; once a worker runs there the approval lands
+// and the call runs once.
+func TestApproveWithoutAWorkerIsDelivered(t *testing.T) {
+	needsServices(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	b := &bookings{}
+	tq := "cli-approve-" + t.Name()
+	w := newApprovalWorker(t, c, url, b, "acme", tq)
+	require.NoError(t, w.Start())
+	run := runBooking(t, c, tq)
+	ap := waitingApproval(t, c, env)
+	w.Stop()
+
+	start := time.Now()
+	r := cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--by", "ines")
+	took := time.Since(start)
+	requireOneLine(t, r, exitUnconfirmed, "the approval was delivered to "+reconcile.ApprovalWorkflowID(ap.OperationKey)+", but the workflow did not confirm it within 10s: ",
+		"task queue "+tq+" (the approval workflow's)", "it is taken once a worker runs the workflow, with no need to send it again",
+		"(until then `oncekey show "+ap.OperationKey+" --tenant acme` says pending)")
+	require.Less(t, took, reconcile.ConfirmWait+3*time.Second, "one budget for the update, the signal and the confirmation")
+	r = cli(t, env, "show", ap.OperationKey, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^approval\s+pending, episode 1$`, r.stdout)
+
+	w = newApprovalWorker(t, c, url, b, "acme", tq)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out Booking
+	require.NoError(t, run.Get(ctx, &out))
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects, "the delivered approval landed: one booking")
+	require.Equal(t, 1, runs)
+	views := approvalsJSON(t, env, "--status", "approved")
+	require.Len(t, views, 1)
+	require.Equal(t, "ines", views[0].DecidedBy)
 }
 
 var (

@@ -18,6 +18,9 @@
 //	4  unreachable: Postgres or the Temporal server could not be reached (an outage: try again)
 //	5  configuration: Postgres refused the role, the password or the database name (retrying
 //	   cannot help: fix the URL or the libpq variables)
+//	6  delivered, not confirmed: resolve, approve or deny handed the decision to its workflow, which
+//	   did not answer in time (no worker polls its task queue, or it is busy); the decision lands
+//	   once a worker runs it, and sending it again is not needed
 //
 // Every error of a command that connected to Postgres names the database it used: server, role,
 // database and schema.
@@ -45,6 +48,7 @@ const (
 	exitNotFound    = 3
 	exitUnreachable = 4
 	exitConfig      = 5
+	exitUnconfirmed = 6
 )
 
 // exitError carries an exit code with the one line printed for it.

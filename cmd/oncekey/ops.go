@@ -65,8 +65,9 @@ func newResolveCmd(a *app) *cobra.Command {
 		Use:   "resolve KEY --epoch N (--applied [--ref R] [--result JSON] | --not-applied | --failed) [--direct]",
 		Short: "Tell the reconciliation workflow of an unknown operation what happened",
 		Long: "resolve sends the reconciliation workflow waiting on KEY a decision as the oncekey.resolve Workflow Update (the signal\n" +
-			"of that name where an update cannot be used) and waits (up to 10s) until the workflow accepts or refuses it, then prints\n" +
-			"the workflow's answer; a refusal (wrong tenant, a result that does not fit the tool's result type) exits 1. Every workflow blocked on the key\n" +
+			"of that name where an update cannot be used) and waits (up to 10s in all, the signal included) until the workflow accepts or\n" +
+			"refuses it, then prints the workflow's answer; a refusal (wrong tenant, a result that does not fit the tool's result\n" +
+			"type) exits 1, delivered but not confirmed in time exits 6 (it lands once a worker runs the workflow). Every workflow blocked on the key\n" +
 			"continues: --applied hands back the result given with --result (JSON of the tool's result type; @FILE reads a file),\n" +
 			"--not-applied lets the tool run again, --failed fails the call for good.\n\n" +
 			"--epoch is required: the record's epoch, as `oncekey show KEY` and `oncekey list` print it, which names the unknown\n" +
@@ -112,7 +113,7 @@ func newResolveCmd(a *app) *cobra.Command {
 			case errors.As(err, &refused):
 				return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
 			case errors.Is(err, reconcile.ErrUnconfirmed):
-				return fail(exitFailed, "signalled %s to %s, but the workflow did not confirm it within %s: it may still accept or refuse it; check `%s` (%v)", r.Outcome, reconcile.WorkflowID(key), reconcile.ConfirmWait, a.showCommand(key, f.tenant), oneLine(err))
+				return a.unconfirmed(ctx, c, "resolution", "reconciliation workflow", reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
 			case errors.Is(err, reconcile.ErrNoReconciliation):
 				if shape := keyShape(key); shape != "" {
 					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `oncekey list --status unknown%s`", key, a.ns(), shape, a.dbFlags())

@@ -12,12 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/reconcile"
 )
 
 // defaultAddress is the Temporal frontend used when neither --address nor TEMPORAL_ADDRESS is set.
@@ -47,7 +49,8 @@ func newRootCmd(a *app) *cobra.Command {
 			"Postgres: --database-url, else DATABASE_URL, else the libpq variables (PGHOST, PGUSER, PGDATABASE, ...).\n" +
 			"Temporal (resolve, approve, deny and serve): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
 			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 Postgres or Temporal unreachable,\n" +
-			"5 Postgres refused the role, password or database name.",
+			"5 Postgres refused the role, password or database name, 6 resolve, approve or deny delivered the decision but its\n" +
+			"workflow did not confirm it in time (it lands once a worker runs the workflow).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -323,3 +326,24 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+// unconfirmed is the error (exit 6) of a decision delivered to workflow id that did not confirm
+// it within reconcile.ConfirmWait: it names the workflow's task queue and whether any worker
+// polls it, says that the decision lands once one runs, and what show prints until then (status
+// is the status show keeps printing). Trouble asking Temporal leaves the task queue out.
+func (a *app) unconfirmed(ctx context.Context, c client.Client, noun, what, id, show, status string) error {
+	why := "a worker must be running the " + what + "'s task queue for it to land"
+	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if desc, err := c.DescribeWorkflowExecution(qctx, id, ""); err == nil {
+		if tq := desc.GetWorkflowExecutionInfo().GetTaskQueue(); tq != "" {
+			why = fmt.Sprintf("a worker must be running task queue %s (the %s's) for it to land", shell.Word(tq), what)
+			// Temporal lists the pollers of the last minutes, so a worker just stopped still shows.
+			if q, err := c.DescribeTaskQueue(qctx, tq, enumspb.TASK_QUEUE_TYPE_WORKFLOW); err == nil && len(q.GetPollers()) == 0 {
+				why = fmt.Sprintf("no worker has polled task queue %s (the %s's) for minutes: start one there for it to land", shell.Word(tq), what)
+			}
+		}
+	}
+	return fail(exitUnconfirmed, "the %s was delivered to %s, but the workflow did not confirm it within %s: %s; it is taken once a worker runs the workflow, with no need to send it again (until then `%s` says %s)",
+		noun, id, reconcile.ConfirmWait, why, show, status)
+}
