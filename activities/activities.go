@@ -723,6 +723,8 @@ func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure 
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		err := c.GetWorkflow(wctx, id, "").Get(wctx, out)
+		// Read before cancel, which would set it: only a wait that ran out is no answer.
+		waitOver := wctx.Err() != nil
 		cancel()
 		if err == nil {
 			return true, "", nil
@@ -730,7 +732,7 @@ func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure 
 		if ctx.Err() != nil {
 			return false, "", ctx.Err()
 		}
-		if wctx.Err() == nil {
+		if !waitOver {
 			// The workflow finished without an output: it failed, timed out or was terminated.
 			return true, err.Error(), nil
 		}
