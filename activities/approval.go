@@ -117,9 +117,17 @@ type DecideApprovalInput struct {
 	Retention time.Duration `json:"retention"`
 }
 
+// recordedAs reports whether ap holds this decision as written: its episode, status, decider and
+// reason. It is how a retry knows its own write, whose answer was lost.
+func (in DecideApprovalInput) recordedAs(ap *oncekey.Approval) bool {
+	return ap.Episode == in.Episode && ap.Status == in.Status && ap.DecidedBy == in.DecidedBy && ap.Reason == in.Reason
+}
+
 // DecideApproval writes a decision with ApprovalStore.DecideApproval, fenced by in.Episode, and
 // returns the approval as decided. An approval found decided already is returned as it is, with
-// Conflict set. A stale episode, a missing approval or a decision the store refuses as given is a
+// Conflict set, unless it holds this very decision (episode, status, decided by and reason: the
+// write of an earlier attempt whose answer was lost, or the same decision delivered twice), which
+// is returned as written, Conflict unset. A stale episode, a missing approval or a decision the store refuses as given is a
 // non-retryable error of type ErrTypeInvalid; an approval of another namespace or tool, or a call
 // from another workflow than the key's approval workflow, one of type ErrTypeForeignRecord; store
 // errors are returned retryable.
@@ -156,7 +164,7 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 		return answerOf(ap), nil
 	case errors.As(err, &conflict) && conflict.Approval != nil:
 		ans := answerOf(conflict.Approval)
-		ans.Conflict = true
+		ans.Conflict = !in.recordedAs(conflict.Approval)
 		return ans, nil
 	case errors.As(err, &stale), errors.As(err, &inv), errors.Is(err, oncekey.ErrNotFound):
 		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was written", ErrTypeInvalid, nil)

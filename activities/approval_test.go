@@ -61,6 +61,15 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	out, err = callFrom(t, acts, own, activities.DecideApprovalName, decide)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(out, &ans))
-	require.True(t, ans.Conflict, "a second decision finds the first")
+	require.False(t, ans.Conflict, "the same decision again (a retry whose answer was lost) finds itself written")
+	require.Equal(t, "mallory", ans.DecidedBy)
+	deny := decide
+	deny.Status, deny.DecidedBy, deny.Reason = oncekey.ApprovalDenied, "bob", "no"
+	out, err = callFrom(t, acts, own, activities.DecideApprovalName, deny)
+	require.NoError(t, err)
+	ans = activities.ApprovalAnswer{}
+	require.NoError(t, json.Unmarshal(out, &ans))
+	require.True(t, ans.Conflict, "another decision finds the first")
+	require.Equal(t, oncekey.ApprovalApproved, ans.Status)
 	require.Equal(t, "mallory", ans.DecidedBy)
 }
