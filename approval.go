@@ -24,7 +24,10 @@ const MaxApprovalSummaryBytes = 500
 // Required and Summary run in workflow code (and Required again on the worker): they must be
 // deterministic functions of the Operation, with no I/O, no clock and no randomness. Read the
 // arguments from Operation.ArgsJSON (the canonical JSON both sides see) rather than
-// Operation.Args, whose Go values differ between the workflow and the worker.
+// Operation.Args, whose Go values differ between the workflow and the worker, and leave
+// ActivityID and FirstActivityID alone (only the worker has them). A call Required lets the
+// workflow schedule without asking and the worker then finds needing approval fails closed:
+// nothing runs, and the call fails with an *ApprovalRequiredError.
 type ApprovalPolicy struct {
 	// Required reports whether op needs approval. Nil means every call of the tool does.
 	Required func(op Operation) bool
@@ -228,6 +231,7 @@ func (e *ApprovalRequiredError) Error() string {
 		return "oncekey: " + e.Tool + " is waiting for approval; nothing ran: decide with `oncekey approve` or `oncekey deny`"
 	}
 	return "oncekey: " + e.Tool + " needs an approval and none was given for its operation key; nothing ran. " +
-		"A workflow on a worker with the oncekey interceptor asks before it schedules the call, except a run that called the tool " +
-		"before its policy had Approval (it keeps its earlier behaviour): start a new run, or reset it to before the call, and it asks"
+		"The workflow scheduled the call without asking: either ApprovalPolicy.Required answered no in the workflow and yes on the worker " +
+		"(make it read only what both see: ArgsJSON, Tenant, WorkflowID, StepID, Tool, not ActivityID), or the run called the tool " +
+		"before its policy had Approval (it keeps its earlier behaviour): fix Required, or start a new run (or reset it to before the call), and it asks"
 }
