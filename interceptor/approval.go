@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -135,8 +136,10 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 }
 
 // approvalCallText names a call in the approval workflow's details: "<tool>, step <step> of
-// workflow <id>", or "<tool> in workflow <id> (no step ID)" for a call without a step ID.
+// workflow <id>", or "<tool> in workflow <id> (no step ID)" for a call without a step ID. The
+// values go through mdtext.Text (the details are Markdown).
 func approvalCallText(tool, stepID, workflowID string) string {
+	tool, stepID, workflowID = mdtext.Text(tool), mdtext.Text(stepID), mdtext.Text(workflowID)
 	if stepID == "" {
 		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
 	}
@@ -178,7 +181,9 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 }
 
 // start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it
-// running.
+// running. Its summary and details (Markdown in the Temporal UI, approvalTexts) carry the values
+// from the workflow and the summary through mdtext.Text, so that a summary made of a model's
+// arguments shows as itself.
 func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.ApprovalInput) workflow.ChildWorkflowFuture {
 	summary, details := approvalTexts(in)
 	opts := workflow.ChildWorkflowOptions{
@@ -196,13 +201,14 @@ func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.Appro
 // asks nobody: they say what the run does either way, and its current details say which it did.
 func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
 	key, tenant := in.OperationKey, shell.Word(in.Tenant)
-	summary = fmt.Sprintf("oncekey: approval of %s: %s", in.Tool, in.Summary)
+	summary = fmt.Sprintf("oncekey: approval of %s: %s", mdtext.Text(in.Tool), mdtext.Text(in.Summary))
 	details = fmt.Sprintf("The approval of %s (tenant %s, operation key %s): %s\n\n"+
 		"It asks a person to approve or deny the call before it runs, or reads the decision already recorded for the key "+
 		"(a repeat of an approved or denied call asks nobody). Its current details say which. While it waits, "+
 		"approve with `oncekey approve %s --tenant %s`, deny with `oncekey deny %s --tenant %s --reason <why>`, or send the %s update; "+
 		"nobody deciding within %s denies it.",
-		approvalCallText(in.Tool, in.StepID, in.WorkflowID), in.Tenant, key, in.Summary, key, tenant, key, tenant, reconcile.DecideUpdateName, in.Timeout)
+		approvalCallText(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary), key, tenant, key, tenant,
+		reconcile.DecideUpdateName, in.Timeout)
 	return summary, details
 }
 

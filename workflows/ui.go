@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -72,8 +73,10 @@ func (r *reconciler) details() string {
 }
 
 // callText names a call: "<tool>, step <step> of workflow <id>", or "<tool> in workflow <id> (no
-// step ID)" for a call without a step ID.
+// step ID)" for a call without a step ID. The values go through mdtext.Text (details are
+// Markdown).
 func callText(tool, stepID, workflowID string) string {
+	tool, stepID, workflowID = mdtext.Text(tool), mdtext.Text(stepID), mdtext.Text(workflowID)
 	if stepID == "" {
 		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
 	}
@@ -98,28 +101,29 @@ func (a *approver) setState(ctx workflow.Context, state reconcile.ApprovalState)
 }
 
 // details is the approval workflow's current details (Temporal markdown): what waits for whom,
-// until when, and how to decide.
+// until when, and how to decide. Values from the workflow, the summary, who decided and a refused
+// decision's reason go through mdtext.Text: they show as themselves, never as Markdown.
 func (a *approver) details() string {
 	in, r := a.in, a.report
-	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), in.Tenant, in.OperationKey)
+	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), in.OperationKey)
 	var b strings.Builder
 	switch r.State {
 	case reconcile.ApprovalStateRequesting:
 		fmt.Fprintf(&b, "**Asking for approval** of %s.", what)
 	case reconcile.ApprovalStateWaiting:
-		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, in.Summary)
+		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(in.Summary))
 		fmt.Fprintf(&b, "\n\nNeeded: `oncekey approve %s --tenant %s` or `oncekey deny %s --tenant %s --reason <why>`, or send the %s update.",
 			in.OperationKey, shell.Word(in.Tenant), in.OperationKey, shell.Word(in.Tenant), reconcile.DecideUpdateName)
 		if r.LastInvalidSignal != "" {
-			fmt.Fprintf(&b, "\n\nLast refused decision: %s", r.LastInvalidSignal)
+			fmt.Fprintf(&b, "\n\nLast refused decision: %s", mdtext.Text(r.LastInvalidSignal))
 		}
 	case reconcile.ApprovalStateDecided:
 		if a.created {
-			fmt.Fprintf(&b, "**Decided: %s** by %s at %s — %s.", r.Status, r.DecidedBy, stamp(r.DecidedAt), what)
+			fmt.Fprintf(&b, "**Decided: %s** by %s at %s — %s.", r.Status, mdtext.Text(r.DecidedBy), stamp(r.DecidedAt), what)
 		} else {
 			// A repeat of the call found the decision recorded: nobody was asked.
 			fmt.Fprintf(&b, "**Already decided: %s** by %s at %s (episode %d) — %s. Nobody was asked again: this run read the recorded decision for a repeat of the call.",
-				r.Status, r.DecidedBy, stamp(r.DecidedAt), r.Episode, what)
+				r.Status, mdtext.Text(r.DecidedBy), stamp(r.DecidedAt), r.Episode, what)
 		}
 	default:
 		fmt.Fprintf(&b, "%s: %s.", r.State, what)
