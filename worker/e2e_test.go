@@ -261,6 +261,7 @@ func (e *e2e) startWorker(t *testing.T) {
 func registerWorkflows(r interface{ RegisterWorkflow(any) }) {
 	r.RegisterWorkflow(TicketWorkflow)
 	r.RegisterWorkflow(AgentTicketWorkflow)
+	r.RegisterWorkflow(TwoArgsWorkflow)
 }
 
 // outcomes returns the outcome labels of the claimed calls so far.

@@ -1,0 +1,492 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/mdtext"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// approvalFaults is a store whose DecideApproval a test can interfere with at one exact point.
+type approvalFaults struct {
+	oncekey.Store
+	// afterDecide, if set, runs after the store wrote a decision; an error it returns is what
+	// the activity sees instead of the answer (the response lost after the write).
+	afterDecide func(*oncekey.Approval) error
+	// beforeDecide, if set, runs before the decision reaches the store.
+	beforeDecide func(*oncekey.DecideApprovalParams)
+}
+
+func (s *approvalFaults) as() oncekey.ApprovalStore { return s.Store.(oncekey.ApprovalStore) }
+
+func (s *approvalFaults) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+	return s.as().RequestApproval(ctx, p)
+}
+
+func (s *approvalFaults) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+	if f := s.beforeDecide; f != nil {
+		f(p)
+	}
+	a, err := s.as().DecideApproval(ctx, p)
+	if err == nil && s.afterDecide != nil {
+		if ferr := s.afterDecide(a); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return a, err
+}
+
+func (s *approvalFaults) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+	return s.as().GetApproval(ctx, p)
+}
+
+func (s *approvalFaults) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+	return s.as().ListApprovals(ctx, p)
+}
+
+// The store writes the decision and its answer is lost: the DecideApproval activity's retry finds
+// its own decision recorded and returns it, so Decide reports the decision taken (its request
+// ID), the store holds one decision, and the call runs once.
+func TestE2EApprovalDecideResponseLostIsOneDecision(t *testing.T) {
+	l := newLedger()
+	var decides, lost atomic.Int32
+	faults := &approvalFaults{
+		beforeDecide: func(*oncekey.DecideApprovalParams) { decides.Add(1) },
+		afterDecide: func(*oncekey.Approval) error {
+			if lost.Add(1) == 1 {
+				return errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+			}
+			return nil
+		},
+	}
+	e := setupE2E(t, l, approvalPolicy(0), func(s oncekey.Store) oncekey.Store { faults.Store = s; return faults })
+	run := e.start(t, "approval-decide-lost", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{
+		Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice", RequestID: "approve-lost",
+	})
+	require.NoError(t, err, "the decision was recorded; Decide must not call it refused")
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, "approve-lost", out.RequestID)
+	require.Equal(t, "alice", out.DecidedBy)
+	require.Equal(t, int32(2), decides.Load(), "the activity retried once after the lost answer")
+	require.Equal(t, int32(1), lost.Load(), "the store wrote once")
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	stored := e.approval(t, a.OperationKey)
+	require.Equal(t, oncekey.ApprovalApproved, stored.Status)
+	require.Equal(t, "alice", stored.DecidedBy)
+	require.Equal(t, int64(1), stored.Episode)
+}
+
+// An approve and a deny sent at the same moment: exactly one is recorded, the other is told how
+// the approval was decided, and the effects follow the recorded one.
+func TestE2EApprovalConcurrentApproveAndDenyOneWins(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-race", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	decisions := []reconcile.Decision{
+		{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice", RequestID: "race-approve"},
+		{Decision: reconcile.Deny, Tenant: "default", DecidedBy: "bob", Reason: "no", RequestID: "race-deny"},
+	}
+	outs := make([]*reconcile.ApprovalOutput, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, d := range decisions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = reconcile.Decide(context.Background(), e.c, a.OperationKey, d)
+		}()
+	}
+	wg.Wait()
+	won := -1
+	for i := range decisions {
+		if errs[i] == nil {
+			require.Equal(t, -1, won, "both decisions were reported recorded: %v", outs)
+			won = i
+			continue
+		}
+		var refused *reconcile.DecisionRefusedError
+		if !errors.As(errs[i], &refused) {
+			require.ErrorIs(t, errs[i], reconcile.ErrNoApproval, "the loser is refused or finds the workflow gone: %v", errs[i])
+		}
+	}
+	require.NotEqual(t, -1, won, "one decision is recorded: %v", errs)
+	stored := e.approval(t, a.OperationKey)
+	require.Equal(t, decisions[won].Decision.Status(), stored.Status)
+	require.Equal(t, decisions[won].DecidedBy, stored.DecidedBy)
+	err := run.Get(testCtx(t), nil)
+	if decisions[won].Decision == reconcile.Approve {
+		require.NoError(t, err)
+		requireRuns(t, l, 1, 1)
+	} else {
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+		requireRuns(t, l, 0, 0)
+	}
+}
+
+// The same decision is delivered twice at once, as the update and as the signal (one request
+// ID): it is recorded once, Decide reports it taken, and the call runs once.
+func TestE2EApprovalSameDecisionByUpdateAndSignal(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-twice", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	d := reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice", RequestID: "twice-1"}
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = e.c.SignalWorkflow(context.Background(), id, "", reconcile.DecideSignalName, d)
+	}()
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, d)
+	wg.Wait()
+	if err != nil {
+		// The signal may have closed the workflow before the update reached it.
+		require.ErrorIs(t, err, reconcile.ErrNoApproval)
+	} else {
+		require.Equal(t, "twice-1", out.RequestID)
+	}
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	var res reconcile.ApprovalOutput
+	require.NoError(t, e.c.GetWorkflow(context.Background(), id, "").Get(testCtx(t), &res))
+	require.Equal(t, "twice-1", res.RequestID)
+	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+}
+
+// The workflow's worker is down when the decision lands (the approval workflow runs on its own
+// task queue and worker): the approval workflow closes approved, nothing runs, and once a worker
+// is back the call is scheduled and runs once, without asking again.
+func TestE2EApprovalDecidedWhileWorkflowWorkerDownRunsOnce(t *testing.T) {
+	l := newLedger()
+	tqApprovals := "oncekey-e2e-approvals-" + t.Name()
+	e := setupE2EWith(t, l, approvalPolicy(0), func(o *interceptor.Options) { o.ReconcileTaskQueue = tqApprovals })
+	aw := sdkworker.New(e.c, tqApprovals, sdkworker.Options{})
+	require.NoError(t, aw.Start())
+	t.Cleanup(aw.Stop)
+	run := e.start(t, "approval-worker-down", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	e.w.Stop()
+	e.approve(t, a.OperationKey, "alice")
+	var out reconcile.ApprovalOutput
+	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	requireRuns(t, l, 0, 0)
+	e.startWorker(t)
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	stored := e.approval(t, a.OperationKey)
+	require.Equal(t, int64(1), stored.Episode)
+	require.Equal(t, "alice", stored.DecidedBy)
+	require.NoError(t, e.replay(t, true, "approval-worker-down"))
+}
+
+// An operator terminates the approval workflow while two proposals of the call wait on it (one
+// its child, one through the await activity): both fail at once with an error that says to call
+// again, nothing runs, and a later call asks anew (the pending episode) and runs once approved.
+func TestE2EApprovalWorkflowTerminatedFailsWaitersAndAsksAnew(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.startAgent(t, "approval-terminated", 2)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(context.Background(), "approval-terminated", "")
+		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1
+	}, 30*time.Second, 100*time.Millisecond, "the second proposal waits through the await activity")
+	require.NoError(t, e.c.TerminateWorkflow(context.Background(), id, "", "operator"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []oncekey.ToolResult
+	require.NoError(t, run.Get(ctx, &got), "the calls fail at once rather than hang")
+	require.Len(t, got, 2)
+	for _, tr := range got {
+		require.Equal(t, oncekey.OutcomeRejected, tr.Status)
+		require.Equal(t, oncekey.NextAsk, tr.NextAction)
+	}
+	requireRuns(t, l, 0, 0)
+	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+
+	again := e.startAgent(t, "approval-terminated", 1)
+	require.Equal(t, a.OperationKey, e.pendingApproval(t).OperationKey)
+	e.approve(t, a.OperationKey, "alice")
+	require.NoError(t, again.Get(testCtx(t), &got))
+	require.Equal(t, oncekey.OutcomeApplied, got[0].Status)
+	requireRuns(t, l, 1, 1)
+	require.Equal(t, int64(1), e.approval(t, a.OperationKey).Episode)
+}
+
+// The call's error when its approval workflow is terminated says what happened and what to do.
+func TestE2EApprovalWorkflowTerminatedErrorSaysCallAgain(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-terminated-msg", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	require.NoError(t, e.c.TerminateWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "", "operator"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	require.Contains(t, appErr.Error(), "ended without a decision")
+	require.Contains(t, appErr.Error(), "call it again to ask anew")
+	requireRuns(t, l, 0, 0)
+}
+
+// An operator resets the approval workflow to its first workflow task while a call waits: the
+// new run asks the store again (the same pending episode), a decision on it reaches the waiting
+// call, and the call runs once.
+func TestE2EApprovalWorkflowResetStillDecides(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-reset", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	var first int64
+	for _, ev := range e.history(t, id).Events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			first = ev.GetEventId()
+			break
+		}
+	}
+	require.NotZero(t, first)
+	d, err := e.c.DescribeWorkflow(context.Background(), id, "")
+	require.NoError(t, err)
+	_, err = e.c.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: "default", WorkflowExecution: d.RawResponse.GetWorkflowExecutionInfo().GetExecution(), Reason: "operator",
+		WorkflowTaskFinishEventId: first, RequestId: "reset-1",
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting
+	}, 30*time.Second, 100*time.Millisecond)
+	e.approve(t, a.OperationKey, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, nil), "the decision of the reset run reaches the call")
+	requireRuns(t, l, 1, 1)
+}
+
+// The deadline passes while a decision is being written: the decision being recorded decides,
+// not the timer, and the call runs once.
+func TestE2EApprovalDeadlineWhileDecisionInFlight(t *testing.T) {
+	l := newLedger()
+	faults := &approvalFaults{}
+	e := setupE2E(t, l, approvalPolicy(3*time.Second), func(s oncekey.Store) oncekey.Store { faults.Store = s; return faults })
+	run := e.start(t, "approval-deadline-inflight", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	faults.beforeDecide = func(p *oncekey.DecideApprovalParams) {
+		if p.Status == oncekey.ApprovalApproved {
+			<-time.After(time.Until(a.Deadline) + 2*time.Second) // the deadline passes meanwhile
+		}
+	}
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+}
+
+// TwoArgsWorkflow proposes CreateTicket at one step ID twice at once with different arguments.
+func TwoArgsWorkflow(ctx workflow.Context) ([]oncekey.ToolResult, error) {
+	ctx = workflow.WithActivityOptions(oncekey.WithStepID(ctx, "same"), workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	ins := []TicketRequest{req, {Customer: "acme", Subject: "refund everything", RequestID: "r-2"}}
+	out := make([]oncekey.ToolResult, len(ins))
+	wg := workflow.NewWaitGroup(ctx)
+	for i, in := range ins {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			var t Ticket
+			err := workflow.ExecuteActivity(ctx, "CreateTicket", in).Get(ctx, &t)
+			out[i] = oncekey.Label(t, err)
+		})
+	}
+	wg.Wait(ctx)
+	return out, nil
+}
+
+// A call re-proposed under the same key with other arguments while the first waits: it does not
+// ride the first call's approval; once that is approved the first runs and the second is refused
+// as a fingerprint mismatch; one effect.
+func TestE2EApprovalReproposalWithOtherArgumentsIsRefused(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-other-args", TaskQueue: e.tq, WorkflowExecutionTimeout: time.Minute}, TwoArgsWorkflow)
+	require.NoError(t, err)
+	a := e.pendingApproval(t)
+	e.approve(t, a.OperationKey, "alice")
+	var got []oncekey.ToolResult
+	require.NoError(t, run.Get(testCtx(t), &got))
+	statuses := []oncekey.Outcome{got[0].Status, got[1].Status}
+	require.ElementsMatch(t, []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeRejected}, statuses)
+	requireRuns(t, l, 1, 1)
+	onlyTicket(t, l)
+	require.NoError(t, e.replay(t, true, "approval-other-args"))
+}
+
+// A flood of invalid decision signals makes the approval workflow continue as new while a valid
+// decision arrives among them: the valid one decides (in whichever run takes it), and the call
+// runs once.
+func TestE2EApprovalContinueAsNewFloodKeepsValidDecision(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-flood", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	ctx := context.Background()
+	for i := range reconcile.MaxInvalidSignals + 30 {
+		if i == reconcile.MaxInvalidSignals {
+			require.NoError(t, e.c.SignalWorkflow(ctx, id, "", reconcile.DecideSignalName,
+				reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "valid", RequestID: "the-one"}))
+			continue
+		}
+		err := e.c.SignalWorkflow(ctx, id, "", reconcile.DecideSignalName, map[string]any{"decision": "approve", "tenant": "mallory"})
+		if err != nil {
+			require.ErrorContains(t, err, "already completed", "only a decided workflow stops taking signals")
+			break
+		}
+	}
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	stored := e.approval(t, a.OperationKey)
+	require.Equal(t, oncekey.ApprovalApproved, stored.Status)
+	require.Equal(t, "valid", stored.DecidedBy)
+	var out reconcile.ApprovalOutput
+	require.NoError(t, e.c.GetWorkflow(ctx, id, "").Get(testCtx(t), &out))
+	require.Equal(t, "the-one", out.RequestID)
+}
+
+// After a flood of invalid signals has continued the approval workflow as new, the new run still
+// waits on the same episode, keeps the count and that the episode was asked by this call
+// (Created), and takes a decision by update; the call runs once.
+func TestE2EApprovalContinuedAsNewTakesTheDecision(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-continued", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	ctx := context.Background()
+	d0, err := e.c.DescribeWorkflow(ctx, id, "")
+	require.NoError(t, err)
+	firstRun := d0.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for range reconcile.MaxInvalidSignals {
+		require.NoError(t, e.c.SignalWorkflow(ctx, id, "", reconcile.DecideSignalName, map[string]any{"decision": "approve", "tenant": "mallory"}))
+	}
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(ctx, id, "")
+		if err != nil || d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() == firstRun {
+			return false
+		}
+		rep, err := reconcile.QueryApproval(ctx, e.c, a.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting && rep.InvalidSignals == reconcile.MaxInvalidSignals
+	}, 30*time.Second, 100*time.Millisecond, "the flood continued the approval as new, and the new run waits")
+	out := e.approve(t, a.OperationKey, "alice")
+	require.True(t, out.Created, "the new run knows the episode was asked for this call")
+	require.Equal(t, int64(1), out.Episode)
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	require.NoError(t, e.replay(t, true, "approval-continued"))
+}
+
+// ApprovalPolicy.Required answers no on the workflow and yes on the worker (it reads the
+// activity ID, which only the worker has): nothing is asked, and the worker refuses the call,
+// nothing runs, with an error that names Required as a cause.
+func TestE2EApprovalRequiredDiffersFailsClosed(t *testing.T) {
+	l := newLedger()
+	p := approvalPolicy(0)
+	p.Approval.Required = func(op oncekey.Operation) bool { return op.ActivityID != "" }
+	e := setupE2E(t, l, p)
+	run := e.start(t, "approval-required-differs", req, 10*time.Second)
+	err := run.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	require.Contains(t, appErr.Error(), "ApprovalPolicy.Required")
+	requireRuns(t, l, 0, 0)
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	require.NoError(t, err)
+	require.Empty(t, res.Approvals, "nothing was asked")
+}
+
+// hostileMarkdown is text a model can put into a tool's arguments, and so into a summary, that
+// Markdown would render as something else than itself: a forged line, emphasis, a link, an
+// image that calls out, raw HTML.
+const hostileMarkdown = "acme\n\n**APPROVED by security** [approve here](https://evil.example/a) ![x](https://evil.example/t.png) <img src=x onerror=alert(1)> `oncekey approve ok1_forged`\u202e"
+
+// requireInertMarkdown checks that s carries none of hostileMarkdown's constructs as Markdown.
+func requireInertMarkdown(t *testing.T, what, s string) {
+	t.Helper()
+	for _, bad := range []string{"**APPROVED", "[approve here](", "![x](", " <img", "`oncekey approve ok1_forged`", "\u202e"} {
+		require.NotContains(t, s, bad, "%s renders %q:\n%s", what, bad, s)
+	}
+	require.Contains(t, s, mdtext.Text(hostileMarkdown), "%s shows the text escaped", what)
+}
+
+// Hostile text in a summary (from the call's arguments) and in who decided is shown inert in the
+// Temporal UI: the approval workflow's summary, details and current details.
+func TestE2EApprovalUIShowsHostileStringsInert(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	in := req
+	in.Customer = hostileMarkdown
+	run := e.start(t, "approval-hostile-ui", in, 10*time.Second)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	desc, err := e.c.DescribeWorkflow(context.Background(), id, "")
+	require.NoError(t, err)
+	summary, err := desc.GetStaticSummary()
+	require.NoError(t, err)
+	require.NotContains(t, summary, "\n", "the summary is one line")
+	requireInertMarkdown(t, "static summary", summary)
+	require.Contains(t, summary, "acme")
+	details, err := desc.GetStaticDetails()
+	require.NoError(t, err)
+	requireInertMarkdown(t, "static details", details)
+	require.Contains(t, details, "`oncekey approve "+a.OperationKey+" --tenant default`")
+	current := func() string {
+		v, err := e.c.QueryWorkflow(context.Background(), id, "", "__temporal_workflow_metadata")
+		require.NoError(t, err)
+		var md sdkpb.WorkflowMetadata
+		require.NoError(t, v.Get(&md))
+		return md.GetCurrentDetails()
+	}
+	requireInertMarkdown(t, "current details", current())
+	_, err = reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Deny, Tenant: "default",
+		DecidedBy: hostileMarkdown, Reason: hostileMarkdown})
+	require.NoError(t, err)
+	requireInertMarkdown(t, "current details once decided", current())
+	var tr oncekey.ToolResult
+	err = run.Get(testCtx(t), &tr)
+	require.Error(t, err)
+	requireRuns(t, l, 0, 0)
+	require.True(t, strings.HasPrefix(e.approval(t, a.OperationKey).DecidedBy, "acme\n\n**APPROVED"), "the store keeps the text as given")
+}
