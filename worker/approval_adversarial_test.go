@@ -231,6 +231,10 @@ func TestE2EApprovalWorkflowTerminatedFailsWaitersAndAsksAnew(t *testing.T) {
 	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
 
 	again := e.startAgent(t, "approval-terminated", 1)
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(context.Background(), id, "")
+		return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}, 30*time.Second, 100*time.Millisecond, "the later call starts a new approval workflow")
 	require.Equal(t, a.OperationKey, e.pendingApproval(t).OperationKey)
 	e.approve(t, a.OperationKey, "alice")
 	require.NoError(t, again.Get(testCtx(t), &got))
