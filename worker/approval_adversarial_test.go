@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -19,9 +20,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/mdtext"
+	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/reconcile"
+	"github.com/oncekey/oncekey/worker"
 )
 
 // approvalFaults is a store whose DecideApproval a test can interfere with at one exact point.
@@ -493,4 +497,124 @@ func TestE2EApprovalUIShowsHostileStringsInert(t *testing.T) {
 	require.Error(t, err)
 	requireRuns(t, l, 0, 0)
 	require.True(t, strings.HasPrefix(e.approval(t, a.OperationKey).DecidedBy, "acme\n\n**APPROVED"), "the store keeps the text as given")
+}
+
+// requestKey keys CreateTicket calls by their request ID, so calls of different workflows share
+// one operation (and one approval).
+var requestKey = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
+	var r TicketRequest
+	if err := json.Unmarshal(op.ArgsJSON, &r); err != nil {
+		return "", err
+	}
+	return "request:" + r.RequestID, nil
+})
+
+// The reconciliation another workflow waits on is terminated: the waiting workflow fails at once
+// with an unknown outcome that says to run the step again, rather than wait forever; the body
+// ran once.
+func TestE2EReconciliationTerminatedReleasesTheOtherWaiter(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Key: requestKey})
+	first := e.start(t, "recon-terminated-a", req, 10*time.Second)
+	key := e.waitingKey(t)
+	second := e.start(t, "recon-terminated-b", req, 10*time.Second)
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(context.Background(), "recon-terminated-b", "")
+		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1 &&
+			d.RawResponse.GetPendingActivities()[0].GetActivityType().GetName() == activities.AwaitReconciliationName
+	}, 30*time.Second, 100*time.Millisecond)
+	require.NoError(t, e.c.TerminateWorkflow(context.Background(), reconcile.WorkflowID(key), "", "operator"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, run := range []client.WorkflowRun{first, second} {
+		err := run.Get(ctx, nil)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "the call fails at once rather than hang")
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, oncekey.ErrTypeIndeterminate, appErr.Type())
+		require.Contains(t, appErr.Error(), "run the step again")
+	}
+	requireRuns(t, l, 1, 1)
+}
+
+// A decision for an episode that timed out, delivered once the next call asked again (episode
+// 2), is refused as an update and as a signal: it cannot approve the new request. A decision for
+// episode 2 then does, and the call runs once.
+func TestE2EApprovalLateDecisionForTimedOutEpisodeIsRefused(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(2*time.Second))
+	err := e.start(t, "approval-late", req, 10*time.Second).Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Contains(t, appErr.Error(), "nobody approved")
+	p := approvalPolicy(time.Hour)
+	e.w.Stop()
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(l.CreateTicket, p))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	require.NoError(t, err)
+	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	w := sdkworker.New(c, e.tq, sdkworker.Options{})
+	registerWorkflows(w)
+	w.RegisterActivity(l.CreateTicket)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	run := e.start(t, "approval-late", req, 10*time.Second)
+	var a *oncekey.Approval
+	require.Eventually(t, func() bool {
+		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		if err != nil || len(res.Approvals) != 1 {
+			return false
+		}
+		a = res.Approvals[0]
+		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting && rep.Episode == 2
+	}, 30*time.Second, 100*time.Millisecond, "the next call asks again, episode 2")
+	var refused *reconcile.DecisionRefusedError
+	_, err = reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 1, DecidedBy: "late"})
+	require.ErrorAs(t, err, &refused)
+	require.Contains(t, refused.Reason, "episode 1")
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	require.NoError(t, e.c.SignalWorkflow(context.Background(), id, "", reconcile.DecideSignalName,
+		reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 1, DecidedBy: "late", RequestID: "late-sig"}))
+	require.Eventually(t, func() bool {
+		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+		return err == nil && rep.LastInvalidRequestID == "late-sig"
+	}, 30*time.Second, 100*time.Millisecond)
+	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+	requireRuns(t, l, 0, 0)
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 2, DecidedBy: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), out.Episode)
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+}
+
+// Two workflows call the tool with one explicit key while it waits for approval: the second finds
+// the approval workflow running (the server says already started) and waits on it; one approval
+// releases both, the tool runs once and the second replays it.
+func TestE2EApprovalSharedAcrossWorkflows(t *testing.T) {
+	l := newLedger()
+	p := approvalPolicy(0)
+	p.Key = requestKey
+	e := setupE2E(t, l, p)
+	first := e.start(t, "approval-across-a", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	second := e.start(t, "approval-across-b", req, 10*time.Second)
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(context.Background(), "approval-across-b", "")
+		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1 &&
+			d.RawResponse.GetPendingActivities()[0].GetActivityType().GetName() == activities.AwaitReconciliationName
+	}, 30*time.Second, 100*time.Millisecond, "the second workflow waits on the first's approval")
+	e.approve(t, a.OperationKey, "alice")
+	var t1, t2 Ticket
+	require.NoError(t, first.Get(testCtx(t), &t1))
+	require.NoError(t, second.Get(testCtx(t), &t2))
+	require.Equal(t, t1, t2)
+	requireRuns(t, l, 1, 1)
+	require.Equal(t, int64(1), e.approval(t, a.OperationKey).Episode)
+	require.NoError(t, e.replay(t, true, "approval-across-a", "approval-across-b"))
 }
