@@ -594,6 +594,12 @@ type AwaitInput struct {
 	// workflow: the answer (AwaitOutput.Approval) is read from the store's approval once the
 	// workflow has closed, for the same reason.
 	Approval RecordRef `json:"approval,omitzero"`
+	// Fingerprint, with Approval set, is the waiting call's fingerprint. An approval the store
+	// holds for another fingerprint (the key's approval was asked for other arguments) is answered
+	// at once, while the workflow still waits, as AwaitOutput.Approval with FingerprintMismatch
+	// set: the call is refused without waiting for a decision that cannot be its. "" (an input
+	// from before the field existed) waits for the workflow to close.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // AwaitOutput is what AwaitReconciliation saw. Done is false when the activity's own time ran
@@ -691,7 +697,19 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 	if in.Approval.OperationKey != "" {
 		into = nil // the store answers
 	}
-	done, failure, err := awaitWorkflow(ctx, in.WorkflowID, into)
+	var mismatch *AwaitOutput
+	var before func(context.Context) (bool, error)
+	if in.Approval.OperationKey != "" && in.Fingerprint != "" {
+		before = func(ctx context.Context) (bool, error) {
+			out, err := a.otherFingerprint(ctx, in)
+			mismatch = out
+			return out != nil, err
+		}
+	}
+	done, failure, err := awaitWorkflow(ctx, in.WorkflowID, into, before)
+	if mismatch != nil {
+		return *mismatch, nil
+	}
 	switch {
 	case err != nil || !done:
 		return AwaitOutput{}, err
@@ -708,7 +726,10 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 // awaitWorkflow waits for workflow id to close, decoding its result into out (nil: not read).
 // done is false when the activity's own time ran out first; failure is the workflow's failure
 // when it closed without a result (failed, timed out, terminated). It heartbeats while it waits.
-func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure string, err error) {
+//
+// before, if not nil, runs before each wait; when it reports stop, awaitWorkflow returns done at
+// once (or its error).
+func awaitWorkflow(ctx context.Context, id string, out any, before func(context.Context) (stop bool, err error)) (done bool, failure string, err error) {
 	c := activity.GetClient(ctx)
 	info := activity.GetInfo(ctx)
 	budget := 5 * time.Minute
@@ -717,6 +738,11 @@ func awaitWorkflow(ctx context.Context, id string, out any) (done bool, failure 
 	}
 	end := time.Now().Add(budget)
 	for time.Now().Before(end) {
+		if before != nil {
+			if stop, err := before(ctx); stop || err != nil {
+				return stop, "", err
+			}
+		}
 		wait := min(time.Until(end), 20*time.Second)
 		if info.HeartbeatTimeout > 0 {
 			wait = min(wait, info.HeartbeatTimeout/2)

@@ -196,3 +196,30 @@ func (a *Activities) awaitedApproval(ctx context.Context, in AwaitInput) (AwaitO
 	out := answerOf(ap).Output()
 	return AwaitOutput{Done: true, Approval: &out}, nil
 }
+
+// otherFingerprint returns the answer for a call waiting on an approval the store holds for
+// another fingerprint (AwaitOutput.Approval, FingerprintMismatch set, Fingerprint the stored
+// one), or nil: no approval yet (the approval workflow is still asking), or one of the call's
+// fingerprint. An approval of another namespace or tool is an ErrTypeForeignRecord error.
+func (a *Activities) otherFingerprint(ctx context.Context, in AwaitInput) (*AwaitOutput, error) {
+	s, err := a.approvals()
+	if err != nil {
+		return nil, err
+	}
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Approval.Tenant, OperationKey: in.Approval.OperationKey})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("activities: await approval %s: %w", in.Approval.OperationKey, err)
+	}
+	if err := boundApproval(ctx, ap, in.Approval.Tool); err != nil {
+		return nil, err
+	}
+	if ap.Fingerprint == in.Fingerprint {
+		return nil, nil
+	}
+	out := answerOf(ap).Output()
+	out.FingerprintMismatch = true
+	return &AwaitOutput{Done: true, Approval: &out}, nil
+}

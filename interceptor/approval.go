@@ -78,7 +78,7 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 		// neither cancels the request nor keeps it from starting, and the approval outlives it.
 		dctx, _ := workflow.NewDisconnectedContext(gctx)
 		child := a.start(dctx, tq, in)
-		out, err := a.wait(gctx, dctx, child, tq, req.Key)
+		out, err := a.wait(gctx, dctx, child, tq, req)
 		if err == nil {
 			err = a.refusal(req, out)
 		}
@@ -214,15 +214,18 @@ func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
 
 // wait waits for the approval workflow's decision: its result, or, when the key's approval
 // workflow was already running (another call waits on the same approval), that workflow's
-// decision as the store has it once it closes. A cancelled workflow stops waiting; the approval
-// workflow goes on without it.
-func (a *approvalCall) wait(ctx, dctx workflow.Context, child workflow.ChildWorkflowFuture, tq, key string) (reconcile.ApprovalOutput, error) {
+// decision as the store has it once it closes; an approval the store holds for another
+// fingerprint is answered at once, so a call of other arguments is refused without waiting. A
+// cancelled workflow stops waiting; the approval workflow goes on without it.
+func (a *approvalCall) wait(ctx, dctx workflow.Context, child workflow.ChildWorkflowFuture, tq string, req approvalRequest) (reconcile.ApprovalOutput, error) {
+	key := req.Key
 	id := reconcile.ApprovalWorkflowID(key)
 	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil {
 		if !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			return reconcile.ApprovalOutput{}, a.undecided(key, err)
 		}
-		res, err := awaitWorkflow(ctx, tq, activities.AwaitInput{WorkflowID: id, Approval: activities.RecordRef{Tenant: a.tenant, OperationKey: key, Tool: a.name}})
+		res, err := awaitWorkflow(ctx, tq, "oncekey: waits for the approval of "+a.name+" ("+id+")",
+			activities.AwaitInput{WorkflowID: id, Approval: activities.RecordRef{Tenant: a.tenant, OperationKey: key, Tool: a.name}, Fingerprint: req.Fingerprint})
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return reconcile.ApprovalOutput{}, temporal.NewCanceledError()

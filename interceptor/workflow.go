@@ -750,7 +750,7 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 }
 
 func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconcile.Output, error) {
-	res, err := awaitWorkflow(ctx, tq, activities.AwaitInput{WorkflowID: id, Record: activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.tool}})
+	res, err := awaitWorkflow(ctx, tq, "", activities.AwaitInput{WorkflowID: id, Record: activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.tool}})
 	if err != nil {
 		if l.cancelOwned && ctx.Err() != nil {
 			// The workflow was cancelled; the running reconciliation owns the key.
@@ -765,9 +765,12 @@ func (l *effectfulLoop) await(ctx workflow.Context, tq, key, id string) (reconci
 }
 
 // awaitWorkflow waits, with the AwaitReconciliation activity on task queue tq, for the workflow
-// in names (another workflow's reconciliation or approval workflow of a key) to close.
-func awaitWorkflow(ctx workflow.Context, tq string, in activities.AwaitInput) (activities.AwaitOutput, error) {
+// in names (another workflow's reconciliation or approval workflow of a key) to close. summary,
+// if not "", is the activity's summary in the Temporal UI (it names the wait; the activity type
+// is the same for both).
+func awaitWorkflow(ctx workflow.Context, tq, summary string, in activities.AwaitInput) (activities.AwaitOutput, error) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
 		TaskQueue:           tq,
 		StartToCloseTimeout: 10 * time.Minute,
 		HeartbeatTimeout:    time.Minute,

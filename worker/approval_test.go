@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -373,6 +374,56 @@ func TestE2EApprovalCancelledWhileWaiting(t *testing.T) {
 	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
 	requireRuns(t, l, 0, 0)
 	require.NoError(t, e.replay(t, true, "approval-cancelled", reconcile.ApprovalWorkflowID(a.OperationKey)))
+}
+
+// SecondCall is what SameStepOtherArgumentsWorkflow saw of its second call: the model's result
+// and the error's application error type.
+type SecondCall struct {
+	Result  oncekey.ToolResult
+	ErrType string
+}
+
+// SameStepOtherArgumentsWorkflow creates a ticket for req at step "t" and, on the signal "go"
+// while that call may still wait, one for another subject at the same step; it returns what it
+// saw of the second at once, leaving the first to wait.
+func SameStepOtherArgumentsWorkflow(ctx workflow.Context) (SecondCall, error) {
+	ctx = oncekey.WithStepID(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second}), "t")
+	workflow.ExecuteActivity(ctx, "CreateTicket", req)
+	workflow.GetSignalChannel(ctx, "go").Receive(ctx, nil)
+	other := req
+	other.Subject = "another subject"
+	var t Ticket
+	err := workflow.ExecuteActivity(ctx, "CreateTicket", other).Get(ctx, &t)
+	out := SecondCall{Result: oncekey.Label(t, err)}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		out.ErrType = appErr.Type()
+	}
+	return out, nil
+}
+
+// A call at the same step with other arguments, made while the step's approval is pending, is
+// refused at once as a fingerprint mismatch (the pending approval was asked for other
+// arguments), not held until that approval is decided; nothing runs, and the first call still
+// waits on its approval.
+func TestE2EApprovalOtherArgumentsWhilePendingFailsFast(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-other-args", TaskQueue: e.tq, WorkflowExecutionTimeout: 2 * time.Minute},
+		SameStepOtherArgumentsWorkflow)
+	require.NoError(t, err)
+	a := e.pendingApproval(t)
+	require.NoError(t, e.c.SignalWorkflow(context.Background(), "approval-other-args", "", "go", nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var second SecondCall
+	require.NoError(t, run.Get(ctx, &second), "the second call is answered without a decision on the first's approval")
+	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, second.ErrType)
+	require.Equal(t, oncekey.OutcomeRejected, second.Result.Status)
+	require.False(t, second.Result.SafeToRepeat)
+	requireRuns(t, l, 0, 0)
+	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status, "the first call's approval still waits")
+	require.NoError(t, e.replay(t, true, "approval-other-args", reconcile.ApprovalWorkflowID(a.OperationKey)))
 }
 
 // TwoStepsWorkflow creates a ticket at step "a", waits for the signal "go", then creates one at

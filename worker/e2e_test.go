@@ -262,6 +262,7 @@ func registerWorkflows(r interface{ RegisterWorkflow(any) }) {
 	r.RegisterWorkflow(TicketWorkflow)
 	r.RegisterWorkflow(AgentTicketWorkflow)
 	r.RegisterWorkflow(TwoArgsWorkflow)
+	r.RegisterWorkflow(SameStepOtherArgumentsWorkflow)
 }
 
 // outcomes returns the outcome labels of the claimed calls so far.
