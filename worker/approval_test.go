@@ -409,11 +409,11 @@ func SameStepOtherArgumentsWorkflow(ctx workflow.Context) (SecondCall, error) {
 func TestE2EApprovalOtherArgumentsWhilePendingFailsFast(t *testing.T) {
 	l := newLedger()
 	e := setupE2E(t, l, approvalPolicy(0))
-	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-other-args", TaskQueue: e.tq, WorkflowExecutionTimeout: 2 * time.Minute},
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-other-args-pending", TaskQueue: e.tq, WorkflowExecutionTimeout: 2 * time.Minute},
 		SameStepOtherArgumentsWorkflow)
 	require.NoError(t, err)
 	a := e.pendingApproval(t)
-	require.NoError(t, e.c.SignalWorkflow(context.Background(), "approval-other-args", "", "go", nil))
+	require.NoError(t, e.c.SignalWorkflow(context.Background(), "approval-other-args-pending", "", "go", nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var second SecondCall
@@ -423,7 +423,8 @@ func TestE2EApprovalOtherArgumentsWhilePendingFailsFast(t *testing.T) {
 	require.False(t, second.Result.SafeToRepeat)
 	requireRuns(t, l, 0, 0)
 	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status, "the first call's approval still waits")
-	require.NoError(t, e.replay(t, true, "approval-other-args", reconcile.ApprovalWorkflowID(a.OperationKey)))
+	require.NoError(t, e.replay(t, true, "approval-other-args-pending", reconcile.ApprovalWorkflowID(a.OperationKey)))
+	require.NoError(t, e.c.TerminateWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "", "test done"))
 }
 
 // TwoStepsWorkflow creates a ticket at step "a", waits for the signal "go", then creates one at
