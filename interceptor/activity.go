@@ -36,6 +36,14 @@ const storeWriteTimeout = 15 * time.Second
 type activityInbound struct {
 	tinterceptor.ActivityInboundInterceptorBase
 	root *root
+	// hb keeps this attempt's heartbeats; set by Init.
+	hb *heartbeats
+}
+
+// Init wraps the activity outbound side, so that the user's heartbeats pass through hb.
+func (a *activityInbound) Init(outbound tinterceptor.ActivityOutboundInterceptor) error {
+	a.hb = &heartbeats{next: outbound}
+	return a.Next.Init(&activityOutbound{ActivityOutboundInterceptorBase: tinterceptor.ActivityOutboundInterceptorBase{Next: outbound}, hb: a.hb})
 }
 
 // call is one interception of a claimed tool.
@@ -61,6 +69,8 @@ type call struct {
 	epoch int64
 	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval.
 	needsApproval bool
+	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (nil: none).
+	hb *heartbeats
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -76,7 +86,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.
 			return a.Next.ExecuteActivity(ctx, in)
 		}
 	}
-	c := &call{root: a.root, next: a.Next, info: info, tool: activityType, start: time.Now()}
+	c := &call{root: a.root, next: a.Next, info: info, tool: activityType, start: time.Now(), hb: a.hb}
 	claimed, err := c.resolve(ctx, in)
 	if err == nil && !claimed {
 		// A routed call whose tool is ReadOnly: nothing to claim.
@@ -855,7 +865,7 @@ func (c *call) report(ctx context.Context, err error) {
 }
 
 // leaseRenewer renews a claim's lease every Lease/3 while the body runs, until the attempt's
-// context is done.
+// context is done; beside it, heartbeatForBody heartbeats for the body (see heartbeats).
 type leaseRenewer struct {
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -874,6 +884,13 @@ func (l *leaseRenewer) stop() error {
 func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody context.CancelCauseFunc) *leaseRenewer {
 	l := &leaseRenewer{done: make(chan struct{})}
 	every := c.policy.Lease / 3
+	if c.hb != nil && !c.root.opts.DisableBodyHeartbeat {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			c.heartbeatForBody(ctx, l.done)
+		}()
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()

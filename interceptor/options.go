@@ -50,6 +50,18 @@ type Options struct {
 	// client.Options.Plugins. Defaults to converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
 
+	// DisableBodyHeartbeat turns off the heartbeats oncekey sends while a claimed (Effectful or
+	// Idempotent) body runs. Temporal tells a running activity it was paused (`temporal activity
+	// pause`), reset or cancelled only in a heartbeat's answer; oncekey heartbeats with the lease
+	// renewal (every Lease/3, or every half of the activity's HeartbeatTimeout when shorter)
+	// whenever the body has not heartbeated since the last time, repeating the details of the
+	// body's latest activity.RecordHeartbeat, so the body's progress details are kept. An attempt
+	// that started with an earlier attempt's heartbeat details gets no heartbeat from oncekey
+	// until the body heartbeats itself (one would clear them). The heartbeats also keep a body
+	// that never heartbeats itself from timing out on HeartbeatTimeout while its worker lives.
+	// Defaults to false: oncekey heartbeats.
+	DisableBodyHeartbeat bool
+
 	// EscalationTimeout bounds how long a reconciliation workflow waits for a person; when it
 	// passes, the reconciliation fails with an error saying nobody resolved the operation and the
 	// waiting activity fails with an IndeterminateOutcome error. Defaults to 0: wait forever.
