@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,7 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testenv"
@@ -37,6 +41,15 @@ func (l *ledger) heartbeatUntilDone(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// interruptedBy records and returns context.Cause(ctx) of a body whose context ended.
+func (l *ledger) interruptedBy(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	l.mu.Lock()
+	l.interrupted = append(l.interrupted, cause)
+	l.mu.Unlock()
+	return cause
 }
 
 func (l *ledger) interruptions() []error {
@@ -149,4 +162,136 @@ func TestE2EActivityPauseAfterTheDownstreamIsReconciled(t *testing.T) {
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects, "never a second effect")
 	require.Equal(t, 1, bodies, "the body did not run again")
+}
+
+// `temporal activity pause` on an Effectful tool whose long body never heartbeats and waits for
+// its context to end before it sends its request downstream: oncekey's heartbeats (with the
+// lease renewal) bring the body the pause, the body says it did not act, and its claim is given
+// back; `temporal activity unpause` runs the call again, which lands the one effect. With a
+// HeartbeatTimeout the SDK sends a heartbeat at most every 0.8 × it; without one, every
+// worker.Options.DefaultHeartbeatThrottleInterval (30 s by default; 500 ms here, so the test is
+// short).
+func TestE2EActivityPauseReachesABodyThatNeverHeartbeats(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		heartbeat time.Duration
+		// throttle, if set, is the worker's DefaultHeartbeatThrottleInterval.
+		throttle time.Duration
+	}{
+		{name: "heartbeat-timeout", heartbeat: 2 * time.Second},
+		{name: "no-heartbeat-timeout", throttle: 500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLedger(faultWaitBeforeCommit)
+			e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: 1500 * time.Millisecond})
+			if tc.throttle > 0 {
+				e.w.Stop()
+				e.startWorkerWith(t, sdkworker.Options{DefaultHeartbeatThrottleInterval: tc.throttle})
+			}
+			id := "pause-never-heartbeats-" + tc.name
+			run := e.startWith(t, id, req, CallOptions{StartToClose: time.Minute, Heartbeat: tc.heartbeat})
+			e.pauseRunningActivity(t, id, func() bool { _, bodies := l.counts(); return bodies == 1 })
+			ctx := context.Background()
+			require.Eventually(t, func() bool {
+				res, err := reconcile.List(ctx, e.store, oncekey.ListParams{Status: oncekey.StatusReleased})
+				return err == nil && len(res.Records) == 1
+			}, 20*time.Second, 50*time.Millisecond, "the paused body did not give its claim back")
+			effects, _ := l.counts()
+			require.Zero(t, effects)
+			require.Eventually(t, func() bool {
+				a, ok := e.pendingActivity(t, id)
+				return ok && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_PAUSED
+			}, 20*time.Second, 50*time.Millisecond, "the activity is not paused")
+			e.temporalCLI(t, "activity", "unpause", "--workflow-id", id, "--activity-id", e.pausedActivity)
+
+			var got Ticket
+			require.NoError(t, run.Get(testCtx(t), &got))
+			require.Equal(t, "T-1", got.ID)
+			effects, bodies := l.counts()
+			require.Equal(t, 1, effects, "one effect downstream")
+			require.Equal(t, 2, bodies, "the paused body gave its claim back and the call ran again")
+			causes := l.interruptions()
+			require.Len(t, causes, 1)
+			require.ErrorIs(t, causes[0], activity.ErrActivityPaused, "the pause, not a timeout, ended the body")
+			require.Equal(t, []oncekey.Outcome{oncekey.OutcomeFailed, oncekey.OutcomeApplied}, e.outcomes())
+		})
+	}
+}
+
+// progress is what a body records as its heartbeat details.
+type progress struct {
+	Stage string `json:"stage"`
+	Done  int    `json:"done"`
+}
+
+var bodyProgress = progress{Stage: "validated", Done: 3}
+
+// A long Effectful body that heartbeats its progress once and then never again keeps that
+// progress on the server while oncekey heartbeats for it: DescribeWorkflow shows the pending
+// activity's last heartbeat time moving on (oncekey's heartbeats, which also keep it from its
+// 2 s HeartbeatTimeout) and its heartbeat details still the body's.
+func TestE2EBodyHeartbeatKeepsTheBodysDetails(t *testing.T) {
+	l := newLedger(faultProgressBeforeGate)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: 1500 * time.Millisecond})
+	run := e.startWith(t, "body-heartbeat-details", req, CallOptions{StartToClose: time.Minute, Heartbeat: 2 * time.Second})
+	detailsOf := func(a *workflowpb.PendingActivityInfo) progress {
+		var p progress
+		if a.GetHeartbeatDetails() != nil {
+			_ = converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p)
+		}
+		return p
+	}
+	var first time.Time
+	require.Eventually(t, func() bool {
+		a, ok := e.pendingActivity(t, "body-heartbeat-details")
+		if !ok || detailsOf(a) != bodyProgress {
+			return false
+		}
+		first = a.GetLastHeartbeatTime().AsTime()
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "the body's heartbeat never reached the server")
+	// Watch the pending activity until oncekey has heartbeated for it several times; stop at the
+	// first sight of anything else (checked after the wait, on the test's goroutine).
+	var (
+		beats   int
+		problem string
+	)
+	last := first
+	require.Eventually(t, func() bool {
+		a, ok := e.pendingActivity(t, "body-heartbeat-details")
+		switch {
+		case !ok:
+			problem = "the activity ended while the body waited"
+		case detailsOf(a) != bodyProgress:
+			problem = fmt.Sprintf("the body's heartbeat details were replaced: %+v", detailsOf(a))
+		case a.GetAttempt() != 1:
+			problem = fmt.Sprintf("attempt %d: the first timed out", a.GetAttempt())
+		}
+		if problem != "" {
+			return true
+		}
+		if at := a.GetLastHeartbeatTime().AsTime(); at.After(last) {
+			beats++
+			last = at
+		}
+		return beats >= 3 && last.Sub(first) > 3*time.Second
+	}, 30*time.Second, 100*time.Millisecond, "oncekey did not heartbeat for the body")
+	require.Empty(t, problem)
+	close(l.gate)
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, "T-1", got.ID)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+}
+
+// pendingActivity returns the one pending activity of the workflow id, if it has one.
+func (e *e2e) pendingActivity(t *testing.T, id string) (*workflowpb.PendingActivityInfo, bool) {
+	t.Helper()
+	d, err := e.c.DescribeWorkflow(context.Background(), id, "")
+	if err != nil || len(d.RawResponse.GetPendingActivities()) != 1 {
+		return nil, false
+	}
+	return d.RawResponse.GetPendingActivities()[0], true
 }

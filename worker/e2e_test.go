@@ -13,6 +13,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -58,6 +59,11 @@ const (
 	// before it sends its request downstream, or after the downstream committed (pause_test.go).
 	faultHeartbeatBeforeCommit = "heartbeat-before-commit"
 	faultHeartbeatAfterCommit  = "heartbeat-after-commit"
+	// A long body that never heartbeats and waits for its context to end before it sends its
+	// request downstream (oncekey's heartbeats bring it the pause); one that heartbeats its
+	// progress once, then waits for the gate and commits.
+	faultWaitBeforeCommit   = "wait-before-commit"
+	faultProgressBeforeGate = "progress-before-gate"
 )
 
 type TicketRequest struct {
@@ -144,6 +150,16 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 	case faultHeartbeatAfterCommit:
 		l.commit(key, in)
 		return Ticket{}, fmt.Errorf("interrupted after the request was sent: %w", l.heartbeatUntilDone(ctx))
+	case faultWaitBeforeCommit:
+		<-ctx.Done()
+		return Ticket{}, oncekey.NotApplied(fmt.Errorf("interrupted before the request was sent: %w", l.interruptedBy(ctx)))
+	case faultProgressBeforeGate:
+		activity.RecordHeartbeat(ctx, bodyProgress)
+		select {
+		case <-l.gate:
+		case <-ctx.Done():
+			return Ticket{}, oncekey.NotApplied(ctx.Err())
+		}
 	case faultGate:
 		select {
 		case <-l.gate:
@@ -249,7 +265,13 @@ func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, conf
 // startWorker starts a worker on e's task queue with the test's workflows and tool.
 func (e *e2e) startWorker(t *testing.T) {
 	t.Helper()
-	w := sdkworker.New(e.c, e.tq, sdkworker.Options{})
+	e.startWorkerWith(t, sdkworker.Options{})
+}
+
+// startWorkerWith is startWorker with the worker options o.
+func (e *e2e) startWorkerWith(t *testing.T, o sdkworker.Options) {
+	t.Helper()
+	w := sdkworker.New(e.c, e.tq, o)
 	registerWorkflows(w)
 	w.RegisterActivity(e.l.CreateTicket)
 	require.NoError(t, w.Start())
@@ -677,12 +699,13 @@ func TestE2EResolveFailed(t *testing.T) {
 	require.NoError(t, e.replay(t, true, "resolve-failed", reconcile.WorkflowID(key)))
 }
 
-// The tool commits, then stops heartbeating: a heartbeat timeout. The zombie attempt still holds
-// its lease until its own start-to-close ends; the reconciliation waits for it, then finds the
-// receipt.
+// The tool commits, then no heartbeat comes (oncekey's own are off, as when the worker is cut off
+// from Temporal): a heartbeat timeout. The zombie attempt still holds its lease until its own
+// start-to-close ends; the reconciliation waits for it, then finds the receipt.
 func TestE2EHeartbeatTimeoutAfterCommit(t *testing.T) {
 	l := newLedger(faultHangAfterCommit)
-	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)})
+	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)},
+		func(o *interceptor.Options) { o.DisableBodyHeartbeat = true })
 	run := e.startWith(t, "heartbeat-timeout", req, CallOptions{StartToClose: 4 * time.Second, Heartbeat: time.Second})
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
