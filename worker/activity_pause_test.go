@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -33,11 +34,7 @@ func (l *ledger) heartbeatUntilDone(ctx context.Context) error {
 		activity.RecordHeartbeat(ctx)
 		select {
 		case <-ctx.Done():
-			cause := context.Cause(ctx)
-			l.mu.Lock()
-			l.interrupted = append(l.interrupted, cause)
-			l.mu.Unlock()
-			return cause
+			return l.interruptedBy(ctx)
 		case <-t.C:
 		}
 	}
@@ -100,33 +97,7 @@ func TestE2EActivityPauseBeforeTheDownstreamGivesTheClaimBack(t *testing.T) {
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
 	run := e.startWith(t, "activity-pause-before", req, pausable)
 	e.pauseRunningActivity(t, "activity-pause-before", func() bool { _, bodies := l.counts(); return bodies == 1 })
-	// The paused body gave its claim back, and nothing happened downstream. Temporal keeps the
-	// activity paused (the dev server does so even on its last attempt) until someone unpauses it.
-	ctx := context.Background()
-	require.Eventually(t, func() bool {
-		res, err := reconcile.List(ctx, e.store, oncekey.ListParams{Status: oncekey.StatusReleased})
-		return err == nil && len(res.Records) == 1
-	}, 20*time.Second, 50*time.Millisecond, "the paused body did not give its claim back")
-	effects, _ := l.counts()
-	require.Zero(t, effects)
-	require.Eventually(t, func() bool {
-		d, err := e.c.DescribeWorkflow(ctx, "activity-pause-before", "")
-		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1 &&
-			d.RawResponse.GetPendingActivities()[0].GetState() == enumspb.PENDING_ACTIVITY_STATE_PAUSED
-	}, 20*time.Second, 50*time.Millisecond, "the activity is not paused")
-	e.temporalCLI(t, "activity", "unpause", "--workflow-id", "activity-pause-before", "--activity-id", e.pausedActivity)
-
-	var got Ticket
-	require.NoError(t, run.Get(testCtx(t), &got))
-	require.Equal(t, "T-1", got.ID)
-	effects, bodies := l.counts()
-	require.Equal(t, 1, effects, "one effect downstream")
-	require.Equal(t, 2, bodies, "the paused body gave its claim back and the call ran again")
-	causes := l.interruptions()
-	require.Len(t, causes, 1)
-	require.ErrorIs(t, causes[0], activity.ErrActivityPaused, "the pause, not a timeout, ended the body")
-	require.Equal(t, []oncekey.Outcome{oncekey.OutcomeFailed, oncekey.OutcomeApplied}, e.outcomes(),
-		"the paused attempt released its claim (not applied), the next one applied")
+	e.pausedBodyGaveItsClaimBack(t, "activity-pause-before", run, l)
 
 	res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{Status: oncekey.StatusApplied})
 	require.NoError(t, err)
@@ -191,29 +162,7 @@ func TestE2EActivityPauseReachesABodyThatNeverHeartbeats(t *testing.T) {
 			id := "pause-never-heartbeats-" + tc.name
 			run := e.startWith(t, id, req, CallOptions{StartToClose: time.Minute, Heartbeat: tc.heartbeat})
 			e.pauseRunningActivity(t, id, func() bool { _, bodies := l.counts(); return bodies == 1 })
-			ctx := context.Background()
-			require.Eventually(t, func() bool {
-				res, err := reconcile.List(ctx, e.store, oncekey.ListParams{Status: oncekey.StatusReleased})
-				return err == nil && len(res.Records) == 1
-			}, 20*time.Second, 50*time.Millisecond, "the paused body did not give its claim back")
-			effects, _ := l.counts()
-			require.Zero(t, effects)
-			require.Eventually(t, func() bool {
-				a, ok := e.pendingActivity(t, id)
-				return ok && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_PAUSED
-			}, 20*time.Second, 50*time.Millisecond, "the activity is not paused")
-			e.temporalCLI(t, "activity", "unpause", "--workflow-id", id, "--activity-id", e.pausedActivity)
-
-			var got Ticket
-			require.NoError(t, run.Get(testCtx(t), &got))
-			require.Equal(t, "T-1", got.ID)
-			effects, bodies := l.counts()
-			require.Equal(t, 1, effects, "one effect downstream")
-			require.Equal(t, 2, bodies, "the paused body gave its claim back and the call ran again")
-			causes := l.interruptions()
-			require.Len(t, causes, 1)
-			require.ErrorIs(t, causes[0], activity.ErrActivityPaused, "the pause, not a timeout, ended the body")
-			require.Equal(t, []oncekey.Outcome{oncekey.OutcomeFailed, oncekey.OutcomeApplied}, e.outcomes())
+			e.pausedBodyGaveItsClaimBack(t, id, run, l)
 		})
 	}
 }
@@ -284,6 +233,38 @@ func TestE2EBodyHeartbeatKeepsTheBodysDetails(t *testing.T) {
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
+}
+
+// pausedBodyGaveItsClaimBack checks what follows a pause that reached the body of workflow id
+// before its downstream: the body gave its claim back and nothing happened downstream; Temporal
+// keeps the activity paused (the dev server does so even on its last attempt) until `temporal
+// activity unpause`, which runs the call again and lands the one effect.
+func (e *e2e) pausedBodyGaveItsClaimBack(t *testing.T, id string, run client.WorkflowRun, l *ledger) {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		res, err := reconcile.List(ctx, e.store, oncekey.ListParams{Status: oncekey.StatusReleased})
+		return err == nil && len(res.Records) == 1
+	}, 20*time.Second, 50*time.Millisecond, "the paused body did not give its claim back")
+	effects, _ := l.counts()
+	require.Zero(t, effects)
+	require.Eventually(t, func() bool {
+		a, ok := e.pendingActivity(t, id)
+		return ok && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_PAUSED
+	}, 20*time.Second, 50*time.Millisecond, "the activity is not paused")
+	e.temporalCLI(t, "activity", "unpause", "--workflow-id", id, "--activity-id", e.pausedActivity)
+
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, "T-1", got.ID)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects, "one effect downstream")
+	require.Equal(t, 2, bodies, "the paused body gave its claim back and the call ran again")
+	causes := l.interruptions()
+	require.Len(t, causes, 1)
+	require.ErrorIs(t, causes[0], activity.ErrActivityPaused, "the pause, not a timeout, ended the body")
+	require.Equal(t, []oncekey.Outcome{oncekey.OutcomeFailed, oncekey.OutcomeApplied}, e.outcomes(),
+		"the paused attempt released its claim (not applied), the next one applied")
 }
 
 // pendingActivity returns the one pending activity of the workflow id, if it has one.
