@@ -162,10 +162,17 @@ func TestApprovalsListShowAndDecided(t *testing.T) {
 	r = cli(t, env, "approve", denied, "--tenant", "acme")
 	requireOneLine(t, r, exitFailed, "the approval of "+denied+" (episode 1) is already denied by ines at ", ": there is nothing to decide; nothing was sent",
 		"`oncekey show "+denied+" --tenant acme` shows it")
+	// Another tenant's approval is refused (exit 1, as the workflow refuses it with --episode),
+	// naming the tenant, with the command.
 	r = cli(t, env, "deny", refund, "--tenant", "globex", "--reason", "no")
-	requireOneLine(t, r, exitNotFound, "no approval for "+refund+" under tenant globex in Postgres database", "`oncekey approvals` lists what waits")
+	requireOneLine(t, r, exitFailed, "the approval of "+refund+" belongs to tenant acme, not globex: a decision names the operation's tenant, so nothing was recorded")
+	cmd := regexp.MustCompile("`([^`]*)`").FindStringSubmatch(r.stderr)
+	require.NotNil(t, cmd)
+	require.Equal(t, []string{"oncekey", "deny", refund, "--tenant", "acme", "--episode", "1", "--address", "127.0.0.1:1", "--reason", "no"}, shelltest.Args(t, cmd[1]))
 	r = cli(t, env, "approve", refund)
-	requireOneLine(t, r, exitNotFound, "(the tenant defaults to the namespace)")
+	requireOneLine(t, r, exitFailed, "belongs to tenant acme, not default (the tenant defaults to the namespace)")
+	r = cli(t, env, "approve", oncekey.KeyPrefix+strings.Repeat("ab", 32), "--tenant", "acme")
+	requireOneLine(t, r, exitNotFound, "under tenant acme in Postgres database", "`oncekey approvals` lists what waits")
 	r = cli(t, env, "approve", refund, "--tenant", "acme", "--timeout", "3s")
 	requireOneLine(t, r, exitUnreachable, "cannot reach Temporal at 127.0.0.1:1")
 }
@@ -240,6 +247,30 @@ func TestDecideCommandsQuoteHostileValues(t *testing.T) {
 		require.Equal(t, []string{"oncekey", "deny", key, "--tenant", "t-" + v, "--namespace", "ns-" + v, "--reason", "WHY", "--schema", "s-" + v},
 			shelltest.Args(t, a.decideCommand(reconcile.Deny, key, "t-"+v, 0)))
 		require.Equal(t, []string{"oncekey", "approvals", "--tenant", "t-" + v, "--schema", "s-" + v}, shelltest.Args(t, a.approvalsCommand("t-"+v)))
+	}
+	// A non-default Temporal address (flag or TEMPORAL_ADDRESS) is carried, so the command reaches
+	// the same server; the default is left out.
+	a := &app{address: "10.0.0.5:7299", getenv: func(string) string { return "" }}
+	require.Equal(t, []string{"oncekey", "approve", key, "--tenant", "acme", "--episode", "1", "--address", "10.0.0.5:7299"},
+		shelltest.Args(t, a.decideCommand(reconcile.Approve, key, "acme", 1)))
+	a = &app{getenv: func(k string) string { return map[string]string{"TEMPORAL_ADDRESS": "temporal:7233"}[k] }}
+	require.Equal(t, []string{"oncekey", "deny", key, "--tenant", "acme", "--address", "temporal:7233", "--reason", "WHY"},
+		shelltest.Args(t, a.decideCommand(reconcile.Deny, key, "acme", 0)))
+	a = &app{address: defaultAddress, getenv: func(string) string { return "" }}
+	require.NotContains(t, a.decideCommand(reconcile.Approve, key, "acme", 1), "--address")
+}
+
+// A command that takes an operation key, given none, says what to give and where the keys are.
+func TestMissingKeySaysWhatToGive(t *testing.T) {
+	for args, want := range map[string]string{
+		"approve --tenant acme": "give the operation key: `oncekey approve KEY --tenant T` (keys: `oncekey approvals`)",
+		"deny --reason no":      "give the operation key: `oncekey deny KEY --tenant T --reason WHY` (keys: `oncekey approvals`)",
+		"show --schema s1":      "give the operation key: `oncekey show KEY --tenant T` (keys: `oncekey list --schema s1`)",
+		"resolve --epoch 1":     "give the operation key: `oncekey resolve KEY --tenant T --epoch N --applied|--not-applied|--failed` (keys: `oncekey list --status unknown`)",
+		"approve a b":           "give one operation key, not 2 arguments: `oncekey approve KEY --tenant T`",
+	} {
+		r := cli(t, nil, strings.Fields(args)...)
+		requireOneLine(t, r, exitUsage, want)
 	}
 }
 
@@ -359,7 +390,7 @@ func TestDecideInAnotherNamespace(t *testing.T) {
 	requireOneLine(t, r, exitUsage, "the approval of "+key+" was asked by a workflow in namespace default, and its approval workflow runs there, not in agents; nothing was sent")
 	cmd := regexp.MustCompile("`([^`]*)`").FindStringSubmatch(r.stderr)
 	require.NotNil(t, cmd)
-	require.Equal(t, []string{"oncekey", "deny", key, "--tenant", "acme", "--episode", "1", "--namespace", "default", "--reason", "it's $(too) much"}, shelltest.Args(t, cmd[1]))
+	require.Equal(t, []string{"oncekey", "deny", key, "--tenant", "acme", "--episode", "1", "--address", "127.0.0.1:1", "--namespace", "default", "--reason", "it's $(too) much"}, shelltest.Args(t, cmd[1]))
 
 	// With --episode the store is read only once Temporal says nothing waits in this namespace.
 	env["TEMPORAL_ADDRESS"] = testenv.TemporalHostPort(t)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey"
@@ -47,7 +49,7 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 			"Find what waits with `oncekey approvals`.",
 		Example: "  oncekey approve ok1_3f2a… --tenant acme --reason 'customer called, refund agreed'\n" +
 			"  oncekey approve ok1_3f2a… --tenant acme --episode 2 --by ada",
-		Args: cobra.ExactArgs(1),
+		Args: a.keyArgs("oncekey approve KEY --tenant T", "oncekey approvals"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.decide(cmd.Context(), kind, &f, args[0])
 		},
@@ -61,11 +63,12 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
 			"episode is read from the store."
 		cmd.Example = "  oncekey deny ok1_3f2a… --tenant acme --reason 'amount over the refund limit'"
+		cmd.Args = a.keyArgs("oncekey deny KEY --tenant T --reason WHY", "oncekey approvals")
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
 	fl.Int64Var(&f.episode, "episode", 0, "the approval's episode `N` the decision is for, as oncekey approvals prints it (default: the pending one, read from the store)")
-	fl.StringVar(&f.by, "by", "", "who decided (default: $USER)")
+	fl.StringVar(&f.by, "by", "", "who decided (default: $USER, else oncekey-cli when $USER is empty)")
 	if approve {
 		fl.StringVar(&f.reason, "reason", "", "why; recorded with the approval")
 	} else {
@@ -144,6 +147,9 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
 			key, decisionNoun(kind), approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
 	case errors.As(err, &refused):
+		if err := a.refusedTenant(ctx, kind, key, f); err != nil {
+			return err
+		}
 		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
 			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
 	case errors.Is(err, reconcile.ErrUnconfirmed):
@@ -186,6 +192,9 @@ func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, k
 	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
+		if err := a.otherTenant(gctx, pool, kind, key, f); err != nil {
+			return 0, err
+		}
 		return 0, a.approvalNotFound(key, f.tenant, f.tenantGiven)
 	case err != nil:
 		return 0, fmt.Errorf("%w; %s", a.storeError(fmt.Sprintf("read the approval of %s (tenant %s)", key, f.tenant), err), give)
@@ -201,13 +210,7 @@ func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, k
 // workflow asked for the approval: its approval workflow runs there. It names the command with
 // --namespace.
 func (a *app) otherNamespace(ap *oncekey.Approval, kind reconcile.DecisionKind, f *decideFlags) error {
-	cmd := "oncekey " + string(kind) + " " + shell.Word(ap.OperationKey) + " --tenant " + shell.Word(ap.Tenant) +
-		" --episode " + strconv.FormatInt(ap.Episode, 10) + " --namespace " + shell.Word(ap.Namespace) + a.dbFlags()
-	for _, fl := range []struct{ name, v string }{{"--reason", f.reason}, {"--by", f.by}} {
-		if fl.v != "" {
-			cmd += " " + fl.name + " " + shell.Word(fl.v)
-		}
-	}
+	cmd := a.decideCommandWith(kind, ap.OperationKey, ap.Tenant, ap.Episode, ap.Namespace, f)
 	return fail(exitUsage, "the approval of %s was asked by a workflow in namespace %s, and its approval workflow runs there, not in %s; nothing was sent: `%s`",
 		ap.OperationKey, printable(ap.Namespace), printable(a.ns()), cmd)
 }
@@ -228,6 +231,10 @@ func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, k
 	defer cancel()
 	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		if err := a.otherTenant(gctx, pool, kind, key, f); err != nil {
+			return err
+		}
 	case err != nil:
 	case ap.Status != oncekey.ApprovalPending:
 		return decidedError(a, ap)
@@ -303,17 +310,83 @@ func approvalAnswer(out *reconcile.ApprovalOutput) string {
 	return strings.Join(parts, ", ")
 }
 
-// decideCommand returns the `oncekey approve` or `oncekey deny` command for key, for messages.
+// decideCommand returns the `oncekey approve` or `oncekey deny` command for key, for messages,
+// with the --address and --namespace this command used when they are not the defaults.
 func (a *app) decideCommand(kind reconcile.DecisionKind, key, tenant string, episode int64) string {
+	return a.decideCommandWith(kind, key, tenant, episode, a.ns(), nil)
+}
+
+// decideCommandWith is decideCommand in namespace ns, with the --reason and --by of f when f is
+// not nil and they were given.
+func (a *app) decideCommandWith(kind reconcile.DecisionKind, key, tenant string, episode int64, ns string, f *decideFlags) string {
 	s := "oncekey " + string(kind) + " " + shell.Word(key) + " --tenant " + shell.Word(tenant)
 	if episode > 0 {
 		s += " --episode " + strconv.FormatInt(episode, 10)
 	}
-	if ns := a.ns(); ns != "default" {
+	s += a.addressFlag()
+	if ns != "default" || ns != a.ns() {
 		s += " --namespace " + shell.Word(ns)
 	}
-	if kind == reconcile.Deny {
-		s += " --reason WHY"
+	reason, by := "WHY", ""
+	if f != nil {
+		reason, by = f.reason, f.by
+		if reason == "" && kind == reconcile.Deny {
+			reason = "WHY"
+		}
+	}
+	if reason != "" && (kind == reconcile.Deny || f != nil) {
+		s += " --reason " + shell.Word(reason)
+	}
+	if by != "" {
+		s += " --by " + shell.Word(by)
 	}
 	return s + a.dbFlags()
+}
+
+// otherTenant looks for key's approval under any tenant, for a decision whose tenant has none (a
+// key digests its tenant, so it belongs to one): under another tenant it is refused, exit 1 as
+// the workflow refuses it, naming that tenant with the command (the caller reads this store
+// anyway). It returns nil when no tenant has it or the store cannot say.
+func (a *app) otherTenant(ctx context.Context, pool *pgxpool.Pool, kind reconcile.DecisionKind, key string, f *decideFlags) error {
+	table := "oncekey_approvals"
+	if a.schema != "" {
+		table = pgx.Identifier{a.schema, table}.Sanitize()
+	}
+	var tenant, status string
+	var episode int64
+	err := pool.QueryRow(ctx, "SELECT tenant, status, episode FROM "+table+" WHERE operation_key = $1 AND tenant <> $2 LIMIT 1", key, f.tenant).
+		Scan(&tenant, &status, &episode)
+	if err != nil {
+		return nil
+	}
+	if status != string(oncekey.ApprovalPending) {
+		episode = 0
+	}
+	defaulted := ""
+	if !f.tenantGiven {
+		defaulted = " (the tenant defaults to the namespace)"
+	}
+	return fail(exitFailed, "the approval of %s belongs to tenant %s, not %s%s: a decision names the operation's tenant, so nothing was recorded; `%s`",
+		key, printable(tenant), printable(f.tenant), defaulted, a.decideCommandWith(kind, key, tenant, episode, a.ns(), f))
+}
+
+// refusedTenant is otherTenant for a decision the approval workflow refused: when the store
+// has no approval of key under the decision's tenant but has one under another, that is why.
+// It returns nil when the store cannot be read or the tenant is the approval's.
+func (a *app) refusedTenant(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) error {
+	s, pool, err := a.approvalStore(ctx)
+	if err != nil {
+		a.pg = nil
+		return nil
+	}
+	defer pool.Close()
+	gctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	if _, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key}); errors.Is(err, oncekey.ErrNotFound) {
+		if err := a.otherTenant(gctx, pool, kind, key, f); err != nil {
+			return err
+		}
+	}
+	a.pg = nil
+	return nil
 }

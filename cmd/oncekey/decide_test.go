@@ -101,8 +101,11 @@ func TestApproveRunsTheCallOnce(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `(?m)^record\s+none yet: the call waits for this approval and has not run$`, r.stdout)
 
+	// Another tenant: refused by the workflow (exit 1, as without --episode), naming the tenant.
 	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "globex", "--episode", "1")
-	requireOneLine(t, r, exitFailed, "the approval workflow "+reconcile.ApprovalWorkflowID(ap.OperationKey)+" refused the decision; nothing was recorded")
+	requireOneLine(t, r, exitFailed, "the approval of "+ap.OperationKey+" belongs to tenant acme, not globex", "`oncekey approve "+ap.OperationKey+" --tenant acme --episode 1 --address ")
+	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "globex")
+	requireOneLine(t, r, exitFailed, "the approval of "+ap.OperationKey+" belongs to tenant acme, not globex")
 
 	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--reason", "booked by phone")
 	require.Equal(t, 0, r.code, r.stderr)

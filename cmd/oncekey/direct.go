@@ -194,6 +194,7 @@ func (a *app) directCommand(key string, f *resolveFlags) string {
 func resolveCommand(a *app, key string, f *resolveFlags, direct bool) string {
 	var b strings.Builder
 	b.WriteString("oncekey resolve " + key + " --tenant " + shell.Word(f.tenant) + " --epoch " + strconv.FormatInt(f.epoch, 10))
+	b.WriteString(a.addressFlag())
 	if ns := a.ns(); ns != "default" {
 		b.WriteString(" --namespace " + shell.Word(ns))
 	}

@@ -31,7 +31,7 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	// A reconciliation workflow waits: --direct is refused and says to resolve through it.
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--applied", "--ref", "BK-R1")
 	requireOneLine(t, r, exitFailed, "the reconciliation workflow "+reconcile.WorkflowID(key)+" is running in namespace default (waiting_for_resolution)",
-		"resolve through it instead, without --direct: `oncekey resolve "+key+" --tenant acme --epoch 1 --applied --ref BK-R1`", "nothing was written")
+		"resolve through it instead, without --direct: `oncekey resolve "+key+" --tenant acme --epoch 1 --address "+env["TEMPORAL_ADDRESS"]+" --applied --ref BK-R1`", "nothing was written")
 	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
 	// The reconciliation ends without a decision; the caller's workflow fails, the record stays unknown.
@@ -43,7 +43,7 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 
 	// The normal form finds nothing waiting and names the --direct form, as the command was run.
 	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
-	direct := "`oncekey resolve " + key + " --tenant acme --epoch 1 --direct --applied --ref BK-R1 --result '{\"id\":\"BK-R1\"}' --note 'found in the booking system'`"
+	direct := "`oncekey resolve " + key + " --tenant acme --epoch 1 --address " + env["TEMPORAL_ADDRESS"] + " --direct --applied --ref BK-R1 --result '{\"id\":\"BK-R1\"}' --note 'found in the booking system'`"
 	requireOneLine(t, r, exitNotFound, "no reconciliation workflow is waiting for "+key, "if it is still unknown "+direct+" writes the decision straight to the store")
 	cmds := suggested(t, r.stderr, nil)
 	require.Len(t, cmds, 2)

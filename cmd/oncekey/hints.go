@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
 )
@@ -53,4 +55,32 @@ func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
 	}
 	return fail(exitNotFound, "%s%s; `oncekey list%s` shows each record's tenant (`oncekey list --tenant %s%s` this tenant's records): run again with --tenant set to the record's tenant",
 		msg, defaulted, a.dbFlags(), shell.Word(tenant), a.dbFlags())
+}
+
+// addressFlag returns the --address a suggested command that talks to Temporal needs to reach
+// the server this one used: " --address HOST:PORT" when it is not the default (from --address or
+// TEMPORAL_ADDRESS), else "".
+func (a *app) addressFlag() string {
+	addr := a.address
+	if addr == "" {
+		addr = a.getenv("TEMPORAL_ADDRESS")
+	}
+	if addr == "" || addr == defaultAddress {
+		return ""
+	}
+	return " --address " + shell.Word(addr)
+}
+
+// keyArgs is the Args of a command that takes one operation key: with none it says what to give,
+// usage (the command with KEY), and the command that lists the keys.
+func (a *app) keyArgs(usage, keys string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return fail(exitUsage, "give the operation key: `%s` (keys: `%s%s`)", usage, keys, a.dbFlags())
+		case len(args) > 1:
+			return fail(exitUsage, "give one operation key, not %d arguments: `%s` (quote a value with spaces: --reason 'two words')", len(args), usage)
+		}
+		return nil
+	}
 }

@@ -221,7 +221,8 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	sr := cli(t, env, cmds[0]...)
 	require.Equal(t, 0, sr.code, sr.stderr)
 	require.Regexp(t, `status\s+unknown`, sr.stdout)
-	require.Equal(t, []string{"resolve", key, "--tenant", "acme", "--epoch", "1", "--schema", schema, "--direct", "--not-applied"}, cmds[1])
+	require.Equal(t, []string{"resolve", key, "--tenant", "acme", "--epoch", "1", "--address", env["TEMPORAL_ADDRESS"], "--schema", schema, "--direct", "--not-applied"}, cmds[1],
+		"the --address this command was given (here TEMPORAL_ADDRESS) is carried")
 
 	// An applied record: resolve says so, and who applied it when, instead of pointing at --direct.
 	applied := seed(t, s, "acme", "Book", "wf-1", "book-2", oncekey.StatusApplied, nil)

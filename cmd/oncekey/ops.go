@@ -84,7 +84,7 @@ func newResolveCmd(a *app) *cobra.Command {
 		Example: "  oncekey resolve ok1_3f2a… --tenant acme --epoch 1 --applied --ref TCK-0042 --result '{\"id\":\"TCK-0042\"}' --note 'found in the ticket system'\n" +
 			"  oncekey resolve ok1_3f2a… --tenant acme --epoch 2 --not-applied --note 'no charge at the provider'\n" +
 			"  oncekey resolve ok1_3f2a… --tenant acme --epoch 1 --direct --applied --ref TCK-0042 --note 'reconciliation timed out; found in the ticket system'",
-		Args: cobra.ExactArgs(1),
+		Args: a.keyArgs("oncekey resolve KEY --tenant T --epoch N --applied|--not-applied|--failed", "oncekey list --status unknown"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, key, err := f.resolution(a, args[0])
 			if err != nil {
@@ -141,7 +141,7 @@ func newResolveCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.ref, "ref", "", "effect reference downstream (ticket number, charge ID); with --applied")
 	fl.StringVar(&f.result, "result", "", "the tool's result as JSON, or @FILE; with --applied (default: the zero value)")
 	fl.StringVar(&f.note, "note", "", "why; stored with the record")
-	fl.StringVar(&f.by, "by", "", "who decided (default: $USER)")
+	fl.StringVar(&f.by, "by", "", "who decided (default: $USER, else oncekey-cli when $USER is empty)")
 	fl.BoolVar(&f.direct, "direct", false, "write the decision straight to the store: only when no reconciliation workflow for the key is running")
 	fl.BoolVar(&f.noTemporalCheck, "no-temporal-check", false, "with --direct: do not check with Temporal that no reconciliation workflow is running")
 	return cmd

@@ -290,7 +290,7 @@ func newShowCmd(a *app) *cobra.Command {
 		Short: "Show one operation record and its approval, if it has one (the stored result only with --show-result)",
 		Example: "  oncekey show ok1_3f2a… --tenant acme\n" +
 			"  oncekey show ok1_3f2a… --tenant acme --show-result --json",
-		Args: cobra.ExactArgs(1),
+		Args: a.keyArgs("oncekey show KEY --tenant T", "oncekey list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := strings.TrimSpace(args[0])
 			if !strings.HasPrefix(key, oncekey.KeyPrefix) {
