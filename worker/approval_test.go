@@ -519,3 +519,43 @@ type registryOnly struct{ sdkworker.Registry }
 
 func (*registryOnly) RegisterWorkflowWithOptions(any, workflow.RegisterOptions) {}
 func (*registryOnly) RegisterActivityWithOptions(any, activity.RegisterOptions) {}
+
+// On the dev server, a decision with a member reconcile.Decision does not have ("decidedBy", as
+// a hand-written Temporal CLI input might have it) is refused by the update, naming it, and as a
+// signal in the approval query; nothing is recorded, and the call still waits for a correct one.
+func TestE2EApprovalDecisionWithUnknownMemberIsRefused(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-unknown-member", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	ctx := testCtx(t)
+	bad := map[string]any{"decision": "approve", "tenant": "default", "decidedBy": "ada"}
+	h, err := e.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: reconcile.DecideUpdateName,
+		Args: []any{bad}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, reconcile.ErrTypeDecisionRefused, appErr.Type())
+	require.Contains(t, appErr.Error(), `unknown member "decidedBy" (did you mean "decided_by"?)`)
+
+	bad["request_id"] = "sig-1"
+	require.NoError(t, e.c.SignalWorkflow(ctx, id, "", reconcile.DecideSignalName, bad))
+	require.Eventually(t, func() bool {
+		rep, err := reconcile.QueryApproval(ctx, e.c, a.OperationKey)
+		return err == nil && rep.LastInvalidRequestID == "sig-1"
+	}, 20*time.Second, 100*time.Millisecond)
+	rep, err := reconcile.QueryApproval(ctx, e.c, a.OperationKey)
+	require.NoError(t, err)
+	require.Contains(t, rep.LastInvalidSignal, `unknown member "decidedBy"`)
+	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+	requireRuns(t, l, 0, 0)
+
+	e.approve(t, a.OperationKey, "ada")
+	require.NoError(t, run.Get(ctx, nil))
+	require.Equal(t, "ada", e.approval(t, a.OperationKey).DecidedBy)
+	requireRuns(t, l, 1, 1)
+	require.NoError(t, e.replay(t, true, "approval-unknown-member", id))
+}
