@@ -67,8 +67,9 @@ func boundApproval(ctx context.Context, ap *oncekey.Approval, tool string) error
 // in the namespace of the calling workflow) and returns the approval as it then stands: a new
 // pending episode (Created), or the approval found pending, approved or denied. An approval of
 // another fingerprint is returned unchanged; the caller refuses the call. An approval of another
-// namespace or tool, or a call from another workflow than the key's approval workflow, is a
-// non-retryable error of type ErrTypeForeignRecord; a store that keeps no
+// namespace or tool (read before the request, so that a timed-out one is never asked anew in
+// another namespace), or a call from another workflow than the key's approval workflow, is a
+// non-retryable error of type ErrTypeForeignRecord, with nothing written; a store that keeps no
 // approvals one of type oncekey.ErrTypeConfig; store errors are returned retryable.
 func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalInput) (ApprovalAnswer, error) {
 	if err := approvalWorkflow(ctx, RequestApprovalName, in.OperationKey); err != nil {
@@ -77,6 +78,17 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	s, err := a.approvals()
 	if err != nil {
 		return ApprovalAnswer{}, err
+	}
+	// The key's approval as it stands is checked first: a request asks a timed-out one anew in
+	// the caller's namespace, so a workflow of another namespace could otherwise take it over.
+	cur, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
+	switch {
+	case err == nil:
+		if err := boundApproval(ctx, cur, in.Tool); err != nil {
+			return ApprovalAnswer{}, err
+		}
+	case !errors.Is(err, oncekey.ErrNotFound):
+		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: %w", in.OperationKey, err)
 	}
 	var ns string
 	if activity.IsActivity(ctx) {
