@@ -618,3 +618,114 @@ func TestE2EApprovalSharedAcrossWorkflows(t *testing.T) {
 	require.Equal(t, int64(1), e.approval(t, a.OperationKey).Episode)
 	require.NoError(t, e.replay(t, true, "approval-across-a", "approval-across-b"))
 }
+
+// An approval given for a call of one namespace does not let a call of another namespace run,
+// though the two share the store, the tenant and the explicit key ("request:r-1"): the operation
+// key digests the namespace, so the second namespace's call has a key of its own, with no
+// approval, and the worker refuses it. (That call reaches the worker unasked because its Required
+// differs between workflow and worker; any call the workflow side did not ask for would.)
+func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
+	l := newLedger()
+	p := approvalPolicy(0)
+	p.Key = requestKey
+	e := setupE2E(t, l, p)
+	run := e.start(t, "approval-ns-a", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	require.Equal(t, "default", a.Namespace)
+	// Approved in the store (as the first namespace's approval workflow would write it); the first
+	// namespace's workflows are then ended so that only the second namespace's call remains.
+	_, err := e.approvals(t).DecideApproval(context.Background(), &oncekey.DecideApprovalParams{
+		Tenant: "default", OperationKey: a.OperationKey, Episode: a.Episode, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour,
+	})
+	require.NoError(t, err)
+	require.NoError(t, e.c.TerminateWorkflow(context.Background(), "approval-ns-a", "", "test"))
+	require.NoError(t, e.c.TerminateWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "", "test"))
+	var canceled *temporal.TerminatedError
+	require.ErrorAs(t, run.Get(testCtx(t), nil), &canceled)
+
+	other := p
+	other.Approval = &oncekey.ApprovalPolicy{Summary: p.Approval.Summary, Required: func(op oncekey.Operation) bool { return op.ActivityID != "" }}
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(l.CreateTicket, other))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	require.NoError(t, err)
+	c := testenv.TemporalIn(t, testenv.SecondNamespace, plugin)
+	tq := "oncekey-other-" + t.Name()
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	registerWorkflows(w)
+	w.RegisterActivity(l.CreateTicket)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	runB, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-ns-b", TaskQueue: tq, WorkflowExecutionTimeout: time.Minute},
+		TicketWorkflow, req, CallOptions{StartToClose: 10 * time.Second})
+	require.NoError(t, err)
+	err = runB.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the other namespace's call is refused")
+	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+	require.Contains(t, appErr.Error(), "none was given for its operation key")
+	requireRuns(t, l, 0, 0)
+}
+
+// A workflow of another namespace (sharing the store) starts oncekey's approval workflow for a
+// key of the first namespace whose approval timed out, with its tenant, tool and fingerprint (all
+// computable), to ask it anew in its own namespace and approve it there. oncekey's RequestApproval
+// refuses before writing: the approval belongs to the other namespace. The first namespace's next
+// call then asks anew in its own namespace and runs once approved.
+func TestE2EApprovalCannotBeAskedAnewFromAnotherNamespace(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(2*time.Second))
+	err := e.start(t, "approval-hijack", req, 10*time.Second).Get(testCtx(t), nil)
+	require.ErrorContains(t, err, "nobody approved")
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Approvals, 1)
+	timedOut := res.Approvals[0]
+	require.Equal(t, oncekey.ApprovalTimedOut, timedOut.Status)
+
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(l.CreateTicket, approvalPolicy(time.Hour)))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	require.NoError(t, err)
+	other := testenv.TemporalIn(t, testenv.SecondNamespace, plugin)
+	tq := "oncekey-other-" + t.Name()
+	w := sdkworker.New(other, tq, sdkworker.Options{})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	forged, err := other.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: reconcile.ApprovalWorkflowID(timedOut.OperationKey), TaskQueue: tq, WorkflowExecutionTimeout: time.Minute,
+	}, reconcile.ApprovalWorkflowName, reconcile.ApprovalInput{
+		Tenant: "default", OperationKey: timedOut.OperationKey, Tool: "CreateTicket", Fingerprint: timedOut.Fingerprint,
+		WorkflowID: "forged", Summary: "harmless", Timeout: time.Hour, Retention: time.Hour,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = forged.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the forged approval workflow is refused, not left waiting for the forger's decision")
+	require.Equal(t, activities.ErrTypeForeignRecord, appErr.Type())
+	after := e.approval(t, timedOut.OperationKey)
+	require.Equal(t, timedOut, after, "nothing was written")
+
+	e.w.Stop()
+	reg = oncekey.NewRegistry()
+	require.NoError(t, reg.Set(l.CreateTicket, approvalPolicy(time.Hour)))
+	plugin, err = worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	require.NoError(t, err)
+	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	w2 := sdkworker.New(c, e.tq, sdkworker.Options{})
+	registerWorkflows(w2)
+	w2.RegisterActivity(l.CreateTicket)
+	require.NoError(t, w2.Start())
+	t.Cleanup(w2.Stop)
+	run := e.start(t, "approval-hijack", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	require.Equal(t, int64(2), a.Episode)
+	require.Equal(t, "default", a.Namespace)
+	e.approve(t, a.OperationKey, "alice")
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+}
