@@ -211,23 +211,36 @@ func (a *app) approvalToolHint(ctx context.Context, s oncekey.ApprovalStore, ten
 	return caseHint(tool, stored)
 }
 
-// until says how long until t: "in 23h", or "passed" once it has.
+// until says how long until t: "in 3h59m", "in 12m", or "passed" once it has.
 func until(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	d := time.Until(t)
-	switch {
-	case d <= 0:
+	if d <= 0 {
 		return "passed"
-	case d < time.Minute:
-		return fmt.Sprintf("in %ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("in %dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("in %dh", int(d.Hours()))
+	}
+	if s := span(d); s != "" {
+		return "in " + s
 	}
 	return t.UTC().Format("2006-01-02")
+}
+
+// span is d as age and until print it, cut down (never up) to the unit below the largest:
+// "45s", "12m", "3h59m", "23h"; "" from 48h on (they print the date then).
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		if m := int(d.Minutes()) % 60; m != 0 {
+			return fmt.Sprintf("%dh%dm", int(d.Hours()), m)
+		}
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return ""
 }
 
 // getApproval reads the approval of (tenant, key) for `oncekey show`: nil when there is none, or

@@ -345,10 +345,21 @@ func TestStatsCountApprovalsAndOlderSchema(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
 	require.Equal(t, 2, sv.ApprovalsPending)
 	require.NotNil(t, sv.OldestApproval)
+	require.Equal(t, map[string]int{"IssueRefund": 2}, sv.ApprovalsPendingByTool)
+	require.Zero(t, sv.ByStatus[oncekey.StatusPending], "a call waiting for approval has no record")
 	r = cli(t, env, "stats", "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "; 1 call(s) wait for approval, the oldest asked ")
 	require.Contains(t, r.stdout, "(`oncekey approvals --tenant acme` lists them)")
+	// The table labels its record columns and counts the waiting calls in a column of their own,
+	// so PENDING 0 beside them does not contradict the last line; a tool with only waiting calls
+	// has a row.
+	lines := strings.Split(r.stdout, "\n")
+	require.Regexp(t, `^\s+RECORDS:\s+AWAITING APPROVAL$`, lines[0])
+	require.Regexp(t, `^TOOL\s+PENDING\s+APPLIED\s+FAILED\s+UNKNOWN\s+RELEASED\s+EXPIRED\s+TOTAL\s+\(NO RECORD YET\)$`, lines[1])
+	require.Regexp(t, `^CreateTicket\s+0\s+1\s+0\s+0\s+0\s+0\s+1\s+0$`, lines[2])
+	require.Regexp(t, `^IssueRefund\s+0\s+0\s+0\s+0\s+0\s+0\s+0\s+1$`, lines[3])
+	require.Regexp(t, `^all tools\s+0\s+1\s+0\s+0\s+0\s+0\s+1\s+1$`, lines[4])
 
 	_, err := pool.Exec(context.Background(), "DROP TABLE oncekey_approvals")
 	require.NoError(t, err)
@@ -401,4 +412,46 @@ func TestDecideInAnotherNamespace(t *testing.T) {
 	delete(env, "DATABASE_URL")
 	r = cli(t, env, "resolve", key, "--tenant", "acme", "--epoch", "1", "--not-applied")
 	requireOneLine(t, r, exitUsage, "Temporal has no namespace agents (", "give --namespace, or TEMPORAL_NAMESPACE, the namespace your workers run in")
+}
+
+// Times to go and times ago are cut down to the unit below the largest, so 3h59m left does not
+// print as 3h.
+func TestDurationsKeepTheirMinutes(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		45 * time.Second:                              "45s",
+		12*time.Minute + 59*time.Second:               "12m",
+		3*time.Hour + 59*time.Minute + 30*time.Second: "3h59m",
+		23 * time.Hour:                                "23h",
+		47*time.Hour + time.Minute:                    "47h1m",
+		48 * time.Hour:                                "",
+	} {
+		require.Equal(t, want, span(d), "%s", d)
+	}
+	require.Equal(t, "in 3h59m", until(time.Now().Add(3*time.Hour+59*time.Minute+30*time.Second)))
+	require.Equal(t, "2h5m ago", age(time.Now().Add(-2*time.Hour-5*time.Minute-time.Second)))
+	require.Equal(t, "passed", until(time.Now().Add(-time.Second)))
+}
+
+// A call without a step ID reads the same in list, show and the approval view: its record's step
+// "<run ID>/<activity ID>" is marked (no step ID), and its approval, which stores no step, prints
+// the mark alone.
+func TestNoStepIDReadsTheSame(t *testing.T) {
+	url, s, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url}
+	implicit := "0f8c2a5e-1b7d-4c3e-9a6f-2d4b8e1c7a90/5"
+	rec := seed(t, s, "acme", "RefundOrder", "refund-L", implicit, oncekey.StatusApplied, nil)
+	ap := seedApproval(t, s, "acme", "RefundOrder", "refund-E", "", "refund 5 EUR")
+	named := seed(t, s, "acme", "RefundOrder", "refund-N", "refund", oncekey.StatusApplied, nil)
+
+	r := cli(t, env, "list", "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^acme\s+`+rec+`\s+RefundOrder\s+applied\s+1\s+refund-L\s+`+implicit+` \(no step ID\)\s+`, r.stdout)
+	require.Regexp(t, `(?m)^acme\s+`+named+`\s+RefundOrder\s+applied\s+1\s+refund-N\s+refund\s+`, r.stdout)
+	r = cli(t, env, "show", rec, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^step\s+`+implicit+` \(no step ID\)$`, r.stdout)
+	r = cli(t, env, "show", ap, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^step\s+\(no step ID\)$`, r.stdout)
+	require.Equal(t, implicit, showJSON(t, env, rec, "acme").StepID, "--json keeps the stored step")
 }

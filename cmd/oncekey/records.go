@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,14 +101,8 @@ func age(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := time.Since(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	if s := span(max(time.Since(t), 0)); s != "" {
+		return s + " ago"
 	}
 	return t.UTC().Format("2006-01-02")
 }
@@ -224,7 +219,7 @@ func newListCmd(a *app) *cobra.Command {
 			fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tEPOCH\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
 			for _, r := range recs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Tenant), cell(r.OperationKey), cell(r.Tool),
-					cell(string(r.Status)), r.Epoch, cell(r.WorkflowID), cell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
+					cell(string(r.Status)), r.Epoch, cell(r.WorkflowID), stepCell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -338,7 +333,7 @@ func newShowCmd(a *app) *cobra.Command {
 				}
 				field("tool", ap.Tool)
 				field("workflow", ap.WorkflowID)
-				field("step", ap.StepID)
+				line("step", stepCell(ap.StepID))
 				line("record", noRecordLine(sv.Approval))
 				printApproval(tw, sv.Approval)
 				return tw.Flush()
@@ -360,7 +355,7 @@ func newShowCmd(a *app) *cobra.Command {
 			field("effect class", v.Effect)
 			field("status", string(v.Status))
 			field("workflow", v.WorkflowID)
-			field("step", v.StepID)
+			line("step", stepCell(v.StepID))
 			line("epoch", strconv.FormatInt(v.Epoch, 10))
 			if v.LeaseUntil != nil {
 				exp := ""
@@ -416,6 +411,9 @@ type statsView struct {
 	// of them was asked.
 	ApprovalsPending int        `json:"approvals_pending"`
 	OldestApproval   *time.Time `json:"oldest_approval,omitempty"`
+	// ApprovalsPendingByTool counts them by tool. A call waiting for approval has no record yet,
+	// so it is in no record count (not in by_status "pending", which counts claimed calls).
+	ApprovalsPendingByTool map[string]int `json:"approvals_pending_by_tool,omitempty"`
 }
 
 func newStatsCmd(a *app) *cobra.Command {
@@ -445,6 +443,10 @@ func newStatsCmd(a *app) *cobra.Command {
 			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}, ApprovalsPending: len(waiting)}
 			if len(waiting) > 0 {
 				sv.OldestApproval = timePtr(waiting[0].RequestedAt) // oldest first
+				sv.ApprovalsPendingByTool = map[string]int{}
+				for _, ap := range waiting {
+					sv.ApprovalsPendingByTool[ap.Tool]++
+				}
 			}
 			for _, r := range rows {
 				n := int(r.Count)
@@ -464,14 +466,23 @@ func newStatsCmd(a *app) *cobra.Command {
 			}
 			statuses := []oncekey.Status{oncekey.StatusPending, oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			// A header of two rows: the record columns say they count records, and the calls
+			// that wait for approval (no record yet) have a column of their own, so PENDING 0
+			// beside calls that wait does not contradict.
+			fmt.Fprint(tw, "\tRECORDS:"+strings.Repeat("\t", len(statuses))+"AWAITING APPROVAL\n")
 			fmt.Fprint(tw, "TOOL")
 			for _, st := range statuses {
 				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
 			}
-			fmt.Fprintln(tw, "\tTOTAL")
+			fmt.Fprintln(tw, "\tTOTAL\t(NO RECORD YET)")
 			tools := make([]string, 0, len(sv.ByTool))
 			for t := range sv.ByTool {
 				tools = append(tools, t)
+			}
+			for t := range sv.ApprovalsPendingByTool {
+				if sv.ByTool[t] == nil {
+					tools = append(tools, t)
+				}
 			}
 			sort.Strings(tools)
 			for _, t := range tools {
@@ -481,13 +492,13 @@ func newStatsCmd(a *app) *cobra.Command {
 					fmt.Fprintf(tw, "\t%d", sv.ByTool[t][st])
 					n += sv.ByTool[t][st]
 				}
-				fmt.Fprintf(tw, "\t%d\n", n)
+				fmt.Fprintf(tw, "\t%d\t%d\n", n, sv.ApprovalsPendingByTool[t])
 			}
 			fmt.Fprint(tw, "all tools")
 			for _, st := range statuses {
 				fmt.Fprintf(tw, "\t%d", sv.ByStatus[st])
 			}
-			fmt.Fprintf(tw, "\t%d\n", sv.Total)
+			fmt.Fprintf(tw, "\t%d\t%d\n", sv.Total, sv.ApprovalsPending)
 			if err := tw.Flush(); err != nil {
 				return err
 			}
@@ -510,3 +521,24 @@ func newStatsCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
+
+// implicitStep matches the step a record stores for a call without a step ID (Operation.Step):
+// "<run ID>/<activity ID of its first attempt>".
+var implicitStep = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/.`)
+
+// stepCell prints a step ID the way list, show and the approval view agree on: a call given no
+// step ID (oncekey.WithStepID) is marked "(no step ID)", after the "<run ID>/<activity ID>" its
+// record stores (where it was first claimed); its approval stores no step, so it prints the
+// marker alone.
+func stepCell(step string) string {
+	switch {
+	case step == "":
+		return noStepID
+	case implicitStep.MatchString(step):
+		return printable(step) + " " + noStepID
+	}
+	return printable(step)
+}
+
+// noStepID marks a call without a step ID, as the approval workflow's texts do.
+const noStepID = "(no step ID)"
