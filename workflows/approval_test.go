@@ -138,17 +138,23 @@ func TestApprovalTimesOut(t *testing.T) {
 	require.Equal(t, oncekey.ApprovalTimedOut, approvalOf(t, store).Status)
 }
 
+// approvedBefore stores the tests' approval, for fingerprint fp1, approved by alice.
+func approvedBefore(t *testing.T, store *memstore.Store) {
+	t.Helper()
+	res, err := store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
+		Fingerprint: "fp1", Summary: "s", Timeout: time.Hour})
+	require.NoError(t, err)
+	_, err = store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: res.Approval.Episode,
+		Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
+	require.NoError(t, err)
+}
+
 // An approval found decided is answered at once (nothing asked); one asked for other arguments
 // is answered as a fingerprint mismatch, untouched.
 func TestApprovalFoundDecidedOrOfOtherArguments(t *testing.T) {
 	for _, fp := range []string{"fp1", "fp2"} {
 		env, store := setupApproval(t)
-		res, err := store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
-			Fingerprint: "fp1", Summary: "s", Timeout: time.Hour})
-		require.NoError(t, err)
-		_, err = store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: res.Approval.Episode,
-			Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
-		require.NoError(t, err)
+		approvedBefore(t, store)
 		in := approvalInput
 		in.Fingerprint = fp
 		out := runApproval(t, env, in)
@@ -212,12 +218,7 @@ func TestApprovalDetailsNoStepIDAndFoundDecided(t *testing.T) {
 
 	// A repeat: the approval workflow runs again and finds the decision recorded.
 	env2, store2 := setupApproval(t)
-	res, err := store2.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
-		Fingerprint: "fp1", Summary: "s", Timeout: time.Hour})
-	require.NoError(t, err)
-	_, err = store2.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: res.Approval.Episode,
-		Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
-	require.NoError(t, err)
+	approvedBefore(t, store2)
 	runApproval(t, env2, approvalInput)
 	found := currentDetails(t, env2)
 	require.Contains(t, found, "**Already decided: approved** by alice at ")
