@@ -729,3 +729,58 @@ func TestE2EApprovalCannotBeAskedAnewFromAnotherNamespace(t *testing.T) {
 	require.NoError(t, run.Get(testCtx(t), nil))
 	requireRuns(t, l, 1, 1)
 }
+
+// Approved, the call still meets Policy.Authorize right before the effect: refused there, it
+// fails unauthorized and nothing runs; the approval stays approved.
+func TestE2EApprovalApprovedStillAuthorized(t *testing.T) {
+	l := newLedger()
+	p := approvalPolicy(0)
+	p.Authorize = func(context.Context, oncekey.Operation) error { return errors.New("the customer's account is frozen") }
+	e := setupE2E(t, l, p)
+	run := e.start(t, "approval-authorize", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	e.approve(t, a.OperationKey, "alice")
+	err := run.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeUnauthorized, appErr.Type())
+	requireRuns(t, l, 0, 0)
+	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+}
+
+// An operator resets the workflow to its first workflow task after its approved call ran: the
+// new run asks again, finds the approval decided (nobody is asked), and the call replays; one
+// effect.
+func TestE2EApprovalWorkflowResetAfterTheCallReplays(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.start(t, "approval-parent-reset", req, 10*time.Second)
+	a := e.pendingApproval(t)
+	e.approve(t, a.OperationKey, "alice")
+	var t1 Ticket
+	require.NoError(t, run.Get(testCtx(t), &t1))
+	var first int64
+	for _, ev := range e.history(t, "approval-parent-reset").Events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			first = ev.GetEventId()
+			break
+		}
+	}
+	d, err := e.c.DescribeWorkflow(context.Background(), "approval-parent-reset", "")
+	require.NoError(t, err)
+	reset, err := e.c.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: "default", WorkflowExecution: d.RawResponse.GetWorkflowExecutionInfo().GetExecution(), Reason: "operator",
+		WorkflowTaskFinishEventId: first, RequestId: "reset-parent-1",
+	})
+	require.NoError(t, err)
+	var t2 Ticket
+	require.NoError(t, e.c.GetWorkflow(context.Background(), "approval-parent-reset", reset.GetRunId()).Get(testCtx(t), &t2))
+	require.Equal(t, t1, t2)
+	requireRuns(t, l, 1, 1)
+	stored := e.approval(t, a.OperationKey)
+	require.Equal(t, int64(1), stored.Episode)
+	require.Equal(t, "alice", stored.DecidedBy)
+	var out reconcile.ApprovalOutput
+	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
+	require.False(t, out.Created, "the reset run asked nobody")
+}
