@@ -28,6 +28,59 @@ import (
 	"github.com/oncekey/oncekey/worker"
 )
 
+// restartWith stops e's worker and starts one on e's task queue whose registry gives the tool
+// policy p, as a deploy that changes the policy would.
+func (e *e2e) restartWith(t *testing.T, p oncekey.Policy) {
+	t.Helper()
+	e.w.Stop()
+	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{e.pluginFor(t, p)}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	w := sdkworker.New(c, e.tq, sdkworker.Options{})
+	registerWorkflows(w)
+	w.RegisterActivity(e.l.CreateTicket)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	e.w = w
+}
+
+// timeOut runs TicketWorkflow as id to its end with nobody deciding (e's policy has a short
+// approval timeout) and returns the timed-out approval.
+func (e *e2e) timeOut(t *testing.T, id string) *oncekey.Approval {
+	t.Helper()
+	err := e.start(t, id, req, 10*time.Second).Get(testCtx(t), nil)
+	require.ErrorContains(t, err, "nobody approved")
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Approvals, 1)
+	require.Equal(t, oncekey.ApprovalTimedOut, res.Approvals[0].Status)
+	return res.Approvals[0]
+}
+
+// pluginFor returns the oncekey plugin over e's store with the tool under policy p.
+func (e *e2e) pluginFor(t *testing.T, p oncekey.Policy) *temporal.SimplePlugin {
+	t.Helper()
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(e.l.CreateTicket, p))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	require.NoError(t, err)
+	return plugin
+}
+
+// otherNamespace starts a worker in testenv.SecondNamespace sharing e's store, the tool under
+// policy p, and returns its client and task queue.
+func (e *e2e) otherNamespace(t *testing.T, p oncekey.Policy) (client.Client, string) {
+	t.Helper()
+	c := testenv.TemporalIn(t, testenv.SecondNamespace, e.pluginFor(t, p))
+	tq := "oncekey-other-" + t.Name()
+	w := sdkworker.New(c, tq, sdkworker.Options{})
+	registerWorkflows(w)
+	w.RegisterActivity(e.l.CreateTicket)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return c, tq
+}
+
 // approvalFaults is a store whose DecideApproval a test can interfere with at one exact point.
 type approvalFaults struct {
 	oncekey.Store
@@ -543,38 +596,14 @@ func TestE2EReconciliationTerminatedReleasesTheOtherWaiter(t *testing.T) {
 func TestE2EApprovalLateDecisionForTimedOutEpisodeIsRefused(t *testing.T) {
 	l := newLedger()
 	e := setupE2E(t, l, approvalPolicy(2*time.Second))
-	err := e.start(t, "approval-late", req, 10*time.Second).Get(testCtx(t), nil)
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Contains(t, appErr.Error(), "nobody approved")
-	p := approvalPolicy(time.Hour)
-	e.w.Stop()
-	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(l.CreateTicket, p))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
-	require.NoError(t, err)
-	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	w := sdkworker.New(c, e.tq, sdkworker.Options{})
-	registerWorkflows(w)
-	w.RegisterActivity(l.CreateTicket)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	e.timeOut(t, "approval-late")
+	e.restartWith(t, approvalPolicy(time.Hour))
 
 	run := e.start(t, "approval-late", req, 10*time.Second)
-	var a *oncekey.Approval
-	require.Eventually(t, func() bool {
-		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
-		if err != nil || len(res.Approvals) != 1 {
-			return false
-		}
-		a = res.Approvals[0]
-		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
-		return err == nil && rep.State == reconcile.ApprovalStateWaiting && rep.Episode == 2
-	}, 30*time.Second, 100*time.Millisecond, "the next call asks again, episode 2")
+	a := e.pendingApproval(t)
+	require.Equal(t, int64(2), a.Episode, "the next call asks again, episode 2")
 	var refused *reconcile.DecisionRefusedError
-	_, err = reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 1, DecidedBy: "late"})
+	_, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 1, DecidedBy: "late"})
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, "episode 1")
 	id := reconcile.ApprovalWorkflowID(a.OperationKey)
@@ -645,17 +674,7 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 
 	other := p
 	other.Approval = &oncekey.ApprovalPolicy{Summary: p.Approval.Summary, Required: func(op oncekey.Operation) bool { return op.ActivityID != "" }}
-	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(l.CreateTicket, other))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
-	require.NoError(t, err)
-	c := testenv.TemporalIn(t, testenv.SecondNamespace, plugin)
-	tq := "oncekey-other-" + t.Name()
-	w := sdkworker.New(c, tq, sdkworker.Options{})
-	registerWorkflows(w)
-	w.RegisterActivity(l.CreateTicket)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	c, tq := e.otherNamespace(t, other)
 	runB, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-ns-b", TaskQueue: tq, WorkflowExecutionTimeout: time.Minute},
 		TicketWorkflow, req, CallOptions{StartToClose: 10 * time.Second})
 	require.NoError(t, err)
@@ -675,23 +694,9 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 func TestE2EApprovalCannotBeAskedAnewFromAnotherNamespace(t *testing.T) {
 	l := newLedger()
 	e := setupE2E(t, l, approvalPolicy(2*time.Second))
-	err := e.start(t, "approval-hijack", req, 10*time.Second).Get(testCtx(t), nil)
-	require.ErrorContains(t, err, "nobody approved")
-	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
-	require.NoError(t, err)
-	require.Len(t, res.Approvals, 1)
-	timedOut := res.Approvals[0]
-	require.Equal(t, oncekey.ApprovalTimedOut, timedOut.Status)
+	timedOut := e.timeOut(t, "approval-hijack")
 
-	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(l.CreateTicket, approvalPolicy(time.Hour)))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
-	require.NoError(t, err)
-	other := testenv.TemporalIn(t, testenv.SecondNamespace, plugin)
-	tq := "oncekey-other-" + t.Name()
-	w := sdkworker.New(other, tq, sdkworker.Options{})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	other, tq := e.otherNamespace(t, approvalPolicy(time.Hour))
 	forged, err := other.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: reconcile.ApprovalWorkflowID(timedOut.OperationKey), TaskQueue: tq, WorkflowExecutionTimeout: time.Minute,
 	}, reconcile.ApprovalWorkflowName, reconcile.ApprovalInput{
@@ -708,19 +713,7 @@ func TestE2EApprovalCannotBeAskedAnewFromAnotherNamespace(t *testing.T) {
 	after := e.approval(t, timedOut.OperationKey)
 	require.Equal(t, timedOut, after, "nothing was written")
 
-	e.w.Stop()
-	reg = oncekey.NewRegistry()
-	require.NoError(t, reg.Set(l.CreateTicket, approvalPolicy(time.Hour)))
-	plugin, err = worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
-	require.NoError(t, err)
-	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	w2 := sdkworker.New(c, e.tq, sdkworker.Options{})
-	registerWorkflows(w2)
-	w2.RegisterActivity(l.CreateTicket)
-	require.NoError(t, w2.Start())
-	t.Cleanup(w2.Stop)
+	e.restartWith(t, approvalPolicy(time.Hour))
 	run := e.start(t, "approval-hijack", req, 10*time.Second)
 	a := e.pendingApproval(t)
 	require.Equal(t, int64(2), a.Episode)
