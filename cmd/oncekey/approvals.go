@@ -12,6 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
@@ -36,6 +40,9 @@ type approvalView struct {
 	DecidedBy    string                 `json:"decided_by,omitempty"`
 	Reason       string                 `json:"reason,omitempty"`
 	ExpiresAt    *time.Time             `json:"expires_at,omitempty"`
+	// Delivered is a decision delivered to the pending approval's workflow that no worker has
+	// taken yet (show only, when Temporal can say).
+	Delivered *deliveredView `json:"decision_delivered,omitempty"`
 }
 
 func approvalViewOf(ap *oncekey.Approval) *approvalView {
@@ -269,6 +276,9 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	line("approval requested", ap.RequestedAt.Format(time.RFC3339))
 	if ap.Status == oncekey.ApprovalPending {
 		line("approval deadline", ap.Deadline.Format(time.RFC3339)+" ("+until(ap.Deadline)+")")
+		if ap.Delivered != nil {
+			line("approval on its way", deliveredLine(ap.Delivered))
+		}
 	} else {
 		line("approval deadline", ap.Deadline.Format(time.RFC3339))
 	}
@@ -301,4 +311,100 @@ func noRecordLine(ap *approvalView) string {
 // the table this command was pointed at.
 func (a *app) approvalsCommand(tenant string) string {
 	return "oncekey approvals --tenant " + shell.Word(tenant) + a.dbFlags()
+}
+
+// deliveredView is a decision delivered to a pending approval's workflow that no worker has
+// taken yet: a decide signal in its history after the last workflow task a worker completed.
+type deliveredView struct {
+	Decision    reconcile.DecisionKind `json:"decision"`
+	DecidedBy   string                 `json:"decided_by,omitempty"`
+	DeliveredAt time.Time              `json:"delivered_at"`
+	TaskQueue   string                 `json:"task_queue"`
+}
+
+// deliveredDecision asks Temporal (best effort, a few seconds at most) whether a decision is on
+// its way to the approval workflow of key: the last oncekey.decide signal in its history that no
+// workflow task has taken yet. nil when there is none or Temporal cannot say (not reachable, no
+// such workflow). namespace is the approval's ("" for a.ns()). A decision sent as an update is not in the history until a worker accepts it,
+// so only the signal (which approve and deny send when no worker takes the update) shows.
+func (a *app) deliveredDecision(ctx context.Context, key, namespace string) *deliveredView {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	addr := a.address
+	if addr == "" {
+		addr = a.getenv("TEMPORAL_ADDRESS")
+	}
+	if addr == "" {
+		addr = defaultAddress
+	}
+	if namespace == "" {
+		namespace = a.ns()
+	}
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: quietLogger{}})
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	id := reconcile.ApprovalWorkflowID(key)
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var (
+		pending     []*historypb.HistoryEvent
+		lastStarted int64
+		tq          string
+	)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			tq = ev.GetWorkflowExecutionStartedEventAttributes().GetTaskQueue().GetName()
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+			lastStarted = ev.GetEventId()
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			// The task a worker completed saw every signal before it started.
+			kept := pending[:0]
+			for _, p := range pending {
+				if p.GetEventId() > lastStarted {
+					kept = append(kept, p)
+				}
+			}
+			pending = kept
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			if ev.GetWorkflowExecutionSignaledEventAttributes().GetSignalName() == reconcile.DecideSignalName {
+				pending = append(pending, ev)
+			}
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	last := pending[len(pending)-1]
+	v := &deliveredView{DeliveredAt: last.GetEventTime().AsTime().UTC(), TaskQueue: tq}
+	var d reconcile.Decision
+	if converter.GetDefaultDataConverter().FromPayloads(last.GetWorkflowExecutionSignaledEventAttributes().GetInput(), &d) == nil {
+		v.Decision, v.DecidedBy = d.Decision, d.DecidedBy
+	}
+	return v
+}
+
+// deliveredLine is show's line for a decision on its way.
+func deliveredLine(d *deliveredView) string {
+	what := "a decision"
+	switch d.Decision {
+	case reconcile.Approve:
+		what = "an approval"
+	case reconcile.Deny:
+		what = "a denial"
+	}
+	if d.DecidedBy != "" {
+		what += " by " + printable(d.DecidedBy)
+	}
+	where := "its task queue"
+	if d.TaskQueue != "" {
+		where = "task queue " + printable(d.TaskQueue)
+	}
+	return fmt.Sprintf("%s was delivered %s (%s) and waits for a worker: it is taken once one runs %s",
+		what, age(d.DeliveredAt), d.DeliveredAt.Format(time.RFC3339), where)
 }

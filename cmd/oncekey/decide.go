@@ -153,7 +153,7 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
 			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
 	case errors.Is(err, reconcile.ErrUnconfirmed):
-		return a.unconfirmed(ctx, c, decisionNoun(kind), "approval workflow", id, a.showCommand(key, f.tenant), "pending")
+		return a.unconfirmed(ctx, c, decisionNoun(kind), "approval workflow", id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
 	case errors.Is(err, reconcile.ErrNoApproval):
 		if shape := keyShape(key); shape != "" {
 			return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.approvalsCommand(f.tenant))

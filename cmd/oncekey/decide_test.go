@@ -194,11 +194,17 @@ func TestApproveWithoutAWorkerIsDelivered(t *testing.T) {
 	took := time.Since(start)
 	requireOneLine(t, r, exitUnconfirmed, "the approval was delivered to "+reconcile.ApprovalWorkflowID(ap.OperationKey)+", but the workflow did not confirm it within 10s: ",
 		"task queue "+tq+" (the approval workflow's)", "it is taken once a worker runs the workflow, with no need to send it again",
-		"(until then `oncekey show "+ap.OperationKey+" --tenant acme` says pending)")
+		"(until then `oncekey show "+ap.OperationKey+" --tenant acme` says pending, with the approval on its way)")
 	require.Less(t, took, reconcile.ConfirmWait+3*time.Second, "one budget for the update, the signal and the confirmation")
 	r = cli(t, env, "show", ap.OperationKey, "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `(?m)^approval\s+pending, episode 1$`, r.stdout)
+	require.Regexp(t, `(?m)^approval on its way\s+an approval by ines was delivered \d+s ago \(\S+Z\) and waits for a worker: it is taken once one runs task queue `+tq+`$`, r.stdout)
+	var sv showView
+	r = cli(t, env, "show", ap.OperationKey, "--tenant", "acme", "--json")
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
+	require.NotNil(t, sv.Approval.Delivered)
+	require.Equal(t, reconcile.Approve, sv.Approval.Delivered.Decision)
 
 	w = newApprovalWorker(t, c, url, b, "acme", tq)
 	require.NoError(t, w.Start())
@@ -213,6 +219,9 @@ func TestApproveWithoutAWorkerIsDelivered(t *testing.T) {
 	views := approvalsJSON(t, env, "--status", "approved")
 	require.Len(t, views, 1)
 	require.Equal(t, "ines", views[0].DecidedBy)
+	r = cli(t, env, "show", ap.OperationKey, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "on its way", "taken")
 }
 
 var (

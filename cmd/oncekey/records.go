@@ -316,6 +316,9 @@ func newShowCmd(a *app) *cobra.Command {
 			sv := showView{}
 			if ap != nil {
 				sv.Approval = approvalViewOf(ap)
+				if ap.Status == oncekey.ApprovalPending {
+					sv.Approval.Delivered = a.deliveredDecision(ctx, key, ap.Namespace)
+				}
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			// line prints a value the CLI formatted; field a stored string, escaped (see printable).
