@@ -74,19 +74,26 @@ func startBooking(t *testing.T, c client.Client, url string, b *bookings, tenant
 // bookingWorker runs a worker with oncekey on a fresh task queue and returns the queue.
 func bookingWorker(t *testing.T, c client.Client, url string, b *bookings, tenant string) string {
 	t.Helper()
+	tq := "cli-resolve-" + t.Name()
+	w := newBookingWorker(t, c, url, b, tenant, tq)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return tq
+}
+
+// newBookingWorker returns a worker with oncekey, not started, on task queue tq.
+func newBookingWorker(t *testing.T, c client.Client, url string, b *bookings, tenant, tq string) sdkworker.Worker {
+	t.Helper()
 	s, _ := migratedAt(t, url)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful}))
 	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
 		DataConverter: converter.GetDefaultDataConverter()}) // the client's, which the plugin given to the worker cannot see
 	require.NoError(t, err)
-	tq := "cli-resolve-" + t.Name()
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
 	w.RegisterWorkflowWithOptions(bookWorkflow, workflow.RegisterOptions{Name: "Booking"})
 	w.RegisterActivityWithOptions(b.Book, activity.RegisterOptions{Name: "Book"})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return tq
+	return w
 }
 
 // runBooking starts the booking workflow (the same workflow ID each time within a test) on tq.
@@ -217,6 +224,42 @@ func TestResolveReportsARefusal(t *testing.T) {
 	defer cancel()
 	require.NoError(t, run.Get(ctx, &out))
 	require.Equal(t, "BK-R1", out.ID)
+	effects, runs := b.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, runs)
+}
+
+// With no worker running the reconciliation workflow, resolve delivers the resolution and says
+// so (exit 6, as approve: 1 is for refusals only) within ConfirmWait in all, naming the task queue;
+// once a worker runs there it lands and the call gets the result.
+func TestResolveWithoutAWorkerIsDelivered(t *testing.T) {
+	needsServices(t)
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	b := &bookings{loseFirst: true}
+	tq := "cli-resolve-" + t.Name()
+	w := newBookingWorker(t, c, url, b, "acme", tq)
+	require.NoError(t, w.Start())
+	run := runBooking(t, c, tq)
+	key := waitingKey(t, c, env)
+	w.Stop()
+
+	start := time.Now()
+	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--result", `{"id":"BK-R1"}`)
+	took := time.Since(start)
+	requireOneLine(t, r, exitUnconfirmed, "the resolution was delivered to "+reconcile.WorkflowID(key)+", but the workflow did not confirm it within 10s: ",
+		"task queue "+tq+" (the reconciliation workflow's)", "with no need to send it again", "says unknown)")
+	require.Less(t, took, reconcile.ConfirmWait+3*time.Second)
+
+	w = newBookingWorker(t, c, url, b, "acme", tq)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	var out Booking
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, run.Get(ctx, &out))
+	require.Equal(t, "BK-R1", out.ID, "the delivered resolution landed")
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, runs)
