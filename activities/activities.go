@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -759,10 +760,27 @@ func awaitWorkflow(ctx context.Context, id string, out any, before func(context.
 			return false, "", ctx.Err()
 		}
 		if !waitOver {
-			// The workflow finished without an output: it failed, timed out or was terminated.
+			// The run finished without an output: it failed, timed out or was terminated. An
+			// operator's reset ends a run so too and goes on in a new run of the ID: wait for that.
+			if resetRunning(ctx, c, id) {
+				activity.RecordHeartbeat(ctx)
+				continue
+			}
 			return true, err.Error(), nil
 		}
 		activity.RecordHeartbeat(ctx)
 	}
 	return false, "", nil
+}
+
+// resetRunning reports whether workflow id goes on in a run that an operator's reset started: its
+// current run is running and is not the first of its chain (a reset keeps the chain's first run
+// ID). A new start of the ID after a termination is a chain of its own, and not followed.
+func resetRunning(ctx context.Context, c client.Client, id string) bool {
+	d, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		return false
+	}
+	info := d.RawResponse.GetWorkflowExecutionInfo()
+	return info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && info.GetExecution().GetRunId() != info.GetFirstRunId()
 }
