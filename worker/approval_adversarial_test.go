@@ -777,3 +777,45 @@ func TestE2EApprovalWorkflowResetAfterTheCallReplays(t *testing.T) {
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
 	require.False(t, out.Created, "the reset run asked nobody")
 }
+
+// The approval workflow is reset while two proposals wait on it, one as its parent and one
+// through the await activity: the await follows the reset run, so one decision on it releases
+// both (one applied, one replayed), and the tool runs once.
+func TestE2EApprovalWorkflowResetWithTwoWaiters(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, approvalPolicy(0))
+	run := e.startAgent(t, "approval-reset-two", 2)
+	a := e.pendingApproval(t)
+	id := reconcile.ApprovalWorkflowID(a.OperationKey)
+	require.Eventually(t, func() bool {
+		d, err := e.c.DescribeWorkflow(context.Background(), "approval-reset-two", "")
+		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1
+	}, 30*time.Second, 100*time.Millisecond, "the second proposal waits through the await activity")
+	var first int64
+	for _, ev := range e.history(t, id).Events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			first = ev.GetEventId()
+			break
+		}
+	}
+	d, err := e.c.DescribeWorkflow(context.Background(), id, "")
+	require.NoError(t, err)
+	_, err = e.c.ResetWorkflowExecution(context.Background(), &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: "default", WorkflowExecution: d.RawResponse.GetWorkflowExecutionInfo().GetExecution(), Reason: "operator",
+		WorkflowTaskFinishEventId: first, RequestId: "reset-two-1",
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting
+	}, 30*time.Second, 100*time.Millisecond)
+	e.approve(t, a.OperationKey, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []oncekey.ToolResult
+	require.NoError(t, run.Get(ctx, &got))
+	require.Len(t, got, 2)
+	require.ElementsMatch(t, []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeReplayed}, []oncekey.Outcome{got[0].Status, got[1].Status},
+		"the proposal awaiting the reset approval workflow is released by its decision: %+v", got)
+	requireRuns(t, l, 1, 1)
+}
