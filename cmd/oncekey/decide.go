@@ -147,8 +147,8 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
 			key, decisionNoun(kind), approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
 	case errors.As(err, &refused):
-		if err := a.refusedTenant(ctx, kind, key, f); err != nil {
-			return err
+		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+			return err // why: another tenant's approval, or one decided already
 		}
 		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
 			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
@@ -216,7 +216,8 @@ func (a *app) otherNamespace(ap *oncekey.Approval, kind reconcile.DecisionKind, 
 }
 
 // alreadyDecided looks key's approval up in the store, for a decision that found no approval
-// workflow waiting: a decided approval is the answer, with who decided it and when (exit 1), and
+// workflow waiting or that the workflow refused: a decided approval is the answer, with who
+// decided it and when (exit 1), another tenant's names that tenant (exit 1, see otherTenant), and
 // a pending one asked in another namespace names that namespace (exit 2). It returns nil when
 // the approval is pending here or cannot be read.
 func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) error {
@@ -368,25 +369,4 @@ func (a *app) otherTenant(ctx context.Context, pool *pgxpool.Pool, kind reconcil
 	}
 	return fail(exitFailed, "the approval of %s belongs to tenant %s, not %s%s: a decision names the operation's tenant, so nothing was recorded; `%s`",
 		key, printable(tenant), printable(f.tenant), defaulted, a.decideCommandWith(kind, key, tenant, episode, a.ns(), f))
-}
-
-// refusedTenant is otherTenant for a decision the approval workflow refused: when the store
-// has no approval of key under the decision's tenant but has one under another, that is why.
-// It returns nil when the store cannot be read or the tenant is the approval's.
-func (a *app) refusedTenant(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) error {
-	s, pool, err := a.approvalStore(ctx)
-	if err != nil {
-		a.pg = nil
-		return nil
-	}
-	defer pool.Close()
-	gctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	if _, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key}); errors.Is(err, oncekey.ErrNotFound) {
-		if err := a.otherTenant(gctx, pool, kind, key, f); err != nil {
-			return err
-		}
-	}
-	a.pg = nil
-	return nil
 }

@@ -17,19 +17,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/shell/shelltest"
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/worker"
 )
 
 // approvalWorker runs a worker whose Book needs approval on a fresh task queue and returns the
@@ -46,18 +41,9 @@ func approvalWorker(t *testing.T, c client.Client, url string, b *bookings, tena
 // newApprovalWorker returns a worker, not started, whose Book needs approval, on task queue tq.
 func newApprovalWorker(t *testing.T, c client.Client, url string, b *bookings, tenant, tq string) sdkworker.Worker {
 	t.Helper()
-	s, _ := migratedAt(t, url)
-	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
+	return newWorkerWith(t, c, url, b, tenant, tq, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
 		Summary: func(op oncekey.Operation) string { return "book " + string(op.ArgsJSON) },
-	}}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
-		DataConverter: converter.GetDefaultDataConverter()})
-	require.NoError(t, err)
-	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})
-	w.RegisterWorkflowWithOptions(bookWorkflow, workflow.RegisterOptions{Name: "Booking"})
-	w.RegisterActivityWithOptions(b.Book, activity.RegisterOptions{Name: "Book"})
-	return w
+	}})
 }
 
 // waitingApproval waits until the CLI lists exactly one pending approval and its approval

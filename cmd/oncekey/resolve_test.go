@@ -84,9 +84,16 @@ func bookingWorker(t *testing.T, c client.Client, url string, b *bookings, tenan
 // newBookingWorker returns a worker with oncekey, not started, on task queue tq.
 func newBookingWorker(t *testing.T, c client.Client, url string, b *bookings, tenant, tq string) sdkworker.Worker {
 	t.Helper()
+	return newWorkerWith(t, c, url, b, tenant, tq, oncekey.Policy{Effect: oncekey.Effectful})
+}
+
+// newWorkerWith returns a worker with oncekey, not started, on task queue tq, running the booking
+// workflow and Book under policy p.
+func newWorkerWith(t *testing.T, c client.Client, url string, b *bookings, tenant, tq string, p oncekey.Policy) sdkworker.Worker {
+	t.Helper()
 	s, _ := migratedAt(t, url)
 	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(b.Book, oncekey.Policy{Effect: oncekey.Effectful}))
+	require.NoError(t, reg.Set(b.Book, p))
 	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
 		DataConverter: converter.GetDefaultDataConverter()}) // the client's, which the plugin given to the worker cannot see
 	require.NoError(t, err)
