@@ -726,7 +726,8 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 
 // awaitWorkflow waits for workflow id to close, decoding its result into out (nil: not read).
 // done is false when the activity's own time ran out first; failure is the workflow's failure
-// when it closed without a result (failed, timed out, terminated). It heartbeats while it waits.
+// when it closed without a result (failed, timed out, terminated), except a run an operator's
+// reset ended, whose reset run it waits for instead (resetRunning). It heartbeats while it waits.
 //
 // before, if not nil, runs before each wait; when it reports stop, awaitWorkflow returns done at
 // once (or its error).
