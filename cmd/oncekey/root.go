@@ -335,8 +335,8 @@ func (a *app) unconfirmed(ctx context.Context, c client.Client, noun, what, id, 
 	why := "a worker must be running the " + what + "'s task queue for it to land"
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if desc, err := c.DescribeWorkflowExecution(qctx, id, ""); err == nil {
-		if tq := desc.GetWorkflowExecutionInfo().GetTaskQueue(); tq != "" {
+	if desc, err := c.DescribeWorkflow(qctx, id, ""); err == nil {
+		if tq := desc.RawResponse.GetWorkflowExecutionInfo().GetTaskQueue(); tq != "" {
 			why = fmt.Sprintf("a worker must be running task queue %s (the %s's) for it to land", shell.Word(tq), what)
 			// Temporal lists the pollers of the last minutes, so a worker just stopped still shows.
 			if q, err := c.DescribeTaskQueue(qctx, tq, enumspb.TASK_QUEUE_TYPE_WORKFLOW); err == nil && len(q.GetPollers()) == 0 {
