@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -598,11 +599,12 @@ func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in 
 		TaskQueue:         tq,
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		// What the Temporal UI shows for the child before it runs; its current details follow.
-		StaticSummary: fmt.Sprintf("oncekey: did %s's effect land? Step %s of %s", in.Tool, in.StepID, in.WorkflowID),
+		StaticSummary: fmt.Sprintf("oncekey: did %s's effect land? Step %s of %s", mdtext.Text(in.Tool), mdtext.Text(in.StepID), mdtext.Text(in.WorkflowID)),
 		StaticDetails: fmt.Sprintf("The outcome of %s (tenant %s, operation key %s) could not be proven: %s\n\n"+
 			"This workflow settles it: the record, the tool's receipt lookup, or a person's decision "+
 			"(`oncekey resolve %s --tenant %s` with --applied, --not-applied or --failed, or the %s update). "+
-			"Its current details say where it stands.", in.Tool, in.Tenant, key, in.Reason, key, shell.Word(in.Tenant), reconcile.UpdateName),
+			"Its current details say where it stands.", mdtext.Text(in.Tool), mdtext.Text(in.Tenant), key, mdtext.Text(in.Reason),
+			key, shell.Word(in.Tenant), reconcile.UpdateName),
 	}
 	if in.SearchAttributes {
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(reconcile.SearchAttributes(in, reconcile.StateInspecting, time.Time{})...)

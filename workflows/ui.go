@@ -37,10 +37,11 @@ func (r *reconciler) setState(ctx workflow.Context, state reconcile.State) {
 }
 
 // details is the workflow's current details (Temporal markdown): what is unknown, since when,
-// what is needed.
+// what is needed. Values from the workflow, the reason (a tool's error text) and a refused
+// resolution's reason go through mdtext.Text: they show as themselves, never as Markdown.
 func (r *reconciler) details() string {
 	in, st := r.in, r.status
-	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), in.Tenant, in.OperationKey)
+	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), in.OperationKey)
 	var b strings.Builder
 	switch st.State {
 	case reconcile.StateInspecting:
@@ -54,7 +55,7 @@ func (r *reconciler) details() string {
 	case reconcile.StateWaiting:
 		fmt.Fprintf(&b, "**Outcome unknown, waiting for a person** since %s: %s.", stamp(st.WaitingSince), what)
 		if in.Reason != "" {
-			fmt.Fprintf(&b, "\n\nWhy: %s", in.Reason)
+			fmt.Fprintf(&b, "\n\nWhy: %s", mdtext.Text(in.Reason))
 		}
 		fmt.Fprintf(&b, "\n\nNeeded: check downstream whether it landed, then `oncekey resolve %s --tenant %s --applied --ref <receipt>` "+
 			"(or `--not-applied`, `--failed`), or send the %s update.", in.OperationKey, shell.Word(in.Tenant), reconcile.UpdateName)
@@ -62,7 +63,7 @@ func (r *reconciler) details() string {
 			fmt.Fprintf(&b, " Escalates %s after the wait began.", in.EscalationTimeout)
 		}
 		if st.LastInvalidSignal != "" {
-			fmt.Fprintf(&b, "\n\nLast refused resolution: %s", st.LastInvalidSignal)
+			fmt.Fprintf(&b, "\n\nLast refused resolution: %s", mdtext.Text(st.LastInvalidSignal))
 		}
 	case reconcile.StateResolved:
 		fmt.Fprintf(&b, "**Settled: %s** — %s.", st.Outcome, what)

@@ -16,7 +16,7 @@ import (
 const active = "\\`*_[]()!<>|~&"
 
 // Text returns s as inline Markdown that renders as s on one line: the characters of active are
-// backslash-escaped, and control characters (line breaks among them), format characters
+// backslash-escaped (an underscore between two ASCII letters or digits is left as it is), and control characters (line breaks among them), format characters
 // (bidirectional overrides among them), other unprintable characters and invalid UTF-8 bytes are
 // written as visible escapes (\n, \x1b, \u202e, \xff), so that text cannot forge a line, a link,
 // an image, emphasis, HTML or a command in a code span.
@@ -33,6 +33,9 @@ func Text(s string) string {
 			b.WriteString(`\\r`)
 		case r == '\t':
 			b.WriteString(`\\t`)
+		case r == '_' && i > 0 && i+1 < len(s) && wordByte(s[i-1]) && wordByte(s[i+1]):
+			// An underscore inside a word (create_ticket) starts no emphasis: left as it is.
+			b.WriteByte('_')
 		case r < 0x80 && strings.ContainsRune(active, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
@@ -48,4 +51,9 @@ func Text(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// wordByte reports whether c is an ASCII letter or digit.
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
