@@ -819,3 +819,41 @@ func TestE2EApprovalWorkflowResetWithTwoWaiters(t *testing.T) {
 		"the proposal awaiting the reset approval workflow is released by its decision: %+v", got)
 	requireRuns(t, l, 1, 1)
 }
+
+// The reconciliation workflow's summary, details and current details show a hostile workflow ID
+// and a hostile downstream error (the outcome's reason, from the tool's error) inert, as the
+// approval workflow's do.
+func TestE2EReconciliationUIShowsHostileStringsInert(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	l.lostText = "502 Bad Gateway " + hostileMarkdown
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	// A workflow ID cannot hold control characters (it travels in a gRPC header).
+	wf := "wf **APPROVED by security** [approve here](https://evil.example/a) <img src=x>"
+	run := e.start(t, wf, req, 10*time.Second)
+	key := e.waitingKey(t)
+	id := reconcile.WorkflowID(key)
+	desc, err := e.c.DescribeWorkflow(context.Background(), id, "")
+	require.NoError(t, err)
+	summary, err := desc.GetStaticSummary()
+	require.NoError(t, err)
+	require.NotContains(t, summary, "\n", "the summary is one line")
+	for _, bad := range []string{"**APPROVED", "[approve here](", " <img"} {
+		require.NotContains(t, summary, bad)
+	}
+	require.Contains(t, summary, mdtext.Text(wf))
+	details, err := desc.GetStaticDetails()
+	require.NoError(t, err)
+	requireInertMarkdown(t, "static details", details)
+	require.Contains(t, details, "`oncekey resolve "+key+" --tenant default`")
+	v, err := e.c.QueryWorkflow(context.Background(), id, "", "__temporal_workflow_metadata")
+	require.NoError(t, err)
+	var md sdkpb.WorkflowMetadata
+	require.NoError(t, v.Get(&md))
+	requireInertMarkdown(t, "current details", md.GetCurrentDetails())
+	landed, ok := l.lookup(key)
+	require.True(t, ok)
+	body, _ := json.Marshal(landed)
+	require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, ResolvedBy: "carol"}))
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+}

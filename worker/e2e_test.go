@@ -47,6 +47,8 @@ type ledger struct {
 	onCommit func()
 	// interrupted holds context.Cause of each body that heartbeated until its context ended.
 	interrupted []error
+	// lostText, if set, is the error faultLostAfterCommit returns instead of a connection reset.
+	lostText string
 }
 
 const (
@@ -136,6 +138,9 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 	switch l.fault() {
 	case faultLostAfterCommit:
 		l.commit(key, in)
+		if l.lostText != "" {
+			return Ticket{}, errors.New(l.lostText)
+		}
 		return Ticket{}, errors.New("read tcp 127.0.0.1:51234: connection reset by peer")
 	case faultHangAfterCommit:
 		l.commit(key, in)
