@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/recordtest"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/shell/shelltest"
 	"github.com/oncekey/oncekey/internal/testenv"
@@ -23,16 +24,7 @@ import (
 // own protocol, as the approval workflow does, and returns its key.
 func seedApproval(t *testing.T, s oncekey.ApprovalStore, tenant, tool, wf, step, summary string) string {
 	t.Helper()
-	op := oncekey.Operation{Namespace: "default", Tenant: tenant, WorkflowID: wf, StepID: step, Tool: tool}
-	key, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, op)
-	require.NoError(t, err)
-	res, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{
-		Tenant: tenant, OperationKey: key, Namespace: "default", Tool: tool, Fingerprint: strings.Repeat("ab", 32),
-		WorkflowID: wf, StepID: step, Summary: summary, Timeout: time.Hour,
-	})
-	require.NoError(t, err)
-	require.True(t, res.Created)
-	return key
+	return recordtest.Ask(t, s, tenant, wf, step, tool, summary)
 }
 
 // decideApproval records a decision on the pending episode 1 of key, as the approval workflow

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/recordtest"
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -76,29 +77,12 @@ func migratedAt(t *testing.T, url string) (*pgstore.Store, *pgxpool.Pool) {
 	return pgstore.New(pool, nil), pool
 }
 
-// seed writes a record for (tenant, key) through the store's own protocol and leaves it in
-// status st ("applied" with result, "unknown", "pending").
+// seed writes a record for the operation (tenant, wf, step) of tool through the store's own
+// protocol and leaves it in status st ("applied" with result, "unknown", "pending"); it returns
+// the key.
 func seed(t *testing.T, s oncekey.Store, tenant, tool, wf, step string, st oncekey.Status, result []byte) string {
 	t.Helper()
-	ctx := context.Background()
-	op := oncekey.Operation{Namespace: "default", Tenant: tenant, WorkflowID: wf, StepID: step, Tool: tool}
-	key, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, op)
-	require.NoError(t, err)
-	cr, err := s.Claim(ctx, &oncekey.ClaimParams{
-		Tenant: tenant, OperationKey: key, Tool: tool, Fingerprint: strings.Repeat("ab", 32),
-		WorkflowID: wf, StepID: step, Effect: oncekey.Effectful,
-		Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour,
-	})
-	require.NoError(t, err)
-	require.True(t, cr.Acquired)
-	epoch := cr.Record.Epoch
-	switch st {
-	case oncekey.StatusApplied:
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: epoch, Status: oncekey.StatusApplied, Result: result, EffectReference: "REF-" + step})
-	case oncekey.StatusUnknown:
-		_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: epoch, Failure: []byte(`{"message":"connection reset"}`)})
-	}
-	require.NoError(t, err)
+	key, _ := recordtest.Seed(t, s, recordtest.Record{Tenant: tenant, WorkflowID: wf, StepID: step, Tool: tool, Status: st, Result: result})
 	return key
 }
 

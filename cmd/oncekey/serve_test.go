@@ -10,32 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncekey/oncekey/internal/recordtest"
 	"github.com/oncekey/oncekey/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from the server goroutine and read from the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var servingRe = regexp.MustCompile(`the inbox is at http://(\S+)/`)
 
@@ -44,7 +26,7 @@ var servingRe = regexp.MustCompile(`the inbox is at http://(\S+)/`)
 func startServe(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb recordtest.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- execute(ctx, append([]string{"serve"}, args...), strings.NewReader(""), &out, &errb, func(k string) string { return env[k] })

@@ -13,18 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/recordtest"
 )
 
 // ask asks for approval of (tenant, tool) as the approval workflow does and returns the key.
 func (e *env) ask(tenant, tool, summary string) string {
 	e.t.Helper()
-	key, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, oncekey.Operation{Namespace: "default", Tenant: tenant, WorkflowID: "wf-" + tool, StepID: "s1", Tool: tool})
-	require.NoError(e.t, err)
-	res, err := e.store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key, Namespace: "default",
-		Tool: tool, Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-" + tool, StepID: "s1", Summary: summary, Timeout: time.Hour})
-	require.NoError(e.t, err)
-	require.True(e.t, res.Created)
-	return key
+	return recordtest.Ask(e.t, e.store, tenant, "wf-"+tool, "s1", tool, summary)
 }
 
 // The inbox lists pending approvals in a queue of their own, oldest first, per tenant, with the
@@ -80,7 +75,7 @@ func TestApprovalQueue(t *testing.T) {
 // reason, a form whose approval was decided or asked anew since it was loaded, another tenant's
 // approval.
 func TestDecideFormRefusals(t *testing.T) {
-	var log syncBuffer
+	var log recordtest.SyncBuffer
 	e := setup(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	key := e.ask("acme", "IssueRefund", "refund 120.00 EUR")
 	cookie, tok := e.session("/", nil)

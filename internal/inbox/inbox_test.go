@@ -11,15 +11,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/goleak"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/recordtest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -69,24 +68,12 @@ func withTokens(o *Options) {
 	o.Tokens = toks
 }
 
-// seed writes a record for (tenant, tool) and leaves it unknown (result nil) or applied with
-// result; it returns the key.
+// seed writes a record for (tenant, tool) and leaves it unknown with failure (st unknown) or
+// applied with result; it returns the key and the epoch.
 func (e *env) seed(tenant, tool string, st oncekey.Status, result []byte, failure string) (string, int64) {
 	e.t.Helper()
-	ctx := context.Background()
-	key, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, oncekey.Operation{Namespace: "default", Tenant: tenant, WorkflowID: "wf-" + tool, StepID: "s1", Tool: tool})
-	require.NoError(e.t, err)
-	cr, err := e.store.Claim(ctx, &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Fingerprint: strings.Repeat("ab", 32),
-		WorkflowID: "wf-" + tool, StepID: "s1", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
-	require.NoError(e.t, err)
-	require.True(e.t, cr.Acquired)
-	if st == oncekey.StatusApplied {
-		_, err = e.store.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: cr.Record.Epoch, Status: oncekey.StatusApplied, Result: result, EffectReference: "REF-1"})
-	} else {
-		_, err = e.store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: cr.Record.Epoch, Failure: []byte(failure)})
-	}
-	require.NoError(e.t, err)
-	return key, cr.Record.Epoch
+	return recordtest.Seed(e.t, e.store, recordtest.Record{Tenant: tenant, WorkflowID: "wf-" + tool, StepID: "s1", Tool: tool,
+		Status: st, Result: result, Failure: []byte(failure)})
 }
 
 // req sends one request to the inbox: from 127.0.0.1 to host 127.0.0.1:7780 unless mod says
@@ -499,7 +486,7 @@ func TestParseTokens(t *testing.T) {
 // A form decides about the record as it showed it: once the record has moved on (another person
 // settled it, or it was claimed again at a new epoch) the form is refused and nothing is sent.
 func TestStaleFormIsRefused(t *testing.T) {
-	var log syncBuffer
+	var log recordtest.SyncBuffer
 	e := setup(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
 	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
 	cookie, tok := e.session("/", nil)
@@ -522,23 +509,6 @@ func TestStaleFormIsRefused(t *testing.T) {
 	require.Equal(t, "omar", rec.ResolvedBy, "the earlier decision stands")
 	// Each refused decision leaves a line saying who tried what.
 	require.Equal(t, 2, strings.Count(log.String(), `msg=decision by="ines (oncekey-serve)" tenant=acme key=`+key+` outcome=not_applied answer=refused`), log.String())
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestRequestIDFromTheFormOrFresh(t *testing.T) {
