@@ -12,12 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -329,21 +329,9 @@ func (quietLogger) Error(string, ...any) {}
 
 // unconfirmed is the error (exit 6) of a decision delivered to workflow id that did not confirm
 // it within reconcile.ConfirmWait: it names the workflow's task queue and whether any worker
-// polls it, says that the decision lands once one runs, and what show prints until then (status
-// is the status show keeps printing). Trouble asking Temporal leaves the task queue out.
+// polls it, says that the decision lands once one runs (taskqueue.Unconfirmed), and what show
+// prints until then (status is the status show keeps printing).
 func (a *app) unconfirmed(ctx context.Context, c client.Client, noun, what, id, show, status string) error {
-	why := "a worker must be running the " + what + "'s task queue for it to land"
-	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if desc, err := c.DescribeWorkflow(qctx, id, ""); err == nil {
-		if tq := desc.RawResponse.GetWorkflowExecutionInfo().GetTaskQueue(); tq != "" {
-			why = fmt.Sprintf("a worker must be running task queue %s (the %s's) for it to land", shell.Word(tq), what)
-			// Temporal lists the pollers of the last minutes, so a worker just stopped still shows.
-			if q, err := c.DescribeTaskQueue(qctx, tq, enumspb.TASK_QUEUE_TYPE_WORKFLOW); err == nil && len(q.GetPollers()) == 0 {
-				why = fmt.Sprintf("no worker has polled task queue %s (the %s's) for minutes: start one there for it to land", shell.Word(tq), what)
-			}
-		}
-	}
-	return fail(exitUnconfirmed, "the %s was delivered to %s, but the workflow did not confirm it within %s: %s; it is taken once a worker runs the workflow, with no need to send it again (until then `%s` says %s)",
-		noun, id, reconcile.ConfirmWait, why, show, status)
+	return fail(exitUnconfirmed, "the %s was delivered to %s, but the workflow did not confirm it within %s: %s (until then `%s` says %s)",
+		noun, id, reconcile.ConfirmWait, taskqueue.Unconfirmed(ctx, c, id, what), show, status)
 }

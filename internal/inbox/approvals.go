@@ -219,7 +219,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			Detail: refused.Reason + ". Nothing was recorded for this decision."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
-			Detail: "The approval workflow got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() + " (is a worker running it?). Reload this page to see whether it was recorded."})
+			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, "approval workflow", reconcile.ApprovalWorkflowID(key))})
 	case errors.Is(err, reconcile.ErrNoApproval):
 		show(http.StatusConflict, &answer{Kind: "refused", Title: "No approval workflow waits for this call",
 			Detail: "Nothing was recorded. The next call of the operation asks again."})

@@ -20,8 +20,11 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/payloadview"
+	"github.com/oncekey/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -572,7 +575,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 			Detail: refused.Reason + ". The workflow keeps waiting: correct the decision and send it again."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
-			Detail: "The reconciliation workflow got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() + " (is a worker running it?). Reload this page to see whether it was recorded."})
+			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, "reconciliation workflow", reconcile.WorkflowID(key))})
 	case errors.Is(err, reconcile.ErrNoReconciliation):
 		show(http.StatusConflict, &answer{Kind: "refused", Title: "No reconciliation workflow waits for this operation",
 			Detail: "Nothing was recorded. Write the decision straight to the store with `oncekey resolve " + key + " --tenant " + tenant + " --direct …`."})
@@ -583,6 +586,14 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 }
 
 // ---- helpers ----
+
+// unconfirmedDetail is the answer's detail for a decision delivered to workflow id (what names
+// it) that did not confirm it within reconcile.ConfirmWait: the task queue a worker must run for
+// it to land (taskqueue.Unconfirmed), and that reloading the page shows whether it was recorded.
+func unconfirmedDetail(ctx context.Context, c client.Client, what, id string) string {
+	return "The " + what + " " + id + " got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() +
+		": " + taskqueue.Unconfirmed(ctx, c, id, what) + ". Reload this page to see whether it was recorded."
+}
 
 // requestID is the form's request ID when it is one the page made (hex, at most 64 characters),
 // else a fresh one. The page makes one per form, and ResolveOutput sends it as the update ID, so

@@ -73,7 +73,7 @@ func OwnTemporal(t testing.TB, extraArgs ...string) string {
 	if err != nil {
 		Missing(t, "temporal dev server with %v: %v", extraArgs, err)
 	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	t.Cleanup(func() { srv.Client().Close(); _ = srv.Stop() })
 	return addr
 }
 
@@ -130,6 +130,9 @@ func Run(m *testing.M) int {
 	code := m.Run()
 	devMu.Lock()
 	if devServer != nil {
+		// The SDK's dev server keeps the client it checked readiness with open; close it first,
+		// or it goes on dialing the stopped server (a goroutine goleak reports).
+		devServer.Client().Close()
 		_ = devServer.Stop()
 	}
 	devMu.Unlock()

@@ -1,0 +1,47 @@
+// Package taskqueue says what a decision delivered to a workflow but not confirmed in time needs
+// to land: the workflow's task queue and whether a worker polls it, for the CLI's and the inbox's
+// messages. It must not import any oncekey package but internal/shell.
+package taskqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncekey/oncekey/internal/shell"
+)
+
+// askWait bounds the two questions Unconfirmed asks Temporal.
+const askWait = 3 * time.Second
+
+// Unconfirmed says, for a decision delivered to workflow id (what names it: "reconciliation
+// workflow") that did not confirm it in time, which task queue a worker must run for it to land
+// (quoted as one shell word), or that no worker polled that queue for minutes, and that it lands
+// once one runs with no need to send it again. It is a lower-case clause without a final period:
+// "a worker must be running task queue q (the reconciliation workflow's) for it to land; it is
+// taken once a worker runs the workflow, with no need to send it again". It asks Temporal for at
+// most 3s, and not past ctx; trouble asking leaves the task queue out.
+func Unconfirmed(ctx context.Context, c client.Client, id, what string) string {
+	return need(ctx, c, id, what) + "; it is taken once a worker runs the workflow, with no need to send it again"
+}
+
+// need is Unconfirmed's first part: what a worker must do for the decision to land.
+func need(ctx context.Context, c client.Client, id, what string) string {
+	ctx, cancel := context.WithTimeout(ctx, askWait)
+	defer cancel()
+	var tq string
+	if desc, err := c.DescribeWorkflow(ctx, id, ""); err == nil {
+		tq = desc.RawResponse.GetWorkflowExecutionInfo().GetTaskQueue()
+	}
+	if tq == "" {
+		return "a worker must be running the " + what + "'s task queue for it to land"
+	}
+	// Temporal lists the pollers of the last minutes, so a worker just stopped still shows.
+	if q, err := c.DescribeTaskQueue(ctx, tq, enumspb.TASK_QUEUE_TYPE_WORKFLOW); err == nil && len(q.GetPollers()) == 0 {
+		return fmt.Sprintf("no worker has polled task queue %s (the %s's) for minutes: start one there for it to land", shell.Word(tq), what)
+	}
+	return fmt.Sprintf("a worker must be running task queue %s (the %s's) for it to land", shell.Word(tq), what)
+}
