@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -176,12 +177,12 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 	return reconcile.ApprovalInput{
 		Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Fingerprint: req.Fingerprint,
 		WorkflowID: info.WorkflowExecution.ID, StepID: a.stepID, Summary: req.Summary,
-		Timeout: timeout, Retention: a.policy.Retention,
+		Timeout: timeout, Retention: a.policy.Retention, SearchAttributes: a.w.root.opts.SearchAttributes,
 	}, tq
 }
 
 // start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it
-// running. Its summary and details (Markdown in the Temporal UI, approvalTexts) carry the values
+// running, with its search attributes when in.SearchAttributes. Its summary and details (Markdown in the Temporal UI, approvalTexts) carry the values
 // from the workflow and the summary through mdtext.Text, so that a summary made of a model's
 // arguments shows as itself.
 func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.ApprovalInput) workflow.ChildWorkflowFuture {
@@ -192,6 +193,9 @@ func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.Appro
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		StaticSummary:     summary,
 		StaticDetails:     details,
+	}
+	if in.SearchAttributes {
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(reconcile.ApprovalSearchAttributes(in, reconcile.SearchStatusRequestingApproval, time.Time{})...)
 	}
 	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), reconcile.ApprovalWorkflowName, in)
 }

@@ -148,6 +148,11 @@ type ApprovalInput struct {
 	// Continued is set by the workflow itself when it continues as new (after MaxInvalidSignals
 	// invalid signals in one run); callers leave it nil.
 	Continued *ApprovalContinued `json:"continued,omitempty"`
+	// SearchAttributes makes the workflow set its typed search attributes (SearchAttributeStatus
+	// with the SearchStatus… values, and the others) on every change of its state
+	// (interceptor.Options.SearchAttributes). Off in every history recorded before it existed, so
+	// those replay without the upserts.
+	SearchAttributes bool `json:"search_attributes,omitempty"`
 }
 
 // ApprovalContinued is what an approval workflow carries into the run it continues as new.

@@ -257,6 +257,25 @@ const (
 	StateResolved        State = "resolved"               // decided; the workflow is finishing
 )
 
+// Values of SearchAttributeStatus on the approval workflow, which sets them in this order. A
+// decided approval's value is its oncekey.ApprovalStatus.
+const (
+	// SearchStatusRequestingApproval: the workflow asks the store (ApprovalStateRequesting); a
+	// repeat of a decided call goes from here to its decision without waiting.
+	SearchStatusRequestingApproval = "requesting_approval"
+	// SearchStatusWaitingForApproval: the approval is pending; the workflow waits for a
+	// decision or its deadline (ApprovalStateWaiting). ApprovalWaitingQuery lists these.
+	SearchStatusWaitingForApproval = "waiting_for_approval"
+	// SearchStatusApproved, SearchStatusDenied and SearchStatusTimedOut: decided
+	// (ApprovalStateDecided), by a person or by the deadline.
+	SearchStatusApproved = string(oncekey.ApprovalApproved)
+	SearchStatusDenied   = string(oncekey.ApprovalDenied)
+	SearchStatusTimedOut = string(oncekey.ApprovalTimedOut)
+	// SearchStatusOtherArguments: the key's approval was asked for other arguments
+	// (ApprovalOutput.FingerprintMismatch); nothing was asked for this call, and it is refused.
+	SearchStatusOtherArguments = "fingerprint_mismatch"
+)
+
 // StatusReport is the answer of the QueryName query.
 type StatusReport struct {
 	State        State  `json:"state"`

@@ -85,6 +85,12 @@ type approver struct {
 	invalidThisRun int
 	// strict caches strictSignals.
 	strict int
+	// otherArguments: the key's approval was asked for other arguments.
+	otherArguments bool
+	// upserted is the SearchAttributeStatus value last set (ApprovalInput.SearchAttributes);
+	// waitingSince is when the approval was asked, once the run waits for it.
+	upserted     string
+	waitingSince time.Time
 }
 
 func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
@@ -99,6 +105,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 		// The key's approval is another call's: nothing is asked or decided for this one.
 		out := ans.Output()
 		out.FingerprintMismatch = true
+		a.otherArguments = true
 		a.setState(ctx, reconcile.ApprovalStateDecided)
 		return out, nil
 	}

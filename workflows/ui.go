@@ -94,11 +94,40 @@ const (
 	approvalQueryDescription = "Where this approval stands: a reconcile.ApprovalReport (state, status, episode, deadline, who decided, the last refused decision)."
 )
 
-// setState moves the approval run to state: the query and the workflow's current details in
-// the Temporal UI (not recorded in history).
+// setState moves the approval run to state: the query, the workflow's current details in the
+// Temporal UI (not recorded in history) and, with ApprovalInput.SearchAttributes, its search
+// attributes. The upsert is a command, made only for inputs that ask for it and only when the
+// status it sets changes, so histories recorded without the option replay unchanged.
 func (a *approver) setState(ctx workflow.Context, state reconcile.ApprovalState) {
 	a.report.State = state
 	workflow.SetCurrentDetails(ctx, a.details())
+	if !a.in.SearchAttributes {
+		return
+	}
+	if state == reconcile.ApprovalStateWaiting && a.waitingSince.IsZero() {
+		a.waitingSince = a.report.RequestedAt
+	}
+	status := a.searchStatus()
+	if status == a.upserted {
+		return
+	}
+	a.upserted = status
+	if err := workflow.UpsertTypedSearchAttributes(ctx, reconcile.ApprovalSearchAttributes(a.in, status, a.waitingSince)...); err != nil {
+		workflow.GetLogger(ctx).Warn("oncekey: could not set the approval's search attributes", "tool", a.in.Tool, "key_prefix", prefix(a.in.OperationKey), "error", err)
+	}
+}
+
+// searchStatus is the run's SearchAttributeStatus value (a reconcile.SearchStatus… value).
+func (a *approver) searchStatus() string {
+	switch {
+	case a.report.State == reconcile.ApprovalStateRequesting:
+		return reconcile.SearchStatusRequestingApproval
+	case a.report.State == reconcile.ApprovalStateWaiting:
+		return reconcile.SearchStatusWaitingForApproval
+	case a.otherArguments:
+		return reconcile.SearchStatusOtherArguments
+	}
+	return string(a.report.Status)
 }
 
 // details is the approval workflow's current details (Temporal markdown): what waits for whom,
