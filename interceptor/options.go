@@ -111,9 +111,10 @@ type Options struct {
 	// sealed. Defaults to none: results are stored as the data converter encoded them.
 	ResultSealer oncekey.ResultSealer
 
-	// SearchAttributes makes the reconciliation workflows carry the typed search attributes of
-	// package reconcile (OncekeyStatus, OncekeyTool, OncekeyTenant, OncekeyWaitingSince), set at
-	// start and on every change, so the Temporal UI can list what waits (reconcile.WaitingQuery).
+	// SearchAttributes makes the reconciliation and approval workflows carry the typed search
+	// attributes of package reconcile (OncekeyStatus, OncekeyTool, OncekeyTenant,
+	// OncekeyWaitingSince), set at start and on every change, so the Temporal UI can list what
+	// waits (reconcile.WaitingQuery, reconcile.ApprovalWaitingQuery).
 	// They must be registered on the namespace first (`oncekey setup search-attributes`):
 	// worker.NewPlugin checks at worker start and refuses to start without them, since a
 	// workflow that sets an unregistered attribute fails its workflow task until it is
