@@ -13,9 +13,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/oncekeymock"
-	"github.com/oncekey/oncekey/pgstore"
 )
 
 // A claim whose statement committed but whose response was lost is recognised when the
@@ -23,20 +21,7 @@ import (
 // attempt, and the record ends applied rather than pending (and later unknown, waiting for a
 // person).
 func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		store func(t *testing.T, mem oncekey.Store) oncekey.Store
-	}{
-		{"memstore", func(t *testing.T, mem oncekey.Store) oncekey.Store { return mem }},
-		{"pgstore", func(t *testing.T, _ oncekey.Store) oncekey.Store {
-			if testing.Short() {
-				t.Skip("needs Postgres")
-			}
-			pool := testenv.Postgres(t)
-			require.NoError(t, pgstore.Migrate(context.Background(), pool))
-			return pgstore.New(pool, nil)
-		}},
-	} {
+	for _, tc := range suiteStores {
 		for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
 			t.Run(tc.name+"/"+eff.String(), func(t *testing.T) {
 				ds := newDownstream()

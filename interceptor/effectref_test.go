@@ -12,8 +12,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
-	"github.com/oncekey/oncekey/pgstore"
 )
 
 // refTickets wraps the downstream's CreateTicket into a tool that records the downstream's ID
@@ -61,20 +59,7 @@ func (r *refTickets) answers() []error {
 // operation replays the stored result without running the tool, and the record keeps the
 // reference.
 func TestSuiteEffectReferenceStoredAndKeptOnReplay(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		store func(t *testing.T, mem oncekey.Store) oncekey.Store
-	}{
-		{"memstore", func(t *testing.T, mem oncekey.Store) oncekey.Store { return mem }},
-		{"pgstore", func(t *testing.T, _ oncekey.Store) oncekey.Store {
-			if testing.Short() {
-				t.Skip("needs Postgres")
-			}
-			pool := testenv.Postgres(t)
-			require.NoError(t, pgstore.Migrate(context.Background(), pool))
-			return pgstore.New(pool, nil)
-		}},
-	} {
+	for _, tc := range suiteStores {
 		for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
 			t.Run(tc.name+"/"+eff.String(), func(t *testing.T) {
 				ds := newDownstream()

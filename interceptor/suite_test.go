@@ -18,10 +18,29 @@ import (
 	"github.com/oncekey/oncekey/internal/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/workflows"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// suiteStores are the stores of the suite tests where the store's own part matters: the suite's
+// memstore as it is, and pgstore in a fresh migrated schema (skipped with -short). store returns
+// the one the test runs against, given the suite's memstore.
+var suiteStores = []struct {
+	name  string
+	store func(t *testing.T, mem oncekey.Store) oncekey.Store
+}{
+	{"memstore", func(t *testing.T, mem oncekey.Store) oncekey.Store { return mem }},
+	{"pgstore", func(t *testing.T, _ oncekey.Store) oncekey.Store {
+		if testing.Short() {
+			t.Skip("needs Postgres")
+		}
+		pool := testenv.Postgres(t)
+		require.NoError(t, pgstore.Migrate(context.Background(), pool))
+		return pgstore.New(pool, nil)
+	}},
+}
 
 // suiteEnv is an SDK test environment with the interceptor installed through worker options,
 // the fake downstream's tools registered for real (no mocks) and memstore as the store.
