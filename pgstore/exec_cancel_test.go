@@ -461,11 +461,7 @@ func TestContextEndsAtEveryPointOfACall(t *testing.T) {
 
 func testContextEndsAtEveryPoint(t *testing.T, mode pgx.QueryExecMode, op cancelOp) {
 	g := newGate()
-	pool := newPool(t, func(cfg *pgxpool.Config) {
-		cfg.MaxConns, cfg.MinConns = 1, 0
-		cfg.ConnConfig.DefaultQueryExecMode = mode
-		g.dial(cfg)
-	})
+	pool := newPool(t, oneConn(mode, g.dial))
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
 	i := 0
@@ -575,11 +571,7 @@ func TestContextEndsWhileALargeResultIsSent(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			g := newGate()
-			pool := newPool(t, func(cfg *pgxpool.Config) {
-				cfg.MaxConns, cfg.MinConns = 1, 0
-				cfg.ConnConfig.DefaultQueryExecMode = mode
-				g.dial(cfg)
-			})
+			pool := newPool(t, oneConn(mode, g.dial))
 			// A minute, not the default 10s, for each call: writing 16 MiB twice on a loaded
 			// two-core machine can take longer, and the cancel under test comes from the context.
 			s := pgstore.New(pool, &pgstore.Options{StatementTimeout: time.Minute})

@@ -353,10 +353,7 @@ func TestBackendTerminatedBetweenCalls(t *testing.T) {
 	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			pool := newPool(t, func(cfg *pgxpool.Config) {
-				cfg.MaxConns, cfg.MinConns = 1, 0
-				cfg.ConnConfig.DefaultQueryExecMode = mode
-			})
+			pool := newPool(t, oneConn(mode))
 			s := pgstore.New(pool, nil)
 			ctx := ctxT(t)
 			res, err := s.Claim(ctx, claimParams("ok1_term", oncekey.Effectful))
@@ -386,10 +383,7 @@ func TestBackendTerminatedDuringACall(t *testing.T) {
 	for _, mode := range bothPaths {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			pool := newPool(t, func(cfg *pgxpool.Config) {
-				cfg.MaxConns, cfg.MinConns = 1, 0
-				cfg.ConnConfig.DefaultQueryExecMode = mode
-			})
+			pool := newPool(t, oneConn(mode))
 			s := pgstore.New(pool, nil)
 			ctx := ctxT(t)
 			res, err := s.Claim(ctx, claimParams("ok1_locked", oncekey.Effectful))

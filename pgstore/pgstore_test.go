@@ -61,6 +61,18 @@ func newPool(t *testing.T, tune func(cfg *pgxpool.Config)) *pgxpool.Pool {
 	return pool
 }
 
+// oneConn is a tune for newPool: one connection, none kept idle (so a test can end the backend
+// every call uses, or gate its dial), in query exec mode, then more.
+func oneConn(mode pgx.QueryExecMode, more ...func(cfg *pgxpool.Config)) func(cfg *pgxpool.Config) {
+	return func(cfg *pgxpool.Config) {
+		cfg.MaxConns, cfg.MinConns = 1, 0
+		cfg.ConnConfig.DefaultQueryExecMode = mode
+		for _, f := range more {
+			f(cfg)
+		}
+	}
+}
+
 func claimParams(key string, eff oncekey.Effect) *oncekey.ClaimParams {
 	return &oncekey.ClaimParams{
 		Tenant: "acme", OperationKey: key, Tool: "create_ticket", Version: "v1", Fingerprint: "fp",
