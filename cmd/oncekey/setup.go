@@ -19,7 +19,7 @@ func newSetupCmd(a *app) *cobra.Command {
 	}
 	setup.AddCommand(&cobra.Command{
 		Use:   "search-attributes",
-		Short: "Register the search attributes of oncekey's reconciliation workflows on the namespace (idempotent)",
+		Short: "Register the search attributes of oncekey's reconciliation and approval workflows on the namespace (idempotent)",
 		Long: "search-attributes registers OncekeyStatus, OncekeyTool, OncekeyTenant (Keyword) and OncekeyWaitingSince (Datetime)\n" +
 			"on the namespace (--namespace, else TEMPORAL_NAMESPACE, else \"default\"), those it lacks; run it once per namespace before\n" +
 			"turning on interceptor.Options.SearchAttributes, which the workers refuse to start without. Their values (tools,\n" +
@@ -47,7 +47,7 @@ func newSetupCmd(a *app) *cobra.Command {
 			default:
 				fmt.Fprintf(a.stdout, "registered %s in namespace %s\n", strings.Join(added, ", "), a.ns())
 			}
-			fmt.Fprintf(a.stdout, "turn on interceptor.Options.SearchAttributes in the workers; in the Temporal UI this filter lists every reconciliation waiting for a person:\n  %s\n", reconcile.WaitingQuery)
+			fmt.Fprintf(a.stdout, "turn on interceptor.Options.SearchAttributes in the workers; in the Temporal UI this filter lists every reconciliation waiting for a person:\n  %s\nand this one every call waiting for a person's approval:\n  %s\n", reconcile.WaitingQuery, reconcile.ApprovalWaitingQuery)
 			return nil
 		},
 	})

@@ -21,6 +21,7 @@ func TestSetupSearchAttributes(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `(registered OncekeyStatus, OncekeyTenant, OncekeyTool, OncekeyWaitingSince in namespace default|has oncekey's search attributes already)`, r.stdout)
 	require.Contains(t, r.stdout, reconcile.WaitingQuery)
+	require.Contains(t, r.stdout, reconcile.ApprovalWaitingQuery)
 	require.Eventually(t, func() bool { return worker.CheckSearchAttributes(t.Context(), c, "default") == nil }, 20*time.Second, 200*time.Millisecond)
 
 	r = cli(t, env, "setup", "search-attributes")
