@@ -112,9 +112,14 @@ type ApprovalStore interface {
 	// past its retention) it creates a pending one at episode 1 (or the next episode), Deadline =
 	// now + p.Timeout on the store's clock, and returns it with Created true. A pending, approved
 	// or denied approval is returned unchanged (Created false); a timed-out one becomes a new
-	// pending episode (Created true). It never changes an approval whose Fingerprint differs
+	// pending episode (Created true). A repeat of the request that asked the current episode
+	// (the same non-zero p.RequestToken) returns the approval unchanged with Created true,
+	// whatever was decided since. It never changes an approval whose Fingerprint differs
 	// from p.Fingerprint: it returns it unchanged, and the caller refuses the call as a
-	// fingerprint mismatch.
+	// fingerprint mismatch. Nor does it ever change an approval's Namespace or Tool: one whose
+	// Namespace or Tool differs from p's is returned unchanged (Created false), timed out or past
+	// retention too, and the caller refuses the call as another namespace's or tool's approval
+	// (oncekey's activities fail it with a non-retryable activities.ErrTypeForeignRecord error).
 	RequestApproval(ctx context.Context, p *RequestApprovalParams) (*ApprovalResult, error)
 	// DecideApproval records a decision on the pending approval at p.Episode. An approval that
 	// is not pending gets an *ApprovalConflictError carrying the
@@ -135,13 +140,24 @@ type RequestApprovalParams struct {
 	Fingerprint          string
 	WorkflowID, StepID   string
 	Summary              string
+	// RequestToken identifies this request. The request that asks an episode records its token;
+	// a RequestApproval repeated with the same non-zero token while the approval is at that
+	// episode returns it unchanged with Created true, whether it is still pending or was decided
+	// since (a timed-out one is not asked anew by its own repeat). That makes a request whose
+	// answer was lost (an error after the store may have written) safe to repeat and still learn
+	// that it asked. Callers pass a non-zero value that is the same for the repeats of one
+	// request and new for each request they mean: oncekey's RequestApproval activity derives it
+	// from its workflow ID, run ID and activity ID, the same across the activity's retries.
+	// Defaults to 0: the store picks a random token, and a repeat of the call is another request.
+	RequestToken int64
 	// Timeout is the time a new episode waits for a decision. Required.
 	Timeout time.Duration
 }
 
 // ApprovalResult is what ApprovalStore.RequestApproval found or did.
 type ApprovalResult struct {
-	// Created: a new pending episode was asked.
+	// Created: this request asked the approval's current episode, now or, for a repeat with
+	// its RequestToken, the first time.
 	Created bool
 	// Approval is the approval after the request.
 	Approval *Approval

@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -64,8 +66,10 @@ func boundApproval(ctx context.Context, ap *oncekey.Approval, tool string) error
 }
 
 // RequestApproval asks the store for approval of in.OperationKey (ApprovalStore.RequestApproval,
-// in the namespace of the calling workflow) and returns the approval as it then stands: a new
-// pending episode (Created), or the approval found pending, approved or denied. An approval of
+// in the namespace of the calling workflow, with a request token the same across the
+// activity's retries) and returns the approval as it then stands: a new pending episode
+// (Created, also for a retry of the attempt that asked it, whose answer was lost), or the
+// approval found pending, approved or denied. An approval of
 // another fingerprint is returned unchanged; the caller refuses the call. An approval of another
 // namespace or tool (read before the request, so that a timed-out one is never asked anew in
 // another namespace), or a call from another workflow than the key's approval workflow, is a
@@ -79,8 +83,9 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	if err != nil {
 		return ApprovalAnswer{}, err
 	}
-	// The key's approval as it stands is checked first: a request asks a timed-out one anew in
-	// the caller's namespace, so a workflow of another namespace could otherwise take it over.
+	// The key's approval as it stands is checked first, so that a caller of another namespace or
+	// tool learns so before it writes anything; the store never changes an approval's namespace
+	// or tool either (a timed-out one is not asked anew for them), and the answer is checked again.
 	cur, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
 	switch {
 	case err == nil:
@@ -90,13 +95,17 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	case !errors.Is(err, oncekey.ErrNotFound):
 		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: %w", in.OperationKey, err)
 	}
-	var ns string
+	var (
+		ns  string
+		tok int64
+	)
 	if activity.IsActivity(ctx) {
-		ns = activity.GetInfo(ctx).Namespace
+		info := activity.GetInfo(ctx)
+		ns, tok = info.Namespace, requestToken(info)
 	}
 	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Namespace: ns, Tool: in.Tool, Fingerprint: in.Fingerprint,
-		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary, Timeout: in.Timeout,
+		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary, RequestToken: tok, Timeout: in.Timeout,
 	})
 	if err != nil {
 		var inv *oncekey.InvalidParamsError
@@ -114,6 +123,26 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	ans := answerOf(res.Approval)
 	ans.Created = res.Created
 	return ans, nil
+}
+
+// requestToken returns the request token (oncekey.RequestApprovalParams.RequestToken) of the
+// RequestApproval activity info describes: a non-zero digest of its workflow ID, run ID and
+// activity ID, the same for every attempt of the activity, so that a retry after a lost answer
+// learns that the first attempt asked. Another run of the approval workflow (asking a timed-out
+// approval anew, or continued as new) has another run ID, and so another token.
+func requestToken(info activity.Info) int64 {
+	h := sha256.New()
+	for _, s := range []string{info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	tok := int64(binary.BigEndian.Uint64(h.Sum(nil)))
+	if tok == 0 {
+		tok = 1
+	}
+	return tok
 }
 
 // DecideApprovalInput is a decision to record on the pending approval at Episode.

@@ -3,10 +3,15 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
@@ -72,4 +77,51 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	require.True(t, ans.Conflict, "another decision finds the first")
 	require.Equal(t, oncekey.ApprovalApproved, ans.Status)
 	require.Equal(t, "mallory", ans.DecidedBy)
+}
+
+// lossyApprovals is a memstore whose first RequestApproval writes and then loses its answer, as a
+// network error after the store committed does.
+type lossyApprovals struct {
+	*memstore.Store
+	calls int
+}
+
+func (s *lossyApprovals) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+	res, err := s.Store.RequestApproval(ctx, p)
+	s.calls++
+	if s.calls == 1 && err == nil {
+		return nil, errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+	}
+	return res, err
+}
+
+// A RequestApproval whose first attempt asked but lost its answer is retried by Temporal with
+// the same request token: the retry reports Created, so the approval workflow says it asked, and
+// nothing is asked twice.
+func TestRequestApprovalRetryAfterLostAnswerCreated(t *testing.T) {
+	store := &lossyApprovals{Store: memstore.New(nil)}
+	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
+	require.NoError(t, err)
+	in := reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "s", Timeout: time.Hour}
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	acts.Register(env)
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (activities.ApprovalAnswer, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Millisecond, MaximumAttempts: 3}})
+		var ans activities.ApprovalAnswer
+		err := workflow.ExecuteActivity(ctx, activities.RequestApprovalName, in).Get(ctx, &ans)
+		return ans, err
+	}, workflow.RegisterOptions{Name: reconcile.ApprovalWorkflowName})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: reconcile.ApprovalWorkflowID("ok1_a")})
+	env.ExecuteWorkflow(reconcile.ApprovalWorkflowName)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var ans activities.ApprovalAnswer
+	require.NoError(t, env.GetWorkflowResult(&ans))
+	require.Equal(t, 2, store.calls, "the first attempt's answer was lost; the retry asked again")
+	require.True(t, ans.Created, "the retry of the attempt that asked says it asked")
+	require.Equal(t, oncekey.ApprovalPending, ans.Status)
+	require.Equal(t, int64(1), ans.Episode, "asked once")
 }

@@ -38,9 +38,13 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	case !ok:
 		a = &oncekey.Approval{Tenant: p.Tenant, OperationKey: p.OperationKey}
 		s.approvals[k] = a
-	case a.Fingerprint != p.Fingerprint,
+	case p.RequestToken != 0 && s.approvalTokens[k] == p.RequestToken:
+		// The repeat of the request that asked the current episode: as it is, and it asked.
+		return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
+	case a.Fingerprint != p.Fingerprint, a.Namespace != p.Namespace, a.Tool != p.Tool,
 		a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now):
-		// Another operation's approval, or one pending or decided within retention: as it is.
+		// Another operation's approval, one of another namespace or tool (never changed), or one
+		// pending or decided within retention: as it is.
 		return &oncekey.ApprovalResult{Approval: viewApproval(a)}, nil
 	}
 	// A new episode: the first, or the next after a timed-out one or one past retention.
@@ -50,6 +54,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 		Status: oncekey.ApprovalPending, Episode: a.Episode + 1,
 		RequestedAt: now, Deadline: now.Add(p.Timeout),
 	}
+	s.approvalTokens[k] = p.RequestToken
 	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
 }
 
@@ -163,6 +168,7 @@ func (s *Store) purgeApprovals(n int) int {
 		}
 		if approvalPastRetention(a, now) {
 			delete(s.approvals, k)
+			delete(s.approvalTokens, k)
 			done++
 		}
 	}

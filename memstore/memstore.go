@@ -38,6 +38,9 @@ type Store struct {
 	tokens map[pk]int64
 	// approvals holds the approval of each operation key that has one.
 	approvals map[pk]*oncekey.Approval
+	// approvalTokens holds the request token of the request that asked each approval's current
+	// episode (0: a request without one, which no repeat matches).
+	approvalTokens map[pk]int64
 }
 
 type pk struct{ tenant, key string }
@@ -50,7 +53,7 @@ var (
 // New returns an empty Store. opts may be nil.
 func New(opts *Options) *Store {
 	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record), tokens: make(map[pk]int64),
-		approvals: make(map[pk]*oncekey.Approval)}
+		approvals: make(map[pk]*oncekey.Approval), approvalTokens: make(map[pk]int64)}
 	if opts != nil {
 		if opts.Clock != nil {
 			s.now = opts.Clock
@@ -508,6 +511,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	for k := range s.approvals {
 		if k.tenant == p.Tenant {
 			delete(s.approvals, k)
+			delete(s.approvalTokens, k)
 			res.ApprovalsDeleted++
 		}
 	}

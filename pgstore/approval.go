@@ -21,11 +21,14 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
     episode, requested_at, deadline, decided_at, decided_by, reason, expires_at`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
-// the existing approval (o) anew, at the next episode: same fingerprint, and timed out or
-// decided and past retention. approvalExpiredWhere is whether Purge deletes an approval: decided
-// and past retention (a pending one never is).
+// the existing approval (o) anew, at the next episode: not the repeat of the request that asked
+// it (another token), the same fingerprint, namespace and tool, and timed out or decided and
+// past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
+// retention (a pending one never is).
 const (
-	approvalAnew         = `(o.fingerprint = EXCLUDED.fingerprint AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())))`
+	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.fingerprint = EXCLUDED.fingerprint
+    AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
+    AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
 )
 
@@ -38,14 +41,14 @@ const approvalMigration = "003_approvals"
 func (s *Store) approvalSQL(a string) {
 	r := strings.NewReplacer("{a}", a, "{cols}", approvalCols, "{anew}", approvalAnew, "{expired}", approvalExpiredWhere)
 	// One statement: insert the first episode or, on conflict, rewrite the row with a CASE per
-	// column that keeps every value unless the request asks anew. RETURNING reports the row after
-	// the statement and whether this request's token is the stored one (it asked the episode).
+	// column that keeps every value unless the request asks anew (namespace and tool never
+	// change: asking anew needs them equal). RETURNING reports the row after the statement and
+	// whether this request's token is the stored one (it asked the episode, now or as the
+	// request it repeats).
 	s.requestApprovalSQL = r.Replace(`INSERT INTO {a} AS o (tenant, operation_key, namespace, tool, fingerprint, workflow_id,
     step_id, summary, status, episode, requested_at, deadline, request_token)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10)
 ON CONFLICT (tenant, operation_key) DO UPDATE SET
-    namespace     = CASE WHEN {anew} THEN EXCLUDED.namespace ELSE o.namespace END,
-    tool          = CASE WHEN {anew} THEN EXCLUDED.tool ELSE o.tool END,
     workflow_id   = CASE WHEN {anew} THEN EXCLUDED.workflow_id ELSE o.workflow_id END,
     step_id       = CASE WHEN {anew} THEN EXCLUDED.step_id ELSE o.step_id END,
     summary       = CASE WHEN {anew} THEN EXCLUDED.summary ELSE o.summary END,
@@ -120,11 +123,15 @@ func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) err
 }
 
 // RequestApproval implements oncekey.ApprovalStore in one statement, on the database clock.
+// Without p.RequestToken it writes a random token, which no other request repeats.
 func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	token := rand.Int64()
+	token := p.RequestToken
+	for token == 0 {
+		token = rand.Int64()
+	}
 	var res oncekey.ApprovalResult
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error

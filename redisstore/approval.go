@@ -51,17 +51,22 @@ func decodeApproval(f []any, _ int64) (*oncekey.Approval, error) {
 	return a, bad
 }
 
-// RequestApproval implements oncekey.ApprovalStore in one script, on the server's clock. A
-// request repeated by the client library after a lost reply carries the same request token, so
-// it reports the episode it asked (Created) while that episode is pending.
+// RequestApproval implements oncekey.ApprovalStore in one script, on the server's clock. The
+// request token is p.RequestToken, or a random one without it; a request repeated by the client
+// library after a lost reply carries the same token, so it reports the episode it asked
+// (Created) as a repeat with p.RequestToken does.
 func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "request approval"
+	tok := p.RequestToken
+	if tok == 0 {
+		tok = token()
+	}
 	v, err := s.run(ctx, op, p.OperationKey, lua.RequestApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey),
 		p.Tenant, p.OperationKey, p.Namespace, p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary,
-		p.Timeout.Microseconds(), token())
+		p.Timeout.Microseconds(), tok)
 	if err != nil {
 		return nil, err
 	}

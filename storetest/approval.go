@@ -28,6 +28,9 @@ var approvalTests = []struct {
 	{"StaleEpisodeRefused", testApprovalStaleEpisode},
 	{"TimedOutAsksAnew", testApprovalTimedOut},
 	{"FingerprintDiffersUnchanged", testApprovalFingerprint},
+	{"NamespaceOrToolDiffersUnchanged", testApprovalNamespaceTool},
+	{"RequestTokenRepeatCreated", testApprovalRequestToken},
+	{"RequestTokenRepeatAfterDecision", testApprovalRequestTokenDecided},
 	{"PastRetentionAsksAnew", testApprovalRetention},
 	{"ListFilters", testApprovalListFilters},
 	{"ListPagination", testApprovalListPagination},
@@ -361,7 +364,7 @@ func testApprovalTimedOut(t *testing.T, s oncekey.ApprovalStore) {
 	require.Equal(t, "oncekey (approval timeout)", timedOut.DecidedBy)
 
 	q := *p
-	q.WorkflowID, q.StepID, q.Summary, q.Namespace, q.Timeout = "wf-2", "again", "refund 120.00 EUR on order 42 (asked again)", "ns-b", 2*time.Hour
+	q.WorkflowID, q.StepID, q.Summary, q.Timeout = "wf-2", "again", "refund 120.00 EUR on order 42 (asked again)", 2*time.Hour
 	res := request(t, s, &q)
 	require.True(t, res.Created, "a timed-out approval is asked anew")
 	second := res.Approval
@@ -392,6 +395,111 @@ func testApprovalFingerprint(t *testing.T, s oncekey.ApprovalStore) {
 		requireSameApproval(t, a, res.Approval)
 		require.Equal(t, p.Fingerprint, res.Approval.Fingerprint)
 		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+	}
+}
+
+// An approval's namespace and tool are never changed by a request: one of another namespace or
+// tool is returned unchanged, whatever its state (a timed-out one or one past retention too, which
+// a request of its own namespace and tool asks anew), and the caller refuses the call.
+func testApprovalNamespaceTool(t *testing.T, s oncekey.ApprovalStore) {
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalTimedOut} {
+		p := approvalParams()
+		a := requestNew(t, s, p)
+		if st != oncekey.ApprovalPending {
+			d := decision(a, st)
+			d.Retention = 100 * time.Millisecond
+			var err error
+			a, err = s.DecideApproval(ctxT(t), d)
+			require.NoError(t, err)
+		}
+		otherNS, otherTool := *p, *p
+		otherNS.Namespace, otherNS.WorkflowID, otherNS.Summary = "ns-b", "wf-b", "asked from another namespace"
+		otherTool.Tool, otherTool.Summary = "wire", "asked for another tool"
+		// Past retention a request of the approval's own namespace and tool would ask anew; the
+		// others still change nothing.
+		past := time.Now().Add(200 * time.Millisecond)
+		for _, q := range []*oncekey.RequestApprovalParams{&otherNS, &otherTool} {
+			res := request(t, s, q)
+			require.False(t, res.Created, "a request of namespace %q, tool %q asked the %s approval of %q, %q anew",
+				q.Namespace, q.Tool, st, p.Namespace, p.Tool)
+			requireSameApproval(t, a, res.Approval)
+		}
+		if st == oncekey.ApprovalApproved {
+			require.Eventually(t, func() bool { return time.Now().After(past) }, waitFor, pollEvery)
+			for _, q := range []*oncekey.RequestApprovalParams{&otherNS, &otherTool} {
+				res := request(t, s, q)
+				require.False(t, res.Created, "past retention, a request of namespace %q, tool %q asked anew", q.Namespace, q.Tool)
+				requireSameApproval(t, a, res.Approval)
+			}
+		}
+		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+		if st != oncekey.ApprovalPending {
+			// The approval's own namespace and tool ask anew (after retention for the approved one).
+			var res *oncekey.ApprovalResult
+			require.Eventually(t, func() bool { res = request(t, s, p); return res.Created }, waitFor, pollEvery)
+			requirePendingFrom(t, p, res.Approval)
+			require.Equal(t, int64(2), res.Approval.Episode)
+		}
+	}
+}
+
+// A request whose answer was lost is repeated with its RequestToken: the repeat reports that it
+// asked (Created) and changes nothing; a request with another token, or none, did not ask.
+func testApprovalRequestToken(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	p.RequestToken = 0x5eed0001
+	a := requestNew(t, s, p)
+	for range 2 {
+		res := request(t, s, p)
+		require.True(t, res.Created, "the repeat of the request that asked says it asked")
+		requireSameApproval(t, a, res.Approval)
+	}
+	for _, tok := range []int64{0x5eed0002, 0, -0x5eed0001} {
+		q := *p
+		q.RequestToken = tok
+		res := request(t, s, &q)
+		require.False(t, res.Created, "a request with token %#x did not ask", tok)
+		requireSameApproval(t, a, res.Approval)
+	}
+	// Another summary or timeout in the repeat changes nothing either: it is the same request.
+	q := *p
+	q.Summary, q.Timeout = "another summary", time.Minute
+	res := request(t, s, &q)
+	require.True(t, res.Created)
+	requireSameApproval(t, a, res.Approval)
+	requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+
+	// Requests without a token never match each other.
+	n := approvalParams()
+	requestNew(t, s, n)
+	require.False(t, request(t, s, n).Created, "without a token a repeat is another request")
+}
+
+// A repeat of the request that asked an episode reports it asked after a decision too, and
+// changes nothing: a timed-out episode is not asked anew by its own repeat. A request with another
+// token asks the timed-out approval anew, and from then on the first token's repeat did not ask.
+func testApprovalRequestTokenDecided(t *testing.T, s oncekey.ApprovalStore) {
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+		p := approvalParams()
+		p.RequestToken = 0x70ca1
+		done := decide(t, s, requestNew(t, s, p), st)
+		res := request(t, s, p)
+		require.True(t, res.Created, "the repeat of the request that asked the %s episode", st)
+		requireSameApproval(t, done, res.Approval)
+		requireSameApproval(t, done, getApproval(t, s, p.Tenant, p.OperationKey))
+		if st != oncekey.ApprovalTimedOut {
+			continue
+		}
+		q := *p
+		q.RequestToken = 0x70ca2
+		second := requestNew(t, s, &q)
+		require.Equal(t, int64(2), second.Episode)
+		res = request(t, s, p)
+		require.False(t, res.Created, "the first request's token did not ask episode 2")
+		requireSameApproval(t, second, res.Approval)
+		res = request(t, s, &q)
+		require.True(t, res.Created)
+		requireSameApproval(t, second, res.Approval)
 	}
 }
 
@@ -546,7 +654,7 @@ func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
 	moved := got[10]
 	decide(t, s, moved, oncekey.ApprovalTimedOut)
 	again := requestNew(t, s, &oncekey.RequestApprovalParams{Tenant: moved.Tenant, OperationKey: moved.OperationKey,
-		Tool: moved.Tool, Fingerprint: moved.Fingerprint, Timeout: time.Hour})
+		Namespace: moved.Namespace, Tool: moved.Tool, Fingerprint: moved.Fingerprint, Timeout: time.Hour})
 	require.Equal(t, int64(2), again.Episode)
 	lp.Cursor = res.Next
 	rest := listAllApprovals(t, s, lp)

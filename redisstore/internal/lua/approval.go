@@ -37,8 +37,9 @@ end
 
 // RequestApproval: KEYS ap, apall, apt, apexp. ARGV tenant, key, namespace, tool, fingerprint,
 // workflow ID, step ID, summary, timeout (µs), request token. Codes: C a new pending episode
-// was asked (or this is the repeat of the request that asked it: same token, still pending), U
-// the approval as it is (pending, decided within retention, or of another fingerprint).
+// was asked (or this is the repeat of the request that asked the current one: same token,
+// returned as it is, pending or decided since), U the approval as it is (pending, decided within
+// retention, or of another fingerprint, namespace or tool, which a request never changes).
 var RequestApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, all, ten, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local tenant, key = ARGV[1], ARGV[2]
@@ -47,8 +48,9 @@ local now = clock()
 local v = aread(ap, 'tok')
 local st, ep = v[AST], 0
 if st then
-  if st == 'pending' and v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
-  local anew = v[AFP] == ARGV[5] and (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])))
+  if v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
+  local anew = v[AFP] == ARGV[5] and v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
+    (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])))
   if not anew then return aout('U', now, v) end
   local h = hex(tonumber(v[ARA]))
   redis.call('ZREM', all, h .. pk)
