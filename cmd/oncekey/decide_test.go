@@ -69,9 +69,7 @@ func waitingApproval(t *testing.T, c client.Client, env map[string]string) appro
 // approved and when, and a second approval says it is decided already.
 func TestApproveRunsTheCallOnce(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{}
 	run := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
 
@@ -98,10 +96,7 @@ func TestApproveRunsTheCallOnce(t *testing.T) {
 	require.Contains(t, r.stdout, "approved "+ap.OperationKey+", episode 1 ("+reconcile.ApprovalWorkflowID(ap.OperationKey)+" accepted it)")
 	require.Regexp(t, `the workflow answered: approved, by ines, at \S+Z, reason booked by phone`, r.stdout)
 
-	var out Booking
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, run.Get(ctx, &out))
+	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID)
 	effects, runs = b.counts()
 	require.Equal(t, 1, effects, "the downstream landed one booking")
@@ -124,9 +119,7 @@ func TestApproveRunsTheCallOnce(t *testing.T) {
 // error type, nothing runs, and show says who denied it and why.
 func TestDenyRejectsTheCall(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	c, url, env := workerEnv(t, "")
 	b := &bookings{}
 	run := runBooking(t, c, approvalWorker(t, c, url, b, "default"))
 	ap := waitingApproval(t, c, env)
@@ -164,9 +157,7 @@ func TestDenyRejectsTheCall(t *testing.T) {
 // and the call runs once.
 func TestApproveWithoutAWorkerIsDelivered(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	c, url, env := workerEnv(t, "")
 	b := &bookings{}
 	tq := "cli-approve-" + t.Name()
 	w := newApprovalWorker(t, c, url, b, "acme", tq)
@@ -195,10 +186,7 @@ func TestApproveWithoutAWorkerIsDelivered(t *testing.T) {
 	w = newApprovalWorker(t, c, url, b, "acme", tq)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out Booking
-	require.NoError(t, run.Get(ctx, &out))
+	booked(t, run)
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects, "the delivered approval landed: one booking")
 	require.Equal(t, 1, runs)
@@ -219,9 +207,7 @@ var (
 // approval records who was signed in.
 func TestServeApprovesThroughTheInbox(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{}
 	run := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
 	ap := waitingApproval(t, c, env)
@@ -305,9 +291,7 @@ func TestTemporalCLIDecidesAsDocumented(t *testing.T) {
 	if bin == "" {
 		testenv.Missing(t, "the Temporal CLI (make temporal)")
 	}
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	c, url, env := workerEnv(t, "")
 	cmds := docTemporalCommands(t)
 	temporalCLI := func(doc, key string) string {
 		t.Helper()

@@ -20,9 +20,7 @@ import (
 // workflow is running, --direct is refused.
 func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{loseFirst: true}
 	tq := bookingWorker(t, c, url, b, "acme")
 	run := runBooking(t, c, tq)

@@ -111,6 +111,30 @@ func runBooking(t *testing.T, c client.Client, tq string) client.WorkflowRun {
 	return run
 }
 
+// booked waits up to a minute for run, a booking workflow, to end and returns its booking.
+func booked(t *testing.T, run client.WorkflowRun) Booking {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out Booking
+	require.NoError(t, run.Get(ctx, &out))
+	return out
+}
+
+// workerEnv is a fresh Postgres schema (the workers a test starts migrate it) and the test
+// Temporal server: it returns a client to the server, the schema's URL, and the CLI's
+// environment for both, with USER user unless user is "".
+func workerEnv(t *testing.T, user string) (client.Client, string, map[string]string) {
+	t.Helper()
+	c := testenv.Temporal(t)
+	url, _ := testenv.PostgresURL(t)
+	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	if user != "" {
+		env["USER"] = user
+	}
+	return c, url, env
+}
+
 // waitingKey waits until the CLI lists exactly one unknown operation and its reconciliation
 // workflow waits for a person; it returns the key.
 func waitingKey(t *testing.T, c client.Client, env map[string]string) string {
@@ -131,9 +155,7 @@ func waitingKey(t *testing.T, c client.Client, env map[string]string) string {
 
 func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{loseFirst: true}
 	run := startBooking(t, c, url, b, "acme")
 
@@ -148,10 +170,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	require.Contains(t, r.stdout, "as applied")
 	require.Contains(t, r.stdout, "the workflow answered: outcome applied, resolved by ines, ref BK-R1, result ", "the workflow's own answer, from the update")
 
-	var out Booking
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, run.Get(ctx, &out))
+	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID, "the workflow gets the result the operator gave")
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects, "the downstream landed one booking")
@@ -172,9 +191,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 
 func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
+	c, url, env := workerEnv(t, "")
 	b := &bookings{failFirst: true}
 	run := startBooking(t, c, url, b, "default")
 
@@ -186,10 +203,7 @@ func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--not-applied", "--by", "ops", "--note", "no booking for R1")
 	require.Equal(t, 0, r.code, r.stderr)
 
-	var out Booking
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, run.Get(ctx, &out))
+	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID)
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects)
@@ -200,9 +214,7 @@ func TestResolveNotAppliedRunsTheToolOnceMore(t *testing.T) {
 // success; the record is unchanged and the workflow keeps waiting for a good one.
 func TestResolveReportsARefusal(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{loseFirst: true}
 	run := startBooking(t, c, url, b, "acme")
 	key := waitingKey(t, c, env)
@@ -226,10 +238,7 @@ func TestResolveReportsARefusal(t *testing.T) {
 
 	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--result", `{"id":"BK-R1"}`)
 	require.Equal(t, 0, r.code, r.stderr)
-	var out Booking
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, run.Get(ctx, &out))
+	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID)
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects)
@@ -241,9 +250,7 @@ func TestResolveReportsARefusal(t *testing.T) {
 // once a worker runs there it lands and the call gets the result.
 func TestResolveWithoutAWorkerIsDelivered(t *testing.T) {
 	needsServices(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{loseFirst: true}
 	tq := "cli-resolve-" + t.Name()
 	w := newBookingWorker(t, c, url, b, "acme", tq)
@@ -262,10 +269,7 @@ func TestResolveWithoutAWorkerIsDelivered(t *testing.T) {
 	w = newBookingWorker(t, c, url, b, "acme", tq)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
-	var out Booking
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, run.Get(ctx, &out))
+	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID, "the delivered resolution landed")
 	effects, runs := b.counts()
 	require.Equal(t, 1, effects)

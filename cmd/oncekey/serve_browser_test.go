@@ -223,9 +223,7 @@ func TestServeSignInInTheBrowser(t *testing.T) {
 func TestServeApprovalInTheBrowser(t *testing.T) {
 	needsServices(t)
 	ctx := browser(t)
-	c := testenv.Temporal(t)
-	url, _ := testenv.PostgresURL(t)
-	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+	c, url, env := workerEnv(t, "ines")
 	b := &bookings{}
 	wfRun := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
 	ap := waitingApproval(t, c, env)
