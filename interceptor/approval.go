@@ -261,12 +261,46 @@ func (a *approvalCall) wait(ctx, dctx workflow.Context, child workflow.ChildWork
 	return out, nil
 }
 
-// undecided is the call's error when its approval workflow ended without a decision.
+// undecided is the call's error when its approval workflow ended without a decision. Ended by
+// a refusal that asking again meets the same way (undecidedRefusal), it says what to fix;
+// otherwise (terminated, timed out, the approval gone) to call again, which asks anew.
 func (a *approvalCall) undecided(key string, err error) error {
-	msg := fmt.Sprintf("oncekey: the approval workflow %s of %s ended without a decision (%v); nothing ran: call it again to ask anew",
-		reconcile.ApprovalWorkflowID(key), a.name, err)
+	id := reconcile.ApprovalWorkflowID(key)
+	var msg string
+	switch undecidedRefusal(err) {
+	case activities.ErrTypeForeignRecord:
+		msg = fmt.Sprintf("oncekey: the approval workflow %s refused to ask for %s (%v); nothing ran, and calling it again is refused the same way. "+
+			"The key's approval is another tool's or namespace's: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `oncekey show %s --tenant %s`",
+			id, a.name, err, key, shell.Word(a.tenant))
+	case oncekey.ErrTypeConfig:
+		msg = fmt.Sprintf("oncekey: the approval workflow %s could not ask for %s (%v); nothing ran, and calling it again fails the same way. "+
+			"Fix what the error names on the workers of the approval workflow's task queue, then call it again",
+			id, a.name, err)
+	default:
+		msg = fmt.Sprintf("oncekey: the approval workflow %s of %s ended without a decision (%v); nothing ran: call it again to ask anew",
+			id, a.name, err)
+	}
 	return temporal.NewNonRetryableApplicationError(msg, oncekey.ErrTypeApproval, err,
 		Details{Tenant: a.tenant, OperationKey: key, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: reasonNotApproved})
+}
+
+// undecidedRefusal returns the type of the application error in err's chain that asking again
+// cannot get past: activities.ErrTypeForeignRecord (the key's approval is another namespace's or
+// tool's) or oncekey.ErrTypeConfig (a store without approvals, a request the store refuses as
+// given); "" for anything else.
+func undecidedRefusal(err error) string {
+	for err != nil {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) {
+			return ""
+		}
+		switch appErr.Type() {
+		case activities.ErrTypeForeignRecord, oncekey.ErrTypeConfig:
+			return appErr.Type()
+		}
+		err = appErr.Unwrap()
+	}
+	return ""
 }
 
 // refusal returns nil for an approved call of req's fingerprint, else the call's error: a

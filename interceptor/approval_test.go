@@ -192,3 +192,52 @@ func TestActivityRefusesCallWithoutApproval(t *testing.T) {
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
 }
+
+// The key's approval is another tool's (the step ran another tool before) or another namespace's:
+// the approval workflow refuses to ask, nothing is written or run, and the call's error says
+// that calling again is refused the same way and what to do instead of "call it again".
+func TestSuiteApprovalOfAnotherToolOrNamespaceSaysWhatToDo(t *testing.T) {
+	// The call's operation key, from a run that needs no approval and so only claims.
+	ds := newDownstream()
+	first := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	call := stepCall{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}
+	require.Empty(t, first.run(t, workflowInput{Calls: []stepCall{call}})[0].Err)
+	recs := first.records(t)
+	require.Len(t, recs, 1)
+	key, tenant, ns := recs[0].OperationKey, recs[0].Tenant, recs[0].Namespace
+
+	for name, seed := range map[string]struct{ ns, tool string }{
+		"another tool":      {ns, "SendMoney"},
+		"another namespace": {"other-namespace", "CreateTicket"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var seeded *oncekey.Approval
+			ds := newDownstream()
+			s := setupSuiteWith(t, ds, withApproval(oncekey.Policy{Effect: oncekey.Effectful}, oncekey.ApprovalPolicy{}), suiteConfig{
+				store: func(st oncekey.Store) oncekey.Store {
+					mem := st.(*memstore.Store)
+					res, err := mem.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key,
+						Namespace: seed.ns, Tool: seed.tool, Fingerprint: "fp", Summary: "someone else's", Timeout: time.Hour})
+					require.NoError(t, err)
+					seeded, err = mem.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: tenant, OperationKey: key,
+						Episode: 1, Status: oncekey.ApprovalTimedOut, DecidedBy: "oncekey", Retention: time.Hour})
+					require.NoError(t, err)
+					require.True(t, res.Created)
+					return mem
+				},
+			})
+			out := s.run(t, workflowInput{Calls: []stepCall{call}})
+			require.Equal(t, oncekey.ErrTypeApproval, out[0].Type, out[0].Err)
+			require.Contains(t, out[0].Err, "refused to ask for CreateTicket")
+			require.Contains(t, out[0].Err, "calling it again is refused the same way")
+			require.Contains(t, out[0].Err, "give this call a step ID of its own")
+			require.Contains(t, out[0].Err, "oncekey show "+key+" --tenant "+tenant)
+			require.NotContains(t, out[0].Err, "call it again to ask anew")
+			_, bodies := ds.counts()
+			require.Zero(t, bodies)
+			aps := s.approvals(t)
+			require.Len(t, aps, 1)
+			require.Equal(t, seeded, aps[0], "nothing was written")
+		})
+	}
+}
