@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,33 +210,22 @@ func testApprovalSharedPending(t *testing.T, s oncekey.ApprovalStore) {
 func testApprovalConcurrentRequests(t *testing.T, s oncekey.ApprovalStore) {
 	p := approvalParams()
 	var (
-		mu      sync.Mutex
 		created int
 		errs    []error
-		wg      sync.WaitGroup
 	)
-	start := make(chan struct{})
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			q := *p
-			res, err := s.RequestApproval(context.Background(), &q)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case res.Created:
-				created++
-			case res.Approval.Episode != 1 || res.Approval.Status != oncekey.ApprovalPending:
-				errs = append(errs, fmt.Errorf("unexpected approval %+v", res.Approval))
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	race(16, func(int) (*oncekey.ApprovalResult, error) {
+		q := *p
+		return s.RequestApproval(context.Background(), &q)
+	}, func(res *oncekey.ApprovalResult, err error) {
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case res.Created:
+			created++
+		case res.Approval.Episode != 1 || res.Approval.Status != oncekey.ApprovalPending:
+			errs = append(errs, fmt.Errorf("unexpected approval %+v", res.Approval))
+		}
+	})
 	require.Empty(t, errs)
 	require.Equal(t, 1, created, "exactly one of 16 concurrent requests creates the approval")
 }
@@ -289,36 +277,25 @@ func testApprovalConflict(t *testing.T, s oncekey.ApprovalStore) {
 func testApprovalConcurrentDecisions(t *testing.T, s oncekey.ApprovalStore) {
 	a := requestNew(t, s, approvalParams())
 	var (
-		mu        sync.Mutex
 		landed    []*oncekey.Approval
 		conflicts int
 		errs      []error
-		wg        sync.WaitGroup
 	)
-	start := make(chan struct{})
-	for i := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			d := decision(a, []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut}[i%3])
-			d.DecidedBy = fmt.Sprintf("decider-%d", i)
-			out, err := s.DecideApproval(context.Background(), d)
-			mu.Lock()
-			defer mu.Unlock()
-			var ce *oncekey.ApprovalConflictError
-			switch {
-			case err == nil:
-				landed = append(landed, out)
-			case errors.As(err, &ce):
-				conflicts++
-			default:
-				errs = append(errs, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	race(12, func(i int) (*oncekey.Approval, error) {
+		d := decision(a, []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut}[i%3])
+		d.DecidedBy = fmt.Sprintf("decider-%d", i)
+		return s.DecideApproval(context.Background(), d)
+	}, func(out *oncekey.Approval, err error) {
+		var ce *oncekey.ApprovalConflictError
+		switch {
+		case err == nil:
+			landed = append(landed, out)
+		case errors.As(err, &ce):
+			conflicts++
+		default:
+			errs = append(errs, err)
+		}
+	})
 	require.Empty(t, errs)
 	require.Len(t, landed, 1, "exactly one of 12 concurrent decisions lands")
 	require.Equal(t, 11, conflicts)

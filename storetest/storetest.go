@@ -1445,35 +1445,24 @@ func testInvalidParams(t *testing.T, s oncekey.Store) {
 
 func testConcurrentClaim(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
-	var mu sync.Mutex
 	var acquired, observed int
 	var errs []error
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			q := *p
-			res, err := s.Claim(context.Background(), &q)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case res.Acquired:
-				acquired++
-			default:
-				observed++
-				if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
-					errs = append(errs, fmt.Errorf("unexpected record %+v", res.Record))
-				}
+	race(32, func(int) (*oncekey.ClaimResult, error) {
+		q := *p
+		return s.Claim(context.Background(), &q)
+	}, func(res *oncekey.ClaimResult, err error) {
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case res.Acquired:
+			acquired++
+		default:
+			observed++
+			if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
+				errs = append(errs, fmt.Errorf("unexpected record %+v", res.Record))
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	require.Empty(t, errs)
 	require.Equal(t, 1, acquired, "exactly one of 32 concurrent claims acquires")
 	require.Equal(t, 31, observed)
@@ -1485,31 +1474,43 @@ func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
 	acquire(t, s, p)
 	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
 	p.Lease = longLease
-	var mu sync.Mutex
 	var winners []int64
 	var errs []error
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 16 {
+	race(16, func(int) (*oncekey.ClaimResult, error) {
+		q := *p
+		return s.Claim(context.Background(), &q)
+	}, func(res *oncekey.ClaimResult, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		} else if res.Acquired {
+			winners = append(winners, res.Record.Epoch)
+		}
+	})
+	require.Empty(t, errs)
+	require.Equal(t, []int64{2}, winners, "exactly one takeover, at epoch 2")
+}
+
+// race calls call(i) for i in [0, n) from n goroutines released at the same moment, hands each
+// answer to tally (one at a time, so tally needs no lock) and returns once all have answered.
+func race[T any](n int, call func(i int) (T, error), tally func(T, error)) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			q := *p
-			res, err := s.Claim(context.Background(), &q)
+			res, err := call(i)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			} else if res.Acquired {
-				winners = append(winners, res.Record.Epoch)
-			}
+			tally(res, err)
 		}()
 	}
 	close(start)
 	wg.Wait()
-	require.Empty(t, errs)
-	require.Equal(t, []int64{2}, winners, "exactly one takeover, at epoch 2")
 }
 
 func testContextCanceled(t *testing.T, s oncekey.Store) {
