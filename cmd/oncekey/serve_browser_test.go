@@ -65,6 +65,24 @@ func artifactDir(t *testing.T) string {
 	return dir
 }
 
+// shooter returns shot(name): a full screenshot of the page, written to name in artifactDir
+// and, when name is docImage and ONCEKEY_UPDATE_SCREENSHOT is set, to docs/img/docImage too.
+func shooter(t *testing.T, ctx context.Context, docImage string) func(name string) {
+	t.Helper()
+	shots := artifactDir(t)
+	return func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err, "screenshot "+name)
+		p := filepath.Join(shots, name)
+		require.NoError(t, os.WriteFile(p, png, 0o644))
+		t.Logf("screenshot: %s", p)
+		if name == docImage && os.Getenv("ONCEKEY_UPDATE_SCREENSHOT") != "" {
+			require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "img", docImage), png, 0o644))
+		}
+	}
+}
+
 // run runs chromedp actions with a bound, so a page that never shows what the test waits for
 // fails the test instead of hanging it.
 func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -95,17 +113,7 @@ func TestServeInTheBrowser(t *testing.T) {
 	env := servicesEnv(t)
 	url := env["DATABASE_URL"]
 	base := startServe(t, env)
-	shots := artifactDir(t)
-	shot := func(name string) {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		require.NoError(t, err, "screenshot "+name)
-		p := filepath.Join(shots, name)
-		require.NoError(t, os.WriteFile(p, png, 0o644))
-		t.Logf("screenshot: %s", p)
-		if name == "inbox.png" && os.Getenv("ONCEKEY_UPDATE_SCREENSHOT") != "" {
-			require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "img", "inbox.png"), png, 0o644))
-		}
-	}
+	shot := shooter(t, ctx, "inbox.png")
 
 	run(t, ctx, "open the empty inbox", chromedp.Navigate(base+"/"))
 	require.Contains(t, text(t, ctx, "#queue-unknown"), "Nothing waits")
@@ -228,17 +236,7 @@ func TestServeApprovalInTheBrowser(t *testing.T) {
 	wfRun := runBooking(t, c, approvalWorker(t, c, url, b, "acme"))
 	ap := waitingApproval(t, c, env)
 	base := startServe(t, env, "--listen", "127.0.0.1:0")
-	shots := artifactDir(t)
-	shot := func(name string) {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		require.NoError(t, err, "screenshot "+name)
-		p := filepath.Join(shots, name)
-		require.NoError(t, os.WriteFile(p, png, 0o644))
-		t.Logf("screenshot: %s", p)
-		if name == "approval.png" && os.Getenv("ONCEKEY_UPDATE_SCREENSHOT") != "" {
-			require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "img", "approval.png"), png, 0o644))
-		}
-	}
+	shot := shooter(t, ctx, "approval.png")
 
 	row := `tr.approval[data-key="` + ap.OperationKey + `"]`
 	run(t, ctx, "the waiting call appears", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(row)))
