@@ -100,7 +100,7 @@ func TestHumanOutputEscapesStoredStrings(t *testing.T) {
 	r = cli(t, env, "stats")
 	require.Equal(t, 0, r.code, r.stderr)
 	requireSafe(t, r.stdout)
-	require.Equal(t, 5, strings.Count(r.stdout, "\n"), "header, two tools, the total, the tenants line:\n%s", r.stdout)
+	require.Equal(t, 6, strings.Count(r.stdout, "\n"), "two header rows, two tools, the total, the tenants line:\n%s", r.stdout)
 	require.Contains(t, r.stdout, `"Evil\x1b[31mTool"`)
 	require.Regexp(t, `(?m)^CreateTicket\s+0\s+1\s`, r.stdout)
 
