@@ -95,7 +95,8 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...
 	defer c.Release()
 	conn := c.Conn()
 	d := new(recordDest)
-	dest := d.bind(true, extra...)
+	var buf recordDests
+	dest := d.bind(&buf, true, extra...)
 	if !s.prepare {
 		err = queryRow(ctx, conn, st.sql, args, dest)
 	} else {

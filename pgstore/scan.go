@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -88,6 +89,9 @@ func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []
 				continue
 			}
 		}
+		if fd.Format == pgtype.BinaryFormatCode && decodeBinary(fd.DataTypeOID, raw[i], dest[i]) {
+			continue
+		}
 		plan := planFor(fd.DataTypeOID, fd.Format, dest[i])
 		if plan == nil {
 			plan = m.PlanScan(fd.DataTypeOID, fd.Format, dest[i])
@@ -99,6 +103,86 @@ func scanRow(fds []pgconn.FieldDescription, raw [][]byte, m *pgtype.Map, dest []
 	return nil
 }
 
+// decodeBinary decodes raw, a column of type oid in the binary format, into dst as the plan
+// scanPlans holds for it would, and reports whether it did. It does only what cannot fail: a
+// NULL where dst takes none, a value of the wrong length or a timestamp far from now (infinity,
+// say) is left to the plan, which reports it as pgx does. Decoding here saves the plan's lookup
+// and its calls through interfaces on every column of every row.
+func decodeBinary(oid uint32, raw []byte, dst any) bool {
+	switch p := dst.(type) {
+	case *string:
+		if oid != pgtype.TextOID || raw == nil {
+			return false
+		}
+		*p = string(raw)
+	case *int16:
+		if oid != pgtype.Int2OID || len(raw) != 2 {
+			return false
+		}
+		*p = int16(binary.BigEndian.Uint16(raw))
+	case *int64:
+		if oid != pgtype.Int8OID || len(raw) != 8 {
+			return false
+		}
+		*p = int64(binary.BigEndian.Uint64(raw))
+	case *bool:
+		if oid != pgtype.BoolOID || len(raw) != 1 {
+			return false
+		}
+		*p = raw[0] == 1
+	case *[]byte:
+		if oid != pgtype.ByteaOID {
+			return false
+		}
+		if raw == nil {
+			*p = nil
+		} else {
+			*p = make([]byte, len(raw))
+			copy(*p, raw)
+		}
+	case *time.Time:
+		t, ok := timestamptz(oid, raw)
+		if !ok || raw == nil {
+			return false
+		}
+		*p = t
+	case *pgtype.Timestamptz:
+		t, ok := timestamptz(oid, raw)
+		if !ok {
+			return false
+		}
+		*p = pgtype.Timestamptz{Time: t, Valid: raw != nil}
+	default:
+		return false
+	}
+	return true
+}
+
+// nearY2K bounds, in microseconds either side of 2000-01-01, the timestamps decodeBinary
+// decodes itself: ±5,000 years, well inside what pgx accepts and far from infinity.
+const nearY2K = 5000 * 366 * 24 * 3600 * 1_000_000
+
+// timestamptz decodes a binary timestamptz as pgx's default codec does (in the local time
+// zone, like time.Unix): false when oid is not timestamptz or raw not a timestamp near Y2K. A
+// NULL (raw nil) is the zero time and true.
+func timestamptz(oid uint32, raw []byte) (time.Time, bool) {
+	if oid != pgtype.TimestamptzOID {
+		return time.Time{}, false
+	}
+	if raw == nil {
+		return time.Time{}, true
+	}
+	if len(raw) != 8 {
+		return time.Time{}, false
+	}
+	us := int64(binary.BigEndian.Uint64(raw))
+	if us < -nearY2K || us > nearY2K {
+		return time.Time{}, false
+	}
+	const y2k = 946_684_800 * 1_000_000 // 2000-01-01 in microseconds since the Unix epoch
+	return time.Unix(y2k/1_000_000+us/1_000_000, (y2k%1_000_000*1_000)+(us%1_000_000*1_000)), true
+}
+
 // statuses are the values of the status column.
 var statuses = [...]string{string(oncekey.StatusPending), string(oncekey.StatusApplied), string(oncekey.StatusFailed),
 	string(oncekey.StatusUnknown), string(oncekey.StatusReleased), string(oncekey.StatusExpired)}
@@ -106,6 +190,9 @@ var statuses = [...]string{string(oncekey.StatusPending), string(oncekey.StatusA
 // knownString returns the text arg or status equal to b, if there is one. Text has the same
 // bytes in the binary and text formats.
 func knownString(b []byte, args []arg) (string, bool) {
+	if len(b) == 0 {
+		return "", true
+	}
 	for _, a := range args {
 		if a.oid == text && a.s == string(b) {
 			return a.s, true
@@ -125,8 +212,12 @@ type recordDest struct {
 	effect     int16
 	status     string
 	leaseUntil pgtype.Timestamptz
-	dest       [len(recordColNames)]any
 }
+
+// recordDests holds the destinations bind returns: a record's columns and two more. A caller
+// keeps it on its stack, so that the destinations are not one more object for the collector
+// to allocate and scan per row.
+type recordDests [len(recordColNames) + 2]any
 
 // recordColNames names the columns of a record in the order recordDest.bind scans them. The
 // last is computed (see leaseExpiredCol).
@@ -145,20 +236,17 @@ var (
 	keyedCols = strings.Join(recordColNames[2:len(recordColNames)-1], ", ") + ", " + leaseExpiredCol
 )
 
-// bind returns the destinations of recordCols, or of keyedCols if keyed, then extra.
-func (d *recordDest) bind(keyed bool, extra ...any) []any {
+// bind returns, in buf, the destinations of recordCols, or of keyedCols if keyed, then extra.
+// The result uses buf's array when extra has at most two destinations.
+func (d *recordDest) bind(buf *recordDests, keyed bool, extra ...any) []any {
 	r := &d.r
-	d.dest = [...]any{&r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
+	dest := append(buf[:0], &r.Tenant, &r.OperationKey, &r.Tool, &r.Version, &r.Fingerprint, &r.WorkflowID, &r.StepID,
 		&d.effect, &d.status, &r.Epoch, &d.leaseUntil, &r.Result, &r.Failure, &r.EffectReference, &r.CreatedAt,
-		&r.UpdatedAt, &r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.Namespace, &r.LeaseExpired}
-	dest := d.dest[:]
+		&r.UpdatedAt, &r.ExpiresAt, &r.TombstoneUntil, &r.ResolvedBy, &r.Note, &r.Namespace, &r.LeaseExpired)
 	if keyed {
 		dest = dest[2:]
 	}
-	if len(extra) == 0 {
-		return dest
-	}
-	return append(dest[:len(dest):len(dest)], extra...)
+	return append(dest, extra...)
 }
 
 func (d *recordDest) record() *oncekey.Record {

@@ -481,9 +481,10 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 			return err
 		}
 		defer rows.Close()
+		var buf recordDests
 		for rows.Next() {
 			d := new(recordDest)
-			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(false), nil); err != nil {
+			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(&buf, false), nil); err != nil {
 				return err
 			}
 			recs = append(recs, d.record())
