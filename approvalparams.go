@@ -57,30 +57,14 @@ func (p *DecideApprovalParams) Validate() error {
 // Validate returns an *InvalidParamsError naming the first bad field, or nil. The cursor is
 // checked by the store that issued it.
 func (p *ListApprovalsParams) Validate() error {
-	const op = "list approvals"
 	if p.Status != "" && !p.Status.Valid() {
-		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not an approval status", p.Status)}
+		return &InvalidParamsError{Op: "list approvals", Field: "Status", Reason: fmt.Sprintf("%q is not an approval status", p.Status)}
 	}
-	for _, f := range []struct{ name, v string }{
-		{"Tenant", p.Tenant}, {"Tool", p.Tool}, {"WorkflowID", p.WorkflowID}, {"Cursor", p.Cursor},
-	} {
-		if err := checkText(op, f.name, f.v, false); err != nil {
-			return err
-		}
-	}
-	if p.Limit < 0 || p.Limit > MaxListLimit {
-		return &InvalidParamsError{Op: op, Field: "Limit", Reason: fmt.Sprintf("%d is outside 0..%d", p.Limit, MaxListLimit)}
-	}
-	return nil
+	return validateListFilter("list approvals", p.Tenant, p.Tool, p.WorkflowID, p.Cursor, p.Limit)
 }
 
 // PageSize returns p.Limit, or DefaultListLimit when it is zero.
-func (p *ListApprovalsParams) PageSize() int {
-	if p.Limit == 0 {
-		return DefaultListLimit
-	}
-	return p.Limit
-}
+func (p *ListApprovalsParams) PageSize() int { return pageSize(p.Limit) }
 
 // ApprovalCursor is where ListApprovals' keyset pagination resumes: the sort key (requested at,
 // tenant, operation key) of the last approval of a page. Stores hand it out as

@@ -155,29 +155,36 @@ func (p *GetParams) Validate() error {
 // Validate returns an *InvalidParamsError naming the first bad field, or nil. The cursor is
 // checked by the store that issued it.
 func (p *ListParams) Validate() error {
-	const op = "list"
 	if p.Status != "" && !p.Status.Valid() {
-		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not a status", p.Status)}
+		return &InvalidParamsError{Op: "list", Field: "Status", Reason: fmt.Sprintf("%q is not a status", p.Status)}
 	}
+	return validateListFilter("list", p.Tenant, p.Tool, p.WorkflowID, p.Cursor, p.Limit)
+}
+
+// validateListFilter checks the filter and page fields List and ListApprovals share.
+func validateListFilter(op, tenant, tool, workflowID, cursor string, limit int) error {
 	for _, f := range []struct{ name, v string }{
-		{"Tenant", p.Tenant}, {"Tool", p.Tool}, {"WorkflowID", p.WorkflowID}, {"Cursor", p.Cursor},
+		{"Tenant", tenant}, {"Tool", tool}, {"WorkflowID", workflowID}, {"Cursor", cursor},
 	} {
 		if err := checkText(op, f.name, f.v, false); err != nil {
 			return err
 		}
 	}
-	if p.Limit < 0 || p.Limit > MaxListLimit {
-		return &InvalidParamsError{Op: op, Field: "Limit", Reason: fmt.Sprintf("%d is outside 0..%d", p.Limit, MaxListLimit)}
+	if limit < 0 || limit > MaxListLimit {
+		return &InvalidParamsError{Op: op, Field: "Limit", Reason: fmt.Sprintf("%d is outside 0..%d", limit, MaxListLimit)}
 	}
 	return nil
 }
 
 // PageSize returns p.Limit, or DefaultListLimit when it is zero.
-func (p *ListParams) PageSize() int {
-	if p.Limit == 0 {
+func (p *ListParams) PageSize() int { return pageSize(p.Limit) }
+
+// pageSize returns limit, or DefaultListLimit when it is zero.
+func pageSize(limit int) int {
+	if limit == 0 {
 		return DefaultListLimit
 	}
-	return p.Limit
+	return limit
 }
 
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.

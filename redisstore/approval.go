@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -158,15 +157,13 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 		}
 		l.streams = append(l.streams, st)
 	}
-	limit := p.PageSize()
-	out, err := l.page(ctx, s, limit+1)
+	out, last, more, err := l.pageOf(ctx, s, p.PageSize())
 	if err != nil {
 		return nil, err
 	}
 	res := &oncekey.ListApprovalsResult{Approvals: out}
-	if len(out) > limit {
-		res.Approvals = out[:limit]
-		res.Next = oncekey.NextApprovalCursor(out[limit-1])
+	if more {
+		res.Next = oncekey.NextApprovalCursor(last)
 	}
 	return res, nil
 }
@@ -174,13 +171,7 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 // lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
 // OperationKey), byte-wise.
 func lessApproval(a, b *oncekey.Approval) bool {
-	if c := cmp.Compare(a.RequestedAt.UnixMicro(), b.RequestedAt.UnixMicro()); c != 0 {
-		return c < 0
-	}
-	if a.Tenant != b.Tenant {
-		return a.Tenant < b.Tenant
-	}
-	return a.OperationKey < b.OperationKey
+	return before(a.RequestedAt, a.Tenant, a.OperationKey, b.RequestedAt, b.Tenant, b.OperationKey)
 }
 
 // purgeApprovals deletes the decided approvals past their retention, at most n per batch (one

@@ -618,28 +618,42 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		}
 		l.streams = append(l.streams, st)
 	}
-	limit := p.PageSize()
-	out, err := l.page(ctx, s, limit+1)
+	out, last, more, err := l.pageOf(ctx, s, p.PageSize())
 	if err != nil {
 		return nil, err
 	}
 	res := &oncekey.ListResult{Records: out}
-	if len(out) > limit {
-		res.Records = out[:limit]
-		res.Next = oncekey.NextCursor(out[limit-1])
+	if more {
+		res.Next = oncekey.NextCursor(last)
 	}
 	return res, nil
 }
 
 // less orders records as List returns them: (UpdatedAt, Tenant, OperationKey), byte-wise.
 func less(a, b *oncekey.Record) bool {
-	if c := cmp.Compare(a.UpdatedAt.UnixMicro(), b.UpdatedAt.UnixMicro()); c != 0 {
+	return before(a.UpdatedAt, a.Tenant, a.OperationKey, b.UpdatedAt, b.Tenant, b.OperationKey)
+}
+
+// before reports whether the sort key (at, tenant, key) of a comes before b's: by the time in
+// microseconds, then tenant and key byte-wise. List and ListApprovals order by it.
+func before(atA time.Time, tenantA, keyA string, atB time.Time, tenantB, keyB string) bool {
+	if c := cmp.Compare(atA.UnixMicro(), atB.UnixMicro()); c != 0 {
 		return c < 0
 	}
-	if a.Tenant != b.Tenant {
-		return a.Tenant < b.Tenant
+	if tenantA != tenantB {
+		return tenantA < tenantB
 	}
-	return a.OperationKey < b.OperationKey
+	return keyA < keyB
+}
+
+// pageOf reads a page of at most limit items, and whether more follow; last is the page's last
+// item, the one the next page's cursor resumes after.
+func (l *listing[T]) pageOf(ctx context.Context, s *Store, limit int) (page []T, last T, more bool, err error) {
+	out, err := l.page(ctx, s, limit+1)
+	if err != nil || len(out) <= limit {
+		return out, last, false, err
+	}
+	return out[:limit], out[limit-1], true, nil
 }
 
 func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
