@@ -868,13 +868,18 @@ func (c *call) report(ctx context.Context, err error) {
 // context is done; beside it, heartbeatForBody heartbeats for the body (see heartbeats).
 type leaseRenewer struct {
 	done chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	lost error
+	// endHeartbeats cancels the context of oncekey's heartbeats for the body (nil: none run).
+	endHeartbeats context.CancelFunc
+	wg            sync.WaitGroup
+	mu            sync.Mutex
+	lost          error
 }
 
 func (l *leaseRenewer) stop() error {
 	close(l.done)
+	if l.endHeartbeats != nil {
+		l.endHeartbeats()
+	}
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -885,10 +890,12 @@ func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody co
 	l := &leaseRenewer{done: make(chan struct{})}
 	every := c.policy.Lease / 3
 	if c.hb != nil && !c.root.opts.DisableBodyHeartbeat {
+		var hctx context.Context
+		hctx, l.endHeartbeats = context.WithCancel(ctx)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			c.heartbeatForBody(ctx, l.done)
+			c.heartbeatForBody(hctx, l.done)
 		}()
 	}
 	l.wg.Add(1)

@@ -79,18 +79,10 @@ func (c *call) bodyHeartbeatInterval() time.Duration {
 }
 
 // heartbeatForBody heartbeats for the body (heartbeats.tick) every bodyHeartbeatInterval until
-// done is closed or the attempt's context ends. A heartbeat the SDK is still sending when done is
-// closed is abandoned, so the body's completion never waits for an unreachable Temporal.
+// done is closed or ctx ends. The caller cancels ctx when it closes done (leaseRenewer.stop), so a
+// heartbeat the SDK is still sending then is abandoned, and the body's completion never waits for
+// an unreachable Temporal.
 func (c *call) heartbeatForBody(ctx context.Context, done <-chan struct{}) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		cancel()
-	}()
 	t := time.NewTicker(c.bodyHeartbeatInterval())
 	defer t.Stop()
 	for {
