@@ -100,29 +100,7 @@ return aout('K', clock(), v)
 // index, with the tenant in ARGV[3]), tenant, from, matches wanted, entries to scan at most,
 // status, tool, workflow ID filters ("" does not filter). It returns {now, last member scanned,
 // "1" when the index holds nothing after it, fields of AF for each matching approval...}.
-var ListApprovals = redis.NewScript(prelude + approvalPrelude + `
-local now = clock()
-local scan, want = tonumber(ARGV[6]), tonumber(ARGV[5])
-local ids = redis.call('ZRANGE', KEYS[1], ARGV[4], '+', 'BYLEX', 'LIMIT', 0, scan)
-local out = {fmt(now), '', '0'}
-if #ids < scan then out[3] = '1' end
-local n = 0
-for i, m in ipairs(ids) do
-  out[2] = m
-  local pk = string.sub(m, 17)
-  if ARGV[2] == 't' then pk = ARGV[3] .. '\0' .. pk end
-  local v = redis.call('HMGET', ARGV[1] .. pk, unpack(AF))
-  if v[AST] and (ARGV[7] == '' or v[AST] == ARGV[7]) and (ARGV[8] == '' or v[ATOOL] == ARGV[8]) and (ARGV[9] == '' or v[AWF] == ARGV[9]) then
-    for j = 1, #AF do out[#out + 1] = v[j] end
-    n = n + 1
-    if n == want then
-      if i < #ids then out[3] = '0' end
-      break
-    end
-  end
-end
-return out
-`)
+var ListApprovals = redis.NewScript(prelude + approvalPrelude + listBody("AF", "AST", "ATOOL", "AWF"))
 
 // PurgeApprovals deletes decided approvals of one bucket past their retention: KEYS apexp,
 // apall. ARGV approval key base, tenant index key base, at most this many. An entry whose

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -238,7 +239,16 @@ return reply('K', KEYS[1], clock())
 // at most, status, tool, workflow ID filters ("" does not filter). It returns {now, last
 // member scanned ("" for none), "1" when the index holds nothing after it, fields of F for each
 // matching record...}. Each call reads at most the entries it may scan.
-var List = redis.NewScript(prelude + `
+var List = redis.NewScript(prelude + listBody("F", "9", "3", "6"))
+
+// listBody is the body of List and ListApprovals, which differ only in the hash fields they
+// read: fields names the Lua table of field names, status, tool and wf the positions in it of
+// the fields the filters compare.
+func listBody(fields, status, tool, wf string) string {
+	return strings.NewReplacer("FIELDS", fields, "STATUS", status, "TOOL", tool, "WF", wf).Replace(listTemplate)
+}
+
+const listTemplate = `
 local now = clock()
 local scan, want = tonumber(ARGV[6]), tonumber(ARGV[5])
 local ids = redis.call('ZRANGE', KEYS[1], ARGV[4], '+', 'BYLEX', 'LIMIT', 0, scan)
@@ -249,9 +259,9 @@ for i, m in ipairs(ids) do
   out[2] = m
   local pk = string.sub(m, 17)
   if ARGV[2] == 't' then pk = ARGV[3] .. '\0' .. pk end
-  local v = redis.call('HMGET', ARGV[1] .. pk, unpack(F))
-  if v[9] and (ARGV[7] == '' or v[9] == ARGV[7]) and (ARGV[8] == '' or v[3] == ARGV[8]) and (ARGV[9] == '' or v[6] == ARGV[9]) then
-    for j = 1, #F do out[#out + 1] = v[j] end
+  local v = redis.call('HMGET', ARGV[1] .. pk, unpack(FIELDS))
+  if v[STATUS] and (ARGV[7] == '' or v[STATUS] == ARGV[7]) and (ARGV[8] == '' or v[TOOL] == ARGV[8]) and (ARGV[9] == '' or v[WF] == ARGV[9]) then
+    for j = 1, #FIELDS do out[#out + 1] = v[j] end
     n = n + 1
     if n == want then
       if i < #ids then out[3] = '0' end
@@ -260,7 +270,7 @@ for i, m in ipairs(ids) do
   end
 end
 return out
-`)
+`
 
 // Tombstone turns records of one bucket past retention into tombstones: KEYS exp, all,
 // unk. ARGV record key base, tenant index key base, at most this many, skipping this many
