@@ -83,18 +83,6 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	if err != nil {
 		return ApprovalAnswer{}, err
 	}
-	// The key's approval as it stands is checked first, so that a caller of another namespace or
-	// tool learns so before it writes anything; the store never changes an approval's namespace
-	// or tool either (a timed-out one is not asked anew for them), and the answer is checked again.
-	cur, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
-	switch {
-	case err == nil:
-		if err := boundApproval(ctx, cur, in.Tool); err != nil {
-			return ApprovalAnswer{}, err
-		}
-	case !errors.Is(err, oncekey.ErrNotFound):
-		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: %w", in.OperationKey, err)
-	}
 	var (
 		ns  string
 		tok int64
@@ -117,6 +105,9 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	if res == nil || res.Approval == nil {
 		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: the store returned no approval", in.OperationKey)
 	}
+	// The store never changes an existing approval's namespace or tool (it returns one of another
+	// unchanged, a timed-out one not asked anew), so checking its answer refuses such a caller
+	// with nothing written.
 	if err := boundApproval(ctx, res.Approval, in.Tool); err != nil {
 		return ApprovalAnswer{}, err
 	}
