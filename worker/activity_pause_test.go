@@ -148,16 +148,21 @@ func TestE2EActivityPauseReachesABodyThatNeverHeartbeats(t *testing.T) {
 		heartbeat time.Duration
 		// throttle, if set, is the worker's DefaultHeartbeatThrottleInterval.
 		throttle time.Duration
+		// maxThrottle, if set, is the worker's MaxHeartbeatThrottleInterval (the throttle is
+		// 0.8 × HeartbeatTimeout, capped by it).
+		maxThrottle time.Duration
 	}{
-		{name: "heartbeat-timeout", heartbeat: 2 * time.Second},
+		// A HeartbeatTimeout well above the throttle, so that a loaded machine does not time the
+		// attempt out between two heartbeats.
+		{name: "heartbeat-timeout", heartbeat: 6 * time.Second, maxThrottle: 500 * time.Millisecond},
 		{name: "no-heartbeat-timeout", throttle: 500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLedger(faultWaitBeforeCommit)
 			e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: 1500 * time.Millisecond})
-			if tc.throttle > 0 {
+			if tc.throttle > 0 || tc.maxThrottle > 0 {
 				e.w.Stop()
-				e.startWorkerWith(t, sdkworker.Options{DefaultHeartbeatThrottleInterval: tc.throttle})
+				e.startWorkerWith(t, sdkworker.Options{DefaultHeartbeatThrottleInterval: tc.throttle, MaxHeartbeatThrottleInterval: tc.maxThrottle})
 			}
 			id := "pause-never-heartbeats-" + tc.name
 			run := e.startWith(t, id, req, CallOptions{StartToClose: time.Minute, Heartbeat: tc.heartbeat})
@@ -182,7 +187,11 @@ var bodyProgress = progress{Stage: "validated", Done: 3}
 func TestE2EBodyHeartbeatKeepsTheBodysDetails(t *testing.T) {
 	l := newLedger(faultProgressBeforeGate)
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: 1500 * time.Millisecond})
-	run := e.startWith(t, "body-heartbeat-details", req, CallOptions{StartToClose: time.Minute, Heartbeat: 2 * time.Second})
+	// Heartbeats at most every 500 ms (the throttle) against a 6 s HeartbeatTimeout, so that a
+	// loaded machine does not time the attempt out between two of them.
+	e.w.Stop()
+	e.startWorkerWith(t, sdkworker.Options{MaxHeartbeatThrottleInterval: 500 * time.Millisecond})
+	run := e.startWith(t, "body-heartbeat-details", req, CallOptions{StartToClose: time.Minute, Heartbeat: 6 * time.Second})
 	detailsOf := func(a *workflowpb.PendingActivityInfo) progress {
 		var p progress
 		if a.GetHeartbeatDetails() != nil {
