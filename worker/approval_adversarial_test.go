@@ -562,10 +562,20 @@ var requestKey = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) 
 	return "request:" + r.RequestID, nil
 })
 
+// requestFor is req with a request ID of t's own. Tests keyed by requestKey run in parallel in
+// one Temporal namespace, where a shared request ID would give them one operation key and so one
+// reconciliation or approval workflow ID between them.
+func requestFor(t *testing.T) TicketRequest {
+	r := req
+	r.RequestID = t.Name()
+	return r
+}
+
 // The reconciliation another workflow waits on is terminated: the waiting workflow fails at once
 // with an unknown outcome that says to run the step again, rather than wait forever; the body
 // ran once.
 func TestE2EReconciliationTerminatedReleasesTheOtherWaiter(t *testing.T) {
+	req := requestFor(t)
 	l := newLedger(faultLostAfterCommit)
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Key: requestKey})
 	first := e.start(t, "recon-terminated-a", req, 10*time.Second)
@@ -626,6 +636,7 @@ func TestE2EApprovalLateDecisionForTimedOutEpisodeIsRefused(t *testing.T) {
 // the approval workflow running (the server says already started) and waits on it; one approval
 // releases both, the tool runs once and the second replays it.
 func TestE2EApprovalSharedAcrossWorkflows(t *testing.T) {
+	req := requestFor(t)
 	l := newLedger()
 	p := approvalPolicy(0)
 	p.Key = requestKey
@@ -654,6 +665,7 @@ func TestE2EApprovalSharedAcrossWorkflows(t *testing.T) {
 // approval, and the worker refuses it. (That call reaches the worker unasked because its Required
 // differs between workflow and worker; any call the workflow side did not ask for would.)
 func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
+	req := requestFor(t)
 	l := newLedger()
 	p := approvalPolicy(0)
 	p.Key = requestKey

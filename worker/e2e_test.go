@@ -554,6 +554,7 @@ func TestE2EResolveNotApplied(t *testing.T) {
 // Two workflows blocked on one unknown key (an explicit business key) are both released by one
 // resolution.
 func TestE2ETwoWorkflowsOneResolution(t *testing.T) {
+	req := requestFor(t)
 	l := newLedger(faultLostAfterCommit)
 	e := setupE2E(t, l, oncekey.Policy{
 		Effect: oncekey.Effectful,
@@ -654,6 +655,7 @@ func TestE2ENotAppliedLoopReplays(t *testing.T) {
 // WaitInFlight, fails in_flight and is re-scheduled by its workflow; once the first finishes, the
 // second replays its result.
 func TestE2EInFlightThenReplay(t *testing.T) {
+	req := requestFor(t)
 	l := newLedger(faultGate)
 	e := setupE2E(t, l, oncekey.Policy{
 		Effect:       oncekey.Effectful,
