@@ -70,6 +70,9 @@ mockcheck:
 	@$(MOCKGEN) -source=store.go -package=oncekeymock -mock_names=Store=Store -write_source_comment=false \
 		-write_command_comment=false -write_package_comment=false | diff -u oncekeymock/store.go - || \
 		{ echo "oncekeymock/store.go is not current with store.go: run go generate ./oncekeymock and commit it"; exit 1; }
+	@$(MOCKGEN) -source=approval.go -package=oncekeymock -mock_names=ApprovalStore=ApprovalStore -write_source_comment=false \
+		-write_command_comment=false -write_package_comment=false | diff -u oncekeymock/approvalstore.go - || \
+		{ echo "oncekeymock/approvalstore.go is not current with approval.go: run go generate ./oncekeymock and commit it"; exit 1; }
 
 staticcheck:
 	@echo "staticcheck $(STATICCHECK_VERSION) ./... $(NESTED_MODULES)"; ok=true; $(STATICCHECK) ./... || ok=false; \

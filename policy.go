@@ -74,8 +74,10 @@ type Policy struct {
 	// RequireStepID makes scheduling this tool without WithStepID an error at schedule time.
 	RequireStepID bool
 
-	// Retention is how long a record (and its result) is kept after it is created. Size it longer
-	// than the longest retry and late-delivery window. Defaults to 7 days. Registry.Set refuses
+	// Retention is how long a record (and its result) is kept, counted from when it settles
+	// (applied, failed, released or resolved); a pending or unknown record is kept until it
+	// settles, however old. Size it longer than the longest retry and late-delivery window.
+	// Defaults to 7 days. Registry.Set refuses
 	// one shorter than MinRetention(Lease) with a *PolicyError.
 	Retention time.Duration
 

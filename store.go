@@ -109,9 +109,11 @@ type ClaimParams struct {
 	ClaimToken int64
 	// Lease is the claim's lease, from the store's now. Required.
 	Lease time.Duration
-	// Retention is the record's retention from creation. Required.
+	// Retention is the record's retention: ExpiresAt is the claim's now plus Retention while
+	// the record is pending or unknown (which never expire), and moves to the settling's now plus
+	// Retention when it settles (Complete, Release, Resolve). Required.
 	Retention time.Duration
-	// Tombstone is the tombstone window after retention. Required.
+	// Tombstone is the tombstone window after retention (counted like Retention). Required.
 	Tombstone time.Duration
 }
 

@@ -47,7 +47,11 @@ type Options struct {
 	// DataConverter encodes stored results, header values and resolved results. It must be the
 	// data converter of the client the workers use (codecs included), or stored results will not
 	// decode. worker.NewPlugin captures the client's automatically when the plugin is given to
-	// client.Options.Plugins. Defaults to converter.GetDefaultDataConverter().
+	// client.Options.Plugins (leave this nil then); a plugin given one that is not the client's,
+	// while the client has its own, logs a warning on the client's logger. Without the plugin
+	// (worker.Options, worker.Register, New), nothing can see the client: set it to the client's
+	// converter whenever the client has one (a payload codec, e.g. encryption). Defaults to
+	// converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
 
 	// DisableBodyHeartbeat turns off the heartbeats oncekey sends while a claimed (Effectful or
@@ -73,7 +77,10 @@ type Options struct {
 	// amount) without it. At least MinFingerprintSecretBytes bytes. It must be the same on every
 	// worker of the deployment and must not change: a record made under another secret (or none)
 	// does not match, so its repeats are refused as fingerprint mismatches until it expires.
-	// Defaults to none: unkeyed SHA-256 (oncekey.Fingerprint).
+	// Defaults to none: unkeyed SHA-256 (oncekey.Fingerprint). It keys fingerprints only: the
+	// operation key of a call without a step ID (or an ArgsKey) digests its arguments unkeyed,
+	// so calls whose guessable arguments must not be recoverable take a step ID or an ExplicitKey
+	// of an opaque identifier (docs/policies-and-keys.md, "Fingerprints").
 	FingerprintSecret []byte
 
 	// MetricsTenantTag adds a "tenant" tag to oncekey's metrics (package metrics), on the

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -120,4 +122,48 @@ func TestPluginStoresResultsWithTheClientsCodec(t *testing.T) {
 	var ps commonpb.Payloads
 	require.NoError(t, proto.Unmarshal(res.Records[0].Result, &ps))
 	require.Equal(t, xorEncoding, string(ps.Payloads[0].Metadata[converter.MetadataEncoding]))
+}
+
+// recordingLogger keeps the messages of the warnings logged to it.
+type recordingLogger struct {
+	quiet
+	mu    sync.Mutex
+	warns []string
+}
+
+func (l *recordingLogger) Warn(msg string, _ ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.warns = append(l.warns, msg)
+}
+
+// A plugin given a DataConverter other than the client's (the SDK's default beside a client that
+// encodes with a codec) warns once, on the client's logger, that results are stored past the
+// client's codec; given the client's own converter, or none, it says nothing.
+func TestPluginWarnsOfAConverterOtherThanTheClients(t *testing.T) {
+	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), xorCodec{})
+	for name, tc := range map[string]struct {
+		opts converter.DataConverter
+		warn bool
+	}{
+		"the default beside a codec": {converter.GetDefaultDataConverter(), true},
+		"the client's own":           {dc, false},
+		"none":                       {nil, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: oncekey.NewRegistry(), DataConverter: tc.opts})
+			require.NoError(t, err)
+			logger := &recordingLogger{}
+			c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: logger, DataConverter: dc, Plugins: []client.Plugin{plugin}})
+			require.NoError(t, err)
+			defer c.Close()
+			if !tc.warn {
+				require.Empty(t, logger.warns)
+				return
+			}
+			require.Len(t, logger.warns, 1)
+			require.Contains(t, logger.warns[0], "is not the client's data converter")
+			require.Contains(t, logger.warns[0], "Leave interceptor.Options.DataConverter nil")
+		})
+	}
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"slices"
 	"sync/atomic"
 
@@ -10,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -82,6 +85,8 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 		ConfigureClient: func(_ context.Context, o client.PluginConfigureClientOptions) error {
 			if lazy != nil {
 				lazy.set(o.ClientOptions.DataConverter)
+			} else {
+				warnOtherConverter(o.ClientOptions, opts.DataConverter)
 			}
 			if opts.SearchAttributes {
 				co := *o.ClientOptions
@@ -194,7 +199,10 @@ func Register(w sdkworker.Registry, opts interceptor.Options) error {
 }
 
 // Options returns base with the interceptor appended to its Interceptors, for
-// worker.New(c, taskQueue, opts) when not using the plugin. Call Register on the new worker too.
+// worker.New(c, taskQueue, opts) when not using the plugin. Call Register on the new worker too,
+// with the same opts. Without the plugin oncekey cannot see the client's data converter: when the
+// client has one (a payload codec, e.g. encryption), set opts.DataConverter to it, or stored
+// results are encoded with the SDK's default converter, past the codec.
 func Options(opts interceptor.Options, base sdkworker.Options) (sdkworker.Options, error) {
 	ic, err := interceptor.New(opts)
 	if err != nil {
@@ -202,6 +210,39 @@ func Options(opts interceptor.Options, base sdkworker.Options) (sdkworker.Option
 	}
 	base.Interceptors = append(append([]tinterceptor.WorkerInterceptor(nil), base.Interceptors...), ic)
 	return base, nil
+}
+
+// warnOtherConverter logs one warning (on the client's logger) when the plugin was given a
+// DataConverter that is not the client's and the client has one of its own: stored results are
+// then encoded past the client's codec (plain text at rest under an encrypting client), and a
+// resolution's result, encoded by the client, may not decode.
+func warnOtherConverter(co *client.Options, dc converter.DataConverter) {
+	if co.DataConverter == nil || sameConverter(co.DataConverter, dc) {
+		return
+	}
+	logger := co.Logger
+	if logger == nil {
+		logger = log.NewStructuredLogger(slog.Default())
+	}
+	logger.Warn("oncekey: interceptor.Options.DataConverter is not the client's data converter: oncekey stores results "+
+		"with the one in its options, past the client's payload codec (plain text at rest if the client encrypts). "+
+		"Leave interceptor.Options.DataConverter nil (the plugin then uses the client's) or set it to the client's",
+		"OptionsDataConverter", fmt.Sprintf("%T", dc), "ClientDataConverter", fmt.Sprintf("%T", co.DataConverter))
+}
+
+// sameConverter reports whether a and b are the same data converter value (false when their
+// type cannot be compared).
+func sameConverter(a, b converter.DataConverter) (same bool) {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb || !ta.Comparable() {
+		return false
+	}
+	defer func() {
+		if recover() != nil { // a comparable type holding an incomparable value
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // errWorkerPlugin refuses a worker that got the plugin without its client: it would store

@@ -266,6 +266,21 @@ func TestPurgeAndForget(t *testing.T) {
 	rec, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: unk})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusUnknown, rec.Status, "past its tombstone window too, the unknown record is kept")
+	// show says since when it waits and that it is kept until settled, not a retention date
+	// already past.
+	r = cli(t, env, "show", unk, "--tenant", "acme")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^unknown since\s+\S+ \(\d+s ago\)$`, r.stdout)
+	require.Regexp(t, `(?m)^retained\s+until it settles, however old \(pending and unknown records never expire\); then 0s, and a tombstone for 0s more$`, r.stdout)
+	require.NotContains(t, r.stdout, "retained until 2")
+	r = cli(t, env, "show", unk, "--tenant", "acme", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var sv struct {
+		KeptUntilSettled bool  `json:"kept_until_settled"`
+		AgeSeconds       int64 `json:"age_seconds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
+	require.True(t, sv.KeptUntilSettled)
 
 	r = cli(t, env, "forget", "--tenant", "acme")
 	require.Equal(t, exitUsage, r.code)

@@ -47,6 +47,12 @@ type recordView struct {
 	UpdatedAt       time.Time       `json:"updated_at"`
 	ExpiresAt       *time.Time      `json:"expires_at,omitempty"`
 	TombstoneUntil  *time.Time      `json:"tombstone_until,omitempty"`
+	// KeptUntilSettled: the record is pending or unknown, which never expire: ExpiresAt and
+	// TombstoneUntil are where the windows would end had it settled at its claim, and both move
+	// to the settling when it settles. AgeSeconds is then how long it has waited since its last
+	// change (the claim, or the outcome becoming unknown).
+	KeptUntilSettled bool  `json:"kept_until_settled,omitempty"`
+	AgeSeconds       int64 `json:"age_seconds,omitempty"`
 }
 
 // showView is what `oncekey show --json` prints: the record's fields (none when the call has not
@@ -74,6 +80,10 @@ func view(r *oncekey.Record, showResult bool) recordView {
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		ExpiresAt: timePtr(r.ExpiresAt), TombstoneUntil: timePtr(r.TombstoneUntil),
 	}
+	if r.Status == oncekey.StatusPending || r.Status == oncekey.StatusUnknown {
+		v.KeptUntilSettled = true
+		v.AgeSeconds = int64(max(time.Since(r.UpdatedAt), 0) / time.Second)
+	}
 	if len(r.Failure) > 0 {
 		if json.Valid(r.Failure) {
 			v.Failure = r.Failure
@@ -95,6 +105,17 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// keptUntilSettled says how long a pending or unknown record v is kept: until it settles,
+// however old, and then for its retention and tombstone windows.
+func keptUntilSettled(v recordView) string {
+	out := "until it settles, however old (pending and unknown records never expire)"
+	if v.ExpiresAt != nil && v.TombstoneUntil != nil {
+		out += fmt.Sprintf("; then %s, and a tombstone for %s more",
+			v.ExpiresAt.Sub(v.CreatedAt).Round(time.Second), v.TombstoneUntil.Sub(*v.ExpiresAt).Round(time.Second))
+	}
+	return out
 }
 
 func age(t time.Time) string {
@@ -376,11 +397,17 @@ func newShowCmd(a *app) *cobra.Command {
 			field("fingerprint", v.Fingerprint)
 			line("created", v.CreatedAt.Format(time.RFC3339))
 			line("updated", v.UpdatedAt.Format(time.RFC3339))
-			if v.ExpiresAt != nil {
-				line("retained until", v.ExpiresAt.Format(time.RFC3339))
-			}
-			if v.TombstoneUntil != nil {
-				line("tombstone until", v.TombstoneUntil.Format(time.RFC3339))
+			if v.KeptUntilSettled {
+				// Pending and unknown records never expire: their windows start when they settle.
+				line(string(v.Status)+" since", v.UpdatedAt.Format(time.RFC3339)+" ("+age(v.UpdatedAt)+")")
+				line("retained", keptUntilSettled(v))
+			} else {
+				if v.ExpiresAt != nil {
+					line("retained until", v.ExpiresAt.Format(time.RFC3339))
+				}
+				if v.TombstoneUntil != nil {
+					line("tombstone until", v.TombstoneUntil.Format(time.RFC3339))
+				}
 			}
 			switch {
 			case showResult && v.Result != nil:

@@ -83,7 +83,7 @@ func TestHumanOutputEscapesStoredStrings(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	requireSafe(t, r.stdout)
 	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
-		require.Regexp(t, `^(operation key|tenant|namespace|tool|version|effect class|status|workflow|step|epoch|lease until|effect reference|resolved by|note|failure|fingerprint|created|updated|retained until|tombstone until|result) `, line, "every line is a field of its own")
+		require.Regexp(t, `^(operation key|tenant|namespace|tool|version|effect class|status|workflow|step|epoch|lease until|effect reference|resolved by|note|failure|fingerprint|created|updated|retained until|tombstone until|pending since|unknown since|retained|result) `, line, "every line is a field of its own")
 	}
 	for _, e := range append(escaped, `"checked\r\nresolved by: root"`) {
 		require.Contains(t, r.stdout, e)
