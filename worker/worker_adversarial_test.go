@@ -42,8 +42,10 @@ func (s *stuckTool) CreateTicketStuck(ctx context.Context, in TicketRequest) (Ti
 }
 
 func StuckWorkflow(ctx workflow.Context, in TicketRequest) (Ticket, error) {
+	// 3 s: long enough for the attempt to claim on a loaded machine before it times out; the
+	// test is about what happens after.
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Second,
+		StartToCloseTimeout: 3 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: time.Second},
 	})
 	ctx = oncekey.WithStepID(ctx, "create_ticket")
@@ -100,7 +102,7 @@ func TestAdversarialZombieBodyLeaseEndsWithTheAttempt(t *testing.T) {
 		key = res.Records[0].OperationKey
 		st, err := reconcile.Status(context.Background(), c, key)
 		return err == nil && st.State == reconcile.StateWaiting
-	}, 20*time.Second, 100*time.Millisecond, "the zombie's lease never ran out: the reconciliation never reached a person")
+	}, 60*time.Second, 100*time.Millisecond, "the zombie's lease never ran out: the reconciliation never reached a person")
 
 	body, _ := json.Marshal(Ticket{ID: "T-stuck", Subject: req.Subject, Seq: 1})
 	require.NoError(t, reconcile.Resolve(context.Background(), c, "default", key, reconcile.Resolution{
