@@ -134,3 +134,71 @@ func Example_testEnvironmentUnknown() {
 	// [T-7 printer on fire T-7 printer on fire]
 	// tickets opened: 1
 }
+
+// Refunds is a fake payments service that counts the refunds it issues.
+type Refunds struct{ issued int }
+
+func (r *Refunds) IssueRefund(ctx context.Context, cents int) (string, error) {
+	r.issued++
+	return fmt.Sprintf("R-%d refunded %d cents", r.issued, cents), nil
+}
+
+// Refund issues one refund; its policy asks a person first.
+func Refund(ctx workflow.Context, cents int) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	ctx = oncekey.WithStepID(ctx, "refund")
+	var out string
+	err := workflow.ExecuteActivity(ctx, "IssueRefund", cents).Get(ctx, &out)
+	return out, err
+}
+
+// A call whose policy asks for approval waits on its approval workflow; a test approves (or
+// denies) it with the signal a person's `oncekey approve` falls back to, finding the pending
+// approval in the store.
+func Example_testEnvironmentApproval() {
+	refunds := &Refunds{}
+	reg := oncekey.NewRegistry()
+	if err := reg.Set(refunds.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
+		Summary: func(op oncekey.Operation) string { return "refund " + string(op.ArgsJSON) + " cents" },
+	}}); err != nil {
+		panic(err)
+	}
+	store := memstore.New(nil) // the one in interceptor.Options; it keeps approvals too
+	opts := interceptor.Options{Store: store, Registry: reg}
+
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestWorkflowEnvironment()
+	wo, err := worker.Options(opts, sdkworker.Options{})
+	if err != nil {
+		panic(err)
+	}
+	env.SetWorkerOptions(wo)
+	if err := worker.Register(env, opts); err != nil {
+		panic(err)
+	}
+	env.RegisterActivity(refunds.IssueRefund)
+	env.RegisterWorkflow(Refund)
+
+	env.RegisterDelayedCallback(func() {
+		page, err := store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		if err != nil || len(page.Approvals) != 1 {
+			panic(fmt.Sprint("no pending approval: ", err))
+		}
+		a := page.Approvals[0]
+		fmt.Println("asked:", a.Summary, "| refunds so far:", refunds.issued)
+		env.SignalWorkflowByID(reconcile.ApprovalWorkflowID(a.OperationKey), reconcile.DecideSignalName, reconcile.Decision{
+			Decision: reconcile.Approve, Tenant: a.Tenant, Episode: a.Episode, DecidedBy: "alice", RequestID: "test-approve"})
+	}, time.Minute)
+	env.ExecuteWorkflow(Refund, 12000)
+	var got string
+	if err := env.GetWorkflowResult(&got); err != nil {
+		panic(err)
+	}
+	fmt.Println(got)
+	fmt.Println("refunds issued:", refunds.issued)
+	// Output:
+	// asked: refund 12000 cents | refunds so far: 0
+	// R-1 refunded 12000 cents
+	// refunds issued: 1
+}
