@@ -422,7 +422,11 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 		case <-time.After(wait):
 		}
 		if c.info.HeartbeatTimeout > 0 {
-			activity.RecordHeartbeat(ctx)
+			if c.hb != nil {
+				c.hb.keepAlive(ctx) // keeps an earlier attempt's details where it can
+			} else {
+				activity.RecordHeartbeat(ctx)
+			}
 		}
 		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 		if err != nil {

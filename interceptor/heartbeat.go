@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 )
 
@@ -24,6 +25,58 @@ type heartbeats struct {
 	details []any
 	// since: the user heartbeated since oncekey's last tick.
 	since bool
+	// earlier holds the details the attempt started with (an earlier attempt's latest
+	// heartbeat) as raw payloads, to be sent again unchanged; earlierOK says they could be read
+	// so (earlierRead: they were looked at).
+	earlier                []any
+	earlierRead, earlierOK bool
+}
+
+// maxRepeatedDetails is the most heartbeat details of an earlier attempt oncekey repeats; an
+// attempt that started with more gets no heartbeat from oncekey until the body heartbeats.
+const maxRepeatedDetails = 32
+
+// earlierDetails returns the details the attempt started with as converter.RawValue values, to
+// be sent again unchanged (the data converter passes a RawValue through, codec included), and
+// whether they could be read so: not with a data converter that does not handle RawValue, or
+// with more than maxRepeatedDetails values. Called with h.mu held.
+func (h *heartbeats) earlierDetails(ctx context.Context) ([]any, bool) {
+	if h.earlierRead {
+		return h.earlier, h.earlierOK
+	}
+	h.earlierRead = true
+	raws := make([]converter.RawValue, maxRepeatedDetails+1)
+	ptrs := make([]any, len(raws))
+	for i := range raws {
+		ptrs[i] = &raws[i]
+	}
+	if err := h.next.GetHeartbeatDetails(ctx, ptrs...); err != nil {
+		return nil, false
+	}
+	n := 0
+	for n < len(raws) && raws[n].Payload() != nil {
+		n++
+	}
+	if n == 0 || n > maxRepeatedDetails {
+		return nil, false
+	}
+	h.earlier = make([]any, n)
+	for i := range n {
+		h.earlier[i] = raws[i]
+	}
+	h.earlierOK = true
+	return h.earlier, true
+}
+
+// current returns the details oncekey's heartbeats carry: the user's latest in this attempt;
+// before the user's first, none, or the earlier attempt's the attempt started with
+// (earlierDetails). ok is false when there are earlier details that cannot be repeated: a
+// heartbeat would clear them. Called with h.mu held.
+func (h *heartbeats) current(ctx context.Context) (details []any, ok bool) {
+	if !h.sent && h.next.HasHeartbeatDetails(ctx) {
+		return h.earlierDetails(ctx)
+	}
+	return h.details, true
 }
 
 // activityOutbound passes the user's heartbeats on and remembers them in hb.
@@ -48,9 +101,9 @@ func (o *activityOutbound) RecordHeartbeat(ctx context.Context, details ...any) 
 // tick sends a heartbeat for the body unless the user sent one since the last tick. It repeats
 // the user's latest details (the values given to activity.RecordHeartbeat, encoded again, so a
 // pointer gives its current contents). When the user has not heartbeated in this attempt it
-// sends a heartbeat without details, unless the attempt started with an earlier attempt's
-// details (activity.HasHeartbeatDetails): a heartbeat would clear those, so it sends nothing
-// until the user's first heartbeat.
+// sends the details the attempt started with (an earlier attempt's, activity.HasHeartbeatDetails),
+// unchanged, or none when there are none; when those cannot be repeated (earlierDetails) it
+// sends nothing until the user's first heartbeat, since a heartbeat would clear them.
 func (h *heartbeats) tick(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -58,10 +111,20 @@ func (h *heartbeats) tick(ctx context.Context) {
 		h.since = false
 		return
 	}
-	if !h.sent && h.next.HasHeartbeatDetails(ctx) {
-		return
+	if d, ok := h.current(ctx); ok {
+		h.next.RecordHeartbeat(ctx, d...)
 	}
-	h.next.RecordHeartbeat(ctx, h.details...)
+}
+
+// keepAlive heartbeats for an attempt that waits before its body runs (another attempt holds
+// the claim), so that it does not time out on its HeartbeatTimeout: with the details tick would
+// send, or, when the attempt's earlier details cannot be repeated, without details (staying
+// alive matters more there than details the waiting attempt never wrote).
+func (h *heartbeats) keepAlive(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, _ := h.current(ctx)
+	h.next.RecordHeartbeat(ctx, d...)
 }
 
 // bodyHeartbeatInterval is how often oncekey heartbeats for a body: with the lease renewal

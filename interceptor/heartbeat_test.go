@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -188,20 +189,36 @@ func TestBodyHeartbeatRepeatsTheBodysLatestDetails(t *testing.T) {
 	h.finish(t)
 }
 
-// An attempt that started with an earlier attempt's heartbeat details gets no heartbeat from
-// oncekey until the body heartbeats (one without details would clear them); then oncekey repeats
-// the body's.
+// An attempt that started with an earlier attempt's heartbeat details gets oncekey's heartbeats
+// with those details, sent again unchanged (a heartbeat without them would clear them), so a
+// pause still reaches a body that has not heartbeated yet; once the body heartbeats, oncekey
+// repeats the body's.
 func TestBodyHeartbeatKeepsAnEarlierAttemptsDetails(t *testing.T) {
 	h := setupHeartbeats(t, oncekey.Effectful, nil)
 	h.env.SetHeartbeatDetails("checkpoint-7")
 	h.start()
-	h.waitRenewals(t, 4)
-	require.Empty(t, h.spy.heartbeats(), "no heartbeat while the earlier attempt's details are the only ones")
-	h.body.beat <- []any{"checkpoint-8"}
 	for _, beat := range h.waitBeats(t, 3) {
+		require.Equal(t, "checkpoint-7", decodeBeat(t, beat), "the earlier attempt's details, unchanged")
+	}
+	h.body.beat <- []any{"checkpoint-8"}
+	n := len(h.spy.heartbeats())
+	beats := h.waitBeats(t, n+3)
+	for _, beat := range beats[n:] {
 		require.Equal(t, []any{"checkpoint-8"}, beat)
 	}
 	h.finish(t)
+}
+
+// decodeBeat decodes a heartbeat oncekey repeated from an earlier attempt: one raw payload
+// holding a string.
+func decodeBeat(t *testing.T, beat []any) string {
+	t.Helper()
+	require.Len(t, beat, 1)
+	raw, ok := beat[0].(converter.RawValue)
+	require.True(t, ok, "a raw payload: %T", beat[0])
+	var s string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &s))
+	return s
 }
 
 // Options.DisableBodyHeartbeat turns oncekey's heartbeats off; the body's own still pass.

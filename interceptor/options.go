@@ -59,10 +59,12 @@ type Options struct {
 	// pause`), reset or cancelled only in a heartbeat's answer; oncekey heartbeats with the lease
 	// renewal (every Lease/3, or every half of the activity's HeartbeatTimeout when shorter)
 	// whenever the body has not heartbeated since the last time, repeating the details of the
-	// body's latest activity.RecordHeartbeat, so the body's progress details are kept. An attempt
-	// that started with an earlier attempt's heartbeat details gets no heartbeat from oncekey
-	// until the body heartbeats itself (one would clear them). The heartbeats also keep a body
-	// that never heartbeats itself from timing out on HeartbeatTimeout while its worker lives.
+	// body's latest activity.RecordHeartbeat, so the body's progress details are kept; before the
+	// body's first, an attempt that started with an earlier attempt's heartbeat details gets them
+	// again, unchanged (as converter.RawValue; where they cannot be read so, no heartbeat from
+	// oncekey until the body heartbeats itself, as one would clear them). The heartbeats also
+	// keep a body that never heartbeats itself from timing out on HeartbeatTimeout while its
+	// worker lives.
 	// Defaults to false: oncekey heartbeats.
 	DisableBodyHeartbeat bool
 

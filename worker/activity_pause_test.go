@@ -285,3 +285,60 @@ func (e *e2e) pendingActivity(t *testing.T, id string) (*workflowpb.PendingActiv
 	}
 	return d.RawResponse.GetPendingActivities()[0], true
 }
+
+// The next attempt of an Idempotent tool starts with the progress its first attempt heartbeated
+// (Temporal hands an attempt the last heartbeat details). Its body never heartbeats and waits
+// before its downstream: oncekey heartbeats for it with the first attempt's details, sent again
+// unchanged, so the server keeps them and a pause still reaches the body, which gives its claim
+// back; unpaused, the call runs once.
+func TestE2EActivityPauseReachesARetryThatStartedWithDetails(t *testing.T) {
+	l := newLedger(faultProgressThenFail, faultWaitBeforeCommit)
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Idempotent, Lease: 1500 * time.Millisecond})
+	e.w.Stop()
+	e.startWorkerWith(t, sdkworker.Options{MaxHeartbeatThrottleInterval: 500 * time.Millisecond})
+	id := "pause-retry-with-details"
+	run := e.startWith(t, id, req, CallOptions{StartToClose: time.Minute, Heartbeat: 6 * time.Second})
+	detailsOf := func(a *workflowpb.PendingActivityInfo) progress {
+		var p progress
+		if a.GetHeartbeatDetails() != nil {
+			_ = converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p)
+		}
+		return p
+	}
+	// The second attempt runs and oncekey heartbeats for it: its last heartbeat time moves on
+	// while the details stay the first attempt's.
+	var seen time.Time
+	require.Eventually(t, func() bool {
+		a, ok := e.pendingActivity(t, id)
+		if !ok || a.GetAttempt() != 2 {
+			return false
+		}
+		_, bodies := l.counts()
+		require.Equal(t, bodyProgress, detailsOf(a), "the first attempt's details are kept")
+		at := a.GetLastHeartbeatTime().AsTime()
+		if seen.IsZero() && bodies == 2 {
+			seen = at
+			return false
+		}
+		return !seen.IsZero() && at.After(seen)
+	}, 30*time.Second, 100*time.Millisecond, "oncekey did not heartbeat for the second attempt")
+
+	e.pauseRunningActivity(t, id, func() bool { return true })
+	require.Eventually(t, func() bool { return len(l.interruptions()) == 1 }, 20*time.Second, 50*time.Millisecond,
+		"the pause did not reach the second attempt's body")
+	require.ErrorIs(t, l.interruptions()[0], activity.ErrActivityPaused)
+	require.Eventually(t, func() bool {
+		a, ok := e.pendingActivity(t, id)
+		return ok && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_PAUSED
+	}, 20*time.Second, 50*time.Millisecond, "the activity is not paused")
+	effects, _ := l.counts()
+	require.Zero(t, effects)
+	e.temporalCLI(t, "activity", "unpause", "--workflow-id", id, "--activity-id", e.pausedActivity)
+
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, "T-1", got.ID)
+	effects, bodies := l.counts()
+	require.Equal(t, 1, effects, "one effect downstream")
+	require.Equal(t, 3, bodies)
+}

@@ -66,6 +66,9 @@ const (
 	// progress once, then waits for the gate and commits.
 	faultWaitBeforeCommit   = "wait-before-commit"
 	faultProgressBeforeGate = "progress-before-gate"
+	// A body that heartbeats its progress and then fails before committing (an Idempotent tool's
+	// next attempt starts with that progress as its heartbeat details).
+	faultProgressThenFail = "progress-then-fail"
 )
 
 type TicketRequest struct {
@@ -158,6 +161,9 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 	case faultWaitBeforeCommit:
 		<-ctx.Done()
 		return Ticket{}, oncekey.NotApplied(fmt.Errorf("interrupted before the request was sent: %w", l.interruptedBy(ctx)))
+	case faultProgressThenFail:
+		activity.RecordHeartbeat(ctx, bodyProgress)
+		return Ticket{}, errors.New("dial tcp 127.0.0.1:9: connection refused")
 	case faultProgressBeforeGate:
 		activity.RecordHeartbeat(ctx, bodyProgress)
 		select {
