@@ -180,6 +180,16 @@ type progress struct {
 
 var bodyProgress = progress{Stage: "validated", Done: 3}
 
+// heartbeatProgress decodes the heartbeat details of a pending activity as a progress (zero when
+// it has none).
+func heartbeatProgress(a *workflowpb.PendingActivityInfo) progress {
+	var p progress
+	if a.GetHeartbeatDetails() != nil {
+		_ = converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p)
+	}
+	return p
+}
+
 // A long Effectful body that heartbeats its progress once and then never again keeps that
 // progress on the server while oncekey heartbeats for it: DescribeWorkflow shows the pending
 // activity's last heartbeat time moving on (oncekey's heartbeats, which also keep it from its
@@ -192,17 +202,10 @@ func TestE2EBodyHeartbeatKeepsTheBodysDetails(t *testing.T) {
 	e.w.Stop()
 	e.startWorkerWith(t, sdkworker.Options{MaxHeartbeatThrottleInterval: 500 * time.Millisecond})
 	run := e.startWith(t, "body-heartbeat-details", req, CallOptions{StartToClose: time.Minute, Heartbeat: 6 * time.Second})
-	detailsOf := func(a *workflowpb.PendingActivityInfo) progress {
-		var p progress
-		if a.GetHeartbeatDetails() != nil {
-			_ = converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p)
-		}
-		return p
-	}
 	var first time.Time
 	require.Eventually(t, func() bool {
 		a, ok := e.pendingActivity(t, "body-heartbeat-details")
-		if !ok || detailsOf(a) != bodyProgress {
+		if !ok || heartbeatProgress(a) != bodyProgress {
 			return false
 		}
 		first = a.GetLastHeartbeatTime().AsTime()
@@ -220,8 +223,8 @@ func TestE2EBodyHeartbeatKeepsTheBodysDetails(t *testing.T) {
 		switch {
 		case !ok:
 			problem = "the activity ended while the body waited"
-		case detailsOf(a) != bodyProgress:
-			problem = fmt.Sprintf("the body's heartbeat details were replaced: %+v", detailsOf(a))
+		case heartbeatProgress(a) != bodyProgress:
+			problem = fmt.Sprintf("the body's heartbeat details were replaced: %+v", heartbeatProgress(a))
 		case a.GetAttempt() != 1:
 			problem = fmt.Sprintf("attempt %d: the first timed out", a.GetAttempt())
 		}
@@ -298,13 +301,6 @@ func TestE2EActivityPauseReachesARetryThatStartedWithDetails(t *testing.T) {
 	e.startWorkerWith(t, sdkworker.Options{MaxHeartbeatThrottleInterval: 500 * time.Millisecond})
 	id := "pause-retry-with-details"
 	run := e.startWith(t, id, req, CallOptions{StartToClose: time.Minute, Heartbeat: 6 * time.Second})
-	detailsOf := func(a *workflowpb.PendingActivityInfo) progress {
-		var p progress
-		if a.GetHeartbeatDetails() != nil {
-			_ = converter.GetDefaultDataConverter().FromPayloads(a.GetHeartbeatDetails(), &p)
-		}
-		return p
-	}
 	// The second attempt runs and oncekey heartbeats for it: its last heartbeat time moves on
 	// while the details stay the first attempt's.
 	var seen time.Time
@@ -314,7 +310,7 @@ func TestE2EActivityPauseReachesARetryThatStartedWithDetails(t *testing.T) {
 			return false
 		}
 		_, bodies := l.counts()
-		require.Equal(t, bodyProgress, detailsOf(a), "the first attempt's details are kept")
+		require.Equal(t, bodyProgress, heartbeatProgress(a), "the first attempt's details are kept")
 		at := a.GetLastHeartbeatTime().AsTime()
 		if seen.IsZero() && bodies == 2 {
 			seen = at
