@@ -13,12 +13,20 @@ import (
 
 var _ oncekey.ApprovalStore = (*Store)(nil)
 
-// approvalReply reads {code, now, fields of AF...}.
-func approvalReply(v []any) (*oncekey.Approval, error) {
-	if len(v) != 2+lua.ApprovalFields {
-		return nil, fmt.Errorf("reply of %d values, want %d", len(v), 2+lua.ApprovalFields)
+// readApproval reads the reply {code, now, fields...} of the approval script op on key:
+// ErrNotFound for code "N", else the approval; errors name op and key.
+func readApproval(op, key string, v []any) (*oncekey.Approval, error) {
+	if len(v) > 0 && str(v[0]) == "N" {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, oncekey.ErrNotFound)
 	}
-	return decodeApproval(v[2:], 0)
+	if len(v) != 2+lua.ApprovalFields {
+		return nil, fmt.Errorf("redisstore: %s %s: reply of %d values, want %d", op, key, len(v), 2+lua.ApprovalFields)
+	}
+	a, err := decodeApproval(v[2:], 0)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, err)
+	}
+	return a, nil
 }
 
 // decodeApproval reads the fields of AF (now is unused: an approval has nothing judged at read
@@ -69,9 +77,9 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	if err != nil {
 		return nil, err
 	}
-	a, err := approvalReply(v)
+	a, err := readApproval(op, p.OperationKey, v)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, err)
+		return nil, err
 	}
 	return &oncekey.ApprovalResult{Created: str(v[0]) == "C", Approval: a}, nil
 }
@@ -90,12 +98,9 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	if err != nil {
 		return nil, err
 	}
-	if str(v[0]) == "N" {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, oncekey.ErrNotFound)
-	}
-	a, err := approvalReply(v)
+	a, err := readApproval(op, p.OperationKey, v)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, err)
+		return nil, err
 	}
 	switch str(v[0]) {
 	case "S":
@@ -117,14 +122,7 @@ func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey
 	if err != nil {
 		return nil, err
 	}
-	if str(v[0]) == "N" {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, oncekey.ErrNotFound)
-	}
-	a, err := approvalReply(v)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, err)
-	}
-	return a, nil
+	return readApproval(op, p.OperationKey, v)
 }
 
 // ListApprovals implements oncekey.ApprovalStore with keyset pagination in (requested at,
