@@ -142,12 +142,9 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 		after = &sortKey{c.RequestedAt, c.Tenant, c.OperationKey}
 	}
 	from := keysetFrom(p.Tenant, after, time.Time{})
-	l := &listing[*oncekey.Approval]{op: "list approvals", script: lua.ListApprovals, kind: "a", tenant: p.Tenant,
+	l := &listing[*oncekey.Approval]{op: "list approvals", script: lua.ListApprovals, tenant: p.Tenant,
 		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: lua.ApprovalFields, decode: decodeApproval,
 		less: lessApproval}
-	if p.Tenant != "" {
-		l.kind = "t"
-	}
 	for _, b := range s.bases {
 		st := &stream[*oncekey.Approval]{key: b + ":apall", base: b + ":ap:", from: from}
 		if p.Tenant != "" {

@@ -112,7 +112,7 @@ func (s *Store) Check(ctx context.Context) error {
 			}
 		}
 	}
-	for _, sc := range append(lua.All[:len(lua.All):len(lua.All)], lua.ApprovalScripts...) {
+	for _, sc := range lua.All {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return wrapErr("check", "", err)
 		}
@@ -504,8 +504,8 @@ type listing[T any] struct {
 	op      string
 	script  *redis.Script
 	streams []*stream[T]
-	// kind is 't' when the streams read a tenant's index (tenant), 'a' otherwise.
-	kind, tenant             string
+	// tenant, if set, is the tenant whose index the streams read (the scripts' kind 't').
+	tenant                   string
 	status, tool, workflowID string
 	fields                   int
 	decode                   func(f []any, now int64) (T, error)
@@ -527,9 +527,13 @@ func (l *listing[T]) page(ctx context.Context, s *Store, want int) ([]T, error) 
 		}
 		if len(need) > 0 {
 			chunk := min(500, max(16, 2*(want-len(out))/len(l.streams)))
+			kind := "a"
+			if l.tenant != "" {
+				kind = "t"
+			}
 			calls := make([]call, len(need))
 			for i, st := range need {
-				calls[i] = call{l.script, []string{st.key}, []any{st.base, l.kind, l.tenant, st.from, chunk, 1000, l.status, l.tool, l.workflowID}}
+				calls[i] = call{l.script, []string{st.key}, []any{st.base, kind, l.tenant, st.from, chunk, 1000, l.status, l.tool, l.workflowID}}
 			}
 			replies, err := s.runAll(ctx, l.op, calls)
 			if err != nil {
@@ -601,11 +605,8 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 		after = &c
 	}
 	from := listFrom(p, after)
-	l := &listing[*oncekey.Record]{op: "list", script: lua.List, kind: "a", tenant: p.Tenant,
+	l := &listing[*oncekey.Record]{op: "list", script: lua.List, tenant: p.Tenant,
 		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: recordFields, decode: decodeRecord, less: less}
-	if p.Tenant != "" {
-		l.kind = "t"
-	}
 	for _, b := range s.bases {
 		st := &stream[*oncekey.Record]{base: b + ":r:", from: from}
 		switch {

@@ -147,9 +147,6 @@ if #ids < quota then rest = '1' end
 return {#ids, rest}
 `)
 
-// ApprovalScripts is every approval script, for Store.Check (which loads them).
-var ApprovalScripts = []*redis.Script{RequestApproval, DecideApproval, GetApproval, ListApprovals, PurgeApprovals, ForgetApprovals}
-
 // ApprovalFields is the number of approval fields a reply carries after its code and the
 // server's now, in the order of AF in the approval prelude.
 const ApprovalFields = 16

@@ -364,8 +364,9 @@ if #ids < quota then rest = '1' end
 return {#ids, rest}
 `)
 
-// All is every script, for Store.Check (which loads them).
-var All = []*redis.Script{Claim, Fenced, Resolve, Get, List, Tombstone, Delete, Forget}
+// All is every script, the approval scripts included, for Store.Check (which loads them).
+var All = []*redis.Script{Claim, Fenced, Resolve, Get, List, Tombstone, Delete, Forget,
+	RequestApproval, DecideApproval, GetApproval, ListApprovals, PurgeApprovals, ForgetApprovals}
 
 // RecordFields is the number of record fields a reply carries after its code and the server's
 // now, in the order of F in the prelude.
