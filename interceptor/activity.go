@@ -69,7 +69,8 @@ type call struct {
 	epoch int64
 	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval.
 	needsApproval bool
-	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (nil: none).
+	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (set by
+	// Init, which the SDK calls before every attempt).
 	hb *heartbeats
 }
 
@@ -422,11 +423,7 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 		case <-time.After(wait):
 		}
 		if c.info.HeartbeatTimeout > 0 {
-			if c.hb != nil {
-				c.hb.keepAlive(ctx) // keeps an earlier attempt's details where it can
-			} else {
-				activity.RecordHeartbeat(ctx)
-			}
+			c.hb.keepAlive(ctx) // keeps an earlier attempt's details where it can
 		}
 		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 		if err != nil {
@@ -893,7 +890,7 @@ func (l *leaseRenewer) stop() error {
 func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody context.CancelCauseFunc) *leaseRenewer {
 	l := &leaseRenewer{done: make(chan struct{})}
 	every := c.policy.Lease / 3
-	if c.hb != nil && !c.root.opts.DisableBodyHeartbeat {
+	if !c.root.opts.DisableBodyHeartbeat {
 		var hctx context.Context
 		hctx, l.endHeartbeats = context.WithCancel(ctx)
 		l.wg.Add(1)

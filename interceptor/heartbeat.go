@@ -26,10 +26,10 @@ type heartbeats struct {
 	// since: the user heartbeated since oncekey's last tick.
 	since bool
 	// earlier holds the details the attempt started with (an earlier attempt's latest
-	// heartbeat) as raw payloads, to be sent again unchanged; earlierOK says they could be read
-	// so (earlierRead: they were looked at).
-	earlier                []any
-	earlierRead, earlierOK bool
+	// heartbeat) as raw payloads, to be sent again unchanged; nil when they could not be read so
+	// (earlierRead: they were looked at).
+	earlier     []any
+	earlierRead bool
 }
 
 // maxRepeatedDetails is the most heartbeat details of an earlier attempt oncekey repeats; an
@@ -42,7 +42,7 @@ const maxRepeatedDetails = 32
 // with more than maxRepeatedDetails values. Called with h.mu held.
 func (h *heartbeats) earlierDetails(ctx context.Context) ([]any, bool) {
 	if h.earlierRead {
-		return h.earlier, h.earlierOK
+		return h.earlier, h.earlier != nil
 	}
 	h.earlierRead = true
 	raws := make([]converter.RawValue, maxRepeatedDetails+1)
@@ -64,7 +64,6 @@ func (h *heartbeats) earlierDetails(ctx context.Context) ([]any, bool) {
 	for i := range n {
 		h.earlier[i] = raws[i]
 	}
-	h.earlierOK = true
 	return h.earlier, true
 }
 
