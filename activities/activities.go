@@ -701,8 +701,9 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 	var mismatch *AwaitOutput
 	var before func(context.Context) (bool, error)
 	if in.Approval.OperationKey != "" && in.Fingerprint != "" {
+		check := a.fingerprintCheck(in)
 		before = func(ctx context.Context) (bool, error) {
-			out, err := a.otherFingerprint(ctx, in)
+			out, err := check(ctx)
 			mismatch = out
 			return out != nil, err
 		}

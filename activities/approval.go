@@ -204,36 +204,9 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	return ApprovalAnswer{}, fmt.Errorf("activities: decide approval %s: %w", in.OperationKey, err)
 }
 
-// awaitedApproval answers for the approval of an approval workflow that has closed: the
-// approval's decision as the store has it; an Err when it is still pending or gone (the
-// workflow was terminated, or the approval purged).
-func (a *Activities) awaitedApproval(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
-	s, err := a.approvals()
-	if err != nil {
-		return AwaitOutput{}, err
-	}
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Approval.Tenant, OperationKey: in.Approval.OperationKey})
-	if errors.Is(err, oncekey.ErrNotFound) {
-		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed and the store holds no approval for the key", in.WorkflowID)}, nil
-	}
-	if err != nil {
-		return AwaitOutput{}, fmt.Errorf("activities: await approval %s: %w", in.Approval.OperationKey, err)
-	}
-	if err := boundApproval(ctx, ap, in.Approval.Tool); err != nil {
-		return AwaitOutput{}, err
-	}
-	if !ap.Status.Decided() {
-		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed with the approval still %s", in.WorkflowID, ap.Status)}, nil
-	}
-	out := answerOf(ap).Output()
-	return AwaitOutput{Done: true, Approval: &out}, nil
-}
-
-// otherFingerprint returns the answer for a call waiting on an approval the store holds for
-// another fingerprint (AwaitOutput.Approval, FingerprintMismatch set, Fingerprint the stored
-// one), or nil: no approval yet (the approval workflow is still asking), or one of the call's
-// fingerprint. An approval of another namespace or tool is an ErrTypeForeignRecord error.
-func (a *Activities) otherFingerprint(ctx context.Context, in AwaitInput) (*AwaitOutput, error) {
+// awaitApproval reads the approval a call waits on (in.Approval) and checks that it is of the
+// call's namespace and tool (boundApproval); nil when the store holds none.
+func (a *Activities) awaitApproval(ctx context.Context, in AwaitInput) (*oncekey.Approval, error) {
 	s, err := a.approvals()
 	if err != nil {
 		return nil, err
@@ -248,10 +221,48 @@ func (a *Activities) otherFingerprint(ctx context.Context, in AwaitInput) (*Awai
 	if err := boundApproval(ctx, ap, in.Approval.Tool); err != nil {
 		return nil, err
 	}
-	if ap.Fingerprint == in.Fingerprint {
-		return nil, nil
+	return ap, nil
+}
+
+// awaitedApproval answers for the approval of an approval workflow that has closed: the
+// approval's decision as the store has it; an Err when it is still pending or gone (the
+// workflow was terminated, or the approval purged).
+func (a *Activities) awaitedApproval(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
+	ap, err := a.awaitApproval(ctx, in)
+	switch {
+	case err != nil:
+		return AwaitOutput{}, err
+	case ap == nil:
+		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed and the store holds no approval for the key", in.WorkflowID)}, nil
+	case !ap.Status.Decided():
+		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed with the approval still %s", in.WorkflowID, ap.Status)}, nil
 	}
 	out := answerOf(ap).Output()
-	out.FingerprintMismatch = true
-	return &AwaitOutput{Done: true, Approval: &out}, nil
+	return AwaitOutput{Done: true, Approval: &out}, nil
+}
+
+// fingerprintCheck returns the check a call waiting on an approval runs before each look at the
+// approval workflow: the answer for an approval the store holds for another fingerprint
+// (AwaitOutput.Approval, FingerprintMismatch set, Fingerprint the stored one), or nil: no
+// approval yet (the approval workflow is still asking), or one of the call's fingerprint, after
+// which it asks the store no more (an approval's fingerprint never changes). An approval of
+// another namespace or tool is an ErrTypeForeignRecord error.
+func (a *Activities) fingerprintCheck(in AwaitInput) func(context.Context) (*AwaitOutput, error) {
+	same := false
+	return func(ctx context.Context) (*AwaitOutput, error) {
+		if same {
+			return nil, nil
+		}
+		ap, err := a.awaitApproval(ctx, in)
+		if err != nil || ap == nil {
+			return nil, err
+		}
+		if ap.Fingerprint == in.Fingerprint {
+			same = true
+			return nil, nil
+		}
+		out := answerOf(ap).Output()
+		out.FingerprintMismatch = true
+		return &AwaitOutput{Done: true, Approval: &out}, nil
+	}
 }
