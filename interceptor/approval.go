@@ -136,17 +136,6 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 	}
 }
 
-// approvalCallText names a call in the approval workflow's details: "<tool>, step <step> of
-// workflow <id>", or "<tool> in workflow <id> (no step ID)" for a call without a step ID. The
-// values go through mdtext.Text (the details are Markdown).
-func approvalCallText(tool, stepID, workflowID string) string {
-	tool, stepID, workflowID = mdtext.Text(tool), mdtext.Text(stepID), mdtext.Text(workflowID)
-	if stepID == "" {
-		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
-	}
-	return fmt.Sprintf("%s, step %s of workflow %s", tool, stepID, workflowID)
-}
-
 // summaryText returns s as the store keeps it: valid UTF-8 without NUL bytes, at most
 // oncekey.MaxApprovalSummaryBytes, cut at a character boundary and ending with "…" when longer.
 func summaryText(s string) string {
@@ -211,7 +200,7 @@ func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
 		"(a repeat of an approved or denied call asks nobody). Its current details say which. While it waits, "+
 		"approve with `oncekey approve %s --tenant %s`, deny with `oncekey deny %s --tenant %s --reason <why>`, or send the %s update; "+
 		"nobody deciding within %s denies it.",
-		approvalCallText(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary), key, tenant, key, tenant,
+		mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary), key, tenant, key, tenant,
 		reconcile.DecideUpdateName, in.Timeout)
 	return summary, details
 }

@@ -41,7 +41,7 @@ func (r *reconciler) setState(ctx workflow.Context, state reconcile.State) {
 // resolution's reason go through mdtext.Text: they show as themselves, never as Markdown.
 func (r *reconciler) details() string {
 	in, st := r.in, r.status
-	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), in.OperationKey)
+	what := fmt.Sprintf("%s (tenant %s, operation key %s)", mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), in.OperationKey)
 	var b strings.Builder
 	switch st.State {
 	case reconcile.StateInspecting:
@@ -71,17 +71,6 @@ func (r *reconciler) details() string {
 		fmt.Fprintf(&b, "%s: %s.", st.State, what)
 	}
 	return b.String()
-}
-
-// callText names a call: "<tool>, step <step> of workflow <id>", or "<tool> in workflow <id> (no
-// step ID)" for a call without a step ID. The values go through mdtext.Text (details are
-// Markdown).
-func callText(tool, stepID, workflowID string) string {
-	tool, stepID, workflowID = mdtext.Text(tool), mdtext.Text(stepID), mdtext.Text(workflowID)
-	if stepID == "" {
-		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
-	}
-	return fmt.Sprintf("%s, step %s of workflow %s", tool, stepID, workflowID)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -135,7 +124,7 @@ func (a *approver) searchStatus() string {
 // decision's reason go through mdtext.Text: they show as themselves, never as Markdown.
 func (a *approver) details() string {
 	in, r := a.in, a.report
-	what := fmt.Sprintf("%s (tenant %s, operation key %s)", callText(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), in.OperationKey)
+	what := fmt.Sprintf("%s (tenant %s, operation key %s)", mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), in.OperationKey)
 	var b strings.Builder
 	switch r.State {
 	case reconcile.ApprovalStateRequesting:

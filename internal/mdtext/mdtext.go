@@ -57,3 +57,13 @@ func Text(s string) string {
 func wordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
+
+// Call names a tool call in Markdown: "<tool>, step <step> of workflow <id>", or "<tool> in
+// workflow <id> (no step ID)" for a call without a step ID, each value through Text.
+func Call(tool, stepID, workflowID string) string {
+	tool, stepID, workflowID = Text(tool), Text(stepID), Text(workflowID)
+	if stepID == "" {
+		return fmt.Sprintf("%s in workflow %s (no step ID)", tool, workflowID)
+	}
+	return fmt.Sprintf("%s, step %s of workflow %s", tool, stepID, workflowID)
+}
