@@ -330,17 +330,10 @@ type deliveredView struct {
 func (a *app) deliveredDecision(ctx context.Context, key, namespace string) *deliveredView {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	addr := a.address
-	if addr == "" {
-		addr = a.getenv("TEMPORAL_ADDRESS")
-	}
-	if addr == "" {
-		addr = defaultAddress
-	}
 	if namespace == "" {
 		namespace = a.ns()
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: quietLogger{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: a.temporalAddress(), Namespace: namespace, Logger: quietLogger{}})
 	if err != nil {
 		return nil
 	}

@@ -61,11 +61,8 @@ func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
 // the server this one used: " --address HOST:PORT" when it is not the default (from --address or
 // TEMPORAL_ADDRESS), else "".
 func (a *app) addressFlag() string {
-	addr := a.address
-	if addr == "" {
-		addr = a.getenv("TEMPORAL_ADDRESS")
-	}
-	if addr == "" || addr == defaultAddress {
+	addr := a.temporalAddress()
+	if addr == defaultAddress {
 		return ""
 	}
 	return " --address " + shell.Word(addr)

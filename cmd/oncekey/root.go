@@ -234,15 +234,21 @@ func (a *app) store(ctx context.Context) (*pgstore.Store, *pgxpool.Pool, error) 
 	return pgstore.New(pool, &pgstore.Options{Schema: a.schema}), pool, nil
 }
 
+// temporalAddress is the Temporal frontend the CLI talks to: --address, else TEMPORAL_ADDRESS,
+// else defaultAddress.
+func (a *app) temporalAddress() string {
+	if a.address != "" {
+		return a.address
+	}
+	if addr := a.getenv("TEMPORAL_ADDRESS"); addr != "" {
+		return addr
+	}
+	return defaultAddress
+}
+
 // temporal dials the Temporal frontend. Errors are exit code 4.
 func (a *app) temporal(ctx context.Context) (client.Client, error) {
-	addr := a.address
-	if addr == "" {
-		addr = a.getenv("TEMPORAL_ADDRESS")
-	}
-	if addr == "" {
-		addr = defaultAddress
-	}
+	addr := a.temporalAddress()
 	dctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	c, err := client.DialContext(dctx, client.Options{HostPort: addr, Namespace: a.ns(), Logger: quietLogger{}})
