@@ -232,33 +232,3 @@ func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res 
 		}
 	}
 }
-
-// forgetApprovals deletes every approval of tenant through the tenant's approval index in each
-// bucket, at most forgetBatch per script, and returns how many.
-func (s *Store) forgetApprovals(ctx context.Context, tenant string) (int64, error) {
-	var deleted int64
-	todo := append([]string(nil), s.bases...)
-	for len(todo) > 0 {
-		calls := make([]call, len(todo))
-		for i, b := range todo {
-			calls[i] = call{lua.ForgetApprovals, []string{b + ":apt:" + tenant, b + ":apall", b + ":apexp"}, []any{b + ":ap:", tenant, forgetBatch}}
-		}
-		replies, err := s.runAll(ctx, "forget", calls)
-		if err != nil {
-			return deleted, err
-		}
-		var again []string
-		for i, v := range replies {
-			if len(v) < 2 {
-				return deleted, fmt.Errorf("redisstore: forget: reply of %d values", len(v))
-			}
-			d, _ := v[0].(int64)
-			deleted += d
-			if str(v[1]) != "1" {
-				again = append(again, todo[i])
-			}
-		}
-		todo = again
-	}
-	return deleted, nil
-}

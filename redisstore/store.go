@@ -869,21 +869,37 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	deleted, err := s.drain(ctx, func(b string) call {
+		return call{lua.Forget, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
+	})
+	if err != nil {
+		return &oncekey.ForgetResult{Deleted: deleted}, err
+	}
+	approvals, err := s.drain(ctx, func(b string) call {
+		return call{lua.ForgetApprovals, []string{b + ":apt:" + p.Tenant, b + ":apall", b + ":apexp"}, []any{b + ":ap:", p.Tenant, forgetBatch}}
+	})
+	return &oncekey.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals}, err
+}
+
+// drain runs the deleting script of mk in every bucket, in one pipeline per round, until each
+// bucket's reply {deleted, "1" when nothing is left} says it is done, and returns how many it
+// deleted in all (also on an error: what was deleted before it).
+func (s *Store) drain(ctx context.Context, mk func(base string) call) (int64, error) {
 	var deleted int64
 	todo := append([]string(nil), s.bases...)
 	for len(todo) > 0 {
 		calls := make([]call, len(todo))
 		for i, b := range todo {
-			calls[i] = call{lua.Forget, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
+			calls[i] = mk(b)
 		}
 		replies, err := s.runAll(ctx, "forget", calls)
 		if err != nil {
-			return &oncekey.ForgetResult{Deleted: deleted}, err
+			return deleted, err
 		}
 		var again []string
 		for i, v := range replies {
 			if len(v) < 2 {
-				return &oncekey.ForgetResult{Deleted: deleted}, fmt.Errorf("redisstore: forget: reply of %d values", len(v))
+				return deleted, fmt.Errorf("redisstore: forget: reply of %d values", len(v))
 			}
 			d, _ := v[0].(int64)
 			deleted += d
@@ -893,6 +909,5 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 		}
 		todo = again
 	}
-	approvals, err := s.forgetApprovals(ctx, p.Tenant)
-	return &oncekey.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals}, err
+	return deleted, nil
 }
