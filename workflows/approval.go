@@ -83,8 +83,6 @@ type approver struct {
 	decidedS   workflow.Settable
 	// invalidThisRun counts the invalid signals of this run.
 	invalidThisRun int
-	// strict caches strictSignals.
-	strict int
 	// otherArguments: the key's approval was asked for other arguments.
 	otherArguments bool
 	// upserted is the SearchAttributeStatus value last set (ApprovalInput.SearchAttributes);
@@ -203,7 +201,7 @@ func (a *approver) wait(ctx workflow.Context) (reconcile.ApprovalOutput, error) 
 // takeSignal handles one signal payload: a valid decision is recorded, anything else is refused
 // in the query's report. It reports whether the run is decided.
 func (a *approver) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
-	d, reason := signalJSON[reconcile.Decision](raw, strictSignals(ctx, &a.strict), "decision", "reconcile.Decision")
+	d, reason := signalJSON[reconcile.Decision](raw, strictSignals(ctx), "decision", "reconcile.Decision")
 	if reason == "" {
 		reason = a.invalid(d)
 	}

@@ -15,54 +15,39 @@ import (
 // strictJSONChangeID is the workflow.GetVersion change ID under which a signal's decision or
 // resolution with a JSON member its type does not have is refused (decodeStrict) instead of taken
 // with the member dropped. Histories recorded before it have no marker and decode signals as
-// they did (decodeLenient). The update validators are always strict: they never run on replay.
+// they did (signalJSON, not strict). The update validators are always strict: they never run on replay.
 const strictJSONChangeID = "oncekey-strict-json"
 
-// strictSignals reads strictJSONChangeID once per run, at the first signal taken; *v caches it
-// (0 unread, 1 lenient, 2 strict).
-func strictSignals(ctx workflow.Context, v *int) bool {
-	if *v == 0 {
-		*v = 1
-		if workflow.GetVersion(ctx, strictJSONChangeID, workflow.DefaultVersion, 1) == 1 {
-			*v = 2
-		}
-	}
-	return *v == 2
+// strictSignals reports whether this run decodes signals strictly (strictJSONChangeID). The SDK
+// records the version at the first call of a run and answers later calls from it.
+func strictSignals(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, strictJSONChangeID, workflow.DefaultVersion, 1) == 1
 }
 
 // signalJSON decodes a signal's payload into a T, what the signal carries (a "resolution", of Go
-// type goType), strictly (decodeStrict) or as before strictJSONChangeID (decodeLenient), or says
-// why it does not.
+// type goType), strictly (decodeStrict) or, as before strictJSONChangeID, as the default data
+// converter does (dropping members T does not have), or says why it does not.
 func signalJSON[T any](raw converter.RawValue, strict bool, what, goType string) (T, string) {
-	if !strict {
-		return decodeLenient[T](raw, what, goType)
-	}
 	var zero T
 	p := raw.Payload()
 	if p == nil {
 		return zero, fmt.Sprintf("the signal carries no %s: send one JSON object, %s", what, goType)
 	}
+	undecodable := func(err error) (T, string) {
+		return zero, fmt.Sprintf("the signal does not decode into a %s (one JSON object, %s): %v", what, goType, err)
+	}
+	if !strict {
+		var v T
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
+			return undecodable(err)
+		}
+		return v, ""
+	}
 	var data json.RawMessage
 	if err := converter.GetDefaultDataConverter().FromPayload(p, &data); err != nil {
-		return zero, fmt.Sprintf("the signal does not decode into a %s (one JSON object, %s): %v", what, goType, err)
+		return undecodable(err)
 	}
 	return decodeStrict[T](data, "the signal", what, goType)
-}
-
-// decodeLenient decodes a signal's payload into a T as the default data converter does, dropping
-// members T does not have, or says why it does not: how signals were decoded before
-// strictJSONChangeID.
-func decodeLenient[T any](raw converter.RawValue, what, goType string) (T, string) {
-	var v T
-	p := raw.Payload()
-	if p == nil {
-		return v, fmt.Sprintf("the signal carries no %s: send one JSON object, %s", what, goType)
-	}
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err != nil {
-		var zero T
-		return zero, fmt.Sprintf("the signal does not decode into a %s (one JSON object, %s): %v", what, goType, err)
-	}
-	return v, ""
 }
 
 // decodeStrict decodes data, one JSON object that subject ("the signal", "the update") carries,

@@ -112,8 +112,6 @@ type reconciler struct {
 	mh client.MetricsHandler
 	// uiSet is set once setState has run.
 	uiSet bool
-	// strict caches strictSignals.
-	strict int
 	// settledBy is the metrics.TagSettledBy value of the decision (metrics.SettledByRecord
 	// until a receipt lookup or a person decides).
 	settledBy string
@@ -369,7 +367,7 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 // takeSignal handles one signal payload: a valid resolution is recorded, anything else is
 // refused in the status report. It reports whether the run is decided.
 func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
-	res, reason := signalJSON[reconcile.Resolution](raw, strictSignals(ctx, &r.strict), "resolution", "reconcile.Resolution")
+	res, reason := signalJSON[reconcile.Resolution](raw, strictSignals(ctx), "resolution", "reconcile.Resolution")
 	if reason == "" {
 		reason = r.invalid(res)
 	}
