@@ -244,12 +244,57 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, _ *identity) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// safeNext keeps a post-sign-in target on this site: a path, never another host.
+// maxNextDecodes bounds how many layers of percent-encoding safeNext takes off a target's path.
+const maxNextDecodes = 4
+
+// safeNext returns n, a post-sign-in target, when it is a path on this site, and "/" otherwise.
+// n is kept only when it is printable ASCII without a space or a backslash, parses as a URL
+// with no scheme, host or user, and its path, as given and with each layer of percent-encoding
+// taken off (up to maxNextDecodes; more layers are refused), starts with one "/" not followed by
+// "/" and is printable ASCII without a space or a backslash. Browsers drop tabs and newlines
+// from a Location and read "\" as "/", so "/\t/evil.example" or "/%09/evil.example" would
+// otherwise lead to another host.
 func safeNext(n string) string {
-	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
+	if !sameOriginPath(n) {
 		return "/"
 	}
 	return n
+}
+
+func sameOriginPath(n string) bool {
+	if !plainASCII(n) {
+		return false
+	}
+	u, err := url.Parse(n)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return false
+	}
+	p, _, _ := strings.Cut(n, "?")
+	p, _, _ = strings.Cut(p, "#")
+	for range maxNextDecodes {
+		if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || !plainASCII(p) {
+			return false
+		}
+		d, err := url.PathUnescape(p)
+		if err != nil {
+			return false
+		}
+		if d == p {
+			return true
+		}
+		p = d
+	}
+	return false
+}
+
+// plainASCII reports whether s is printable ASCII other than space and backslash.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // ---- the inbox ----
