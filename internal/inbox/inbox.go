@@ -37,9 +37,41 @@ const (
 	pageLimit = 500
 	// statusWait bounds the status query to a reconciliation workflow on the record page.
 	statusWait = 3 * time.Second
-	// maxForm bounds a posted form (a result is at most a few hundred KiB of JSON).
+	// maxForm bounds a posted form (a result is at most a few hundred KiB of JSON), in bytes.
 	maxForm = 4 << 20
+	// maxLoginForm bounds the sign-in form, in bytes.
+	maxLoginForm = 64 << 10
 )
+
+// readForm reads the form posted in r, at most limit bytes of it. A larger form is answered
+// 413 naming the limit, one that cannot be read 400; both change nothing, and readForm then
+// returns false.
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	err := r.ParseForm()
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooLarge):
+		s.message(w, r, http.StatusRequestEntityTooLarge, "Refused: the form is too large",
+			fmt.Sprintf("Nothing was changed. A form sent here may be at most %s; this one is larger. Shorten what you typed (a result is JSON of a few hundred KiB at most) and send it again.", byteSize(limit)))
+	default:
+		s.message(w, r, http.StatusBadRequest, "Refused: the form cannot be read", "Nothing was changed: "+oneLine(err)+". Reload the page and send the form again.")
+	}
+	return false
+}
+
+// byteSize writes n bytes for people: "4 MiB", "64 KiB", "100 bytes".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
 
 // Server is the inbox's http.Handler. Make one with New.
 type Server struct {
@@ -140,7 +172,9 @@ func (s *Server) authed(next func(http.ResponseWriter, *http.Request, *identity)
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+			if !s.readForm(w, r, maxForm) {
+				return
+			}
 			if !s.checkCSRF(r, id.name) {
 				s.message(w, r, http.StatusForbidden, "Refused: the form's CSRF token is missing or wrong",
 					"Nothing was changed. Reload the page and send the form again.")
@@ -218,9 +252,11 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if len(s.opts.Tokens) == 0 {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	if !s.readForm(w, r, maxLoginForm) {
 		return
 	}
 	if !s.checkCSRF(r, "") {

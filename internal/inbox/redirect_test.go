@@ -1,12 +1,16 @@
 package inbox
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
 )
 
 // hostileNexts are sign-in targets that lead, or might lead in some browser, off the site:
@@ -67,4 +71,30 @@ func TestSignInRedirectsOnlyOnThisSite(t *testing.T) {
 // regexpNext matches the sign-in form's hidden next field holding v.
 func regexpNext(v string) string {
 	return `name="next" value="` + v + `"`
+}
+
+// A form over the limit is answered 413, naming the limit, and changes nothing, whatever CSRF
+// token it carries: for a decision (4 MiB) and for the sign-in (64 KiB).
+func TestOversizedFormIs413(t *testing.T) {
+	e := setup(t, nil)
+	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
+	cookie, tok := e.session("/", nil)
+	big := `"` + strings.Repeat("x", maxForm) + `"`
+	res, body := e.req("POST", "/resolve", url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(epoch, 10)},
+		"outcome": {"applied"}, "result": {big}, "csrf": {tok}}, withCookie(cookie))
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, body)
+	require.Contains(t, body, "the form is too large")
+	require.Contains(t, body, "at most 4 MiB")
+	require.NotContains(t, body, "CSRF")
+	res, body = e.req("POST", "/decide", url.Values{"reason": {big}, "csrf": {tok}}, withCookie(cookie))
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, body)
+	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+
+	e = setup(t, withTokens)
+	cookie, tok = e.session("/login", nil)
+	res, body = e.req("POST", "/login", url.Values{"token": {strings.Repeat("t", maxLoginForm)}, "csrf": {tok}}, withCookie(cookie))
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, body)
+	require.Contains(t, body, "at most 64 KiB")
 }
