@@ -51,6 +51,9 @@ type approvalData struct {
 	// be asked.
 	Workflow      *reconcile.ApprovalReport
 	WorkflowError string
+	// WorkflowClosed says how the approval workflow closed ("terminated", "timed out"…); ""
+	// while it runs or when none exists.
+	WorkflowClosed string
 	// CanDecide: the approval is pending and its workflow waits for a decision.
 	CanDecide bool
 	RequestID string
@@ -121,18 +124,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
 	}
 	if ap.Status == oncekey.ApprovalPending {
-		ctx, cancel := context.WithTimeout(r.Context(), statusWait)
-		rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
-		cancel()
-		switch {
-		case err == nil:
-			d.Workflow = rep
-			d.CanDecide = rep.State == reconcile.ApprovalStateWaiting
-		case errors.Is(err, reconcile.ErrNoApproval):
-			d.WorkflowError = "No approval workflow is running for this call, so nothing here can release it. The next call of the operation asks again."
-		default:
-			d.WorkflowError = "Could not ask the approval workflow where it stands: " + oneLine(err) + ". Check that Temporal is reachable and that a worker runs the approval workflow, then reload."
-		}
+		s.approvalState(r.Context(), &d, ap)
 	}
 	if d.Form.Decision == "" {
 		d.Form.Decision = string(reconcile.Approve)
@@ -140,13 +132,48 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 	s.render(w, r, status, "approval", id, "Approve "+ap.Tool+"? · "+shortKey(ap.OperationKey), d)
 }
 
+// approvalState fills in how the approval workflow of ap, a pending approval, stands: the form
+// only while it runs and waits for a decision. A workflow that has closed (terminated, timed out,
+// failed) or never ran is said to be so, with what still works: the call that asked was told its
+// approval ended without a decision, and the next call of the operation asks again.
+func (s *Server) approvalState(ctx context.Context, d *approvalData, ap *oncekey.Approval) {
+	ctx, cancel := context.WithTimeout(ctx, statusWait)
+	defer cancel()
+	const unreachable = ". Check that Temporal is reachable and that a worker runs the approval workflow, then reload."
+	next := "Nothing ran. The next call of the operation (its workflow running the step again) asks anew, with a form here; `" +
+		showCommand(ap.Tenant, ap.OperationKey) + "` shows the approval and the record."
+	wf, err := describe(ctx, s.opts.Temporal, d.WorkflowID)
+	switch {
+	case err != nil:
+		d.WorkflowError = "Could not ask the approval workflow where it stands: " + oneLine(err) + unreachable
+		return
+	case wf.Missing:
+		d.WorkflowError = "No approval workflow exists for this call (it never started, or Temporal no longer keeps its history), so nothing here can decide it. " + next
+		return
+	case wf.Closed != "":
+		d.WorkflowClosed = wf.Closed
+		d.WorkflowError = "The approval workflow " + d.WorkflowID + " " + wf.closedText(s.now()) +
+			" without a decision: it no longer waits, and nothing here can decide it. " + next
+		return
+	}
+	rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
+	if err != nil {
+		d.WorkflowError = "Could not ask the approval workflow where it stands: " + oneLine(err) + unreachable
+		return
+	}
+	d.Workflow = rep
+	d.CanDecide = rep.State == reconcile.ApprovalStateWaiting
+}
+
 // decide takes a decision from the approval form and hands it to the approval workflow through
 // reconcile.Decide, then shows the workflow's answer on the approval page.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
 	form := decideForm{Decision: r.PostFormValue("decision"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	// What was decided, for the log line: the form is cleared once the decision is accepted.
+	decision, episodeField := form.Decision, r.PostFormValue("episode")
 	show := func(status int, a *answer) {
-		s.opts.Logger.Info("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "decision", form.Decision, "answer", a.Kind, "detail", a.Title)
+		s.opts.Logger.Info("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "episode", episodeField, "decision", decision, "answer", a.Kind, "detail", a.Title)
 		s.showApproval(w, r, id, tenant, key, status, a, form)
 	}
 	if tenant == "" || key == "" {
@@ -154,7 +181,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 		return
 	}
 	if !id.allows(tenant) {
-		s.opts.Logger.Warn("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "decision", form.Decision, "answer", "refused", "detail", "the identity may not decide for this tenant")
+		s.opts.Logger.Warn("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "episode", episodeField, "decision", decision, "answer", "refused", "detail", "the identity may not decide for this tenant")
 		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
 		return
 	}
@@ -165,7 +192,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 	refuse := func(title, detail string) {
 		show(http.StatusUnprocessableEntity, &answer{Kind: "refused", Title: title, Detail: detail})
 	}
-	episode, err := strconv.ParseInt(r.PostFormValue("episode"), 10, 64)
+	episode, err := strconv.ParseInt(episodeField, 10, 64)
 	if err != nil || episode < 1 {
 		refuse("Refused: the form names no episode", "Reload the approval and decide again.")
 		return
@@ -214,19 +241,49 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			Detail: "The approval workflow " + reconcile.ApprovalWorkflowID(key) + " answered: " + approvalText(out) + ". Every call waiting on this operation continues."})
 	case errors.As(err, &inv):
 		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
-	case errors.As(err, &refused):
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the approval workflow",
-			Detail: refused.Reason + ". Nothing was recorded for this decision."})
+	case errors.As(err, &refused) || errors.Is(err, reconcile.ErrNoApproval):
+		// Another decision (or the deadline) may have decided the approval first (two people
+		// deciding at once): the store says by whom, how and when.
+		if a := s.decidedFirst(r.Context(), tenant, key, episode, refused); a != nil {
+			show(http.StatusConflict, a)
+			return
+		}
+		if refused != nil {
+			show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the approval workflow",
+				Detail: refused.Reason + ". Nothing was recorded for this decision."})
+			return
+		}
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "No approval workflow waits for this call",
+			Detail: "Nothing was recorded. The next call of the operation asks again."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
 			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, "approval workflow", reconcile.ApprovalWorkflowID(key))})
-	case errors.Is(err, reconcile.ErrNoApproval):
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "No approval workflow waits for this call",
-			Detail: "Nothing was recorded. The next call of the operation asks again."})
 	default:
 		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the approval workflow",
 			Detail: oneLine(err) + ". It may not have received the decision: reload and check the approval before sending it again."})
 	}
+}
+
+// decidedFirst is the answer to a decision about (tenant, key) at episode that the approval
+// workflow refused, or found no workflow for, when the approval was decided another way first
+// (another person's decision, its deadline): who decided it, how and when, read from the store
+// (else from the workflow's answer, refused.DecidedAs). nil when the approval still waits at
+// episode.
+func (s *Server) decidedFirst(ctx context.Context, tenant, key string, episode int64, refused *reconcile.DecisionRefusedError) *answer {
+	const title = "Refused: the approval was already decided"
+	ap, err := s.approvals.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	switch {
+	case err == nil && ap.Episode == episode && ap.Status != oncekey.ApprovalPending:
+		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the approval was " + decidedText(ap) +
+			". Nothing was recorded for this decision, and nothing waits for one any more."}
+	case err == nil && ap.Episode != episode:
+		return &answer{Kind: "refused", Title: title, Detail: fmt.Sprintf("The decision was for episode %d; the approval is now %s. Nothing was recorded for this decision. Read it again before deciding.",
+			episode, decidedText(ap))}
+	case refused != nil && refused.DecidedAs != nil:
+		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the approval workflow answered " + approvalText(refused.DecidedAs) +
+			". Nothing was recorded for this decision."}
+	}
+	return nil
 }
 
 // approvalLine says in one line how an approval stands: "approved, episode 1, by ines at …".

@@ -468,6 +468,9 @@ type recordData struct {
 	Workflow      *reconcile.StatusReport
 	WorkflowID    string
 	WorkflowError string
+	// WorkflowClosed says how the reconciliation workflow closed ("terminated", "timed out"…);
+	// "" while it runs or when none exists.
+	WorkflowClosed string
 	// CanResolve: the record is unknown and a reconciliation workflow waits for a decision.
 	CanResolve bool
 	// RequestID identifies the decision this form sends (see requestID).
@@ -558,20 +561,42 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		d.Result = string(b)
 	}
 	if rec.Status == oncekey.StatusUnknown {
-		ctx, cancel := context.WithTimeout(r.Context(), statusWait)
-		st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
-		cancel()
-		switch {
-		case err == nil:
-			d.Workflow = st
-			d.CanResolve = st.State == reconcile.StateWaiting
-		case errors.Is(err, reconcile.ErrNoReconciliation):
-			d.WorkflowError = "No reconciliation workflow is running for this operation (it failed, timed out, was terminated or never started), so nothing here can release a workflow. Write the decision straight to the store with `oncekey resolve " + rec.OperationKey + " --tenant " + rec.Tenant + " --direct …`; the caller's workflow gets it when it runs the step again."
-		default:
-			d.WorkflowError = "Could not ask the reconciliation workflow where it stands: " + oneLine(err) + ". Check that Temporal is reachable and that a worker runs the reconciliation workflow, then reload."
-		}
+		s.reconciliationState(r.Context(), &d, rec)
 	}
 	s.render(w, r, status, "record", id, rec.Tool+" · "+shortKey(rec.OperationKey), d)
+}
+
+// reconciliationState fills in how the reconciliation workflow of rec, an unknown record, stands:
+// the form only while it runs and waits for a decision. A workflow that has closed (terminated,
+// timed out, failed) or never ran is said to be so, with the command that writes the decision
+// straight to the store, the way that still works.
+func (s *Server) reconciliationState(ctx context.Context, d *recordData, rec *oncekey.Record) {
+	ctx, cancel := context.WithTimeout(ctx, statusWait)
+	defer cancel()
+	const unreachable = ". Check that Temporal is reachable and that a worker runs the reconciliation workflow, then reload."
+	direct := "Write the decision straight to the store with `" + s.directCommand(rec.Tenant, rec.OperationKey, rec.Epoch) +
+		"`; the caller's workflow gets it when it runs the step again."
+	wf, err := describe(ctx, s.opts.Temporal, d.WorkflowID)
+	switch {
+	case err != nil:
+		d.WorkflowError = "Could not ask the reconciliation workflow where it stands: " + oneLine(err) + unreachable
+		return
+	case wf.Missing:
+		d.WorkflowError = "No reconciliation workflow exists for this operation (it never started, or Temporal no longer keeps its history), so nothing here can release a workflow. " + direct
+		return
+	case wf.Closed != "":
+		d.WorkflowClosed = wf.Closed
+		d.WorkflowError = "The reconciliation workflow " + d.WorkflowID + " " + wf.closedText(s.now()) +
+			" without a decision: it no longer waits, and nothing here can release a workflow. " + direct
+		return
+	}
+	st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
+	if err != nil {
+		d.WorkflowError = "Could not ask the reconciliation workflow where it stands: " + oneLine(err) + unreachable
+		return
+	}
+	d.Workflow = st
+	d.CanResolve = st.State == reconcile.StateWaiting
 }
 
 // resolve takes a decision from the form and hands it to the reconciliation workflow through
@@ -582,8 +607,10 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		Outcome: r.PostFormValue("outcome"), EffectReference: strings.TrimSpace(r.PostFormValue("effect_reference")),
 		Result: strings.TrimSpace(r.PostFormValue("result")), Note: strings.TrimSpace(r.PostFormValue("note")),
 	}
+	// What was decided, for the log line: the form is cleared once the decision is accepted.
+	outcome, epochField := form.Outcome, r.PostFormValue("epoch")
 	show := func(status int, a *answer) {
-		s.opts.Logger.Info("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "outcome", form.Outcome, "answer", a.Kind, "detail", a.Title)
+		s.opts.Logger.Info("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "epoch", epochField, "outcome", outcome, "answer", a.Kind, "detail", a.Title)
 		s.showRecord(w, r, id, tenant, key, false, status, a, form)
 	}
 	if tenant == "" || key == "" {
@@ -591,14 +618,14 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		return
 	}
 	if !id.allows(tenant) {
-		s.opts.Logger.Warn("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "outcome", form.Outcome, "answer", "refused", "detail", "the identity may not decide for this tenant")
+		s.opts.Logger.Warn("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "epoch", epochField, "outcome", outcome, "answer", "refused", "detail", "the identity may not decide for this tenant")
 		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
 		return
 	}
 	refuse := func(title, detail string) {
 		show(http.StatusUnprocessableEntity, &answer{Kind: "refused", Title: title, Detail: detail})
 	}
-	epoch, err := strconv.ParseInt(r.PostFormValue("epoch"), 10, 64)
+	epoch, err := strconv.ParseInt(epochField, 10, 64)
 	if err != nil {
 		refuse("Refused: the form names no epoch", "Reload the record and decide again.")
 		return
@@ -651,19 +678,51 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 			Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " answered: " + outputText(out) + ". Every workflow blocked on this operation continues."})
 	case errors.As(err, &inv):
 		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
-	case errors.As(err, &refused):
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the reconciliation workflow",
-			Detail: refused.Reason + ". The workflow keeps waiting: correct the decision and send it again."})
+	case errors.As(err, &refused) || errors.Is(err, reconcile.ErrNoReconciliation):
+		// Another decision may have settled the operation first (two people deciding at once): the
+		// store says by whom, how and when.
+		if a := s.settledFirst(r.Context(), tenant, key, epoch, refused); a != nil {
+			show(http.StatusConflict, a)
+			return
+		}
+		if refused != nil {
+			show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the reconciliation workflow",
+				Detail: refused.Reason + ". The workflow keeps waiting: correct the decision and send it again."})
+			return
+		}
+		show(http.StatusConflict, &answer{Kind: "refused", Title: "No reconciliation workflow waits for this operation",
+			Detail: "Nothing was recorded. Write the decision straight to the store with `" + s.directCommand(tenant, key, epoch) + "`."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
 			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, "reconciliation workflow", reconcile.WorkflowID(key))})
-	case errors.Is(err, reconcile.ErrNoReconciliation):
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "No reconciliation workflow waits for this operation",
-			Detail: "Nothing was recorded. Write the decision straight to the store with `oncekey resolve " + key + " --tenant " + tenant + " --direct …`."})
 	default:
 		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the reconciliation workflow",
 			Detail: oneLine(err) + ". It may not have received the decision: reload and check the record before sending it again."})
 	}
+}
+
+// settledFirst is the answer to a decision about (tenant, key) at epoch that the reconciliation
+// workflow refused, or found no workflow for, when the operation was settled another way first
+// (another person's decision, a receipt lookup): who settled it, how and when, read from the store
+// (else from the workflow's answer, refused.SettledAs). nil when the record still waits at epoch.
+func (s *Server) settledFirst(ctx context.Context, tenant, key string, epoch int64, refused *reconcile.RefusedError) *answer {
+	const title = "Refused: the operation was already settled"
+	rec, err := s.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	switch {
+	case err == nil && rec.Epoch == epoch && rec.Status != oncekey.StatusUnknown && rec.Status != oncekey.StatusPending:
+		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the operation was " + settledText(rec) +
+			". Nothing was recorded for this decision, and nothing waits for one any more."}
+	case err == nil && rec.Epoch != epoch:
+		detail := fmt.Sprintf("The decision was for epoch %d; the record is now %s at epoch %d", epoch, rec.Status, rec.Epoch)
+		if refused != nil && refused.SettledAs != nil {
+			detail += fmt.Sprintf(". Epoch %d was settled as %s by %s", epoch, refused.SettledAs.Outcome, refused.SettledAs.ResolvedBy)
+		}
+		return &answer{Kind: "refused", Title: title, Detail: detail + ". Nothing was recorded for this decision. Read the record again before deciding."}
+	case refused != nil && refused.SettledAs != nil:
+		return &answer{Kind: "refused", Title: title, Detail: fmt.Sprintf("Someone decided first: the reconciliation workflow settled it as %s by %s. Nothing was recorded for this decision.",
+			refused.SettledAs.Outcome, refused.SettledAs.ResolvedBy)}
+	}
+	return nil
 }
 
 // ---- helpers ----

@@ -1,0 +1,102 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
+)
+
+// run is how a workflow of the inbox's (a key's reconciliation or approval workflow) stands, as
+// DescribeWorkflowExecution tells. Temporal answers queries of a closed workflow while its
+// history is kept, so a query alone cannot tell a waiting workflow from one that has ended.
+type run struct {
+	// Missing: no such workflow exists (never started, or its history is no longer kept).
+	Missing bool
+	// Closed says how a workflow that has ended closed ("terminated", "timed out", "failed",
+	// "completed", "canceled", "continued as new"), at ClosedAt; "" while it runs.
+	Closed   string
+	ClosedAt time.Time
+}
+
+// describe asks Temporal how workflow id (its latest run) stands. An error is Temporal not
+// answering; a missing workflow is run.Missing, not an error.
+func describe(ctx context.Context, c client.Client, id string) (run, error) {
+	desc, err := c.DescribeWorkflow(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return run{Missing: true}, nil
+	case err != nil:
+		return run{}, err
+	}
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
+	st := info.GetStatus()
+	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return run{}, nil
+	}
+	how := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_"), "_", " "))
+	if how == "" || how == "unspecified" {
+		how = "closed"
+	}
+	return run{Closed: how, ClosedAt: info.GetCloseTime().AsTime()}, nil
+}
+
+// closedText says how a closed workflow ended: "was terminated at 2025-… (3h ago)".
+func (r run) closedText(now time.Time) string {
+	return "was " + r.Closed + " at " + r.ClosedAt.UTC().Format(time.RFC3339) + " (" + ageText(now, r.ClosedAt) + " ago)"
+}
+
+// directCommand is the `oncekey resolve --direct` command that writes a decision about (tenant,
+// key) at epoch straight to the store, with --namespace when the inbox's is not "default"; its
+// last word, "…", stands for the decision (--applied --ref R, --not-applied or --failed).
+func (s *Server) directCommand(tenant, key string, epoch int64) string {
+	c := shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", tenant).Int("--epoch", epoch)
+	if s.opts.Namespace != "default" {
+		c.Flag("--namespace", s.opts.Namespace)
+	}
+	return c.Switch("--direct").Placeholder("", "…").String()
+}
+
+// showCommand is the `oncekey show` command of (tenant, key).
+func showCommand(tenant, key string) string {
+	return shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", tenant).String()
+}
+
+// settledText says who settled rec, how and when: "settled as applied by omar (oncekey-serve) at
+// 2025-… (epoch 1)". The record is the store's word, read after the workflow refused a decision.
+func settledText(rec *oncekey.Record) string {
+	s := "settled as " + string(rec.Status)
+	if rec.Status == oncekey.StatusReleased {
+		s = "settled as not applied (released)"
+	}
+	if rec.ResolvedBy != "" {
+		s += " by " + rec.ResolvedBy
+	}
+	return s + fmt.Sprintf(" at %s (epoch %d)", rec.UpdatedAt.UTC().Format(time.RFC3339), rec.Epoch)
+}
+
+// decidedText says who decided ap, how and when: "approved by omar (oncekey-serve) at 2025-…
+// (episode 1)", with the reason when there is one.
+func decidedText(ap *oncekey.Approval) string {
+	s := string(ap.Status)
+	if ap.DecidedBy != "" {
+		s += " by " + ap.DecidedBy
+	}
+	if !ap.DecidedAt.IsZero() {
+		s += " at " + ap.DecidedAt.UTC().Format(time.RFC3339)
+	}
+	s += fmt.Sprintf(" (episode %d)", ap.Episode)
+	if ap.Reason != "" {
+		s += ", reason: " + ap.Reason
+	}
+	return s
+}
