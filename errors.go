@@ -97,29 +97,28 @@ func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
 // differs from the namespace, which is the CLI's default tenant, --schema when schema is set, and
 // --direct when direct; --epoch is the epoch, or the placeholder <epoch> when it is 0.
 func resolveCommand(namespace, tenant, schema, key string, epoch int64, direct bool) string {
-	cmd := "oncekey resolve " + key
+	cmd := shell.Cmd("oncekey", "resolve").Arg(key)
 	if direct {
-		cmd += " --direct"
+		cmd.Switch("--direct")
 	}
-	if schema != "" {
-		cmd += " --schema " + shell.Word(schema)
-	}
+	cmd.FlagIf("--schema", schema)
 	ns := namespace
 	if ns == "" {
 		ns = "default"
 	}
 	if ns != "default" {
-		cmd += " --namespace " + shell.Word(ns)
+		cmd.Flag("--namespace", ns)
 	}
 	if tenant != "" && tenant != ns {
-		cmd += " --tenant " + shell.Word(tenant)
+		cmd.Flag("--tenant", tenant)
 	}
 	if epoch > 0 {
-		cmd += fmt.Sprintf(" --epoch %d", epoch)
+		cmd.Int("--epoch", epoch)
 	} else {
-		cmd += " --epoch <epoch>"
+		cmd.Placeholder("--epoch", "<epoch>")
 	}
-	return "`" + cmd + " --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`"
+	cmd.Switch("--applied").Placeholder("--ref", "<receipt>").Placeholder("--result", "'<result JSON>'")
+	return "`" + cmd.String() + "` (it landed), or the same with `--not-applied` (it did not) or `--failed`"
 }
 
 // FingerprintMismatchError: the operation key was used before with different arguments (or tool

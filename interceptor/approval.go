@@ -193,14 +193,16 @@ func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.Appro
 // call of the operation starts a run, a repeat of a decided one too, which reads the decision and
 // asks nobody: they say what the run does either way, and its current details say which it did.
 func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
-	key, tenant := in.OperationKey, shell.Word(in.Tenant)
+	key := in.OperationKey
 	summary = fmt.Sprintf("oncekey: approval of %s: %s", mdtext.Text(in.Tool), mdtext.Text(in.Summary))
 	details = fmt.Sprintf("The approval of %s (tenant %s, operation key %s): %s\n\n"+
 		"It asks a person to approve or deny the call before it runs, or reads the decision already recorded for the key "+
 		"(a repeat of an approved or denied call asks nobody). Its current details say which. While it waits, "+
-		"approve with `oncekey approve %s --tenant %s`, deny with `oncekey deny %s --tenant %s --reason <why>`, or send the %s update; "+
+		"approve with `%s`, deny with `%s`, or send the %s update; "+
 		"nobody deciding within %s denies it.",
-		mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary), key, tenant, key, tenant,
+		mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary),
+		shell.Cmd("oncekey", "approve").Arg(key).Flag("--tenant", in.Tenant),
+		shell.Cmd("oncekey", "deny").Arg(key).Flag("--tenant", in.Tenant).Placeholder("--reason", "<why>"),
 		reconcile.DecideUpdateName, in.Timeout)
 	return summary, details
 }
@@ -259,8 +261,8 @@ func (a *approvalCall) undecided(key string, err error) error {
 	switch undecidedRefusal(err) {
 	case activities.ErrTypeForeignRecord:
 		msg = fmt.Sprintf("oncekey: the approval workflow %s refused to ask for %s (%v); nothing ran, and calling it again is refused the same way. "+
-			"The key's approval is another tool's or namespace's: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `oncekey show %s --tenant %s`",
-			id, a.name, err, key, shell.Word(a.tenant))
+			"The key's approval is another tool's or namespace's: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `%s`",
+			id, a.name, err, shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", a.tenant))
 	case oncekey.ErrTypeConfig:
 		msg = fmt.Sprintf("oncekey: the approval workflow %s could not ask for %s (%v); nothing ran, and calling it again fails the same way. "+
 			"Fix what the error names on the workers of the approval workflow's task queue, then call it again",

@@ -602,9 +602,9 @@ func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in 
 		StaticSummary: fmt.Sprintf("oncekey: did %s's effect land? Step %s of %s", mdtext.Text(in.Tool), mdtext.Text(in.StepID), mdtext.Text(in.WorkflowID)),
 		StaticDetails: fmt.Sprintf("The outcome of %s (tenant %s, operation key %s) could not be proven: %s\n\n"+
 			"This workflow settles it: the record, the tool's receipt lookup, or a person's decision "+
-			"(`oncekey resolve %s --tenant %s` with --applied, --not-applied or --failed, or the %s update). "+
+			"(`%s` with --applied, --not-applied or --failed, or the %s update). "+
 			"Its current details say where it stands.", mdtext.Text(in.Tool), mdtext.Text(in.Tenant), key, mdtext.Text(in.Reason),
-			key, shell.Word(in.Tenant), reconcile.UpdateName),
+			shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", in.Tenant), reconcile.UpdateName),
 	}
 	if in.SearchAttributes {
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(reconcile.SearchAttributes(in, reconcile.StateInspecting, time.Time{})...)
@@ -792,11 +792,7 @@ func awaitWorkflow(ctx workflow.Context, tq, summary string, in activities.Await
 // listUnknownCommand returns the `oncekey list` command that finds tenant's unknown outcomes in
 // the store's schema ("" for the search_path), every value quoted with shell.Word.
 func listUnknownCommand(tenant, schema string) string {
-	cmd := "oncekey list --status unknown --tenant " + shell.Word(tenant)
-	if schema != "" {
-		cmd += " --schema " + shell.Word(schema)
-	}
-	return cmd
+	return shell.Cmd("oncekey", "list").Flag("--status", "unknown").Flag("--tenant", tenant).FlagIf("--schema", schema).String()
 }
 
 func (l *effectfulLoop) reconcileFailed(key string, err error) error {

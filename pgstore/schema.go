@@ -112,7 +112,7 @@ func (s *Store) schemaError(ctx context.Context, op string, problem schemaProble
 
 	migrate := "pgstore.Migrate / pgstore.MigrateSchema (or `oncekey migrate [--schema S]`)"
 	if s.schema != "" {
-		migrate = fmt.Sprintf("pgstore.MigrateSchema(ctx, pool, %q) (or `oncekey migrate --schema %s`)", s.schema, shell.Word(s.schema))
+		migrate = fmt.Sprintf("pgstore.MigrateSchema(ctx, pool, %q) (or `%s`)", s.schema, shell.Cmd("oncekey", "migrate").Flag("--schema", s.schema))
 	}
 	db := "this database"
 	if known {

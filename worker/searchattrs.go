@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -32,8 +33,9 @@ func (e *SearchAttributesError) Error() string {
 	if len(e.WrongType) > 0 {
 		parts = append(parts, "has "+strings.Join(e.WrongType, ", ")+" with another type")
 	}
-	return fmt.Sprintf("oncekey: interceptor.Options.SearchAttributes is on, but namespace %s %s; register them with `oncekey setup search-attributes --namespace %s` "+
-		"(or `temporal operator search-attribute create`), or turn the option off", e.Namespace, strings.Join(parts, " and "), e.Namespace)
+	return fmt.Sprintf("oncekey: interceptor.Options.SearchAttributes is on, but namespace %s %s; register them with `%s` "+
+		"(or `temporal operator search-attribute create`), or turn the option off", e.Namespace, strings.Join(parts, " and "),
+		shell.Cmd("oncekey", "setup", "search-attributes").Flag("--namespace", e.Namespace))
 }
 
 // typeName is the name Temporal's CLI gives t: Keyword, Datetime.

@@ -57,8 +57,9 @@ func (r *reconciler) details() string {
 		if in.Reason != "" {
 			fmt.Fprintf(&b, "\n\nWhy: %s", mdtext.Text(in.Reason))
 		}
-		fmt.Fprintf(&b, "\n\nNeeded: check downstream whether it landed, then `oncekey resolve %s --tenant %s --applied --ref <receipt>` "+
-			"(or `--not-applied`, `--failed`), or send the %s update.", in.OperationKey, shell.Word(in.Tenant), reconcile.UpdateName)
+		fmt.Fprintf(&b, "\n\nNeeded: check downstream whether it landed, then `%s` "+
+			"(or `--not-applied`, `--failed`), or send the %s update.",
+			shell.Cmd("oncekey", "resolve").Arg(in.OperationKey).Flag("--tenant", in.Tenant).Switch("--applied").Placeholder("--ref", "<receipt>"), reconcile.UpdateName)
 		if in.EscalationTimeout > 0 {
 			fmt.Fprintf(&b, " Escalates %s after the wait began.", in.EscalationTimeout)
 		}
@@ -131,8 +132,9 @@ func (a *approver) details() string {
 		fmt.Fprintf(&b, "**Asking for approval** of %s.", what)
 	case reconcile.ApprovalStateWaiting:
 		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(in.Summary))
-		fmt.Fprintf(&b, "\n\nNeeded: `oncekey approve %s --tenant %s` or `oncekey deny %s --tenant %s --reason <why>`, or send the %s update.",
-			in.OperationKey, shell.Word(in.Tenant), in.OperationKey, shell.Word(in.Tenant), reconcile.DecideUpdateName)
+		fmt.Fprintf(&b, "\n\nNeeded: `%s` or `%s`, or send the %s update.",
+			shell.Cmd("oncekey", "approve").Arg(in.OperationKey).Flag("--tenant", in.Tenant),
+			shell.Cmd("oncekey", "deny").Arg(in.OperationKey).Flag("--tenant", in.Tenant).Placeholder("--reason", "<why>"), reconcile.DecideUpdateName)
 		if r.LastInvalidSignal != "" {
 			fmt.Fprintf(&b, "\n\nLast refused decision: %s", mdtext.Text(r.LastInvalidSignal))
 		}
