@@ -49,7 +49,7 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 			"Find what waits with `oncekey approvals`.",
 		Example: "  oncekey approve ok1_3f2a… --tenant acme --reason 'customer called, refund agreed'\n" +
 			"  oncekey approve ok1_3f2a… --tenant acme --episode 2 --by ada",
-		Args: a.keyArgs("oncekey approve KEY --tenant T", "oncekey approvals"),
+		Args: a.keyArgs("oncekey approve KEY --tenant T", "approvals"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.decide(cmd.Context(), kind, &f, args[0])
 		},
@@ -63,7 +63,7 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
 			"episode is read from the store."
 		cmd.Example = "  oncekey deny ok1_3f2a… --tenant acme --reason 'amount over the refund limit'"
-		cmd.Args = a.keyArgs("oncekey deny KEY --tenant T --reason WHY", "oncekey approvals")
+		cmd.Args = a.keyArgs("oncekey deny KEY --tenant T --reason WHY", "approvals")
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
@@ -150,8 +150,8 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
 			return err // why: another tenant's approval, or one decided already
 		}
-		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `oncekey approvals --status all%s` shows each approval's tenant and episode",
-			id, printable(oneLine(errors.New(refused.Reason))), a.dbFlags())
+		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows each approval's tenant and episode",
+			id, printable(oneLine(errors.New(refused.Reason))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		return a.unconfirmed(ctx, c, decisionNoun(kind), "approval workflow", id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
 	case errors.Is(err, reconcile.ErrNoApproval):
@@ -268,14 +268,14 @@ func decidedError(a *app, ap *oncekey.Approval) error {
 func (a *app) approvalNotFound(key, tenant string, tenantGiven bool) error {
 	msg := fmt.Sprintf("no approval for %s under tenant %s in %s", key, tenant, a.pg)
 	if shape := keyShape(key); shape != "" {
-		return fail(exitNotFound, "%s: %s; copy the whole key from `oncekey approvals%s`", msg, shape, a.dbFlags())
+		return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", msg, shape, a.db(shell.Cmd("oncekey", "approvals")))
 	}
 	defaulted := ""
 	if !tenantGiven {
 		defaulted = " (the tenant defaults to the namespace)"
 	}
-	return fail(exitNotFound, "%s%s; `oncekey approvals%s` lists what waits, with each approval's tenant: run again with --tenant set to it",
-		msg, defaulted, a.dbFlags())
+	return fail(exitNotFound, "%s%s; `%s` lists what waits, with each approval's tenant: run again with --tenant set to it",
+		msg, defaulted, a.db(shell.Cmd("oncekey", "approvals")))
 }
 
 // decisionNoun names a decision of kind k: "approval" or "denial".
@@ -320,13 +320,13 @@ func (a *app) decideCommand(kind reconcile.DecisionKind, key, tenant string, epi
 // decideCommandWith is decideCommand in namespace ns, with the --reason and --by of f when f is
 // not nil and they were given.
 func (a *app) decideCommandWith(kind reconcile.DecisionKind, key, tenant string, episode int64, ns string, f *decideFlags) string {
-	s := "oncekey " + string(kind) + " " + shell.Word(key) + " --tenant " + shell.Word(tenant)
+	c := shell.Cmd("oncekey", string(kind)).Arg(key).Flag("--tenant", tenant)
 	if episode > 0 {
-		s += " --episode " + strconv.FormatInt(episode, 10)
+		c.Int("--episode", episode)
 	}
-	s += a.addressFlag()
+	a.withAddress(c)
 	if ns != "default" || ns != a.ns() {
-		s += " --namespace " + shell.Word(ns)
+		c.Flag("--namespace", ns)
 	}
 	reason, by := "WHY", ""
 	if f != nil {
@@ -336,12 +336,9 @@ func (a *app) decideCommandWith(kind reconcile.DecisionKind, key, tenant string,
 		}
 	}
 	if reason != "" && (kind == reconcile.Deny || f != nil) {
-		s += " --reason " + shell.Word(reason)
+		c.Flag("--reason", reason)
 	}
-	if by != "" {
-		s += " --by " + shell.Word(by)
-	}
-	return s + a.dbFlags()
+	return a.db(c.FlagIf("--by", by)).String()
 }
 
 // otherTenant looks for key's approval under any tenant, for a decision whose tenant has none (a

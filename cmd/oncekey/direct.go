@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -192,27 +191,20 @@ func (a *app) directCommand(key string, f *resolveFlags) string {
 }
 
 func resolveCommand(a *app, key string, f *resolveFlags, direct bool) string {
-	var b strings.Builder
-	b.WriteString("oncekey resolve " + key + " --tenant " + shell.Word(f.tenant) + " --epoch " + strconv.FormatInt(f.epoch, 10))
-	b.WriteString(a.addressFlag())
+	c := a.withAddress(shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", f.tenant).Int("--epoch", f.epoch))
 	if ns := a.ns(); ns != "default" {
-		b.WriteString(" --namespace " + shell.Word(ns))
+		c.Flag("--namespace", ns)
 	}
 	if direct {
-		b.WriteString(a.dbFlags() + " --direct")
+		a.db(c).Switch("--direct")
 	}
 	switch {
 	case f.applied:
-		b.WriteString(" --applied")
+		c.Switch("--applied")
 	case f.notApplied:
-		b.WriteString(" --not-applied")
+		c.Switch("--not-applied")
 	default:
-		b.WriteString(" --failed")
+		c.Switch("--failed")
 	}
-	for _, fl := range []struct{ name, v string }{{"--ref", f.ref}, {"--result", f.result}, {"--note", f.note}, {"--by", f.by}} {
-		if fl.v != "" {
-			b.WriteString(" " + fl.name + " " + shell.Word(fl.v))
-		}
-	}
-	return b.String()
+	return c.FlagIf("--ref", f.ref).FlagIf("--result", f.result).FlagIf("--note", f.note).FlagIf("--by", f.by).String()
 }

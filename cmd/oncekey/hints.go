@@ -26,19 +26,16 @@ func keyShape(key string) string {
 	return ""
 }
 
-// dbFlags returns the flags a suggested command that reads Postgres needs to find the same table
-// as this one: --schema when this command was given one.
-func (a *app) dbFlags() string {
-	if a.schema == "" {
-		return ""
-	}
-	return " --schema " + shell.Word(a.schema)
+// db adds to c, a suggested command that reads Postgres, the flags it needs to find the same
+// table as this one: --schema when this command was given one. It returns c.
+func (a *app) db(c *shell.Command) *shell.Command {
+	return c.FlagIf("--schema", a.schema)
 }
 
 // showCommand returns the `oncekey show` command for key under tenant, with the flags it needs to
 // read the table this command was pointed at.
 func (a *app) showCommand(key, tenant string) string {
-	return "oncekey show " + key + " --tenant " + shell.Word(tenant) + a.dbFlags()
+	return a.db(shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", tenant)).String()
 }
 
 // recordNotFound is the error of a command that looked up key under tenant and found no record:
@@ -47,34 +44,34 @@ func (a *app) showCommand(key, tenant string) string {
 func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
 	msg := fmt.Sprintf("no record for %s under tenant %s in %s", key, tenant, a.pg)
 	if shape := keyShape(key); shape != "" {
-		return fail(exitNotFound, "%s: %s; copy the whole key from `oncekey list%s`", msg, shape, a.dbFlags())
+		return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", msg, shape, a.db(shell.Cmd("oncekey", "list")))
 	}
 	defaulted := ""
 	if !tenantGiven {
 		defaulted = " (the tenant defaults to the namespace)"
 	}
-	return fail(exitNotFound, "%s%s; `oncekey list%s` shows each record's tenant (`oncekey list --tenant %s%s` this tenant's records): run again with --tenant set to the record's tenant",
-		msg, defaulted, a.dbFlags(), shell.Word(tenant), a.dbFlags())
+	return fail(exitNotFound, "%s%s; `%s` shows each record's tenant (`%s` this tenant's records): run again with --tenant set to the record's tenant",
+		msg, defaulted, a.db(shell.Cmd("oncekey", "list")), a.db(shell.Cmd("oncekey", "list").Flag("--tenant", tenant)))
 }
 
-// addressFlag returns the --address a suggested command that talks to Temporal needs to reach
-// the server this one used: " --address HOST:PORT" when it is not the default (from --address or
-// TEMPORAL_ADDRESS), else "".
-func (a *app) addressFlag() string {
-	addr := a.temporalAddress()
-	if addr == defaultAddress {
-		return ""
+// withAddress adds to c, a suggested command that talks to Temporal, the --address it needs to reach
+// the server this one used, when that is not the default (from --address or TEMPORAL_ADDRESS). It
+// returns c.
+func (a *app) withAddress(c *shell.Command) *shell.Command {
+	if addr := a.temporalAddress(); addr != defaultAddress {
+		c.Flag("--address", addr)
 	}
-	return " --address " + shell.Word(addr)
+	return c
 }
 
 // keyArgs is the Args of a command that takes one operation key: with none it says what to give,
-// usage (the command with KEY), and the command that lists the keys.
-func (a *app) keyArgs(usage, keys string) cobra.PositionalArgs {
+// usage (the command with KEY), and the command that lists the keys: `oncekey` with the words
+// keys.
+func (a *app) keyArgs(usage string, keys ...string) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
 		switch {
 		case len(args) == 0:
-			return fail(exitUsage, "give the operation key: `%s` (keys: `%s%s`)", usage, keys, a.dbFlags())
+			return fail(exitUsage, "give the operation key: `%s` (keys: `%s`)", usage, a.db(shell.Cmd("oncekey", keys...)))
 		case len(args) > 1:
 			return fail(exitUsage, "give one operation key, not %d arguments: `%s` (quote a value with spaces: --reason 'two words')", len(args), usage)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -84,7 +85,7 @@ func newResolveCmd(a *app) *cobra.Command {
 		Example: "  oncekey resolve ok1_3f2a… --tenant acme --epoch 1 --applied --ref TCK-0042 --result '{\"id\":\"TCK-0042\"}' --note 'found in the ticket system'\n" +
 			"  oncekey resolve ok1_3f2a… --tenant acme --epoch 2 --not-applied --note 'no charge at the provider'\n" +
 			"  oncekey resolve ok1_3f2a… --tenant acme --epoch 1 --direct --applied --ref TCK-0042 --note 'reconciliation timed out; found in the ticket system'",
-		Args: a.keyArgs("oncekey resolve KEY --tenant T --epoch N --applied|--not-applied|--failed", "oncekey list --status unknown"),
+		Args: a.keyArgs("oncekey resolve KEY --tenant T --epoch N --applied|--not-applied|--failed", "list", "--status", "unknown"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, key, err := f.resolution(a, args[0])
 			if err != nil {
@@ -116,7 +117,7 @@ func newResolveCmd(a *app) *cobra.Command {
 				return a.unconfirmed(ctx, c, "resolution", "reconciliation workflow", reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
 			case errors.Is(err, reconcile.ErrNoReconciliation):
 				if shape := keyShape(key); shape != "" {
-					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `oncekey list --status unknown%s`", key, a.ns(), shape, a.dbFlags())
+					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
 				}
 				if err := a.alreadySettled(ctx, key, f.tenant); err != nil {
 					return err
@@ -206,8 +207,8 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 		return reconcile.Resolution{}, "", fail(exitUsage, "--no-temporal-check goes with --direct only")
 	}
 	if f.epoch < 1 {
-		return reconcile.Resolution{}, "", fail(exitUsage, "give --epoch: the record's epoch the decision is for, as `oncekey show %s` prints it; "+
-			"a decision names the episode it was made for, so that it is refused once the operation has moved on", key)
+		return reconcile.Resolution{}, "", fail(exitUsage, "give --epoch: the record's epoch the decision is for, as `%s` prints it; "+
+			"a decision names the episode it was made for, so that it is refused once the operation has moved on", shell.Cmd("oncekey", "show").Arg(key))
 	}
 	f.tenantGiven = f.tenant != ""
 	if !f.tenantGiven {
@@ -285,8 +286,8 @@ func (a *app) printUnsettled(n int64, oldest time.Time, verb string) {
 	if n == 0 {
 		return
 	}
-	fmt.Fprintf(a.stdout, "%s %d unknown or pending record(s) past their retention, the oldest created %s: an unsettled record is kept until it is settled; find them with `oncekey list --status unknown%s` and resolve them\n",
-		verb, n, age(oldest), a.dbFlags())
+	fmt.Fprintf(a.stdout, "%s %d unknown or pending record(s) past their retention, the oldest created %s: an unsettled record is kept until it is settled; find them with `%s` and resolve them\n",
+		verb, n, age(oldest), a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
 }
 
 func describe(r reconcile.Resolution) string {
@@ -412,8 +413,8 @@ func newForgetCmd(a *app) *cobra.Command {
 					fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
 					return nil
 				}
-				return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `oncekey stats%s --json` lists the tenants that have (add --allow-missing where no records is fine)",
-					strconv.Quote(tenant), a.pg, a.dbFlags())
+				return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `%s` lists the tenants that have (add --allow-missing where no records is fine)",
+					strconv.Quote(tenant), a.pg, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
 			}
 			if !yes {
 				rows, err := s.Stats(ctx, tenant)

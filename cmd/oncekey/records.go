@@ -306,7 +306,7 @@ func newShowCmd(a *app) *cobra.Command {
 		Short: "Show one operation record and its approval, if it has one (the stored result only with --show-result)",
 		Example: "  oncekey show ok1_3f2a… --tenant acme\n" +
 			"  oncekey show ok1_3f2a… --tenant acme --show-result --json",
-		Args: a.keyArgs("oncekey show KEY --tenant T", "oncekey list"),
+		Args: a.keyArgs("oncekey show KEY --tenant T", "list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := strings.TrimSpace(args[0])
 			if !strings.HasPrefix(key, oncekey.KeyPrefix) {
@@ -533,15 +533,13 @@ func newStatsCmd(a *app) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
-			filter := a.dbFlags()
-			if tenant != "" {
-				filter += " --tenant " + shell.Word(tenant)
-			}
 			if sv.OldestUnknown != nil {
-				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `oncekey list --status unknown%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), filter)
+				list := a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")).FlagIf("--tenant", tenant)
+				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), list)
 			}
 			if sv.OldestApproval != nil {
-				fmt.Fprintf(a.stdout, "; %d call(s) wait for approval, the oldest asked %s (`oncekey approvals%s` lists them)", sv.ApprovalsPending, age(*sv.OldestApproval), filter)
+				fmt.Fprintf(a.stdout, "; %d call(s) wait for approval, the oldest asked %s (`%s` lists them)", sv.ApprovalsPending, age(*sv.OldestApproval),
+					a.db(shell.Cmd("oncekey", "approvals")).FlagIf("--tenant", tenant))
 			}
 			fmt.Fprintln(a.stdout)
 			return nil
