@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey/internal/inbox"
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 // defaultListen is where `oncekey serve` listens unless --listen says otherwise.
@@ -79,7 +80,7 @@ func (f *serveFlags) options(a *app) (inbox.Options, error) {
 			return opts, fail(exitUsage, "--token-file: %v", err)
 		}
 		if fi, err := os.Stat(f.tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			fmt.Fprintf(a.stderr, "oncekey serve: warning: the token file %s can be read by other users (mode %04o); make it private with `chmod 600 %s`\n", f.tokenFile, fi.Mode().Perm(), f.tokenFile)
+			fmt.Fprintf(a.stderr, "oncekey serve: warning: the token file %s can be read by other users (mode %04o); make it private with `%s`\n", f.tokenFile, fi.Mode().Perm(), shell.Cmd("chmod", "600").Arg(f.tokenFile))
 		}
 		text, source = string(b), f.tokenFile
 	}
