@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -168,7 +169,7 @@ func TestSecondDeciderIsToldWhoDecided(t *testing.T) {
 	require.Regexp(t, `Someone decided first: the approval was approved by omar \(oncekey-serve\) at \d{4}-\d\d-\d\dT[0-9:]+Z \(episode `+
 		strconv.FormatInt(episode, 10)+`\), reason: checked\. Nothing was recorded for this decision`, body)
 	require.Equal(t, "RF-R1", wait(t, run))
-	require.Equal(t, 3, l.down.count(), "the lost booking, and the approved refund once")
+	require.Equal(t, 2, l.down.count(), "the lost booking (settled as applied, not run again), and the approved refund once")
 }
 
 // The `oncekey resolve --direct` command the record page offers carries a hostile tenant as one
@@ -178,8 +179,8 @@ func TestDirectCommandQuotesTheTenant(t *testing.T) {
 	e := setup(t, func(o *Options) { o.Temporal = c })
 	span := regexp.MustCompile("`(oncekey resolve [^`]*)`")
 	for _, v := range shell.Hostile {
-		if v == "" || strings.ContainsRune(v, 0) {
-			continue // no tenant; bash cannot hold a NUL (TestWordPrintsNothingActive covers it)
+		if v == "" || strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
+			continue // no tenant the store takes; bash cannot hold a NUL (TestWordPrintsNothingActive covers both)
 		}
 		key, epoch := e.seed(v, "Book", oncekey.StatusUnknown, nil, `{}`)
 		res, body := e.req("GET", recordLink(v, key, false), nil, nil)
