@@ -188,7 +188,7 @@ func TestServeInTheBrowser(t *testing.T) {
 
 	// A record no reconciliation workflow waits for has no form; its page names the way out.
 	run(t, ctx, "open a record nothing waits for", chromedp.Click(chromedp.CSS(`tr.record[data-key="`+charge+`"] td.key a`)), chromedp.WaitVisible(chromedp.CSS("p.answer.error")))
-	require.Contains(t, text(t, ctx, "p.answer.error"), "oncekey resolve "+charge+" --tenant globex --direct")
+	require.Contains(t, text(t, ctx, "p.answer.error"), "oncekey resolve "+charge+" --tenant globex --epoch 1 --direct …")
 	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#resolve-form").length`))
 	require.NoError(t, err)
 	require.Zero(t, n)
