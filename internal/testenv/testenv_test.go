@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,4 +91,21 @@ func TestPrivatePostgres(t *testing.T) {
 	require.NoError(t, pg.Start(ctx))
 	require.Error(t, pg.Start(ctx), "a second Start of a running server")
 	require.NoError(t, exec("DO $$ BEGIN IF (SELECT id FROM kept) <> 7 THEN RAISE 'lost'; END IF; END $$"))
+}
+
+// A skip for a missing service is noted, one line per skip, in the NotesEnv file that
+// `make test` prints at the end; with CI set it fails instead (not run here: it would fail).
+func TestMissingNotesTheSkip(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes")
+	t.Setenv(NotesEnv, notes)
+	t.Setenv("CI", "")
+	for range 2 {
+		t.Run("skipped", func(t *testing.T) {
+			Missing(t, "chromium, for %s", "the browser tests")
+			t.Error("Missing did not skip")
+		})
+	}
+	b, err := os.ReadFile(notes)
+	require.NoError(t, err)
+	require.Equal(t, "chromium, for the browser tests\nchromium, for the browser tests\n", string(b))
 }
