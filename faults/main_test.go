@@ -39,7 +39,7 @@ var (
 	flagSoakKill    = flag.Duration("faults.soak-kill-every", 5*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one (make faults: 20s)")
 	flagSoakBudget  = flag.Duration("faults.soak-budget", 12*time.Minute, "how long the soak may take before it fails")
 	flagLinDuration = flag.Duration("faults.lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
-	flagPGRestart   = flag.Bool("faults.pg-restart", false, "run the Postgres restart scenario (also with ONCEKEY_TEST_PG_RESTART=1); it disturbs every other user of the server")
+	flagPGRestart   = flag.Bool("faults.pg-restart", true, "run the Postgres restart scenario (on a private Postgres instance it starts; false leaves it out)")
 	flagOut         = flag.String("faults.out", "", "directory for artifacts such as non-linearizable histories (default: a new directory under the system temp dir)")
 )
 
@@ -100,6 +100,13 @@ func randHex(n int) string {
 
 func newEnv(t *testing.T, scenario string) *env {
 	t.Helper()
+	return newEnvOn(t, scenario, "")
+}
+
+// newEnvOn is newEnv with the scenario's schema in the database base names ("": the test
+// database, testenv.DatabaseURL).
+func newEnvOn(t *testing.T, scenario, base string) *env {
+	t.Helper()
 	t.Cleanup(func() {
 		if t.Skipped() {
 			record(faults.Result{Scenario: scenario, Skipped: true})
@@ -109,7 +116,10 @@ func newEnv(t *testing.T, scenario string) *env {
 		t.Skip("needs Postgres and a Temporal dev server")
 	}
 	e := &env{t: t, start: time.Now(), res: faults.Result{Scenario: scenario}}
-	e.dbURL, _ = testenv.PostgresURL(t)
+	if base == "" {
+		base = testenv.DatabaseURL()
+	}
+	e.dbURL, _ = testenv.SchemaIn(t, base)
 	cfg, err := pgxpool.ParseConfig(e.dbURL)
 	require.NoError(t, err)
 	pgstore.ConfigurePool(cfg, nil)

@@ -3,9 +3,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,39 +12,29 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/internal/testenv"
 )
-
-// pgCtl runs pg_ctlcluster on the local cluster ("start", "stop").
-func pgCtl(action string) error {
-	versions, _ := filepath.Glob("/etc/postgresql/*")
-	if len(versions) != 1 {
-		return fmt.Errorf("want one cluster under /etc/postgresql, found %v", versions)
-	}
-	out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", filepath.Base(versions[0]), "main", action).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pg_ctlcluster %s: %v: %s", action, err, out)
-	}
-	return nil
-}
-
-func pgUp() bool { return exec.Command("pg_isready", "-h", "127.0.0.1", "-q").Run() == nil }
 
 // Postgres is stopped in the middle of a run and started again. While it is down, claims fail
 // closed (StoreUnavailable: the body does not run); afterwards the same worker processes carry on
 // without a restart, unknown outcomes are settled by an operator from the ledger, and every
-// operation has exactly one effect.
+// operation has exactly one effect. The server is a private instance the test starts
+// (testenv.PrivatePostgres), so no shared server is disturbed.
 func TestPostgresRestart(t *testing.T) {
-	if !*flagPGRestart && os.Getenv("ONCEKEY_TEST_PG_RESTART") != "1" {
-		newEnvSkip(t, "postgres_restart", "restarts Postgres: run with -faults.pg-restart or ONCEKEY_TEST_PG_RESTART=1 (make faults and make test's serial step do)")
+	if !*flagPGRestart {
+		newEnvSkip(t, "postgres_restart", "left out with -faults.pg-restart=false")
 	}
-	if _, err := exec.LookPath("pg_ctlcluster"); err != nil {
-		newEnvSkip(t, "postgres_restart", "pg_ctlcluster not found: the server is not a local Debian cluster")
+	if testing.Short() {
+		newEnvSkip(t, "postgres_restart", "needs Postgres and a Temporal dev server")
 	}
-	e := newEnv(t, "postgres_restart")
+	pg := testenv.PrivatePostgres(t)
+	e := newEnvOn(t, "postgres_restart", pg.URL)
 	t.Cleanup(func() {
 		// Whatever happened, leave the server running (the audit and the schema drop need it).
-		if !pgUp() {
-			if err := pgCtl("start"); err != nil {
+		if !pg.Running() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := pg.Start(ctx); err != nil {
 				t.Log(err)
 			}
 		}
@@ -79,7 +66,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	wave(0)
 	require.Eventually(t, func() bool { return len(e.ds.Effects()) >= perWave/2 }, 3*time.Minute, 50*time.Millisecond, "no work before the stop")
-	require.NoError(t, pgCtl("stop"))
+	pg.Stop()
 	down := time.Now()
 	wave(1) // proposed while the store is down
 	require.Eventually(t, func() bool { return e.ds.CountEvents(isStoreUnavailable) >= 3 }, time.Minute, 50*time.Millisecond,
@@ -91,9 +78,8 @@ func TestPostgresRestart(t *testing.T) {
 			require.Zero(t, e.ds.RequestArrivals(requestID(1, i, s)), "a tool ran without a claim")
 		}
 	}
-	require.NoError(t, pgCtl("start"))
+	require.NoError(t, pg.Start(e.ctx(time.Minute)))
 	downFor := time.Since(down)
-	require.Eventually(t, pgUp, time.Minute, 100*time.Millisecond)
 	wave(2)
 
 	for _, run := range runs {

@@ -30,7 +30,7 @@ func browser(t *testing.T) context.Context {
 		}
 	}
 	if path == "" {
-		testenv.Missing(t, "chromium (apt-get install -y chromium; or set ONCEKEY_CHROMIUM)")
+		testenv.Missing(t, "chromium, so the inbox's browser tests (cmd/oncekey) did not run: apt-get install -y chromium, or set ONCEKEY_CHROMIUM")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),

@@ -4,34 +4,94 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncekey/oncekey/internal/privatepg"
 )
 
 // DefaultDatabaseURL is the database tests use when TEST_DATABASE_URL is not set. Tests create
 // and drop their own schemas in it; they never drop the database.
 const DefaultDatabaseURL = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
 
-// DatabaseURL returns TEST_DATABASE_URL or DefaultDatabaseURL.
+var ensureOnce sync.Once
+
+// DatabaseURL returns TEST_DATABASE_URL or DefaultDatabaseURL. The first call creates that
+// database when the server answers and has none of its name (see EnsureDatabase); a server
+// that does not answer is left for the test to report (Missing).
 func DatabaseURL() string {
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		return u
+	u := DefaultDatabaseURL
+	if v := os.Getenv("TEST_DATABASE_URL"); v != "" {
+		u = v
 	}
-	return DefaultDatabaseURL
+	ensureOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = EnsureDatabase(ctx, u)
+	})
+	return u
 }
 
+// EnsureDatabase creates the database that url names when the server says it does not exist
+// (SQLSTATE 3D000), connecting to the server's postgres database with the same user to do it.
+// A database that exists, or that a concurrent test binary creates first, is left as it is.
+func EnsureDatabase(ctx context.Context, url string) error {
+	c, err := pgx.Connect(ctx, url)
+	if err == nil {
+		return c.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" {
+		return err
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("testenv: create database %s: %w", name, err)
+	}
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	// 42P04 duplicate_database; 23505 when another binary's CREATE DATABASE commits first.
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("testenv: create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// NotesEnv names a file (ONCEKEY_TEST_NOTES) to which Missing appends one line per skip, the
+// message alone, so `make test`, whose plain go test output shows no skips, can print them.
+const NotesEnv = "ONCEKEY_TEST_NOTES"
+
 // Missing skips t, or fails it when CI is set, because a service the test needs is missing.
+// A skip is also noted in the NotesEnv file when that is set.
 func Missing(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if os.Getenv("CI") != "" {
 		t.Fatalf("required service missing (CI is set, so this fails instead of skipping): %s", msg)
+	}
+	if path := os.Getenv(NotesEnv); path != "" {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			_, _ = f.WriteString(strings.ReplaceAll(msg, "\n", " ") + "\n")
+			_ = f.Close()
+		}
 	}
 	t.Skipf("service missing: %s", msg)
 }
@@ -40,9 +100,14 @@ func Missing(t testing.TB, format string, args ...any) {
 // connection URL whose search_path is that schema, and the schema's name.
 func PostgresURL(t testing.TB) (url, schema string) {
 	t.Helper()
+	return SchemaIn(t, DatabaseURL())
+}
+
+// SchemaIn is PostgresURL in the database base names (a PrivatePostgres's URL, say).
+func SchemaIn(t testing.TB, base string) (url, schema string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	base := DatabaseURL()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		Missing(t, "postgres at %s: %v", base, err)
@@ -91,4 +156,30 @@ func Postgres(t testing.TB) *pgxpool.Pool {
 		Missing(t, "postgres ping: %v", err)
 	}
 	return pool
+}
+
+// PrivatePostgres starts a Postgres instance of the test's own (privatepg.Start: initdb into a
+// temporary directory, a free port of 127.0.0.1, fsync off) for a test that stops or restarts
+// the server, so no shared server is ever touched; t.Cleanup stops it and removes its data, and
+// prints its log when the test failed. Without the server's binaries (initdb) it skips t, or
+// fails it when CI is set (Missing; .ci/run installs them). Its URL connects to the database
+// postgres as a superuser.
+func PrivatePostgres(t testing.TB) *privatepg.Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := privatepg.Start(ctx, privatepg.Options{Settings: map[string]string{"fsync": "off"}})
+	if errors.Is(err, privatepg.ErrNoPostgres) {
+		Missing(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatalf("testenv: private postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("testenv: log of the private postgres on port %d:\n%s", pg.Port, pg.Log())
+		}
+		pg.Close()
+	})
+	return pg
 }

@@ -96,7 +96,7 @@ func start(pinnedCPU int, duration time.Duration, rounds int, only string, purge
 		if err != nil {
 			return err
 		}
-		defer pg.Stop()
+		defer pg.Close()
 		fmt.Fprintf(os.Stderr, "# private postgres pinned to CPU %d, clients on CPU %s; settings from the main cluster: %v\n", pinnedCPU, allowedCPUs(), pg.Settings)
 		url, pinned = pg.URL, true
 	}

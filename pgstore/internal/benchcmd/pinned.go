@@ -2,22 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncekey/oncekey/internal/benchdrive"
+	"github.com/oncekey/oncekey/internal/privatepg"
 )
 
 // The pinned figures: a private Postgres instance of this run, started from the server's own
@@ -31,134 +24,21 @@ import (
 // private instance commits the way it does: durability (fsync and friends) and memory.
 var privateSettings = []string{"fsync", "synchronous_commit", "wal_sync_method", "full_page_writes", "shared_buffers", "commit_delay"}
 
-// privatePostgres is a running private instance.
+// privatePostgres is a running private instance and the settings it was given.
 type privatePostgres struct {
-	URL      string
+	*privatepg.Instance
 	Settings map[string]string
-	dir      string
-	cmd      *exec.Cmd
 }
 
-// startPrivatePostgres initdb's a cluster into a temporary directory and starts it on a free
-// port, pinned to cpu. As root it runs both as the postgres user (initdb and postgres refuse
-// root). Call Stop when done.
+// startPrivatePostgres starts a private instance (privatepg.Start) pinned to cpu, with the
+// main cluster's privateSettings. Call Close when done.
 func startPrivatePostgres(ctx context.Context, cpu int, mainURL string) (*privatePostgres, error) {
-	bin, err := postgresBin()
-	if err != nil {
-		return nil, err
-	}
-	taskset, err := exec.LookPath("taskset")
-	if err != nil {
-		return nil, fmt.Errorf("taskset not found (Debian: apt-get install util-linux): %w", err)
-	}
 	settings := mainSettings(ctx, mainURL)
-	dir, err := os.MkdirTemp("", "oncekey-bench-pg")
+	inst, err := privatepg.Start(ctx, privatepg.Options{CPUs: strconv.Itoa(cpu), Settings: settings})
 	if err != nil {
 		return nil, err
 	}
-	pg := &privatePostgres{dir: dir, Settings: settings}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root, and there is no postgres user to run the private instance as (it comes with the postgresql package): %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "oncekey", "-A", "trust", "-E", "UTF8", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	port, err := freePort()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	args := []string{"-c", strconv.Itoa(cpu), filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=100"}
-	for _, name := range privateSettings {
-		if v, ok := settings[name]; ok {
-			args = append(args, "-c", name+"="+v)
-		}
-	}
-	pg.cmd = exec.Command(taskset, args...)
-	pg.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	pg.cmd.Dir = dir
-	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
-	if err == nil {
-		_ = logf.Chown(int(credUID(cred)), int(credGID(cred)))
-		pg.cmd.Stdout, pg.cmd.Stderr = logf, logf
-		defer logf.Close()
-	}
-	if err := pg.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
-	}
-	pg.URL = fmt.Sprintf("postgres://oncekey@127.0.0.1:%d/postgres?sslmode=disable", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := pgx.Connect(ctx, pg.URL)
-		if err == nil {
-			c.Close(ctx)
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-			pg.Stop()
-			return nil, fmt.Errorf("private postgres on port %d did not start: %v: %s", port, err, log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return pg, nil
-}
-
-func credUID(c *syscall.Credential) uint32 {
-	if c == nil {
-		return uint32(os.Getuid())
-	}
-	return c.Uid
-}
-
-func credGID(c *syscall.Credential) uint32 {
-	if c == nil {
-		return uint32(os.Getgid())
-	}
-	return c.Gid
-}
-
-// Stop shuts the instance down (fast shutdown) and removes its directory.
-func (pg *privatePostgres) Stop() {
-	benchdrive.StopServer(pg.cmd, syscall.SIGINT, 30*time.Second, pg.dir)
-}
-
-// postgresBin returns the newest /usr/lib/postgresql/*/bin holding initdb and postgres.
-func postgresBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi > vj
-	})
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("no initdb and postgres under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)")
+	return &privatePostgres{Instance: inst, Settings: settings}, nil
 }
 
 // mainSettings reads privateSettings from the main cluster; an unreachable one gives none (the
@@ -192,15 +72,6 @@ func mainSettings(ctx context.Context, url string) map[string]string {
 func mustAtoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // allowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list).

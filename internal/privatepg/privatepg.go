@@ -1,0 +1,216 @@
+package privatepg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoPostgres is returned by Start when the server's own binaries (initdb and postgres) are
+// not installed.
+var ErrNoPostgres = errors.New("privatepg: no initdb and postgres under /usr/lib/postgresql/*/bin (Debian: apt-get install postgresql)")
+
+// Options configure Start. The zero value starts an unpinned instance with Postgres's defaults.
+type Options struct {
+	// CPUs pins the server with `taskset -c CPUs` (a CPU list, "0" or "0,2"). Defaults to "":
+	// not pinned.
+	CPUs string
+	// Settings are server settings passed as `-c name=value`, for example {"fsync": "off"}.
+	// Defaults to none.
+	Settings map[string]string
+}
+
+// Instance is a running private Postgres. Its data stays until Close, across Stop and Start.
+type Instance struct {
+	// URL connects as the superuser oncekey (trust authentication) to the database postgres:
+	// postgres://oncekey@127.0.0.1:<Port>/postgres?sslmode=disable.
+	URL string
+	// Port is the TCP port on 127.0.0.1 the server listens on, the same after a Start.
+	Port int
+
+	dir  string // holds data/, postgres.log and the server's Unix socket
+	argv []string
+	attr *syscall.SysProcAttr
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// stopWait is how long Stop waits for a fast shutdown before it kills the server.
+const stopWait = 30 * time.Second
+
+// startWait is how long Start waits for the server to accept connections.
+const startWait = 60 * time.Second
+
+// Start initdb's a cluster into a new temporary directory (superuser oncekey, trust
+// authentication, UTF8, no fsync during initdb) and starts it on a free port of 127.0.0.1. It
+// returns once the server accepts connections. As root (which initdb and postgres refuse) it
+// runs both as the postgres user that the postgresql package creates. It returns ErrNoPostgres
+// when the binaries are missing. Call Close when done.
+func Start(ctx context.Context, opts Options) (*Instance, error) {
+	bin, err := Bin()
+	if err != nil {
+		return nil, err
+	}
+	var argv []string
+	if opts.CPUs != "" {
+		taskset, err := exec.LookPath("taskset")
+		if err != nil {
+			return nil, fmt.Errorf("privatepg: taskset not found (Debian: apt-get install util-linux): %w", err)
+		}
+		argv = []string{taskset, "-c", opts.CPUs}
+	}
+	dir, err := os.MkdirTemp("", "oncekey-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("privatepg: %w", err)
+	}
+	pg := &Instance{dir: dir}
+	if pg.attr, err = procAttr(dir); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "oncekey", "-A", "trust", "-E", "UTF8", "--no-sync")
+	initdb.SysProcAttr, initdb.Dir = pg.attr, dir
+	if out, err := initdb.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("privatepg: initdb: %v: %s", err, out)
+	}
+	if pg.Port, err = freePort(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("privatepg: %w", err)
+	}
+	argv = append(argv, filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(pg.Port), "-k", dir,
+		"-c", "listen_addresses=127.0.0.1")
+	names := make([]string, 0, len(opts.Settings))
+	for name := range opts.Settings {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		argv = append(argv, "-c", name+"="+opts.Settings[name])
+	}
+	pg.argv = argv
+	pg.URL = fmt.Sprintf("postgres://oncekey@127.0.0.1:%d/postgres?sslmode=disable", pg.Port)
+	if err := pg.Start(ctx); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return pg, nil
+}
+
+// Start starts the stopped server again on the same port and data, and returns once it accepts
+// connections. Starting a running server is an error.
+func (pg *Instance) Start(ctx context.Context) error {
+	if pg.Running() {
+		return fmt.Errorf("privatepg: the server on port %d is already running", pg.Port)
+	}
+	logf, err := os.OpenFile(pg.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("privatepg: %w", err)
+	}
+	defer logf.Close() // the server writes to its own copy of the descriptor
+	cmd := exec.Command(pg.argv[0], pg.argv[1:]...)
+	cmd.SysProcAttr, cmd.Dir = pg.attr, pg.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("privatepg: start postgres: %w", err)
+	}
+	pg.cmd, pg.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(pg.done)
+
+	deadline := time.Now().Add(startWait)
+	for {
+		c, err := pgx.Connect(ctx, pg.URL)
+		if err == nil {
+			c.Close(ctx)
+			return nil
+		}
+		if !pg.Running() || time.Now().After(deadline) || ctx.Err() != nil {
+			pg.Stop()
+			return fmt.Errorf("privatepg: postgres on port %d did not start: %v\n%s", pg.Port, err, pg.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Running reports whether the server process is running.
+func (pg *Instance) Running() bool {
+	if pg.done == nil {
+		return false
+	}
+	select {
+	case <-pg.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop shuts the server down (a fast shutdown: open connections are ended) and returns once it
+// has exited, killing it after 30s. The data stays for Start. Stopping a stopped server does
+// nothing.
+func (pg *Instance) Stop() {
+	if !pg.Running() {
+		return
+	}
+	_ = pg.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-pg.done:
+	case <-time.After(stopWait):
+		_ = pg.cmd.Process.Kill()
+		<-pg.done
+	}
+}
+
+// Close stops the server and removes its directory.
+func (pg *Instance) Close() {
+	pg.Stop()
+	os.RemoveAll(pg.dir)
+}
+
+// Log returns what the server has written to its log so far.
+func (pg *Instance) Log() string {
+	b, _ := os.ReadFile(pg.logPath())
+	return string(b)
+}
+
+func (pg *Instance) logPath() string { return filepath.Join(pg.dir, "postgres.log") }
+
+// Bin returns the newest /usr/lib/postgresql/<version>/bin holding initdb and postgres, or
+// ErrNoPostgres.
+func Bin() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi > vj
+	})
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNoPostgres
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,30 @@
+package privatepg
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"syscall"
+)
+
+// procAttr returns the attributes initdb and postgres run with: as root, the postgres user's
+// credentials (dir is handed to that user); and a SIGINT (fast shutdown) when this process
+// dies, so a test binary killed by a timeout leaves no server behind.
+func procAttr(dir string) (*syscall.SysProcAttr, error) {
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
+	if os.Geteuid() != 0 {
+		return attr, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("privatepg: running as root, and there is no postgres user to run initdb and postgres as (the postgresql package creates it): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return nil, fmt.Errorf("privatepg: %w", err)
+	}
+	attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return attr, nil
+}
