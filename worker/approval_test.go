@@ -191,7 +191,7 @@ func TestE2EApprovalDenied(t *testing.T) {
 	require.Equal(t, oncekey.NextStop, tr.NextAction)
 	require.False(t, tr.SafeToRepeat)
 	require.Equal(t, a.OperationKey, tr.OperationKey)
-	require.Equal(t, oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextStop), tr.Text)
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextStop, oncekey.ReasonDenied), tr.Text)
 	require.NotContains(t, tr.Text, "bob")
 	require.NotContains(t, tr.Text, "not for this customer")
 	requireRuns(t, l, 0, 0)
