@@ -127,7 +127,7 @@ type ToolResult struct {
 	SafeToRepeat bool `json:"safe_to_repeat"`
 	// Replayed is true when no tool ran for this answer: a stored result or a remembered failure
 	// was given again.
-	Replayed   bool          `json:"replayed,omitempty"`
+	Replayed   bool   `json:"replayed,omitempty"`
 	NextAction string `json:"next_action"`
 	// Reason is one of the Reason… constants where the status and next action cover several
 	// cases (which text applies), else "".
