@@ -419,7 +419,7 @@ func TestE2EApprovalOtherArgumentsWhilePendingFailsFast(t *testing.T) {
 	var second SecondCall
 	require.NoError(t, run.Get(ctx, &second), "the second call is answered without a decision on the first's approval")
 	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, second.ErrType)
-	require.Equal(t, oncekey.OutcomeRejected, second.Result.Status)
+	require.Equal(t, oncekey.OutcomeConflict, second.Result.Status)
 	require.False(t, second.Result.SafeToRepeat)
 	requireRuns(t, l, 0, 0)
 	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status, "the first call's approval still waits")
