@@ -88,9 +88,10 @@ staticcheck:
 		exit 1; }
 
 # The docs check: the Markdown's links and #anchors, the make targets and oncekey commands and
-# flags it names, and its Go code blocks as excerpts of compiled files. `make test` runs it too.
+# flags it names, its Go code blocks as excerpts of compiled files, and docs/agent-loops.md's
+# table of model texts against result.go's. `make test` runs it too.
 docs:
-	$(GO) test -count=1 -run '^(TestRepositoryDocs|TestDocsNameRealCommands)$$' ./internal/docscheck/ ./cmd/oncekey/
+	$(GO) test -count=1 -run '^(TestRepositoryDocs|TestDocsNameRealCommands|TestModelTextsDocumented)$$' . ./internal/docscheck/ ./cmd/oncekey/
 
 temporal: $(TEMPORAL_BIN)
 

@@ -37,6 +37,9 @@ const (
 	MetadataOperationKey = "oncekey-operation-key"
 	// MetadataEffectReference is the effect reference recorded with SetEffectReference, when set.
 	MetadataEffectReference = "oncekey-effect-reference"
+	// MetadataReason is a ToolResult.Reason for the outcome, when one applies: "confirmed" on the
+	// result of a call whose outcome was unknown and that reconciliation settled as applied.
+	MetadataReason = "oncekey-reason"
 )
 
 type stepIDKey struct{}

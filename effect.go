@@ -71,7 +71,8 @@ const (
 	OutcomeApplied  Outcome = "applied"   // the effect happened now
 	OutcomeReplayed Outcome = "replayed"  // the effect happened before; this is its stored result
 	OutcomeInFlight Outcome = "in_flight" // another attempt holds the claim; poll with the same key
-	OutcomeRejected Outcome = "rejected"  // refused: key reused with other arguments, or not authorized
+	OutcomeRejected Outcome = "rejected"  // refused: not authorized, denied, or not approved in time
+	OutcomeConflict Outcome = "conflict"  // the operation was made before with other arguments; nothing ran
 	OutcomeUnknown  Outcome = "unknown"   // the effect may have landed; reconcile, do not repeat
 	OutcomeExpired  Outcome = "expired"   // the key is past retention; a new key is a new effect
 	OutcomeFailed   Outcome = "failed"    // a definite failure: no effect landed

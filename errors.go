@@ -151,7 +151,12 @@ func keyed(fp string) bool { return strings.HasPrefix(fp, KeyedFingerprintPrefix
 type InFlightError struct {
 	OperationKey string
 	Tool         string
-	RetryAfter   time.Duration
+	// RetryAfter is how long to wait before asking again: what the tool's body usually takes on
+	// the worker that answered (a running mean of its applied calls), else a third of the
+	// policy's Lease; never past the time the holder's lease has left; at least 1 s and at most
+	// the Lease or 1 minute, whichever is less. It is the error's NextRetryDelay and the model's
+	// retry_after_seconds.
+	RetryAfter time.Duration
 }
 
 func (e *InFlightError) Error() string {

@@ -16,52 +16,96 @@ import (
 // Next actions in ToolResult.NextAction.
 const (
 	NextNone      = "none"             // done; use the result
-	NextPoll      = "poll"             // ask again with the same key (after RetryAfter, if set)
-	NextReconcile = "reconcile"        // do not repeat; the outcome is being (or must be) established
-	NextAsk       = "ask_for_approval" // a person must decide (rejected, expired)
+	NextPoll      = "poll"             // ask again with the same arguments after retry_after_seconds
+	NextReconcile = "reconcile"        // do not repeat; the outcome is not known yet and must be checked
+	NextAsk       = "ask_for_approval" // a person must decide (not approved, expired)
 	NextStop      = "stop"             // a definite failure, or one a repeat cannot fix; do not repeat
-	NextFix       = "fix_arguments"    // nothing ran: the tool name or the arguments are not valid
+	// NextFix: nothing ran, because of the call itself: the tool name or the arguments are not
+	// valid, or (status conflict) the operation was made before with other arguments. The model
+	// fixes the arguments; a loop that means a new operation gives the call a new step ID
+	// (WithStepID).
+	NextFix = "fix_arguments"
 )
 
-// modelTexts are the texts for a model, one per status and next action: what happened and what
-// to do next, in a few hundred bytes at most, with no operator detail (no hosts, users, schemas,
-// commands, fingerprints, Go names). The detail stays in the Go error and in the logs.
-var modelTexts = map[Outcome]map[string]string{
-	OutcomeApplied: {NextNone: "Done: the tool ran and this is its result. Do not call it again for the same purpose; " +
-		"the same call with the same arguments returns this result without doing it again."},
-	OutcomeReplayed: {NextNone: "Already done: this exact call was made before, so nothing was done again; this is the " +
-		"stored result of that call. Do not call it again for the same purpose."},
-	OutcomeInFlight: {NextPoll: "Still running: the same call is in progress and nothing new was started. Wait " +
-		"retry_after_seconds, then make the same call again with the same arguments to get its result."},
-	OutcomeRejected: {
-		NextAsk: "Refused: this call is not allowed, was not approved in time, or the same operation was made before with " +
-			"different arguments. Nothing was done. Do not retry it as it is; ask the user how to proceed.",
-		NextStop: "Declined: a person reviewed this call and did not approve it. Nothing was done. Do not call it again " +
-			"for the same purpose or try another way to do it; tell the user it was declined.",
-		NextFix: "Refused: there is no tool by this name, or its arguments are not valid JSON for it. Nothing was done. " +
-			"Check the tool name and the arguments, then call again.",
-	},
-	OutcomeUnknown: {NextReconcile: "Outcome unknown: the action may or may not have happened. Do not repeat it and do " +
-		"not try another way to do the same thing; it is being checked, and the user will be told the outcome."},
-	OutcomeExpired: {NextAsk: "Too old: this operation is past the time its outcome is kept, so it was not done again. " +
-		"Ask the user before doing it as a new action."},
-	OutcomeFailed: {
-		NextPoll: "Not done: a temporary problem stopped the call before it took effect. It is safe to make the same " +
-			"call again later.",
-		NextStop: "Failed: the call did not succeed, and repeating it as it is will not help. Do not retry it; tell the " +
-			"user it failed.",
-	},
+// Reasons in ToolResult.Reason: which of the cases a status and next action cover led to the
+// answer, where the status alone does not tell. Each reason has a text of its own.
+const (
+	// ReasonNotRecorded: applied, and oncekey kept no record of the call (a ReadOnly tool, a tool
+	// without a policy, or a result Label cannot trace): a repeat runs the tool again.
+	ReasonNotRecorded = "not_recorded"
+	// ReasonConfirmed: applied, after the outcome was unknown for a while: reconciliation (a
+	// receipt lookup or a person) confirmed that the effect landed. This is the first call's
+	// effect, not a replay.
+	ReasonConfirmed = "confirmed"
+	// ReasonDenied: rejected, a person reviewed the call and denied it.
+	ReasonDenied = "denied"
+	// ReasonNotApproved: rejected, the call needs a person's approval and was not approved in
+	// time (or no approval was asked for).
+	ReasonNotApproved = "not_approved"
+	// ReasonNotAuthorized: rejected by Policy.Authorize.
+	ReasonNotAuthorized = "not_authorized"
+)
+
+// ModelTextEntry is one entry of the table of texts for a model: the status, next action and
+// reason of a ToolResult, and its fixed text.
+type ModelTextEntry struct {
+	Status Outcome
+	Next   string
+	Reason string
+	Text   string
 }
 
-// ModelText returns the fixed text for a model of a tool call with status and next action next
-// (ToolResult.Text): what happened and what to do next, at most 300 bytes, with no operator
-// detail. An unknown pair gives the text of failed/stop.
-func ModelText(status Outcome, next string) string {
-	if t, ok := modelTexts[status][next]; ok {
-		return t
-	}
-	return modelTexts[OutcomeFailed][NextStop]
+// modelTexts are the texts for a model, one per status, next action and reason: what happened
+// and what to do next, in 300 bytes at most, with no operator detail (no hosts, users, schemas,
+// commands, fingerprints, Go names). The detail stays in the Go error and in the logs.
+// docs/agent-loops.md lists them (TestModelTextsDocumented keeps the two the same).
+var modelTexts = []ModelTextEntry{
+	{OutcomeApplied, NextNone, "", "Done: the tool ran and this is its result. Do not call it again for the same purpose; " +
+		"the same call with the same arguments returns this result without doing it again."},
+	{OutcomeApplied, NextNone, ReasonNotRecorded, "Done: the tool ran and this is its result."},
+	{OutcomeApplied, NextNone, ReasonConfirmed, "Done: its outcome was unclear at first, and a check confirmed that it " +
+		"happened; this is its result. Do not call it again for the same purpose; the same call returns this result."},
+	{OutcomeReplayed, NextNone, "", "Already done: this exact call was made before, so nothing was done again; this is the " +
+		"stored result of that call. Do not call it again for the same purpose."},
+	{OutcomeInFlight, NextPoll, "", "Still running: the same call is in progress and nothing new was started. Wait " +
+		"retry_after_seconds, then make the same call again with the same arguments to get its result."},
+	{OutcomeConflict, NextFix, "", "Conflict: this operation was made before with different arguments, so nothing was " +
+		"done. To get its result, call again with the earlier arguments; if you mean a separate new action, ask the user first."},
+	{OutcomeRejected, NextStop, ReasonDenied, "Declined: a person reviewed this call and did not approve it. Nothing was " +
+		"done. Do not call it again for the same purpose or try another way to do it; tell the user it was declined."},
+	{OutcomeRejected, NextAsk, ReasonNotApproved, "Not approved: this call needs a person's approval, and it was not " +
+		"given in time. Nothing was done. Do not retry it as it is; ask the user how to proceed."},
+	{OutcomeRejected, NextStop, ReasonNotAuthorized, "Not allowed: this call is not permitted with these arguments. " +
+		"Nothing was done. Do not retry it or try another way to do it; tell the user it is not allowed."},
+	{OutcomeRejected, NextFix, "", "Refused: there is no tool by this name, or its arguments are not valid JSON for it. " +
+		"Nothing was done. Check the tool name and the arguments, then call again."},
+	{OutcomeUnknown, NextReconcile, "", "Outcome unknown: the action may or may not have happened, and which is not " +
+		"known yet. Do not repeat it and do not try another way to do the same thing; tell the user its outcome is not " +
+		"confirmed and must be checked."},
+	{OutcomeExpired, NextAsk, "", "Too old: this operation is past the time its outcome is kept, so it was not done again. " +
+		"Ask the user before doing it as a new action."},
+	{OutcomeFailed, NextPoll, "", "Not done: a temporary problem stopped the call before it took effect. It is safe to " +
+		"make the same call again later."},
+	{OutcomeFailed, NextStop, "", "Failed: the call did not succeed, and repeating it as it is will not help. Do not " +
+		"retry it; tell the user it failed."},
 }
+
+// ModelText returns the fixed text for a model of a tool call with status, next action next and
+// reason (ToolResult.Text; reason is "" where the status and next action say it all): what
+// happened and what to do next, at most 300 bytes, with no operator detail. An unknown triple
+// gives the text of failed/stop.
+func ModelText(status Outcome, next, reason string) string {
+	for _, e := range modelTexts {
+		if e.Status == status && e.Next == next && e.Reason == reason {
+			return e.Text
+		}
+	}
+	return ModelText(OutcomeFailed, NextStop, "")
+}
+
+// ModelTexts returns every entry of the table of texts for a model, in a fixed order: each
+// status, next action and reason a ToolResult can carry, with its text.
+func ModelTexts() []ModelTextEntry { return append([]ModelTextEntry(nil), modelTexts...) }
 
 // ToolResult is a structured result for handing to a model: what happened, whether repeating is
 // safe, and what to do next. Label, LabelReplay and the agent package build it. It carries no
@@ -69,8 +113,8 @@ func ModelText(status Outcome, next string) string {
 // caller, for logs.
 //
 // Its JSON form has "status", "operation_key", "effect_reference", "safe_to_repeat", "replayed",
-// "next_action", "retry_after_seconds" (a number of seconds, omitted when zero), "result" and
-// "text".
+// "next_action", "reason" (omitted when empty), "retry_after_seconds" (a number of seconds,
+// omitted when zero), "result" and "text".
 type ToolResult struct {
 	Status          Outcome `json:"status"`
 	OperationKey    string  `json:"operation_key,omitempty"`
@@ -78,15 +122,21 @@ type ToolResult struct {
 	// SafeToRepeat reports whether calling the tool again for the same operation (the same step,
 	// so the same operation key) cannot produce a second effect and is worth doing: true for
 	// applied and replayed (a repeat replays the stored result), in_flight, and failures that
-	// provably did not apply; false for unknown, rejected, expired and definite failures.
+	// provably did not apply; false for unknown, rejected, conflict, expired and definite
+	// failures.
 	SafeToRepeat bool `json:"safe_to_repeat"`
 	// Replayed is true when no tool ran for this answer: a stored result or a remembered failure
 	// was given again.
-	Replayed   bool          `json:"replayed,omitempty"`
-	NextAction string        `json:"next_action"`
-	RetryAfter time.Duration `json:"-"` // JSON: retry_after_seconds
+	Replayed   bool   `json:"replayed,omitempty"`
+	NextAction string `json:"next_action"`
+	// Reason is one of the Reason… constants where the status and next action cover several
+	// cases (which text applies), else "".
+	Reason string `json:"reason,omitempty"`
+	// RetryAfter is how long to wait before asking again (in_flight): sized by the interceptor
+	// from what it knows of the tool (see InFlightError.RetryAfter). JSON: retry_after_seconds.
+	RetryAfter time.Duration `json:"-"`
 	Result     any           `json:"result,omitempty"`
-	// Text is the fixed text for a model of Status and NextAction (ModelText).
+	// Text is the fixed text for a model of Status, NextAction and Reason (ModelText).
 	Text string `json:"text"`
 }
 
@@ -118,7 +168,7 @@ func (r *ToolResult) UnmarshalJSON(b []byte) error {
 // workflow cannot tell a replayed result from a fresh one by the value alone.
 func LabelReplay(result any, operationKey string) ToolResult {
 	return ToolResult{Status: OutcomeReplayed, OperationKey: operationKey, SafeToRepeat: true, Replayed: true,
-		NextAction: NextNone, Result: result, Text: ModelText(OutcomeReplayed, NextNone)}
+		NextAction: NextNone, Result: result, Text: ModelText(OutcomeReplayed, NextNone, "")}
 }
 
 // errorDetails is the part of an oncekey application error's details Label reads: the
@@ -149,16 +199,19 @@ func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
 // or Failed, or what reaches a workflow: a temporal.ActivityError wrapping an ApplicationError
 // whose type is one of the ErrType… constants, a TimeoutError or a CanceledError.
 //
-//	error                                            status     safe  next
-//	nil                                              applied    yes   none
+//	error                                            status     safe  next (reason)
+//	nil, a result with an operation key              applied    yes   none
+//	nil, reconciliation confirmed it                 applied    yes   none (confirmed)
+//	nil, no operation key (ReadOnly, no policy)      applied    yes   none (not_recorded)
 //	IndeterminateOutcome, ResultTooLarge,            unknown    no    reconcile
 //	  a timeout after the tool may have started,
 //	  cancellation
 //	ResultTooLarge of an Idempotent tool (the        failed     yes   stop
 //	  interceptor gave its claim back)
-//	FingerprintMismatch, Unauthorized,               rejected   no    ask_for_approval
-//	  ApprovalRequired (not approved in time, none)
-//	ApprovalRequired (a person denied it)            rejected   no    stop
+//	FingerprintMismatch                              conflict   no    fix_arguments
+//	Unauthorized                                     rejected   no    stop (not_authorized)
+//	ApprovalRequired (not approved in time, none)    rejected   no    ask_for_approval (not_approved)
+//	ApprovalRequired (a person denied it)            rejected   no    stop (denied)
 //	InFlight                                         in_flight  yes   poll (RetryAfter)
 //	ExpiredOperation                                 expired    no    ask_for_approval
 //	StoreUnavailable, NotApplied (retryable),        failed     yes   poll
@@ -172,12 +225,12 @@ func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
 // tells replayed from applied, and carries the operation key and effect reference, from the
 // metadata the interceptor puts on a claimed tool's result (MetadataOutcome…); Result is then
 // the result's JSON (a json.RawMessage) when the payload holds JSON, else the RawValue. Any other
-// result is taken as applied, with no key: the value alone cannot tell. Use LabelReplay for a
-// result known to be a replay. Text is ModelText of the status and next action: the error's
-// text, written for operators, is not in the ToolResult.
+// result is taken as applied, with no key and reason not_recorded: the value alone cannot tell.
+// Use LabelReplay for a result known to be a replay. Text is ModelText of the status, next action
+// and reason: the error's text, written for operators, is not in the ToolResult.
 func Label(result any, err error) ToolResult {
 	tr := label(result, err)
-	tr.Text = ModelText(tr.Status, tr.NextAction)
+	tr.Text = ModelText(tr.Status, tr.NextAction, tr.Reason)
 	return tr
 }
 
@@ -198,7 +251,13 @@ func label(result any, err error) ToolResult {
 			}
 			tr.OperationKey = string(md[MetadataOperationKey])
 			tr.EffectReference = string(md[MetadataEffectReference])
+			if tr.Status == OutcomeApplied && string(md[MetadataReason]) == ReasonConfirmed {
+				tr.Reason = ReasonConfirmed
+			}
 			tr.Result = PayloadJSON(raw.Payload(), *raw)
+		}
+		if tr.OperationKey == "" {
+			tr.Reason = ReasonNotRecorded
 		}
 		return tr
 	}
@@ -250,18 +309,23 @@ func label(result any, err error) ToolResult {
 	case errors.As(err, &approval) || errType == ErrTypeApproval:
 		// Nothing ran. A person's denial stands for the operation's repeats; a request nobody
 		// decided in time, or none at all, can be asked again.
-		tr.Status, tr.NextAction = OutcomeRejected, NextAsk
+		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextAsk, ReasonNotApproved
 		if (approval != nil && approval.Status == ApprovalDenied) || details.Reason == approvalDeniedReason {
-			tr.NextAction = NextStop
+			tr.NextAction, tr.Reason = NextStop, ReasonDenied
 		}
 		if approval != nil {
 			tr.OperationKey = approval.OperationKey
 		}
-	case errors.As(err, &fpm) || errType == ErrTypeFingerprintMismatch || errType == ErrTypeUnauthorized:
-		tr.Status, tr.NextAction = OutcomeRejected, NextAsk
+	case errors.As(err, &fpm) || errType == ErrTypeFingerprintMismatch:
+		// The same operation was made before with other arguments: a conflict (the IETF
+		// idempotency draft's 422). Nothing ran; the record is untouched.
+		tr.Status, tr.NextAction = OutcomeConflict, NextFix
 		if fpm != nil {
 			tr.OperationKey = fpm.OperationKey
 		}
+	case errType == ErrTypeUnauthorized:
+		// Policy.Authorize refused: the same call would be refused again.
+		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextStop, ReasonNotAuthorized
 	case errors.As(err, &inf) || errType == ErrTypeInFlight || errType == ErrTypeLostClaim:
 		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeInFlight, NextPoll, true
 		if inf != nil {

@@ -81,14 +81,14 @@ func TestLabel(t *testing.T) {
 		{"heartbeat timeout", activityError(temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 		{"cancelled", activityError(temporal.NewCanceledError()), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 
-		{"fingerprint mismatch", &oncekey.FingerprintMismatchError{OperationKey: key, Stored: "a", Got: "b"}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "different arguments"},
+		{"fingerprint mismatch", &oncekey.FingerprintMismatchError{OperationKey: key, Stored: "a", Got: "b"}, oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, "different arguments"},
 		{"approval denied", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekey.ApprovalDenied, DecidedBy: "alice", Reason: "not this customer"}, oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, "denied approval by alice"},
 		{"approval denied app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval denied"})), oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, ""},
 		{"approval timed out", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekey.ApprovalTimedOut}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "nobody approved"},
 		{"approval timed out app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval timed out"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"no approval app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "not approved"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
-		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
-		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextAsk, "", 0, false, ""},
+		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, ""},
+		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextStop, "", 0, false, ""},
 
 		{"in flight", &oncekey.InFlightError{OperationKey: key, RetryAfter: 3 * time.Second}, oncekey.OutcomeInFlight, true, oncekey.NextPoll, key, 3 * time.Second, false, ""},
 		{"in flight app error", activityError(temporal.NewApplicationErrorWithOptions("busy", oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{NextRetryDelay: 2 * time.Second})), oncekey.OutcomeInFlight, true, oncekey.NextPoll, "", 2 * time.Second, false, ""},
@@ -122,7 +122,7 @@ func TestLabel(t *testing.T) {
 		require.Equal(t, c.key, tr.OperationKey, c.name)
 		require.Equal(t, c.retry, tr.RetryAfter, c.name)
 		require.Equal(t, c.replayed, tr.Replayed, c.name)
-		require.Equal(t, oncekey.ModelText(tr.Status, tr.NextAction), tr.Text, c.name)
+		require.Equal(t, oncekey.ModelText(tr.Status, tr.NextAction, tr.Reason), tr.Text, c.name)
 		if c.err == nil {
 			require.Equal(t, "result", tr.Result)
 		} else {
@@ -137,10 +137,10 @@ func TestLabel(t *testing.T) {
 	}
 	r := oncekey.LabelReplay("stored", key)
 	require.Equal(t, oncekey.ToolResult{Status: oncekey.OutcomeReplayed, OperationKey: key, SafeToRepeat: true, Replayed: true,
-		NextAction: oncekey.NextNone, Result: "stored", Text: oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone)}, r)
+		NextAction: oncekey.NextNone, Result: "stored", Text: oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone, "")}, r)
 	seen[r.Status] = true
 	for _, o := range []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeReplayed, oncekey.OutcomeInFlight,
-		oncekey.OutcomeRejected, oncekey.OutcomeUnknown, oncekey.OutcomeExpired, oncekey.OutcomeFailed} {
+		oncekey.OutcomeRejected, oncekey.OutcomeConflict, oncekey.OutcomeUnknown, oncekey.OutcomeExpired, oncekey.OutcomeFailed} {
 		require.True(t, seen[o], "no case labels %s", o)
 	}
 }
@@ -167,8 +167,8 @@ func TestToolResultJSON(t *testing.T) {
 
 	b, err = json.Marshal(oncekey.Label(map[string]int{"id": 7}, nil))
 	require.NoError(t, err)
-	require.JSONEq(t, `{"status":"applied","safe_to_repeat":true,"next_action":"none","result":{"id":7},"text":`+
-		mustJSON(t, oncekey.ModelText(oncekey.OutcomeApplied, oncekey.NextNone))+`}`, string(b))
+	require.JSONEq(t, `{"status":"applied","safe_to_repeat":true,"next_action":"none","reason":"not_recorded","result":{"id":7},"text":`+
+		mustJSON(t, oncekey.ModelText(oncekey.OutcomeApplied, oncekey.NextNone, oncekey.ReasonNotRecorded))+`}`, string(b))
 }
 
 func mustJSON(t *testing.T, v any) string {
@@ -179,33 +179,66 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestModelTexts: every text for a model is short, says what to do, and carries no operator
-// detail; every status and next action Label gives has its own text.
+// detail; every status, next action and reason Label gives has its own text.
 func TestModelTexts(t *testing.T) {
 	t.Parallel()
-	pairs := map[oncekey.Outcome][]string{
-		oncekey.OutcomeApplied:  {oncekey.NextNone},
-		oncekey.OutcomeReplayed: {oncekey.NextNone},
-		oncekey.OutcomeInFlight: {oncekey.NextPoll},
-		oncekey.OutcomeRejected: {oncekey.NextAsk, oncekey.NextFix, oncekey.NextStop},
-		oncekey.OutcomeUnknown:  {oncekey.NextReconcile},
-		oncekey.OutcomeExpired:  {oncekey.NextAsk},
-		oncekey.OutcomeFailed:   {oncekey.NextPoll, oncekey.NextStop},
-	}
 	operator := regexp.MustCompile(`(?i)ok1_|fingerprint|oncekey|resolve|policy|postgres|schema|temporal|--|\.go\b`)
 	goName := regexp.MustCompile(`\b[A-Z][a-z]+[A-Z]\w*`) // a Go identifier such as StepID or Policy.Exclude
 	texts := map[string]bool{}
-	for status, nexts := range pairs {
-		for _, next := range nexts {
-			text := oncekey.ModelText(status, next)
-			require.NotEmpty(t, text)
-			require.LessOrEqual(t, len(text), 300, "%s/%s", status, next)
-			require.NotRegexp(t, operator, text, "%s/%s", status, next)
-			require.NotRegexp(t, goName, text, "%s/%s", status, next)
-			require.False(t, texts[text], "%s/%s shares its text", status, next)
-			texts[text] = true
-		}
+	for _, e := range oncekey.ModelTexts() {
+		name := fmt.Sprintf("%s/%s/%s", e.Status, e.Next, e.Reason)
+		require.Equal(t, e.Text, oncekey.ModelText(e.Status, e.Next, e.Reason), name)
+		require.NotEmpty(t, e.Text)
+		require.LessOrEqual(t, len(e.Text), 300, name)
+		require.NotRegexp(t, operator, e.Text, name)
+		require.NotRegexp(t, goName, e.Text, name)
+		require.False(t, texts[e.Text], "%s shares its text", name)
+		texts[e.Text] = true
 	}
-	require.Equal(t, oncekey.ModelText(oncekey.OutcomeFailed, oncekey.NextStop), oncekey.ModelText("nonsense", "x"))
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeFailed, oncekey.NextStop, ""), oncekey.ModelText("nonsense", "x", ""))
+}
+
+// TestModelTextsTrueToTheCase pins what issue 25 found false or unhelpful: a result oncekey did
+// not record (a ReadOnly tool) is not told to stop calling; a first call confirmed by
+// reconciliation is not told it is a replay; the unknown text does not promise that anyone still
+// checks or will tell the user; the three causes of a refusal and a conflict each have a text.
+func TestModelTextsTrueToTheCase(t *testing.T) {
+	t.Parallel()
+	readOnly := oncekey.ModelText(oncekey.OutcomeApplied, oncekey.NextNone, oncekey.ReasonNotRecorded)
+	require.NotContains(t, readOnly, "Do not call it again")
+	confirmed := oncekey.ModelText(oncekey.OutcomeApplied, oncekey.NextNone, oncekey.ReasonConfirmed)
+	require.NotContains(t, confirmed, "made before")
+	require.Contains(t, confirmed, "confirmed")
+	unknown := oncekey.ModelText(oncekey.OutcomeUnknown, oncekey.NextReconcile, "")
+	require.NotContains(t, unknown, "being checked")
+	require.NotContains(t, unknown, "will be told")
+	require.Contains(t, unknown, "tell the user")
+	conflict := oncekey.ModelText(oncekey.OutcomeConflict, oncekey.NextFix, "")
+	require.Contains(t, conflict, "different arguments")
+	require.NotContains(t, conflict, "approv")
+	refusals := map[string]bool{}
+	for _, r := range []struct{ next, reason string }{
+		{oncekey.NextStop, oncekey.ReasonDenied}, {oncekey.NextAsk, oncekey.ReasonNotApproved}, {oncekey.NextStop, oncekey.ReasonNotAuthorized},
+	} {
+		text := oncekey.ModelText(oncekey.OutcomeRejected, r.next, r.reason)
+		require.NotEqual(t, oncekey.ModelText(oncekey.OutcomeFailed, oncekey.NextStop, ""), text, r.reason)
+		require.NotContains(t, text, "different arguments", r.reason)
+		refusals[text] = true
+	}
+	require.Len(t, refusals, 3)
+
+	// Label gives each its case.
+	const key = "ok1_0000000000000000000000000000000000000000000000000000000000000003"
+	tr := oncekey.Label(nil, activityError(appErr(oncekey.ErrTypeUnauthorized, true, details{OperationKey: key})))
+	require.Equal(t, [3]string{"rejected", oncekey.NextStop, oncekey.ReasonNotAuthorized}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
+	tr = oncekey.Label(nil, &oncekey.ApprovalRequiredError{OperationKey: key, Status: oncekey.ApprovalTimedOut})
+	require.Equal(t, [3]string{"rejected", oncekey.NextAsk, oncekey.ReasonNotApproved}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
+	tr = oncekey.Label(nil, &oncekey.ApprovalRequiredError{OperationKey: key, Status: oncekey.ApprovalDenied})
+	require.Equal(t, [3]string{"rejected", oncekey.NextStop, oncekey.ReasonDenied}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
+	tr = oncekey.Label(nil, &oncekey.FingerprintMismatchError{OperationKey: key})
+	require.Equal(t, [3]string{"conflict", oncekey.NextFix, ""}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
+	require.False(t, tr.SafeToRepeat)
+	require.Equal(t, conflict, tr.Text)
 }
 
 // TestLabelRawValue: a result read as a converter.RawValue tells replayed from applied, with the
@@ -223,13 +256,23 @@ func TestLabelRawValue(t *testing.T) {
 	require.Equal(t, "ok1_k", tr.OperationKey)
 	require.Equal(t, "T-1", tr.EffectReference)
 	require.JSONEq(t, `{"id":7}`, string(tr.Result.(json.RawMessage)))
-	require.Equal(t, oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone), tr.Text)
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone, ""), tr.Text)
 
 	p.Metadata[oncekey.MetadataOutcome] = []byte("applied")
 	raw := converter.NewRawValue(p)
 	tr = oncekey.Label(&raw, nil)
 	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
 	require.False(t, tr.Replayed)
+	require.Empty(t, tr.Reason)
+
+	// Settled by reconciliation: applied, confirmed by the check, with its effect reference; not a
+	// replay.
+	p.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonConfirmed)
+	tr = oncekey.Label(converter.NewRawValue(p), nil)
+	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
+	require.Equal(t, oncekey.ReasonConfirmed, tr.Reason)
+	require.Equal(t, "T-1", tr.EffectReference)
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeApplied, oncekey.NextNone, oncekey.ReasonConfirmed), tr.Text)
 
 	// No metadata (a tool without a policy): applied, no key.
 	plain, err := converter.GetDefaultDataConverter().ToPayload("x")
@@ -237,6 +280,8 @@ func TestLabelRawValue(t *testing.T) {
 	tr = oncekey.Label(converter.NewRawValue(plain), nil)
 	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
 	require.Empty(t, tr.OperationKey)
+	require.Equal(t, oncekey.ReasonNotRecorded, tr.Reason)
+	require.NotContains(t, tr.Text, "Do not call it again", "a read is not told to stop calling")
 	require.JSONEq(t, `"x"`, string(tr.Result.(json.RawMessage)))
 }
 
@@ -257,7 +302,7 @@ func TestLabelDetailsMadeInWorkflow(t *testing.T) {
 	require.True(t, tr.SafeToRepeat)
 
 	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeFingerprintMismatch, true, &details{OperationKey: key, Replay: true}))
-	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
+	require.Equal(t, oncekey.OutcomeConflict, tr.Status)
 	require.Equal(t, key, tr.OperationKey, "a pointer detail")
 	require.True(t, tr.Replayed)
 

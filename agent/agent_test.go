@@ -18,7 +18,7 @@ import (
 func requireModelText(t *testing.T, a Answer) {
 	t.Helper()
 	tr := a.Result
-	require.Equal(t, oncekey.ModelText(tr.Status, tr.NextAction), tr.Text)
+	require.Equal(t, oncekey.ModelText(tr.Status, tr.NextAction, tr.Reason), tr.Text)
 	require.LessOrEqual(t, len(tr.Text), 300)
 	b, err := json.Marshal(tr)
 	require.NoError(t, err)

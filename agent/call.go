@@ -45,10 +45,10 @@ func (e *InvalidArgumentsError) Unwrap() error { return e.Err }
 // given, so a call without a step ID is the same operation whenever the model proposes it again
 // with the same material arguments (see oncekey.StepKey), and its result is replayed.
 //
-// The ToolResult says what happened: status applied, replayed, in_flight, rejected, unknown,
-// expired or failed, the result as JSON (a json.RawMessage), the operation key, the effect
-// reference, whether repeating is safe, the next action, how long to wait, and Text, a fixed
-// text for the model (oncekey.ModelText). Replayed and applied, the key and the effect reference
+// The ToolResult says what happened: status applied, replayed, in_flight, conflict, rejected,
+// unknown, expired or failed, the result as JSON (a json.RawMessage), the operation key, the
+// effect reference, whether repeating is safe, the next action, the reason where a status covers
+// several cases, how long to wait, and Text, a fixed text for the model (oncekey.ModelText). Replayed and applied, the key and the effect reference
 // come with the result itself (oncekey.MetadataOutcome…): no store round trip. The error is the
 // Go error behind a result that is not applied or replayed, for logs and operators; it is never
 // meant for the model. A tool reg does not know gives rejected (next action fix_arguments) with
@@ -90,5 +90,5 @@ func Await(ctx workflow.Context, fut workflow.Future) (oncekey.ToolResult, error
 // valid.
 func refused() oncekey.ToolResult {
 	return oncekey.ToolResult{Status: oncekey.OutcomeRejected, NextAction: oncekey.NextFix,
-		Text: oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextFix)}
+		Text: oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextFix, "")}
 }

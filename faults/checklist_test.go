@@ -125,7 +125,7 @@ func TestChangedArguments(t *testing.T) {
 	}}))
 	key := e.key("wf", "create")
 	require.Equal(t, oncekey.OutcomeApplied, out[0].Label.Status)
-	require.Equal(t, oncekey.OutcomeRejected, out[1].Label.Status, "%+v", out[1].Label)
+	require.Equal(t, oncekey.OutcomeConflict, out[1].Label.Status, "%+v", out[1].Label)
 	require.False(t, out[1].Label.SafeToRepeat)
 	require.Contains(t, out[1].Error, "different arguments")
 	require.Empty(t, out[1].Receipt.ID, "nothing was replayed")

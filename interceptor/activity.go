@@ -391,7 +391,7 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 		case res.Expired || rec.Status == oncekey.StatusExpired:
 			return nil, nil, c.expired(rec)
 		case res.FingerprintMismatch:
-			c.outcome = oncekey.OutcomeRejected
+			c.outcome = oncekey.OutcomeConflict
 			e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: rec.Fingerprint, Got: c.fp}
 			return nil, nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false)
 		}
@@ -407,11 +407,16 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 		// Pending (another attempt holds a live claim) or released: wait, then look again.
 		if !time.Now().Before(deadline) {
 			c.outcome = oncekey.OutcomeInFlight
-			retry := max(c.policy.WaitInFlight, time.Second)
+			var untilLease time.Duration
+			if !rec.LeaseUntil.IsZero() {
+				untilLease = time.Until(rec.LeaseUntil)
+			}
+			retry := pollAfter(c.policy, c.root.took.typical(c.tool), untilLease)
 			e := &oncekey.InFlightError{OperationKey: c.key, Tool: c.tool, RetryAfter: retry}
 			return nil, nil, temporal.NewApplicationErrorWithOptions(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
 				NextRetryDelay: retry,
 				Details:        []any{c.details("another attempt holds the claim", false)},
+				Category:       temporal.ApplicationErrorCategoryBenign,
 			})
 		}
 		wait := min(backoff, time.Until(deadline))
@@ -500,7 +505,9 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	defer cancelBody(nil)
 	lease := c.renewInBackground(ctx, epoch, cancelBody)
 	bodyCtx, endBody := c.span(bodyCtx, SpanBody)
+	bodyStart := time.Now()
 	result, panicked, bodyErr := c.body(bodyCtx, in)
+	took := time.Since(bodyStart)
 	if panicked != nil && bodyErr == nil {
 		endBody(fmt.Errorf("the tool panicked: %v", panicked))
 	} else {
@@ -620,6 +627,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, c.storeFailed("complete", err)
 	}
 	c.outcome = oncekey.OutcomeApplied
+	c.root.took.observe(c.tool, took)
 	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
 }
 
@@ -629,6 +637,12 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 // converter.RawValue, given the metadata, and encoded again. A result that cannot be so
 // decorated is returned as it is; the workflow then reads it as applied, with no key.
 func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref string) *commonpb.Payloads {
+	return withOutcomeReason(dc, ps, outcome, key, ref, "")
+}
+
+// withOutcomeReason is withOutcome with a ToolResult.Reason (oncekey.MetadataReason; "" for
+// none).
+func withOutcomeReason(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref, reason string) *commonpb.Payloads {
 	var first *commonpb.Payload
 	if ps != nil && len(ps.Payloads) > 0 {
 		first = ps.Payloads[0]
@@ -653,6 +667,11 @@ func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, outcome once
 		inner.Metadata[oncekey.MetadataEffectReference] = []byte(ref)
 	} else {
 		delete(inner.Metadata, oncekey.MetadataEffectReference)
+	}
+	if reason != "" {
+		inner.Metadata[oncekey.MetadataReason] = []byte(reason)
+	} else {
+		delete(inner.Metadata, oncekey.MetadataReason)
 	}
 	outer, err := dc.ToPayload(converter.NewRawValue(inner))
 	if err != nil {
@@ -831,11 +850,28 @@ func (c *call) details(reason string, replay bool) Details {
 }
 
 func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {
-	return temporal.NewApplicationErrorWithOptions(msg, typ, temporal.ApplicationErrorOptions{
+	opts := temporal.ApplicationErrorOptions{
 		NonRetryable: nonRetryable,
 		Cause:        cause,
 		Details:      []any{c.details(reason, replay)},
-	})
+	}
+	if expectedRefusal(typ) {
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, typ, opts)
+}
+
+// expectedRefusal reports whether an error of type typ is an answer the protocol gives in normal
+// operation (a conflict, a refusal, an operation past retention), not a fault: such errors carry
+// temporal.ApplicationErrorCategoryBenign, so the SDK logs them at Debug rather than as an
+// "Activity error." at Error and counts no failure, and the one line oncekey logs (report) says
+// what happened; `oncekey show` holds the explanation.
+func expectedRefusal(typ string) bool {
+	switch typ {
+	case oncekey.ErrTypeFingerprintMismatch, oncekey.ErrTypeUnauthorized, oncekey.ErrTypeApproval, oncekey.ErrTypeExpired:
+		return true
+	}
+	return false
 }
 
 // report emits the metrics, the log line and the OnEvent event for the call.
@@ -856,7 +892,14 @@ func (c *call) report(ctx context.Context, err error) {
 	if errors.As(err, &appErr) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
-	activity.GetLogger(ctx).Info("oncekey: tool call", kv...)
+	logger := activity.GetLogger(ctx)
+	if c.outcome == oncekey.OutcomeConflict {
+		// Expected, but usually a caller's mistake (a field the key misses, a field to Exclude):
+		// worth a look, one line; `oncekey show` explains the record.
+		logger.Warn("oncekey: tool call", kv...)
+	} else {
+		logger.Info("oncekey: tool call", kv...)
+	}
 	if f := c.root.opts.OnEvent; f != nil {
 		f(Event{
 			Tool: c.tool, KeyPrefix: keyPrefix(c.key), Tenant: c.op.Tenant, Effect: c.policy.Effect,

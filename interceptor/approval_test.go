@@ -137,7 +137,7 @@ func TestSuiteApprovalOfOtherArgumentsIsAFingerprintMismatch(t *testing.T) {
 	}})
 	require.Empty(t, out[0].Err)
 	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, out[1].Type, out[1].Err)
-	require.Equal(t, oncekey.OutcomeRejected, out[1].Label)
+	require.Equal(t, oncekey.OutcomeConflict, out[1].Label)
 	effects, bodies := ds.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)

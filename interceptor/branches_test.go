@@ -182,8 +182,9 @@ func TestSuiteInFlightRescheduledThenGivesUp(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeInFlight, out[0].Type, out[0].Err)
 	_, bodies := ds.counts()
 	require.Equal(t, 0, bodies, "the body never ran while another attempt held the claim")
-	// The in-flight error's next-retry delay (max(WaitInFlight, 1s)) paces the workflow-side loop.
-	require.Equal(t, []time.Duration{time.Second, time.Second}, sleeps())
+	// The in-flight error's next-retry delay paces the workflow-side loop: with no run of the tool
+	// observed on this worker, a third of the lease (30 s by default), not a fixed second.
+	require.Equal(t, []time.Duration{10 * time.Second, 10 * time.Second}, sleeps())
 }
 
 func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
@@ -285,6 +286,29 @@ func TestSuitePanicAfterCommitReconciledApplied(t *testing.T) {
 	require.Equal(t, 1, bodies)
 }
 
+// A call whose outcome was unknown and that reconciliation settled as applied reads as applied,
+// confirmed by the check, with its effect reference: not as a replay of an earlier call.
+func TestSuiteReconciledAppliedIsConfirmed(t *testing.T) {
+	ds := newDownstream(faultPanicAfterCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	body, _ := json.Marshal(Ticket{ID: "T-1", Customer: "acme", Subject: "printer on fire", Seq: 1})
+	resolveLater(t, s, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: "T-1", ResolvedBy: "dana"}, nil)
+	out := s.run(t, workflowInput{RawLabels: true, Calls: []stepCall{
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
+	}})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, "T-1", out[0].Ticket.ID)
+	require.Equal(t, oncekey.OutcomeApplied, out[0].Label, "the first call's own effect, not a replay")
+	require.Equal(t, oncekey.ReasonConfirmed, out[0].Reason)
+	require.Equal(t, "T-1", out[0].EffectReference)
+	require.Equal(t, oncekey.OutcomeReplayed, out[1].Label, "a later call of the operation is a replay")
+	require.Empty(t, out[1].Reason)
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+}
+
 func TestSuiteVerifyFailureIsUnknownThenFailed(t *testing.T) {
 	ds := newDownstream()
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Verify: func(ctx context.Context, op oncekey.Operation, result any) error {
@@ -341,6 +365,22 @@ func TestSuiteEscalationTimeout(t *testing.T) {
 	require.Contains(t, out[0].Err, "1h0m0s")
 	recs := s.records(t)
 	require.Equal(t, oncekey.StatusUnknown, recs[0].Status, "an escalation loses nothing: the record stays unknown")
+}
+
+// Without EscalationTimeout set, a reconciliation nobody decides ends after the default: the
+// workflow is not blocked for good, it gets the unknown outcome (what an agent's model reads), and
+// the record stays unknown for a person.
+func TestSuiteEscalationTimeoutDefault(t *testing.T) {
+	ds := newDownstream(faultLostAfterCommit)
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
+	require.Contains(t, out[0].Err, "nobody resolved")
+	require.Contains(t, out[0].Err, interceptor.DefaultEscalationTimeout.String())
+	require.Equal(t, oncekey.OutcomeUnknown, out[0].Label)
+	require.Equal(t, oncekey.NextReconcile, out[0].Next)
+	recs := s.records(t)
+	require.Equal(t, oncekey.StatusUnknown, recs[0].Status)
 }
 
 // After an escalation no reconciliation waits for the key, so the error says to run the step

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -158,6 +159,9 @@ type workflowInput struct {
 	Heartbeat    time.Duration `json:"heartbeat"`
 	MaxAttempts  int32         `json:"max_attempts"`
 	Tenant       string        `json:"tenant"`
+	// RawLabels reads CreateTicket's results as converter.RawValue and labels them with
+	// oncekey.Label (Label, Next, Reason, EffectReference), as agent.Call does.
+	RawLabels bool `json:"raw_labels,omitempty"`
 	// Retry policy shape; zero fields give 100ms initial interval and Temporal's defaults.
 	Initial         time.Duration `json:"initial"`
 	Coefficient     float64       `json:"coefficient"`
@@ -174,6 +178,12 @@ type callResult struct {
 	// workflow as a user's workflow would.
 	Label oncekey.Outcome `json:"label,omitempty"`
 	Next  string          `json:"next,omitempty"`
+	// Reason and EffectReference are the label's, for a result read with RawLabels.
+	Reason          string `json:"reason,omitempty"`
+	EffectReference string `json:"effect_reference,omitempty"`
+	// Benign: the application error carries temporal.ApplicationErrorCategoryBenign (an
+	// expected refusal, which the SDK does not log as an error).
+	Benign bool `json:"benign,omitempty"`
 }
 
 // AgentWorkflow makes the calls in order and reports each result or error.
@@ -208,6 +218,13 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 		switch {
 		case c.Local:
 			err = workflow.ExecuteLocalActivity(cctx, c.Tool, c.Req).Get(ctx, &r.Ticket)
+		case c.Tool == "CreateTicket" && in.RawLabels:
+			var raw converter.RawValue
+			if err = workflow.ExecuteActivity(cctx, c.Tool, c.Req).Get(ctx, &raw); err == nil {
+				tr := oncekey.Label(raw, nil)
+				r.Label, r.Next, r.Reason, r.EffectReference = tr.Status, tr.NextAction, tr.Reason, tr.EffectReference
+				err = converter.GetDefaultDataConverter().FromPayload(raw.Payload(), &r.Ticket)
+			}
 		case c.Tool == "CreateTicket":
 			err = workflow.ExecuteActivity(cctx, c.Tool, c.Req).Get(ctx, &r.Ticket)
 		default:
@@ -218,6 +235,8 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 			r.Type = errType(err)
 			tr := oncekey.Label(nil, err)
 			r.Label, r.Next = tr.Status, tr.NextAction
+			var appErr *temporal.ApplicationError
+			r.Benign = errors.As(err, &appErr) && appErr.Category() == temporal.ApplicationErrorCategoryBenign
 		}
 		out = append(out, r)
 	}

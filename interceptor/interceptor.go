@@ -61,6 +61,8 @@ type root struct {
 	// unpoliced holds the activity types (task queue and name) that ran without a policy and
 	// were logged as such, so each is logged once.
 	unpoliced sync.Map
+	// took keeps how long each tool's body takes, for the in_flight wait (pollAfter).
+	took durations
 }
 
 // storeSchema returns the schema the store names for its table (pgstore's Options.Schema, through

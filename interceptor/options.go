@@ -69,8 +69,12 @@ type Options struct {
 	DisableBodyHeartbeat bool
 
 	// EscalationTimeout bounds how long a reconciliation workflow waits for a person; when it
-	// passes, the reconciliation fails with an error saying nobody resolved the operation and the
-	// waiting activity fails with an IndeterminateOutcome error. Defaults to 0: wait forever.
+	// passes, the reconciliation fails with an error saying nobody resolved the operation, and
+	// the workflow blocked on it gets an IndeterminateOutcome error (label unknown) and goes on:
+	// an agent loop's model tells the user the outcome is not known. The record stays unknown,
+	// listed by `oncekey list --status unknown` and counted by metrics.UnknownsWaiting; running
+	// the step again starts a new reconciliation, and `oncekey resolve --direct` settles it
+	// without one. Defaults to DefaultEscalationTimeout (10 minutes); negative waits forever.
 	EscalationTimeout time.Duration
 
 	// FingerprintSecret, if set, keys the fingerprints of claimed calls with HMAC-SHA-256
@@ -178,14 +182,16 @@ func (o *Options) validate() error {
 	if o.Registry == nil {
 		return &ConfigError{Field: "Registry", Reason: "is required (oncekey.NewRegistry())"}
 	}
-	if o.EscalationTimeout < 0 {
-		return &ConfigError{Field: "EscalationTimeout", Reason: fmt.Sprintf("%s is negative", o.EscalationTimeout)}
-	}
 	if n := len(o.FingerprintSecret); n > 0 && n < MinFingerprintSecretBytes {
 		return &ConfigError{Field: "FingerprintSecret", Reason: fmt.Sprintf("is %d bytes; give at least %d random bytes", n, MinFingerprintSecretBytes)}
 	}
 	return nil
 }
+
+// DefaultEscalationTimeout is Options.EscalationTimeout's default: long enough for the person on
+// call to answer a page, short enough that a workflow waiting on the decision (an agent loop, a
+// user at the other end of it) is not blocked for good and can say that the outcome is unknown.
+const DefaultEscalationTimeout = 10 * time.Minute
 
 // MinFingerprintSecretBytes is the shortest Options.FingerprintSecret accepted.
 const MinFingerprintSecretBytes = 16
@@ -195,6 +201,12 @@ func (o Options) withDefaults() Options {
 	o.FingerprintSecret = slices.Clone(o.FingerprintSecret)
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
+	}
+	switch {
+	case o.EscalationTimeout == 0:
+		o.EscalationTimeout = DefaultEscalationTimeout
+	case o.EscalationTimeout < 0:
+		o.EscalationTimeout = 0 // reconcile.Input: 0 waits forever
 	}
 	return o
 }

@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,7 +179,10 @@ func TestSuiteEffectfulReplaySameStep(t *testing.T) {
 
 func TestSuiteFingerprintMismatchRejected(t *testing.T) {
 	ds := newDownstream()
-	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
+	logs := newCapture()
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		suite: func(s *testsuite.WorkflowTestSuite) { s.SetLogger(logs) },
+	})
 	other := req1
 	other.Subject = "something else"
 	out := s.run(t, workflowInput{Calls: []stepCall{
@@ -187,12 +191,30 @@ func TestSuiteFingerprintMismatchRejected(t *testing.T) {
 	}})
 	require.Empty(t, out[0].Err)
 	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, out[1].Type, out[1].Err)
+	require.Equal(t, oncekey.OutcomeConflict, out[1].Label, "a conflict, not a refusal to ask approval for")
+	require.Equal(t, oncekey.NextFix, out[1].Next)
+	// An expected refusal: benign, so the SDK logs no "Activity error." at ERROR for it, and
+	// oncekey logs one line at WARN.
+	require.True(t, out[1].Benign, "the mismatch is an expected refusal")
 	effects, bodies := ds.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
 	require.Equal(t, oncekey.StatusApplied, recs[0].Status, "the record is untouched")
+
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var conflict []string
+	for _, l := range logs.lines {
+		require.False(t, strings.HasPrefix(l, "ERROR") && strings.Contains(l, "arguments"), "an expected refusal logged as an error: %s", l)
+		if strings.Contains(l, "oncekey: tool call") && strings.Contains(l, string(oncekey.OutcomeConflict)) {
+			conflict = append(conflict, l)
+		}
+	}
+	require.Len(t, conflict, 1, "%q", logs.lines)
+	require.True(t, strings.HasPrefix(conflict[0], "WARN oncekey: tool call"), conflict[0])
+	require.NotContains(t, conflict[0], "\n", "one line")
 }
 
 func TestSuiteExcludedFieldDoesNotChangeFingerprint(t *testing.T) {

@@ -7,11 +7,13 @@ import (
 	"math"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
@@ -223,6 +225,33 @@ func (l *effectfulLoop) appliedThroughClaim(ctx workflow.Context) bool {
 	return l.appliedRerun
 }
 
+// confirmedOutcomeChangeID is the workflow.GetVersion change ID under which the result of a call
+// that reconciliation settled as applied reaches the workflow as applied with the reason
+// confirmed (oncekey.MetadataReason) instead of as the replay the re-run through the claim path
+// made of it: for the call it is its own effect, confirmed by a check. Histories recorded before
+// it replay with the earlier labels.
+const confirmedOutcomeChangeID = "oncekey-confirmed-outcome"
+
+// confirmedOutcome reports whether a reconciled call's result is labelled confirmed; read when
+// such a result arrives.
+func (l *effectfulLoop) confirmedOutcome(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, confirmedOutcomeChangeID, workflow.DefaultVersion, 1) == 1
+}
+
+// confirmed returns raw, the replayed result of a call reconciliation settled as applied, as
+// applied with the reason confirmed, keeping its operation key and effect reference. A result
+// without oncekey's metadata is returned as it is.
+func (l *effectfulLoop) confirmed(raw converter.RawValue) converter.RawValue {
+	p := raw.Payload()
+	if p == nil || p.GetMetadata()[oncekey.MetadataOutcome] == nil {
+		return raw
+	}
+	inner := proto.Clone(p).(*commonpb.Payload)
+	inner.Metadata[oncekey.MetadataOutcome] = []byte(oncekey.OutcomeApplied)
+	inner.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonConfirmed)
+	return converter.NewRawValue(inner)
+}
+
 // reconcileOnCancelChangeID is the workflow.GetVersion change ID under which the reconciliation
 // child is started from a disconnected context, so that cancelling the workflow neither cancels
 // the child nor keeps it from starting, and under which a workflow cancelled while an Effectful
@@ -327,6 +356,11 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 		var raw converter.RawValue
 		err := fut.Get(ctx, &raw)
 		if err == nil {
+			if l.verifyRuns > 0 && l.confirmedOutcome(ctx) {
+				// The re-run after an Applied decision replayed the record reconciliation settled:
+				// for this call that is its own effect, confirmed by the check, not a replay.
+				raw = l.confirmed(raw)
+			}
 			l.settleRaw(s, raw)
 			return
 		}
@@ -377,8 +411,13 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 					return
 				}
 				// The effect landed in an earlier attempt of this call: the result carries the outcome
-				// applied, with the operation key and effect reference, like a fresh one.
-				if ps = withOutcome(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, l.reconciledKey, out.EffectReference); ps == nil {
+				// applied, with the operation key and effect reference, like a fresh one (and, under
+				// confirmedOutcomeChangeID, the reason confirmed).
+				reason := ""
+				if l.confirmedOutcome(ctx) {
+					reason = oncekey.ReasonConfirmed
+				}
+				if ps = withOutcomeReason(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, l.reconciledKey, out.EffectReference, reason); ps == nil {
 					s.SetValue(nil)
 				} else {
 					s.SetValue(ps)

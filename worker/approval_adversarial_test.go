@@ -407,7 +407,7 @@ func TestE2EApprovalReproposalWithOtherArgumentsIsRefused(t *testing.T) {
 	var got []oncekey.ToolResult
 	require.NoError(t, run.Get(testCtx(t), &got))
 	statuses := []oncekey.Outcome{got[0].Status, got[1].Status}
-	require.ElementsMatch(t, []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeRejected}, statuses)
+	require.ElementsMatch(t, []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeConflict}, statuses)
 	requireRuns(t, l, 1, 1)
 	onlyTicket(t, l)
 	require.NoError(t, e.replay(t, true, "approval-other-args"))

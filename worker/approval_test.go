@@ -191,7 +191,7 @@ func TestE2EApprovalDenied(t *testing.T) {
 	require.Equal(t, oncekey.NextStop, tr.NextAction)
 	require.False(t, tr.SafeToRepeat)
 	require.Equal(t, a.OperationKey, tr.OperationKey)
-	require.Equal(t, oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextStop), tr.Text)
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextStop, oncekey.ReasonDenied), tr.Text)
 	require.NotContains(t, tr.Text, "bob")
 	require.NotContains(t, tr.Text, "not for this customer")
 	requireRuns(t, l, 0, 0)
@@ -419,7 +419,7 @@ func TestE2EApprovalOtherArgumentsWhilePendingFailsFast(t *testing.T) {
 	var second SecondCall
 	require.NoError(t, run.Get(ctx, &second), "the second call is answered without a decision on the first's approval")
 	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, second.ErrType)
-	require.Equal(t, oncekey.OutcomeRejected, second.Result.Status)
+	require.Equal(t, oncekey.OutcomeConflict, second.Result.Status)
 	require.False(t, second.Result.SafeToRepeat)
 	requireRuns(t, l, 0, 0)
 	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status, "the first call's approval still waits")

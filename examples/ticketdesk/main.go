@@ -17,7 +17,7 @@
 //
 // The last line of its output is, exactly:
 //
-//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N | plain retries: double_effects=N
+//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N read_unknown=N read_in_flight=N | plain retries: double_effects=N
 //
 // Exit codes: 0 success; 1 an operation landed twice with oncekey, or a workflow failed; 2 the
 // environment is not usable (Postgres or Temporal unreachable, bad flags or data).

@@ -12,11 +12,13 @@ import (
 )
 
 // summaryLine is the report's last line, for programs:
-// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N | plain retries: double_effects=N".
+// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N read_unknown=N read_in_flight=N | plain retries: double_effects=N".
+// read_unknown and read_in_flight count the tool results the model read with those statuses.
 func summaryLine(r *desk.Report) string {
 	o := r.Oncekey
-	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d reproposals=%d | plain retries: double_effects=%d",
-		o.Operations, o.Effects, o.DoubleEffects, o.Replays, o.Reconciled, o.Reproposals, r.Plain.DoubleEffects)
+	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d reproposals=%d read_unknown=%d read_in_flight=%d | plain retries: double_effects=%d",
+		o.Operations, o.Effects, o.DoubleEffects, o.Replays, o.Reconciled, o.Reproposals,
+		o.Labels[oncekey.OutcomeUnknown], o.Labels[oncekey.OutcomeInFlight], r.Plain.DoubleEffects)
 }
 
 // printReport writes the human part of the report (everything but the summary line).
@@ -46,6 +48,8 @@ func printReport(w io.Writer, r *desk.Report) {
 	row("operation keys claimed", o.Operations, "-")
 	row("duplicates suppressed (replays)", o.Replays, "-")
 	row("refused by Authorize (rejected)", o.Outcomes[oncekey.OutcomeRejected], "-")
+	row("model read unknown (told the user, no repeat)", o.Labels[oncekey.OutcomeUnknown], "-")
+	row("model read in_flight (waited, asked again)", o.Labels[oncekey.OutcomeInFlight], "-")
 	row("outcomes unknown, sent to reconciliation (reports)", o.Outcomes[oncekey.OutcomeUnknown]+o.WorkerKills, "-")
 	row("records settled by it: operator / receipt", fmt.Sprintf("%d / %d", o.ReconciledByOperator, o.ReconciledByReceipt), "-")
 	row("e-mail service dedup hits", o.PerService[downstream.ServiceEmail].DedupHits, p.PerService[downstream.ServiceEmail].DedupHits)

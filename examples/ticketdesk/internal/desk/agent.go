@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
@@ -43,6 +44,9 @@ type AgentInput struct {
 	Tenant string `json:"tenant"`
 	// MaxTurns bounds the model calls. Defaults to DefaultMaxTurns.
 	MaxTurns int `json:"max_turns,omitempty"`
+	// Plain marks a run on a worker without oncekey: the model reads what Temporal gives, the
+	// tool's result or its error, with none of oncekey's labels or texts.
+	Plain bool `json:"plain,omitempty"`
 }
 
 // Call is one tool call the model proposed and what came of it.
@@ -95,11 +99,14 @@ func (a *Agent) Run(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 	if maxTurns <= 0 {
 		maxTurns = DefaultMaxTurns
 	}
-	// No RetryPolicy: Temporal's default retry policy. oncekey turns it off for Effectful tools
-	// and keeps it for its own retries of calls that provably did not land.
+	// Temporal's default retry policy, which oncekey turns off for Effectful tools and keeps for
+	// its own retries of calls that provably did not land; except that a call another attempt of
+	// the same operation holds (in_flight) is not waited for inside the call but handed to the
+	// model, which waits retry_after_seconds and asks again.
 	toolCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    ToolTimeout,
 		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{NonRetryableErrorTypes: []string{oncekey.ErrTypeInFlight}},
 	})
 	modelCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
@@ -117,11 +124,30 @@ func (a *Agent) Run(ctx workflow.Context, in AgentInput) (AgentResult, error) {
 			res.Answer = out.Message.Content
 			return res, nil
 		}
+		// The message's tool calls run side by side, as agent frameworks run parallel tool calls;
+		// their results go back in the order the model gave them.
+		outcomes := make([]Outcome, len(out.Message.ToolCalls))
+		wg := workflow.NewWaitGroup(ctx)
+		for i, tc := range out.Message.ToolCalls {
+			wg.Add(1)
+			workflow.Go(ctx, func(gctx workflow.Context) {
+				defer wg.Done()
+				outcomes[i] = callTool(workflow.WithActivityOptions(gctx, workflow.GetActivityOptions(toolCtx)), a.Registry, tc.Name, json.RawMessage(tc.Arguments))
+			})
+		}
+		wg.Wait(ctx)
 		var wait time.Duration
-		for _, tc := range out.Message.ToolCalls {
-			o := callTool(toolCtx, a.Registry, tc.Name, json.RawMessage(tc.Arguments))
+		for i, tc := range out.Message.ToolCalls {
+			o := outcomes[i]
+			if in.Plain {
+				o = o.plainTemporal()
+			}
 			res.Calls = append(res.Calls, Call{Turn: res.Turns, ID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments, Outcome: o})
-			res.Messages = append(res.Messages, ChatMessage{Role: "tool", ToolCallID: tc.ID, Content: o.forModel()})
+			content := o.forModel()
+			if in.Plain {
+				content = o.forModelPlain()
+			}
+			res.Messages = append(res.Messages, ChatMessage{Role: "tool", ToolCallID: tc.ID, Content: content})
 			if o.Status == oncekey.OutcomeInFlight {
 				wait = max(wait, o.RetryAfter, time.Second)
 			}

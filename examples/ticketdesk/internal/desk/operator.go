@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,9 @@ type operator struct {
 	// then leaves alone.
 	leaveOne func(rec *oncekey.Record, lookupURL string)
 	left     string
+	// awayFor is the request whose ticket operation the operator is away for: it waits until
+	// the reconciliation gives up (EscalationTimeout), and comeBack settles it afterwards.
+	awayFor string
 
 	mu       sync.Mutex
 	resolved map[string]reconcile.ResolutionOutcome
@@ -76,7 +80,7 @@ func (o *operator) pass(ctx context.Context) {
 		if done {
 			continue
 		}
-		if rec.OperationKey == o.left {
+		if rec.OperationKey == o.left || o.away(rec) {
 			continue
 		}
 		st, err := reconcile.Status(ctx, o.client, rec.OperationKey)
@@ -104,6 +108,35 @@ func (o *operator) pass(ctx context.Context) {
 		o.resolved[rec.OperationKey] = r.Outcome
 		o.mu.Unlock()
 		o.progress(fmt.Sprintf("[operator] %s of %s (key %.16s…): %s → %s", rec.Tool, rec.WorkflowID, rec.OperationKey, r.Note, r.Outcome))
+	}
+}
+
+// away reports whether rec is the operation the operator is away for.
+func (o *operator) away(rec *oncekey.Record) bool {
+	return o.awayFor != "" && rec.Tool == ToolCreateTicket && strings.HasSuffix(rec.WorkflowID, "-"+o.awayFor)
+}
+
+// comeBack settles the operations left unknown while the operator was away, writing each
+// decision straight to the store (reconcile.Record), as `oncekey resolve --direct` does once no
+// reconciliation workflow waits.
+func (o *operator) comeBack(ctx context.Context) {
+	page, err := reconcile.List(ctx, o.store, oncekey.ListParams{Tenant: o.tenant, Limit: 1000})
+	if err != nil {
+		return
+	}
+	for _, rec := range page.Records {
+		if !o.away(rec) {
+			continue
+		}
+		r, ok := o.decide(ctx, rec)
+		if !ok {
+			continue
+		}
+		if _, err := reconcile.Record(ctx, o.store, nil, rec.Tenant, rec.OperationKey, r); err != nil {
+			o.progress(fmt.Sprintf("[operator] back: %s of %s not settled: %v", rec.Tool, rec.WorkflowID, err))
+			continue
+		}
+		o.progress(fmt.Sprintf("[operator] back: %s of %s (key %.16s…): %s → %s", rec.Tool, rec.WorkflowID, rec.OperationKey, r.Note, r.Outcome))
 	}
 }
 

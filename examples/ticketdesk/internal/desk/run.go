@@ -73,6 +73,16 @@ type Config struct {
 	// runs. Defaults to the first request whose first ticket attempt meets no downstream fault;
 	// "-" means none.
 	KillRequest string
+	// DuplicateRequest is the request whose first ticket call the model proposes twice in one
+	// message, the first of the two held by a slow ticket system (Hold) so that the other finds
+	// it in flight, in both runs. Defaults to the first request other than KillRequest whose first
+	// ticket attempt meets no downstream fault; "-" means none.
+	DuplicateRequest string
+	// EscalationTimeout is the interceptor's (interceptor.Options.EscalationTimeout): how long a
+	// reconciliation waits for the operator. Defaults to 15 s, well past the operator's answers,
+	// so that only the operation the operator is away for (KillRequest's ticket call) reaches
+	// its agent as unknown.
+	EscalationTimeout time.Duration
 	// Timeout bounds each of the two runs. Defaults to 4 minutes.
 	Timeout time.Duration
 	// LeaveOne, if set, makes the operator leave the first operation it finds waiting for a
@@ -130,6 +140,18 @@ func (c *Config) defaults() error {
 				break
 			}
 		}
+	}
+	if c.DuplicateRequest == "" {
+		c.DuplicateRequest = "-"
+		for _, r := range c.Requests {
+			if r.ID != c.KillRequest && c.Faults.For(downstream.ServiceTickets, r.ID, 1) == downstream.FaultNone {
+				c.DuplicateRequest = r.ID
+				break
+			}
+		}
+	}
+	if c.EscalationTimeout == 0 {
+		c.EscalationTimeout = 15 * time.Second
 	}
 	if c.Progress == nil {
 		c.Progress = func(string) {}
@@ -294,6 +316,9 @@ func startStack(cfg Config, plain bool) (_ *stack, err error) {
 	if cfg.KillRequest != "-" {
 		st.tools.Kill = NewKill(cfg.KillRequest)
 	}
+	if cfg.DuplicateRequest != "-" {
+		st.tools.Hold = &Hold{Request: cfg.DuplicateRequest, For: HoldFor}
+	}
 	if st.registry, err = st.tools.Policies(); err != nil {
 		return nil, err
 	}
@@ -307,7 +332,11 @@ func startStack(cfg Config, plain bool) (_ *stack, err error) {
 	}
 	m := cfg.Model
 	if m.Scripted() {
-		if st.scripted, err = scripted.Start(scripted.Options{Seed: cfg.Seed, RepeatPercent: cfg.RepeatPercent, ChangePercent: cfg.ChangePercent}); err != nil {
+		dup := cfg.DuplicateRequest
+		if dup == "-" {
+			dup = ""
+		}
+		if st.scripted, err = scripted.Start(scripted.Options{Seed: cfg.Seed, RepeatPercent: cfg.RepeatPercent, ChangePercent: cfg.ChangePercent, DuplicateRequest: dup}); err != nil {
 			return nil, err
 		}
 		m.BaseURL, m.APIKey = st.scripted.BaseURL, "scripted"
@@ -364,8 +393,9 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 		Tenant:   constTenant(cfg.Tenant),
 		// The plugin goes on this worker only (not on cfg.Client), where it cannot see the
 		// client's data converter: name it. cfg.Client has the SDK's default one, no codec.
-		DataConverter: converter.GetDefaultDataConverter(),
-		OnEvent:       events.add,
+		DataConverter:     converter.GetDefaultDataConverter(),
+		OnEvent:           events.add,
+		EscalationTimeout: cfg.EscalationTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("desk: oncekey plugin: %w", err)
@@ -378,6 +408,9 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	defer w.Stop()
 
 	op := &operator{client: cfg.Client, store: store, tenant: cfg.Tenant, services: st.services, http: downstream.NewClient(5 * time.Second), progress: cfg.Progress, leaveOne: cfg.LeaveOne}
+	if cfg.KillRequest != "-" {
+		op.awayFor = cfg.KillRequest
+	}
 	opCtx, stopOp := context.WithCancel(ctx)
 	opDone := make(chan struct{})
 	go func() { defer close(opDone); op.run(opCtx) }()
@@ -390,6 +423,9 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	}
 	stopOp()
 	<-opDone
+	// Back at the desk: what was left while away is settled now, straight in the store (its
+	// reconciliation gave up waiting, and the agent told the customer the outcome is unknown).
+	op.comeBack(ctx)
 	tally(rep, results, st.services)
 
 	outcomes := events.snapshot()
@@ -453,7 +489,7 @@ func playAll(ctx context.Context, cfg Config, taskQueue, idPrefix string, rep *M
 		done    int
 	)
 	for _, req := range cfg.Requests {
-		in := AgentInput{Request: req, Tenant: cfg.Tenant, MaxTurns: cfg.MaxTurns}
+		in := AgentInput{Request: req, Tenant: cfg.Tenant, MaxTurns: cfg.MaxTurns, Plain: rep.Mode != "oncekey"}
 		run, err := cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID:                       idPrefix + req.ID,
 			TaskQueue:                taskQueue,
@@ -549,6 +585,10 @@ func refundStatus(calls []Call) string {
 		switch {
 		case c.Outcome.Status == oncekey.OutcomeApplied || c.Outcome.Status == oncekey.OutcomeReplayed:
 			st = "issued"
+		case c.Outcome.Status == "" && c.Outcome.Error == "":
+			st = "issued" // plain Temporal: the tool returned a result
+		case c.Outcome.ErrorType == ErrTypeRefundNotAllowed:
+			st = "refused"
 		case c.Outcome.Status == oncekey.OutcomeRejected || c.Outcome.ErrorType == ErrTypeRefundNotAllowed:
 			st = "refused"
 		default:

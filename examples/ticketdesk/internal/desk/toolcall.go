@@ -22,6 +22,7 @@ type Outcome struct {
 	OperationKey    string          `json:"operation_key,omitempty"`
 	EffectReference string          `json:"effect_reference,omitempty"`
 	NextAction      string          `json:"next_action,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
 	SafeToRepeat    bool            `json:"safe_to_repeat"`
 	RetryAfter      time.Duration   `json:"retry_after,omitempty"`
 	Result          json.RawMessage `json:"result,omitempty"`
@@ -40,11 +41,32 @@ func (o Outcome) forModel() string {
 		Replayed        bool            `json:"replayed,omitempty"`
 		EffectReference string          `json:"effect_reference,omitempty"`
 		NextAction      string          `json:"next_action,omitempty"`
+		Reason          string          `json:"reason,omitempty"`
 		SafeToRepeat    bool            `json:"safe_to_repeat"`
 		RetryAfter      float64         `json:"retry_after_seconds,omitempty"`
 		Text            string          `json:"text"`
 		Result          json.RawMessage `json:"result,omitempty"`
-	}{o.Status, o.Replayed, o.EffectReference, o.NextAction, o.SafeToRepeat, o.RetryAfter.Seconds(), o.Text, o.Result}
+	}{o.Status, o.Replayed, o.EffectReference, o.NextAction, o.Reason, o.SafeToRepeat, o.RetryAfter.Seconds(), o.Text, o.Result}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// plainTemporal keeps of o what a worker without oncekey gives the workflow: the result or the
+// error. There is no label: no status, key, effect reference or text.
+func (o Outcome) plainTemporal() Outcome {
+	return Outcome{Result: o.Result, Error: o.Error, ErrorType: o.ErrorType}
+}
+
+// forModelPlain is the tool message content on a worker without oncekey: what Temporal gives
+// the workflow, the tool's result, or the error it ended with (after Temporal's retries).
+func (o Outcome) forModelPlain() string {
+	m := struct {
+		Result json.RawMessage `json:"result,omitempty"`
+		Error  string          `json:"error,omitempty"`
+	}{o.Result, o.Error}
+	if o.Error != "" {
+		m.Result = nil
+	}
 	b, _ := json.Marshal(m)
 	return string(b)
 }
@@ -71,7 +93,7 @@ func callTool(ctx workflow.Context, reg *oncekey.Registry, name string, args jso
 	}
 	out := Outcome{
 		Status: tr.Status, Replayed: tr.Replayed, OperationKey: tr.OperationKey, EffectReference: tr.EffectReference,
-		NextAction: tr.NextAction, SafeToRepeat: tr.SafeToRepeat, RetryAfter: tr.RetryAfter, Text: tr.Text,
+		NextAction: tr.NextAction, Reason: tr.Reason, SafeToRepeat: tr.SafeToRepeat, RetryAfter: tr.RetryAfter, Text: tr.Text,
 	}
 	if raw, ok := tr.Result.(json.RawMessage); ok {
 		out.Result = raw

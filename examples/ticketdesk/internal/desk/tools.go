@@ -107,6 +107,33 @@ type Tools struct {
 	Plain bool
 	// Kill, if set, picks the call whose worker dies mid-call (see Kill).
 	Kill *Kill
+	// Hold, if set, picks the call the ticket system is slow to answer (see Hold).
+	Hold *Hold
+}
+
+// HoldFor is how long the ticket system takes to answer the call Hold picks.
+const HoldFor = 3 * time.Second
+
+// Hold stands for a slow ticket system: the first CreateTicket body of Request waits For before
+// it sends the ticket, so that a second proposal of the same call made beside it finds the first
+// one still running.
+type Hold struct {
+	Request string
+	For     time.Duration
+	hit     atomic.Bool
+}
+
+// wait holds the first call of the request, within ctx.
+func (h *Hold) wait(ctx context.Context, request string) {
+	if h == nil || request != h.Request || !h.hit.CompareAndSwap(false, true) {
+		return
+	}
+	t := time.NewTimer(h.For)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Kill stands for a worker killed in the middle of one call: after the downstream committed the
@@ -155,6 +182,7 @@ func NewTools(services *downstream.Set, customers []Customer, plain bool) *Tools
 // ticket an operation key created. The ticket's ID is the operation's effect reference.
 func (t *Tools) CreateTicket(ctx context.Context, in TicketInput) (Ticket, error) {
 	var out Ticket
+	t.Hold.wait(ctx, in.RequestID)
 	err := t.Client.Post(ctx, t.Services.Tickets.URL, "/tickets", "", map[string]any{
 		"request_id": in.RequestID, "customer_id": in.CustomerID, "subject": in.Subject,
 		"body": in.Body, "priority": in.Priority,
@@ -274,7 +302,9 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 	}{
 		// A short lease: after a worker dies mid-call, reconciliation can act once the attempt
 		// has timed out and the lease has run out.
-		{t.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Lease: TicketLease,
+		// WaitInFlight -1: a call that finds the same operation running answers in_flight at once,
+		// for the agent to hand to the model, rather than waiting inside the call.
+		{t.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Lease: TicketLease, WaitInFlight: -1,
 			Description: "Open a support ticket for the request. Returns the ticket with its id."}},
 		{t.SendConfirmation, oncekey.Policy{
 			Effect:      oncekey.Effectful,

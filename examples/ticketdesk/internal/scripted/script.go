@@ -62,6 +62,10 @@ type Options struct {
 	MaxAttempts int
 	// Tools names the tools. Defaults as ToolNames says.
 	Tools ToolNames
+	// DuplicateRequest, if set, is the request whose first ticket proposal the model makes twice
+	// in one message: two tool calls with the same material arguments (new tool-call and trace
+	// IDs), as models now and then do. The agent runs them side by side. Defaults to none.
+	DuplicateRequest string
 }
 
 func (o Options) withDefaults() Options {
@@ -107,18 +111,22 @@ type supportRequest struct {
 }
 
 // toolResult is what the script reads from a tool message: the labelled result oncekey's tool
-// call hands to a model ({"status", "next_action", "safe_to_repeat", "result", ...}).
+// call hands to a model ({"status", "next_action", "safe_to_repeat", "result", ...}), or, from a
+// worker without oncekey, what Temporal gives: {"result": ...} or {"error": "..."}.
 type toolResult struct {
 	Status       string          `json:"status"`
 	NextAction   string          `json:"next_action"`
 	SafeToRepeat bool            `json:"safe_to_repeat"`
 	Result       json.RawMessage `json:"result"`
+	Error        string          `json:"error"`
 }
 
 // pastCall is one tool call of the conversation with its result, if one came back.
 type pastCall struct {
-	name   string
-	args   map[string]any
+	name string
+	args map[string]any
+	// turn is the assistant message (1-based) that proposed it.
+	turn   int
 	result *toolResult
 }
 
@@ -217,6 +225,19 @@ func (s *script) assess(g goal) (state, json.RawMessage) {
 	if last.result == nil {
 		return todo, nil // a call without a result: propose it again
 	}
+	for _, c := range calls {
+		if c.result != nil && c.result.Status == "unknown" {
+			return pending, nil // the text says not to repeat it, nor to try another way
+		}
+	}
+	for _, c := range calls {
+		if c.turn == last.turn && c.result != nil && c.result.Status == "in_flight" {
+			return todo, nil // the text says to wait and ask again; the loop waits
+		}
+	}
+	if last.result.Status == "" && last.result.Error == "" && last.result.Result != nil {
+		last.result.Status = "applied" // a plain worker's result: it ran
+	}
 	switch last.result.Status {
 	case "applied", "replayed":
 		// Like a model that did not see the result it expected, propose an effectful call again
@@ -229,7 +250,7 @@ func (s *script) assess(g goal) (state, json.RawMessage) {
 		return todo, nil // the text says to wait and ask again; the loop waits
 	case "unknown":
 		return pending, nil // the text says not to repeat
-	case "rejected", "expired":
+	case "rejected", "expired", "conflict":
 		return gaveUp, nil
 	}
 	// failed, or a result the script cannot read.
@@ -260,6 +281,9 @@ func (s *script) next() Reply {
 		propose = append(propose, ticket)
 	}
 	if len(propose) > 0 {
+		if ticketState == todo && len(s.of(ticket)) == 0 && r.ID == s.opts.DuplicateRequest {
+			propose = append(propose, ticket) // the same call twice in one message
+		}
 		return s.reply(propose)
 	}
 
@@ -329,7 +353,7 @@ func (s *script) summary(outcome map[string]state, ticketID string) string {
 	case done:
 		parts = append(parts, "Ticket "+ticketID+" is open")
 	case pending:
-		parts = append(parts, "The ticket's outcome is being checked by a person")
+		parts = append(parts, "I cannot confirm yet whether your ticket was opened; it has to be checked, so I did not try again")
 	default:
 		parts = append(parts, "I could not open a ticket")
 	}
@@ -341,7 +365,7 @@ func (s *script) summary(outcome map[string]state, ticketID string) string {
 		case done:
 			parts = append(parts, "the refund is issued")
 		case pending:
-			parts = append(parts, "the refund's outcome is being checked")
+			parts = append(parts, "I cannot confirm the refund yet; it has to be checked")
 		default:
 			parts = append(parts, "the refund needs a person's approval")
 		}
@@ -386,16 +410,18 @@ func findRequest(msgs []Message) (supportRequest, error) {
 func readCalls(msgs []Message) ([]pastCall, error) {
 	var calls []pastCall
 	byID := map[string]int{}
+	turn := 0
 	for _, m := range msgs {
 		switch m.Role {
 		case "assistant":
+			turn++
 			for _, tc := range m.ToolCalls {
 				var args map[string]any
 				if err := json.Unmarshal([]byte(tc.Function.Arguments), &args); err != nil {
 					return nil, badConversation("arguments of tool call %s: %v", tc.ID, err)
 				}
 				byID[tc.ID] = len(calls)
-				calls = append(calls, pastCall{name: tc.Function.Name, args: args})
+				calls = append(calls, pastCall{name: tc.Function.Name, args: args, turn: turn})
 			}
 		case "tool":
 			i, ok := byID[m.ToolCallID]

@@ -189,7 +189,7 @@ func TestScriptedObeysResultTexts(t *testing.T) {
 		})
 		require.Equal(t, 1, count(calls, "CreateTicket"))
 		require.Zero(t, count(calls, "SendConfirmation"), "no e-mail for a ticket whose outcome is unknown")
-		require.Contains(t, final, "being checked")
+		require.Contains(t, final, "cannot confirm yet", "the model tells the user the outcome is not known")
 	})
 	t.Run("in_flight is asked again", func(t *testing.T) {
 		c, _ := client(t, Options{Seed: 1, RepeatPercent: -1, ChangePercent: -1})
