@@ -206,7 +206,8 @@ func TestMcpProxyToolsHaveTheirOwnPolicies(t *testing.T) {
 }
 
 // Every status of the tool call, with its model text: applied and replayed above; here
-// rejected (a reused step with other arguments, an unknown tool, arguments that are not JSON),
+// conflict (a reused step with other arguments), rejected (an unknown tool, arguments that are
+// not JSON),
 // in_flight, expired, unknown and failed.
 func TestToolCallStatuses(t *testing.T) {
 	e := setup(t)
@@ -224,8 +225,8 @@ func TestToolCallStatuses(t *testing.T) {
 	}})
 	status := func(i int) oncekey.Outcome { return out[i].Result.Status }
 	require.Equal(t, oncekey.OutcomeApplied, status(0))
-	require.Equal(t, oncekey.OutcomeRejected, status(1))
-	require.Equal(t, oncekey.NextAsk, out[1].Result.NextAction)
+	require.Equal(t, oncekey.OutcomeConflict, status(1))
+	require.Equal(t, oncekey.NextFix, out[1].Result.NextAction)
 	require.Contains(t, out[1].Err, "different arguments", "the operator's detail stays in the Go error")
 	require.Equal(t, oncekey.OutcomeRejected, status(2))
 	require.Equal(t, oncekey.NextFix, out[2].Result.NextAction)
