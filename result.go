@@ -247,7 +247,7 @@ func label(result any, err error) ToolResult {
 		if big != nil {
 			tr.OperationKey = big.OperationKey
 		}
-	case errors.As(err, &approval) || errType == ErrTypeApproval:
+	case errors.As(err, &approval) || errType == ErrTypeApproval || errType == ErrTypeApprovalPending:
 		// Nothing ran. A person's denial stands for the operation's repeats; a request nobody
 		// decided in time, or none at all, can be asked again.
 		tr.Status, tr.NextAction = OutcomeRejected, NextAsk
@@ -257,7 +257,8 @@ func label(result any, err error) ToolResult {
 		if approval != nil {
 			tr.OperationKey = approval.OperationKey
 		}
-	case errors.As(err, &fpm) || errType == ErrTypeFingerprintMismatch || errType == ErrTypeUnauthorized:
+	case errors.As(err, &fpm) || errType == ErrTypeFingerprintMismatch || errType == ErrTypeUnauthorized ||
+		errType == ErrTypeArgsMismatch:
 		tr.Status, tr.NextAction = OutcomeRejected, NextAsk
 		if fpm != nil {
 			tr.OperationKey = fpm.OperationKey

@@ -155,9 +155,14 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		workflow.Go(ctx, func(gctx workflow.Context) { l.run(gctx, first, s) })
 		return f
 	}
-	if p.Approval != nil && workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, 1) == 1 {
+	if p.Approval != nil {
 		a := &approvalCall{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
-		return a.first(ctx, schedule)
+		switch workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, approvalByWorkerVersion) {
+		case approvalByWorkerVersion:
+			return a.viaWorker(ctx, schedule)
+		case 1:
+			return a.first(ctx, schedule)
+		}
 	}
 	return schedule(ctx)
 }

@@ -130,7 +130,7 @@ func (a *approver) details() string {
 	case reconcile.ApprovalStateRequesting:
 		fmt.Fprintf(&b, "**Asking for approval** of %s.", what)
 	case reconcile.ApprovalStateWaiting:
-		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(in.Summary))
+		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(r.Summary))
 		fmt.Fprintf(&b, "\n\nNeeded: `oncekey approve %s --tenant %s` or `oncekey deny %s --tenant %s --reason <why>`, or send the %s update.",
 			in.OperationKey, shell.Word(in.Tenant), in.OperationKey, shell.Word(in.Tenant), reconcile.DecideUpdateName)
 		if r.LastInvalidSignal != "" {
