@@ -120,10 +120,12 @@ type ApprovalStore interface {
 	// pending episode (Created true). A request with a p.Token also asks anew (a new pending
 	// episode with its token and summary, Created true) a pending or approved approval of its
 	// fingerprint that has no Token (asked under the earlier protocol) or another Summary (the
-	// person saw other words than the worker derives now); a denied one stands. A repeat of the request that asked the current episode
+	// person saw other words than the worker derives now), and a denied or timed-out approval of
+	// another fingerprint (a refused call of other arguments blocks no other call of the key); a
+	// denial of its own fingerprint stands. A repeat of the request that asked the current episode
 	// (the same non-zero p.RequestToken) returns the approval unchanged with Created true,
-	// whatever was decided since. It never changes an approval whose Fingerprint differs
-	// from p.Fingerprint: it returns it unchanged, and the caller refuses the call as a
+	// whatever was decided since. Otherwise it never changes an approval whose Fingerprint
+	// differs from p.Fingerprint: it returns it unchanged, and the caller refuses the call as a
 	// fingerprint mismatch. Nor does it ever change an approval's Namespace or Tool: one whose
 	// Namespace or Tool differs from p's is returned unchanged (Created false), timed out or past
 	// retention too, and the caller refuses the call as another namespace's or tool's approval

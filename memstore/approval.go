@@ -29,6 +29,12 @@ func askedOtherwise(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool 
 		(a.Token == "" || a.Summary != p.Summary)
 }
 
+// refusedOtherCall reports whether a worker's request p asks anew a, of another fingerprint: a
+// was denied or timed out, so it authorises nothing and blocks no other call of the key.
+func refusedOtherCall(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
+	return p.Token != "" && (a.Status == oncekey.ApprovalDenied || a.Status == oncekey.ApprovalTimedOut)
+}
+
 // RequestApproval implements oncekey.ApprovalStore.
 func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
 	if err := p.Validate(); err != nil {
@@ -49,8 +55,9 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	case p.RequestToken != 0 && s.approvalTokens[k] == p.RequestToken:
 		// The repeat of the request that asked the current episode: as it is, and it asked.
 		return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
-	case a.Fingerprint != p.Fingerprint, a.Namespace != p.Namespace, a.Tool != p.Tool,
-		a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now) && !askedOtherwise(a, p):
+	case a.Namespace != p.Namespace, a.Tool != p.Tool,
+		a.Fingerprint != p.Fingerprint && !refusedOtherCall(a, p),
+		a.Fingerprint == p.Fingerprint && a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now) && !askedOtherwise(a, p):
 		// Another operation's approval, one of another namespace or tool (never changed), or one
 		// pending or decided within retention: as it is.
 		return &oncekey.ApprovalResult{Approval: viewApproval(a)}, nil

@@ -25,12 +25,14 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
 // it (another token), the same fingerprint, namespace and tool, and timed out or decided and
 // past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
 // retention (a pending one never is). A worker's request (a token) also asks anew a pending or
-// approved approval asked without a token or with another summary.
+// approved approval of its fingerprint asked without a token or with another summary, and a
+// denied or timed-out approval of another fingerprint.
 const (
-	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.fingerprint = EXCLUDED.fingerprint
-    AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
-    AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
-        OR (EXCLUDED.token <> '' AND o.status IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))`
+	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
+    AND ((o.fingerprint = EXCLUDED.fingerprint
+            AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
+                OR (EXCLUDED.token <> '' AND o.status IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
+        OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND o.status IN ('denied', 'timed_out'))))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
 )
 
@@ -51,6 +53,7 @@ func (s *Store) approvalSQL(a string) {
     step_id, summary, status, episode, requested_at, deadline, request_token, token)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10, $11)
 ON CONFLICT (tenant, operation_key) DO UPDATE SET
+    fingerprint   = CASE WHEN {anew} THEN EXCLUDED.fingerprint ELSE o.fingerprint END,
     workflow_id   = CASE WHEN {anew} THEN EXCLUDED.workflow_id ELSE o.workflow_id END,
     step_id       = CASE WHEN {anew} THEN EXCLUDED.step_id ELSE o.step_id END,
     summary       = CASE WHEN {anew} THEN EXCLUDED.summary ELSE o.summary END,

@@ -355,8 +355,10 @@ func testApprovalWorkerToken(t *testing.T, s oncekey.ApprovalStore) {
 }
 
 // A worker's request (with a token) asks anew a pending or approved approval of its fingerprint
-// that no worker asked (no token: the earlier protocol) or that showed another summary; the same
-// summary under another worker token, a denial, and a request without a token change nothing.
+// that no worker asked (no token: the earlier protocol) or that showed another summary, and a
+// denied or timed-out approval of another fingerprint; the same summary under another worker
+// token, a denial of its fingerprint, a pending or approved approval of another, and a request
+// without a token change nothing.
 func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved} {
 		t.Run(string(st), func(t *testing.T) {
@@ -390,6 +392,32 @@ func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 			require.True(t, res4.Created, "another summary is asked anew")
 			requirePendingFrom(t, &other, res4.Approval)
 			require.Equal(t, a.Episode+2, res4.Approval.Episode)
+		})
+	}
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+		t.Run("other fingerprint "+string(st), func(t *testing.T) {
+			first := approvalParams()
+			first.Token = "worker-1"
+			a := requestNew(t, s, first)
+			if st != oncekey.ApprovalPending {
+				a = decide(t, s, a, st)
+			}
+			other := *first
+			other.Token, other.Fingerprint, other.Summary = "worker-2", strings.Repeat("cd", 32), "refund 1.00 EUR on order 43"
+			noToken := other
+			noToken.Token = ""
+			res := request(t, s, &noToken)
+			require.False(t, res.Created, "a request without a token never asks anew another fingerprint's approval")
+			requireSameApproval(t, a, res.Approval)
+			res = request(t, s, &other)
+			if st == oncekey.ApprovalPending || st == oncekey.ApprovalApproved {
+				require.False(t, res.Created, "a pending or approved approval of another fingerprint stands")
+				requireSameApproval(t, a, res.Approval)
+				return
+			}
+			require.True(t, res.Created, "a refused call of other arguments blocks no other call of the key")
+			requirePendingFrom(t, &other, res.Approval)
+			require.Equal(t, a.Episode+1, res.Approval.Episode)
 		})
 	}
 	t.Run("denied", func(t *testing.T) {

@@ -43,7 +43,8 @@ end
 // asked the current one: same token, returned as it is, pending or decided since), U the
 // approval as it is (pending, decided within retention, or of another fingerprint, namespace or
 // tool, which a request never changes). A worker's request also asks anew a pending or approved
-// approval of its fingerprint asked without a worker's token or with another summary.
+// approval of its fingerprint asked without a worker's token or with another summary, and a
+// denied or timed-out approval of another fingerprint.
 var RequestApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, all, ten, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local tenant, key = ARGV[1], ARGV[2]
@@ -55,8 +56,10 @@ if st then
   if v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
   local otherwise = ARGV[11] ~= '' and (st == 'pending' or st == 'approved') and
     ((v[ARQ] or '') == '' or v[ASUM] ~= ARGV[8])
-  local anew = v[AFP] == ARGV[5] and v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
-    (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])) or otherwise)
+  local refused = ARGV[11] ~= '' and (st == 'denied' or st == 'timed_out')
+  local anew = v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
+    ((v[AFP] == ARGV[5] and (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])) or otherwise)) or
+     (v[AFP] ~= ARGV[5] and refused))
   if not anew then return aout('U', now, v) end
   local h = hex(tonumber(v[ARA]))
   redis.call('ZREM', all, h .. pk)
