@@ -470,32 +470,26 @@ func TestE2EApprovalContinuedAsNewTakesTheDecision(t *testing.T) {
 		return err == nil && rep.State == reconcile.ApprovalStateWaiting && rep.InvalidSignals == reconcile.MaxInvalidSignals
 	}, 30*time.Second, 100*time.Millisecond, "the flood continued the approval as new, and the new run waits")
 	out := e.approve(t, a.OperationKey, "alice")
-	require.True(t, out.Created, "the new run knows the episode was asked for this call")
 	require.Equal(t, int64(1), out.Episode)
 	require.NoError(t, run.Get(testCtx(t), nil))
 	requireRuns(t, l, 1, 1)
 	require.NoError(t, e.replay(t, true, "approval-continued"))
 }
 
-// ApprovalPolicy.Required answers no on the workflow and yes on the worker (it reads the
-// activity ID, which only the worker has): nothing is asked, and the worker refuses the call,
-// nothing runs, with an error that names Required as a cause.
-func TestE2EApprovalRequiredDiffersFailsClosed(t *testing.T) {
+// ApprovalPolicy.Required is decided on the worker, from the Operation the worker builds (this
+// one reads the activity ID, which only the worker has): the worker asks, nothing runs before the
+// decision, and approved the call runs once.
+func TestE2EApprovalRequiredDecidedOnTheWorker(t *testing.T) {
 	l := newLedger()
 	p := approvalPolicy(0)
 	p.Approval.Required = func(op oncekey.Operation) bool { return op.ActivityID != "" }
 	e := setupE2E(t, l, p)
-	run := e.start(t, "approval-required-differs", req, 10*time.Second)
-	err := run.Get(testCtx(t), nil)
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr)
-	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
-	require.True(t, appErr.NonRetryable())
-	require.Contains(t, appErr.Error(), "ApprovalPolicy.Required")
+	run := e.start(t, "approval-required-worker", req, 10*time.Second)
+	a := e.pendingApproval(t)
 	requireRuns(t, l, 0, 0)
-	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
-	require.NoError(t, err)
-	require.Empty(t, res.Approvals, "nothing was asked")
+	e.approve(t, a.OperationKey, "alice")
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
 }
 
 // hostileMarkdown is text a model can put into a tool's arguments, and so into a summary, that
@@ -676,7 +670,7 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 	// Approved in the store (as the first namespace's approval workflow would write it); the first
 	// namespace's workflows are then ended so that only the second namespace's call remains.
 	_, err := e.approvals(t).DecideApproval(context.Background(), &oncekey.DecideApprovalParams{
-		Tenant: "default", OperationKey: a.OperationKey, Episode: a.Episode, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour,
+		Tenant: "default", OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour,
 	})
 	require.NoError(t, err)
 	require.NoError(t, e.c.TerminateWorkflow(context.Background(), "approval-ns-a", "", "test"))
@@ -693,8 +687,8 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 	err = runB.Get(testCtx(t), nil)
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr, "the other namespace's call is refused")
-	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
-	require.Contains(t, appErr.Error(), "none was given for its operation key")
+	require.Equal(t, activities.ErrTypeForeignRecord, appErr.Type())
+	require.Contains(t, appErr.Error(), "not this call's")
 	requireRuns(t, l, 0, 0)
 }
 
@@ -740,10 +734,17 @@ func TestE2EApprovalCannotBeAskedAnewFromAnotherNamespace(t *testing.T) {
 func TestE2EApprovalApprovedStillAuthorized(t *testing.T) {
 	l := newLedger()
 	p := approvalPolicy(0)
-	p.Authorize = func(context.Context, oncekey.Operation) error { return errors.New("the customer's account is frozen") }
+	var frozen atomic.Bool
+	p.Authorize = func(context.Context, oncekey.Operation) error {
+		if frozen.Load() {
+			return errors.New("the customer's account is frozen")
+		}
+		return nil
+	}
 	e := setupE2E(t, l, p)
 	run := e.start(t, "approval-authorize", req, 10*time.Second)
 	a := e.pendingApproval(t)
+	frozen.Store(true) // after the request: Authorize refuses what the person then approves
 	e.approve(t, a.OperationKey, "alice")
 	err := run.Get(testCtx(t), nil)
 	var appErr *temporal.ApplicationError
