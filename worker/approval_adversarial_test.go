@@ -656,8 +656,7 @@ func TestE2EApprovalSharedAcrossWorkflows(t *testing.T) {
 // An approval given for a call of one namespace does not let a call of another namespace run,
 // though the two share the store, the tenant and the explicit key ("request:r-1"): the operation
 // key digests the namespace, so the second namespace's call has a key of its own, with no
-// approval, and the worker refuses it. (That call reaches the worker unasked because its Required
-// differs between workflow and worker; any call the workflow side did not ask for would.)
+// approval: its worker asks for it (in its namespace) and runs nothing meanwhile.
 func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 	req := requestFor(t)
 	l := newLedger()
@@ -684,11 +683,23 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 	runB, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-ns-b", TaskQueue: tq, WorkflowExecutionTimeout: time.Minute},
 		TicketWorkflow, req, CallOptions{StartToClose: 10 * time.Second})
 	require.NoError(t, err)
-	err = runB.Get(testCtx(t), nil)
-	var appErr *temporal.ApplicationError
-	require.ErrorAs(t, err, &appErr, "the other namespace's call is refused")
-	require.Equal(t, activities.ErrTypeForeignRecord, appErr.Type())
-	require.Contains(t, appErr.Error(), "not this call's")
+	var asked *oncekey.Approval
+	require.Eventually(t, func() bool {
+		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		if err != nil {
+			return false
+		}
+		for _, ap := range res.Approvals {
+			if ap.Namespace == testenv.SecondNamespace {
+				asked = ap
+			}
+		}
+		return asked != nil
+	}, 30*time.Second, 100*time.Millisecond, "the other namespace's worker asks for its call")
+	require.NotEqual(t, a.OperationKey, asked.OperationKey, "a key of its own")
+	requireRuns(t, l, 0, 0)
+	require.NoError(t, c.TerminateWorkflow(context.Background(), "approval-ns-b", "", "test"))
+	require.Error(t, runB.Get(testCtx(t), nil))
 	requireRuns(t, l, 0, 0)
 }
 
