@@ -271,8 +271,14 @@ func TestE2EApprovalWorkflowTerminatedFailsWaitersAndAsksAnew(t *testing.T) {
 	a := e.pendingApproval(t)
 	id := reconcile.ApprovalWorkflowID(a.OperationKey)
 	require.Eventually(t, func() bool {
+		// Only the await activity: both proposals' attempts were refused (the worker asked), one
+		// started the approval workflow and the other waits on it.
 		d, err := e.c.DescribeWorkflow(context.Background(), "approval-terminated", "")
-		return err == nil && len(d.RawResponse.GetPendingActivities()) == 1
+		if err != nil {
+			return false
+		}
+		pending := d.RawResponse.GetPendingActivities()
+		return len(pending) == 1 && pending[0].GetActivityType().GetName() == activities.AwaitReconciliationName
 	}, 30*time.Second, 100*time.Millisecond, "the second proposal waits through the await activity")
 	require.NoError(t, e.c.TerminateWorkflow(context.Background(), id, "", "operator"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
