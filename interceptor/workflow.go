@@ -100,8 +100,9 @@ const argsAsReceivedChangeID = "oncekey-args-as-received"
 // resolved from it: for one argument not of the input type the Registry knows for activityType,
 // the argument encoded with the data converter and decoded into that type, made exact by doc
 // (integers beyond 2^53) where the two agree. An argument of the input type, or one that does not
-// decode (the worker then fails the call before the interceptor), keeps doc.
-func (w *workflowOutbound) asReceived(ctx workflow.Context, activityType string, args []any, r oncekey.Resolved, doc []byte) (_ oncekey.Resolved, _ []byte, err error) {
+// decode or encode (the worker then fails the call before the interceptor, or refuses it), keeps
+// doc.
+func (w *workflowOutbound) asReceived(ctx workflow.Context, activityType string, args []any, r oncekey.Resolved, doc []byte) (res oncekey.Resolved, out []byte, err error) {
 	t, ok := w.root.opts.Registry.InputType(activityType)
 	if !ok || len(args) != 1 || args[0] == nil || reflect.TypeOf(args[0]) == t {
 		return r, doc, nil
@@ -111,7 +112,9 @@ func (w *workflowOutbound) asReceived(ctx workflow.Context, activityType string,
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("oncekey: %s was not scheduled: the data converter or an argument's MarshalJSON panicked: %v", activityType, p)
+			// The data converter or the input type's MarshalJSON panics: the worker meets the same
+			// code and refuses the call, naming it.
+			res, out, err = r, doc, nil
 		}
 	}()
 	dc := w.root.opts.DataConverter
@@ -129,8 +132,7 @@ func (w *workflowOutbound) asReceived(ctx workflow.Context, activityType string,
 	if err != nil {
 		return r, doc, fmt.Errorf("oncekey: the arguments of %s, as the worker decodes them, cannot be encoded exactly, so the call has no key: %w", activityType, err)
 	}
-	res, _, err := w.root.opts.Registry.Resolve(activityType, exact)
-	if err != nil {
+	if res, _, err = w.root.opts.Registry.Resolve(activityType, exact); err != nil {
 		return r, doc, err
 	}
 	return res, exact, nil

@@ -155,7 +155,7 @@ func TestE2EApprovalApproved(t *testing.T) {
 	require.Equal(t, oncekey.ApprovalApproved, out.Status)
 	require.Equal(t, "alice", out.DecidedBy)
 	require.Equal(t, "approve-1", out.RequestID)
-	require.False(t, out.Created, "the worker asked, not the approval workflow")
+	require.True(t, out.Created, "the request was pending when the approval workflow read it")
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
 	require.Equal(t, onlyTicket(t, l), got)

@@ -75,7 +75,9 @@ type approver struct {
 	in     reconcile.ApprovalInput
 	actx   workflow.Context
 	report reconcile.ApprovalReport
-	// created: this workflow (or the run it continues) asked the episode.
+	// created: the episode was pending when this workflow (or the run it continues) read it, so
+	// its decision is this workflow's (in histories of the earlier protocol: this workflow asked
+	// the episode).
 	created bool
 	// token is the token of the worker's request the run waits on, which a decision names.
 	token string
@@ -121,6 +123,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 	if ans.Status.Decided() {
 		return a.done(ctx, ans, ""), nil
 	}
+	a.created = true
 	return a.wait(ctx)
 }
 
