@@ -772,8 +772,8 @@ func TestE2EApprovalApprovedStillAuthorized(t *testing.T) {
 }
 
 // An operator resets the workflow to its first workflow task after its approved call ran: the
-// new run asks again, finds the approval decided (nobody is asked), and the call replays; one
-// effect.
+// new run schedules the call again, the worker finds the approval (nobody is asked), and the call
+// replays; one effect.
 func TestE2EApprovalWorkflowResetAfterTheCallReplays(t *testing.T) {
 	l := newLedger()
 	e := setupE2E(t, l, approvalPolicy(0))
@@ -805,7 +805,7 @@ func TestE2EApprovalWorkflowResetAfterTheCallReplays(t *testing.T) {
 	require.Equal(t, "alice", stored.DecidedBy)
 	var out reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
-	require.False(t, out.Created, "the reset run asked nobody")
+	require.True(t, out.Created, "the reset run asked nobody and started no approval workflow: the latest is the first call's")
 }
 
 // The approval workflow is reset while two proposals wait on it, one as its parent and one
