@@ -101,6 +101,11 @@ type Approval struct {
 	// deleted by Purge and the next call asks anew. Zero while pending (a pending approval
 	// never expires unseen: its Deadline decides it first).
 	ExpiresAt time.Time
+	// Token is the request token the worker minted for the request that asked this episode
+	// (RequestApprovalParams.Token); a decision must carry it (DecideApprovalParams.Token). ""
+	// for an approval asked under the earlier protocol, by the approval workflow from its input:
+	// the interceptor never runs a call on such an approval, and asks anew.
+	Token string
 }
 
 // ApprovalStore is implemented by stores that keep approvals (pgstore, memstore, redisstore). A
@@ -112,18 +117,24 @@ type ApprovalStore interface {
 	// past its retention) it creates a pending one at episode 1 (or the next episode), Deadline =
 	// now + p.Timeout on the store's clock, and returns it with Created true. A pending, approved
 	// or denied approval is returned unchanged (Created false); a timed-out one becomes a new
-	// pending episode (Created true). A repeat of the request that asked the current episode
+	// pending episode (Created true). A request with a p.Token also asks anew (a new pending
+	// episode with its token and summary, Created true) a pending or approved approval of its
+	// fingerprint that has no Token (asked under the earlier protocol) or another Summary (the
+	// person saw other words than the worker derives now), and a denied or timed-out approval of
+	// another fingerprint (a refused call of other arguments blocks no other call of the key); a
+	// denial of its own fingerprint stands. A repeat of the request that asked the current episode
 	// (the same non-zero p.RequestToken) returns the approval unchanged with Created true,
-	// whatever was decided since. It never changes an approval whose Fingerprint differs
-	// from p.Fingerprint: it returns it unchanged, and the caller refuses the call as a
+	// whatever was decided since. Otherwise it never changes an approval whose Fingerprint
+	// differs from p.Fingerprint: it returns it unchanged, and the caller refuses the call as a
 	// fingerprint mismatch. Nor does it ever change an approval's Namespace or Tool: one whose
 	// Namespace or Tool differs from p's is returned unchanged (Created false), timed out or past
 	// retention too, and the caller refuses the call as another namespace's or tool's approval
 	// (oncekey's activities fail it with a non-retryable activities.ErrTypeForeignRecord error).
 	RequestApproval(ctx context.Context, p *RequestApprovalParams) (*ApprovalResult, error)
-	// DecideApproval records a decision on the pending approval at p.Episode. An approval that
-	// is not pending gets an *ApprovalConflictError carrying the
-	// approval as it is; another episode gets *StaleDecisionError. No approval: ErrNotFound.
+	// DecideApproval records a decision on the pending approval at p.Episode asked by the
+	// request p.Token names. An approval that is not pending gets an *ApprovalConflictError
+	// carrying the approval as it is; another episode or another Token gets *StaleDecisionError.
+	// No approval: ErrNotFound.
 	DecideApproval(ctx context.Context, p *DecideApprovalParams) (*Approval, error)
 	// GetApproval returns the approval of (tenant, key) or ErrNotFound.
 	GetApproval(ctx context.Context, p *GetParams) (*Approval, error)
@@ -150,6 +161,12 @@ type RequestApprovalParams struct {
 	// from its workflow ID, run ID and activity ID, the same across the activity's retries.
 	// Defaults to 0: the store picks a random token, and a repeat of the call is another request.
 	RequestToken int64
+	// Token is the request's token, minted by the worker (the interceptor) for each request it
+	// makes, and stored with the episode the request asks (Approval.Token). It fences decisions:
+	// a DecideApproval must name it. The interceptor runs a call only on an approval with a
+	// Token, which only a worker writes. "" is the earlier protocol's request (see
+	// RequestApproval for what a request with a Token asks anew).
+	Token string
 	// Timeout is the time a new episode waits for a decision. Required.
 	Timeout time.Duration
 }
@@ -168,6 +185,9 @@ type DecideApprovalParams struct {
 	Tenant, OperationKey string
 	// Episode is the approval's episode the decision was made for. Required.
 	Episode int64
+	// Token is the Token of the request the decision was made for (Approval.Token as read with
+	// the episode); a decision for another request of the key is a *StaleDecisionError.
+	Token string
 	// Status is ApprovalApproved, ApprovalDenied or ApprovalTimedOut.
 	Status    ApprovalStatus
 	DecidedBy string

@@ -18,7 +18,7 @@ func (p *RequestApprovalParams) Validate() error {
 	}{
 		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Namespace", p.Namespace, false},
 		{"Tool", p.Tool, true}, {"Fingerprint", p.Fingerprint, true},
-		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false},
+		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false}, {"Token", p.Token, false},
 	} {
 		if err := checkText(op, f.name, f.v, f.required); err != nil {
 			return err
@@ -44,6 +44,9 @@ func (p *DecideApprovalParams) Validate() error {
 	}
 	if !p.Status.Decided() {
 		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not approved, denied or timed_out", p.Status)}
+	}
+	if err := checkText(op, "Token", p.Token, false); err != nil {
+		return err
 	}
 	if err := checkText(op, "DecidedBy", p.DecidedBy, false); err != nil {
 		return err

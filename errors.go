@@ -40,6 +40,13 @@ const (
 	ErrTypeConfig              = "oncekey.Config"
 	// ErrTypeApproval: the call needs an approval it does not have (ApprovalRequiredError).
 	ErrTypeApproval = "oncekey.ApprovalRequired"
+	// ErrTypeArgsMismatch: the HeaderArgs document the workflow sent is not the document of the
+	// input the tool's body receives (ArgsMismatchError); nothing was claimed or run.
+	ErrTypeArgsMismatch = "oncekey.ArgsMismatch"
+	// ErrTypeApprovalPending: the worker asked a person to approve the call (it wrote the request
+	// to the store) and did not run it; the workflow side waits for the decision and schedules
+	// the call again once approved (ApprovalRequiredError with Status ApprovalPending).
+	ErrTypeApprovalPending = "oncekey.ApprovalPending"
 	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
 	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same
@@ -278,6 +285,10 @@ type StaleDecisionError struct {
 }
 
 func (e *StaleDecisionError) Error() string {
+	if e.Epoch == e.Current && e.Status == Status(ApprovalPending) {
+		return fmt.Sprintf("oncekey: the decision on key %s names another request than the one pending at episode %d: "+
+			"nothing was written; decide on the request the store holds (`oncekey approvals`)", e.OperationKey, e.Current)
+	}
 	return fmt.Sprintf("oncekey: the decision on key %s was made for epoch %d, but the operation has moved on to epoch %d (%s): "+
 		"nothing was written; look at the record again and decide for epoch %d if it still needs a decision",
 		e.OperationKey, e.Epoch, e.Current, e.Status, e.Current)

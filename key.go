@@ -304,13 +304,7 @@ func decodeDocument(b []byte) (any, error) {
 // functions may call it. An argument that cannot be encoded exactly (NaN, invalid UTF-8, a
 // channel…) gives an error wrapping a *canonical.Error that names the field path.
 func CanonicalArgs(args []any) ([]byte, error) {
-	var v any = args
-	if len(args) == 1 {
-		v = args[0]
-	} else if args == nil {
-		v = []any{}
-	}
-	b, err := canonical.Marshal(v)
+	b, err := canonical.Marshal(argsValue(args))
 	if err != nil {
 		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
 	}

@@ -306,7 +306,7 @@ func label(result any, err error) ToolResult {
 		if big != nil {
 			tr.OperationKey = big.OperationKey
 		}
-	case errors.As(err, &approval) || errType == ErrTypeApproval:
+	case errors.As(err, &approval) || errType == ErrTypeApproval || errType == ErrTypeApprovalPending:
 		// Nothing ran. A person's denial stands for the operation's repeats; a request nobody
 		// decided in time, or none at all, can be asked again.
 		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextAsk, ReasonNotApproved
@@ -323,6 +323,11 @@ func label(result any, err error) ToolResult {
 		if fpm != nil {
 			tr.OperationKey = fpm.OperationKey
 		}
+	case errType == ErrTypeArgsMismatch:
+		// The arguments the worker received are not the ones the workflow scheduled (a workflow
+		// worker without oncekey's interceptor, or a converter that changes values): nothing
+		// ran, and the same call fails the same way until the deployment is fixed.
+		tr.Status, tr.NextAction = OutcomeFailed, NextStop
 	case errType == ErrTypeUnauthorized:
 		// Policy.Authorize refused: the same call would be refused again.
 		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextStop, ReasonNotAuthorized

@@ -2,13 +2,10 @@ package activities
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
@@ -36,11 +33,15 @@ type ApprovalAnswer struct {
 	DecidedAt   time.Time              `json:"decided_at,omitzero"`
 	DecidedBy   string                 `json:"decided_by,omitempty"`
 	Reason      string                 `json:"reason,omitempty"`
+	// Summary is the request's summary, as the worker derived it; Token the request's token,
+	// which DecideApproval must name.
+	Summary string `json:"summary,omitempty"`
+	Token   string `json:"token,omitempty"`
 }
 
 func answerOf(a *oncekey.Approval) ApprovalAnswer {
 	return ApprovalAnswer{Status: a.Status, Episode: a.Episode, Fingerprint: a.Fingerprint, RequestedAt: a.RequestedAt,
-		Deadline: a.Deadline, DecidedAt: a.DecidedAt, DecidedBy: a.DecidedBy, Reason: a.Reason}
+		Deadline: a.Deadline, DecidedAt: a.DecidedAt, DecidedBy: a.DecidedBy, Reason: a.Reason, Summary: a.Summary, Token: a.Token}
 }
 
 // Output returns the approval workflow's output for a decided answer.
@@ -65,16 +66,24 @@ func boundApproval(ctx context.Context, ap *oncekey.Approval, tool string) error
 	return boundTo(ctx, "approval", ap.OperationKey, ap.Namespace, ap.Tool, tool)
 }
 
-// RequestApproval asks the store for approval of in.OperationKey (ApprovalStore.RequestApproval,
-// in the namespace of the calling workflow, with a request token the same across the
-// activity's retries) and returns the approval as it then stands: a new pending episode
-// (Created, also for a retry of the attempt that asked it, whose answer was lost), or the
-// approval found pending, approved or denied. An approval of
-// another fingerprint is returned unchanged; the caller refuses the call. An approval of another
-// namespace or tool (read before the request, so that a timed-out one is never asked anew in
-// another namespace), or a call from another workflow than the key's approval workflow, is a
-// non-retryable error of type ErrTypeForeignRecord, with nothing written; a store that keeps no
-// approvals one of type oncekey.ErrTypeConfig; store errors are returned retryable.
+// ErrTypeNoWorkerRequest is the application error type (non-retryable) of RequestApproval when
+// no worker asked for approval of the key: the store holds no approval for it, or one asked
+// under the earlier protocol (no Token). A decision sent to the approval workflow then
+// authorises nothing.
+const ErrTypeNoWorkerRequest = "oncekey.NoWorkerRequest"
+
+// RequestApproval reads the request for approval of in.OperationKey that a worker made (the
+// interceptor writes it, with the summary it derives and a token it mints, when a call that
+// needs approval has none) and returns it as it stands: pending, approved, denied or timed out,
+// with its summary and token. It writes nothing: an approval workflow, which anyone who can start
+// workflows in the namespace can start with any input, cannot make or change a request. No
+// approval for the key, or one no worker asked (no token), is a non-retryable error of type
+// ErrTypeNoWorkerRequest; an approval of another namespace or tool, or a call from another
+// workflow than the key's approval workflow, one of type ErrTypeForeignRecord; a store that
+// keeps no approvals one of type oncekey.ErrTypeConfig; store errors are returned retryable.
+//
+// Its name and input are those of the activity that wrote the request from the workflow's input
+// before, so that approval workflows of earlier histories replay and, run on, read instead.
 func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalInput) (ApprovalAnswer, error) {
 	if err := approvalWorkflow(ctx, RequestApprovalName, in.OperationKey); err != nil {
 		return ApprovalAnswer{}, err
@@ -83,68 +92,41 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	if err != nil {
 		return ApprovalAnswer{}, err
 	}
-	var (
-		ns  string
-		tok int64
-	)
-	if activity.IsActivity(ctx) {
-		info := activity.GetInfo(ctx)
-		ns, tok = info.Namespace, requestToken(info)
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		ap = nil
+	case err != nil:
+		return ApprovalAnswer{}, fmt.Errorf("activities: read approval %s: %w", in.OperationKey, err)
 	}
-	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
-		Tenant: in.Tenant, OperationKey: in.OperationKey, Namespace: ns, Tool: in.Tool, Fingerprint: in.Fingerprint,
-		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary, RequestToken: tok, Timeout: in.Timeout,
-	})
-	if err != nil {
-		var inv *oncekey.InvalidParamsError
-		if errors.As(err, &inv) {
-			return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError("activities: request approval "+in.OperationKey+": "+err.Error(), oncekey.ErrTypeConfig, nil)
-		}
-		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: %w", in.OperationKey, err)
+	if ap == nil || ap.Token == "" {
+		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(NoWorkerRequestMessage(in.OperationKey), ErrTypeNoWorkerRequest, nil)
 	}
-	if res == nil || res.Approval == nil {
-		return ApprovalAnswer{}, fmt.Errorf("activities: request approval %s: the store returned no approval", in.OperationKey)
-	}
-	// The store never changes an existing approval's namespace or tool (it returns one of another
-	// unchanged, a timed-out one not asked anew), so checking its answer refuses such a caller
-	// with nothing written.
-	if err := boundApproval(ctx, res.Approval, in.Tool); err != nil {
+	if err := boundApproval(ctx, ap, in.Tool); err != nil {
 		return ApprovalAnswer{}, err
 	}
-	ans := answerOf(res.Approval)
-	ans.Created = res.Created
-	return ans, nil
+	return answerOf(ap), nil
 }
 
-// requestToken returns the request token (oncekey.RequestApprovalParams.RequestToken) of the
-// RequestApproval activity info describes: a non-zero digest of its workflow ID, run ID and
-// activity ID, the same for every attempt of the activity, so that a retry after a lost answer
-// learns that the first attempt asked. Another run of the approval workflow (asking a timed-out
-// approval anew, or continued as new) has another run ID, and so another token.
-func requestToken(info activity.Info) int64 {
-	h := sha256.New()
-	for _, s := range []string{info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID} {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	tok := int64(binary.BigEndian.Uint64(h.Sum(nil)))
-	if tok == 0 {
-		tok = 1
-	}
-	return tok
+// NoWorkerRequestMessage is the message of an ErrTypeNoWorkerRequest error for key.
+func NoWorkerRequestMessage(key string) string {
+	return fmt.Sprintf("no worker asked for approval of %s: only the worker that runs the call makes its request, "+
+		"and this approval workflow was started without one, so nothing was asked and a decision sent to it authorises nothing. "+
+		"List what waits for a decision with `oncekey approvals`", key)
 }
 
 // DecideApprovalInput is a decision to record on the pending approval at Episode.
 type DecideApprovalInput struct {
-	Tenant       string                 `json:"tenant"`
-	OperationKey string                 `json:"operation_key"`
-	Tool         string                 `json:"tool"`
-	Episode      int64                  `json:"episode"`
-	Status       oncekey.ApprovalStatus `json:"status"`
-	DecidedBy    string                 `json:"decided_by,omitempty"`
-	Reason       string                 `json:"reason,omitempty"`
+	Tenant       string `json:"tenant"`
+	OperationKey string `json:"operation_key"`
+	Tool         string `json:"tool"`
+	Episode      int64  `json:"episode"`
+	// Token is the token of the request decided (ApprovalAnswer.Token); another request's is
+	// refused.
+	Token     string                 `json:"token,omitempty"`
+	Status    oncekey.ApprovalStatus `json:"status"`
+	DecidedBy string                 `json:"decided_by,omitempty"`
+	Reason    string                 `json:"reason,omitempty"`
 	// Retention is how long the decision is kept, from now.
 	Retention time.Duration `json:"retention"`
 }
@@ -183,7 +165,7 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 		return ApprovalAnswer{}, err
 	}
 	ap, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{
-		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Status: in.Status,
+		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Token: in.Token, Status: in.Status,
 		DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
 	})
 	var (

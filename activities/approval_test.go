@@ -3,7 +3,6 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -79,49 +78,65 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	require.Equal(t, "mallory", ans.DecidedBy)
 }
 
-// lossyApprovals is a memstore whose first RequestApproval writes and then loses its answer, as a
-// network error after the store committed does.
-type lossyApprovals struct {
-	*memstore.Store
-	calls int
-}
-
-func (s *lossyApprovals) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
-	res, err := s.Store.RequestApproval(ctx, p)
-	s.calls++
-	if s.calls == 1 && err == nil {
-		return nil, errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
-	}
-	return res, err
-}
-
-// A RequestApproval whose first attempt asked but lost its answer is retried by Temporal with
-// the same request token: the retry reports Created, so the approval workflow says it asked, and
-// nothing is asked twice.
-func TestRequestApprovalRetryAfterLostAnswerCreated(t *testing.T) {
-	store := &lossyApprovals{Store: memstore.New(nil)}
+// RequestApproval only reads: from the key's approval workflow, with any input (anyone who can
+// start workflows in the namespace chooses it), it makes and changes no request. Without a
+// worker's request it fails with ErrTypeNoWorkerRequest and the store stays as it was; with one it
+// returns it, summary and token as the worker wrote them, whatever the input says.
+func TestRequestApprovalOnlyReadsTheWorkersRequest(t *testing.T) {
+	store := memstore.New(nil)
 	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
 	require.NoError(t, err)
-	in := reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "s", Timeout: time.Hour}
-
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	acts.Register(env)
-	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (activities.ApprovalAnswer, error) {
-		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Millisecond, MaximumAttempts: 3}})
+	in := reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "refund 1", Timeout: time.Hour}
+	read := func() (activities.ApprovalAnswer, error) {
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestWorkflowEnvironment()
+		acts.Register(env)
+		env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (activities.ApprovalAnswer, error) {
+			ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Millisecond, MaximumAttempts: 3}})
+			var ans activities.ApprovalAnswer
+			err := workflow.ExecuteActivity(ctx, activities.RequestApprovalName, in).Get(ctx, &ans)
+			return ans, err
+		}, workflow.RegisterOptions{Name: reconcile.ApprovalWorkflowName})
+		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: reconcile.ApprovalWorkflowID("ok1_a")})
+		env.ExecuteWorkflow(reconcile.ApprovalWorkflowName)
+		require.True(t, env.IsWorkflowCompleted())
 		var ans activities.ApprovalAnswer
-		err := workflow.ExecuteActivity(ctx, activities.RequestApprovalName, in).Get(ctx, &ans)
-		return ans, err
-	}, workflow.RegisterOptions{Name: reconcile.ApprovalWorkflowName})
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: reconcile.ApprovalWorkflowID("ok1_a")})
-	env.ExecuteWorkflow(reconcile.ApprovalWorkflowName)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var ans activities.ApprovalAnswer
-	require.NoError(t, env.GetWorkflowResult(&ans))
-	require.Equal(t, 2, store.calls, "the first attempt's answer was lost; the retry asked again")
-	require.True(t, ans.Created, "the retry of the attempt that asked says it asked")
+		if err := env.GetWorkflowError(); err != nil {
+			return ans, err
+		}
+		require.NoError(t, env.GetWorkflowResult(&ans))
+		return ans, nil
+	}
+	noRequest := func() {
+		t.Helper()
+		_, err := read()
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, activities.ErrTypeNoWorkerRequest, appErr.Type())
+		require.Contains(t, appErr.Error(), "no worker asked for approval of ok1_a")
+	}
+	noRequest()
+	_, err = store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.ErrorIs(t, err, oncekey.ErrNotFound, "nothing was written")
+
+	// A request of the earlier protocol (no worker token) is not a worker's either.
+	p := &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Namespace: "default-test-namespace", Tool: "Refund",
+		Fingerprint: "fp", Summary: "refund 99999", Timeout: time.Hour}
+	_, err = store.RequestApproval(context.Background(), p)
+	require.NoError(t, err)
+	noRequest()
+
+	p.Token = "w1_worker"
+	res, err := store.RequestApproval(context.Background(), p)
+	require.NoError(t, err)
+	ans, err := read()
+	require.NoError(t, err)
+	require.Equal(t, "refund 99999", ans.Summary, "the worker's summary, not the input's")
+	require.Equal(t, "w1_worker", ans.Token)
+	require.False(t, ans.Created)
 	require.Equal(t, oncekey.ApprovalPending, ans.Status)
-	require.Equal(t, int64(1), ans.Episode, "asked once")
+	after, err := store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.NoError(t, err)
+	require.Equal(t, res.Approval, after, "nothing was changed")
 }

@@ -143,3 +143,20 @@ func isIdent(s string) bool {
 	}
 	return true
 }
+
+// PathMember returns path, in Error.Path's form ("." for the document itself), followed by the
+// member name; PathIndex the same followed by the array index. They name the places of a
+// document as MarshalFloats and errors do.
+func PathMember(path, name string) string { return extendPath(path, pathSeg{name: name}) }
+
+// PathIndex returns path followed by the array index i (see PathMember).
+func PathIndex(path string, i int) string { return extendPath(path, pathSeg{index: i, isIdx: true}) }
+
+func extendPath(path string, s pathSeg) string {
+	var b strings.Builder
+	if path != "." {
+		b.WriteString(path)
+	}
+	appendSeg(&b, s)
+	return b.String()
+}

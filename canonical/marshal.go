@@ -32,8 +32,24 @@ import (
 //
 // Paths in errors use JSON names: `canonical: .Order.Items[2].Price: NaN cannot be encoded`.
 func Marshal(v any) ([]byte, error) {
+	return marshal(v, nil)
+}
+
+// MarshalFloats is Marshal, and also returns the paths (in Error.Path's form, "." for the
+// document itself) of the numbers it wrote from float32 and float64 values, in the order
+// written. A number inside the output of a MarshalJSON method is not among them. It is how a
+// caller tells a number decoded into a float (which may be the rounding of a larger integer)
+// from an exact one.
+func MarshalFloats(v any) (out []byte, floats []string, err error) {
+	floats = []string{}
+	out, err = marshal(v, &floats)
+	return out, floats, err
+}
+
+func marshal(v any, floats *[]string) ([]byte, error) {
 	e := encoderPool.Get().(*encoder)
 	defer e.release()
+	e.floats = floats
 	if err := e.value(reflect.ValueOf(v), false); err != nil {
 		return nil, err
 	}
@@ -59,6 +75,8 @@ type encoder struct {
 	buf   []byte
 	path  []pathSeg
 	depth int
+	// floats, when not nil, collects the paths of the numbers written from float values.
+	floats *[]string
 }
 
 var encoderPool = sync.Pool{New: func() any { return new(encoder) }}
@@ -67,7 +85,7 @@ func (e *encoder) release() {
 	if cap(e.buf) > 1<<20 {
 		e.buf = nil
 	}
-	e.buf, e.path, e.depth = e.buf[:0], e.path[:0], 0
+	e.buf, e.path, e.depth, e.floats = e.buf[:0], e.path[:0], 0, nil
 	encoderPool.Put(e)
 }
 
@@ -251,6 +269,9 @@ func (e *encoder) float(f float64, bits int, quoted bool) error {
 			s = "-Inf"
 		}
 		return e.fail(ErrNonFinite, s+" cannot be encoded", nil)
+	}
+	if e.floats != nil {
+		*e.floats = append(*e.floats, formatPath(e.path))
 	}
 	e.quote(quoted)
 	if bits == 32 {

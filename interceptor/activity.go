@@ -67,8 +67,10 @@ type call struct {
 	effectRef string
 	// epoch is the epoch of the record marked unknown, for the resolve command in messages.
 	epoch int64
-	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval.
+	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval;
+	// summary is then what the person is shown, derived here from the policy and the arguments.
 	needsApproval bool
+	summary       string
 	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (set by
 	// Init, which the SDK calls before every attempt).
 	hb *heartbeats
@@ -115,6 +117,11 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 	}()
 	doc, err := c.argsDocument(ctx, in.Args)
+	var mismatch *oncekey.ArgsMismatchError
+	if errors.As(err, &mismatch) {
+		c.outcome = oncekey.OutcomeRejected
+		return false, c.appError(mismatch.Error(), oncekey.ErrTypeArgsMismatch, true, nil, "arguments differ from the header", false)
+	}
 	if err != nil {
 		return false, c.configError(err)
 	}
@@ -126,20 +133,22 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	return ok && r.Policy.Effect.Claimed(), nil
 }
 
-// argsDocument returns the call's arguments document in canonical JSON: the one the workflow side
-// sent in the HeaderArgs header (exact, from the values the workflow scheduled), else the
-// encoding of the arguments as decoded here (a workflow worker without the interceptor).
+// argsDocument returns the call's arguments document in canonical JSON: the document of the
+// arguments as decoded here, the input the body receives, made exact by the HeaderArgs header the
+// workflow side sent (oncekey.ExactArgs: integers beyond 2^53 that a generic map decoded into
+// floats). A header that says anything else, or does not decode, is an *oncekey.ArgsMismatchError:
+// keys, fingerprints, Authorize and approvals are decided from what the body receives, never from
+// a header that whoever can write to the namespace may set.
 func (c *call) argsDocument(ctx context.Context, args []any) (json.RawMessage, error) {
+	var header json.RawMessage
 	if h := tinterceptor.Header(ctx); h != nil {
 		if p := h[oncekey.HeaderArgs]; p != nil {
-			var doc json.RawMessage
-			if err := c.root.opts.DataConverter.FromPayload(p, &doc); err != nil {
-				return nil, fmt.Errorf("header %s: %w", oncekey.HeaderArgs, err)
+			if err := c.root.opts.DataConverter.FromPayload(p, &header); err != nil || header == nil {
+				return nil, &oncekey.ArgsMismatchError{Tool: c.tool, Path: ".", Reason: "the header does not decode as a JSON document"}
 			}
-			return doc, nil
 		}
 	}
-	return oncekey.CanonicalArgs(args)
+	return oncekey.ExactArgs(c.tool, args, header)
 }
 
 func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -154,6 +163,9 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		// now could start an effect nobody waits for.
 		c.outcome = oncekey.OutcomeFailed
 		return nil, ctx.Err()
+	}
+	if err := c.approval(ctx, true); err != nil {
+		return nil, err
 	}
 	cctx, endClaim := c.span(ctx, SpanClaim)
 	res, err := c.claim(cctx)
@@ -170,7 +182,7 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		}
 		res = acquired
 	}
-	if err := c.approved(ctx, res.Record.Epoch); err != nil {
+	if err := c.approvedUnderClaim(ctx, res.Record.Epoch); err != nil {
 		return nil, err
 	}
 	return c.execute(ctx, in, res.Record.Epoch)
@@ -223,46 +235,20 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 	}
 	if a := c.policy.Approval; a != nil {
-		// Whether the call needs a person's approval; the store's approval is checked under the
-		// claim (approved), so a settled record replays without it.
+		// Whether the call needs a person's approval, and what the person is shown: both derived
+		// here, from the arguments the body receives.
 		hook = "ApprovalPolicy.Required"
 		c.needsApproval = a.Required == nil || a.Required(op)
-	}
-	return nil
-}
-
-// approved checks, under the claim acquired at epoch and before the effect, that a call whose
-// policy asks for approval has it: the store's approval of the key is approved, for this call's
-// fingerprint. Otherwise it gives the claim back and fails the call non-retryably with
-// ErrTypeApproval (an *oncekey.ApprovalRequiredError's message); nothing runs.
-func (c *call) approved(ctx context.Context, epoch int64) error {
-	if !c.needsApproval {
-		return nil
-	}
-	s, ok := c.root.opts.Store.(oncekey.ApprovalStore)
-	if !ok {
-		c.release(ctx, epoch)
-		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekey.ApprovalStore), and %T does not", c.root.opts.Store))
-	}
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
-	if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
-		c.release(ctx, epoch)
-		return c.storeFailed("get approval", err)
-	}
-	if ap != nil && ap.Status == oncekey.ApprovalApproved && ap.Fingerprint == c.fp {
-		return nil
-	}
-	c.release(ctx, epoch)
-	c.outcome = oncekey.OutcomeRejected
-	e := &oncekey.ApprovalRequiredError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool}
-	reason := reasonNotApproved
-	if ap != nil && ap.Fingerprint == c.fp {
-		e.Status, e.Episode, e.DecidedBy, e.Reason = ap.Status, ap.Episode, ap.DecidedBy, ap.Reason
-		if ap.Status == oncekey.ApprovalDenied {
-			reason = reasonApprovalDenied
+		if c.needsApproval {
+			hook = "Policy.Key"
+			if _, err := keyWithoutActivityID(c.policy, op); errors.Is(err, errKeyNeedsActivityID) {
+				return c.configError(errors.New("approval needs a key that does not depend on the activity ID: give the call a step ID (oncekey.WithStepID)"))
+			}
+			hook = "ApprovalPolicy.Summary"
+			c.summary = approvalSummary(c.policy.Approval, op)
 		}
 	}
-	return c.appError(e.Error(), oncekey.ErrTypeApproval, true, nil, reason, false)
+	return nil
 }
 
 // operation builds the Operation from the activity info and headers.
@@ -862,13 +848,14 @@ func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason 
 }
 
 // expectedRefusal reports whether an error of type typ is an answer the protocol gives in normal
-// operation (a conflict, a refusal, an operation past retention), not a fault: such errors carry
+// operation (a conflict, a refusal, a request for approval, an operation past retention), not a fault: such errors carry
 // temporal.ApplicationErrorCategoryBenign, so the SDK logs them at Debug rather than as an
 // "Activity error." at Error and counts no failure, and the one line oncekey logs (report) says
 // what happened; `oncekey show` holds the explanation.
 func expectedRefusal(typ string) bool {
 	switch typ {
-	case oncekey.ErrTypeFingerprintMismatch, oncekey.ErrTypeUnauthorized, oncekey.ErrTypeApproval, oncekey.ErrTypeExpired:
+	case oncekey.ErrTypeFingerprintMismatch, oncekey.ErrTypeUnauthorized, oncekey.ErrTypeApproval, oncekey.ErrTypeApprovalPending,
+		oncekey.ErrTypeExpired:
 		return true
 	}
 	return false

@@ -19,10 +19,20 @@ import (
 	"github.com/oncekey/oncekey/reconcile"
 )
 
-// approvalChangeID is the workflow.GetVersion change ID under which a call whose policy has an
-// Approval waits for a person's decision before it is scheduled. Histories recorded before it
-// schedule the call at once.
-const approvalChangeID = "oncekey-approval"
+// approvalChangeID is the workflow.GetVersion change ID of approvals on the workflow side.
+// Histories recorded before it schedule the call at once; version 1 derived the request in the
+// workflow and started the approval workflow before it scheduled the call (first, kept for the
+// histories that recorded it); approvalByWorkerVersion schedules the call, and waits for a
+// decision only on a request the worker made (viaWorker).
+const (
+	approvalChangeID        = "oncekey-approval"
+	approvalByWorkerVersion = 2
+)
+
+// maxApprovalRounds bounds how many times one call is scheduled again after an approval: a call
+// the worker keeps asking about (its summary changed under it) fails with the worker's refusal
+// rather than loop.
+const maxApprovalRounds = 3
 
 // Details.Reason of the approval refusals, which Label reads to tell a denial (stop) from the
 // others (ask for approval).
@@ -55,6 +65,56 @@ type approvalRequest struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Summary     string `json:"summary,omitempty"`
 	Err         string `json:"err,omitempty"`
+}
+
+// viaWorker returns the future of the call: it schedules the call with schedule at once, and
+// when the worker refuses it with oncekey.ErrTypeApprovalPending (the worker wrote a request for
+// approval, with the summary it derived, and did not run the body), it starts the key's approval
+// workflow (or joins the one that runs), waits for the decision and, approved, schedules the call
+// again: the worker then finds the approval and runs it. Denied, timed out, or ended without a
+// decision, the future fails as for first; every other outcome of an attempt is the call's.
+func (a *approvalCall) viaWorker(ctx workflow.Context, schedule func(workflow.Context) workflow.Future) workflow.Future {
+	// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
+	fut := schedule(ctx)
+	f, s := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for round := 0; ; round++ {
+			err := fut.Get(gctx, nil)
+			req, pending := pendingRequest(err)
+			if !pending || round >= maxApprovalRounds {
+				s.Chain(fut)
+				return
+			}
+			in, tq := a.input(gctx, req)
+			dctx, _ := workflow.NewDisconnectedContext(gctx)
+			child := a.start(dctx, tq, in)
+			out, err := a.wait(gctx, dctx, child, tq, req)
+			if err == nil {
+				err = a.refusal(req, out)
+			}
+			if err != nil {
+				s.SetError(err)
+				return
+			}
+			workflow.GetLogger(gctx).Info("oncekey: approved; scheduling the call again", "tool", a.name, "key_prefix", keyPrefix(req.Key), "decided_by", out.DecidedBy)
+			fut = schedule(gctx)
+		}
+	})
+	return f
+}
+
+// pendingRequest returns the request a worker made for an attempt it refused with
+// oncekey.ErrTypeApprovalPending (from the error's Details), and whether err is that refusal.
+func pendingRequest(err error) (approvalRequest, bool) {
+	var appErr *temporal.ApplicationError
+	if err == nil || !errors.As(err, &appErr) || appErr.Type() != oncekey.ErrTypeApprovalPending {
+		return approvalRequest{}, false
+	}
+	d, ok := ErrorDetails(err)
+	if !ok || d.Approval == nil || d.OperationKey == "" {
+		return approvalRequest{}, false
+	}
+	return approvalRequest{Required: true, Key: d.OperationKey, Fingerprint: d.Approval.Fingerprint, Summary: d.Approval.Summary}, true
 }
 
 // first returns the future of the call: it asks for approval (when ApprovalPolicy.Required says

@@ -14,6 +14,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -165,9 +166,9 @@ func TestActivityRefusesCallWithoutApproval(t *testing.T) {
 	_, err = env.ExecuteActivity(ds.CreateTicket, req1)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%T: %v", err, err)
-	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
+	require.Equal(t, oncekey.ErrTypeApprovalPending, appErr.Type())
 	require.True(t, appErr.NonRetryable())
-	require.Contains(t, appErr.Error(), "needs an approval and none was given")
+	require.Contains(t, appErr.Error(), "is waiting for approval; nothing ran")
 	tr := oncekey.Label(nil, err)
 	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
 	require.Equal(t, oncekey.NextAsk, tr.NextAction)
@@ -175,16 +176,20 @@ func TestActivityRefusesCallWithoutApproval(t *testing.T) {
 	require.Zero(t, bodies)
 	d, ok := interceptor.ErrorDetails(err)
 	require.True(t, ok)
-	rec, err := mem.Get(context.Background(), &oncekey.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, rec.Status, "the claim was given back")
+	require.NotNil(t, d.Approval)
+	require.Equal(t, oncekey.ApprovalPending, d.Approval.Status)
+	require.True(t, d.Approval.Created)
+	_, err = mem.Get(context.Background(), &oncekey.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
+	require.ErrorIs(t, err, oncekey.ErrNotFound, "nothing was claimed")
 
-	fp := rec.Fingerprint
-	res, err := mem.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: d.Tenant, OperationKey: d.OperationKey,
-		Tool: "CreateTicket", Fingerprint: fp, Summary: "s", Timeout: time.Hour})
+	// The request the worker wrote, with its summary and token; approved, the call runs.
+	ap, err := mem.GetApproval(context.Background(), &oncekey.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
 	require.NoError(t, err)
+	require.NotEmpty(t, ap.Token)
+	require.Equal(t, d.Approval.Summary, ap.Summary)
+	require.Equal(t, d.Approval.Fingerprint, ap.Fingerprint)
 	_, err = mem.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: d.Tenant, OperationKey: d.OperationKey,
-		Episode: res.Approval.Episode, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
+		Episode: ap.Episode, Token: ap.Token, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
 	require.NoError(t, err)
 	_, err = env.ExecuteActivity(ds.CreateTicket, req1)
 	require.NoError(t, err)
@@ -194,8 +199,8 @@ func TestActivityRefusesCallWithoutApproval(t *testing.T) {
 }
 
 // The key's approval is another tool's (the step ran another tool before) or another namespace's:
-// the approval workflow refuses to ask, nothing is written or run, and the call's error says
-// that calling again is refused the same way and what to do instead of "call it again".
+// the worker refuses to ask, nothing is written or run, and the call's error says that calling
+// again is refused the same way and what to do instead of "call it again".
 func TestSuiteApprovalOfAnotherToolOrNamespaceSaysWhatToDo(t *testing.T) {
 	// The call's operation key, from a run that needs no approval and so only claims.
 	ds := newDownstream()
@@ -227,8 +232,8 @@ func TestSuiteApprovalOfAnotherToolOrNamespaceSaysWhatToDo(t *testing.T) {
 				},
 			})
 			out := s.run(t, workflowInput{Calls: []stepCall{call}})
-			require.Equal(t, oncekey.ErrTypeApproval, out[0].Type, out[0].Err)
-			require.Contains(t, out[0].Err, "refused to ask for CreateTicket")
+			require.Equal(t, activities.ErrTypeForeignRecord, out[0].Type, out[0].Err)
+			require.Contains(t, out[0].Err, "not this call's; nothing was asked and nothing ran")
 			require.Contains(t, out[0].Err, "calling it again is refused the same way")
 			require.Contains(t, out[0].Err, "give this call a step ID of its own")
 			require.Contains(t, out[0].Err, "oncekey show "+key+" --tenant "+tenant)

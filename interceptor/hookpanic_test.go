@@ -54,7 +54,7 @@ func TestSuiteHookPanicBeforeClaimIsConfigError(t *testing.T) {
 		{"explicit key", "Policy.Key", "key function bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
 			p.Key = oncekey.ExplicitKey(func(oncekey.Operation) (string, error) { panic("key function bug") })
 		}},
-		{"explicit key marshalling the decoded input", "Policy.Key", "request encoder bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
+		{"an argument marshalling the decoded input", "MarshalJSON", "request encoder bug", func(ds *downstream, p *oncekey.Policy, cfg *suiteConfig) {
 			p.Key = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
 				b, err := json.Marshal(op.Args[0])
 				return string(b), err

@@ -33,6 +33,21 @@ type Details struct {
 	Replay bool `json:"replay,omitempty"`
 	// Reason says what made the outcome what it is (a timeout, a panic, a lost claim).
 	Reason string `json:"reason,omitempty"`
+	// Approval is the approval request the worker made or found for a call it refused for want of
+	// an approval (oncekey.ErrTypeApprovalPending, oncekey.ErrTypeApproval); nil otherwise.
+	Approval *ApprovalDetails `json:"approval,omitempty"`
+}
+
+// ApprovalDetails is the approval request behind a refusal (Details.Approval), as the worker
+// wrote or found it in the store.
+type ApprovalDetails struct {
+	Status      oncekey.ApprovalStatus `json:"status"`
+	Episode     int64                  `json:"episode"`
+	Fingerprint string                 `json:"fingerprint"`
+	// Summary is the text the person is shown, derived on the worker (ApprovalPolicy.Summary).
+	Summary string `json:"summary"`
+	// Created: this attempt asked the episode.
+	Created bool `json:"created,omitempty"`
 }
 
 // ErrorDetails returns the Details of an oncekey application error in err's chain, and false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -90,6 +91,55 @@ func (w *workflowOutbound) resolve(activityType string, args []any) (r oncekey.R
 	return r, doc, ok && r.Policy.Effect.Claimed(), nil
 }
 
+// argsAsReceivedChangeID is the workflow.GetVersion change ID under which the arguments document
+// of a call whose argument is not of the tool's input type (a model's JSON for a struct, as
+// agent.Call schedules it) is the document of the argument as the activity worker decodes it,
+// the input the body receives, which the worker derives too (oncekey.ExactArgs). Histories
+// recorded before it derive keys from the argument as scheduled.
+const argsAsReceivedChangeID = "oncekey-args-as-received"
+
+// asReceived returns the call's arguments document as the tool's body receives it, and the tool
+// resolved from it: for one argument not of the input type the Registry knows for activityType,
+// the argument encoded with the data converter and decoded into that type, made exact by doc
+// (integers beyond 2^53) where the two agree. An argument of the input type, or one that does not
+// decode or encode (the worker then fails the call before the interceptor, or refuses it), keeps
+// doc.
+func (w *workflowOutbound) asReceived(ctx workflow.Context, activityType string, args []any, r oncekey.Resolved, doc []byte) (res oncekey.Resolved, out []byte, err error) {
+	t, ok := w.root.opts.Registry.InputType(activityType)
+	if !ok || len(args) != 1 || args[0] == nil || reflect.TypeOf(args[0]) == t {
+		return r, doc, nil
+	}
+	if workflow.GetVersion(ctx, argsAsReceivedChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return r, doc, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			// The data converter or the input type's MarshalJSON panics: the worker meets the same
+			// code and refuses the call, naming it.
+			res, out, err = r, doc, nil
+		}
+	}()
+	dc := w.root.opts.DataConverter
+	pl, perr := dc.ToPayload(args[0])
+	v := reflect.New(t)
+	if perr != nil || dc.FromPayload(pl, v.Interface()) != nil {
+		return r, doc, nil
+	}
+	received := []any{v.Elem().Interface()}
+	exact, err := oncekey.ExactArgs(activityType, received, doc)
+	var mismatch *oncekey.ArgsMismatchError
+	if errors.As(err, &mismatch) {
+		exact, err = oncekey.CanonicalArgs(received)
+	}
+	if err != nil {
+		return r, doc, fmt.Errorf("oncekey: the arguments of %s, as the worker decodes them, cannot be encoded exactly, so the call has no key: %w", activityType, err)
+	}
+	if res, _, err = w.root.opts.Registry.Resolve(activityType, exact); err != nil {
+		return r, doc, err
+	}
+	return res, exact, nil
+}
+
 func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	r, _, claimed, err := w.resolve(activityType, args)
 	if err != nil {
@@ -112,6 +162,10 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	}
 	if !claimed {
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
+	}
+	if r, doc, err = w.asReceived(ctx, activityType, args, r, doc); err != nil {
+		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
 	}
 	p := r.Policy
 	stepID, hasStep := oncekey.StepID(ctx)
@@ -157,9 +211,14 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		workflow.Go(ctx, func(gctx workflow.Context) { l.run(gctx, first, s) })
 		return f
 	}
-	if p.Approval != nil && workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, 1) == 1 {
+	if p.Approval != nil {
 		a := &approvalCall{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
-		return a.first(ctx, schedule)
+		switch workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, approvalByWorkerVersion) {
+		case approvalByWorkerVersion:
+			return a.viaWorker(ctx, schedule)
+		case 1:
+			return a.first(ctx, schedule)
+		}
 	}
 	return schedule(ctx)
 }

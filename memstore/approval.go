@@ -21,6 +21,20 @@ func approvalPastRetention(a *oncekey.Approval, now time.Time) bool {
 	return a.Status != oncekey.ApprovalPending && !now.Before(a.ExpiresAt)
 }
 
+// askedOtherwise reports whether a worker's request p asks a, of its fingerprint, anew: a is
+// pending or approved, and was asked without a token (the earlier protocol) or with another
+// summary than p's.
+func askedOtherwise(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
+	return p.Token != "" && (a.Status == oncekey.ApprovalPending || a.Status == oncekey.ApprovalApproved) &&
+		(a.Token == "" || a.Summary != p.Summary)
+}
+
+// refusedOtherCall reports whether a worker's request p asks anew a, of another fingerprint: a
+// was denied or timed out, so it authorises nothing and blocks no other call of the key.
+func refusedOtherCall(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
+	return p.Token != "" && (a.Status == oncekey.ApprovalDenied || a.Status == oncekey.ApprovalTimedOut)
+}
+
 // RequestApproval implements oncekey.ApprovalStore.
 func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
 	if err := p.Validate(); err != nil {
@@ -41,8 +55,9 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	case p.RequestToken != 0 && s.approvalTokens[k] == p.RequestToken:
 		// The repeat of the request that asked the current episode: as it is, and it asked.
 		return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
-	case a.Fingerprint != p.Fingerprint, a.Namespace != p.Namespace, a.Tool != p.Tool,
-		a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now):
+	case a.Namespace != p.Namespace, a.Tool != p.Tool,
+		a.Fingerprint != p.Fingerprint && !refusedOtherCall(a, p),
+		a.Fingerprint == p.Fingerprint && a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now) && !askedOtherwise(a, p):
 		// Another operation's approval, one of another namespace or tool (never changed), or one
 		// pending or decided within retention: as it is.
 		return &oncekey.ApprovalResult{Approval: viewApproval(a)}, nil
@@ -52,7 +67,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 		Tenant: p.Tenant, OperationKey: p.OperationKey, Namespace: p.Namespace, Tool: p.Tool,
 		Fingerprint: p.Fingerprint, WorkflowID: p.WorkflowID, StepID: p.StepID, Summary: p.Summary,
 		Status: oncekey.ApprovalPending, Episode: a.Episode + 1,
-		RequestedAt: now, Deadline: now.Add(p.Timeout),
+		RequestedAt: now, Deadline: now.Add(p.Timeout), Token: p.Token,
 	}
 	s.approvalTokens[k] = p.RequestToken
 	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
@@ -73,7 +88,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
-	case a.Episode != p.Episode:
+	case a.Episode != p.Episode, a.Token != p.Token:
 		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
 			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
 	case a.Status != oncekey.ApprovalPending:

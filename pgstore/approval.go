@@ -18,17 +18,21 @@ var _ oncekey.ApprovalStore = (*Store)(nil)
 
 // approvalCols is the select list of an approval, in the order scanApproval scans it.
 const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary, status,
-    episode, requested_at, deadline, decided_at, decided_by, reason, expires_at`
+    episode, requested_at, deadline, decided_at, decided_by, reason, expires_at, token`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
 // it (another token), the same fingerprint, namespace and tool, and timed out or decided and
 // past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
-// retention (a pending one never is).
+// retention (a pending one never is). A worker's request (a token) also asks anew a pending or
+// approved approval of its fingerprint asked without a token or with another summary, and a
+// denied or timed-out approval of another fingerprint.
 const (
-	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.fingerprint = EXCLUDED.fingerprint
-    AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
-    AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())))`
+	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
+    AND ((o.fingerprint = EXCLUDED.fingerprint
+            AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
+                OR (EXCLUDED.token <> '' AND o.status IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
+        OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND o.status IN ('denied', 'timed_out'))))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
 )
 
@@ -46,9 +50,10 @@ func (s *Store) approvalSQL(a string) {
 	// whether this request's token is the stored one (it asked the episode, now or as the
 	// request it repeats).
 	s.requestApprovalSQL = r.Replace(`INSERT INTO {a} AS o (tenant, operation_key, namespace, tool, fingerprint, workflow_id,
-    step_id, summary, status, episode, requested_at, deadline, request_token)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10)
+    step_id, summary, status, episode, requested_at, deadline, request_token, token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10, $11)
 ON CONFLICT (tenant, operation_key) DO UPDATE SET
+    fingerprint   = CASE WHEN {anew} THEN EXCLUDED.fingerprint ELSE o.fingerprint END,
     workflow_id   = CASE WHEN {anew} THEN EXCLUDED.workflow_id ELSE o.workflow_id END,
     step_id       = CASE WHEN {anew} THEN EXCLUDED.step_id ELSE o.step_id END,
     summary       = CASE WHEN {anew} THEN EXCLUDED.summary ELSE o.summary END,
@@ -60,11 +65,12 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     decided_by    = CASE WHEN {anew} THEN '' ELSE o.decided_by END,
     reason        = CASE WHEN {anew} THEN '' ELSE o.reason END,
     expires_at    = CASE WHEN {anew} THEN NULL ELSE o.expires_at END,
-    request_token = CASE WHEN {anew} THEN EXCLUDED.request_token ELSE o.request_token END
+    request_token = CASE WHEN {anew} THEN EXCLUDED.request_token ELSE o.request_token END,
+    token         = CASE WHEN {anew} THEN EXCLUDED.token ELSE o.token END
 RETURNING {cols}, request_token = $10 AS created`)
 	s.decideApprovalSQL = r.Replace(`UPDATE {a} SET status = $4, decided_at = now(), decided_by = $5, reason = $6,
     expires_at = now() + $7::bigint * interval '1 microsecond'
-WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND status = 'pending'
+WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending'
 RETURNING {cols}`)
 	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
 	// A purge batch, as for records: at most $1 rows locked with SKIP LOCKED, deleted by ctid.
@@ -85,7 +91,7 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
 		decidedAt, expiresAt pgtype.Timestamptz
 	)
 	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
-		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt}, extra...)
+		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -136,7 +142,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
 		res.Approval, err = scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
-			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token), &res.Created)
+			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token), &res.Created)
 		return err
 	})
 	if err != nil {
@@ -145,9 +151,9 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	return &res, nil
 }
 
-// DecideApproval implements oncekey.ApprovalStore: one UPDATE conditional on the episode and
-// status pending. When it changes nothing, a second read says why: ErrNotFound,
-// *oncekey.StaleDecisionError (the approval is at another episode) or
+// DecideApproval implements oncekey.ApprovalStore: one UPDATE conditional on the episode, the
+// request's token and status pending. When it changes nothing, a second read says why: ErrNotFound,
+// *oncekey.StaleDecisionError (the approval is at another episode or request) or
 // *oncekey.ApprovalConflictError (it is decided).
 func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
 	if err := p.Validate(); err != nil {
@@ -158,7 +164,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
 		a, err = scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
-			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention)))
+			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -166,7 +172,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 		switch {
 		case gerr != nil:
 			return nil, gerr
-		case cur.Episode != p.Episode:
+		case cur.Episode != p.Episode, cur.Token != p.Token:
 			return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
 				OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekey.Status(cur.Status)})
 		}

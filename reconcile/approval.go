@@ -128,8 +128,10 @@ func (d Decision) Validate() error {
 	return nil
 }
 
-// ApprovalInput is the input of the approval workflow. The interceptor fills it in before it
-// schedules a call that needs approval.
+// ApprovalInput is the input of the approval workflow. The interceptor fills it in from the
+// request the worker made (the worker's refusal of the call's attempt). The workflow reads the
+// request itself from the store and acts only on it: Fingerprint says which call waits, Summary
+// only labels the workflow until the store's summary is read.
 type ApprovalInput struct {
 	Tenant       string `json:"tenant"`
 	OperationKey string `json:"operation_key"`
@@ -172,8 +174,9 @@ type ApprovalOutput struct {
 	// Status is approved, denied or timed_out.
 	Status  oncekey.ApprovalStatus `json:"status"`
 	Episode int64                  `json:"episode"`
-	// Created reports that this workflow asked (a new episode); false when it found the approval
-	// already asked or decided.
+	// Created reports that the request was pending when this workflow read it, so the decision is
+	// this workflow's; false when it found the approval decided already. (The worker makes the
+	// request; in histories of the earlier protocol, Created reports that this workflow asked.)
 	Created   bool      `json:"created,omitempty"`
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitzero"`

@@ -50,7 +50,7 @@ func decodeApproval(f []any, _ int64) (*oncekey.Approval, error) {
 		Tenant: str(f[0]), OperationKey: str(f[1]), Namespace: str(f[2]), Tool: str(f[3]), Fingerprint: str(f[4]),
 		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
 		Episode: num(9), RequestedAt: at(10), Deadline: at(11), DecidedAt: at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
-		ExpiresAt: at(15),
+		ExpiresAt: at(15), Token: str(f[16]),
 	}
 	if f[8] == nil {
 		bad = errors.New("approval without a status")
@@ -73,7 +73,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	}
 	v, err := s.run(ctx, op, p.OperationKey, lua.RequestApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey),
 		p.Tenant, p.OperationKey, p.Namespace, p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary,
-		p.Timeout.Microseconds(), tok)
+		p.Timeout.Microseconds(), tok, p.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	const op = "decide approval"
 	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
 	v, err := s.run(ctx, op, p.OperationKey, lua.DecideApproval, []string{keys[0], keys[3]},
-		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token())
+		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token(), p.Token)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,8 @@ var approvalTests = []struct {
 	{"RequestTokenRepeatCreated", testApprovalRequestToken},
 	{"RequestTokenRepeatAfterDecision", testApprovalRequestTokenDecided},
 	{"PastRetentionAsksAnew", testApprovalRetention},
+	{"WorkerTokenFencesDecisions", testApprovalWorkerToken},
+	{"WorkerRequestAsksAnewWhatItDidNotAsk", testApprovalWorkerAsksAnew},
 	{"ListFilters", testApprovalListFilters},
 	{"ListPagination", testApprovalListPagination},
 	{"ListInvalid", testApprovalListInvalid},
@@ -100,7 +102,7 @@ func requestNew(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprova
 }
 
 func decision(a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.DecideApprovalParams {
-	return &oncekey.DecideApprovalParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode,
+	return &oncekey.DecideApprovalParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token,
 		Status: st, DecidedBy: "alice@example.com", Reason: "checked the order", Retention: time.Hour}
 }
 
@@ -139,6 +141,7 @@ func requireSameApproval(t *testing.T, want, got *oncekey.Approval) {
 	require.Equal(t, want.Episode, got.Episode, "Episode")
 	require.Equal(t, want.DecidedBy, got.DecidedBy, "DecidedBy")
 	require.Equal(t, want.Reason, got.Reason, "Reason")
+	require.Equal(t, want.Token, got.Token, "Token")
 	for _, f := range []struct {
 		name string
 		w, g time.Time
@@ -161,6 +164,7 @@ func requirePendingFrom(t *testing.T, p *oncekey.RequestApprovalParams, a *oncek
 	require.Equal(t, p.WorkflowID, a.WorkflowID)
 	require.Equal(t, p.StepID, a.StepID)
 	require.Equal(t, p.Summary, a.Summary)
+	require.Equal(t, p.Token, a.Token)
 	require.Equal(t, oncekey.ApprovalPending, a.Status)
 	require.False(t, a.RequestedAt.IsZero())
 	require.Equal(t, p.Timeout, a.Deadline.Sub(a.RequestedAt), "the deadline is the timeout from the request, on the store's clock")
@@ -326,6 +330,105 @@ func testApprovalStaleEpisode(t *testing.T, s oncekey.ApprovalStore) {
 	out := decide(t, s, second, oncekey.ApprovalApproved)
 	require.Equal(t, int64(2), out.Episode)
 	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+}
+
+// A worker's request stores its token with the episode it asks, and a decision must name it: a
+// decision for the episode with another token, or none, is a *oncekey.StaleDecisionError and
+// changes nothing.
+func testApprovalWorkerToken(t *testing.T, s oncekey.ApprovalStore) {
+	p := approvalParams()
+	p.Token = "worker-token-1"
+	a := requestNew(t, s, p)
+	requirePendingFrom(t, p, a)
+	for _, tok := range []string{"", "worker-token-2", "WORKER-TOKEN-1"} {
+		d := decision(a, oncekey.ApprovalApproved)
+		d.Token = tok
+		_, err := s.DecideApproval(ctxT(t), d)
+		var stale *oncekey.StaleDecisionError
+		require.ErrorAs(t, err, &stale, "a decision with token %q", tok)
+		require.Equal(t, a.Episode, stale.Current)
+		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
+	}
+	out := decide(t, s, a, oncekey.ApprovalApproved)
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, p.Token, out.Token)
+}
+
+// A worker's request (with a token) asks anew a pending or approved approval of its fingerprint
+// that no worker asked (no token: the earlier protocol) or that showed another summary, and a
+// denied or timed-out approval of another fingerprint; the same summary under another worker
+// token, a denial of its fingerprint, a pending or approved approval of another, and a request
+// without a token change nothing.
+func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved} {
+		t.Run(string(st), func(t *testing.T) {
+			old := approvalParams() // the earlier protocol: no token
+			a := requestNew(t, s, old)
+			if st == oncekey.ApprovalApproved {
+				a = decide(t, s, a, st)
+			}
+			w := *old
+			w.Token, w.Summary = "worker-1", "refund 99999.00 EUR on order 42"
+			res := request(t, s, &w)
+			require.True(t, res.Created, "a worker's request asks anew what no worker asked")
+			requirePendingFrom(t, &w, res.Approval)
+			require.Equal(t, a.Episode+1, res.Approval.Episode)
+
+			again := w
+			again.Token = "worker-2"
+			res2 := request(t, s, &again)
+			require.False(t, res2.Created, "the same summary, asked by a worker: as it is")
+			requireSameApproval(t, res.Approval, res2.Approval)
+			res3 := request(t, s, old)
+			require.False(t, res3.Created, "a request without a token never asks anew a worker's")
+			requireSameApproval(t, res.Approval, res3.Approval)
+
+			if st == oncekey.ApprovalApproved {
+				decide(t, s, res.Approval, oncekey.ApprovalApproved)
+			}
+			other := w
+			other.Token, other.Summary = "worker-3", "refund 1.00 EUR on order 42"
+			res4 := request(t, s, &other)
+			require.True(t, res4.Created, "another summary is asked anew")
+			requirePendingFrom(t, &other, res4.Approval)
+			require.Equal(t, a.Episode+2, res4.Approval.Episode)
+		})
+	}
+	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+		t.Run("other fingerprint "+string(st), func(t *testing.T) {
+			first := approvalParams()
+			first.Token = "worker-1"
+			a := requestNew(t, s, first)
+			if st != oncekey.ApprovalPending {
+				a = decide(t, s, a, st)
+			}
+			other := *first
+			other.Token, other.Fingerprint, other.Summary = "worker-2", strings.Repeat("cd", 32), "refund 1.00 EUR on order 43"
+			noToken := other
+			noToken.Token = ""
+			res := request(t, s, &noToken)
+			require.False(t, res.Created, "a request without a token never asks anew another fingerprint's approval")
+			requireSameApproval(t, a, res.Approval)
+			res = request(t, s, &other)
+			if st == oncekey.ApprovalPending || st == oncekey.ApprovalApproved {
+				require.False(t, res.Created, "a pending or approved approval of another fingerprint stands")
+				requireSameApproval(t, a, res.Approval)
+				return
+			}
+			require.True(t, res.Created, "a refused call of other arguments blocks no other call of the key")
+			requirePendingFrom(t, &other, res.Approval)
+			require.Equal(t, a.Episode+1, res.Approval.Episode)
+		})
+	}
+	t.Run("denied", func(t *testing.T) {
+		old := approvalParams()
+		a := decide(t, s, requestNew(t, s, old), oncekey.ApprovalDenied)
+		w := *old
+		w.Token, w.Summary = "worker-1", "another summary"
+		res := request(t, s, &w)
+		require.False(t, res.Created, "a denial stands")
+		requireSameApproval(t, a, res.Approval)
+	})
 }
 
 // A timed-out approval is asked anew by the next request: a new pending episode, with the new

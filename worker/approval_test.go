@@ -155,7 +155,7 @@ func TestE2EApprovalApproved(t *testing.T) {
 	require.Equal(t, oncekey.ApprovalApproved, out.Status)
 	require.Equal(t, "alice", out.DecidedBy)
 	require.Equal(t, "approve-1", out.RequestID)
-	require.True(t, out.Created)
+	require.True(t, out.Created, "the request was pending when the approval workflow read it")
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
 	require.Equal(t, onlyTicket(t, l), got)
@@ -268,7 +268,9 @@ func TestE2EApprovalRepeatReplays(t *testing.T) {
 	var out reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
 	require.Equal(t, oncekey.ApprovalApproved, out.Status)
-	require.False(t, out.Created, "the repeat asked no second time")
+	// The repeat found the approval and asked nothing: the latest approval workflow run is still
+	// the first call's, which waited for the decision.
+	require.True(t, out.Created, "the repeat started no approval workflow")
 	require.Equal(t, "dave", out.DecidedBy)
 	// The repeat's run reads like what it did, not like a request waiting for someone.
 	desc, err := e.c.DescribeWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "")
@@ -474,9 +476,13 @@ func TestE2EApprovalAddedToARunningWorkflowFailsClosed(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
 	require.Equal(t, oncekey.NextAsk, tr.NextAction)
 	requireRuns(t, l, 1, 1)
+	// The worker asked (it writes the request for any call that needs approval), but this run
+	// does not wait for it: it keeps its earlier behaviour, and the call is refused.
 	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
 	require.NoError(t, err)
-	require.Empty(t, res.Approvals, "nothing was asked")
+	require.Len(t, res.Approvals, 1)
+	require.Equal(t, oncekey.ApprovalPending, res.Approvals[0].Status)
+	require.NotEmpty(t, res.Approvals[0].Token)
 }
 
 // hideApprovals is a store that keeps no approvals.

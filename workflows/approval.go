@@ -18,9 +18,13 @@ import (
 // TimeoutDecider is who an approval nobody decided within its timeout is recorded as decided by.
 const TimeoutDecider = "oncekey (approval timeout)"
 
-// Approval asks for the approval of in.OperationKey and waits for the decision. It asks the store
-// (the RequestApproval activity): an approval found decided is returned at once, one asked for
-// other arguments is returned as a fingerprint mismatch. A pending one waits for a
+// Approval waits for the decision on the request for approval of in.OperationKey that a worker
+// made. It reads the request from the store (the RequestApproval activity, which writes nothing):
+// with none a worker made it fails at once (activities.ErrTypeNoWorkerRequest), so a decision
+// sent to an approval workflow started by anyone else authorises nothing; the person is shown
+// the request's summary, as the worker derived it, whatever the input says. An approval found
+// decided is returned at once, one asked for other arguments than in.Fingerprint is returned as
+// a fingerprint mismatch. A pending one waits for a
 // reconcile.Decision: the reconcile.DecideUpdateName update (validated before it is accepted,
 // answered with the output) or the reconcile.DecideSignalName signal (decoded by the workflow
 // itself, so a malformed one is refused in the query's LastInvalidSignal like any invalid one), or
@@ -71,8 +75,12 @@ type approver struct {
 	in     reconcile.ApprovalInput
 	actx   workflow.Context
 	report reconcile.ApprovalReport
-	// created: this workflow (or the run it continues) asked the episode.
+	// created: the episode was pending when this workflow (or the run it continues) read it, so
+	// its decision is this workflow's (in histories of the earlier protocol: this workflow asked
+	// the episode).
 	created bool
+	// token is the token of the worker's request the run waits on, which a decision names.
+	token string
 	// busy: a decision is being recorded (by the update handler or the signal loop).
 	busy bool
 	// decided is set once a decision or a terminal error settled the run.
@@ -99,6 +107,11 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 	}
 	a.created = a.created || ans.Created
 	a.take(ans)
+	// The request is the worker's: its summary, not the input's, is what a person decides on.
+	a.token = ans.Token
+	if ans.Token != "" {
+		a.report.Summary = ans.Summary
+	}
 	if ans.Fingerprint != a.in.Fingerprint {
 		// The key's approval is another call's: nothing is asked or decided for this one.
 		out := ans.Output()
@@ -110,6 +123,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 	if ans.Status.Decided() {
 		return a.done(ctx, ans, ""), nil
 	}
+	a.created = true
 	return a.wait(ctx)
 }
 
@@ -241,7 +255,7 @@ func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, b
 	defer func() { a.busy = false }()
 	var ans activities.ApprovalAnswer
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, activities.DecideApprovalInput{
-		Tenant: a.in.Tenant, OperationKey: a.in.OperationKey, Tool: a.in.Tool, Episode: a.report.Episode,
+		Tenant: a.in.Tenant, OperationKey: a.in.OperationKey, Tool: a.in.Tool, Episode: a.report.Episode, Token: a.token,
 		Status: status, DecidedBy: by, Reason: reason, Retention: a.in.Retention,
 	}).Get(ctx, &ans)
 	if err != nil {

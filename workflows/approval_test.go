@@ -37,7 +37,20 @@ func setupApproval(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.
 	require.NoError(t, err)
 	acts.Register(env)
 	workflows.Register(env)
+	askAsWorker(t, store, approvalInput)
 	return env, store
+}
+
+// askAsWorker writes the request for approval of in's key as the worker's interceptor does (with
+// a worker's token): the approval workflow only reads it.
+func askAsWorker(t *testing.T, store *memstore.Store, in reconcile.ApprovalInput) *oncekey.Approval {
+	t.Helper()
+	res, err := store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{
+		Tenant: in.Tenant, OperationKey: in.OperationKey, Namespace: "default-test-namespace", Tool: in.Tool, Fingerprint: in.Fingerprint,
+		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary, Token: "w1_test", Timeout: in.Timeout,
+	})
+	require.NoError(t, err)
+	return res.Approval
 }
 
 func approvalOf(t *testing.T, store *memstore.Store) *oncekey.Approval {
@@ -141,11 +154,9 @@ func TestApprovalTimesOut(t *testing.T) {
 // approvedBefore stores the tests' approval, for fingerprint fp1, approved by alice.
 func approvedBefore(t *testing.T, store *memstore.Store) {
 	t.Helper()
-	res, err := store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
-		Fingerprint: "fp1", Summary: "s", Timeout: time.Hour})
-	require.NoError(t, err)
-	_, err = store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: res.Approval.Episode,
-		Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
+	a := approvalOf(t, store) // the worker's request, setupApproval's
+	_, err := store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: a.Episode,
+		Token: a.Token, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
 	require.NoError(t, err)
 }
 

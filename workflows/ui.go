@@ -131,7 +131,7 @@ func (a *approver) details() string {
 	case reconcile.ApprovalStateRequesting:
 		fmt.Fprintf(&b, "**Asking for approval** of %s.", what)
 	case reconcile.ApprovalStateWaiting:
-		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(in.Summary))
+		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(r.Summary))
 		fmt.Fprintf(&b, "\n\nNeeded: `%s` or `%s`, or send the %s update.",
 			shell.Cmd("oncekey", "approve").Arg(in.OperationKey).Flag("--tenant", in.Tenant),
 			shell.Cmd("oncekey", "deny").Arg(in.OperationKey).Flag("--tenant", in.Tenant).Placeholder("--reason", "<why>"), reconcile.DecideUpdateName)

@@ -90,4 +90,3 @@ func run(args []string) int {
 	}
 	return 0
 }
-

@@ -11,6 +11,8 @@ import "github.com/redis/go-redis/v9"
 //	ra, dl       requested at and deadline (µs)
 //	da, dby, why decided at (absent while pending), decided by, reason
 //	ea           end of retention (absent while pending)
+//	rq           the worker's request token (oncekey.Approval.Token; absent: asked under the
+//	             earlier protocol), which a decision must name
 //	tok          token of the request that asked the current episode (to recognise its repeat)
 //	wt           token of the decision (to recognise its repeat)
 //
@@ -19,8 +21,8 @@ import "github.com/redis/go-redis/v9"
 // apexp (decided approvals by end of retention, member tenant .. NUL .. key).
 const approvalPrelude = `
 -- The approval's fields in the order replies carry them (ApprovalFields).
-local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea'}
-local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
+local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq'}
+local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA, ARQ = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
 local function aread(ap, extra)
   local g = {unpack(AF)}
@@ -36,10 +38,13 @@ end
 `
 
 // RequestApproval: KEYS ap, apall, apt, apexp. ARGV tenant, key, namespace, tool, fingerprint,
-// workflow ID, step ID, summary, timeout (µs), request token. Codes: C a new pending episode
-// was asked (or this is the repeat of the request that asked the current one: same token,
-// returned as it is, pending or decided since), U the approval as it is (pending, decided within
-// retention, or of another fingerprint, namespace or tool, which a request never changes).
+// workflow ID, step ID, summary, timeout (µs), request token, the worker's request token ("":
+// none). Codes: C a new pending episode was asked (or this is the repeat of the request that
+// asked the current one: same token, returned as it is, pending or decided since), U the
+// approval as it is (pending, decided within retention, or of another fingerprint, namespace or
+// tool, which a request never changes). A worker's request also asks anew a pending or approved
+// approval of its fingerprint asked without a worker's token or with another summary, and a
+// denied or timed-out approval of another fingerprint.
 var RequestApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, all, ten, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local tenant, key = ARGV[1], ARGV[2]
@@ -49,8 +54,12 @@ local v = aread(ap, 'tok')
 local st, ep = v[AST], 0
 if st then
   if v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
-  local anew = v[AFP] == ARGV[5] and v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
-    (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])))
+  local otherwise = ARGV[11] ~= '' and (st == 'pending' or st == 'approved') and
+    ((v[ARQ] or '') == '' or v[ASUM] ~= ARGV[8])
+  local refused = ARGV[11] ~= '' and (st == 'denied' or st == 'timed_out')
+  local anew = v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
+    ((v[AFP] == ARGV[5] and (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])) or otherwise)) or
+     (v[AFP] ~= ARGV[5] and refused))
   if not anew then return aout('U', now, v) end
   local h = hex(tonumber(v[ARA]))
   redis.call('ZREM', all, h .. pk)
@@ -60,10 +69,10 @@ if st then
   ep = tonumber(v[AEP])
 end
 v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(ep + 1), fmt(now),
-  fmt(now + tonumber(ARGV[9])), false, '', '', false}
+  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11]}
 redis.call('HSET', ap, 't', tenant, 'k', key, 'ns', ARGV[3], 'tool', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
   'step', ARGV[7], 'sum', ARGV[8], 'st', 'pending', 'ep', v[AEP], 'ra', v[ARA], 'dl', v[ADL], 'dby', '', 'why', '',
-  'tok', ARGV[10])
+  'tok', ARGV[10], 'rq', ARGV[11])
 local h = hex(now)
 redis.call('ZADD', all, 0, h .. pk)
 redis.call('ZADD', ten, 0, h .. key)
@@ -71,16 +80,16 @@ return aout('C', now, v)
 `)
 
 // DecideApproval: KEYS ap, apexp. ARGV tenant, key, episode, status, decided by, reason,
-// retention (µs), write token. Codes: K decided (or the repeat of the decision that was: same
-// write token), N no approval, S the approval is at another episode, C it is not pending; S and
-// C carry the approval as it is.
+// retention (µs), write token, the request's token. Codes: K decided (or the repeat of the
+// decision that was: same write token), N no approval, S the approval is at another episode or
+// request, C it is not pending; S and C carry the approval as it is.
 var DecideApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, exp = KEYS[1], KEYS[2]
 local now = clock()
 local v = aread(ap, 'wt')
 if not v[AST] then return {'N'} end
 if v[#AF + 1] == ARGV[8] then return aout('K', now, v) end
-if tonumber(v[AEP]) ~= tonumber(ARGV[3]) then return aout('S', now, v) end
+if tonumber(v[AEP]) ~= tonumber(ARGV[3]) or (v[ARQ] or '') ~= ARGV[9] then return aout('S', now, v) end
 if v[AST] ~= 'pending' then return aout('C', now, v) end
 v[AST], v[ADA], v[ADBY], v[AWHY], v[AEA] = ARGV[4], fmt(now), ARGV[5], ARGV[6], fmt(now + tonumber(ARGV[7]))
 redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA], 'wt', ARGV[8])
@@ -149,7 +158,7 @@ return {#ids, rest}
 
 // ApprovalFields is the number of approval fields a reply carries after its code and the
 // server's now, in the order of AF in the approval prelude.
-const ApprovalFields = 16
+const ApprovalFields = 17
 
 // ApprovalKeys returns the keys the approval scripts take for (tenant, key): the approval, the
 // bucket's apall index, the tenant's apt index in the bucket, and the apexp index.

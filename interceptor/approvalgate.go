@@ -1,0 +1,161 @@
+package interceptor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/shell"
+)
+
+// The approval gate of a call whose policy asks for approval, on the worker: only a request the
+// worker made counts. Before the claim (approval), and again under it (approvedUnderClaim), the
+// worker reads the key's approval and runs the call only on one that is approved, for the call's
+// fingerprint, asked by a worker (it has a Token, which only a worker writes) and showing the
+// summary the worker derives now from the arguments the body receives. Otherwise it writes the
+// request itself (ApprovalStore.RequestApproval, with that summary and a token it mints) and
+// refuses the attempt without running the body: oncekey.ErrTypeApprovalPending while a person
+// decides (the workflow side waits for the decision and schedules the call again), or the
+// decision or mismatch that stands. Nothing is claimed for a refused call.
+
+// approvalSummary returns what the person approving op is shown: ApprovalPolicy.Summary's text,
+// or "<tool>, step <step> of workflow <id>" ("<tool> in workflow <id>" without a step ID), as
+// the store keeps it (summaryText).
+func approvalSummary(a *oncekey.ApprovalPolicy, op oncekey.Operation) string {
+	summary := fmt.Sprintf("%s in workflow %s", op.Tool, op.WorkflowID)
+	if op.StepID != "" {
+		summary = fmt.Sprintf("%s, step %s of workflow %s", op.Tool, op.StepID, op.WorkflowID)
+	}
+	if a.Summary != nil {
+		summary = a.Summary(op)
+	}
+	return summaryText(summary)
+}
+
+// newApprovalToken returns a fresh request token (oncekey.RequestApprovalParams.Token).
+func newApprovalToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "w1_" + hex.EncodeToString(b[:])
+}
+
+// authorises reports whether ap lets this call run: approved, for its fingerprint, namespace
+// and tool, asked by a worker, and showing the summary derived for these arguments.
+func (c *call) authorises(ap *oncekey.Approval) bool {
+	return ap != nil && ap.Status == oncekey.ApprovalApproved && ap.Fingerprint == c.fp && ap.Token != "" &&
+		ap.Summary == c.summary && ap.Namespace == c.op.Namespace && ap.Tool == c.tool
+}
+
+// approval is the gate before the claim; nil lets the call go on to claim. With afterRecord, a
+// record of the key that is not free to take (pending, applied, failed, unknown) also lets it
+// go on: the claim replays it, waits for it or refuses it (another fingerprint) as for any
+// call, and a claim that acquires it after all meets the gate again under the claim.
+func (c *call) approval(ctx context.Context, afterRecord bool) error {
+	if !c.needsApproval {
+		return nil
+	}
+	s, ok := c.root.opts.Store.(oncekey.ApprovalStore)
+	if !ok {
+		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekey.ApprovalStore), and %T does not", c.root.opts.Store))
+	}
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		ap = nil
+	case err != nil:
+		return c.storeFailed("get approval", err)
+	}
+	if c.authorises(ap) {
+		return nil
+	}
+	if afterRecord {
+		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+		switch {
+		case err == nil && (rec.Status == oncekey.StatusPending || rec.Status == oncekey.StatusApplied ||
+			rec.Status == oncekey.StatusFailed || rec.Status == oncekey.StatusUnknown):
+			return nil
+		case err != nil && !errors.Is(err, oncekey.ErrNotFound):
+			return c.storeFailed("get", err)
+		}
+	}
+	return c.ask(ctx, s)
+}
+
+// approvedUnderClaim checks the approval again under the claim acquired at epoch, right before
+// the effect; refused, it gives the claim back. The record then holds what it held before the
+// claim, or a fingerprint the gate before the claim found approved: never a refused one.
+func (c *call) approvedUnderClaim(ctx context.Context, epoch int64) error {
+	err := c.approval(ctx, false)
+	if err != nil {
+		c.release(ctx, epoch)
+	}
+	return err
+}
+
+// ask writes the worker's request for approval of the call and returns its refusal: pending
+// (oncekey.ErrTypeApprovalPending), denied (oncekey.ErrTypeApproval), another fingerprint's
+// approval (oncekey.ErrTypeFingerprintMismatch) or another namespace's or tool's
+// (activities.ErrTypeForeignRecord); nil when the approval it finds authorises the call (decided
+// since it was read).
+func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
+	timeout := c.policy.Approval.Timeout
+	if timeout <= 0 {
+		timeout = oncekey.DefaultApprovalTimeout
+	}
+	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Namespace: c.op.Namespace, Tool: c.tool, Fingerprint: c.fp,
+		WorkflowID: c.op.WorkflowID, StepID: c.op.StepID, Summary: c.summary, Token: newApprovalToken(), Timeout: timeout,
+	})
+	var inv *oncekey.InvalidParamsError
+	switch {
+	case errors.As(err, &inv):
+		return c.configError(err)
+	case err != nil:
+		return c.storeFailed("request approval", err)
+	case res == nil || res.Approval == nil:
+		return c.storeUnavailable("request approval", errors.New("the store returned no approval"))
+	}
+	ap := res.Approval
+	if c.authorises(ap) {
+		return nil
+	}
+	c.outcome = oncekey.OutcomeRejected
+	d := c.details(reasonNotApproved, false)
+	d.Approval = &ApprovalDetails{Status: ap.Status, Episode: ap.Episode, Fingerprint: ap.Fingerprint, Summary: ap.Summary, Created: res.Created}
+	switch {
+	case ap.Namespace != c.op.Namespace || ap.Tool != c.tool:
+		d.Reason = "approval of another namespace or tool"
+		return c.refusal(fmt.Sprintf("oncekey: %s did not run: the approval of its key %s is %s's, tool %s, not this call's; nothing was asked and nothing ran, "+
+			"and calling it again is refused the same way: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `oncekey show %s --tenant %s`",
+			c.tool, c.key, shell.Word(ap.Namespace), shell.Word(ap.Tool), c.key, shell.Word(c.op.Tenant)), activities.ErrTypeForeignRecord, d)
+	case ap.Fingerprint != c.fp:
+		d.Reason = "fingerprint mismatch"
+		e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: ap.Fingerprint, Got: c.fp}
+		return c.refusal(e.Error(), oncekey.ErrTypeFingerprintMismatch, d)
+	}
+	e := &oncekey.ApprovalRequiredError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Status: ap.Status,
+		Episode: ap.Episode, DecidedBy: ap.DecidedBy, Reason: ap.Reason}
+	if ap.Status == oncekey.ApprovalPending {
+		d.Reason = "approval pending"
+		return c.refusal(e.Error(), oncekey.ErrTypeApprovalPending, d)
+	}
+	if ap.Status == oncekey.ApprovalDenied {
+		d.Reason = reasonApprovalDenied
+	}
+	return c.refusal(e.Error(), oncekey.ErrTypeApproval, d)
+}
+
+// refusal is the call's non-retryable error of type typ with details d.
+func (c *call) refusal(msg, typ string, d Details) error {
+	opts := temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{d}}
+	if expectedRefusal(typ) {
+		opts.Category = temporal.ApplicationErrorCategoryBenign
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, typ, opts)
+}
