@@ -463,10 +463,7 @@ func testContextEndsAtEveryPoint(t *testing.T, mode pgx.QueryExecMode, op cancel
 	g := newGate()
 	pool := newPool(t, oneConn(mode, g.dial))
 	s := pgstore.New(pool, nil)
-	// The walk makes some 200 calls on fresh connections; ctxT's minute bounds one call, not
-	// the walk, which a loaded machine (make test's packages in parallel) can take longer over.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	t.Cleanup(cancel)
+	ctx := ctxWalk(t)
 	i := 0
 	next := func() int { i++; return i }
 

@@ -72,7 +72,7 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 				cfg.ConnConfig.DefaultQueryExecMode = mode
 			})
 			s := pgstore.New(pool, nil)
-			ctx := ctxT(t)
+			ctx := ctxWalk(t)
 			n := 0
 			key := func() string { n++; return fmt.Sprintf("ok1_edge_%d", n) }
 
@@ -431,10 +431,20 @@ func TestBackendTerminatedDuringACall(t *testing.T) {
 func TestServerStatementTimeoutKeepsTheConnection(t *testing.T) {
 	t.Parallel()
 	opts := &pgstore.Options{StatementTimeout: 200 * time.Millisecond}
-	pool := newPool(t, func(cfg *pgxpool.Config) {
-		cfg.MaxConns, cfg.MinConns = 1, 0
-		pgstore.ConfigurePool(cfg, opts)
-	})
+	// Migrated on a pool of its own first: the server's 200 ms would also stop a migration
+	// slowed by a loaded machine, which is not what this test is about.
+	url, _ := testenv.PostgresURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	pgstore.ConfigurePool(cfg, opts)
+	migrated, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	require.NoError(t, pgstore.Migrate(ctxT(t), migrated))
+	migrated.Close()
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
 	// The client-side limit is left out so that only the server's statement_timeout acts.
 	s := pgstore.New(pool, &pgstore.Options{StatementTimeout: -1})
 	ctx := ctxT(t)

@@ -45,6 +45,15 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// ctxWalk bounds a test that walks many calls (every exec mode's edge values, every stall point
+// of a call): ctxT's minute bounds a call, not such a walk, which make test's parallel packages
+// can slow past a minute on a small machine.
+func ctxWalk(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // newPool returns a migrated pool on a fresh schema with cfg adjusted by tune.
 func newPool(t *testing.T, tune func(cfg *pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
