@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/reconcile"
@@ -393,7 +394,7 @@ func unknownQueue() queue {
 				items = append(items, item{
 					Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, WorkflowID: rec.WorkflowID, StepID: rec.StepID,
 					Age: ageText(now, rec.UpdatedAt), Since: rec.UpdatedAt.UTC().Format(time.RFC3339),
-					Failure: clip(failureText(rec.Failure), 300), EffectReference: rec.EffectReference,
+					Failure: clip(failuredoc.Text(rec.Failure), 300), EffectReference: rec.EffectReference,
 					Link: recordLink(rec.Tenant, rec.OperationKey, false),
 				})
 			}
@@ -521,7 +522,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	}
 	d := recordData{
 		Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, Status: string(rec.Status), Epoch: rec.Epoch,
-		Failure: failureText(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
+		Failure: failuredoc.Text(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
 		ShowResultLink: recordLink(rec.Tenant, rec.OperationKey, true), HideResultLink: recordLink(rec.Tenant, rec.OperationKey, false),
 		WorkflowID: reconcile.WorkflowID(rec.OperationKey), Answer: ans, Form: form, RequestID: newRequestID(),
 	}
@@ -792,24 +793,6 @@ func shortKey(k string) string {
 		return k
 	}
 	return k[:16] + "…"
-}
-
-// failureText is the message of a stored failure: its "message" (else "reason") when it is
-// JSON as the interceptor writes it, else the bytes as text.
-func failureText(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	var d struct{ Message, Reason string }
-	if json.Unmarshal(b, &d) == nil {
-		if d.Message != "" {
-			return d.Message
-		}
-		if d.Reason != "" {
-			return d.Reason
-		}
-	}
-	return string(b)
 }
 
 func clip(s string, n int) string {
