@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -394,7 +395,7 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 		params.Status = oncekey.StatusReleased
 	case oncekey.ReceiptFailed:
 		params.Status = oncekey.StatusFailed
-		params.Failure, _ = json.Marshal(map[string]string{"message": rc.Note, "resolved_by": params.ResolvedBy})
+		params.Failure = failuredoc.Doc{Message: rc.Note, ResolvedBy: params.ResolvedBy}.Bytes()
 	default:
 		return ReceiptOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("activities: receipt lookup for %s returned unknown outcome %d", req.Tool, rc.Outcome), ErrTypeInvalid, nil)
@@ -568,21 +569,7 @@ func OutputOf(rec *oncekey.Record) reconcile.Output {
 
 // FailureText returns the message of a stored failure (a JSON object with "message" or
 // "reason"), or the bytes as text.
-func FailureText(b []byte) string {
-	var doc struct {
-		Message string `json:"message"`
-		Reason  string `json:"reason"`
-	}
-	if json.Unmarshal(b, &doc) == nil {
-		if doc.Message != "" {
-			return doc.Message
-		}
-		if doc.Reason != "" {
-			return doc.Reason
-		}
-	}
-	return string(b)
-}
+func FailureText(b []byte) string { return failuredoc.Text(b) }
 
 // AwaitInput names a reconciliation (or approval) workflow to wait for.
 type AwaitInput struct {

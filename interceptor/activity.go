@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/metrics"
 )
 
@@ -692,12 +693,12 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		// failure is stored and a repeat gets it again without running; otherwise the claim is
 		// given back and a repeat runs the tool again. Either is safe: nothing landed.
 		if c.policy.RememberFailures {
-			doc := failureDoc{Message: bodyErr.Error(), NonRetryable: true}
+			doc := failuredoc.Doc{Message: bodyErr.Error(), NonRetryable: true}
 			if appErr != nil {
 				doc.Type = appErr.Type()
 			}
 			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
-				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
 				EffectReference: c.effectRef,
 			}); err != nil {
 				c.release(ctx, epoch)
@@ -709,9 +710,9 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		return c.appError(bodyErr.Error(), oncekey.ErrTypeFailed, true, bodyErr, "definite failure", false)
 	case oncekey.IsNotApplied(bodyErr):
 		if c.policy.RememberFailures && innerNonRetryable {
-			doc := failureDoc{Message: bodyErr.Error(), Type: appErr.Type(), NonRetryable: true}
+			doc := failuredoc.Doc{Message: bodyErr.Error(), Type: appErr.Type(), NonRetryable: true}
 			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
-				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.bytes(),
+				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
 				EffectReference: c.effectRef,
 			}); err != nil {
 				c.release(ctx, epoch)
@@ -769,7 +770,7 @@ func (c *call) unsettled(ctx context.Context, epoch int64, cause error, reason s
 func (c *call) markUnknownOnly(ctx context.Context, epoch int64, reason string) {
 	_, err := c.root.opts.Store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch,
-		Failure: failureDoc{Message: reason, Reason: reason, EffectReference: c.effectRef}.bytes(),
+		Failure: failuredoc.Doc{Message: reason, Reason: reason, EffectReference: c.effectRef}.Bytes(),
 	})
 	if err != nil {
 		activity.GetLogger(ctx).Warn("oncekey: mark unknown failed; the record becomes unknown when its lease ends",
@@ -970,18 +971,10 @@ func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody co
 	return l
 }
 
+// failureMessage is the message of a stored failure (failuredoc.Text), or "no reason recorded".
 func failureMessage(b []byte) string {
-	var d failureDoc
-	if len(b) > 0 && json.Unmarshal(b, &d) == nil {
-		if d.Message != "" {
-			return d.Message
-		}
-		if d.Reason != "" {
-			return d.Reason
-		}
-	}
 	if len(b) == 0 {
 		return "no reason recorded"
 	}
-	return string(b)
+	return failuredoc.Text(b)
 }

@@ -2,7 +2,6 @@ package interceptor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,26 +125,6 @@ type workflowInbound struct {
 
 func (w *workflowInbound) Init(outbound tinterceptor.WorkflowOutboundInterceptor) error {
 	return w.Next.Init(&workflowOutbound{WorkflowOutboundInterceptorBase: tinterceptor.WorkflowOutboundInterceptorBase{Next: outbound}, root: w.root})
-}
-
-// failureDoc is the stored form of a definite failure (Record.Failure) and of the reason an
-// outcome became unknown. For an unknown outcome, EffectReference is what the tool recorded with
-// oncekey.SetEffectReference before it ended (the store's own field is written only when a record
-// is completed or resolved).
-type failureDoc struct {
-	Message         string `json:"message"`
-	Type            string `json:"type,omitempty"`
-	NonRetryable    bool   `json:"non_retryable,omitempty"`
-	Reason          string `json:"reason,omitempty"`
-	EffectReference string `json:"effect_reference,omitempty"`
-}
-
-func (d failureDoc) bytes() []byte {
-	b, err := json.Marshal(d)
-	if err != nil {
-		return []byte(fmt.Sprintf("%q", d.Message))
-	}
-	return b
 }
 
 func keyPrefix(key string) string {

@@ -2,8 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -285,55 +283,27 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 		return nil, err
 	}
 	if d.RequestID == "" {
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("reconcile: decide %s: request ID: %w", key, err)
+		id, err := newRequestID("decide", key)
+		if err != nil {
+			return nil, err
 		}
-		d.RequestID = hex.EncodeToString(b[:])
+		d.RequestID = id
 	}
 	ctx, cancel := withConfirmWait(ctx)
 	defer cancel()
-	t := decideTarget(key)
-	var out ApprovalOutput
-	fallback, refused, err := t.send(ctx, c, d.RequestID, d, &out)
-	switch {
-	case err != nil:
-		return nil, err
-	case refused != "":
-		return nil, &DecisionRefusedError{Key: key, Reason: refused}
-	case !fallback:
-		return &out, decidedAsSent(key, &out, d)
-	}
-	if err := c.SignalWorkflow(ctx, t.id, "", DecideSignalName, d); err != nil {
-		return nil, noApproval("decide", key, err)
-	}
-	var got *ApprovalOutput
-	err = t.watch(ctx, func(ctx context.Context) (bool, error) {
-		var o ApprovalOutput
-		closed, failed := closedOutput(ctx, c, t.id, &o)
-		switch {
-		case !closed:
-			return false, nil
-		case failed != nil:
-			return true, &DecisionRefusedError{Key: key, Reason: "the approval workflow ended without a decision: " + failed.Error()}
-		}
-		got = &o
-		return true, decidedAsSent(key, got, d)
-	}, func(ctx context.Context) (string, error) {
-		rep, err := QueryApproval(ctx, c, key)
-		if err != nil {
-			return "", err
-		}
-		if rep.LastInvalidRequestID == d.RequestID {
-			return rep.LastInvalidSignal, nil
-		}
-		return "", nil
+	return deliver(ctx, c, decideTarget(key), d, d.RequestID, delivery[ApprovalOutput]{
+		signal:  DecideSignalName,
+		asSent:  func(out *ApprovalOutput) error { return decidedAsSent(key, out, d) },
+		refused: func(reason string) error { return &DecisionRefusedError{Key: key, Reason: reason} },
+		ended:   "the approval workflow ended without a decision: ",
+		lastInvalid: func(ctx context.Context) (string, string, error) {
+			rep, err := QueryApproval(ctx, c, key)
+			if err != nil {
+				return "", "", err
+			}
+			return rep.LastInvalidRequestID, rep.LastInvalidSignal, nil
+		},
 	})
-	var ref *refusal
-	if errors.As(err, &ref) {
-		return nil, &DecisionRefusedError{Key: key, Reason: ref.reason}
-	}
-	return got, err
 }
 
 // decidedAsSent returns nil when out records d (its status and its RequestID), else a

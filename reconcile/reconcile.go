@@ -398,43 +398,33 @@ func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r R
 		r.Result = buf.Bytes()
 	}
 	if r.RequestID == "" {
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("reconcile: resolve %s: request ID: %w", key, err)
+		id, err := newRequestID("resolve", key)
+		if err != nil {
+			return nil, err
 		}
-		r.RequestID = hex.EncodeToString(b[:])
+		r.RequestID = id
 	}
 	ctx, cancel := withConfirmWait(ctx)
 	defer cancel()
-	out, fallback, err := resolveByUpdate(ctx, c, key, r)
-	if !fallback {
-		return out, err
-	}
-	id := WorkflowID(key)
-	if err := c.SignalWorkflow(ctx, id, "", SignalName, r); err != nil {
-		return nil, noWorkflow("resolve", key, err)
-	}
-	return confirm(ctx, c, key, r)
+	return deliver(ctx, c, resolveTarget(key), r, r.RequestID, delivery[Output]{
+		signal:  SignalName,
+		asSent:  func(out *Output) error { return settledAsSent(key, out, r) },
+		refused: func(reason string) error { return &RefusedError{Key: key, Reason: reason} },
+		ended:   "the reconciliation workflow ended without an outcome: ",
+		lastInvalid: func(ctx context.Context) (string, string, error) {
+			st, err := Status(ctx, c, key)
+			if err != nil {
+				return "", "", err
+			}
+			return st.LastInvalidRequestID, st.LastInvalidSignal, nil
+		},
+	})
 }
 
 // resolveTarget is the reconciliation workflow of key, as the target of a resolution.
 func resolveTarget(key string) target {
 	return target{op: "resolve", noun: "resolution", key: key, id: WorkflowID(key), update: UpdateName, notWaiting: ErrTypeNotWaiting,
 		missing: func(err error) error { return noWorkflow("resolve", key, err) }}
-}
-
-// resolveByUpdate sends r as the UpdateName update. fallback reports that the update could not be
-// used and the signal should be sent instead.
-func resolveByUpdate(ctx context.Context, c client.Client, key string, r Resolution) (out *Output, fallback bool, err error) {
-	var o Output
-	fallback, refused, err := resolveTarget(key).send(ctx, c, r.RequestID, r, &o)
-	if fallback || err != nil {
-		return nil, fallback, err
-	}
-	if refused != "" {
-		return nil, false, &RefusedError{Key: key, Reason: refused}
-	}
-	return &o, false, settledAsSent(key, &o, r)
 }
 
 // settledAsSent returns nil when out is the decision r made (its outcome and its RequestID), else a
@@ -584,35 +574,72 @@ func closedOutput(ctx context.Context, c client.Client, id string, out any) (clo
 	return true, nil
 }
 
-// confirm waits until the workflow of key has finished or refused the signal r.
-func confirm(ctx context.Context, c client.Client, key string, r Resolution) (*Output, error) {
-	var out *Output
-	err := resolveTarget(key).watch(ctx, func(ctx context.Context) (bool, error) {
-		var o Output
-		closed, failed := closedOutput(ctx, c, WorkflowID(key), &o)
+// newRequestID is a fresh RequestID (24 hex digits) for a decision sent without one.
+func newRequestID(op, key string) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("reconcile: %s %s: request ID: %w", op, key, err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// delivery is what deliver needs of a protocol besides its target: the signal name, how the
+// workflow's output shows that the decision sent is the one recorded (asSent, an error saying
+// how it was decided instead), the refusal error, the refusal's prefix for a workflow that ended
+// without a decision, and the workflow's last refused signal (its request ID and reason) from
+// its query.
+type delivery[O any] struct {
+	signal      string
+	asSent      func(out *O) error
+	refused     func(reason string) error
+	ended       string
+	lastInvalid func(ctx context.Context) (requestID, reason string, err error)
+}
+
+// deliver is the client side of the decision kernel: it sends d (with update ID requestID) to
+// t's workflow as its update and returns the workflow's answer, or, where the update cannot be
+// used, sends it as the signal and watches the workflow (its result, and its query's last
+// refused signal) until it has finished or refused d, within ctx (which carries the ConfirmWait
+// budget). Errors: the protocol's refusal (p.refused, or p.asSent's), t.missing's for a workflow
+// that does not exist, ErrUnconfirmed (wrapped) for no answer in time.
+func deliver[O any](ctx context.Context, c client.Client, t target, d any, requestID string, p delivery[O]) (*O, error) {
+	var out O
+	fallback, refused, err := t.send(ctx, c, requestID, d, &out)
+	switch {
+	case err != nil:
+		return nil, err
+	case refused != "":
+		return nil, p.refused(refused)
+	case !fallback:
+		return &out, p.asSent(&out)
+	}
+	if err := c.SignalWorkflow(ctx, t.id, "", p.signal, d); err != nil {
+		return nil, t.missing(err)
+	}
+	var got *O
+	err = t.watch(ctx, func(ctx context.Context) (bool, error) {
+		var o O
+		closed, failed := closedOutput(ctx, c, t.id, &o)
 		switch {
 		case !closed:
 			return false, nil
 		case failed != nil:
-			return true, &RefusedError{Key: key, Reason: "the reconciliation workflow ended without an outcome: " + failed.Error()}
+			return true, p.refused(p.ended + failed.Error())
 		}
-		out = &o
-		return true, settledAsSent(key, out, r)
+		got = &o
+		return true, p.asSent(got)
 	}, func(ctx context.Context) (string, error) {
-		st, err := Status(ctx, c, key)
-		if err != nil {
+		id, reason, err := p.lastInvalid(ctx)
+		if err != nil || id != requestID {
 			return "", err
 		}
-		if st.LastInvalidRequestID == r.RequestID {
-			return st.LastInvalidSignal, nil
-		}
-		return "", nil
+		return reason, nil
 	})
 	var ref *refusal
 	if errors.As(err, &ref) {
-		return nil, &RefusedError{Key: key, Reason: ref.reason}
+		return nil, p.refused(ref.reason)
 	}
-	return out, err
+	return got, err
 }
 
 // Status asks the reconciliation workflow of key where it stands. It returns an error wrapping

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 )
 
 // EncodeResult turns a JSON result given by a person into the stored form of an activity
@@ -40,12 +41,6 @@ func EncodeResult(dc converter.DataConverter, jsonResult json.RawMessage) ([]byt
 		return nil, fmt.Errorf("reconcile: encode result: %w", err)
 	}
 	return b, nil
-}
-
-// failureDoc is the stored form of a failure written by a resolution.
-type failureDoc struct {
-	Message    string `json:"message"`
-	ResolvedBy string `json:"resolved_by,omitempty"`
 }
 
 // Record writes r for (tenant, key) straight to the store with Store.Resolve: resolved_by, note,
@@ -102,11 +97,7 @@ func RecordWithOptions(ctx context.Context, s oncekey.Store, tenant, key string,
 		if msg == "" {
 			msg = "resolved as failed"
 		}
-		b, err := json.Marshal(failureDoc{Message: msg, ResolvedBy: r.ResolvedBy})
-		if err != nil {
-			return nil, fmt.Errorf("reconcile: record %s: %w", key, err)
-		}
-		p.Failure = b
+		p.Failure = failuredoc.Doc{Message: msg, ResolvedBy: r.ResolvedBy}.Bytes()
 	}
 	rec, err := s.Resolve(ctx, p)
 	var (

@@ -1,12 +1,10 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -44,34 +42,43 @@ func Approval(ctx workflow.Context, in reconcile.ApprovalInput) (reconcile.Appro
 		a.report.InvalidSignals = c.InvalidSignals
 		a.report.LastInvalidSignal, a.report.LastInvalidRequestID = c.LastInvalidSignal, c.LastInvalidRequestID
 	}
-	a.decidedF, a.decidedS = workflow.NewFuture(ctx)
-	a.actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalid, activities.ErrTypeForeignRecord, oncekey.ErrTypeConfig},
+	a.k = decider[reconcile.Decision, reconcile.ApprovalOutput]{
+		noun: "decision", goType: "reconcile.Decision",
+		refusedType: reconcile.ErrTypeDecisionRefused, notWaitingType: reconcile.ErrTypeNotPending,
+		signalName: reconcile.DecideSignalName, signalDescription: decideSignalDescription,
+		ignoredLog: "oncekey: ignored an invalid approval decision signal", tool: in.Tool, key: in.OperationKey,
+		invalid: a.invalid,
+		record: func(ctx workflow.Context, d reconcile.Decision) string {
+			return a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID)
 		},
-	})
-	if err := workflow.SetQueryHandlerWithOptions(ctx, reconcile.ApprovalQueryName, func() (reconcile.ApprovalReport, error) {
-		return a.report, nil
-	}, workflow.QueryHandlerOptions{Description: approvalQueryDescription}); err != nil {
-		return reconcile.ApprovalOutput{}, err
+		requestID: func(d reconcile.Decision) string { return d.RequestID },
+		settled:   func() bool { return a.report.State == reconcile.ApprovalStateDecided },
+		settledText: func() string {
+			return fmt.Sprintf("nothing to decide: the approval is already %s", a.report.Status)
+		},
+		busyText: "another decision is being recorded; check the approval query, then try again if it was refused",
+		notYet: func() string {
+			if a.report.State != reconcile.ApprovalStateWaiting {
+				return fmt.Sprintf("nothing to decide yet: the approval workflow is %s", a.report.State)
+			}
+			return ""
+		},
+		details:        a.details,
+		invalidSignals: &a.report.InvalidSignals, lastInvalid: &a.report.LastInvalidSignal, lastInvalidRequestID: &a.report.LastInvalidRequestID,
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, reconcile.DecideUpdateName, a.update, workflow.UpdateHandlerOptions{
-		Validator:   a.validate,
-		Description: "Approve or deny the call: a reconcile.Decision (decision approve or deny, tenant, episode, reason); answers with the approval's output.",
-	}); err != nil {
-		return reconcile.ApprovalOutput{}, err
-	}
-	out, err := a.run(ctx)
-	// An update being answered finishes before the workflow does.
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-	return out, err
+	a.actx = decisionActivities(ctx, activities.ErrTypeInvalid, activities.ErrTypeForeignRecord, oncekey.ErrTypeConfig)
+	return a.k.serve(ctx, decisionHandlers{
+		queryName: reconcile.ApprovalQueryName, queryDescription: approvalQueryDescription,
+		query:             func() (reconcile.ApprovalReport, error) { return a.report, nil },
+		updateName:        reconcile.DecideUpdateName,
+		updateDescription: "Approve or deny the call: a reconcile.Decision (decision approve or deny, tenant, episode, reason); answers with the approval's output.",
+	}, a.run)
 }
 
-// approver is one run of the approval workflow.
+// approver is one run of the approval workflow: the protocol of an approval on the decision
+// kernel.
 type approver struct {
+	k      decider[reconcile.Decision, reconcile.ApprovalOutput]
 	in     reconcile.ApprovalInput
 	actx   workflow.Context
 	report reconcile.ApprovalReport
@@ -81,16 +88,6 @@ type approver struct {
 	created bool
 	// token is the token of the worker's request the run waits on, which a decision names.
 	token string
-	// busy: a decision is being recorded (by the update handler or the signal loop).
-	busy bool
-	// decided is set once a decision or a terminal error settled the run.
-	decided    bool
-	decidedOut reconcile.ApprovalOutput
-	decidedErr error
-	decidedF   workflow.Future
-	decidedS   workflow.Settable
-	// invalidThisRun counts the invalid signals of this run.
-	invalidThisRun int
 	// otherArguments: the key's approval was asked for other arguments.
 	otherArguments bool
 	// upserted is the SearchAttributeStatus value last set (ApprovalInput.SearchAttributes);
@@ -124,7 +121,28 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 		return a.done(ctx, ans, ""), nil
 	}
 	a.created = true
-	return a.wait(ctx)
+	a.setState(ctx, reconcile.ApprovalStateWaiting)
+	return a.k.wait(ctx, decisionWait[reconcile.ApprovalOutput]{
+		hasDeadline: true, deadline: a.report.Deadline,
+		expire: func(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
+			a.k.busy = true
+			a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider, fmt.Sprintf("nobody decided within %s", a.in.Timeout), "")
+			a.k.busy = false
+			return a.k.out, a.k.err
+		},
+		continueAsNew: func(ctx workflow.Context) error {
+			next := a.in
+			next.Continued = &reconcile.ApprovalContinued{
+				Created:              a.created,
+				InvalidSignals:       a.report.InvalidSignals,
+				LastInvalidSignal:    a.report.LastInvalidSignal,
+				LastInvalidRequestID: a.report.LastInvalidRequestID,
+			}
+			workflow.GetLogger(ctx).Warn("oncekey: continuing the approval as new after too many invalid signals", "tool", a.in.Tool,
+				"key_prefix", prefix(a.in.OperationKey), "invalid_signals", a.report.InvalidSignals)
+			return workflow.NewContinueAsNewError(ctx, reconcile.ApprovalWorkflowName, next)
+		},
+	})
 }
 
 // take copies the approval's state into the query's report.
@@ -147,91 +165,6 @@ func (a *approver) done(ctx workflow.Context, ans activities.ApprovalAnswer, req
 	return out
 }
 
-// wait waits for a person's decision (the update handler's, or a signal) or the deadline.
-func (a *approver) wait(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
-	a.setState(ctx, reconcile.ApprovalStateWaiting)
-	signals := workflow.GetSignalChannelWithOptions(ctx, reconcile.DecideSignalName, workflow.SignalChannelOptions{Description: decideSignalDescription})
-	deadline := workflow.NewTimer(ctx, max(a.report.Deadline.Sub(workflow.Now(ctx)), time.Millisecond))
-	for {
-		var (
-			raw     converter.RawValue
-			got     bool
-			expired bool
-		)
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-			// A RawValue always decodes, so the SDK never drops a signal here; it is decoded below.
-			c.Receive(ctx, &raw)
-			got = true
-		})
-		sel.AddFuture(a.decidedF, func(workflow.Future) {})
-		sel.AddFuture(deadline, func(workflow.Future) { expired = true })
-		sel.Select(ctx)
-		if a.decided {
-			return a.decidedOut, a.decidedErr
-		}
-		if expired {
-			// A decision being recorded by the update handler finishes first: it may decide.
-			if err := workflow.Await(ctx, func() bool { return !a.busy }); err != nil {
-				return reconcile.ApprovalOutput{}, err
-			}
-			if !a.decided {
-				a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider,
-					fmt.Sprintf("nobody decided within %s", a.in.Timeout), "")
-			}
-			return a.decidedOut, a.decidedErr
-		}
-		if !got {
-			continue
-		}
-		if a.takeSignal(ctx, raw) {
-			return a.decidedOut, a.decidedErr
-		}
-		if a.invalidThisRun >= reconcile.MaxInvalidSignals {
-			// Signals already delivered are taken before the run ends; a valid one still decides.
-			if drainSignals(signals, func(raw converter.RawValue) bool { return a.takeSignal(ctx, raw) }) {
-				return a.decidedOut, a.decidedErr
-			}
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return reconcile.ApprovalOutput{}, err
-			}
-			if a.decided {
-				return a.decidedOut, a.decidedErr
-			}
-			next := a.in
-			next.Continued = &reconcile.ApprovalContinued{
-				Created:              a.created,
-				InvalidSignals:       a.report.InvalidSignals,
-				LastInvalidSignal:    a.report.LastInvalidSignal,
-				LastInvalidRequestID: a.report.LastInvalidRequestID,
-			}
-			workflow.GetLogger(ctx).Warn("oncekey: continuing the approval as new after too many invalid signals", "tool", a.in.Tool,
-				"key_prefix", prefix(a.in.OperationKey), "invalid_signals", a.report.InvalidSignals)
-			return reconcile.ApprovalOutput{}, workflow.NewContinueAsNewError(ctx, reconcile.ApprovalWorkflowName, next)
-		}
-	}
-}
-
-// takeSignal handles one signal payload: a valid decision is recorded, anything else is refused
-// in the query's report. It reports whether the run is decided.
-func (a *approver) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
-	d, reason := signalJSON[reconcile.Decision](raw, strictSignals(ctx), "decision", "reconcile.Decision")
-	if reason == "" {
-		reason = a.invalid(d)
-	}
-	if reason == "" {
-		if reason = a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID); reason == "" {
-			return true
-		}
-	}
-	a.report.LastInvalidSignal, a.report.LastInvalidRequestID = reason, d.RequestID
-	a.report.InvalidSignals++
-	a.invalidThisRun++
-	workflow.SetCurrentDetails(ctx, a.details())
-	workflow.GetLogger(ctx).Warn("oncekey: ignored an invalid approval decision signal", "tool", a.in.Tool, "key_prefix", prefix(a.in.OperationKey), "reason", reason)
-	return a.decided
-}
-
 // invalid returns why d cannot decide the pending approval, or "".
 func (a *approver) invalid(d reconcile.Decision) string {
 	if err := d.Validate(); err != nil {
@@ -251,8 +184,6 @@ func (a *approver) invalid(d reconcile.Decision) string {
 // refused ("" when the run is decided: by this decision, by one found recorded, or ended by an
 // error).
 func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, by, reason, requestID string) string {
-	a.busy = true
-	defer func() { a.busy = false }()
 	var ans activities.ApprovalAnswer
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, activities.DecideApprovalInput{
 		Tenant: a.in.Tenant, OperationKey: a.in.OperationKey, Tool: a.in.Tool, Episode: a.report.Episode, Token: a.token,
@@ -263,62 +194,12 @@ func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, b
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid && status != oncekey.ApprovalTimedOut {
 			return appErr.Error()
 		}
-		a.decide(reconcile.ApprovalOutput{}, err)
+		a.k.decide(reconcile.ApprovalOutput{}, err)
 		return ""
 	}
 	if ans.Conflict {
 		requestID = "" // decided before this decision, by another
 	}
-	a.decide(a.done(ctx, ans, requestID), nil)
+	a.k.decide(a.done(ctx, ans, requestID), nil)
 	return ""
-}
-
-// decide settles the run with out or err.
-func (a *approver) decide(out reconcile.ApprovalOutput, err error) {
-	if a.decided {
-		return
-	}
-	a.decided, a.decidedOut, a.decidedErr = true, out, err
-	a.decidedS.Set(nil, nil)
-}
-
-// validate is the DecideUpdateName update's validator: it refuses, with nothing written to
-// history, a decision the workflow cannot take now or could never record, or whose JSON is not
-// exactly a reconcile.Decision (a member it does not have, such as "decidedBy" for
-// "decided_by", is named in the refusal, not dropped).
-func (a *approver) validate(ctx workflow.Context, raw json.RawMessage) error {
-	d, reason := decodeStrict[reconcile.Decision](raw, "the update", "decision", "reconcile.Decision")
-	if reason != "" {
-		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeDecisionRefused, nil)
-	}
-	switch {
-	case a.decided || a.report.State == reconcile.ApprovalStateDecided:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to decide: the approval is already %s", a.report.Status), reconcile.ErrTypeNotPending, nil)
-	case a.busy:
-		return temporal.NewNonRetryableApplicationError("another decision is being recorded; check the approval query, then try again if it was refused", reconcile.ErrTypeNotPending, nil)
-	case a.report.State != reconcile.ApprovalStateWaiting:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to decide yet: the approval workflow is %s", a.report.State), reconcile.ErrTypeNotPending, nil)
-	}
-	if reason := a.invalid(d); reason != "" {
-		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeDecisionRefused, nil)
-	}
-	return nil
-}
-
-// update is the DecideUpdateName update's handler: it records an accepted decision and answers
-// with the run's output. A decision the store refuses fails the update (type
-// reconcile.ErrTypeDecisionRefused) and the workflow keeps waiting.
-//
-// It takes the raw JSON, as the validator does, and decodes it as the SDK decoded the
-// reconcile.Decision it took before: the validator refused anything else before it was accepted,
-// and an update accepted before the validator was strict replays as it ran.
-func (a *approver) update(ctx workflow.Context, raw json.RawMessage) (reconcile.ApprovalOutput, error) {
-	var d reconcile.Decision
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return reconcile.ApprovalOutput{}, temporal.NewNonRetryableApplicationError("the decision does not decode into reconcile.Decision: "+err.Error(), reconcile.ErrTypeDecisionRefused, nil)
-	}
-	if refused := a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID); refused != "" {
-		return reconcile.ApprovalOutput{}, temporal.NewNonRetryableApplicationError(refused, reconcile.ErrTypeDecisionRefused, nil)
-	}
-	return a.decidedOut, a.decidedErr
 }

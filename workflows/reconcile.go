@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -89,8 +88,10 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 	return reconcileWith(ctx, in, nil)
 }
 
-// reconciler is one run of the reconciliation workflow.
+// reconciler is one run of the reconciliation workflow: the protocol of a reconciliation on the
+// decision kernel.
 type reconciler struct {
+	k      decider[reconcile.Resolution, reconcile.Output]
 	in     reconcile.Input
 	reg    *oncekey.Registry
 	ref    activities.RecordRef
@@ -98,16 +99,6 @@ type reconciler struct {
 	status reconcile.StatusReport
 	// epoch is the unknown record's epoch at the last inspection.
 	epoch int64
-	// busy: a resolution is being recorded (by the update handler or the signal loop).
-	busy bool
-	// decided is set once a resolution or a terminal error settled the run.
-	decided    bool
-	decidedOut reconcile.Output
-	decidedErr error
-	decidedF   workflow.Future
-	decidedS   workflow.Settable
-	// invalidThisRun counts the invalid signals of this run.
-	invalidThisRun int
 	// mh records the run's metrics; the workflow's handler records nothing while replaying.
 	mh client.MetricsHandler
 	// uiSet is set once setState has run.
@@ -133,7 +124,6 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 			ClaimDeadline: in.ClaimDeadline,
 		},
 	}
-	r.decidedF, r.decidedS = workflow.NewFuture(ctx)
 	r.mh = metrics.Tagged(workflow.GetMetricsHandler(ctx), in.Tool, in.Tenant, in.MetricsTenant)
 	r.settledBy = metrics.SettledByRecord
 	if in.Continued == nil { // a run continued as new was counted when it started
@@ -143,29 +133,36 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 		r.status.InvalidSignals = c.InvalidSignals
 		r.status.LastInvalidSignal, r.status.LastInvalidRequestID = c.LastInvalidSignal, c.LastInvalidRequestID
 	}
-	r.actx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			MaximumInterval:        time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeInvalid},
+	r.k = decider[reconcile.Resolution, reconcile.Output]{
+		noun: "resolution", goType: "reconcile.Resolution",
+		refusedType: reconcile.ErrTypeRefused, notWaitingType: reconcile.ErrTypeNotWaiting,
+		signalName: reconcile.SignalName, signalDescription: signalDescription,
+		ignoredLog: "oncekey: ignored an invalid resolution signal", tool: in.Tool, key: in.OperationKey,
+		invalid:   r.invalid,
+		check:     r.resultProblem,
+		record:    r.record,
+		requestID: func(res reconcile.Resolution) string { return res.RequestID },
+		settled:   func() bool { return r.status.State == reconcile.StateResolved },
+		settledText: func() string {
+			return fmt.Sprintf("nothing to resolve: the operation was already settled as %s", r.status.Outcome)
 		},
-	})
-	if err := workflow.SetQueryHandlerWithOptions(ctx, reconcile.QueryName, func() (reconcile.StatusReport, error) {
-		return r.status, nil
-	}, workflow.QueryHandlerOptions{Description: queryDescription}); err != nil {
-		return reconcile.Output{}, err
+		busyText: "another resolution is being recorded; check the status query, then try again if it was refused",
+		notYet: func() string {
+			if r.status.State != reconcile.StateWaiting {
+				return fmt.Sprintf("nothing to resolve yet: the reconciliation is %s", r.status.State)
+			}
+			return ""
+		},
+		details:        r.details,
+		invalidSignals: &r.status.InvalidSignals, lastInvalid: &r.status.LastInvalidSignal, lastInvalidRequestID: &r.status.LastInvalidRequestID,
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, reconcile.UpdateName, r.update, workflow.UpdateHandlerOptions{
-		Validator:   r.validate,
-		Description: "Settle the unknown outcome of an operation: a reconcile.Resolution (outcome applied, not_applied or failed); answers with the reconciliation's output.",
-	}); err != nil {
-		return reconcile.Output{}, err
-	}
-	out, err := r.run(ctx)
-	// An update being answered finishes before the workflow does.
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-	return out, err
+	r.actx = decisionActivities(ctx, activities.ErrTypeInvalid)
+	return r.k.serve(ctx, decisionHandlers{
+		queryName: reconcile.QueryName, queryDescription: queryDescription,
+		query:             func() (reconcile.StatusReport, error) { return r.status, nil },
+		updateName:        reconcile.UpdateName,
+		updateDescription: "Settle the unknown outcome of an operation: a reconcile.Resolution (outcome applied, not_applied or failed); answers with the reconciliation's output.",
+	}, r.run)
 }
 
 func (r *reconciler) done(ctx workflow.Context, out reconcile.Output) (reconcile.Output, error) {
@@ -283,7 +280,6 @@ const boundedInvalidChangeID = "oncekey-reconcile-bounded-invalid-signals"
 // escalation timer.
 func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 	in := r.in
-	logger := workflow.GetLogger(ctx)
 	r.status.WaitingSince = workflow.Now(ctx)
 	var deadline time.Time
 	if in.EscalationTimeout > 0 {
@@ -293,63 +289,18 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 		r.status.WaitingSince, deadline = c.WaitingSince, c.EscalationDeadline
 	}
 	r.setState(ctx, reconcile.StateWaiting)
-	signals := workflow.GetSignalChannelWithOptions(ctx, reconcile.SignalName, workflow.SignalChannelOptions{Description: signalDescription})
-	var escalation workflow.Future
-	if !deadline.IsZero() {
-		escalation = workflow.NewTimer(ctx, max(deadline.Sub(workflow.Now(ctx)), time.Millisecond))
-	}
-	for {
-		var (
-			raw       converter.RawValue
-			got       bool
-			escalated bool
-		)
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-			// A RawValue always decodes, so the SDK never drops a signal here (it would block this
-			// coroutine, timer and all, until a next one came); the payload is decoded below.
-			c.Receive(ctx, &raw)
-			got = true
-		})
-		sel.AddFuture(r.decidedF, func(workflow.Future) {})
-		if escalation != nil {
-			sel.AddFuture(escalation, func(workflow.Future) { escalated = true })
-		}
-		sel.Select(ctx)
-		if r.decided {
-			return r.decidedOut, r.decidedErr
-		}
-		if escalated {
-			// A resolution being recorded by the update handler finishes first: it may settle the
-			// operation.
-			if err := workflow.Await(ctx, func() bool { return !r.busy }); err != nil {
-				return reconcile.Output{}, err
-			}
-			if r.decided {
-				return r.decidedOut, r.decidedErr
-			}
+	return r.k.wait(ctx, decisionWait[reconcile.Output]{
+		hasDeadline: !deadline.IsZero(), deadline: deadline,
+		expire: func(ctx workflow.Context) (reconcile.Output, error) {
 			r.mh.Counter(metrics.ReconciliationsEscalated).Inc(1)
 			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("oncekey: nobody resolved the outcome of %s (key %s) within the escalation timeout of %s; the record stays unknown",
 					in.Tool, in.OperationKey, in.EscalationTimeout), ErrTypeEscalationTimeout, nil)
-		}
-		if !got {
-			continue
-		}
-		if r.takeSignal(ctx, raw) {
-			return r.decidedOut, r.decidedErr
-		}
-		if r.invalidThisRun >= reconcile.MaxInvalidSignals && workflow.GetVersion(ctx, boundedInvalidChangeID, workflow.DefaultVersion, 1) == 1 {
-			// Signals already delivered are taken before the run ends; a valid one still settles.
-			if drainSignals(signals, func(raw converter.RawValue) bool { return r.takeSignal(ctx, raw) }) {
-				return r.decidedOut, r.decidedErr
-			}
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return reconcile.Output{}, err
-			}
-			if r.decided {
-				return r.decidedOut, r.decidedErr
-			}
+		},
+		bounded: func(ctx workflow.Context) bool {
+			return workflow.GetVersion(ctx, boundedInvalidChangeID, workflow.DefaultVersion, 1) == 1
+		},
+		continueAsNew: func(ctx workflow.Context) error {
 			next := in
 			next.Continued = &reconcile.Continued{
 				WaitingSince:         r.status.WaitingSince,
@@ -358,54 +309,16 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 				LastInvalidSignal:    r.status.LastInvalidSignal,
 				LastInvalidRequestID: r.status.LastInvalidRequestID,
 			}
-			logger.Warn("oncekey: continuing the reconciliation as new after too many invalid signals", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "invalid_signals", r.status.InvalidSignals)
-			return reconcile.Output{}, workflow.NewContinueAsNewError(ctx, reconcile.WorkflowName, next)
-		}
-	}
-}
-
-// takeSignal handles one signal payload: a valid resolution is recorded, anything else is
-// refused in the status report. It reports whether the run is decided.
-func (r *reconciler) takeSignal(ctx workflow.Context, raw converter.RawValue) bool {
-	res, reason := signalJSON[reconcile.Resolution](raw, strictSignals(ctx), "resolution", "reconcile.Resolution")
-	if reason == "" {
-		reason = r.invalid(res)
-	}
-	if reason == "" {
-		if refused := r.record(ctx, res); refused == "" {
-			return true
-		} else {
-			reason = refused
-		}
-	}
-	r.status.LastInvalidSignal, r.status.LastInvalidRequestID = reason, res.RequestID
-	r.status.InvalidSignals++
-	r.invalidThisRun++
-	workflow.SetCurrentDetails(ctx, r.details())
-	workflow.GetLogger(ctx).Warn("oncekey: ignored an invalid resolution signal", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "reason", reason)
-	return r.decided
-}
-
-// drainSignals takes the signals already delivered on ch with take, before a run continues as
-// new, and reports whether one of them decided the run.
-func drainSignals(ch workflow.ReceiveChannel, take func(converter.RawValue) bool) bool {
-	for {
-		var more converter.RawValue
-		if !ch.ReceiveAsync(&more) {
-			return false
-		}
-		if take(more) {
-			return true
-		}
-	}
+			workflow.GetLogger(ctx).Warn("oncekey: continuing the reconciliation as new after too many invalid signals", "tool", in.Tool, "key_prefix", prefix(in.OperationKey), "invalid_signals", r.status.InvalidSignals)
+			return workflow.NewContinueAsNewError(ctx, reconcile.WorkflowName, next)
+		},
+	})
 }
 
 // record writes res with the RecordResolution activity. It returns why the resolution was
 // refused ("" when the run is decided: settled by res, or by another way, or ended by an error
 // such as a tombstone).
 func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) string {
-	r.busy = true
-	defer func() { r.busy = false }()
 	var out reconcile.Output
 	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, Resolution: res}).Get(ctx, &out)
 	if err != nil {
@@ -413,25 +326,15 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
 			return appErr.Error()
 		}
-		r.decide(ctx, reconcile.Output{}, err)
+		r.k.decide(reconcile.Output{}, err)
 		return ""
 	}
 	r.settledBy = metrics.SettledByPerson
-	r.decide(ctx, out, nil)
-	return ""
-}
-
-// decide settles the run with out or err.
-func (r *reconciler) decide(ctx workflow.Context, out reconcile.Output, err error) {
-	if r.decided {
-		return
-	}
-	r.decided = true
-	if err == nil {
+	if !r.k.decided {
 		out, err = r.done(ctx, out)
 	}
-	r.decidedOut, r.decidedErr = out, err
-	r.decidedS.Set(nil, nil)
+	r.k.decide(out, err)
+	return ""
 }
 
 // settledStatus is the record's status once a reconciliation settled it with outcome: the status
@@ -464,33 +367,6 @@ func (r *reconciler) invalid(res reconcile.Resolution) string {
 	return ""
 }
 
-// validate is the UpdateName update's validator: it refuses, with nothing written to history,
-// a resolution the workflow cannot take now or could never record.
-//
-// It takes the raw JSON and decodes it strictly: a member reconcile.Resolution does not have
-// (such as "resolvedBy" for "resolved_by") is named in the refusal, not dropped.
-func (r *reconciler) validate(ctx workflow.Context, raw json.RawMessage) error {
-	res, reason := decodeStrict[reconcile.Resolution](raw, "the update", "resolution", "reconcile.Resolution")
-	if reason != "" {
-		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeRefused, nil)
-	}
-	switch {
-	case r.decided || r.status.State == reconcile.StateResolved:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to resolve: the operation was already settled as %s", r.status.Outcome), reconcile.ErrTypeNotWaiting, nil)
-	case r.busy:
-		return temporal.NewNonRetryableApplicationError("another resolution is being recorded; check the status query, then try again if it was refused", reconcile.ErrTypeNotWaiting, nil)
-	case r.status.State != reconcile.StateWaiting:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("nothing to resolve yet: the reconciliation is %s", r.status.State), reconcile.ErrTypeNotWaiting, nil)
-	}
-	if reason := r.invalid(res); reason != "" {
-		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeRefused, nil)
-	}
-	if reason := r.resultProblem(res); reason != "" {
-		return temporal.NewNonRetryableApplicationError(reason, reconcile.ErrTypeRefused, nil)
-	}
-	return nil
-}
-
 // resultProblem says why an Applied result does not decode into the tool's declared result
 // type, or "" (also when the type is unknown).
 func (r *reconciler) resultProblem(res reconcile.Resolution) string {
@@ -505,29 +381,4 @@ func (r *reconciler) resultProblem(res reconcile.Resolution) string {
 		return fmt.Sprintf("the result does not decode into %s's result type %s (%v)", r.in.Tool, t, err)
 	}
 	return ""
-}
-
-// update is the UpdateName update's handler: it records an accepted resolution and answers with
-// the run's output. A resolution the store refuses fails the update (type
-// reconcile.ErrTypeRefused) and the workflow keeps waiting.
-//
-// It takes the raw JSON, as the validator does, and decodes it as the SDK decoded the
-// reconcile.Resolution it took before: the validator refused anything else before it was
-// accepted, and an update accepted before the validator was strict replays as it ran.
-func (r *reconciler) update(ctx workflow.Context, raw json.RawMessage) (reconcile.Output, error) {
-	var res reconcile.Resolution
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return reconcile.Output{}, temporal.NewNonRetryableApplicationError("the resolution does not decode into reconcile.Resolution: "+err.Error(), reconcile.ErrTypeRefused, nil)
-	}
-	if refused := r.record(ctx, res); refused != "" {
-		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(refused, reconcile.ErrTypeRefused, nil)
-	}
-	return r.decidedOut, r.decidedErr
-}
-
-func prefix(key string) string {
-	if len(key) > 12 {
-		return key[:12]
-	}
-	return key
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/textcheck"
 	"github.com/oncekey/oncekey/reconcile"
@@ -153,16 +154,16 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows each approval's tenant and episode",
 			id, printable(oneLine(errors.New(refused.Reason))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
 	case errors.Is(err, reconcile.ErrUnconfirmed):
-		return a.unconfirmed(ctx, c, decisionNoun(kind), "approval workflow", id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
+		return a.unconfirmed(ctx, c, decisionNoun(kind), decisiontext.Approval.Workflow, id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
 	case errors.Is(err, reconcile.ErrNoApproval):
 		if shape := keyShape(key); shape != "" {
-			return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.approvalsCommand(f.tenant))
+			return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Approval.NotWaiting(key, a.ns()), shape, a.approvalsCommand(f.tenant))
 		}
 		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
 			return err
 		}
-		return fail(exitNotFound, "no approval workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` lists what waits and `%s` shows the approval",
-			key, a.ns(), a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
+		return fail(exitNotFound, "%s: %s; `%s` lists what waits and `%s` shows the approval",
+			decisiontext.Approval.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
 	case namespaceMissing(err):
 		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -114,15 +115,15 @@ func newResolveCmd(a *app) *cobra.Command {
 			case errors.As(err, &refused):
 				return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
 			case errors.Is(err, reconcile.ErrUnconfirmed):
-				return a.unconfirmed(ctx, c, "resolution", "reconciliation workflow", reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
+				return a.unconfirmed(ctx, c, decisiontext.Reconciliation.Decision, decisiontext.Reconciliation.Workflow, reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
 			case errors.Is(err, reconcile.ErrNoReconciliation):
 				if shape := keyShape(key); shape != "" {
-					return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: %s; copy the whole key from `%s`", key, a.ns(), shape, a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
+					return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Reconciliation.NotWaiting(key, a.ns()), shape, a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
 				}
 				if err := a.alreadySettled(ctx, key, f.tenant); err != nil {
 					return err
 				}
-				return fail(exitNotFound, "no reconciliation workflow is waiting for %s in namespace %s: it was never started, has already finished, or runs in another namespace (--namespace); `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", key, a.ns(), a.showCommand(key, f.tenant), a.directCommand(key, &f))
+				return fail(exitNotFound, "%s: %s; `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", decisiontext.Reconciliation.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.showCommand(key, f.tenant), a.directCommand(key, &f))
 			case namespaceMissing(err):
 				return a.noNamespace(err)
 			default:

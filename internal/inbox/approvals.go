@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -139,26 +140,14 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 func (s *Server) approvalState(ctx context.Context, d *approvalData, ap *oncekey.Approval) {
 	ctx, cancel := context.WithTimeout(ctx, statusWait)
 	defer cancel()
-	const unreachable = ". Check that Temporal is reachable and that a worker runs the approval workflow, then reload."
 	next := "Nothing ran. The next call of the operation (its workflow running the step again) asks anew, with a form here; `" +
 		showCommand(ap.Tenant, ap.OperationKey) + "` shows the approval and the record."
-	wf, err := describe(ctx, s.opts.Temporal, d.WorkflowID)
-	switch {
-	case err != nil:
-		d.WorkflowError = "Could not ask the approval workflow where it stands: " + oneLine(err) + unreachable
-		return
-	case wf.Missing:
-		d.WorkflowError = "No approval workflow exists for this call (it never started, or Temporal no longer keeps its history), so nothing here can decide it. " + next
-		return
-	case wf.Closed != "":
-		d.WorkflowClosed = wf.Closed
-		d.WorkflowError = "The approval workflow " + d.WorkflowID + " " + wf.closedText(s.now()) +
-			" without a decision: it no longer waits, and nothing here can decide it. " + next
+	if d.WorkflowError, d.WorkflowClosed = s.workflowState(ctx, decisiontext.Approval, d.WorkflowID, next); d.WorkflowError != "" {
 		return
 	}
 	rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
 	if err != nil {
-		d.WorkflowError = "Could not ask the approval workflow where it stands: " + oneLine(err) + unreachable
+		d.WorkflowError = decisiontext.Approval.Unreachable(oneLine(err))
 		return
 	}
 	d.Workflow = rep
@@ -257,7 +246,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			Detail: "Nothing was recorded. The next call of the operation asks again."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
-			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, "approval workflow", reconcile.ApprovalWorkflowID(key))})
+			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, decisiontext.Approval, key)})
 	default:
 		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the approval workflow",
 			Detail: oneLine(err) + ". It may not have received the decision: reload and check the approval before sending it again."})

@@ -23,6 +23,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decisiontext"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/reconcile"
@@ -393,7 +395,7 @@ func unknownQueue() queue {
 				items = append(items, item{
 					Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, WorkflowID: rec.WorkflowID, StepID: rec.StepID,
 					Age: ageText(now, rec.UpdatedAt), Since: rec.UpdatedAt.UTC().Format(time.RFC3339),
-					Failure: clip(failureText(rec.Failure), 300), EffectReference: rec.EffectReference,
+					Failure: clip(failuredoc.Text(rec.Failure), 300), EffectReference: rec.EffectReference,
 					Link: recordLink(rec.Tenant, rec.OperationKey, false),
 				})
 			}
@@ -521,7 +523,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	}
 	d := recordData{
 		Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, Status: string(rec.Status), Epoch: rec.Epoch,
-		Failure: failureText(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
+		Failure: failuredoc.Text(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
 		ShowResultLink: recordLink(rec.Tenant, rec.OperationKey, true), HideResultLink: recordLink(rec.Tenant, rec.OperationKey, false),
 		WorkflowID: reconcile.WorkflowID(rec.OperationKey), Answer: ans, Form: form, RequestID: newRequestID(),
 	}
@@ -573,26 +575,14 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 func (s *Server) reconciliationState(ctx context.Context, d *recordData, rec *oncekey.Record) {
 	ctx, cancel := context.WithTimeout(ctx, statusWait)
 	defer cancel()
-	const unreachable = ". Check that Temporal is reachable and that a worker runs the reconciliation workflow, then reload."
 	direct := "Write the decision straight to the store with `" + s.directCommand(rec.Tenant, rec.OperationKey, rec.Epoch) +
 		"`; the caller's workflow gets it when it runs the step again."
-	wf, err := describe(ctx, s.opts.Temporal, d.WorkflowID)
-	switch {
-	case err != nil:
-		d.WorkflowError = "Could not ask the reconciliation workflow where it stands: " + oneLine(err) + unreachable
-		return
-	case wf.Missing:
-		d.WorkflowError = "No reconciliation workflow exists for this operation (it never started, or Temporal no longer keeps its history), so nothing here can release a workflow. " + direct
-		return
-	case wf.Closed != "":
-		d.WorkflowClosed = wf.Closed
-		d.WorkflowError = "The reconciliation workflow " + d.WorkflowID + " " + wf.closedText(s.now()) +
-			" without a decision: it no longer waits, and nothing here can release a workflow. " + direct
+	if d.WorkflowError, d.WorkflowClosed = s.workflowState(ctx, decisiontext.Reconciliation, d.WorkflowID, direct); d.WorkflowError != "" {
 		return
 	}
 	st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
 	if err != nil {
-		d.WorkflowError = "Could not ask the reconciliation workflow where it stands: " + oneLine(err) + unreachable
+		d.WorkflowError = decisiontext.Reconciliation.Unreachable(oneLine(err))
 		return
 	}
 	d.Workflow = st
@@ -694,7 +684,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 			Detail: "Nothing was recorded. Write the decision straight to the store with `" + s.directCommand(tenant, key, epoch) + "`."})
 	case errors.Is(err, reconcile.ErrUnconfirmed):
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
-			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, "reconciliation workflow", reconcile.WorkflowID(key))})
+			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, decisiontext.Reconciliation, key)})
 	default:
 		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the reconciliation workflow",
 			Detail: oneLine(err) + ". It may not have received the decision: reload and check the record before sending it again."})
@@ -727,10 +717,10 @@ func (s *Server) settledFirst(ctx context.Context, tenant, key string, epoch int
 
 // ---- helpers ----
 
-// unconfirmedDetail is the answer's detail for a decision delivered to workflow id (what names
-// it) that did not confirm it within reconcile.ConfirmWait: the task queue a worker must run for
-// it to land (taskqueue.Unconfirmed), and that reloading the page shows whether it was recorded.
-func unconfirmedDetail(ctx context.Context, c client.Client, what, id string) string {
+// unconfirmedDetail is the answer's detail for a decision delivered to p's workflow of key
+// that neither accepted nor refused it in time.
+func unconfirmedDetail(ctx context.Context, c client.Client, p decisiontext.Protocol, key string) string {
+	id, what := p.WorkflowID(key), p.Workflow
 	return "The " + what + " " + id + " got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() +
 		": " + taskqueue.Unconfirmed(ctx, c, id, what) + ". Reload this page to see whether it was recorded."
 }
@@ -792,24 +782,6 @@ func shortKey(k string) string {
 		return k
 	}
 	return k[:16] + "…"
-}
-
-// failureText is the message of a stored failure: its "message" (else "reason") when it is
-// JSON as the interceptor writes it, else the bytes as text.
-func failureText(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	var d struct{ Message, Reason string }
-	if json.Unmarshal(b, &d) == nil {
-		if d.Message != "" {
-			return d.Message
-		}
-		if d.Reason != "" {
-			return d.Reason
-		}
-	}
-	return string(b)
 }
 
 func clip(s string, n int) string {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
 )
 
@@ -48,6 +49,22 @@ func describe(ctx context.Context, c client.Client, id string) (run, error) {
 		how = "closed"
 	}
 	return run{Closed: how, ClosedAt: info.GetCloseTime().AsTime()}, nil
+}
+
+// workflowState says why the inbox shows no form for workflow id of protocol p: the message
+// (WorkflowError) of a workflow it could not describe, that does not exist or that closed
+// (followed by next, what still works), and how it closed; "" while it runs.
+func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, id, next string) (message, closed string) {
+	wf, err := describe(ctx, s.opts.Temporal, id)
+	switch {
+	case err != nil:
+		return p.Unreachable(oneLine(err)), ""
+	case wf.Missing:
+		return p.Missing(next), ""
+	case wf.Closed != "":
+		return p.Closed(id, wf.closedText(s.now()), next), wf.Closed
+	}
+	return "", ""
 }
 
 // closedText says how a closed workflow ended: "was terminated at 2025-… (3h ago)".
