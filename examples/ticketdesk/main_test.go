@@ -86,12 +86,17 @@ func TestDemo(t *testing.T) {
 	require.Positive(t, o.ChangedArguments, "the model asked for the same tool with other arguments")
 	require.Equal(t, len(requests), o.PerService[downstream.ServiceTickets].Effects)
 	// The model reads unknown for the ticket of the request the operator is away for (its
-	// reconciliation gives up first), tells the customer, and sends no confirmation for it.
-	require.Equal(t, 1, o.Labels[oncekey.OutcomeUnknown], "only the operation the operator was away for reaches its model unknown")
+	// reconciliation gives up first), tells the customer, and sends no confirmation for it. On a
+	// machine loaded enough that the operator takes longer than EscalationTimeout over another
+	// reconciliation, that ticket's model reads unknown too and does the same: the counts below
+	// follow the number of unknowns read, never fewer than the one the operator was away for.
+	unknowns := o.Labels[oncekey.OutcomeUnknown]
+	require.GreaterOrEqual(t, unknowns, 1, "the operation the operator was away for reaches its model unknown")
 	require.Positive(t, o.Labels[oncekey.OutcomeInFlight], "the model proposed the same ticket twice in one message")
-	require.Equal(t, len(requests)-1+o.ChangedArguments, o.PerService[downstream.ServiceEmail].Effects)
+	require.Equal(t, len(requests)-unknowns+o.ChangedArguments, o.PerService[downstream.ServiceEmail].Effects,
+		"a confirmation for every ticket but those whose model read unknown")
 	require.Equal(t, wantRefunds, o.PerService[downstream.ServicePayments].Effects)
-	require.Equal(t, 2*len(requests)-1+wantRefunds+o.ChangedArguments, o.Effects)
+	require.Equal(t, 2*len(requests)-unknowns+wantRefunds+o.ChangedArguments, o.Effects)
 	require.Equal(t, wantRefunds, o.RefundsIssued)
 	require.Equal(t, wantRefused, o.RefundsRefused)
 	require.Equal(t, o.Effects, o.Operations, "one operation key per effect")
