@@ -91,7 +91,7 @@ staticcheck:
 # flags it names, its Go code blocks as excerpts of compiled files, and docs/agent-loops.md's
 # table of model texts against result.go's. `make test` runs it too.
 docs:
-	$(GO) test -count=1 -run '^(TestRepositoryDocs|TestDocsNameRealCommands|TestModelTextsDocumented)$$' . ./internal/docscheck/ ./cmd/oncekey/
+	$(GO) test -count=1 -run '^(TestRepositoryDocs|TestDocsNameRealCommands|TestModelTextsDocumented)$$' . ./internal/testing/docscheck/ ./cmd/oncekey/
 
 temporal: $(TEMPORAL_BIN)
 
@@ -115,7 +115,7 @@ bench: temporal bench-deps
 	@: > $(BENCH_LOG)
 	@echo "bench: canonical encoding vs gowebpki/jcs" >&2
 	@$(GO) test -run='^$$' -bench='^BenchmarkTransform$$' -benchmem -count=5 ./canonical/ \
-		| $(GO) run ./internal/benchfmt -baseline-is=gowebpki/jcs 2>>$(BENCH_LOG)
+		| $(GO) run ./internal/dev/benchfmt -baseline-is=gowebpki/jcs 2>>$(BENCH_LOG)
 	@set -eo pipefail; bin=$$(mktemp -d); trap 'rm -rf "$$bin"' EXIT; \
 	$(GO) build -o "$$bin/pg-store" ./pgstore/internal/benchcmd; \
 	(cd redisstore && $(GO) build -o "$$bin/redis-store" ./internal/benchcmd); \

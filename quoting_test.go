@@ -9,7 +9,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/internal/shell/shelltest"
+	"github.com/oncekey/oncekey/internal/testing/shelltest"
 )
 
 // codeSpans returns the `…` spans of msg.

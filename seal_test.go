@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/sealtest"
+	"github.com/oncekey/oncekey/internal/testing/sealtest"
 )
 
 // The prefix of a sealed stored result is part of the stored format: changing it is a breaking

@@ -11,7 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/internal/sealtest"
+	"github.com/oncekey/oncekey/internal/testing/sealtest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )

@@ -51,7 +51,7 @@ func argsDocument(size int) []byte {
 }
 
 // BenchmarkTransform runs Transform and, as the baseline, gowebpki/jcs on the same documents.
-// `go run ./internal/benchfmt` turns the output into BENCH lines.
+// `go run ./internal/dev/benchfmt` turns the output into BENCH lines.
 func BenchmarkTransform(b *testing.B) {
 	for _, size := range []struct {
 		name string

@@ -12,7 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 
 // Postgres is stopped in the middle of a run and started again. While it is down, claims fail

@@ -692,34 +692,11 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		// The tool asserted the effect did not and will not land. With RememberFailures the
 		// failure is stored and a repeat gets it again without running; otherwise the claim is
 		// given back and a repeat runs the tool again. Either is safe: nothing landed.
-		if c.policy.RememberFailures {
-			doc := failuredoc.Doc{Message: bodyErr.Error(), NonRetryable: true}
-			if appErr != nil {
-				doc.Type = appErr.Type()
-			}
-			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
-				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
-				EffectReference: c.effectRef,
-			}); err != nil {
-				c.release(ctx, epoch)
-			}
-		} else {
-			c.release(ctx, epoch)
-		}
+		c.rememberFailure(ctx, epoch, c.policy.RememberFailures, bodyErr, appErr)
 		c.outcome = oncekey.OutcomeFailed
 		return c.appError(bodyErr.Error(), oncekey.ErrTypeFailed, true, bodyErr, "definite failure", false)
 	case oncekey.IsNotApplied(bodyErr):
-		if c.policy.RememberFailures && innerNonRetryable {
-			doc := failuredoc.Doc{Message: bodyErr.Error(), Type: appErr.Type(), NonRetryable: true}
-			if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
-				Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
-				EffectReference: c.effectRef,
-			}); err != nil {
-				c.release(ctx, epoch)
-			}
-		} else {
-			c.release(ctx, epoch)
-		}
+		c.rememberFailure(ctx, epoch, c.policy.RememberFailures && innerNonRetryable, bodyErr, appErr)
 		c.outcome = oncekey.OutcomeFailed
 		return c.appError(bodyErr.Error(), oncekey.ErrTypeNotApplied, innerNonRetryable, bodyErr, "not applied", false)
 	case c.policy.Effect == oncekey.Effectful:
@@ -737,6 +714,25 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 
 // release gives the claim back, retrying briefly: a release that never lands leaves the record
 // pending until its lease runs out.
+// rememberFailure, when remember, stores bodyErr as the record's definite failure (a
+// failuredoc.Doc, its type appErr's when appErr is not nil), so a repeat gets it again without
+// running; otherwise, or when the store refuses the write, it gives the claim back.
+func (c *call) rememberFailure(ctx context.Context, epoch int64, remember bool, bodyErr error, appErr *temporal.ApplicationError) {
+	if remember {
+		doc := failuredoc.Doc{Message: bodyErr.Error(), NonRetryable: true}
+		if appErr != nil {
+			doc.Type = appErr.Type()
+		}
+		if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
+			Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
+			EffectReference: c.effectRef,
+		}); err == nil {
+			return
+		}
+	}
+	c.release(ctx, epoch)
+}
+
 func (c *call) release(ctx context.Context, epoch int64) {
 	var err error
 	for i := range 3 {

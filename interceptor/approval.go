@@ -86,12 +86,7 @@ func (a *approvalCall) viaWorker(ctx workflow.Context, schedule func(workflow.Co
 				return
 			}
 			in, tq := a.input(gctx, req)
-			dctx, _ := workflow.NewDisconnectedContext(gctx)
-			child := a.start(dctx, tq, in)
-			out, err := a.wait(gctx, dctx, child, tq, req)
-			if err == nil {
-				err = a.refusal(req, out)
-			}
+			out, err := a.decision(gctx, tq, in, req)
 			if err != nil {
 				s.SetError(err)
 				return
@@ -135,14 +130,7 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 	in, tq := a.input(ctx, req)
 	f, s := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		// Started from a disconnected context, like a reconciliation: cancelling the workflow
-		// neither cancels the request nor keeps it from starting, and the approval outlives it.
-		dctx, _ := workflow.NewDisconnectedContext(gctx)
-		child := a.start(dctx, tq, in)
-		out, err := a.wait(gctx, dctx, child, tq, req)
-		if err == nil {
-			err = a.refusal(req, out)
-		}
+		out, err := a.decision(gctx, tq, in, req)
 		if err != nil {
 			s.SetError(err)
 			return
@@ -209,6 +197,21 @@ func summaryText(s string) string {
 		cut--
 	}
 	return s[:cut] + ellipsis
+}
+
+// decision starts the key's approval workflow on task queue tq with in (or joins the one that
+// runs), waits for its decision on req and returns it; an error when it did not approve
+// (a.refusal), or when it could not be waited for. It is started from a disconnected context, like
+// a reconciliation: cancelling the workflow neither cancels the request nor keeps it from
+// starting, and the approval outlives it.
+func (a *approvalCall) decision(ctx workflow.Context, tq string, in reconcile.ApprovalInput, req approvalRequest) (reconcile.ApprovalOutput, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	child := a.start(dctx, tq, in)
+	out, err := a.wait(ctx, dctx, child, tq, req)
+	if err == nil {
+		err = a.refusal(req, out)
+	}
+	return out, err
 }
 
 // input returns the approval workflow's input and the task queue it runs on (Options.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/metricstest"
+	"github.com/oncekey/oncekey/internal/testing/metricstest"
 	"github.com/oncekey/oncekey/metrics"
 )
 

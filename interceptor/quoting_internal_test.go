@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/internal/shell/shelltest"
+	"github.com/oncekey/oncekey/internal/testing/shelltest"
 	"github.com/oncekey/oncekey/reconcile"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/sealtest"
+	"github.com/oncekey/oncekey/internal/testing/sealtest"
 	"github.com/oncekey/oncekey/memstore"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeymock"
 	"github.com/oncekey/oncekey/pgstore"

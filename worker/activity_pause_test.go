@@ -20,7 +20,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 )
 

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )

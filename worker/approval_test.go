@@ -19,7 +19,7 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/agent"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"

@@ -14,7 +14,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )

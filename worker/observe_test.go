@@ -18,8 +18,8 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/metricstest"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/metricstest"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/pgstore"

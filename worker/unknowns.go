@@ -70,37 +70,33 @@ func (u *UnknownsSampler) series(tool, tenant string) unknownSeries {
 // updates the gauges. It returns the store's first error, and updates nothing then.
 func (u *UnknownsSampler) Sample(ctx context.Context) error {
 	var unknowns, approvals waiting
-	p := oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 1000}
-	for n := 0; n < maxSampled; {
-		res, err := u.Store.List(ctx, &p)
+	err := pages(func(cursor string) (int, string, error) {
+		res, err := u.Store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 1000, Cursor: cursor})
 		if err != nil {
-			return err
+			return 0, "", err
 		}
 		for _, r := range res.Records {
 			unknowns.add(u.series(r.Tool, r.Tenant), r.UpdatedAt)
 		}
-		n += len(res.Records)
-		if res.Next == "" {
-			break
-		}
-		p.Cursor = res.Next
+		return len(res.Records), res.Next, nil
+	})
+	if err != nil {
+		return err
 	}
 	as, sampleApprovals := u.Store.(oncekey.ApprovalStore)
 	if sampleApprovals {
-		ap := oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Limit: 1000}
-		for n := 0; n < maxSampled; {
-			res, err := as.ListApprovals(ctx, &ap)
+		err := pages(func(cursor string) (int, string, error) {
+			res, err := as.ListApprovals(ctx, &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Limit: 1000, Cursor: cursor})
 			if err != nil {
-				return err
+				return 0, "", err
 			}
 			for _, a := range res.Approvals {
 				approvals.add(u.series(a.Tool, a.Tenant), a.RequestedAt)
 			}
-			n += len(res.Approvals)
-			if res.Next == "" {
-				break
-			}
-			ap.Cursor = res.Next
+			return len(res.Approvals), res.Next, nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	now := time.Now()
@@ -190,4 +186,23 @@ func (r *samplerRun) stop(key string) {
 	r.cancel()
 	<-r.done
 	r.cancel, r.done = nil, nil
+}
+
+// pages calls page with each cursor of a listing, starting from "", until it returns no next
+// cursor or maxSampled items have been read; page returns how many items it read and the next
+// cursor. It returns page's first error.
+func pages(page func(cursor string) (n int, next string, err error)) error {
+	cursor := ""
+	for n := 0; n < maxSampled; {
+		read, next, err := page(cursor)
+		if err != nil {
+			return err
+		}
+		n += read
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/metricstest"
+	"github.com/oncekey/oncekey/internal/testing/metricstest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/worker"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/internal/metricstest"
+	"github.com/oncekey/oncekey/internal/testing/metricstest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/reconcile"

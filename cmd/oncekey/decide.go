@@ -267,16 +267,9 @@ func decidedError(a *app, ap *oncekey.Approval) error {
 
 // approvalNotFound is the error of a decision for a key that has no approval under tenant.
 func (a *app) approvalNotFound(key, tenant string, tenantGiven bool) error {
-	msg := fmt.Sprintf("no approval for %s under tenant %s in %s", key, tenant, a.pg)
-	if shape := keyShape(key); shape != "" {
-		return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", msg, shape, a.db(shell.Cmd("oncekey", "approvals")))
-	}
-	defaulted := ""
-	if !tenantGiven {
-		defaulted = " (the tenant defaults to the namespace)"
-	}
-	return fail(exitNotFound, "%s%s; `%s` lists what waits, with each approval's tenant: run again with --tenant set to it",
-		msg, defaulted, a.db(shell.Cmd("oncekey", "approvals")))
+	list := a.db(shell.Cmd("oncekey", "approvals")).String()
+	return a.notFound("approval", key, tenant, tenantGiven, list,
+		"`"+list+"` lists what waits, with each approval's tenant: run again with --tenant set to it")
 }
 
 // decisionNoun names a decision of kind k: "approval" or "denial".

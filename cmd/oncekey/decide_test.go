@@ -22,8 +22,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/shell/shelltest"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/shelltest"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 )
 

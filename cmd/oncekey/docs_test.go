@@ -7,12 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey/internal/docscheck"
+	"github.com/oncekey/oncekey/internal/testing/docscheck"
 )
 
 // TestDocsNameRealCommands is the CLI half of the docs check in `make test`: every `oncekey <cmd>
 // --flag` the repository's Markdown shows in code (and every command row of docs/cli.md) names a
-// command and flags this CLI has. internal/docscheck checks links, make targets and Go code.
+// command and flags this CLI has. internal/testing/docscheck checks links, make targets and Go code.
 func TestDocsNameRealCommands(t *testing.T) {
 	r, err := docscheck.Load("../..")
 	require.NoError(t, err)

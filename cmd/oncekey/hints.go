@@ -42,16 +42,26 @@ func (a *app) showCommand(key, tenant string) string {
 // it names what was searched and what to run next. tenantGiven is false when the tenant was
 // defaulted to the namespace.
 func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
-	msg := fmt.Sprintf("no record for %s under tenant %s in %s", key, tenant, a.pg)
+	list := a.db(shell.Cmd("oncekey", "list")).String()
+	return a.notFound("record", key, tenant, tenantGiven, list, fmt.Sprintf(
+		"`%s` shows each record's tenant (`%s` this tenant's records): run again with --tenant set to the record's tenant",
+		list, a.db(shell.Cmd("oncekey", "list").Flag("--tenant", tenant))))
+}
+
+// notFound is the error of a command that looked up key under tenant and found no what ("record",
+// "approval"): it names what was searched and what to run next: for a key of the wrong shape,
+// copying it from list (a listing command); else next, after saying when the tenant was
+// defaulted to the namespace (tenantGiven false).
+func (a *app) notFound(what, key, tenant string, tenantGiven bool, list, next string) error {
+	msg := fmt.Sprintf("no %s for %s under tenant %s in %s", what, key, tenant, a.pg)
 	if shape := keyShape(key); shape != "" {
-		return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", msg, shape, a.db(shell.Cmd("oncekey", "list")))
+		return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", msg, shape, list)
 	}
 	defaulted := ""
 	if !tenantGiven {
 		defaulted = " (the tenant defaults to the namespace)"
 	}
-	return fail(exitNotFound, "%s%s; `%s` shows each record's tenant (`%s` this tenant's records): run again with --tenant set to the record's tenant",
-		msg, defaulted, a.db(shell.Cmd("oncekey", "list")), a.db(shell.Cmd("oncekey", "list").Flag("--tenant", tenant)))
+	return fail(exitNotFound, "%s%s; %s", msg, defaulted, next)
 }
 
 // withAddress adds to c, a suggested command that talks to Temporal, the --address it needs to reach

@@ -8,7 +8,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/internal/shell/shelltest"
+	"github.com/oncekey/oncekey/internal/testing/shelltest"
 )
 
 // Every command the CLI suggests carries hostile values (tenant, namespace, schema, note,

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/payloadview"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
 )

@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )

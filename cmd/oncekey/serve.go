@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/oncekey/oncekey/internal/inbox"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/inbox"
 	"github.com/oncekey/oncekey/internal/shell"
 )
 

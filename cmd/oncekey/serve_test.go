@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey/internal/recordtest"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/recordtest"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 
 var servingRe = regexp.MustCompile(`the inbox is at http://(\S+)/`)
@@ -126,7 +126,7 @@ func TestChromedpStaysOutOfTheLibrary(t *testing.T) {
 	}
 	out, err := exec.Command("go", "list", "-deps", "github.com/oncekey/oncekey/...").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "github.com/oncekey/oncekey/internal/inbox", "the list holds the inbox")
+	require.Contains(t, string(out), "github.com/oncekey/oncekey/cmd/oncekey/internal/inbox", "the list holds the inbox")
 	require.NotContains(t, string(out), "chromedp")
 }
 

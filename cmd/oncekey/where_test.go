@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 
 // withURL returns the tests' database URL with the role or database replaced.

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )

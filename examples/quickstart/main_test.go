@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 )
 

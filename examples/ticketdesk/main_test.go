@@ -23,7 +23,7 @@ import (
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/internal/shell/shelltest"
+	"github.com/oncekey/oncekey/internal/testing/shelltest"
 )
 
 // Every value given to a Command comes back from bash as exactly one word holding it, however

@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/oncekey/oncekey/internal/devserver"
+	"github.com/oncekey/oncekey/internal/dev/devserver"
 	"github.com/oncekey/oncekey/pgstore"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/benchdrive"
+	"github.com/oncekey/oncekey/internal/dev/benchdrive"
 	"github.com/oncekey/oncekey/pgstore"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncekey/oncekey/internal/privatepg"
+	"github.com/oncekey/oncekey/internal/dev/privatepg"
 )
 
 // The pinned figures: a private Postgres instance of this run, started from the server's own

@@ -39,7 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/benchdrive"
+	"github.com/oncekey/oncekey/internal/dev/benchdrive"
 	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )

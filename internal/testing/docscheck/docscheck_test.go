@@ -13,7 +13,7 @@ import (
 // excerpts of compiled files. cmd/oncekey's TestDocsNameRealCommands checks the CLI's commands and
 // flags.
 func TestRepositoryDocs(t *testing.T) {
-	r, err := Load("../..")
+	r, err := Load("../../..")
 	require.NoError(t, err)
 	require.NotEmpty(t, r.Docs)
 	for _, p := range r.Check() {

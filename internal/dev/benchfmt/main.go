@@ -9,7 +9,7 @@
 // Usage:
 //
 //	go test -run='^$' -bench='^BenchmarkTransform$' -benchmem -count=5 ./canonical/ |
-//	    go run ./internal/benchfmt -baseline-is=gowebpki/jcs
+//	    go run ./internal/dev/benchfmt -baseline-is=gowebpki/jcs
 //
 // It exits 1 if no pair was found, or if an id has only one side, and passes the input through
 // to standard error so failures stay visible.

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncekey/oncekey/internal/privatepg"
+	"github.com/oncekey/oncekey/internal/dev/privatepg"
 )
 
 // DefaultDatabaseURL is the database tests use when TEST_DATABASE_URL is not set. Tests create

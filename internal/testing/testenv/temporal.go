@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/oncekey/oncekey/internal/devserver"
+	"github.com/oncekey/oncekey/internal/dev/devserver"
 )
 
 // TemporalCLIVersion is the Temporal CLI version the project's dev server runs.

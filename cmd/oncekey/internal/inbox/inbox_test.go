@@ -20,8 +20,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/recordtest"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/recordtest"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
 )

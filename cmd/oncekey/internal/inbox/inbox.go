@@ -23,10 +23,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/failuredoc"
-	"github.com/oncekey/oncekey/internal/payloadview"
-	"github.com/oncekey/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/reconcile"
 )
 

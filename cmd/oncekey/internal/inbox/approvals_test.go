@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/recordtest"
+	"github.com/oncekey/oncekey/internal/testing/recordtest"
 )
 
 // ask asks for approval of (tenant, tool) as the approval workflow does and returns the key.

@@ -17,8 +17,8 @@ func VectorsDir(tb testing.TB) string {
 		tried = append(tried, d)
 	}
 	if _, file, _, ok := runtime.Caller(0); ok {
-		// file is <repo>/internal/testenv/vectors.go.
-		repo := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+		// file is <repo>/internal/testing/testenv/vectors.go.
+		repo := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(file))))
 		tried = append(tried, filepath.Join(repo, "..", "shared", "vectors"))
 	}
 	tried = append(tried, filepath.Join("/work", "shared", "vectors"))

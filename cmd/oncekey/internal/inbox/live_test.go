@@ -18,8 +18,8 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
-	"github.com/oncekey/oncekey/internal/recordtest"
-	"github.com/oncekey/oncekey/internal/testenv"
+	"github.com/oncekey/oncekey/internal/testing/recordtest"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
