@@ -108,6 +108,32 @@ type Approval struct {
 	Token string
 }
 
+// ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
+// (the approval workflow records its timeouts as decided by it too: workflows.TimeoutDecider).
+const ApprovalTimeoutDecider = "oncekey (approval timeout)"
+
+// ApprovalOverdueReason is Approval.Reason of a request a store reads as timed out because its
+// Deadline passed while it was pending (Approval.Overdue).
+const ApprovalOverdueReason = "nobody decided before the deadline"
+
+// Overdue reports whether a is pending and its Deadline has passed at now (the store's clock).
+// Stores read an overdue approval as timed out at its Deadline (ReadAsOf), whether or not an
+// approval workflow recorded the timeout: a request nobody waits on (made by a call scheduled
+// around the interceptor) never holds its key past its deadline.
+func (a *Approval) Overdue(now time.Time) bool {
+	return a.Status == ApprovalPending && !now.Before(a.Deadline)
+}
+
+// ReadAsOf sets a, when it is overdue at now, to how every ApprovalStore method returns it:
+// Status ApprovalTimedOut, DecidedAt its Deadline, DecidedBy ApprovalTimeoutDecider, Reason
+// ApprovalOverdueReason (ExpiresAt stays zero until a decision is written for it). A store
+// that keeps no clock-judged state of its own calls it on each approval it returns.
+func (a *Approval) ReadAsOf(now time.Time) {
+	if a.Overdue(now) {
+		a.Status, a.DecidedAt, a.DecidedBy, a.Reason = ApprovalTimedOut, a.Deadline, ApprovalTimeoutDecider, ApprovalOverdueReason
+	}
+}
+
 // ApprovalStore is implemented by stores that keep approvals (pgstore, memstore, redisstore). A
 // worker whose Registry has a Policy.Approval needs a Store that implements it; the plugin
 // refuses to start otherwise. Implementations must pass storetest.RunApprovals (storetest.Run
