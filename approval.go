@@ -156,16 +156,21 @@ type ApprovalStore interface {
 	// Namespace or Tool differs from p's is returned unchanged (Created false), timed out or past
 	// retention too, and the caller refuses the call as another namespace's or tool's approval
 	// (oncekey's activities fail it with a non-retryable activities.ErrTypeForeignRecord error).
+	// A pending approval past its Deadline (Approval.Overdue) is timed out for all of this, and
+	// is returned as it reads (Approval.ReadAsOf), as by every method of the interface.
 	RequestApproval(ctx context.Context, p *RequestApprovalParams) (*ApprovalResult, error)
 	// DecideApproval records a decision on the pending approval at p.Episode asked by the
 	// request p.Token names. An approval that is not pending gets an *ApprovalConflictError
 	// carrying the approval as it is; another episode or another Token gets *StaleDecisionError.
-	// No approval: ErrNotFound.
+	// No approval: ErrNotFound. A decision other than ApprovalTimedOut on an overdue approval
+	// (Approval.Overdue) does not land: the store writes the timeout it reads as (ReadAsOf, with
+	// ExpiresAt now + p.Retention) and returns *ApprovalConflictError carrying it.
 	DecideApproval(ctx context.Context, p *DecideApprovalParams) (*Approval, error)
 	// GetApproval returns the approval of (tenant, key) or ErrNotFound.
 	GetApproval(ctx context.Context, p *GetParams) (*Approval, error)
 	// ListApprovals pages approvals, oldest request first, filtered by the params' non-zero
-	// fields.
+	// fields; the status filter compares the status as it reads (an overdue approval is timed
+	// out, not pending).
 	ListApprovals(ctx context.Context, p *ListApprovalsParams) (*ListApprovalsResult, error)
 }
 
