@@ -266,7 +266,7 @@ func TestE2EAbandonedRequestHoldsTheKeyOnlyUntilItsDeadline(t *testing.T) {
 	held := e.approval(t, key)
 	require.Equal(t, oncekey.ApprovalPending, held.Status)
 	require.Equal(t, evilFP, held.Fingerprint, "the key holds a request for the attacker's arguments")
-	_, err = e.c.DescribeWorkflowExecution(context.Background(), reconcile.ApprovalWorkflowID(key), "")
+	_, err = e.c.DescribeWorkflow(context.Background(), reconcile.ApprovalWorkflowID(key), "")
 	var nf *serviceerror.NotFound
 	require.ErrorAs(t, err, &nf, "no approval workflow waits on it: nothing would ever time it out or take a denial")
 
