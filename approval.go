@@ -108,6 +108,32 @@ type Approval struct {
 	Token string
 }
 
+// ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
+// (the approval workflow records its timeouts as decided by it too: workflows.TimeoutDecider).
+const ApprovalTimeoutDecider = "oncekey (approval timeout)"
+
+// ApprovalOverdueReason is Approval.Reason of a request a store reads as timed out because its
+// Deadline passed while it was pending (Approval.Overdue).
+const ApprovalOverdueReason = "nobody decided before the deadline"
+
+// Overdue reports whether a is pending and its Deadline has passed at now (the store's clock).
+// Stores read an overdue approval as timed out at its Deadline (ReadAsOf), whether or not an
+// approval workflow recorded the timeout: a request nobody waits on (made by a call scheduled
+// around the interceptor) never holds its key past its deadline.
+func (a *Approval) Overdue(now time.Time) bool {
+	return a.Status == ApprovalPending && !now.Before(a.Deadline)
+}
+
+// ReadAsOf sets a, when it is overdue at now, to how every ApprovalStore method returns it:
+// Status ApprovalTimedOut, DecidedAt its Deadline, DecidedBy ApprovalTimeoutDecider, Reason
+// ApprovalOverdueReason (ExpiresAt stays zero until a decision is written for it). A store
+// that keeps no clock-judged state of its own calls it on each approval it returns.
+func (a *Approval) ReadAsOf(now time.Time) {
+	if a.Overdue(now) {
+		a.Status, a.DecidedAt, a.DecidedBy, a.Reason = ApprovalTimedOut, a.Deadline, ApprovalTimeoutDecider, ApprovalOverdueReason
+	}
+}
+
 // ApprovalStore is implemented by stores that keep approvals (pgstore, memstore, redisstore). A
 // worker whose Registry has a Policy.Approval needs a Store that implements it; the plugin
 // refuses to start otherwise. Implementations must pass storetest.RunApprovals (storetest.Run
@@ -130,16 +156,21 @@ type ApprovalStore interface {
 	// Namespace or Tool differs from p's is returned unchanged (Created false), timed out or past
 	// retention too, and the caller refuses the call as another namespace's or tool's approval
 	// (oncekey's activities fail it with a non-retryable activities.ErrTypeForeignRecord error).
+	// A pending approval past its Deadline (Approval.Overdue) is timed out for all of this, and
+	// is returned as it reads (Approval.ReadAsOf), as by every method of the interface.
 	RequestApproval(ctx context.Context, p *RequestApprovalParams) (*ApprovalResult, error)
 	// DecideApproval records a decision on the pending approval at p.Episode asked by the
 	// request p.Token names. An approval that is not pending gets an *ApprovalConflictError
 	// carrying the approval as it is; another episode or another Token gets *StaleDecisionError.
-	// No approval: ErrNotFound.
+	// No approval: ErrNotFound. A decision other than ApprovalTimedOut on an overdue approval
+	// (Approval.Overdue) does not land: the store writes the timeout it reads as (ReadAsOf, with
+	// ExpiresAt now + p.Retention) and returns *ApprovalConflictError carrying it.
 	DecideApproval(ctx context.Context, p *DecideApprovalParams) (*Approval, error)
 	// GetApproval returns the approval of (tenant, key) or ErrNotFound.
 	GetApproval(ctx context.Context, p *GetParams) (*Approval, error)
 	// ListApprovals pages approvals, oldest request first, filtered by the params' non-zero
-	// fields.
+	// fields; the status filter compares the status as it reads (an overdue approval is timed
+	// out, not pending).
 	ListApprovals(ctx context.Context, p *ListApprovalsParams) (*ListApprovalsResult, error)
 }
 

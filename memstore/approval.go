@@ -9,9 +9,10 @@ import (
 	"github.com/oncekey/oncekey"
 )
 
-// viewApproval returns a copy of a for a caller.
-func viewApproval(a *oncekey.Approval) *oncekey.Approval {
+// viewApproval returns a copy of a for a caller, as it reads at now (an overdue one timed out).
+func viewApproval(a *oncekey.Approval, now time.Time) *oncekey.Approval {
 	c := *a
+	c.ReadAsOf(now)
 	return &c
 }
 
@@ -48,19 +49,23 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	now := s.clock()
 	k := pk{p.Tenant, p.OperationKey}
 	a, ok := s.approvals[k]
+	var v *oncekey.Approval // a as it reads now: an overdue one timed out
+	if ok {
+		v = viewApproval(a, now)
+	}
 	switch {
 	case !ok:
 		a = &oncekey.Approval{Tenant: p.Tenant, OperationKey: p.OperationKey}
 		s.approvals[k] = a
 	case p.RequestToken != 0 && s.approvalTokens[k] == p.RequestToken:
 		// The repeat of the request that asked the current episode: as it is, and it asked.
-		return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
-	case a.Namespace != p.Namespace, a.Tool != p.Tool,
-		a.Fingerprint != p.Fingerprint && !refusedOtherCall(a, p),
-		a.Fingerprint == p.Fingerprint && a.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(a, now) && !askedOtherwise(a, p):
+		return &oncekey.ApprovalResult{Created: true, Approval: v}, nil
+	case v.Namespace != p.Namespace, v.Tool != p.Tool,
+		v.Fingerprint != p.Fingerprint && !refusedOtherCall(v, p),
+		v.Fingerprint == p.Fingerprint && v.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(v, now) && !askedOtherwise(v, p):
 		// Another operation's approval, one of another namespace or tool (never changed), or one
 		// pending or decided within retention: as it is.
-		return &oncekey.ApprovalResult{Approval: viewApproval(a)}, nil
+		return &oncekey.ApprovalResult{Approval: v}, nil
 	}
 	// A new episode: the first, or the next after a timed-out one or one past retention.
 	*a = oncekey.Approval{
@@ -70,7 +75,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 		RequestedAt: now, Deadline: now.Add(p.Timeout), Token: p.Token,
 	}
 	s.approvalTokens[k] = p.RequestToken
-	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a)}, nil
+	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a, now)}, nil
 }
 
 // DecideApproval implements oncekey.ApprovalStore.
@@ -90,16 +95,22 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
 	case a.Episode != p.Episode, a.Token != p.Token:
 		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
+			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(viewApproval(a, now).Status)})
+	case a.Overdue(now) && p.Status != oncekey.ApprovalTimedOut:
+		// A person's decision after the deadline: the request timed out at it, and that is
+		// what is written (with the decision's retention) and answered.
+		a.ReadAsOf(now)
+		a.ExpiresAt = now.Add(p.Retention)
+		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
 	case a.Status != oncekey.ApprovalPending:
-		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a)})
+		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
 	}
 	a.Status = p.Status
 	a.DecidedAt = now
 	a.DecidedBy = p.DecidedBy
 	a.Reason = p.Reason
 	a.ExpiresAt = now.Add(p.Retention)
-	return viewApproval(a), nil
+	return viewApproval(a, now), nil
 }
 
 // GetApproval implements oncekey.ApprovalStore.
@@ -116,7 +127,7 @@ func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey
 	if !ok {
 		return nil, fmt.Errorf("memstore: get approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
 	}
-	return viewApproval(a), nil
+	return viewApproval(a, s.clock()), nil
 }
 
 // ListApprovals implements oncekey.ApprovalStore. Approvals come in (RequestedAt, Tenant,
@@ -138,8 +149,10 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.clock()
 	var out []*oncekey.Approval
 	for _, a := range s.approvals {
+		a = viewApproval(a, now)
 		switch {
 		case p.Status != "" && a.Status != p.Status,
 			p.Tenant != "" && a.Tenant != p.Tenant,
@@ -165,9 +178,7 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 		out = out[:limit]
 		res.Next = oncekey.NextApprovalCursor(out[limit-1])
 	}
-	for _, a := range out {
-		res.Approvals = append(res.Approvals, viewApproval(a))
-	}
+	res.Approvals = out
 	return res, nil
 }
 

@@ -179,16 +179,16 @@ func TestApprovalFakeClock(t *testing.T) {
 	require.True(t, a.RequestedAt.Equal(start))
 	require.True(t, a.Deadline.Equal(start.Add(time.Hour)))
 
-	clk.Advance(2 * time.Hour)
+	clk.Advance(30 * time.Minute)
 	res := ask("ok1_a")
-	require.False(t, res.Created, "past its deadline, undecided: still the same pending request")
+	require.False(t, res.Created, "before its deadline, undecided: still the same pending request")
 	require.Equal(t, oncekey.ApprovalPending, res.Approval.Status)
 
 	d, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: 1,
 		Status: oncekey.ApprovalDenied, DecidedBy: "ada", Reason: "no", Retention: 24 * time.Hour})
 	require.NoError(t, err)
-	require.True(t, d.DecidedAt.Equal(start.Add(2*time.Hour)))
-	require.True(t, d.ExpiresAt.Equal(start.Add(26*time.Hour)))
+	require.True(t, d.DecidedAt.Equal(start.Add(30*time.Minute)))
+	require.True(t, d.ExpiresAt.Equal(start.Add(30*time.Minute+24*time.Hour)))
 	ask("ok1_b")
 	_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_b", Episode: 1,
 		Status: oncekey.ApprovalApproved, Retention: 24 * time.Hour})
@@ -212,4 +212,18 @@ func TestApprovalFakeClock(t *testing.T) {
 	got, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
 	require.Equal(t, oncekey.ApprovalPending, got.Status)
+
+	// Undecided at its deadline, to the microsecond: it reads as timed out then, not before.
+	clk.Advance(time.Hour - time.Microsecond)
+	got, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalPending, got.Status)
+	clk.Advance(time.Microsecond)
+	got, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalTimedOut, got.Status)
+	require.True(t, got.DecidedAt.Equal(got.Deadline))
+	res = ask("ok1_a")
+	require.True(t, res.Created, "past its deadline: asked anew")
+	require.Equal(t, int64(3), res.Approval.Episode)
 }

@@ -16,9 +16,12 @@ import (
 
 var _ oncekey.ApprovalStore = (*Store)(nil)
 
-// approvalCols is the select list of an approval, in the order scanApproval scans it.
-const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary, status,
-    episode, requested_at, deadline, decided_at, decided_by, reason, expires_at, token`
+// approvalCols is the select list of an approval, in the order scanApproval scans it: an
+// overdue one ({overdue}) as it reads, timed out at its deadline (oncekey.Approval.ReadAsOf).
+const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary,
+    CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
+    CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
+    CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
@@ -26,24 +29,60 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
 // past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
 // retention (a pending one never is). A worker's request (a token) also asks anew a pending or
 // approved approval of its fingerprint asked without a token or with another summary, and a
-// denied or timed-out approval of another fingerprint.
+// denied or timed-out approval of another fingerprint. approvalOverdue is whether an approval is
+// pending past its deadline: it reads, and is asked anew, as timed out; approvalStatus is the
+// status of o as it reads.
 const (
 	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
     AND ((o.fingerprint = EXCLUDED.fingerprint
-            AND (o.status = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
-                OR (EXCLUDED.token <> '' AND o.status IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
-        OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND o.status IN ('denied', 'timed_out'))))`
+            AND ({ostatus} = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
+                OR (EXCLUDED.token <> '' AND {ostatus} IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
+        OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND {ostatus} IN ('denied', 'timed_out'))))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
+	approvalOverdue      = `(status = 'pending' AND deadline <= now())`
+	approvalStatus       = `(CASE WHEN o.status = 'pending' AND o.deadline <= now() THEN 'timed_out' ELSE o.status END)`
 )
+
+// statusAsRead keeps the approvals whose status, as they read, is status (none: all); pending
+// and timed out are conditions of their own, which keeps the partial index on pending approvals
+// usable.
+func (l *listing) statusAsRead(status oncekey.ApprovalStatus) {
+	switch status {
+	case "":
+	case oncekey.ApprovalPending:
+		l.where = append(l.where, "(status = 'pending' AND deadline > now())")
+	case oncekey.ApprovalTimedOut:
+		l.where = append(l.where, "(status = 'timed_out' OR "+approvalOverdue+")")
+	default:
+		l.where = append(l.where, "status = "+l.arg(string(status)))
+	}
+}
 
 // approvalMigration names the migration that creates the approvals table, for the error of a
 // store whose schema lacks it.
 const approvalMigration = "003_approvals"
 
+// approvalReplacer fills in the approval statements' names for the approvals table a; {late}
+// is whether a decision ($4) is a person's on an overdue approval.
+func approvalReplacer(a string) *strings.Replacer {
+	return strings.NewReplacer("{a}", a, "{cols}", fill(approvalCols), "{anew}", fill(approvalAnew),
+		"{expired}", approvalExpiredWhere, "{late}", fill(`(deadline <= now() AND $4 <> 'timed_out')`),
+		"{decider}", quoteLiteral(oncekey.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekey.ApprovalOverdueReason))
+}
+
+// fill replaces the overdue condition and its literals in q.
+func fill(q string) string {
+	return strings.NewReplacer("{overdue}", approvalOverdue, "{ostatus}", approvalStatus,
+		"{decider}", quoteLiteral(oncekey.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekey.ApprovalOverdueReason)).Replace(q)
+}
+
+// quoteLiteral returns s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 // approvalSQL builds the approval statements of s for the approvals table a (sanitized,
 // possibly schema-qualified).
 func (s *Store) approvalSQL(a string) {
-	r := strings.NewReplacer("{a}", a, "{cols}", approvalCols, "{anew}", approvalAnew, "{expired}", approvalExpiredWhere)
+	r := approvalReplacer(a)
 	// One statement: insert the first episode or, on conflict, rewrite the row with a CASE per
 	// column that keeps every value unless the request asks anew (namespace and tool never
 	// change: asking anew needs them equal). RETURNING reports the row after the statement and
@@ -68,10 +107,15 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     request_token = CASE WHEN {anew} THEN EXCLUDED.request_token ELSE o.request_token END,
     token         = CASE WHEN {anew} THEN EXCLUDED.token ELSE o.token END
 RETURNING {cols}, request_token = $10 AS created`)
-	s.decideApprovalSQL = r.Replace(`UPDATE {a} SET status = $4, decided_at = now(), decided_by = $5, reason = $6,
+	// A person's decision on an overdue approval ({late}) writes the timeout it reads as instead,
+	// and RETURNING says so.
+	s.decideApprovalSQL = r.Replace(`UPDATE {a} SET status = CASE WHEN {late} THEN 'timed_out' ELSE $4 END,
+    decided_at = CASE WHEN {late} THEN deadline ELSE now() END,
+    decided_by = CASE WHEN {late} THEN {decider} ELSE $5 END,
+    reason = CASE WHEN {late} THEN {overdueReason} ELSE $6 END,
     expires_at = now() + $7::bigint * interval '1 microsecond'
 WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending'
-RETURNING {cols}`)
+RETURNING {cols}, {late} AS late`)
 	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
 	// A purge batch, as for records: at most $1 rows locked with SKIP LOCKED, deleted by ctid.
 	s.purgeApprovalsSQL = r.Replace(`DELETE FROM {a}
@@ -154,17 +198,21 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 // DecideApproval implements oncekey.ApprovalStore: one UPDATE conditional on the episode, the
 // request's token and status pending. When it changes nothing, a second read says why: ErrNotFound,
 // *oncekey.StaleDecisionError (the approval is at another episode or request) or
-// *oncekey.ApprovalConflictError (it is decided).
+// *oncekey.ApprovalConflictError (it is decided). A person's decision on an overdue approval
+// writes the timeout instead and is answered *oncekey.ApprovalConflictError with it.
 func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "decide approval"
-	var a *oncekey.Approval
+	var (
+		a    *oncekey.Approval
+		late bool
+	)
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
 		a, err = scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
-			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token))
+			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token), &late)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -180,6 +228,9 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	}
 	if err != nil {
 		return nil, s.wrapApproval(ctx, op, p.OperationKey, err)
+	}
+	if late {
+		return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
 	}
 	return a, nil
 }
@@ -219,7 +270,8 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 		return nil, err
 	}
 	l := listing{sortCol: "requested_at"}
-	l.filter(string(p.Status), p.Tenant, p.Tool, p.WorkflowID)
+	l.statusAsRead(p.Status)
+	l.filter("", p.Tenant, p.Tool, p.WorkflowID)
 	if p.Cursor != "" {
 		c, err := oncekey.ParseApprovalCursor(p.Cursor)
 		if err != nil {
@@ -228,7 +280,7 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 		l.after(c.RequestedAt, c.Tenant, c.OperationKey)
 	}
 	limit := p.PageSize()
-	q := l.query(approvalCols, s.approvalTable, limit+1)
+	q := l.query(fill(approvalCols), s.approvalTable, limit+1)
 	args := l.args
 
 	var as []*oncekey.Approval

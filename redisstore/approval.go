@@ -22,16 +22,20 @@ func readApproval(op, key string, v []any) (*oncekey.Approval, error) {
 	if len(v) != 2+lua.ApprovalFields {
 		return nil, fmt.Errorf("redisstore: %s %s: reply of %d values, want %d", op, key, len(v), 2+lua.ApprovalFields)
 	}
-	a, err := decodeApproval(v[2:], 0)
+	now, err := strconv.ParseInt(str(v[1]), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s %s: the server's time %q is not a number", op, key, str(v[1]))
+	}
+	a, err := decodeApproval(v[2:], now)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, err)
 	}
 	return a, nil
 }
 
-// decodeApproval reads the fields of AF (now is unused: an approval has nothing judged at read
-// time).
-func decodeApproval(f []any, _ int64) (*oncekey.Approval, error) {
+// decodeApproval reads the fields of AF, as the approval reads at now (µs, the server's clock):
+// an overdue one timed out (oncekey.Approval.ReadAsOf).
+func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
 	var bad error
 	num := func(i int) int64 {
 		n, err := strconv.ParseInt(str(f[i]), 10, 64)
@@ -55,6 +59,7 @@ func decodeApproval(f []any, _ int64) (*oncekey.Approval, error) {
 	if f[8] == nil {
 		bad = errors.New("approval without a status")
 	}
+	a.ReadAsOf(time.UnixMicro(now))
 	return a, bad
 }
 
@@ -85,7 +90,8 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 }
 
 // DecideApproval implements oncekey.ApprovalStore in one script, fenced by the episode and the
-// pending status. A decision repeated by the client library after a lost reply carries the
+// pending status. A person's decision on an overdue approval writes the timeout it reads as
+// instead and is answered *oncekey.ApprovalConflictError with it. A decision repeated by the client library after a lost reply carries the
 // same write token, so it reports the decision instead of *oncekey.ApprovalConflictError.
 func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
 	if err := p.Validate(); err != nil {
@@ -94,7 +100,8 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	const op = "decide approval"
 	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
 	v, err := s.run(ctx, op, p.OperationKey, lua.DecideApproval, []string{keys[0], keys[3]},
-		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token(), p.Token)
+		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token(), p.Token,
+		oncekey.ApprovalTimeoutDecider, oncekey.ApprovalOverdueReason)
 	if err != nil {
 		return nil, err
 	}

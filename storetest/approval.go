@@ -42,6 +42,9 @@ var approvalTests = []struct {
 	{"TextFieldsExact", testApprovalTextFields},
 	{"InvalidParams", testApprovalInvalidParams},
 	{"ContextCanceled", testApprovalContextCanceled},
+	{"OverdueReadsTimedOut", testApprovalOverdueReadsTimedOut},
+	{"OverdueAsksAnew", testApprovalOverdueAsksAnew},
+	{"OverdueDecisionDoesNotLand", testApprovalOverdueDecision},
 }
 
 // RunApprovals runs the approval subtests of the conformance suite against stores made by
@@ -809,7 +812,7 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 		gone = append(gone, a)
 	}
 	pp := approvalParams()
-	pp.Timeout = 100 * time.Millisecond // past its deadline soon: still pending until decided
+	pp.Timeout = 100 * time.Millisecond // past its deadline soon: it reads timed out, and no decision is written to purge
 	pending := requestNew(t, s, pp)
 	kept := decide(t, s, requestNew(t, s, approvalParams()), oncekey.ApprovalApproved)
 	// A record beside them: the record steps of Purge leave it alone.
@@ -831,7 +834,7 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 	for _, a := range gone {
 		requireNoApproval(t, s, a.Tenant, a.OperationKey)
 	}
-	requireSameApproval(t, pending, getApproval(t, s, pending.Tenant, pending.OperationKey))
+	requireOverdueOf(t, pending, getApproval(t, s, pending.Tenant, pending.OperationKey))
 	requireSameApproval(t, kept, getApproval(t, s, kept.Tenant, kept.OperationKey))
 	requireSame(t, rec, get(t, st, rp.Tenant, rp.OperationKey))
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
@@ -19,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
+	"github.com/oncekey/oncekey/workflows"
 )
 
 // Tests of the trust rule: everything oncekey decides is derived from what the tool's body
@@ -231,6 +233,58 @@ func TestE2ERefusedCallDoesNotBlockTheApprovedCall(t *testing.T) {
 	run := e.start(t, id, req, 10*time.Second)
 	a := e.pendingApproval(t)
 	require.Equal(t, key, a.OperationKey)
+	require.Equal(t, "ticket for acme: printer on fire", a.Summary)
+	e.approve(t, key, "alice")
+	var got Ticket
+	require.NoError(t, run.Get(testCtx(t), &got))
+	requireRuns(t, l, 1, 1)
+}
+
+// Issue 24, F1: a request nobody waits on holds the key no longer than its deadline. A workflow
+// worker without the interceptor schedules the tool with other arguments under the legitimate
+// call's key: the worker writes a pending request for them and refuses, and no approval workflow
+// is ever started to time it out or to take a denial. Past its deadline (the store's clock) the
+// store reads it as timed out, and the legitimate call asks anew, is approved and runs once.
+func TestE2EAbandonedRequestHoldsTheKeyOnlyUntilItsDeadline(t *testing.T) {
+	require.Equal(t, workflows.TimeoutDecider, oncekey.ApprovalTimeoutDecider, "a timeout reads the same, recorded or read")
+	l := newLedger()
+	p := approvalPolicy(6 * time.Second) // the legitimate call's request has as long to be approved
+	e := setupE2E(t, l, p)
+	const id = "trust-abandoned"
+	c, tq := e.attacker(t, oncekeyHeaders(t, evilReq, false))
+	forged, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: tq, WorkflowExecutionTimeout: time.Minute},
+		ForgedCallWorkflow, evilReq, e.tq)
+	require.NoError(t, err)
+	err = forged.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr, "the call without approval is refused")
+	require.Equal(t, oncekey.ErrTypeApprovalPending, appErr.Type(), appErr.Error())
+	requireRuns(t, l, 0, 0)
+
+	key, _ := futureCall(t, p, id, req)
+	_, evilFP := futureCall(t, p, id, evilReq)
+	held := e.approval(t, key)
+	require.Equal(t, oncekey.ApprovalPending, held.Status)
+	require.Equal(t, evilFP, held.Fingerprint, "the key holds a request for the attacker's arguments")
+	_, err = e.c.DescribeWorkflow(context.Background(), reconcile.ApprovalWorkflowID(key), "")
+	var nf *serviceerror.NotFound
+	require.ErrorAs(t, err, &nf, "no approval workflow waits on it: nothing would ever time it out or take a denial")
+
+	// Its deadline passes with nobody deciding: it reads as timed out.
+	require.Eventually(t, func() bool { return e.approval(t, key).Status == oncekey.ApprovalTimedOut },
+		30*time.Second, 100*time.Millisecond, "the request never timed out after its deadline %s", held.Deadline)
+	out := e.approval(t, key)
+	require.Equal(t, oncekey.ApprovalTimeoutDecider, out.DecidedBy)
+	require.True(t, out.DecidedAt.Equal(held.Deadline), "timed out at its deadline")
+	waiting, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+	require.NoError(t, err)
+	require.Empty(t, waiting.Approvals, "nothing is shown as waiting for a person")
+
+	// The real call, same workflow ID and step: asked anew, approved, run once.
+	run := e.start(t, id, req, 10*time.Second)
+	a := e.pendingApproval(t)
+	require.Equal(t, key, a.OperationKey)
+	require.Equal(t, held.Episode+1, a.Episode)
 	require.Equal(t, "ticket for acme: printer on fire", a.Summary)
 	e.approve(t, key, "alice")
 	var got Ticket

@@ -29,6 +29,12 @@ local function aread(ap, extra)
   g[#g + 1] = extra
   return redis.call('HMGET', ap, unpack(g))
 end
+-- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
+-- past its deadline is timed out (the reply's reader fills in the rest: oncekey.Approval.ReadAsOf).
+local function astatus(v, now)
+  if v[AST] == 'pending' and now >= tonumber(v[ADL]) then return 'timed_out' end
+  return v[AST]
+end
 -- aout returns {code, now, v[1..#AF]}: the approval as a reply.
 local function aout(code, now, v)
   local r = {code, fmt(now)}
@@ -51,7 +57,7 @@ local tenant, key = ARGV[1], ARGV[2]
 local pk = tenant .. '\0' .. key
 local now = clock()
 local v = aread(ap, 'tok')
-local st, ep = v[AST], 0
+local st, ep = v[AST] and astatus(v, now), 0
 if st then
   if v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
   local otherwise = ARGV[11] ~= '' and (st == 'pending' or st == 'approved') and
@@ -80,9 +86,11 @@ return aout('C', now, v)
 `)
 
 // DecideApproval: KEYS ap, apexp. ARGV tenant, key, episode, status, decided by, reason,
-// retention (µs), write token, the request's token. Codes: K decided (or the repeat of the
-// decision that was: same write token), N no approval, S the approval is at another episode or
-// request, C it is not pending; S and C carry the approval as it is.
+// retention (µs), write token, the request's token, the timeout's decider and reason. Codes: K
+// decided (or the repeat of the decision that was: same write token), N no approval, S the
+// approval is at another episode or request, C it is not pending, or it is overdue and the
+// decision a person's: the timeout it reads as is written instead (decided at its deadline by
+// the timeout's decider); S and C carry the approval as it is.
 var DecideApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, exp = KEYS[1], KEYS[2]
 local now = clock()
@@ -91,6 +99,12 @@ if not v[AST] then return {'N'} end
 if v[#AF + 1] == ARGV[8] then return aout('K', now, v) end
 if tonumber(v[AEP]) ~= tonumber(ARGV[3]) or (v[ARQ] or '') ~= ARGV[9] then return aout('S', now, v) end
 if v[AST] ~= 'pending' then return aout('C', now, v) end
+if ARGV[4] ~= 'timed_out' and astatus(v, now) == 'timed_out' then
+  v[AST], v[ADA], v[ADBY], v[AWHY], v[AEA] = 'timed_out', v[ADL], ARGV[10], ARGV[11], fmt(now + tonumber(ARGV[7]))
+  redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA])
+  redis.call('ZADD', exp, v[AEA], ARGV[1] .. '\0' .. ARGV[2])
+  return aout('C', now, v)
+end
 v[AST], v[ADA], v[ADBY], v[AWHY], v[AEA] = ARGV[4], fmt(now), ARGV[5], ARGV[6], fmt(now + tonumber(ARGV[7]))
 redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA], 'wt', ARGV[8])
 redis.call('ZADD', exp, v[AEA], ARGV[1] .. '\0' .. ARGV[2])
@@ -109,7 +123,7 @@ return aout('K', clock(), v)
 // index, with the tenant in ARGV[3]), tenant, from, matches wanted, entries to scan at most,
 // status, tool, workflow ID filters ("" does not filter). It returns {now, last member scanned,
 // "1" when the index holds nothing after it, fields of AF for each matching approval...}.
-var ListApprovals = redis.NewScript(prelude + approvalPrelude + listBody("AF", "AST", "ATOOL", "AWF"))
+var ListApprovals = redis.NewScript(prelude + approvalPrelude + listBody("AF", "AST", "ATOOL", "AWF", "astatus(v, now)"))
 
 // PurgeApprovals deletes decided approvals of one bucket past their retention: KEYS apexp,
 // apall. ARGV approval key base, tenant index key base, at most this many. An entry whose

@@ -239,13 +239,14 @@ return reply('K', KEYS[1], clock())
 // at most, status, tool, workflow ID filters ("" does not filter). It returns {now, last
 // member scanned ("" for none), "1" when the index holds nothing after it, fields of F for each
 // matching record...}. Each call reads at most the entries it may scan.
-var List = redis.NewScript(prelude + listBody("F", "9", "3", "6"))
+var List = redis.NewScript(prelude + listBody("F", "9", "3", "6", "v[9]"))
 
 // listBody is the body of List and ListApprovals, which differ only in the hash fields they
 // read: fields names the Lua table of field names, status, tool and wf the positions in it of
-// the fields the filters compare.
-func listBody(fields, status, tool, wf string) string {
-	return strings.NewReplacer("FIELDS", fields, "STATUS", status, "TOOL", tool, "WF", wf).Replace(listTemplate)
+// the fields the filters compare, statusOf the Lua expression of the status the status filter
+// compares (for an approval, as it reads at now).
+func listBody(fields, status, tool, wf, statusOf string) string {
+	return strings.NewReplacer("FIELDS", fields, "STATUSOF", statusOf, "STATUS", status, "TOOL", tool, "WF", wf).Replace(listTemplate)
 }
 
 const listTemplate = `
@@ -260,7 +261,7 @@ for i, m in ipairs(ids) do
   local pk = string.sub(m, 17)
   if ARGV[2] == 't' then pk = ARGV[3] .. '\0' .. pk end
   local v = redis.call('HMGET', ARGV[1] .. pk, unpack(FIELDS))
-  if v[STATUS] and (ARGV[7] == '' or v[STATUS] == ARGV[7]) and (ARGV[8] == '' or v[TOOL] == ARGV[8]) and (ARGV[9] == '' or v[WF] == ARGV[9]) then
+  if v[STATUS] and (ARGV[7] == '' or STATUSOF == ARGV[7]) and (ARGV[8] == '' or v[TOOL] == ARGV[8]) and (ARGV[9] == '' or v[WF] == ARGV[9]) then
     for j = 1, #FIELDS do out[#out + 1] = v[j] end
     n = n + 1
     if n == want then
