@@ -13,8 +13,10 @@ import (
 	"github.com/oncekey/oncekey/reconcile"
 )
 
-// TimeoutDecider is who an approval nobody decided within its timeout is recorded as decided by.
-const TimeoutDecider = "oncekey (approval timeout)"
+// TimeoutDecider is who an approval nobody decided within its timeout is recorded as decided by:
+// the stores' oncekey.ApprovalTimeoutDecider, so a timeout reads the same whether the workflow's
+// timer or the store's deadline wrote it.
+const TimeoutDecider = oncekey.ApprovalTimeoutDecider
 
 // Approval waits for the decision on the request for approval of in.OperationKey that a worker
 // made. It reads the request from the store (the RequestApproval activity, which writes nothing):
