@@ -360,8 +360,10 @@ func TestE2EApprovalWorkflowResetStillDecides(t *testing.T) {
 	requireRuns(t, l, 1, 1)
 }
 
-// The deadline passes while a decision is being written: the decision being recorded decides,
-// not the timer, and the call runs once.
+// The deadline passes while a decision is being written: the store's clock decides. The
+// approval reads timed out from its deadline on (in every store, whether or not a workflow
+// waits), so a decision that reaches the store after it does not land: the store records the
+// timeout, the person is told the approval timed out, and nothing runs (the next call asks anew).
 func TestE2EApprovalDeadlineWhileDecisionInFlight(t *testing.T) {
 	l := newLedger()
 	faults := &approvalFaults{}
@@ -373,12 +375,13 @@ func TestE2EApprovalDeadlineWhileDecisionInFlight(t *testing.T) {
 			<-time.After(time.Until(a.Deadline) + 2*time.Second) // the deadline passes meanwhile
 		}
 	}
-	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice"})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
-	require.NoError(t, run.Get(testCtx(t), nil))
-	requireRuns(t, l, 1, 1)
-	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+	_, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice"})
+	var refused *reconcile.DecisionRefusedError
+	require.ErrorAs(t, err, &refused, "a decision that reaches the store after the deadline does not land")
+	require.Contains(t, refused.Reason, string(oncekey.ApprovalTimedOut))
+	require.Error(t, run.Get(testCtx(t), nil), "the call is refused as not approved in time")
+	requireRuns(t, l, 0, 0)
+	require.Equal(t, oncekey.ApprovalTimedOut, e.approval(t, a.OperationKey).Status)
 }
 
 // TwoArgsWorkflow proposes CreateTicket at one step ID twice at once with different arguments.
