@@ -202,6 +202,14 @@ func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, b
 	if ans.Conflict {
 		requestID = "" // decided before this decision, by another
 	}
+	if !ans.Conflict && a.k.decided && a.k.err == nil && a.k.out.RequestID == "" {
+		// Two decisions accepted at once each ran DecideApproval: this one was written, but the
+		// other's answer (a conflict with this very write) completed first and settled the run
+		// without a request ID. The output names the decision that was recorded, so its sender
+		// is told it was, and the other that it lost.
+		a.k.out.RequestID = requestID
+		return ""
+	}
 	a.k.decide(a.done(ctx, ans, requestID), nil)
 	return ""
 }
