@@ -430,8 +430,10 @@ func TestBackendTerminatedDuringACall(t *testing.T) {
 // the connection, which the server left usable, is kept, with its prepared statements working.
 func TestServerStatementTimeoutKeepsTheConnection(t *testing.T) {
 	t.Parallel()
-	opts := &pgstore.Options{StatementTimeout: 200 * time.Millisecond}
-	// Migrated on a pool of its own first: the server's 200 ms would also stop a migration
+	// Two seconds: long enough that the statements not stuck on the lock (a cold connection's
+	// prepares under make test's load) finish within it.
+	opts := &pgstore.Options{StatementTimeout: 2 * time.Second}
+	// Migrated on a pool of its own first: the server's limit would also stop a migration
 	// slowed by a loaded machine, which is not what this test is about.
 	url, _ := testenv.PostgresURL(t)
 	cfg, err := pgxpool.ParseConfig(url)

@@ -467,7 +467,16 @@ func TestE2EApprovalAddedToARunningWorkflowFailsClosed(t *testing.T) {
 	start(oncekey.Policy{Effect: oncekey.Effectful})
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-added", TaskQueue: e.tq, WorkflowExecutionTimeout: time.Minute}, TwoStepsWorkflow)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { effects, _ := l.counts(); return effects == 1 }, 30*time.Second, 50*time.Millisecond)
+	// The first step completed (not only its effect: stopping the worker between the effect and
+	// the completion would cancel the attempt), so the second step is the one the new policy meets.
+	require.Eventually(t, func() bool {
+		for _, ev := range e.history(t, "approval-added").Events {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond)
 	e.w.Stop()
 	start(approvalPolicy(0))
 	require.NoError(t, e.c.SignalWorkflow(context.Background(), "approval-added", "", "go", nil))
