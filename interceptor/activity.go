@@ -833,11 +833,13 @@ func (c *call) details(reason string, replay bool) Details {
 }
 
 func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {
-	opts := temporal.ApplicationErrorOptions{
-		NonRetryable: nonRetryable,
-		Cause:        cause,
-		Details:      []any{c.details(reason, replay)},
-	}
+	return detailedError(msg, typ, nonRetryable, cause, c.details(reason, replay))
+}
+
+// detailedError is the call's application error of type typ with details d, in the benign
+// category when typ is an expected refusal.
+func detailedError(msg, typ string, nonRetryable bool, cause error, d Details) error {
+	opts := temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, Cause: cause, Details: []any{d}}
 	if expectedRefusal(typ) {
 		opts.Category = temporal.ApplicationErrorCategoryBenign
 	}

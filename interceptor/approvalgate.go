@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/internal/shell"
@@ -153,9 +151,5 @@ func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
 
 // refusal is the call's non-retryable error of type typ with details d.
 func (c *call) refusal(msg, typ string, d Details) error {
-	opts := temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{d}}
-	if expectedRefusal(typ) {
-		opts.Category = temporal.ApplicationErrorCategoryBenign
-	}
-	return temporal.NewApplicationErrorWithOptions(msg, typ, opts)
+	return detailedError(msg, typ, true, nil, d)
 }
