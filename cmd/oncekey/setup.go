@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,7 +34,7 @@ func newSetupCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			rctx, cancel := contextWithTimeout(ctx, a.timeout)
+			rctx, cancel := context.WithTimeout(ctx, a.timeout)
 			defer cancel()
 			added, err := worker.RegisterSearchAttributes(rctx, c, a.ns())
 			var sae *worker.SearchAttributesError

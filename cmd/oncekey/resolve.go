@@ -6,48 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
-
-func newMigrateCmd(a *app) *cobra.Command {
-	var dryRun bool
-	cmd := &cobra.Command{
-		Use:   "migrate",
-		Short: "Create or upgrade oncekey's tables (idempotent; safe to run from several places at once)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			pool, err := a.pool(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if dryRun {
-				return migrateDryRun(cmd, a, pool)
-			}
-			if err := pgstore.MigrateSchema(ctx, pool, a.schema); err != nil {
-				return a.storeError("migrate", err)
-			}
-			fmt.Fprintf(a.stdout, "migrations applied in %s; the schema is up to date\n", a.pg)
-			return nil
-		},
-	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the migrations that would be applied, apply nothing")
-	return cmd
-}
 
 // resolveFlags are the flags of `oncekey resolve`.
 type resolveFlags struct {
@@ -101,7 +70,7 @@ func newResolveCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			rctx, cancel := contextWithTimeout(ctx, a.timeout)
+			rctx, cancel := context.WithTimeout(ctx, a.timeout)
 			defer cancel()
 			out, err := reconcile.ResolveOutput(rctx, c, f.tenant, key, r)
 			var (
@@ -281,16 +250,6 @@ func answer(out *reconcile.Output) string {
 	return strings.Join(parts, ", ")
 }
 
-// printUnsettled says how many unknown or pending records past their retention purge left (or
-// would leave), and how old the oldest is.
-func (a *app) printUnsettled(n int64, oldest time.Time, verb string) {
-	if n == 0 {
-		return
-	}
-	fmt.Fprintf(a.stdout, "%s %d unknown or pending record(s) past their retention, the oldest created %s: an unsettled record is kept until it is settled; find them with `%s` and resolve them\n",
-		verb, n, age(oldest), a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
-}
-
 func describe(r reconcile.Resolution) string {
 	parts := []string{"by " + printable(r.ResolvedBy)}
 	if r.EffectReference != "" {
@@ -303,181 +262,4 @@ func describe(r reconcile.Resolution) string {
 		parts = append(parts, fmt.Sprintf("note %q", r.Note))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func newPurgeCmd(a *app) *cobra.Command {
-	var (
-		batch  int
-		dryRun bool
-	)
-	cmd := &cobra.Command{
-		Use:   "purge",
-		Short: "Turn records past retention into tombstones and delete tombstones past their window",
-		Long: "purge works in batches so claims are never blocked for long. Run it on a schedule (hourly is plenty).\n" +
-			"A tombstone keeps only digests and refuses late duplicates until its window ends; then the key is free.\n" +
-			"Unknown and pending records are never purged, however old (their retention counts from when they settle); purge says how\n" +
-			"many it left and how old the oldest is. Decided approvals past their retention are deleted too; pending ones never.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if batch < 1 {
-				return fail(exitUsage, "--batch-size must be at least 1")
-			}
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if dryRun {
-				pv, err := s.PurgePreview(ctx)
-				if err != nil {
-					return a.storeError("purge --dry-run", err)
-				}
-				now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
-				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)%s\n", now.UTC().Format(time.RFC3339), tomb, del,
-					approvalsPurged(pv.ApprovalDeletes, "would delete"))
-				a.printUnsettled(pv.Unsettled, pv.OldestUnsettled, "would leave")
-				return nil
-			}
-			tty := isTerminal(a.stdout)
-			res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: batch, Progress: func(p oncekey.PurgeResult) {
-				if tty {
-					fmt.Fprintf(a.stdout, "\r%s batch %d: %d tombstoned, %d deleted", spinner(p.Batches), p.Batches, p.Tombstoned, p.Deleted)
-				}
-			}})
-			if tty {
-				fmt.Fprint(a.stdout, "\r\033[K")
-			}
-			if err != nil {
-				return a.storeError("purge", err)
-			}
-			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s\n", res.Batches, res.Tombstoned, res.Deleted,
-				approvalsPurged(res.ApprovalsDeleted, "deleted"))
-			a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
-			return nil
-		},
-	}
-	cmd.Flags().IntVar(&batch, "batch-size", 200, "rows per statement")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be purged, change nothing")
-	return cmd
-}
-
-// approvalsPurged is purge's words for the decided approvals past their retention it deleted
-// (or would delete), "" when there were none.
-func approvalsPurged(n int64, verb string) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; %s %d decided approval(s) past their retention", verb, n)
-}
-
-func spinner(i int) string { return string(`|/-\`[i%4]) }
-
-// isTerminal reports whether w is a character device (a terminal), for progress output.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func newForgetCmd(a *app) *cobra.Command {
-	var (
-		tenant       string
-		yes          bool
-		allowMissing bool
-	)
-	cmd := &cobra.Command{
-		Use:   "forget --tenant T --yes [--allow-missing]",
-		Short: "Delete every record of one tenant (for erasure requests); late duplicates are then no longer refused",
-		Long: "forget deletes every record of the tenant, tombstones included, and its approvals; it cannot be undone.\n\n" +
-			"A tenant with no records is an error (exit 3), so a mistyped tenant does not pass for an erasure done;\n" +
-			"--allow-missing makes it succeed (exit 0), for scripts that erase a tenant that may already be gone.",
-		Example: "  oncekey forget --tenant acme            # counts the records, deletes nothing\n" +
-			"  oncekey forget --tenant acme --yes\n" +
-			"  oncekey forget --tenant acme --yes --allow-missing   # idempotent: exit 0 when acme has no records",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if strings.TrimSpace(tenant) == "" {
-				return fail(exitUsage, "--tenant is required")
-			}
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			none := func() error {
-				if allowMissing {
-					fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
-					return nil
-				}
-				return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `%s` lists the tenants that have (add --allow-missing where no records is fine)",
-					strconv.Quote(tenant), a.pg, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
-			}
-			if !yes {
-				rows, err := s.Stats(ctx, tenant)
-				if err != nil {
-					return a.storeError("forget", err)
-				}
-				var n int64
-				for _, r := range rows {
-					n += r.Count
-				}
-				aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
-				if err != nil {
-					return a.storeError("forget", err)
-				}
-				if n == 0 && len(aps) == 0 {
-					return none()
-				}
-				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s of tenant %s, tombstones included, and cannot be undone",
-					n, andApprovals(int64(len(aps))), strconv.Quote(tenant))
-			}
-			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
-			if err != nil {
-				return a.storeError("forget", err)
-			}
-			if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
-				return none()
-			}
-			fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.pg)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant to erase (required)")
-	cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
-	cmd.Flags().BoolVar(&allowMissing, "allow-missing", false, "succeed (exit 0) when the tenant has no records")
-	return cmd
-}
-
-// andApprovals is forget's words for a tenant's n approvals, "" when it has none.
-func andApprovals(n int64) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" and %d approval(s)", n)
-}
-
-func contextWithTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, d)
-}
-
-// migrateDryRun prints the migrations Migrate would apply.
-func migrateDryRun(cmd *cobra.Command, a *app, pool *pgxpool.Pool) error {
-	pending, err := pgstore.PendingMigrations(cmd.Context(), pool, a.schema)
-	if err != nil {
-		return a.storeError("migrate --dry-run", err)
-	}
-	if len(pending) == 0 {
-		fmt.Fprintf(a.stdout, "dry run: %s is up to date; nothing to apply\n", a.pg)
-		return nil
-	}
-	fmt.Fprintf(a.stdout, "dry run: would apply %d migration(s) in %s:\n", len(pending), a.pg)
-	for _, m := range pending {
-		fmt.Fprintln(a.stdout, "  "+m)
-	}
-	return nil
 }

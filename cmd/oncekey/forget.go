@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/shell"
+)
+
+func newForgetCmd(a *app) *cobra.Command {
+	var (
+		tenant       string
+		yes          bool
+		allowMissing bool
+	)
+	cmd := &cobra.Command{
+		Use:   "forget --tenant T --yes [--allow-missing]",
+		Short: "Delete every record of one tenant (for erasure requests); late duplicates are then no longer refused",
+		Long: "forget deletes every record of the tenant, tombstones included, and its approvals; it cannot be undone.\n\n" +
+			"A tenant with no records is an error (exit 3), so a mistyped tenant does not pass for an erasure done;\n" +
+			"--allow-missing makes it succeed (exit 0), for scripts that erase a tenant that may already be gone.",
+		Example: "  oncekey forget --tenant acme            # counts the records, deletes nothing\n" +
+			"  oncekey forget --tenant acme --yes\n" +
+			"  oncekey forget --tenant acme --yes --allow-missing   # idempotent: exit 0 when acme has no records",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(tenant) == "" {
+				return fail(exitUsage, "--tenant is required")
+			}
+			ctx := cmd.Context()
+			s, pool, err := a.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			none := func() error {
+				if allowMissing {
+					fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
+					return nil
+				}
+				return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `%s` lists the tenants that have (add --allow-missing where no records is fine)",
+					strconv.Quote(tenant), a.pg, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
+			}
+			if !yes {
+				rows, err := s.Stats(ctx, tenant)
+				if err != nil {
+					return a.storeError("forget", err)
+				}
+				var n int64
+				for _, r := range rows {
+					n += r.Count
+				}
+				aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
+				if err != nil {
+					return a.storeError("forget", err)
+				}
+				if n == 0 && len(aps) == 0 {
+					return none()
+				}
+				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s of tenant %s, tombstones included, and cannot be undone",
+					n, andApprovals(int64(len(aps))), strconv.Quote(tenant))
+			}
+			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
+			if err != nil {
+				return a.storeError("forget", err)
+			}
+			if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
+				return none()
+			}
+			fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.pg)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant to erase (required)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "really delete")
+	cmd.Flags().BoolVar(&allowMissing, "allow-missing", false, "succeed (exit 0) when the tenant has no records")
+	return cmd
+}
+
+// andApprovals is forget's words for a tenant's n approvals, "" when it has none.
+func andApprovals(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d approval(s)", n)
+}
