@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -55,16 +55,6 @@ func approvalViewOf(ap *oncekey.Approval) *approvalView {
 	}
 }
 
-// approvalStore connects to Postgres and returns its store of approvals; close the pool when
-// done.
-func (a *app) approvalStore(ctx context.Context) (oncekey.ApprovalStore, *pgxpool.Pool, error) {
-	s, pool, err := a.store(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return s, pool, nil
-}
-
 // approvalStatusFlag reads --status of `oncekey approvals`: "" is pending, "all" no filter.
 func approvalStatusFlag(s string) (oncekey.ApprovalStatus, error) {
 	switch v := strings.ToLower(strings.TrimSpace(s)); v {
@@ -83,29 +73,20 @@ func approvalStatusFlag(s string) (oncekey.ApprovalStatus, error) {
 // listApprovals pages through ListApprovals until limit approvals or the end; more reports that
 // the limit cut the list.
 func listApprovals(ctx context.Context, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams, limit int) ([]*oncekey.Approval, bool, error) {
-	var out []*oncekey.Approval
-	for {
-		p.Limit = min(1000, limit-len(out))
+	return listPages(limit, func(n int, cursor string) ([]*oncekey.Approval, string, error) {
+		p.Limit, p.Cursor = n, cursor
 		res, err := s.ListApprovals(ctx, &p)
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
-		out = append(out, res.Approvals...)
-		if res.Next == "" {
-			return out, false, nil
-		}
-		if len(out) >= limit {
-			return out, true, nil
-		}
-		p.Cursor = res.Next
-	}
+		return res.Approvals, res.Next, nil
+	})
 }
 
 func newApprovalsCmd(a *app) *cobra.Command {
 	var (
-		status, tenant, tool, wf string
-		limit                    int
-		asJSON                   bool
+		status string
+		l      listFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "approvals [--tenant T] [--tool X] [--status pending|approved|denied|timed_out|all] [--json]",
@@ -120,84 +101,71 @@ func newApprovalsCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := approvalStatusFlag(status)
-			if err != nil {
-				return fail(exitUsage, "%v", err)
-			}
-			if limit < 1 {
-				return fail(exitUsage, "--limit must be at least 1")
-			}
-			ctx := cmd.Context()
-			s, pool, err := a.approvalStore(ctx)
-			if err != nil {
+			if err := l.check(err); err != nil {
 				return err
 			}
-			defer pool.Close()
-			aps, more, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: st, Tenant: tenant, Tool: tool, WorkflowID: wf}, limit)
-			if err != nil {
-				return a.storeError("approvals", err)
-			}
-			if asJSON {
-				if len(aps) == 0 {
-					if hint := a.approvalToolHint(ctx, s, tenant, tool); hint != "" {
-						fmt.Fprintln(a.stderr, "oncekey: "+hint)
+			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+				aps, more, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow}, l.limit)
+				if err != nil {
+					return a.storeError("approvals", err)
+				}
+				if l.asJSON {
+					if len(aps) == 0 {
+						if hint := a.approvalToolHint(ctx, s, l.tenant, l.tool); hint != "" {
+							fmt.Fprintln(a.stderr, "oncekey: "+hint)
+						}
 					}
+					views := make([]*approvalView, 0, len(aps))
+					for _, ap := range aps {
+						views = append(views, approvalViewOf(ap))
+					}
+					return writeJSON(a.stdout, views)
 				}
-				views := make([]*approvalView, 0, len(aps))
-				for _, ap := range aps {
-					views = append(views, approvalViewOf(ap))
+				if len(aps) == 0 {
+					msg := "no approvals match"
+					if st == oncekey.ApprovalPending {
+						msg = "no approvals wait (--status all lists decided ones too)"
+					}
+					if hint := a.approvalToolHint(ctx, s, l.tenant, l.tool); hint != "" {
+						msg += "; " + hint
+					}
+					fmt.Fprintln(a.stdout, msg)
+					return nil
 				}
-				return writeJSON(a.stdout, views)
-			}
-			if len(aps) == 0 {
-				msg := "no approvals match"
-				if st == oncekey.ApprovalPending {
-					msg = "no approvals wait (--status all lists decided ones too)"
-				}
-				if hint := a.approvalToolHint(ctx, s, tenant, tool); hint != "" {
-					msg += "; " + hint
-				}
-				fmt.Fprintln(a.stdout, msg)
-				return nil
-			}
-			pendingOnly := st == oncekey.ApprovalPending
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			if pendingOnly {
-				fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tAGE\tTIMES OUT\tSUMMARY")
-			} else {
-				fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tSTATUS\tAGE\tDECIDED BY\tSUMMARY")
-			}
-			for _, ap := range aps {
+				pendingOnly := st == oncekey.ApprovalPending
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 				if pendingOnly {
-					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
-						cell(ap.WorkflowID), age(ap.RequestedAt), until(ap.Deadline), cell(ap.Summary))
-					continue
+					fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tAGE\tTIMES OUT\tSUMMARY")
+				} else {
+					fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tSTATUS\tAGE\tDECIDED BY\tSUMMARY")
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
-					cell(ap.WorkflowID), cell(string(ap.Status)), age(ap.RequestedAt), cell(ap.DecidedBy), cell(ap.Summary))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if more {
-				fmt.Fprintf(a.stdout, "(first %d shown; raise --limit for more)\n", len(aps))
-			}
-			if pendingOnly {
-				first := aps[0]
-				fmt.Fprintf(a.stdout, "decide the oldest with `%s` or `%s`; `%s` shows it\n",
-					a.decideCommand(reconcile.Approve, first.OperationKey, first.Tenant, first.Episode),
-					a.decideCommand(reconcile.Deny, first.OperationKey, first.Tenant, first.Episode),
-					a.showCommand(first.OperationKey, first.Tenant))
-			}
-			return nil
+				for _, ap := range aps {
+					if pendingOnly {
+						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
+							cell(ap.WorkflowID), age(ap.RequestedAt), until(ap.Deadline), cell(ap.Summary))
+						continue
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
+						cell(ap.WorkflowID), cell(string(ap.Status)), age(ap.RequestedAt), cell(ap.DecidedBy), cell(ap.Summary))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				l.printMore(a, len(aps), more)
+				if pendingOnly {
+					first := aps[0]
+					fmt.Fprintf(a.stdout, "decide the oldest with `%s` or `%s`; `%s` shows it\n",
+						a.decideCommand(reconcile.Approve, first.OperationKey, first.Tenant, first.Episode),
+						a.decideCommand(reconcile.Deny, first.OperationKey, first.Tenant, first.Episode),
+						a.showCommand(first.OperationKey, first.Tenant))
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&status, "status", "pending", "only this status: pending, approved, denied, timed_out, or all")
-	f.StringVar(&tenant, "tenant", "", "only this tenant")
-	f.StringVar(&tool, "tool", "", "only this tool (activity type, matched exactly)")
-	f.StringVar(&wf, "workflow", "", "only this workflow ID")
-	f.IntVar(&limit, "limit", 100, "at most this many approvals")
-	f.BoolVar(&asJSON, "json", false, "print JSON (an array of approvals)")
+	l.add(cmd, "approvals", "only this tool (activity type, matched exactly)")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/decisiontext"
@@ -127,54 +128,51 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		d.Episode = ep
 		a.pg = nil // the messages that follow are about Temporal, not this database
 	}
-	c, err := a.temporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	dctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
-	out, err := reconcile.Decide(dctx, c, key, d)
-	id := reconcile.ApprovalWorkflowID(key)
-	var (
-		inv     *reconcile.InvalidDecisionError
-		refused *reconcile.DecisionRefusedError
-	)
-	switch {
-	case err == nil:
-	case errors.As(err, &inv):
-		return fail(exitUsage, "%v; nothing was sent", err)
-	case errors.As(err, &refused) && refused.DecidedAs != nil:
-		return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
-			key, decisionNoun(kind), approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
-	case errors.As(err, &refused):
-		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
-			return err // why: another tenant's approval, or one decided already
+	return a.withTemporal(ctx, func(ctx context.Context, c client.Client) error {
+		dctx, cancel := context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+		out, err := reconcile.Decide(dctx, c, key, d)
+		id := reconcile.ApprovalWorkflowID(key)
+		var (
+			inv     *reconcile.InvalidDecisionError
+			refused *reconcile.DecisionRefusedError
+		)
+		switch {
+		case err == nil:
+		case errors.As(err, &inv):
+			return fail(exitUsage, "%v; nothing was sent", err)
+		case errors.As(err, &refused) && refused.DecidedAs != nil:
+			return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
+				key, decisionNoun(kind), approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
+		case errors.As(err, &refused):
+			if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+				return err // why: another tenant's approval, or one decided already
+			}
+			return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows each approval's tenant and episode",
+				id, printable(oneLine(errors.New(refused.Reason))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
+		case errors.Is(err, reconcile.ErrUnconfirmed):
+			return a.unconfirmed(ctx, c, decisionNoun(kind), decisiontext.Approval.Workflow, id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
+		case errors.Is(err, reconcile.ErrNoApproval):
+			if shape := keyShape(key); shape != "" {
+				return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Approval.NotWaiting(key, a.ns()), shape, a.approvalsCommand(f.tenant))
+			}
+			if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+				return err
+			}
+			return fail(exitNotFound, "%s: %s; `%s` lists what waits and `%s` shows the approval",
+				decisiontext.Approval.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
+		case namespaceMissing(err):
+			if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+				return err
+			}
+			return a.noNamespace(err)
+		default:
+			return fail(exitUnreachable, "%s %s: %v", kind, key, oneLine(err))
 		}
-		return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows each approval's tenant and episode",
-			id, printable(oneLine(errors.New(refused.Reason))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
-	case errors.Is(err, reconcile.ErrUnconfirmed):
-		return a.unconfirmed(ctx, c, decisionNoun(kind), decisiontext.Approval.Workflow, id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
-	case errors.Is(err, reconcile.ErrNoApproval):
-		if shape := keyShape(key); shape != "" {
-			return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Approval.NotWaiting(key, a.ns()), shape, a.approvalsCommand(f.tenant))
-		}
-		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
-			return err
-		}
-		return fail(exitNotFound, "%s: %s; `%s` lists what waits and `%s` shows the approval",
-			decisiontext.Approval.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
-	case namespaceMissing(err):
-		if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
-			return err
-		}
-		return a.noNamespace(err)
-	default:
-		return fail(exitUnreachable, "%s %s: %v", kind, key, oneLine(err))
-	}
-	fmt.Fprintf(a.stdout, "%s %s, episode %d (%s accepted it)\n", pastTense(kind), key, d.Episode, id)
-	fmt.Fprintf(a.stdout, "the workflow answered: %s\n", approvalAnswer(out))
-	return nil
+		fmt.Fprintf(a.stdout, "%s %s, episode %d (%s accepted it)\n", pastTense(kind), key, d.Episode, id)
+		fmt.Fprintf(a.stdout, "the workflow answered: %s\n", approvalAnswer(out))
+		return nil
+	})
 }
 
 // pendingEpisode reads the pending episode of key's approval from the store, for a decision
@@ -183,7 +181,7 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 // cannot be read says to give --episode.
 func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) (int64, error) {
 	const give = "give --episode N, as `oncekey approvals` prints it, to decide without reading the store"
-	s, pool, err := a.approvalStore(ctx)
+	s, pool, err := a.store(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("%w; %s", err, give)
 	}
@@ -223,7 +221,7 @@ func (a *app) otherNamespace(ap *oncekey.Approval, kind reconcile.DecisionKind, 
 // the approval is pending here or cannot be read.
 func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) error {
 	tenant := f.tenant
-	s, pool, err := a.approvalStore(ctx)
+	s, pool, err := a.store(ctx)
 	if err != nil {
 		a.pg = nil
 		return nil

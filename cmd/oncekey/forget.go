@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 func newForgetCmd(a *app) *cobra.Command {
@@ -32,48 +34,44 @@ func newForgetCmd(a *app) *cobra.Command {
 			if strings.TrimSpace(tenant) == "" {
 				return fail(exitUsage, "--tenant is required")
 			}
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			none := func() error {
-				if allowMissing {
-					fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
-					return nil
+			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+				none := func() error {
+					if allowMissing {
+						fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
+						return nil
+					}
+					return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `%s` lists the tenants that have (add --allow-missing where no records is fine)",
+						strconv.Quote(tenant), a.pg, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
 				}
-				return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `%s` lists the tenants that have (add --allow-missing where no records is fine)",
-					strconv.Quote(tenant), a.pg, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
-			}
-			if !yes {
-				rows, err := s.Stats(ctx, tenant)
+				if !yes {
+					rows, err := s.Stats(ctx, tenant)
+					if err != nil {
+						return a.storeError("forget", err)
+					}
+					var n int64
+					for _, r := range rows {
+						n += r.Count
+					}
+					aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
+					if err != nil {
+						return a.storeError("forget", err)
+					}
+					if n == 0 && len(aps) == 0 {
+						return none()
+					}
+					return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s of tenant %s, tombstones included, and cannot be undone",
+						n, andApprovals(int64(len(aps))), strconv.Quote(tenant))
+				}
+				res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
 				if err != nil {
 					return a.storeError("forget", err)
 				}
-				var n int64
-				for _, r := range rows {
-					n += r.Count
-				}
-				aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
-				if err != nil {
-					return a.storeError("forget", err)
-				}
-				if n == 0 && len(aps) == 0 {
+				if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
 					return none()
 				}
-				return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s of tenant %s, tombstones included, and cannot be undone",
-					n, andApprovals(int64(len(aps))), strconv.Quote(tenant))
-			}
-			res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
-			if err != nil {
-				return a.storeError("forget", err)
-			}
-			if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
-				return none()
-			}
-			fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.pg)
-			return nil
+				fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.pg)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant to erase (required)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,20 +17,16 @@ func newMigrateCmd(a *app) *cobra.Command {
 		Short: "Create or upgrade oncekey's tables (idempotent; safe to run from several places at once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			pool, err := a.pool(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if dryRun {
-				return migrateDryRun(cmd, a, pool)
-			}
-			if err := pgstore.MigrateSchema(ctx, pool, a.schema); err != nil {
-				return a.storeError("migrate", err)
-			}
-			fmt.Fprintf(a.stdout, "migrations applied in %s; the schema is up to date\n", a.pg)
-			return nil
+			return a.withPool(cmd.Context(), func(ctx context.Context, pool *pgxpool.Pool) error {
+				if dryRun {
+					return migrateDryRun(cmd, a, pool)
+				}
+				if err := pgstore.MigrateSchema(ctx, pool, a.schema); err != nil {
+					return a.storeError("migrate", err)
+				}
+				fmt.Fprintf(a.stdout, "migrations applied in %s; the schema is up to date\n", a.pg)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the migrations that would be applied, apply nothing")

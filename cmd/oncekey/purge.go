@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 // printUnsettled says how many unknown or pending records past their retention purge left (or
@@ -39,39 +41,35 @@ func newPurgeCmd(a *app) *cobra.Command {
 			if batch < 1 {
 				return fail(exitUsage, "--batch-size must be at least 1")
 			}
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			if dryRun {
-				pv, err := s.PurgePreview(ctx)
-				if err != nil {
-					return a.storeError("purge --dry-run", err)
+			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+				if dryRun {
+					pv, err := s.PurgePreview(ctx)
+					if err != nil {
+						return a.storeError("purge --dry-run", err)
+					}
+					now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
+					fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)%s\n", now.UTC().Format(time.RFC3339), tomb, del,
+						approvalsPurged(pv.ApprovalDeletes, "would delete"))
+					a.printUnsettled(pv.Unsettled, pv.OldestUnsettled, "would leave")
+					return nil
 				}
-				now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
-				fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)%s\n", now.UTC().Format(time.RFC3339), tomb, del,
-					approvalsPurged(pv.ApprovalDeletes, "would delete"))
-				a.printUnsettled(pv.Unsettled, pv.OldestUnsettled, "would leave")
-				return nil
-			}
-			tty := isTerminal(a.stdout)
-			res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: batch, Progress: func(p oncekey.PurgeResult) {
+				tty := isTerminal(a.stdout)
+				res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: batch, Progress: func(p oncekey.PurgeResult) {
+					if tty {
+						fmt.Fprintf(a.stdout, "\r%s batch %d: %d tombstoned, %d deleted", spinner(p.Batches), p.Batches, p.Tombstoned, p.Deleted)
+					}
+				}})
 				if tty {
-					fmt.Fprintf(a.stdout, "\r%s batch %d: %d tombstoned, %d deleted", spinner(p.Batches), p.Batches, p.Tombstoned, p.Deleted)
+					fmt.Fprint(a.stdout, "\r\033[K")
 				}
-			}})
-			if tty {
-				fmt.Fprint(a.stdout, "\r\033[K")
-			}
-			if err != nil {
-				return a.storeError("purge", err)
-			}
-			fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s\n", res.Batches, res.Tombstoned, res.Deleted,
-				approvalsPurged(res.ApprovalsDeleted, "deleted"))
-			a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
-			return nil
+				if err != nil {
+					return a.storeError("purge", err)
+				}
+				fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s\n", res.Batches, res.Tombstoned, res.Deleted,
+					approvalsPurged(res.ApprovalsDeleted, "deleted"))
+				a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&batch, "batch-size", 200, "rows per statement")

@@ -157,35 +157,82 @@ func parseStatus(s string) (oncekey.Status, error) {
 	return st, nil
 }
 
-// listAll pages through Store.List until limit records (0: all) or the end.
-func listAll(ctx context.Context, s oncekey.Store, p oncekey.ListParams, limit int) ([]*oncekey.Record, bool, error) {
-	var out []*oncekey.Record
-	for {
-		page := 1000
-		if limit > 0 {
-			page = min(page, limit-len(out))
+// listFlags are the filters and the output flags that list and approvals share.
+type listFlags struct {
+	tenant, tool, workflow string
+	limit                  int
+	asJSON                 bool
+}
+
+// add defines the flags on cmd: what names the listed things ("records"), toolHelp is --tool's help.
+func (l *listFlags) add(cmd *cobra.Command, what, toolHelp string) {
+	f := cmd.Flags()
+	f.StringVar(&l.tenant, "tenant", "", "only this tenant")
+	f.StringVar(&l.tool, "tool", "", toolHelp)
+	f.StringVar(&l.workflow, "workflow", "", "only this workflow ID")
+	f.IntVar(&l.limit, "limit", 100, "at most this many "+what)
+	f.BoolVar(&l.asJSON, "json", false, "print JSON (an array of "+what+")")
+}
+
+// check returns the first of errs, the errors of reading the command's other flags, as a usage
+// error, else refuses a --limit below 1.
+func (l *listFlags) check(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return fail(exitUsage, "%v", err)
 		}
-		p.Limit = page
+	}
+	if l.limit < 1 {
+		return fail(exitUsage, "--limit must be at least 1")
+	}
+	return nil
+}
+
+// printMore says, when more is true, that --limit cut the list after n.
+func (l *listFlags) printMore(a *app, n int, more bool) {
+	if more {
+		fmt.Fprintf(a.stdout, "(first %d shown; raise --limit for more)\n", n)
+	}
+}
+
+// listAll pages through Store.List until limit records or the end; more reports that the limit
+// cut the list.
+func listAll(ctx context.Context, s oncekey.Store, p oncekey.ListParams, limit int) ([]*oncekey.Record, bool, error) {
+	return listPages(limit, func(n int, cursor string) ([]*oncekey.Record, string, error) {
+		p.Limit, p.Cursor = n, cursor
 		res, err := s.List(ctx, &p)
+		if err != nil {
+			return nil, "", err
+		}
+		return res.Records, res.Next, nil
+	})
+}
+
+// listPages calls page for pages of at most 1000 items (n) from cursor ("" first) until limit
+// items or the end (page returns the next cursor, "" at the end); more reports that the limit cut
+// the list.
+func listPages[T any](limit int, page func(n int, cursor string) ([]T, string, error)) (items []T, more bool, err error) {
+	cursor := ""
+	for {
+		got, next, err := page(min(1000, limit-len(items)), cursor)
 		if err != nil {
 			return nil, false, err
 		}
-		out = append(out, res.Records...)
-		if res.Next == "" {
-			return out, false, nil
+		items = append(items, got...)
+		if next == "" {
+			return items, false, nil
 		}
-		if limit > 0 && len(out) >= limit {
-			return out, true, nil
+		if len(items) >= limit {
+			return items, true, nil
 		}
-		p.Cursor = res.Next
+		cursor = next
 	}
 }
 
 func newListCmd(a *app) *cobra.Command {
 	var (
-		status, tenant, tool, wf, since string
-		limit                           int
-		asJSON                          bool
+		status, since string
+		l             listFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -194,71 +241,55 @@ func newListCmd(a *app) *cobra.Command {
 			"  oncekey list --tenant acme --tool CreateTicket --since 2h --json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := parseStatus(status)
-			if err != nil {
-				return fail(exitUsage, "%v", err)
-			}
+			st, serr := parseStatus(status)
 			sinceT, err := parseSince(since)
-			if err != nil {
-				return fail(exitUsage, "%v", err)
-			}
-			if limit < 1 {
-				return fail(exitUsage, "--limit must be at least 1")
-			}
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
+			if err := l.check(serr, err); err != nil {
 				return err
 			}
-			defer pool.Close()
-			recs, more, err := listAll(ctx, s, oncekey.ListParams{Status: st, Tenant: tenant, Tool: tool, WorkflowID: wf, UpdatedSince: sinceT}, limit)
-			if err != nil {
-				return a.storeError("list", err)
-			}
-			hint := ""
-			if len(recs) == 0 && tool != "" {
-				hint = a.toolHint(ctx, s, tenant, tool)
-			}
-			if asJSON {
-				views := make([]recordView, 0, len(recs))
+			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+				recs, more, err := listAll(ctx, s, oncekey.ListParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow, UpdatedSince: sinceT}, l.limit)
+				if err != nil {
+					return a.storeError("list", err)
+				}
+				hint := ""
+				if len(recs) == 0 && l.tool != "" {
+					hint = a.toolHint(ctx, s, l.tenant, l.tool)
+				}
+				if l.asJSON {
+					views := make([]recordView, 0, len(recs))
+					for _, r := range recs {
+						views = append(views, view(r, false))
+					}
+					if hint != "" {
+						fmt.Fprintln(a.stderr, "oncekey: "+hint)
+					}
+					return writeJSON(a.stdout, views)
+				}
+				if len(recs) == 0 {
+					if hint != "" {
+						hint = "; " + hint
+					}
+					fmt.Fprintln(a.stdout, "no records match"+hint)
+					return nil
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tEPOCH\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
 				for _, r := range recs {
-					views = append(views, view(r, false))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Tenant), cell(r.OperationKey), cell(r.Tool),
+						cell(string(r.Status)), r.Epoch, cell(r.WorkflowID), stepCell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
 				}
-				if hint != "" {
-					fmt.Fprintln(a.stderr, "oncekey: "+hint)
+				if err := tw.Flush(); err != nil {
+					return err
 				}
-				return writeJSON(a.stdout, views)
-			}
-			if len(recs) == 0 {
-				if hint != "" {
-					hint = "; " + hint
-				}
-				fmt.Fprintln(a.stdout, "no records match"+hint)
+				l.printMore(a, len(recs), more)
 				return nil
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tOPERATION KEY\tTOOL\tSTATUS\tEPOCH\tWORKFLOW\tSTEP\tUPDATED\tEFFECT REF\tRESOLVED BY")
-			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(r.Tenant), cell(r.OperationKey), cell(r.Tool),
-					cell(string(r.Status)), r.Epoch, cell(r.WorkflowID), stepCell(r.StepID), age(r.UpdatedAt), cell(r.EffectReference), cell(r.ResolvedBy))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if more {
-				fmt.Fprintf(a.stdout, "(first %d shown; raise --limit for more)\n", len(recs))
-			}
-			return nil
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&status, "status", "", "only this status: pending, applied, failed, unknown, released, expired")
-	f.StringVar(&tenant, "tenant", "", "only this tenant")
-	f.StringVar(&tool, "tool", "", "only this tool (activity type, matched exactly: CreateTicket, not createticket)")
-	f.StringVar(&wf, "workflow", "", "only this workflow ID")
+	l.add(cmd, "records", "only this tool (activity type, matched exactly: CreateTicket, not createticket)")
 	f.StringVar(&since, "since", "", "only records updated since: a duration back from now (2h) or an RFC 3339 time")
-	f.IntVar(&limit, "limit", 100, "at most this many records")
-	f.BoolVar(&asJSON, "json", false, "print JSON (an array of records)")
 	return cmd
 }
 
@@ -316,110 +347,106 @@ func newShowCmd(a *app) *cobra.Command {
 			if !tenantGiven {
 				tenant = a.ns()
 			}
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			op := fmt.Sprintf("show %s (tenant %s)", key, tenant)
-			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-			if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
-				return a.storeError(op, err)
-			}
-			ap, aerr := getApproval(ctx, s, tenant, key)
-			if aerr != nil {
-				return a.storeError(op+": approval", aerr)
-			}
-			if r == nil && ap == nil {
-				return a.recordNotFound(key, tenant, tenantGiven)
-			}
-			sv := showView{}
-			if ap != nil {
-				sv.Approval = approvalViewOf(ap)
-				if ap.Status == oncekey.ApprovalPending {
-					sv.Approval.Delivered = a.deliveredDecision(ctx, key, ap.Namespace)
+			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+				op := fmt.Sprintf("show %s (tenant %s)", key, tenant)
+				r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+				if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
+					return a.storeError(op, err)
 				}
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			// line prints a value the CLI formatted; field a stored string, escaped (see printable).
-			line := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
-			field := func(k, val string) { line(k, cell(val)) }
-			if r == nil {
-				// An approval without a record: the call has not claimed its key.
+				ap, aerr := getApproval(ctx, s, tenant, key)
+				if aerr != nil {
+					return a.storeError(op+": approval", aerr)
+				}
+				if r == nil && ap == nil {
+					return a.recordNotFound(key, tenant, tenantGiven)
+				}
+				sv := showView{}
+				if ap != nil {
+					sv.Approval = approvalViewOf(ap)
+					if ap.Status == oncekey.ApprovalPending {
+						sv.Approval.Delivered = a.deliveredDecision(ctx, key, ap.Namespace)
+					}
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				// line prints a value the CLI formatted; field a stored string, escaped (see printable).
+				line := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
+				field := func(k, val string) { line(k, cell(val)) }
+				if r == nil {
+					// An approval without a record: the call has not claimed its key.
+					if asJSON {
+						return writeJSON(a.stdout, sv)
+					}
+					field("operation key", ap.OperationKey)
+					field("tenant", ap.Tenant)
+					if ap.Namespace != "" {
+						field("namespace", ap.Namespace)
+					}
+					field("tool", ap.Tool)
+					field("workflow", ap.WorkflowID)
+					line("step", stepCell(ap.StepID))
+					line("record", noRecordLine(sv.Approval))
+					printApproval(tw, sv.Approval)
+					return tw.Flush()
+				}
+				v := view(r, showResult)
+				sv.recordView = &v
 				if asJSON {
 					return writeJSON(a.stdout, sv)
 				}
-				field("operation key", ap.OperationKey)
-				field("tenant", ap.Tenant)
-				if ap.Namespace != "" {
-					field("namespace", ap.Namespace)
+				field("operation key", v.OperationKey)
+				field("tenant", v.Tenant)
+				if v.Namespace != "" {
+					field("namespace", v.Namespace)
 				}
-				field("tool", ap.Tool)
-				field("workflow", ap.WorkflowID)
-				line("step", stepCell(ap.StepID))
-				line("record", noRecordLine(sv.Approval))
-				printApproval(tw, sv.Approval)
+				field("tool", v.Tool)
+				if v.Version != "" {
+					field("version", v.Version)
+				}
+				field("effect class", v.Effect)
+				field("status", string(v.Status))
+				field("workflow", v.WorkflowID)
+				line("step", stepCell(v.StepID))
+				line("epoch", strconv.FormatInt(v.Epoch, 10))
+				if v.LeaseUntil != nil {
+					exp := ""
+					if v.LeaseExpired {
+						exp = " (expired)"
+					}
+					line("lease until", v.LeaseUntil.Format(time.RFC3339)+exp)
+				}
+				field("effect reference", v.EffectReference)
+				field("resolved by", v.ResolvedBy)
+				field("note", v.Note)
+				if len(v.Failure) > 0 {
+					line("failure", printableJSON(v.Failure))
+				}
+				field("fingerprint", v.Fingerprint)
+				line("created", v.CreatedAt.Format(time.RFC3339))
+				line("updated", v.UpdatedAt.Format(time.RFC3339))
+				if v.KeptUntilSettled {
+					// Pending and unknown records never expire: their windows start when they settle.
+					line(string(v.Status)+" since", v.UpdatedAt.Format(time.RFC3339)+" ("+age(v.UpdatedAt)+")")
+					line("retained", keptUntilSettled(v))
+				} else {
+					if v.ExpiresAt != nil {
+						line("retained until", v.ExpiresAt.Format(time.RFC3339))
+					}
+					if v.TombstoneUntil != nil {
+						line("tombstone until", v.TombstoneUntil.Format(time.RFC3339))
+					}
+				}
+				switch {
+				case showResult && v.Result != nil:
+					b, _ := json.Marshal(v.Result)
+					line("result", printableJSON(b))
+				case v.ResultBytes > 0:
+					line("result", fmt.Sprintf("%d bytes stored as a Temporal payload (print with --show-result)", v.ResultBytes))
+				}
+				if sv.Approval != nil {
+					printApproval(tw, sv.Approval)
+				}
 				return tw.Flush()
-			}
-			v := view(r, showResult)
-			sv.recordView = &v
-			if asJSON {
-				return writeJSON(a.stdout, sv)
-			}
-			field("operation key", v.OperationKey)
-			field("tenant", v.Tenant)
-			if v.Namespace != "" {
-				field("namespace", v.Namespace)
-			}
-			field("tool", v.Tool)
-			if v.Version != "" {
-				field("version", v.Version)
-			}
-			field("effect class", v.Effect)
-			field("status", string(v.Status))
-			field("workflow", v.WorkflowID)
-			line("step", stepCell(v.StepID))
-			line("epoch", strconv.FormatInt(v.Epoch, 10))
-			if v.LeaseUntil != nil {
-				exp := ""
-				if v.LeaseExpired {
-					exp = " (expired)"
-				}
-				line("lease until", v.LeaseUntil.Format(time.RFC3339)+exp)
-			}
-			field("effect reference", v.EffectReference)
-			field("resolved by", v.ResolvedBy)
-			field("note", v.Note)
-			if len(v.Failure) > 0 {
-				line("failure", printableJSON(v.Failure))
-			}
-			field("fingerprint", v.Fingerprint)
-			line("created", v.CreatedAt.Format(time.RFC3339))
-			line("updated", v.UpdatedAt.Format(time.RFC3339))
-			if v.KeptUntilSettled {
-				// Pending and unknown records never expire: their windows start when they settle.
-				line(string(v.Status)+" since", v.UpdatedAt.Format(time.RFC3339)+" ("+age(v.UpdatedAt)+")")
-				line("retained", keptUntilSettled(v))
-			} else {
-				if v.ExpiresAt != nil {
-					line("retained until", v.ExpiresAt.Format(time.RFC3339))
-				}
-				if v.TombstoneUntil != nil {
-					line("tombstone until", v.TombstoneUntil.Format(time.RFC3339))
-				}
-			}
-			switch {
-			case showResult && v.Result != nil:
-				b, _ := json.Marshal(v.Result)
-				line("result", printableJSON(b))
-			case v.ResultBytes > 0:
-				line("result", fmt.Sprintf("%d bytes stored as a Temporal payload (print with --show-result)", v.ResultBytes))
-			}
-			if sv.Approval != nil {
-				printApproval(tw, sv.Approval)
-			}
-			return tw.Flush()
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -456,93 +483,89 @@ func newStatsCmd(a *app) *cobra.Command {
 		Short: "Count records by status, tool and tenant",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			s, pool, err := a.store(ctx)
-			if err != nil {
-				return err
-			}
-			defer pool.Close()
-			rows, err := s.Stats(ctx, tenant)
-			if err != nil {
-				return a.storeError("stats", err)
-			}
-			waiting, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant}, math.MaxInt)
-			if err != nil && !noApprovalsTable(err) { // a schema before approvals has none
-				return a.storeError("stats: approvals", err)
-			}
-			sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}, ApprovalsPending: len(waiting)}
-			if len(waiting) > 0 {
-				sv.OldestApproval = timePtr(waiting[0].RequestedAt) // oldest first
-				sv.ApprovalsPendingByTool = map[string]int{}
-				for _, ap := range waiting {
-					sv.ApprovalsPendingByTool[ap.Tool]++
+			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+				rows, err := s.Stats(ctx, tenant)
+				if err != nil {
+					return a.storeError("stats", err)
 				}
-			}
-			for _, r := range rows {
-				n := int(r.Count)
-				sv.Total += n
-				sv.ByStatus[r.Status] += n
-				if sv.ByTool[r.Tool] == nil {
-					sv.ByTool[r.Tool] = map[oncekey.Status]int{}
+				waiting, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant}, math.MaxInt)
+				if err != nil && !noApprovalsTable(err) { // a schema before approvals has none
+					return a.storeError("stats: approvals", err)
 				}
-				sv.ByTool[r.Tool][r.Status] += n
-				sv.ByTenant[r.Tenant] += n
-				if r.Status == oncekey.StatusUnknown && (sv.OldestUnknown == nil || r.OldestUpdate.Before(*sv.OldestUnknown)) {
-					sv.OldestUnknown = timePtr(r.OldestUpdate)
+				sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}, ApprovalsPending: len(waiting)}
+				if len(waiting) > 0 {
+					sv.OldestApproval = timePtr(waiting[0].RequestedAt) // oldest first
+					sv.ApprovalsPendingByTool = map[string]int{}
+					for _, ap := range waiting {
+						sv.ApprovalsPendingByTool[ap.Tool]++
+					}
 				}
-			}
-			if asJSON {
-				return writeJSON(a.stdout, sv)
-			}
-			statuses := []oncekey.Status{oncekey.StatusPending, oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			// A header of two rows: the record columns say they count records, and the calls
-			// that wait for approval (no record yet) have a column of their own, so PENDING 0
-			// beside calls that wait does not contradict.
-			fmt.Fprint(tw, "\tRECORDS:"+strings.Repeat("\t", len(statuses))+"AWAITING APPROVAL\n")
-			fmt.Fprint(tw, "TOOL")
-			for _, st := range statuses {
-				fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
-			}
-			fmt.Fprintln(tw, "\tTOTAL\t(NO RECORD YET)")
-			tools := make([]string, 0, len(sv.ByTool))
-			for t := range sv.ByTool {
-				tools = append(tools, t)
-			}
-			for t := range sv.ApprovalsPendingByTool {
-				if sv.ByTool[t] == nil {
+				for _, r := range rows {
+					n := int(r.Count)
+					sv.Total += n
+					sv.ByStatus[r.Status] += n
+					if sv.ByTool[r.Tool] == nil {
+						sv.ByTool[r.Tool] = map[oncekey.Status]int{}
+					}
+					sv.ByTool[r.Tool][r.Status] += n
+					sv.ByTenant[r.Tenant] += n
+					if r.Status == oncekey.StatusUnknown && (sv.OldestUnknown == nil || r.OldestUpdate.Before(*sv.OldestUnknown)) {
+						sv.OldestUnknown = timePtr(r.OldestUpdate)
+					}
+				}
+				if asJSON {
+					return writeJSON(a.stdout, sv)
+				}
+				statuses := []oncekey.Status{oncekey.StatusPending, oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired}
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				// A header of two rows: the record columns say they count records, and the calls
+				// that wait for approval (no record yet) have a column of their own, so PENDING 0
+				// beside calls that wait does not contradict.
+				fmt.Fprint(tw, "\tRECORDS:"+strings.Repeat("\t", len(statuses))+"AWAITING APPROVAL\n")
+				fmt.Fprint(tw, "TOOL")
+				for _, st := range statuses {
+					fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
+				}
+				fmt.Fprintln(tw, "\tTOTAL\t(NO RECORD YET)")
+				tools := make([]string, 0, len(sv.ByTool))
+				for t := range sv.ByTool {
 					tools = append(tools, t)
 				}
-			}
-			sort.Strings(tools)
-			for _, t := range tools {
-				fmt.Fprint(tw, cell(t))
-				n := 0
-				for _, st := range statuses {
-					fmt.Fprintf(tw, "\t%d", sv.ByTool[t][st])
-					n += sv.ByTool[t][st]
+				for t := range sv.ApprovalsPendingByTool {
+					if sv.ByTool[t] == nil {
+						tools = append(tools, t)
+					}
 				}
-				fmt.Fprintf(tw, "\t%d\t%d\n", n, sv.ApprovalsPendingByTool[t])
-			}
-			fmt.Fprint(tw, "all tools")
-			for _, st := range statuses {
-				fmt.Fprintf(tw, "\t%d", sv.ByStatus[st])
-			}
-			fmt.Fprintf(tw, "\t%d\t%d\n", sv.Total, sv.ApprovalsPending)
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
-			if sv.OldestUnknown != nil {
-				list := a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")).FlagIf("--tenant", tenant)
-				fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), list)
-			}
-			if sv.OldestApproval != nil {
-				fmt.Fprintf(a.stdout, "; %d call(s) wait for approval, the oldest asked %s (`%s` lists them)", sv.ApprovalsPending, age(*sv.OldestApproval),
-					a.db(shell.Cmd("oncekey", "approvals")).FlagIf("--tenant", tenant))
-			}
-			fmt.Fprintln(a.stdout)
-			return nil
+				sort.Strings(tools)
+				for _, t := range tools {
+					fmt.Fprint(tw, cell(t))
+					n := 0
+					for _, st := range statuses {
+						fmt.Fprintf(tw, "\t%d", sv.ByTool[t][st])
+						n += sv.ByTool[t][st]
+					}
+					fmt.Fprintf(tw, "\t%d\t%d\n", n, sv.ApprovalsPendingByTool[t])
+				}
+				fmt.Fprint(tw, "all tools")
+				for _, st := range statuses {
+					fmt.Fprintf(tw, "\t%d", sv.ByStatus[st])
+				}
+				fmt.Fprintf(tw, "\t%d\t%d\n", sv.Total, sv.ApprovalsPending)
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
+				if sv.OldestUnknown != nil {
+					list := a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")).FlagIf("--tenant", tenant)
+					fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), list)
+				}
+				if sv.OldestApproval != nil {
+					fmt.Fprintf(a.stdout, "; %d call(s) wait for approval, the oldest asked %s (`%s` lists them)", sv.ApprovalsPending, age(*sv.OldestApproval),
+						a.db(shell.Cmd("oncekey", "approvals")).FlagIf("--tenant", tenant))
+				}
+				fmt.Fprintln(a.stdout)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant")

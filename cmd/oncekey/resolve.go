@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/decisiontext"
@@ -65,42 +66,39 @@ func newResolveCmd(a *app) *cobra.Command {
 			if f.direct {
 				return a.resolveDirect(ctx, &f, key, r)
 			}
-			c, err := a.temporal(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			rctx, cancel := context.WithTimeout(ctx, a.timeout)
-			defer cancel()
-			out, err := reconcile.ResolveOutput(rctx, c, f.tenant, key, r)
-			var (
-				inv     *reconcile.InvalidResolutionError
-				refused *reconcile.RefusedError
-			)
-			switch {
-			case err == nil:
-			case errors.As(err, &inv):
-				return fail(exitUsage, "%v", err)
-			case errors.As(err, &refused):
-				return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
-			case errors.Is(err, reconcile.ErrUnconfirmed):
-				return a.unconfirmed(ctx, c, decisiontext.Reconciliation.Decision, decisiontext.Reconciliation.Workflow, reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
-			case errors.Is(err, reconcile.ErrNoReconciliation):
-				if shape := keyShape(key); shape != "" {
-					return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Reconciliation.NotWaiting(key, a.ns()), shape, a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
+			return a.withTemporal(ctx, func(ctx context.Context, c client.Client) error {
+				rctx, cancel := context.WithTimeout(ctx, a.timeout)
+				defer cancel()
+				out, err := reconcile.ResolveOutput(rctx, c, f.tenant, key, r)
+				var (
+					inv     *reconcile.InvalidResolutionError
+					refused *reconcile.RefusedError
+				)
+				switch {
+				case err == nil:
+				case errors.As(err, &inv):
+					return fail(exitUsage, "%v", err)
+				case errors.As(err, &refused):
+					return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
+				case errors.Is(err, reconcile.ErrUnconfirmed):
+					return a.unconfirmed(ctx, c, decisiontext.Reconciliation.Decision, decisiontext.Reconciliation.Workflow, reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
+				case errors.Is(err, reconcile.ErrNoReconciliation):
+					if shape := keyShape(key); shape != "" {
+						return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Reconciliation.NotWaiting(key, a.ns()), shape, a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
+					}
+					if err := a.alreadySettled(ctx, key, f.tenant); err != nil {
+						return err
+					}
+					return fail(exitNotFound, "%s: %s; `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", decisiontext.Reconciliation.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.showCommand(key, f.tenant), a.directCommand(key, &f))
+				case namespaceMissing(err):
+					return a.noNamespace(err)
+				default:
+					return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
 				}
-				if err := a.alreadySettled(ctx, key, f.tenant); err != nil {
-					return err
-				}
-				return fail(exitNotFound, "%s: %s; `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", decisiontext.Reconciliation.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.showCommand(key, f.tenant), a.directCommand(key, &f))
-			case namespaceMissing(err):
-				return a.noNamespace(err)
-			default:
-				return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
-			}
-			fmt.Fprintf(a.stdout, "resolved %s as %s (%s accepted it): %s\n", key, r.Outcome, reconcile.WorkflowID(key), describe(r))
-			fmt.Fprintf(a.stdout, "the workflow answered: %s\n", answer(out))
-			return nil
+				fmt.Fprintf(a.stdout, "resolved %s as %s (%s accepted it): %s\n", key, r.Outcome, reconcile.WorkflowID(key), describe(r))
+				fmt.Fprintf(a.stdout, "the workflow answered: %s\n", answer(out))
+				return nil
+			})
 		},
 	}
 	fl := cmd.Flags()

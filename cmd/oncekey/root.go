@@ -234,6 +234,35 @@ func (a *app) store(ctx context.Context) (*pgstore.Store, *pgxpool.Pool, error) 
 	return pgstore.New(pool, &pgstore.Options{Schema: a.schema}), pool, nil
 }
 
+// withPool connects to Postgres, runs fn with ctx and the pool and closes it. A connection error is
+// returned as a.pool returns it.
+func (a *app) withPool(ctx context.Context, fn func(ctx context.Context, pool *pgxpool.Pool) error) error {
+	pool, err := a.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(ctx, pool)
+}
+
+// withStore is withPool for the pgstore over the pool.
+func (a *app) withStore(ctx context.Context, fn func(ctx context.Context, s *pgstore.Store) error) error {
+	return a.withPool(ctx, func(ctx context.Context, pool *pgxpool.Pool) error {
+		return fn(ctx, pgstore.New(pool, &pgstore.Options{Schema: a.schema}))
+	})
+}
+
+// withTemporal dials the Temporal frontend, runs fn with ctx and the client and closes it. A dial error
+// is returned as a.temporal returns it (exit code 4).
+func (a *app) withTemporal(ctx context.Context, fn func(ctx context.Context, c client.Client) error) error {
+	c, err := a.temporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
 // temporalAddress is the Temporal frontend the CLI talks to: --address, else TEMPORAL_ADDRESS,
 // else defaultAddress.
 func (a *app) temporalAddress() string {

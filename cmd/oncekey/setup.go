@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -28,28 +29,24 @@ func newSetupCmd(a *app) *cobra.Command {
 		Example: "  oncekey setup search-attributes --namespace prod",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := a.temporal(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			rctx, cancel := context.WithTimeout(ctx, a.timeout)
-			defer cancel()
-			added, err := worker.RegisterSearchAttributes(rctx, c, a.ns())
-			var sae *worker.SearchAttributesError
-			switch {
-			case errors.As(err, &sae):
-				return fail(exitFailed, "namespace %s has %s with another type; Temporal cannot change a search attribute's type: remove it (`temporal operator search-attribute remove`) and run this again", a.ns(), strings.Join(sae.WrongType, ", "))
-			case err != nil:
-				return fail(exitFailed, "%v", oneLine(err))
-			case len(added) == 0:
-				fmt.Fprintf(a.stdout, "namespace %s has oncekey's search attributes already; nothing registered\n", a.ns())
-			default:
-				fmt.Fprintf(a.stdout, "registered %s in namespace %s\n", strings.Join(added, ", "), a.ns())
-			}
-			fmt.Fprintf(a.stdout, "turn on interceptor.Options.SearchAttributes in the workers; in the Temporal UI this filter lists every reconciliation waiting for a person:\n  %s\nand this one every call waiting for a person's approval:\n  %s\n", reconcile.WaitingQuery, reconcile.ApprovalWaitingQuery)
-			return nil
+			return a.withTemporal(cmd.Context(), func(ctx context.Context, c client.Client) error {
+				rctx, cancel := context.WithTimeout(ctx, a.timeout)
+				defer cancel()
+				added, err := worker.RegisterSearchAttributes(rctx, c, a.ns())
+				var sae *worker.SearchAttributesError
+				switch {
+				case errors.As(err, &sae):
+					return fail(exitFailed, "namespace %s has %s with another type; Temporal cannot change a search attribute's type: remove it (`temporal operator search-attribute remove`) and run this again", a.ns(), strings.Join(sae.WrongType, ", "))
+				case err != nil:
+					return fail(exitFailed, "%v", oneLine(err))
+				case len(added) == 0:
+					fmt.Fprintf(a.stdout, "namespace %s has oncekey's search attributes already; nothing registered\n", a.ns())
+				default:
+					fmt.Fprintf(a.stdout, "registered %s in namespace %s\n", strings.Join(added, ", "), a.ns())
+				}
+				fmt.Fprintf(a.stdout, "turn on interceptor.Options.SearchAttributes in the workers; in the Temporal UI this filter lists every reconciliation waiting for a person:\n  %s\nand this one every call waiting for a person's approval:\n  %s\n", reconcile.WaitingQuery, reconcile.ApprovalWaitingQuery)
+				return nil
+			})
 		},
 	})
 	return setup
