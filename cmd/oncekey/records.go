@@ -371,34 +371,33 @@ func newShowCmd(a *app) *cobra.Command {
 				// line prints a value the CLI formatted; field a stored string, escaped (see printable).
 				line := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
 				field := func(k, val string) { line(k, cell(val)) }
+				if r != nil {
+					v := view(r, showResult)
+					sv.recordView = &v
+				}
+				if asJSON {
+					return writeJSON(a.stdout, sv)
+				}
+				// head prints the lines an operation's record and its approval share.
+				head := func(key, tenant, namespace, tool string) {
+					field("operation key", key)
+					field("tenant", tenant)
+					if namespace != "" {
+						field("namespace", namespace)
+					}
+					field("tool", tool)
+				}
 				if r == nil {
 					// An approval without a record: the call has not claimed its key.
-					if asJSON {
-						return writeJSON(a.stdout, sv)
-					}
-					field("operation key", ap.OperationKey)
-					field("tenant", ap.Tenant)
-					if ap.Namespace != "" {
-						field("namespace", ap.Namespace)
-					}
-					field("tool", ap.Tool)
+					head(ap.OperationKey, ap.Tenant, ap.Namespace, ap.Tool)
 					field("workflow", ap.WorkflowID)
 					line("step", stepCell(ap.StepID))
 					line("record", noRecordLine(sv.Approval))
 					printApproval(tw, sv.Approval)
 					return tw.Flush()
 				}
-				v := view(r, showResult)
-				sv.recordView = &v
-				if asJSON {
-					return writeJSON(a.stdout, sv)
-				}
-				field("operation key", v.OperationKey)
-				field("tenant", v.Tenant)
-				if v.Namespace != "" {
-					field("namespace", v.Namespace)
-				}
-				field("tool", v.Tool)
+				v := sv.recordView
+				head(v.OperationKey, v.Tenant, v.Namespace, v.Tool)
 				if v.Version != "" {
 					field("version", v.Version)
 				}
@@ -426,7 +425,7 @@ func newShowCmd(a *app) *cobra.Command {
 				if v.KeptUntilSettled {
 					// Pending and unknown records never expire: their windows start when they settle.
 					line(string(v.Status)+" since", v.UpdatedAt.Format(time.RFC3339)+" ("+age(v.UpdatedAt)+")")
-					line("retained", keptUntilSettled(v))
+					line("retained", keptUntilSettled(*v))
 				} else {
 					if v.ExpiresAt != nil {
 						line("retained until", v.ExpiresAt.Format(time.RFC3339))
