@@ -133,44 +133,34 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		defer cancel()
 		out, err := reconcile.Decide(dctx, c, key, d)
 		id := reconcile.ApprovalWorkflowID(key)
-		var (
-			inv     *reconcile.InvalidDecisionError
-			refused *reconcile.DecisionRefusedError
-		)
-		switch {
-		case err == nil:
-		case errors.As(err, &inv):
-			return fail(exitUsage, "%v; nothing was sent", err)
-		case errors.As(err, &refused) && refused.DecidedAs != nil:
-			return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
-				key, decisionNoun(kind), approvalAnswer(refused.DecidedAs), a.showCommand(key, f.tenant))
-		case errors.As(err, &refused):
-			if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
-				return err // why: another tenant's approval, or one decided already
-			}
-			return fail(exitFailed, "the approval workflow %s refused the decision; nothing was recorded: %s; `%s` shows each approval's tenant and episode",
-				id, printable(oneLine(errors.New(refused.Reason))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
-		case errors.Is(err, reconcile.ErrUnconfirmed):
-			return a.unconfirmed(ctx, c, decisionNoun(kind), decisiontext.Approval.Workflow, id, a.showCommand(key, f.tenant), "pending, with the "+decisionNoun(kind)+" on its way")
-		case errors.Is(err, reconcile.ErrNoApproval):
-			if shape := keyShape(key); shape != "" {
-				return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Approval.NotWaiting(key, a.ns()), shape, a.approvalsCommand(f.tenant))
-			}
-			if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
-				return err
-			}
-			return fail(exitNotFound, "%s: %s; `%s` lists what waits and `%s` shows the approval",
-				decisiontext.Approval.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant))
-		case namespaceMissing(err):
-			if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
-				return err
-			}
-			return a.noNamespace(err)
-		default:
-			return fail(exitUnreachable, "%s %s: %v", kind, key, oneLine(err))
+		if err := a.decisionError(ctx, c, sentDecision{
+			p: decisiontext.Approval, verb: string(kind), noun: decisionNoun(kind), key: key,
+			show: a.showCommand(key, f.tenant), status: "pending, with the " + decisionNoun(kind) + " on its way", list: a.approvalsCommand(f.tenant),
+			stored: func() error { return a.alreadyDecided(ctx, kind, key, f) },
+			next:   fmt.Sprintf("`%s` lists what waits and `%s` shows the approval", a.approvalsCommand(f.tenant), a.showCommand(key, f.tenant)),
+			refused: func(err error, reason string) error {
+				var refused *reconcile.DecisionRefusedError
+				if errors.As(err, &refused) && refused.DecidedAs != nil {
+					return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
+						key, decisionNoun(kind), decisiontext.ApprovalAnswer(refused.DecidedAs, printable), a.showCommand(key, f.tenant))
+				}
+				if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+					return err // why: another tenant's approval, or one decided already
+				}
+				return fail(exitFailed, "%s; `%s` shows each approval's tenant and episode",
+					decisiontext.Approval.Refused(id, printable(oneLine(errors.New(reason)))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
+			},
+			noNamespace: func(err error) error {
+				if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
+					return err
+				}
+				return a.noNamespace(err)
+			},
+		}, err); err != nil {
+			return err
 		}
 		fmt.Fprintf(a.stdout, "%s %s, episode %d (%s accepted it)\n", pastTense(kind), key, d.Episode, id)
-		fmt.Fprintf(a.stdout, "the workflow answered: %s\n", approvalAnswer(out))
+		fmt.Fprintf(a.stdout, "the workflow answered: %s\n", decisiontext.ApprovalAnswer(out, printable))
 		return nil
 	})
 }
@@ -283,24 +273,6 @@ func pastTense(k reconcile.DecisionKind) string {
 		return "approved"
 	}
 	return "denied"
-}
-
-// approvalAnswer describes the approval workflow's output: its status, who decided and when, why.
-func approvalAnswer(out *reconcile.ApprovalOutput) string {
-	if out == nil {
-		return "nothing"
-	}
-	parts := []string{string(out.Status)}
-	if out.DecidedBy != "" {
-		parts = append(parts, "by "+printable(out.DecidedBy))
-	}
-	if !out.DecidedAt.IsZero() {
-		parts = append(parts, "at "+out.DecidedAt.UTC().Format(time.RFC3339))
-	}
-	if out.Reason != "" {
-		parts = append(parts, "reason "+printable(out.Reason))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // decideCommand returns the `oncekey approve` or `oncekey deny` command for key, for messages,

@@ -94,7 +94,7 @@ func TestApproveRunsTheCallOnce(t *testing.T) {
 	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--reason", "booked by phone")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "approved "+ap.OperationKey+", episode 1 ("+reconcile.ApprovalWorkflowID(ap.OperationKey)+" accepted it)")
-	require.Regexp(t, `the workflow answered: approved, by ines, at \S+Z, reason booked by phone`, r.stdout)
+	require.Regexp(t, `the workflow answered: approved, by ines, at \S+Z, reason: booked by phone`, r.stdout)
 
 	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID)
@@ -130,7 +130,7 @@ func TestDenyRejectsTheCall(t *testing.T) {
 	// The tenant defaults to the namespace, as the interceptor's does.
 	r = cli(t, env, "deny", ap.OperationKey, "--by", "ops", "--reason", "over the limit")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `the workflow answered: denied, by ops, at \S+Z, reason over the limit`, r.stdout)
+	require.Regexp(t, `the workflow answered: denied, by ops, at \S+Z, reason: over the limit`, r.stdout)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -169,7 +169,7 @@ func TestApproveWithoutAWorkerIsDelivered(t *testing.T) {
 	start := time.Now()
 	r := cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--by", "ines")
 	took := time.Since(start)
-	requireOneLine(t, r, exitUnconfirmed, "the approval was delivered to "+reconcile.ApprovalWorkflowID(ap.OperationKey)+", but the workflow did not confirm it within 10s: ",
+	requireOneLine(t, r, exitUnconfirmed, "the approval was delivered to the approval workflow "+reconcile.ApprovalWorkflowID(ap.OperationKey)+", but it did not accept or refuse it within 10s: ",
 		"task queue "+tq+" (the approval workflow's)", "it is taken once a worker runs the workflow, with no need to send it again",
 		"(until then `oncekey show "+ap.OperationKey+" --tenant acme` says pending, with the approval on its way)")
 	require.Less(t, took, reconcile.ConfirmWait+3*time.Second, "one budget for the update, the signal and the confirmation")

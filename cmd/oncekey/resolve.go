@@ -70,33 +70,22 @@ func newResolveCmd(a *app) *cobra.Command {
 				rctx, cancel := context.WithTimeout(ctx, a.timeout)
 				defer cancel()
 				out, err := reconcile.ResolveOutput(rctx, c, f.tenant, key, r)
-				var (
-					inv     *reconcile.InvalidResolutionError
-					refused *reconcile.RefusedError
-				)
-				switch {
-				case err == nil:
-				case errors.As(err, &inv):
-					return fail(exitUsage, "%v", err)
-				case errors.As(err, &refused):
-					return fail(exitFailed, "the reconciliation workflow %s refused the resolution; nothing was recorded by it: %s", reconcile.WorkflowID(key), oneLine(errors.New(refused.Reason)))
-				case errors.Is(err, reconcile.ErrUnconfirmed):
-					return a.unconfirmed(ctx, c, decisiontext.Reconciliation.Decision, decisiontext.Reconciliation.Workflow, reconcile.WorkflowID(key), a.showCommand(key, f.tenant), "unknown")
-				case errors.Is(err, reconcile.ErrNoReconciliation):
-					if shape := keyShape(key); shape != "" {
-						return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", decisiontext.Reconciliation.NotWaiting(key, a.ns()), shape, a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
-					}
-					if err := a.alreadySettled(ctx, key, f.tenant); err != nil {
-						return err
-					}
-					return fail(exitNotFound, "%s: %s; `%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store", decisiontext.Reconciliation.NotWaiting(key, a.ns()), decisiontext.NotStarted, a.showCommand(key, f.tenant), a.directCommand(key, &f))
-				case namespaceMissing(err):
-					return a.noNamespace(err)
-				default:
-					return fail(exitUnreachable, "resolve %s: %v", key, oneLine(err))
+				id := reconcile.WorkflowID(key)
+				if err := a.decisionError(ctx, c, sentDecision{
+					p: decisiontext.Reconciliation, verb: "resolve", noun: decisiontext.Reconciliation.Decision, key: key,
+					show: a.showCommand(key, f.tenant), status: "unknown", list: a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")).String(),
+					stored: func() error { return a.alreadySettled(ctx, key, f.tenant) },
+					next: fmt.Sprintf("`%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store",
+						a.showCommand(key, f.tenant), a.directCommand(key, &f)),
+					refused: func(_ error, reason string) error {
+						return fail(exitFailed, "%s", decisiontext.Reconciliation.Refused(id, printable(oneLine(errors.New(reason)))))
+					},
+					noNamespace: a.noNamespace,
+				}, err); err != nil {
+					return err
 				}
-				fmt.Fprintf(a.stdout, "resolved %s as %s (%s accepted it): %s\n", key, r.Outcome, reconcile.WorkflowID(key), describe(r))
-				fmt.Fprintf(a.stdout, "the workflow answered: %s\n", answer(out))
+				fmt.Fprintf(a.stdout, "resolved %s as %s (%s accepted it): %s\n", key, r.Outcome, id, describe(r))
+				fmt.Fprintf(a.stdout, "the workflow answered: %s\n", decisiontext.ResolutionAnswer(out, printable))
 				return nil
 			})
 		},
@@ -225,27 +214,6 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 		return reconcile.Resolution{}, "", fail(exitUsage, "%v", err)
 	}
 	return r, key, nil
-}
-
-// answer describes the reconciliation workflow's output.
-func answer(out *reconcile.Output) string {
-	if out == nil {
-		return "nothing"
-	}
-	parts := []string{"outcome " + string(out.Outcome)}
-	if out.ResolvedBy != "" {
-		parts = append(parts, "resolved by "+printable(out.ResolvedBy))
-	}
-	if out.EffectReference != "" {
-		parts = append(parts, "ref "+printable(out.EffectReference))
-	}
-	if len(out.Result) > 0 {
-		parts = append(parts, fmt.Sprintf("result %d bytes stored", len(out.Result)))
-	}
-	if out.Failure != "" {
-		parts = append(parts, "failure "+printable(out.Failure))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func describe(r reconcile.Resolution) string {

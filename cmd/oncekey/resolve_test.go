@@ -168,7 +168,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "as applied")
-	require.Contains(t, r.stdout, "the workflow answered: outcome applied, resolved by ines, ref BK-R1, result ", "the workflow's own answer, from the update")
+	require.Contains(t, r.stdout, "the workflow answered: outcome applied, resolved by ines, effect reference BK-R1, result ", "the workflow's own answer, from the update")
 
 	out := booked(t, run)
 	require.Equal(t, "BK-R1", out.ID, "the workflow gets the result the operator gave")
@@ -262,7 +262,7 @@ func TestResolveWithoutAWorkerIsDelivered(t *testing.T) {
 	start := time.Now()
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--result", `{"id":"BK-R1"}`)
 	took := time.Since(start)
-	requireOneLine(t, r, exitUnconfirmed, "the resolution was delivered to "+reconcile.WorkflowID(key)+", but the workflow did not confirm it within 10s: ",
+	requireOneLine(t, r, exitUnconfirmed, "the resolution was delivered to the reconciliation workflow "+reconcile.WorkflowID(key)+", but it did not accept or refuse it within 10s: ",
 		"task queue "+tq+" (the reconciliation workflow's)", "with no need to send it again", "says unknown)")
 	require.Less(t, took, reconcile.ConfirmWait+3*time.Second)
 

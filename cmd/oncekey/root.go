@@ -16,10 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/cmd/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/pgstore"
-	"github.com/oncekey/oncekey/reconcile"
 )
 
 // defaultAddress is the Temporal frontend used when neither --address nor TEMPORAL_ADDRESS is set.
@@ -361,12 +359,3 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
-
-// unconfirmed is the error (exit 6) of a decision delivered to workflow id that did not confirm
-// it within reconcile.ConfirmWait: it names the workflow's task queue and whether any worker
-// polls it, says that the decision lands once one runs (taskqueue.Unconfirmed), and what show
-// prints until then (status is the status show keeps printing).
-func (a *app) unconfirmed(ctx context.Context, c client.Client, noun, what, id, show, status string) error {
-	return fail(exitUnconfirmed, "the %s was delivered to %s, but the workflow did not confirm it within %s: %s (until then `%s` says %s)",
-		noun, id, reconcile.ConfirmWait, taskqueue.Unconfirmed(ctx, c, id, what), show, status)
-}

@@ -1,10 +1,19 @@
 // Package decisiontext is the one table of operator messages about a decision protocol
 // (reconciliation, approval) that the CLI and the inbox both print, so their texts cannot drift.
-// It imports only reconcile (for the workflow IDs); the root package and reconcile must not
-// import it.
+// It imports only reconcile (for the workflow IDs, the outputs and the errors of its clients) and
+// the root package; the root package and reconcile must not import it.
 package decisiontext
 
-import "github.com/oncekey/oncekey/reconcile"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/oncekey/oncekey/reconcile"
+)
 
 // Protocol is the words of one decision protocol, and the messages built from them.
 type Protocol struct {
@@ -18,16 +27,171 @@ type Protocol struct {
 	Cannot string
 	// WorkflowID is the workflow ID of an operation key.
 	WorkflowID func(key string) string
+	// refusal returns the workflow's reason when err is its refusal of a decision.
+	refusal func(err error) (reason string, ok bool)
+	// invalid reports whether err says the decision is malformed.
+	invalid func(err error) bool
+	// noWorkflow is the client's error when no workflow waits.
+	noWorkflow error
 }
 
 var (
 	// Reconciliation is the protocol of an unknown outcome (reconcile.Resolve).
 	Reconciliation = Protocol{Workflow: "reconciliation workflow", Decision: "resolution", Subject: "operation",
-		Cannot: "release a workflow", WorkflowID: reconcile.WorkflowID}
+		Cannot: "release a workflow", WorkflowID: reconcile.WorkflowID,
+		refusal: func(err error) (string, bool) {
+			var r *reconcile.RefusedError
+			if errors.As(err, &r) {
+				return r.Reason, true
+			}
+			return "", false
+		},
+		invalid: func(err error) bool {
+			var inv *reconcile.InvalidResolutionError
+			return errors.As(err, &inv)
+		},
+		noWorkflow: reconcile.ErrNoReconciliation}
 	// Approval is the protocol of an approval request (reconcile.Decide).
 	Approval = Protocol{Workflow: "approval workflow", Decision: "decision", Subject: "call",
-		Cannot: "decide it", WorkflowID: reconcile.ApprovalWorkflowID}
+		Cannot: "decide it", WorkflowID: reconcile.ApprovalWorkflowID,
+		refusal: func(err error) (string, bool) {
+			var r *reconcile.DecisionRefusedError
+			if errors.As(err, &r) {
+				return r.Reason, true
+			}
+			return "", false
+		},
+		invalid: func(err error) bool {
+			var inv *reconcile.InvalidDecisionError
+			return errors.As(err, &inv)
+		},
+		noWorkflow: reconcile.ErrNoApproval}
 )
+
+// Outcome is what became of a decision sent to a protocol's workflow (reconcile.ResolveOutput,
+// reconcile.Decide): the CLI and the inbox answer each from Protocol.Outcome.
+type Outcome int
+
+const (
+	// Accepted: the workflow recorded the decision.
+	Accepted Outcome = iota
+	// Invalid: the decision is malformed; nothing was sent.
+	Invalid
+	// Refused: the workflow refused the decision (the reason comes with it); nothing was recorded.
+	Refused
+	// NoWorkflow: no workflow of the protocol waits for the key.
+	NoWorkflow
+	// Unconfirmed: the decision was delivered, and the workflow neither accepted nor refused it in
+	// time (reconcile.ErrUnconfirmed).
+	Unconfirmed
+	// NoNamespace: Temporal has no such namespace.
+	NoNamespace
+	// Unreachable: anything else; the workflow may not have got the decision.
+	Unreachable
+)
+
+// Outcome returns what became of a decision whose client returned err (nil: Accepted), and the
+// workflow's reason for Refused.
+func (p Protocol) Outcome(err error) (Outcome, string) {
+	var nsMissing *serviceerror.NamespaceNotFound
+	if reason, ok := p.refusal(err); ok {
+		return Refused, reason
+	}
+	switch {
+	case err == nil:
+		return Accepted, ""
+	case p.invalid(err):
+		return Invalid, ""
+	case errors.Is(err, reconcile.ErrUnconfirmed):
+		return Unconfirmed, ""
+	case errors.Is(err, p.noWorkflow):
+		return NoWorkflow, ""
+	case errors.As(err, &nsMissing):
+		return NoNamespace, ""
+	}
+	return Unreachable, ""
+}
+
+// Title is the inbox's heading of the answer to a decision with outcome o (not Accepted, whose
+// heading says what was recorded).
+func (p Protocol) Title(o Outcome) string {
+	switch o {
+	case Invalid:
+		return "Refused: the decision is not valid"
+	case Refused:
+		return "Refused by the " + p.Workflow
+	case NoWorkflow:
+		return "No " + p.Workflow + " waits for this " + p.Subject
+	case Unconfirmed:
+		return "Delivered, not yet confirmed"
+	}
+	return "Could not reach the " + p.Workflow
+}
+
+// Refused says that workflow id refused a decision, and why: "the approval workflow ID refused
+// the decision; nothing was recorded: REASON".
+func (p Protocol) Refused(id, reason string) string {
+	return "the " + p.Workflow + " " + id + " refused the " + p.Decision + "; nothing was recorded: " + reason
+}
+
+// UnconfirmedText says that a decision (noun: "resolution", "denial") delivered to workflow id
+// was neither accepted nor refused within reconcile.ConfirmWait, and need, what it needs to land
+// (taskqueue.Unconfirmed).
+func (p Protocol) UnconfirmedText(noun, id, need string) string {
+	return "the " + noun + " was delivered to the " + p.Workflow + " " + id + ", but it did not accept or refuse it within " +
+		reconcile.ConfirmWait.String() + ": " + need
+}
+
+// ResolutionAnswer says what the reconciliation workflow recorded: "outcome applied, resolved by
+// ines, effect reference BK-1, result 12 bytes stored". q quotes each stored string for where it
+// is printed (nil: as it is).
+func ResolutionAnswer(out *reconcile.Output, q func(string) string) string {
+	if out == nil {
+		return "accepted"
+	}
+	q = orPlain(q)
+	parts := []string{"outcome " + string(out.Outcome)}
+	if out.ResolvedBy != "" {
+		parts = append(parts, "resolved by "+q(out.ResolvedBy))
+	}
+	if out.EffectReference != "" {
+		parts = append(parts, "effect reference "+q(out.EffectReference))
+	}
+	if len(out.Result) > 0 {
+		parts = append(parts, fmt.Sprintf("result %d bytes stored", len(out.Result)))
+	}
+	if out.Failure != "" {
+		parts = append(parts, "failure "+q(out.Failure))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ApprovalAnswer says what the approval workflow recorded: "approved, by ines, at
+// 2026-01-02T15:04:05Z, reason: booked by phone". q is as for ResolutionAnswer.
+func ApprovalAnswer(out *reconcile.ApprovalOutput, q func(string) string) string {
+	if out == nil {
+		return "accepted"
+	}
+	q = orPlain(q)
+	parts := []string{string(out.Status)}
+	if out.DecidedBy != "" {
+		parts = append(parts, "by "+q(out.DecidedBy))
+	}
+	if !out.DecidedAt.IsZero() {
+		parts = append(parts, "at "+out.DecidedAt.UTC().Format(time.RFC3339))
+	}
+	if out.Reason != "" {
+		parts = append(parts, "reason: "+q(out.Reason))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orPlain(q func(string) string) func(string) string {
+	if q == nil {
+		return func(s string) string { return s }
+	}
+	return q
+}
 
 // Unreachable is the message of a workflow that could not be asked where it stands; err is the
 // error on one line.

@@ -155,102 +155,66 @@ func (s *Server) approvalState(ctx context.Context, d *approvalData, ap *oncekey
 }
 
 // decide takes a decision from the approval form and hands it to the approval workflow through
-// reconcile.Decide, then shows the workflow's answer on the approval page.
+// reconcile.Decide, then shows the workflow's answer on the approval page (see post).
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
 	form := decideForm{Decision: r.PostFormValue("decision"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	// What was decided, for the log line: the form is cleared once the decision is accepted.
-	decision, episodeField := form.Decision, r.PostFormValue("episode")
-	show := func(status int, a *answer) {
-		s.opts.Logger.Info("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "episode", episodeField, "decision", decision, "answer", a.Kind, "detail", a.Title)
-		s.showApproval(w, r, id, tenant, key, status, a, form)
-	}
-	if tenant == "" || key == "" {
-		s.message(w, r, http.StatusBadRequest, "Which approval?", "The form names no approval. Open one from the inbox.")
-		return
-	}
-	if !id.allows(tenant) {
-		s.opts.Logger.Warn("approval decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "episode", episodeField, "decision", decision, "answer", "refused", "detail", "the identity may not decide for this tenant")
-		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
-		return
+	var d reconcile.Decision
+	p := &decisionPost{
+		p: decisiontext.Approval, what: "approval", fence: "episode", logMsg: "approval decision", choiceField: "decision", choice: form.Decision,
+		tenant: tenant, key: key, fenceValue: r.PostFormValue("episode"),
+		show: func(status int, a *answer) { s.showApproval(w, r, id, tenant, key, status, a, form) },
+		check: func(episode int64, refuse func(title, detail string)) bool {
+			d = reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(), Reason: form.Reason}
+			if err := d.Validate(); err != nil {
+				var inv *reconcile.InvalidDecisionError
+				if errors.As(err, &inv) && inv.Field == "Reason" && d.Decision == reconcile.Deny {
+					refuse("Refused: a denial needs a reason", "Say why in the reason field; it is recorded with the approval. Nothing was sent.")
+					return false
+				}
+				refuse(decisiontext.Approval.Title(decisiontext.Invalid), oneLine(err)+". Nothing was sent.")
+				return false
+			}
+			return true
+		},
+		stored: func(ctx context.Context, episode int64) (int, *answer, bool) {
+			ap, err := s.approvals.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+			switch {
+			case errors.Is(err, oncekey.ErrNotFound):
+				return 0, nil, true
+			case err != nil:
+				return http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the approval", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."}, false
+			case ap.Episode != episode || ap.Status != oncekey.ApprovalPending:
+				detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
+				if ap.DecidedBy != "" {
+					detail += ", decided by " + ap.DecidedBy
+				}
+				return http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the approval changed since this page was loaded",
+					Detail: detail + ". Nothing was sent. Read it again before deciding."}, false
+			}
+			return 0, nil, false
+		},
+		send: func(ctx context.Context, requestID string) (*answer, error) {
+			d.RequestID = requestID
+			out, err := reconcile.Decide(ctx, s.opts.Temporal, key, d)
+			if err != nil {
+				return nil, err
+			}
+			form = decideForm{}
+			return &answer{Kind: "accepted", Title: "Accepted: " + string(out.Status),
+				Detail: "The approval workflow " + reconcile.ApprovalWorkflowID(key) + " answered: " + decisiontext.ApprovalAnswer(out, nil) + ". Every call waiting on this operation continues."}, nil
+		},
+		first: func(ctx context.Context, episode int64, err error) *answer {
+			var refused *reconcile.DecisionRefusedError
+			errors.As(err, &refused)
+			return s.decidedFirst(ctx, tenant, key, episode, refused)
+		},
+		none: func(int64) string { return "Nothing was recorded. The next call of the operation asks again." },
 	}
 	if s.approvals == nil {
-		s.message(w, r, http.StatusNotFound, "No approvals here", "This inbox's store keeps no approvals. Nothing was changed.")
-		return
+		p.unavailable = "This inbox's store keeps no approvals."
 	}
-	refuse := func(title, detail string) {
-		show(http.StatusUnprocessableEntity, &answer{Kind: "refused", Title: title, Detail: detail})
-	}
-	episode, err := strconv.ParseInt(episodeField, 10, 64)
-	if err != nil || episode < 1 {
-		refuse("Refused: the form names no episode", "Reload the approval and decide again.")
-		return
-	}
-	d := reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(), Reason: form.Reason}
-	if err := d.Validate(); err != nil {
-		var inv *reconcile.InvalidDecisionError
-		if errors.As(err, &inv) && inv.Field == "Reason" && d.Decision == reconcile.Deny {
-			refuse("Refused: a denial needs a reason", "Say why in the reason field; it is recorded with the approval. Nothing was sent.")
-			return
-		}
-		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
-		return
-	}
-	// The decision is about the approval as the form showed it: one decided since, or asked anew
-	// at another episode, is not decided blind.
-	ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
-		s.message(w, r, http.StatusNotFound, "No such approval", "No approval has this operation key in tenant "+strconv.Quote(tenant)+". Nothing was changed.")
-		return
-	case err != nil:
-		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the approval", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."})
-		return
-	case ap.Episode != episode || ap.Status != oncekey.ApprovalPending:
-		detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
-		if ap.DecidedBy != "" {
-			detail += ", decided by " + ap.DecidedBy
-		}
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the approval changed since this page was loaded",
-			Detail: detail + ". Nothing was sent. Read it again before deciding."})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)
-	defer cancel()
-	d.RequestID = requestID(r.PostFormValue("request_id"))
-	out, err := reconcile.Decide(ctx, s.opts.Temporal, key, d)
-	var (
-		inv     *reconcile.InvalidDecisionError
-		refused *reconcile.DecisionRefusedError
-	)
-	switch {
-	case err == nil:
-		form = decideForm{}
-		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: " + string(out.Status),
-			Detail: "The approval workflow " + reconcile.ApprovalWorkflowID(key) + " answered: " + approvalText(out) + ". Every call waiting on this operation continues."})
-	case errors.As(err, &inv):
-		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
-	case errors.As(err, &refused) || errors.Is(err, reconcile.ErrNoApproval):
-		// Another decision (or the deadline) may have decided the approval first (two people
-		// deciding at once): the store says by whom, how and when.
-		if a := s.decidedFirst(r.Context(), tenant, key, episode, refused); a != nil {
-			show(http.StatusConflict, a)
-			return
-		}
-		if refused != nil {
-			show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the approval workflow",
-				Detail: refused.Reason + ". Nothing was recorded for this decision."})
-			return
-		}
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "No approval workflow waits for this call",
-			Detail: "Nothing was recorded. The next call of the operation asks again."})
-	case errors.Is(err, reconcile.ErrUnconfirmed):
-		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
-			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, decisiontext.Approval, key)})
-	default:
-		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the approval workflow",
-			Detail: oneLine(err) + ". It may not have received the decision: reload and check the approval before sending it again."})
-	}
+	s.post(w, r, id, p)
 }
 
 // decidedFirst is the answer to a decision about (tenant, key) at episode that the approval
@@ -269,7 +233,7 @@ func (s *Server) decidedFirst(ctx context.Context, tenant, key string, episode i
 		return &answer{Kind: "refused", Title: title, Detail: fmt.Sprintf("The decision was for episode %d; the approval is now %s. Nothing was recorded for this decision. Read it again before deciding.",
 			episode, decidedText(ap))}
 	case refused != nil && refused.DecidedAs != nil:
-		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the approval workflow answered " + approvalText(refused.DecidedAs) +
+		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the approval workflow answered " + decisiontext.ApprovalAnswer(refused.DecidedAs, nil) +
 			". Nothing was recorded for this decision."}
 	}
 	return nil
@@ -285,24 +249,6 @@ func approvalLine(ap *oncekey.Approval) string {
 		s += " at " + ap.DecidedAt.UTC().Format(time.RFC3339)
 	}
 	return s
-}
-
-// approvalText says what the approval workflow decided: "approved, by ines (oncekey-serve), at …".
-func approvalText(out *reconcile.ApprovalOutput) string {
-	if out == nil {
-		return "accepted"
-	}
-	parts := []string{string(out.Status)}
-	if out.DecidedBy != "" {
-		parts = append(parts, "by "+out.DecidedBy)
-	}
-	if !out.DecidedAt.IsZero() {
-		parts = append(parts, "at "+out.DecidedAt.UTC().Format(time.RFC3339))
-	}
-	if out.Reason != "" {
-		parts = append(parts, "reason: "+out.Reason)
-	}
-	return strings.Join(parts, ", ")
 }
 
 func approvalLink(tenant, key string) string {

@@ -20,11 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
-	"github.com/oncekey/oncekey/cmd/oncekey/internal/taskqueue"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/reconcile"
@@ -590,105 +587,71 @@ func (s *Server) reconciliationState(ctx context.Context, d *recordData, rec *on
 }
 
 // resolve takes a decision from the form and hands it to the reconciliation workflow through
-// reconcile.Resolve, then shows the workflow's answer on the record page.
+// reconcile.ResolveOutput, then shows the workflow's answer on the record page (see post).
 func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
 	form := resolveForm{
 		Outcome: r.PostFormValue("outcome"), EffectReference: strings.TrimSpace(r.PostFormValue("effect_reference")),
 		Result: strings.TrimSpace(r.PostFormValue("result")), Note: strings.TrimSpace(r.PostFormValue("note")),
 	}
-	// What was decided, for the log line: the form is cleared once the decision is accepted.
-	outcome, epochField := form.Outcome, r.PostFormValue("epoch")
-	show := func(status int, a *answer) {
-		s.opts.Logger.Info("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "epoch", epochField, "outcome", outcome, "answer", a.Kind, "detail", a.Title)
-		s.showRecord(w, r, id, tenant, key, false, status, a, form)
-	}
-	if tenant == "" || key == "" {
-		s.message(w, r, http.StatusBadRequest, "Which record?", "The form names no record. Open one from the inbox.")
-		return
-	}
-	if !id.allows(tenant) {
-		s.opts.Logger.Warn("decision", "by", id.resolvedBy(), "tenant", tenant, "key", key, "epoch", epochField, "outcome", outcome, "answer", "refused", "detail", "the identity may not decide for this tenant")
-		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to decide for tenant "+strconv.Quote(tenant)+". Nothing was changed.")
-		return
-	}
-	refuse := func(title, detail string) {
-		show(http.StatusUnprocessableEntity, &answer{Kind: "refused", Title: title, Detail: detail})
-	}
-	epoch, err := strconv.ParseInt(epochField, 10, 64)
-	if err != nil {
-		refuse("Refused: the form names no epoch", "Reload the record and decide again.")
-		return
-	}
-	res := reconcile.Resolution{Epoch: epoch, Outcome: reconcile.ResolutionOutcome(form.Outcome), Note: form.Note, ResolvedBy: id.resolvedBy()}
-	if res.Outcome == reconcile.Applied {
-		res.EffectReference = form.EffectReference
-		if form.Result != "" {
-			if !json.Valid([]byte(form.Result)) {
-				refuse("Refused: the result is not valid JSON", "Give the tool's result as JSON, e.g. {\"id\": \"TCK-42\"}, or a quoted string \"done\"; leave it empty for the zero value. Nothing was sent.")
-				return
+	var res reconcile.Resolution
+	s.post(w, r, id, &decisionPost{
+		p: decisiontext.Reconciliation, what: "record", fence: "epoch", logMsg: "decision", choiceField: "outcome", choice: form.Outcome,
+		tenant: tenant, key: key, fenceValue: r.PostFormValue("epoch"),
+		show: func(status int, a *answer) { s.showRecord(w, r, id, tenant, key, false, status, a, form) },
+		check: func(epoch int64, refuse func(title, detail string)) bool {
+			res = reconcile.Resolution{Epoch: epoch, Outcome: reconcile.ResolutionOutcome(form.Outcome), Note: form.Note, ResolvedBy: id.resolvedBy()}
+			if res.Outcome == reconcile.Applied {
+				res.EffectReference = form.EffectReference
+				if form.Result != "" {
+					if !json.Valid([]byte(form.Result)) {
+						refuse("Refused: the result is not valid JSON", "Give the tool's result as JSON, e.g. {\"id\": \"TCK-42\"}, or a quoted string \"done\"; leave it empty for the zero value. Nothing was sent.")
+						return false
+					}
+					res.Result = json.RawMessage(form.Result)
+				}
+			} else if form.EffectReference != "" || form.Result != "" {
+				refuse("Refused: an effect reference and a result go with “applied” only", "Clear them, or choose applied. Nothing was sent.")
+				return false
 			}
-			res.Result = json.RawMessage(form.Result)
-		}
-	} else if form.EffectReference != "" || form.Result != "" {
-		refuse("Refused: an effect reference and a result go with “applied” only", "Clear them, or choose applied. Nothing was sent.")
-		return
-	}
-	if err := res.Validate(); err != nil {
-		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
-		return
-	}
-	// The decision is about the record as the form showed it: one that has moved on since (another
-	// person decided, the operation was claimed again at a new epoch) is not decided blind.
-	rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
-		s.message(w, r, http.StatusNotFound, "No such record", "No record has this operation key in tenant "+strconv.Quote(tenant)+". Nothing was changed.")
-		return
-	case err != nil:
-		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the record", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."})
-		return
-	case rec.Epoch != epoch || rec.Status != oncekey.StatusUnknown:
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
-			Detail: fmt.Sprintf("The form showed epoch %d; the record is now %s at epoch %d. Nothing was sent. Read the record again before deciding.", epoch, rec.Status, rec.Epoch)})
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)
-	defer cancel()
-	res.RequestID = requestID(r.PostFormValue("request_id"))
-	out, err := reconcile.ResolveOutput(ctx, s.opts.Temporal, tenant, key, res)
-	var (
-		inv     *reconcile.InvalidResolutionError
-		refused *reconcile.RefusedError
-	)
-	switch {
-	case err == nil:
-		form = resolveForm{}
-		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: recorded as " + string(res.Outcome),
-			Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " answered: " + outputText(out) + ". Every workflow blocked on this operation continues."})
-	case errors.As(err, &inv):
-		refuse("Refused: the decision is not valid", oneLine(err)+". Nothing was sent.")
-	case errors.As(err, &refused) || errors.Is(err, reconcile.ErrNoReconciliation):
-		// Another decision may have settled the operation first (two people deciding at once): the
-		// store says by whom, how and when.
-		if a := s.settledFirst(r.Context(), tenant, key, epoch, refused); a != nil {
-			show(http.StatusConflict, a)
-			return
-		}
-		if refused != nil {
-			show(http.StatusConflict, &answer{Kind: "refused", Title: "Refused by the reconciliation workflow",
-				Detail: refused.Reason + ". The workflow keeps waiting: correct the decision and send it again."})
-			return
-		}
-		show(http.StatusConflict, &answer{Kind: "refused", Title: "No reconciliation workflow waits for this operation",
-			Detail: "Nothing was recorded. Write the decision straight to the store with `" + s.directCommand(tenant, key, epoch) + "`."})
-	case errors.Is(err, reconcile.ErrUnconfirmed):
-		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: "Delivered, not yet confirmed",
-			Detail: unconfirmedDetail(r.Context(), s.opts.Temporal, decisiontext.Reconciliation, key)})
-	default:
-		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not reach the reconciliation workflow",
-			Detail: oneLine(err) + ". It may not have received the decision: reload and check the record before sending it again."})
-	}
+			if err := res.Validate(); err != nil {
+				refuse(decisiontext.Reconciliation.Title(decisiontext.Invalid), oneLine(err)+". Nothing was sent.")
+				return false
+			}
+			return true
+		},
+		stored: func(ctx context.Context, epoch int64) (int, *answer, bool) {
+			rec, err := s.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+			switch {
+			case errors.Is(err, oncekey.ErrNotFound):
+				return 0, nil, true
+			case err != nil:
+				return http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the record", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."}, false
+			case rec.Epoch != epoch || rec.Status != oncekey.StatusUnknown:
+				return http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
+					Detail: fmt.Sprintf("The form showed epoch %d; the record is now %s at epoch %d. Nothing was sent. Read the record again before deciding.", epoch, rec.Status, rec.Epoch)}, false
+			}
+			return 0, nil, false
+		},
+		send: func(ctx context.Context, requestID string) (*answer, error) {
+			res.RequestID = requestID
+			out, err := reconcile.ResolveOutput(ctx, s.opts.Temporal, tenant, key, res)
+			if err != nil {
+				return nil, err
+			}
+			form = resolveForm{}
+			return &answer{Kind: "accepted", Title: "Accepted: recorded as " + string(res.Outcome),
+				Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " answered: " + decisiontext.ResolutionAnswer(out, nil) + ". Every workflow blocked on this operation continues."}, nil
+		},
+		first: func(ctx context.Context, epoch int64, err error) *answer {
+			var refused *reconcile.RefusedError
+			errors.As(err, &refused)
+			return s.settledFirst(ctx, tenant, key, epoch, refused)
+		},
+		none: func(epoch int64) string {
+			return "Nothing was recorded. Write the decision straight to the store with `" + s.directCommand(tenant, key, epoch) + "`."
+		},
+	})
 }
 
 // settledFirst is the answer to a decision about (tenant, key) at epoch that the reconciliation
@@ -717,14 +680,6 @@ func (s *Server) settledFirst(ctx context.Context, tenant, key string, epoch int
 
 // ---- helpers ----
 
-// unconfirmedDetail is the answer's detail for a decision delivered to p's workflow of key
-// that neither accepted nor refused it in time.
-func unconfirmedDetail(ctx context.Context, c client.Client, p decisiontext.Protocol, key string) string {
-	id, what := p.WorkflowID(key), p.Workflow
-	return "The " + what + " " + id + " got the decision but did not accept or refuse it within " + reconcile.ConfirmWait.String() +
-		": " + taskqueue.Unconfirmed(ctx, c, id, what) + ". Reload this page to see whether it was recorded."
-}
-
 // requestID is the form's request ID when it is one the page made (hex, at most 64 characters),
 // else a fresh one. The page makes one per form, and ResolveOutput sends it as the update ID, so
 // the same form sent twice is taken once.
@@ -745,27 +700,6 @@ func newRequestID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// outputText says what the reconciliation workflow decided: "outcome applied, resolved by …".
-func outputText(out *reconcile.Output) string {
-	if out == nil {
-		return "accepted"
-	}
-	parts := []string{"outcome " + string(out.Outcome)}
-	if out.ResolvedBy != "" {
-		parts = append(parts, "resolved by "+out.ResolvedBy)
-	}
-	if out.EffectReference != "" {
-		parts = append(parts, "effect reference "+out.EffectReference)
-	}
-	if len(out.Result) > 0 {
-		parts = append(parts, fmt.Sprintf("result %d bytes stored", len(out.Result)))
-	}
-	if out.Failure != "" {
-		parts = append(parts, "failure "+out.Failure)
-	}
-	return strings.Join(parts, ", ")
 }
 
 func recordLink(tenant, key string, showResult bool) string {

@@ -60,7 +60,8 @@ func TestUnconfirmedDecisionNamesTheTaskQueue(t *testing.T) {
 			require.Less(t, time.Since(start), reconcile.ConfirmWait+2*statusWait+3*time.Second, "ConfirmWait, the task queue's and the page's questions")
 			require.Equal(t, http.StatusAccepted, res.StatusCode, body)
 			require.Contains(t, body, "Delivered, not yet confirmed")
-			require.Contains(t, body, "The "+tc.what+" "+tc.id(key)+" got the decision but did not accept or refuse it within 10s: "+
+			noun := map[string]string{"resolution": "resolution", "approval": "decision"}[tc.name]
+			require.Contains(t, body, "The "+noun+" was delivered to the "+tc.what+" "+tc.id(key)+", but it did not accept or refuse it within 10s: "+
 				"no worker has polled task queue "+template.HTMLEscapeString(shell.Word(tq))+" (the "+tc.what+"&#39;s) for minutes: start one there for it to land; "+
 				"it is taken once a worker runs the workflow, with no need to send it again. Reload this page to see whether it was recorded.")
 			require.NotContains(t, body, "<b>"+t.Name(), "the task queue is escaped")
