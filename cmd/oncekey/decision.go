@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey/cmd/oncekey/internal/taskqueue"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 )
 
@@ -47,7 +47,7 @@ func (a *app) decisionError(ctx context.Context, c client.Client, d sentDecision
 		return d.refused(err, reason)
 	case decisiontext.Unconfirmed:
 		id := d.p.WorkflowID(d.key)
-		return fail(exitUnconfirmed, "%s (until then `%s` says %s)", d.p.UnconfirmedText(d.noun, id, taskqueue.Unconfirmed(ctx, c, id, d.p.Workflow)), d.show, d.status)
+		return fail(exitUnconfirmed, "%s (until then `%s` says %s)", d.p.UnconfirmedText(d.noun, id, workflowrun.Unconfirmed(ctx, c, id, d.p.Workflow)), d.show, d.status)
 	case decisiontext.NoWorkflow:
 		if shape := keyShape(d.key); shape != "" {
 			return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", d.p.NotWaiting(d.key, a.ns()), shape, d.list)

@@ -7,10 +7,8 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -139,16 +137,13 @@ func (a *app) noReconciliation(ctx context.Context, key string, f *resolveFlags)
 	id := reconcile.WorkflowID(key)
 	dctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	desc, err := c.DescribeWorkflow(dctx, id, "")
-	var nf *serviceerror.NotFound
+	run, err := workflowrun.Describe(dctx, c, id)
 	switch {
-	case errors.As(err, &nf):
-		return fmt.Sprintf("checked: no reconciliation workflow %s exists in namespace %s", id, a.ns()), nil
 	case err != nil:
 		return "", fail(exitUnreachable, "could not ask Temporal (namespace %s) about the reconciliation workflow %s: %v; %s", a.ns(), id, oneLine(err), unchecked)
-	}
-	info := desc.RawResponse.GetWorkflowExecutionInfo()
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	case run.Missing:
+		return fmt.Sprintf("checked: no reconciliation workflow %s exists in namespace %s", id, a.ns()), nil
+	case run.Closed == "":
 		state := ""
 		qctx, qcancel := context.WithTimeout(ctx, 2*time.Second)
 		if st, err := reconcile.Status(qctx, c, key); err == nil {
@@ -158,9 +153,8 @@ func (a *app) noReconciliation(ctx context.Context, key string, f *resolveFlags)
 		return "", fail(exitFailed, "the reconciliation workflow %s is running in namespace %s%s: resolve through it instead, without --direct: `%s`; nothing was written",
 			id, a.ns(), state, a.normalCommand(key, f))
 	}
-	status := strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
 	return fmt.Sprintf("checked: no reconciliation workflow for the key is running in namespace %s (%s ended: %s at %s)",
-		a.ns(), id, strings.ReplaceAll(status, "_", " "), info.GetCloseTime().AsTime().UTC().Format(time.RFC3339)), nil
+		a.ns(), id, run.Closed, run.ClosedAt.UTC().Format(time.RFC3339)), nil
 }
 
 // derivedIn reports whether rec's key is the step key of its workflow and step in namespace ns

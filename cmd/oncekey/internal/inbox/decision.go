@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oncekey/oncekey/cmd/oncekey/internal/taskqueue"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -109,7 +109,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 	case decisiontext.Unconfirmed:
 		id := d.p.WorkflowID(d.key)
 		show(http.StatusAccepted, &answer{Kind: "unconfirmed", Title: title,
-			Detail: sentence(d.p.UnconfirmedText(d.p.Decision, id, taskqueue.Unconfirmed(r.Context(), s.opts.Temporal, id, d.p.Workflow))) +
+			Detail: sentence(d.p.UnconfirmedText(d.p.Decision, id, workflowrun.Unconfirmed(r.Context(), s.opts.Temporal, id, d.p.Workflow))) +
 				". Reload this page to see whether it was recorded."})
 	default:
 		show(http.StatusBadGateway, &answer{Kind: "error", Title: title,

@@ -2,73 +2,33 @@ package inbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
 )
-
-// run is how a workflow of the inbox's (a key's reconciliation or approval workflow) stands, as
-// DescribeWorkflowExecution tells. Temporal answers queries of a closed workflow while its
-// history is kept, so a query alone cannot tell a waiting workflow from one that has ended.
-type run struct {
-	// Missing: no such workflow exists (never started, or its history is no longer kept).
-	Missing bool
-	// Closed says how a workflow that has ended closed ("terminated", "timed out", "failed",
-	// "completed", "canceled", "continued as new"), at ClosedAt; "" while it runs.
-	Closed   string
-	ClosedAt time.Time
-}
-
-// describe asks Temporal how workflow id (its latest run) stands. An error is Temporal not
-// answering; a missing workflow is run.Missing, not an error.
-func describe(ctx context.Context, c client.Client, id string) (run, error) {
-	desc, err := c.DescribeWorkflow(ctx, id, "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-		return run{Missing: true}, nil
-	case err != nil:
-		return run{}, err
-	}
-	info := desc.RawResponse.GetWorkflowExecutionInfo()
-	st := info.GetStatus()
-	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return run{}, nil
-	}
-	how := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(st.String(), "WORKFLOW_EXECUTION_STATUS_"), "_", " "))
-	if how == "" || how == "unspecified" {
-		how = "closed"
-	}
-	return run{Closed: how, ClosedAt: info.GetCloseTime().AsTime()}, nil
-}
 
 // workflowState says why the inbox shows no form for workflow id of protocol p: the message
 // (WorkflowError) of a workflow it could not describe, that does not exist or that closed
 // (followed by next, what still works), and how it closed; "" while it runs.
 func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, id, next string) (message, closed string) {
-	wf, err := describe(ctx, s.opts.Temporal, id)
+	wf, err := workflowrun.Describe(ctx, s.opts.Temporal, id)
 	switch {
 	case err != nil:
 		return p.Unreachable(oneLine(err)), ""
 	case wf.Missing:
 		return p.Missing(next), ""
 	case wf.Closed != "":
-		return p.Closed(id, wf.closedText(s.now()), next), wf.Closed
+		return p.Closed(id, closedText(wf, s.now()), next), wf.Closed
 	}
 	return "", ""
 }
 
 // closedText says how a closed workflow ended: "was terminated at 2025-… (3h ago)".
-func (r run) closedText(now time.Time) string {
+func closedText(r workflowrun.Run, now time.Time) string {
 	return "was " + r.Closed + " at " + r.ClosedAt.UTC().Format(time.RFC3339) + " (" + ageText(now, r.ClosedAt) + " ago)"
 }
 
