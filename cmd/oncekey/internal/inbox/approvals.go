@@ -44,22 +44,11 @@ func approvalQueue(as oncekey.ApprovalStore) queue {
 
 // approvalData is what the approval page shows.
 type approvalData struct {
-	Tenant, Key, Tool, Status, Summary string
-	Episode                            int64
-	Fields                             []field
-	WorkflowID                         string
-	// Workflow is what the approval workflow said about itself; WorkflowError why it could not
-	// be asked.
-	Workflow      *reconcile.ApprovalReport
-	WorkflowError string
-	// WorkflowClosed says how the approval workflow closed ("terminated", "timed out"…); ""
-	// while it runs or when none exists.
-	WorkflowClosed string
-	// CanDecide: the approval is pending and its workflow waits for a decision.
-	CanDecide bool
-	RequestID string
-	Answer    *answer
-	Form      decideForm
+	decisionPage
+	Tool, Status, Summary string
+	// Workflow is what the approval workflow said about itself.
+	Workflow *reconcile.ApprovalReport
+	Form     decideForm
 	// Record says how the operation's record stands once the call claimed its key, with
 	// RecordLink to its page; "" before.
 	Record, RecordLink string
@@ -97,14 +86,11 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		return
 	}
 	d := approvalData{
-		Tenant: ap.Tenant, Key: ap.OperationKey, Tool: ap.Tool, Status: string(ap.Status), Summary: ap.Summary, Episode: ap.Episode,
-		WorkflowID: reconcile.ApprovalWorkflowID(ap.OperationKey), Answer: ans, Form: form, RequestID: newRequestID(),
+		decisionPage: decisionPage{Tenant: ap.Tenant, Key: ap.OperationKey, WorkflowID: reconcile.ApprovalWorkflowID(ap.OperationKey),
+			FenceName: "episode", Fence: ap.Episode, RequestID: newRequestID(), Answer: ans},
+		Tool: ap.Tool, Status: string(ap.Status), Summary: ap.Summary, Form: form,
 	}
-	add := func(name, v string) {
-		if v != "" {
-			d.Fields = append(d.Fields, field{name, v})
-		}
-	}
+	add := d.add
 	now := s.now()
 	add("Status", string(ap.Status))
 	add("Episode", strconv.FormatInt(ap.Episode, 10))
@@ -125,33 +111,20 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
 	}
 	if ap.Status == oncekey.ApprovalPending {
-		s.approvalState(r.Context(), &d, ap)
+		// A workflow that has closed or never ran: the call that asked was told its approval ended
+		// without a decision, and the next call of the operation asks again.
+		next := "Nothing ran. The next call of the operation (its workflow running the step again) asks anew, with a form here; `" +
+			showCommand(ap.Tenant, ap.OperationKey) + "` shows the approval and the record."
+		s.workflowState(r.Context(), decisiontext.Approval, &d.decisionPage, next, func(ctx context.Context) (bool, error) {
+			rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
+			d.Workflow = rep
+			return err == nil && rep.State == reconcile.ApprovalStateWaiting, err
+		})
 	}
 	if d.Form.Decision == "" {
 		d.Form.Decision = string(reconcile.Approve)
 	}
 	s.render(w, r, status, "approval", id, "Approve "+ap.Tool+"? · "+shortKey(ap.OperationKey), d)
-}
-
-// approvalState fills in how the approval workflow of ap, a pending approval, stands: the form
-// only while it runs and waits for a decision. A workflow that has closed (terminated, timed out,
-// failed) or never ran is said to be so, with what still works: the call that asked was told its
-// approval ended without a decision, and the next call of the operation asks again.
-func (s *Server) approvalState(ctx context.Context, d *approvalData, ap *oncekey.Approval) {
-	ctx, cancel := context.WithTimeout(ctx, statusWait)
-	defer cancel()
-	next := "Nothing ran. The next call of the operation (its workflow running the step again) asks anew, with a form here; `" +
-		showCommand(ap.Tenant, ap.OperationKey) + "` shows the approval and the record."
-	if d.WorkflowError, d.WorkflowClosed = s.workflowState(ctx, decisiontext.Approval, d.WorkflowID, next); d.WorkflowError != "" {
-		return
-	}
-	rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
-	if err != nil {
-		d.WorkflowError = decisiontext.Approval.Unreachable(oneLine(err))
-		return
-	}
-	d.Workflow = rep
-	d.CanDecide = rep.State == reconcile.ApprovalStateWaiting
 }
 
 // decide takes a decision from the approval form and hands it to the approval workflow through

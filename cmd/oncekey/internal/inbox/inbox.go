@@ -116,7 +116,7 @@ func New(opts Options) (*Server, error) {
 	}
 	funcs := template.FuncMap{"shortKey": shortKey}
 	for _, p := range []string{"inbox", "record", "approval", "login", "message"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/"+p+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/parts.html", "web/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: template %s: %w", p, err)
 		}
@@ -453,29 +453,17 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request, id *identity)
 type field struct{ Name, Value string }
 
 type recordData struct {
-	Tenant, Key, Tool, Status string
-	Epoch                     int64
-	Fields                    []field
-	Failure                   string
-	ResultBytes               int
-	ShowResult                bool
-	Result                    string
-	ShowResultLink            string
-	HideResultLink            string
-	// Workflow is what the reconciliation workflow said about itself; WorkflowError why it
-	// could not be asked.
-	Workflow      *reconcile.StatusReport
-	WorkflowID    string
-	WorkflowError string
-	// WorkflowClosed says how the reconciliation workflow closed ("terminated", "timed out"…);
-	// "" while it runs or when none exists.
-	WorkflowClosed string
-	// CanResolve: the record is unknown and a reconciliation workflow waits for a decision.
-	CanResolve bool
-	// RequestID identifies the decision this form sends (see requestID).
-	RequestID string
-	Answer    *answer
-	Form      resolveForm
+	decisionPage
+	Tool, Status   string
+	Failure        string
+	ResultBytes    int
+	ShowResult     bool
+	Result         string
+	ShowResultLink string
+	HideResultLink string
+	// Workflow is what the reconciliation workflow said about itself.
+	Workflow *reconcile.StatusReport
+	Form     resolveForm
 	// Approval says how the operation's approval stands, with ApprovalLink to its page; "" when
 	// it has none.
 	Approval, ApprovalLink string
@@ -519,19 +507,16 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		return
 	}
 	d := recordData{
-		Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, Status: string(rec.Status), Epoch: rec.Epoch,
-		Failure: failuredoc.Text(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
+		decisionPage: decisionPage{Tenant: rec.Tenant, Key: rec.OperationKey, WorkflowID: reconcile.WorkflowID(rec.OperationKey),
+			FenceName: "epoch", Fence: rec.Epoch, RequestID: newRequestID(), Answer: ans},
+		Tool: rec.Tool, Status: string(rec.Status), Failure: failuredoc.Text(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
 		ShowResultLink: recordLink(rec.Tenant, rec.OperationKey, true), HideResultLink: recordLink(rec.Tenant, rec.OperationKey, false),
-		WorkflowID: reconcile.WorkflowID(rec.OperationKey), Answer: ans, Form: form, RequestID: newRequestID(),
+		Form: form,
 	}
 	if d.Form.Outcome == "" {
 		d.Form.Outcome = string(reconcile.Applied)
 	}
-	add := func(name, v string) {
-		if v != "" {
-			d.Fields = append(d.Fields, field{name, v})
-		}
-	}
+	add := d.add
 	now := s.now()
 	add("Status", string(rec.Status))
 	add("Tenant", rec.Tenant)
@@ -560,30 +545,17 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		d.Result = string(b)
 	}
 	if rec.Status == oncekey.StatusUnknown {
-		s.reconciliationState(r.Context(), &d, rec)
+		// A workflow that has closed or never ran: the command that writes the decision straight
+		// to the store still works.
+		direct := "Write the decision straight to the store with `" + s.directCommand(rec.Tenant, rec.OperationKey, rec.Epoch) +
+			"`; the caller's workflow gets it when it runs the step again."
+		s.workflowState(r.Context(), decisiontext.Reconciliation, &d.decisionPage, direct, func(ctx context.Context) (bool, error) {
+			st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
+			d.Workflow = st
+			return err == nil && st.State == reconcile.StateWaiting, err
+		})
 	}
 	s.render(w, r, status, "record", id, rec.Tool+" · "+shortKey(rec.OperationKey), d)
-}
-
-// reconciliationState fills in how the reconciliation workflow of rec, an unknown record, stands:
-// the form only while it runs and waits for a decision. A workflow that has closed (terminated,
-// timed out, failed) or never ran is said to be so, with the command that writes the decision
-// straight to the store, the way that still works.
-func (s *Server) reconciliationState(ctx context.Context, d *recordData, rec *oncekey.Record) {
-	ctx, cancel := context.WithTimeout(ctx, statusWait)
-	defer cancel()
-	direct := "Write the decision straight to the store with `" + s.directCommand(rec.Tenant, rec.OperationKey, rec.Epoch) +
-		"`; the caller's workflow gets it when it runs the step again."
-	if d.WorkflowError, d.WorkflowClosed = s.workflowState(ctx, decisiontext.Reconciliation, d.WorkflowID, direct); d.WorkflowError != "" {
-		return
-	}
-	st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
-	if err != nil {
-		d.WorkflowError = decisiontext.Reconciliation.Unreachable(oneLine(err))
-		return
-	}
-	d.Workflow = st
-	d.CanResolve = st.State == reconcile.StateWaiting
 }
 
 // resolve takes a decision from the form and hands it to the reconciliation workflow through

@@ -11,20 +11,58 @@ import (
 	"github.com/oncekey/oncekey/internal/shell"
 )
 
-// workflowState says why the inbox shows no form for workflow id of protocol p: the message
-// (WorkflowError) of a workflow it could not describe, that does not exist or that closed
-// (followed by next, what still works), and how it closed; "" while it runs.
-func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, id, next string) (message, closed string) {
-	wf, err := workflowrun.Describe(ctx, s.opts.Temporal, id)
+// decisionPage is what a record's page and an approval's page share: the lines shown, the
+// protocol's workflow and how it stands, and the decision form's hidden fields.
+type decisionPage struct {
+	Tenant, Key string
+	Fields      []field
+	// WorkflowID is the protocol's workflow of the key; WorkflowError why no form is shown (the
+	// workflow could not be asked, does not exist or closed); WorkflowClosed how it closed
+	// ("terminated", "timed out"…), "" while it runs or when none exists.
+	WorkflowID, WorkflowError, WorkflowClosed string
+	// CanDecide: the workflow waits for a decision, so the page shows the form.
+	CanDecide bool
+	// FenceName is the form's field naming the episode decided ("epoch", "episode"); Fence its
+	// value.
+	FenceName string
+	Fence     int64
+	// RequestID identifies the decision the form sends (see requestID).
+	RequestID string
+	Answer    *answer
+}
+
+// add shows the line name: v, when v is not "".
+func (d *decisionPage) add(name, v string) {
+	if v != "" {
+		d.Fields = append(d.Fields, field{name, v})
+	}
+}
+
+// workflowState fills in how the workflow of d, of protocol p, stands: the form only while it
+// runs and query (the protocol's query of it, within statusWait) says it waits for a decision. A
+// workflow that could not be asked, does not exist or closed is said to be so in
+// d.WorkflowError, a missing or closed one followed by next (what still works).
+func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, d *decisionPage, next string, query func(ctx context.Context) (waiting bool, err error)) {
+	ctx, cancel := context.WithTimeout(ctx, statusWait)
+	defer cancel()
+	wf, err := workflowrun.Describe(ctx, s.opts.Temporal, d.WorkflowID)
 	switch {
 	case err != nil:
-		return p.Unreachable(oneLine(err)), ""
+		d.WorkflowError = p.Unreachable(oneLine(err))
+		return
 	case wf.Missing:
-		return p.Missing(next), ""
+		d.WorkflowError = p.Missing(next)
+		return
 	case wf.Closed != "":
-		return p.Closed(id, closedText(wf, s.now()), next), wf.Closed
+		d.WorkflowError, d.WorkflowClosed = p.Closed(d.WorkflowID, closedText(wf, s.now()), next), wf.Closed
+		return
 	}
-	return "", ""
+	waiting, err := query(ctx)
+	if err != nil {
+		d.WorkflowError = p.Unreachable(oneLine(err))
+		return
+	}
+	d.CanDecide = waiting
 }
 
 // closedText says how a closed workflow ended: "was terminated at 2025-… (3h ago)".
