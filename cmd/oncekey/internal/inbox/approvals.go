@@ -46,8 +46,6 @@ func approvalQueue(as oncekey.ApprovalStore) queue {
 type approvalData struct {
 	decisionPage
 	Tool, Status, Summary string
-	// Workflow is what the approval workflow said about itself.
-	Workflow *reconcile.ApprovalReport
 	Form     decideForm
 	// Record says how the operation's record stands once the call claimed its key, with
 	// RecordLink to its page; "" before.
@@ -87,7 +85,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 	}
 	d := approvalData{
 		decisionPage: decisionPage{Tenant: ap.Tenant, Key: ap.OperationKey, WorkflowID: reconcile.ApprovalWorkflowID(ap.OperationKey),
-			FenceName: "episode", Fence: ap.Episode, RequestID: newRequestID(), Answer: ans},
+			FenceName: "episode", Fence: ap.Episode, RequestID: newRequestID(), Answer: ans, FormAction: "/decide", FormID: "decide-form"},
 		Tool: ap.Tool, Status: string(ap.Status), Summary: ap.Summary, Form: form,
 	}
 	add := d.add
@@ -115,10 +113,12 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		// without a decision, and the next call of the operation asks again.
 		next := "Nothing ran. The next call of the operation (its workflow running the step again) asks anew, with a form here; `" +
 			showCommand(ap.Tenant, ap.OperationKey) + "` shows the approval and the record."
-		s.workflowState(r.Context(), decisiontext.Approval, &d.decisionPage, next, func(ctx context.Context) (bool, error) {
+		s.workflowState(r.Context(), decisiontext.Approval, &d.decisionPage, next, func(ctx context.Context) (bool, []field, error) {
 			rep, err := reconcile.QueryApproval(ctx, s.opts.Temporal, ap.OperationKey)
-			d.Workflow = rep
-			return err == nil && rep.State == reconcile.ApprovalStateWaiting, err
+			if err != nil {
+				return false, nil, err
+			}
+			return rep.State == reconcile.ApprovalStateWaiting, workflowLines(string(rep.State), rep.LastInvalidSignal), nil
 		})
 	}
 	if d.Form.Decision == "" {

@@ -461,8 +461,6 @@ type recordData struct {
 	Result         string
 	ShowResultLink string
 	HideResultLink string
-	// Workflow is what the reconciliation workflow said about itself.
-	Workflow *reconcile.StatusReport
 	Form     resolveForm
 	// Approval says how the operation's approval stands, with ApprovalLink to its page; "" when
 	// it has none.
@@ -508,7 +506,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	}
 	d := recordData{
 		decisionPage: decisionPage{Tenant: rec.Tenant, Key: rec.OperationKey, WorkflowID: reconcile.WorkflowID(rec.OperationKey),
-			FenceName: "epoch", Fence: rec.Epoch, RequestID: newRequestID(), Answer: ans},
+			FenceName: "epoch", Fence: rec.Epoch, RequestID: newRequestID(), Answer: ans, FormAction: "/resolve", FormID: "resolve-form"},
 		Tool: rec.Tool, Status: string(rec.Status), Failure: failuredoc.Text(rec.Failure), ResultBytes: len(rec.Result), ShowResult: showResult,
 		ShowResultLink: recordLink(rec.Tenant, rec.OperationKey, true), HideResultLink: recordLink(rec.Tenant, rec.OperationKey, false),
 		Form: form,
@@ -549,10 +547,16 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		// to the store still works.
 		direct := "Write the decision straight to the store with `" + s.directCommand(rec.Tenant, rec.OperationKey, rec.Epoch) +
 			"`; the caller's workflow gets it when it runs the step again."
-		s.workflowState(r.Context(), decisiontext.Reconciliation, &d.decisionPage, direct, func(ctx context.Context) (bool, error) {
+		s.workflowState(r.Context(), decisiontext.Reconciliation, &d.decisionPage, direct, func(ctx context.Context) (bool, []field, error) {
 			st, err := reconcile.Status(ctx, s.opts.Temporal, rec.OperationKey)
-			d.Workflow = st
-			return err == nil && st.State == reconcile.StateWaiting, err
+			if err != nil {
+				return false, nil, err
+			}
+			since := ""
+			if !st.WaitingSince.IsZero() {
+				since = st.WaitingSince.UTC().Format(time.RFC3339)
+			}
+			return st.State == reconcile.StateWaiting, workflowLines(string(st.State), st.LastInvalidSignal, field{"Waiting since", since}, field{"Why unknown", st.Reason}), nil
 		})
 	}
 	s.render(w, r, status, "record", id, rec.Tool+" · "+shortKey(rec.OperationKey), d)

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oncekey/oncekey"
@@ -20,6 +21,12 @@ type decisionPage struct {
 	// workflow could not be asked, does not exist or closed); WorkflowClosed how it closed
 	// ("terminated", "timed out"…), "" while it runs or when none exists.
 	WorkflowID, WorkflowError, WorkflowClosed string
+	// WorkflowTitle heads what the workflow said about itself, WorkflowLines (its state first);
+	// none when it was not asked.
+	WorkflowTitle string
+	WorkflowLines []field
+	// FormAction is where the form posts ("/resolve"), FormID its element ID.
+	FormAction, FormID string
 	// CanDecide: the workflow waits for a decision, so the page shows the form.
 	CanDecide bool
 	// FenceName is the form's field naming the episode decided ("epoch", "episode"); Fence its
@@ -39,10 +46,11 @@ func (d *decisionPage) add(name, v string) {
 }
 
 // workflowState fills in how the workflow of d, of protocol p, stands: the form only while it
-// runs and query (the protocol's query of it, within statusWait) says it waits for a decision. A
+// runs and query (the protocol's query of it, within statusWait) says it waits for a decision,
+// with the lines query returns about it under p's name. A
 // workflow that could not be asked, does not exist or closed is said to be so in
 // d.WorkflowError, a missing or closed one followed by next (what still works).
-func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, d *decisionPage, next string, query func(ctx context.Context) (waiting bool, err error)) {
+func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, d *decisionPage, next string, query func(ctx context.Context) (waiting bool, lines []field, err error)) {
 	ctx, cancel := context.WithTimeout(ctx, statusWait)
 	defer cancel()
 	wf, err := workflowrun.Describe(ctx, s.opts.Temporal, d.WorkflowID)
@@ -57,12 +65,26 @@ func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, d *
 		d.WorkflowError, d.WorkflowClosed = p.Closed(d.WorkflowID, closedText(wf, s.now()), next), wf.Closed
 		return
 	}
-	waiting, err := query(ctx)
+	waiting, lines, err := query(ctx)
 	if err != nil {
 		d.WorkflowError = p.Unreachable(oneLine(err))
 		return
 	}
 	d.CanDecide = waiting
+	d.WorkflowTitle = strings.ToUpper(p.Workflow[:1]) + p.Workflow[1:]
+	d.WorkflowLines = lines
+}
+
+// workflowLines are the lines of what a workflow said about itself: its state, then more (each
+// left out when its value is ""), then its last refusal of a decision.
+func workflowLines(state, lastRefusal string, more ...field) []field {
+	var d decisionPage
+	d.add("State", state)
+	for _, f := range more {
+		d.add(f.Name, f.Value)
+	}
+	d.add("Last refusal", lastRefusal)
+	return d.Fields
 }
 
 // closedText says how a closed workflow ended: "was terminated at 2025-… (3h ago)".
