@@ -46,7 +46,7 @@ func approvalQueue(as oncekey.ApprovalStore) queue {
 type approvalData struct {
 	decisionPage
 	Tool, Status, Summary string
-	Form     decideForm
+	Form                  decideForm
 	// Record says how the operation's record stands once the call claimed its key, with
 	// RecordLink to its page; "" before.
 	Record, RecordLink string
@@ -62,12 +62,7 @@ func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request, id *identi
 
 // showApproval renders the approval page for (tenant, key) with an optional answer to a decision.
 func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identity, tenant, key string, status int, ans *answer, form decideForm) {
-	if tenant == "" || key == "" {
-		s.message(w, r, http.StatusBadRequest, "Which approval?", "An approval is named by its tenant and operation key. Open one from the inbox.")
-		return
-	}
-	if !id.allows(tenant) {
-		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to see tenant "+strconv.Quote(tenant)+".")
+	if !s.named(w, r, id, "An approval", tenant, key) {
 		return
 	}
 	if s.approvals == nil {
@@ -75,12 +70,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		return
 	}
 	ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	if errors.Is(err, oncekey.ErrNotFound) {
-		s.message(w, r, http.StatusNotFound, "No such approval", "No approval has this operation key in tenant "+strconv.Quote(tenant)+". It may have expired; go back to the inbox.")
-		return
-	}
-	if err != nil {
-		s.message(w, r, http.StatusBadGateway, "Could not read the approval", oneLine(err)+". Check that Postgres is reachable and migrated (oncekey migrate), then reload.")
+	if !s.found(w, r, "approval", tenant, err, "It may have expired", "Check that Postgres is reachable and migrated (oncekey migrate), then reload.") {
 		return
 	}
 	d := approvalData{

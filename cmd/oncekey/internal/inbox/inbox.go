@@ -461,7 +461,7 @@ type recordData struct {
 	Result         string
 	ShowResultLink string
 	HideResultLink string
-	Form     resolveForm
+	Form           resolveForm
 	// Approval says how the operation's approval stands, with ApprovalLink to its page; "" when
 	// it has none.
 	Approval, ApprovalLink string
@@ -487,21 +487,11 @@ func (s *Server) recordPage(w http.ResponseWriter, r *http.Request, id *identity
 
 // showRecord renders the record page for (tenant, key) with an optional answer to a decision.
 func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity, tenant, key string, showResult bool, status int, ans *answer, form resolveForm) {
-	if tenant == "" || key == "" {
-		s.message(w, r, http.StatusBadRequest, "Which record?", "A record is named by its tenant and operation key. Open one from the inbox.")
-		return
-	}
-	if !id.allows(tenant) {
-		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to see tenant "+strconv.Quote(tenant)+".")
+	if !s.named(w, r, id, "A record", tenant, key) {
 		return
 	}
 	rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	if errors.Is(err, oncekey.ErrNotFound) {
-		s.message(w, r, http.StatusNotFound, "No such record", "No record has this operation key in tenant "+strconv.Quote(tenant)+". It may have been purged; go back to the inbox.")
-		return
-	}
-	if err != nil {
-		s.message(w, r, http.StatusBadGateway, "Could not read the record", oneLine(err)+". Check that Postgres is reachable, then reload.")
+	if !s.found(w, r, "record", tenant, err, "It may have been purged", "Check that Postgres is reachable, then reload.") {
 		return
 	}
 	d := recordData{

@@ -2,7 +2,10 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,6 +76,36 @@ func (s *Server) workflowState(ctx context.Context, p decisiontext.Protocol, d *
 	d.CanDecide = waiting
 	d.WorkflowTitle = strings.ToUpper(p.Workflow[:1]) + p.Workflow[1:]
 	d.WorkflowLines = lines
+}
+
+// named checks that a page's request names what it shows (tenant and key; a names it with its
+// article: "A record") and that id may see the tenant; it answers and returns false when not.
+func (s *Server) named(w http.ResponseWriter, r *http.Request, id *identity, a, tenant, key string) bool {
+	if tenant == "" || key == "" {
+		_, what, _ := strings.Cut(a, " ")
+		s.message(w, r, http.StatusBadRequest, "Which "+what+"?", a+" is named by its tenant and operation key. Open one from the inbox.")
+		return false
+	}
+	if !id.allows(tenant) {
+		s.message(w, r, http.StatusForbidden, "Not your tenant", "Your access token is not allowed to see tenant "+strconv.Quote(tenant)+".")
+		return false
+	}
+	return true
+}
+
+// found answers a page about what (a "record") in tenant whose store read returned err: when it
+// does not exist (gone says why it may not), or could not be read (check says what to check). It
+// returns true when err is nil.
+func (s *Server) found(w http.ResponseWriter, r *http.Request, what, tenant string, err error, gone, check string) bool {
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		s.message(w, r, http.StatusNotFound, "No such "+what, "No "+what+" has this operation key in tenant "+strconv.Quote(tenant)+". "+gone+"; go back to the inbox.")
+	case err != nil:
+		s.message(w, r, http.StatusBadGateway, "Could not read the "+what, oneLine(err)+". "+check)
+	default:
+		return true
+	}
+	return false
 }
 
 // workflowLines are the lines of what a workflow said about itself: its state, then more (each
