@@ -22,12 +22,11 @@ import (
 
 // decideFlags are the flags of `oncekey approve` and `oncekey deny`.
 type decideFlags struct {
-	tenant, by, reason string
+	deciderFlags
+	reason string
 	// episode is --episode: the approval's episode the decision is for; 0 reads the pending one
 	// from the store.
 	episode int64
-	// tenantGiven is false when --tenant was left out and tenant defaulted to the namespace.
-	tenantGiven bool
 }
 
 func newApproveCmd(a *app) *cobra.Command { return newDecideCmd(a, reconcile.Approve) }
@@ -68,9 +67,8 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 		cmd.Args = a.keyArgs("oncekey deny KEY --tenant T --reason WHY", "approvals")
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
+	f.add(cmd)
 	fl.Int64Var(&f.episode, "episode", 0, "the approval's episode `N` the decision is for, as oncekey approvals prints it (default: the pending one, read from the store)")
-	fl.StringVar(&f.by, "by", "", "who decided (default: $USER, else oncekey-cli when $USER is empty)")
 	if approve {
 		fl.StringVar(&f.reason, "reason", "", "why; recorded with the approval")
 	} else {
@@ -92,14 +90,7 @@ func (f *decideFlags) decision(a *app, kind reconcile.DecisionKind, keyArg strin
 	if f.episode < 0 {
 		return reconcile.Decision{}, "", fail(exitUsage, "--episode %d is not an episode: give the episode `oncekey approvals` prints, or leave it out for the pending one", f.episode)
 	}
-	f.tenantGiven = f.tenant != ""
-	if !f.tenantGiven {
-		f.tenant = a.ns()
-	}
-	by := f.by
-	if by == "" {
-		by = a.getenv("USER")
-	}
+	by := f.defaults(a)
 	if by == "" {
 		by = "oncekey-cli"
 	}

@@ -351,7 +351,7 @@ func TestResultFromFile(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "r.json")
 	require.NoError(t, os.WriteFile(p, []byte(`{"id":"X"}`), 0o600))
-	f := resolveFlags{applied: true, result: "@" + p, tenant: "t", epoch: 1}
+	f := resolveFlags{applied: true, result: "@" + p, deciderFlags: deciderFlags{tenant: "t"}, epoch: 1}
 	r, key, err := f.resolution(&app{getenv: func(string) string { return "" }}, oncekey.KeyPrefix+strings.Repeat("1", 64))
 	require.NoError(t, err)
 	require.Equal(t, oncekey.KeyPrefix+strings.Repeat("1", 64), key)

@@ -22,7 +22,7 @@ func TestSuggestedCommandsQuoteHostileValues(t *testing.T) {
 		a := &app{schema: "s-" + v, namespace: "ns-" + v, getenv: func(string) string { return "" }}
 		require.Equal(t, []string{"oncekey", "show", key, "--tenant", "t-" + v, "--schema", "s-" + v},
 			shelltest.Args(t, a.showCommand(key, "t-"+v)))
-		f := &resolveFlags{tenant: "t-" + v, epoch: 3, applied: true, ref: "r-" + v, note: "n-" + v, by: "b-" + v}
+		f := &resolveFlags{deciderFlags: deciderFlags{tenant: "t-" + v, by: "b-" + v}, epoch: 3, applied: true, ref: "r-" + v, note: "n-" + v}
 		require.Equal(t, []string{"oncekey", "resolve", key, "--tenant", "t-" + v, "--epoch", "3", "--namespace", "ns-" + v,
 			"--schema", "s-" + v, "--direct", "--applied", "--ref", "r-" + v, "--note", "n-" + v, "--by", "b-" + v},
 			shelltest.Args(t, a.directCommand(key, f)))

@@ -21,14 +21,39 @@ import (
 
 // resolveFlags are the flags of `oncekey resolve`.
 type resolveFlags struct {
-	tenant                     string
+	deciderFlags
 	applied, notApplied, faild bool
-	ref, result, note, by      string
+	ref, result, note          string
 	direct, noTemporalCheck    bool
 	// epoch is --epoch: the record's epoch the decision is for.
 	epoch int64
+}
+
+// deciderFlags are the flags of a command that sends a decision: whose operation it is about
+// (--tenant) and who decides (--by).
+type deciderFlags struct {
+	tenant, by string
 	// tenantGiven is false when --tenant was left out and tenant defaulted to the namespace.
 	tenantGiven bool
+}
+
+// add defines --tenant and --by on cmd.
+func (f *deciderFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
+	cmd.Flags().StringVar(&f.by, "by", "", "who decided (default: $USER, else oncekey-cli when $USER is empty)")
+}
+
+// defaults sets the tenant to the namespace when --tenant was left out and returns who decides:
+// --by, else $USER, else "".
+func (f *deciderFlags) defaults(a *app) string {
+	f.tenantGiven = f.tenant != ""
+	if !f.tenantGiven {
+		f.tenant = a.ns()
+	}
+	if f.by != "" {
+		return f.by
+	}
+	return a.getenv("USER")
 }
 
 func newResolveCmd(a *app) *cobra.Command {
@@ -91,7 +116,7 @@ func newResolveCmd(a *app) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
+	f.add(cmd)
 	fl.Int64Var(&f.epoch, "epoch", 0, "the record's epoch `N` the decision is for, as oncekey show KEY prints it (required)")
 	fl.BoolVar(&f.applied, "applied", false, "the effect landed")
 	fl.BoolVar(&f.notApplied, "not-applied", false, "the effect did not land: the tool may run again")
@@ -99,7 +124,6 @@ func newResolveCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.ref, "ref", "", "effect reference downstream (ticket number, charge ID); with --applied")
 	fl.StringVar(&f.result, "result", "", "the tool's result as JSON, or @FILE; with --applied (default: the zero value)")
 	fl.StringVar(&f.note, "note", "", "why; stored with the record")
-	fl.StringVar(&f.by, "by", "", "who decided (default: $USER, else oncekey-cli when $USER is empty)")
 	fl.BoolVar(&f.direct, "direct", false, "write the decision straight to the store: only when no reconciliation workflow for the key is running")
 	fl.BoolVar(&f.noTemporalCheck, "no-temporal-check", false, "with --direct: do not check with Temporal that no reconciliation workflow is running")
 	return cmd
@@ -167,14 +191,7 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 		return reconcile.Resolution{}, "", fail(exitUsage, "give --epoch: the record's epoch the decision is for, as `%s` prints it; "+
 			"a decision names the episode it was made for, so that it is refused once the operation has moved on", shell.Cmd("oncekey", "show").Arg(key))
 	}
-	f.tenantGiven = f.tenant != ""
-	if !f.tenantGiven {
-		f.tenant = a.ns()
-	}
-	by := f.by
-	if by == "" {
-		by = a.getenv("USER")
-	}
+	by := f.defaults(a)
 	switch {
 	case f.direct && by != "":
 		by += " (" + directBy + ")"
