@@ -126,7 +126,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 	p := &decisionPost{
 		p: decisiontext.Approval, what: "approval", fence: "episode", logMsg: "approval decision", choiceField: "decision", choice: form.Decision,
 		tenant: tenant, key: key, fenceValue: r.PostFormValue("episode"),
-		show: func(status int, a *answer) { s.showApproval(w, r, id, tenant, key, status, a, form) },
+		show: func(status int, a *answer) {
+			if a.Kind == "accepted" {
+				form = decideForm{}
+			}
+			s.showApproval(w, r, id, tenant, key, status, a, form)
+		},
 		check: func(episode int64, refuse func(title, detail string)) bool {
 			d = reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(), Reason: form.Reason}
 			if err := d.Validate(); err != nil {
@@ -157,21 +162,16 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			}
 			return 0, nil, false
 		},
-		send: func(ctx context.Context, requestID string) (*answer, error) {
+		send: func(ctx context.Context, requestID string) (string, string, error) {
 			d.RequestID = requestID
 			out, err := reconcile.Decide(ctx, s.opts.Temporal, key, d)
 			if err != nil {
-				return nil, err
+				return "", "", err
 			}
-			form = decideForm{}
-			return &answer{Kind: "accepted", Title: "Accepted: " + string(out.Status),
-				Detail: "The approval workflow " + reconcile.ApprovalWorkflowID(key) + " answered: " + decisiontext.ApprovalAnswer(out, nil) + ". Every call waiting on this operation continues."}, nil
+			return string(out.Status), decisiontext.ApprovalAnswer(out, nil), nil
 		},
-		first: func(ctx context.Context, episode int64, err error) *answer {
-			var refused *reconcile.DecisionRefusedError
-			errors.As(err, &refused)
-			return s.decidedFirst(ctx, tenant, key, episode, refused)
-		},
+		released: "Every call waiting on this operation continues.",
+		first:    s.decidedFirst,
 		none: func(int64) string { return "Nothing was recorded. The next call of the operation asks again." },
 	}
 	if s.approvals == nil {
@@ -185,7 +185,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 // (another person's decision, its deadline): who decided it, how and when, read from the store
 // (else from the workflow's answer, refused.DecidedAs). nil when the approval still waits at
 // episode.
-func (s *Server) decidedFirst(ctx context.Context, tenant, key string, episode int64, refused *reconcile.DecisionRefusedError) *answer {
+func (s *Server) decidedFirst(ctx context.Context, tenant, key string, episode int64, err error) *answer {
+	var refused *reconcile.DecisionRefusedError
+	errors.As(err, &refused)
 	const title = "Refused: the approval was already decided"
 	ap, err := s.approvals.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 	switch {

@@ -23,7 +23,7 @@ type decisionPost struct {
 	tenant, key, fenceValue     string
 	// unavailable, when not "", is why nothing can be decided here at all (no approvals kept).
 	unavailable string
-	// show renders the page with the answer.
+	// show renders the page with the answer (the form emptied once a decision was accepted).
 	show func(status int, a *answer)
 	// check builds the decision at fence from the form and validates it; it answers through
 	// refuse and returns false when it refuses.
@@ -31,11 +31,14 @@ type decisionPost struct {
 	// stored reads what the form is about, as the store has it now: an answer when it changed since
 	// the page was loaded (or could not be read), notFound when it does not exist.
 	stored func(ctx context.Context, fence int64) (status int, a *answer, notFound bool)
-	// send sends the decision with requestID and returns the answer to an accepted one.
-	send func(ctx context.Context, requestID string) (*answer, error)
-	// first is the answer to a decision refused (or that found no workflow) because another decided
-	// first; nil when the store says it still waits at fence.
-	first func(ctx context.Context, fence int64, err error) *answer
+	// send sends the decision with requestID and returns, for an accepted one, what was recorded
+	// ("approved") and the workflow's answer (decisiontext's words).
+	send func(ctx context.Context, requestID string) (recorded, answered string, err error)
+	// released says who continues once the decision is recorded.
+	released string
+	// first is the answer to a decision about key refused (err, or no workflow found) because
+	// another decided first; nil when the store says it still waits at fence.
+	first func(ctx context.Context, tenant, key string, fence int64, err error) *answer
 	// none is the detail of the answer when no workflow waits for the decision at fence.
 	none func(fence int64) string
 }
@@ -86,18 +89,19 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)
 	defer cancel()
-	accepted, err := d.send(ctx, requestID(r.PostFormValue("request_id")))
+	recorded, answered, err := d.send(ctx, requestID(r.PostFormValue("request_id")))
 	o, reason := d.p.Outcome(err)
 	title := d.p.Title(o)
 	switch o {
 	case decisiontext.Accepted:
-		show(http.StatusOK, accepted)
+		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: " + recorded,
+			Detail: "The " + d.p.Workflow + " " + d.p.WorkflowID(d.key) + " answered: " + answered + ". " + d.released})
 	case decisiontext.Invalid:
 		refuse(title, oneLine(err)+". Nothing was sent.")
 	case decisiontext.Refused, decisiontext.NoWorkflow:
 		// Another decision may have settled it first (two people deciding at once): the store
 		// says by whom, how and when.
-		if a := d.first(r.Context(), fence, err); a != nil {
+		if a := d.first(r.Context(), d.tenant, d.key, fence, err); a != nil {
 			show(http.StatusConflict, a)
 			return
 		}

@@ -564,7 +564,12 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 	s.post(w, r, id, &decisionPost{
 		p: decisiontext.Reconciliation, what: "record", fence: "epoch", logMsg: "decision", choiceField: "outcome", choice: form.Outcome,
 		tenant: tenant, key: key, fenceValue: r.PostFormValue("epoch"),
-		show: func(status int, a *answer) { s.showRecord(w, r, id, tenant, key, false, status, a, form) },
+		show: func(status int, a *answer) {
+			if a.Kind == "accepted" {
+				form = resolveForm{}
+			}
+			s.showRecord(w, r, id, tenant, key, false, status, a, form)
+		},
 		check: func(epoch int64, refuse func(title, detail string)) bool {
 			res = reconcile.Resolution{Epoch: epoch, Outcome: reconcile.ResolutionOutcome(form.Outcome), Note: form.Note, ResolvedBy: id.resolvedBy()}
 			if res.Outcome == reconcile.Applied {
@@ -599,21 +604,13 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 			}
 			return 0, nil, false
 		},
-		send: func(ctx context.Context, requestID string) (*answer, error) {
+		send: func(ctx context.Context, requestID string) (string, string, error) {
 			res.RequestID = requestID
 			out, err := reconcile.ResolveOutput(ctx, s.opts.Temporal, tenant, key, res)
-			if err != nil {
-				return nil, err
-			}
-			form = resolveForm{}
-			return &answer{Kind: "accepted", Title: "Accepted: recorded as " + string(res.Outcome),
-				Detail: "The reconciliation workflow " + reconcile.WorkflowID(key) + " answered: " + decisiontext.ResolutionAnswer(out, nil) + ". Every workflow blocked on this operation continues."}, nil
+			return "recorded as " + string(res.Outcome), decisiontext.ResolutionAnswer(out, nil), err
 		},
-		first: func(ctx context.Context, epoch int64, err error) *answer {
-			var refused *reconcile.RefusedError
-			errors.As(err, &refused)
-			return s.settledFirst(ctx, tenant, key, epoch, refused)
-		},
+		released: "Every workflow blocked on this operation continues.",
+		first:    s.settledFirst,
 		none: func(epoch int64) string {
 			return "Nothing was recorded. Write the decision straight to the store with `" + s.directCommand(tenant, key, epoch) + "`."
 		},
@@ -624,7 +621,9 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 // workflow refused, or found no workflow for, when the operation was settled another way first
 // (another person's decision, a receipt lookup): who settled it, how and when, read from the store
 // (else from the workflow's answer, refused.SettledAs). nil when the record still waits at epoch.
-func (s *Server) settledFirst(ctx context.Context, tenant, key string, epoch int64, refused *reconcile.RefusedError) *answer {
+func (s *Server) settledFirst(ctx context.Context, tenant, key string, epoch int64, err error) *answer {
+	var refused *reconcile.RefusedError
+	errors.As(err, &refused)
 	const title = "Refused: the operation was already settled"
 	rec, err := s.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
