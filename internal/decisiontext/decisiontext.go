@@ -39,34 +39,33 @@ var (
 	// Reconciliation is the protocol of an unknown outcome (reconcile.Resolve).
 	Reconciliation = Protocol{Workflow: "reconciliation workflow", Decision: "resolution", Subject: "operation",
 		Cannot: "release a workflow", WorkflowID: reconcile.WorkflowID,
-		refusal: func(err error) (string, bool) {
-			var r *reconcile.RefusedError
-			if errors.As(err, &r) {
-				return r.Reason, true
-			}
-			return "", false
-		},
-		invalid: func(err error) bool {
-			var inv *reconcile.InvalidResolutionError
-			return errors.As(err, &inv)
-		},
+		refusal:    refusal(func(e *reconcile.RefusedError) string { return e.Reason }),
+		invalid:    is[*reconcile.InvalidResolutionError],
 		noWorkflow: reconcile.ErrNoReconciliation}
 	// Approval is the protocol of an approval request (reconcile.Decide).
 	Approval = Protocol{Workflow: "approval workflow", Decision: "decision", Subject: "call",
 		Cannot: "decide it", WorkflowID: reconcile.ApprovalWorkflowID,
-		refusal: func(err error) (string, bool) {
-			var r *reconcile.DecisionRefusedError
-			if errors.As(err, &r) {
-				return r.Reason, true
-			}
-			return "", false
-		},
-		invalid: func(err error) bool {
-			var inv *reconcile.InvalidDecisionError
-			return errors.As(err, &inv)
-		},
+		refusal:    refusal(func(e *reconcile.DecisionRefusedError) string { return e.Reason }),
+		invalid:    is[*reconcile.InvalidDecisionError],
 		noWorkflow: reconcile.ErrNoApproval}
 )
+
+// refusal returns a Protocol.refusal for the refusal error E, whose reason reason says.
+func refusal[E error](reason func(E) string) func(error) (string, bool) {
+	return func(err error) (string, bool) {
+		var e E
+		if errors.As(err, &e) {
+			return reason(e), true
+		}
+		return "", false
+	}
+}
+
+// is reports whether err is (or wraps) an E.
+func is[E error](err error) bool {
+	var e E
+	return errors.As(err, &e)
+}
 
 // Outcome is what became of a decision sent to a protocol's workflow (reconcile.ResolveOutput,
 // reconcile.Decide): the CLI and the inbox answer each from Protocol.Outcome.

@@ -27,17 +27,12 @@ func approvalQueue(as oncekey.ApprovalStore) queue {
 			if err != nil {
 				return nil, false, err
 			}
-			now := s.now()
-			items := make([]item, 0, len(res.Approvals))
-			for _, ap := range res.Approvals {
-				items = append(items, item{
-					Tenant: ap.Tenant, Key: ap.OperationKey, Tool: ap.Tool, WorkflowID: ap.WorkflowID, StepID: ap.StepID,
-					Age: ageText(now, ap.RequestedAt), Since: ap.RequestedAt.UTC().Format(time.RFC3339),
-					Summary: ap.Summary, TimesOut: untilText(now, ap.Deadline), Episode: ap.Episode,
-					Link: approvalLink(ap.Tenant, ap.OperationKey),
-				})
-			}
-			return items, res.Next != "", nil
+			return itemsOf(s.now(), res.Approvals, func(now time.Time, ap *oncekey.Approval) item {
+				it := row(now, ap.Tenant, ap.OperationKey, ap.Tool, ap.WorkflowID, ap.StepID, ap.RequestedAt)
+				it.Summary, it.TimesOut, it.Episode = ap.Summary, untilText(now, ap.Deadline), ap.Episode
+				it.Link = approvalLink(ap.Tenant, ap.OperationKey)
+				return it
+			}), res.Next != "", nil
 		},
 	}
 }
@@ -145,22 +140,17 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			}
 			return true
 		},
-		stored: func(ctx context.Context, episode int64) (int, *answer, bool) {
+		stored: func(ctx context.Context, episode int64) (*answer, error) {
 			ap, err := s.approvals.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-			switch {
-			case errors.Is(err, oncekey.ErrNotFound):
-				return 0, nil, true
-			case err != nil:
-				return http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the approval", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."}, false
-			case ap.Episode != episode || ap.Status != oncekey.ApprovalPending:
-				detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
-				if ap.DecidedBy != "" {
-					detail += ", decided by " + ap.DecidedBy
-				}
-				return http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the approval changed since this page was loaded",
-					Detail: detail + ". Nothing was sent. Read it again before deciding."}, false
+			if err != nil || (ap.Episode == episode && ap.Status == oncekey.ApprovalPending) {
+				return nil, err
 			}
-			return 0, nil, false
+			detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
+			if ap.DecidedBy != "" {
+				detail += ", decided by " + ap.DecidedBy
+			}
+			return &answer{Kind: "refused", Title: "Refused: the approval changed since this page was loaded",
+				Detail: detail + ". Nothing was sent. Read it again before deciding."}, nil
 		},
 		send: func(ctx context.Context, requestID string) (string, string, error) {
 			d.RequestID = requestID
@@ -172,7 +162,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 		},
 		released: "Every call waiting on this operation continues.",
 		first:    s.decidedFirst,
-		none: func(int64) string { return "Nothing was recorded. The next call of the operation asks again." },
+		none:     func(int64) string { return "Nothing was recorded. The next call of the operation asks again." },
 	}
 	if s.approvals == nil {
 		p.unavailable = "This inbox's store keeps no approvals."

@@ -2,10 +2,12 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/reconcile"
@@ -28,9 +30,10 @@ type decisionPost struct {
 	// check builds the decision at fence from the form and validates it; it answers through
 	// refuse and returns false when it refuses.
 	check func(fence int64, refuse func(title, detail string)) bool
-	// stored reads what the form is about, as the store has it now: an answer when it changed since
-	// the page was loaded (or could not be read), notFound when it does not exist.
-	stored func(ctx context.Context, fence int64) (status int, a *answer, notFound bool)
+	// stored reads what the form is about as the store has it now (err as the store returned it)
+	// and returns the refusal of a decision about it when it changed since the page was loaded;
+	// nil when it still waits at fence.
+	stored func(ctx context.Context, fence int64) (changed *answer, err error)
 	// send sends the decision with requestID and returns, for an accepted one, what was recorded
 	// ("approved") and the workflow's answer (decisiontext's words).
 	send func(ctx context.Context, requestID string) (recorded, answered string, err error)
@@ -78,13 +81,16 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 	}
 	// The decision is about what the form showed: one decided since, or asked anew at another
 	// fence, is not decided blind.
-	status, a, notFound := d.stored(r.Context(), fence)
-	if notFound {
+	changed, err := d.stored(r.Context(), fence)
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
 		s.message(w, r, http.StatusNotFound, "No such "+d.what, "No "+d.what+" has this operation key in tenant "+strconv.Quote(d.tenant)+". Nothing was changed.")
 		return
-	}
-	if a != nil {
-		show(status, a)
+	case err != nil:
+		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the " + d.what, Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."})
+		return
+	case changed != nil:
+		show(http.StatusConflict, changed)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reconcile.ConfirmWait+5*time.Second)

@@ -376,6 +376,22 @@ type inboxData struct {
 	Tenants []string // the tenants the identity is limited to; nil for all
 }
 
+// row is the item of a queue's row with the fields every queue shows; since is when it began to
+// wait, now the time of the page.
+func row(now time.Time, tenant, key, tool, workflowID, stepID string, since time.Time) item {
+	return item{Tenant: tenant, Key: key, Tool: tool, WorkflowID: workflowID, StepID: stepID,
+		Age: ageText(now, since), Since: since.UTC().Format(time.RFC3339)}
+}
+
+// itemsOf is the items of a queue's page vs, each made by of at now.
+func itemsOf[T any](now time.Time, vs []T, of func(now time.Time, v T) item) []item {
+	items := make([]item, 0, len(vs))
+	for _, v := range vs {
+		items = append(items, of(now, v))
+	}
+	return items
+}
+
 func unknownQueue() queue {
 	return queue{
 		Name:  "unknown",
@@ -386,17 +402,12 @@ func unknownQueue() queue {
 			if err != nil {
 				return nil, false, err
 			}
-			now := s.now()
-			items := make([]item, 0, len(res.Records))
-			for _, rec := range res.Records {
-				items = append(items, item{
-					Tenant: rec.Tenant, Key: rec.OperationKey, Tool: rec.Tool, WorkflowID: rec.WorkflowID, StepID: rec.StepID,
-					Age: ageText(now, rec.UpdatedAt), Since: rec.UpdatedAt.UTC().Format(time.RFC3339),
-					Failure: clip(failuredoc.Text(rec.Failure), 300), EffectReference: rec.EffectReference,
-					Link: recordLink(rec.Tenant, rec.OperationKey, false),
-				})
-			}
-			return items, res.Next != "", nil
+			return itemsOf(s.now(), res.Records, func(now time.Time, rec *oncekey.Record) item {
+				it := row(now, rec.Tenant, rec.OperationKey, rec.Tool, rec.WorkflowID, rec.StepID, rec.UpdatedAt)
+				it.Failure, it.EffectReference = clip(failuredoc.Text(rec.Failure), 300), rec.EffectReference
+				it.Link = recordLink(rec.Tenant, rec.OperationKey, false)
+				return it
+			}), res.Next != "", nil
 		},
 	}
 }
@@ -591,18 +602,13 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 			}
 			return true
 		},
-		stored: func(ctx context.Context, epoch int64) (int, *answer, bool) {
+		stored: func(ctx context.Context, epoch int64) (*answer, error) {
 			rec, err := s.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-			switch {
-			case errors.Is(err, oncekey.ErrNotFound):
-				return 0, nil, true
-			case err != nil:
-				return http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the record", Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."}, false
-			case rec.Epoch != epoch || rec.Status != oncekey.StatusUnknown:
-				return http.StatusConflict, &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
-					Detail: fmt.Sprintf("The form showed epoch %d; the record is now %s at epoch %d. Nothing was sent. Read the record again before deciding.", epoch, rec.Status, rec.Epoch)}, false
+			if err != nil || (rec.Epoch == epoch && rec.Status == oncekey.StatusUnknown) {
+				return nil, err
 			}
-			return 0, nil, false
+			return &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
+				Detail: fmt.Sprintf("The form showed epoch %d; the record is now %s at epoch %d. Nothing was sent. Read the record again before deciding.", epoch, rec.Status, rec.Epoch)}, nil
 		},
 		send: func(ctx context.Context, requestID string) (string, string, error) {
 			res.RequestID = requestID
