@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
@@ -283,12 +282,6 @@ func (a *app) temporal(ctx context.Context) (client.Client, error) {
 		return nil, fail(exitUnreachable, "cannot reach Temporal at %s (namespace %s): %v; set --address or TEMPORAL_ADDRESS", addr, a.ns(), oneLine(err))
 	}
 	return c, nil
-}
-
-// namespaceMissing reports whether err is Temporal saying the namespace does not exist.
-func namespaceMissing(err error) bool {
-	var nf *serviceerror.NamespaceNotFound
-	return errors.As(err, &nf)
 }
 
 // noNamespace is the error of a command whose namespace Temporal does not have (exit 2: the
