@@ -135,7 +135,7 @@ func (p Protocol) Refused(id, reason string) string {
 
 // UnconfirmedText says that a decision (noun: "resolution", "denial") delivered to workflow id
 // was neither accepted nor refused within reconcile.ConfirmWait, and need, what it needs to land
-// (taskqueue.Unconfirmed).
+// (workflowrun.Unconfirmed in cmd/oncekey).
 func (p Protocol) UnconfirmedText(noun, id, need string) string {
 	return "the " + noun + " was delivered to the " + p.Workflow + " " + id + ", but it did not accept or refuse it within " +
 		reconcile.ConfirmWait.String() + ": " + need
