@@ -1,7 +1,8 @@
 // Package decisiontext is the one table of operator messages about a decision protocol
-// (reconciliation, approval) that the CLI and the inbox both print, so their texts cannot drift.
-// It imports only reconcile (for the workflow IDs, the outputs and the errors of its clients) and
-// the root package; the root package and reconcile must not import it.
+// (reconciliation, approval) that the CLI and the inbox both print, so their texts cannot drift:
+// what became of a decision (Protocol.Outcome, from its client's error) and the words for each
+// outcome and for the workflows' answers. Of oncekey it imports only reconcile (the workflow IDs,
+// the outputs and the errors of its clients); the root package and reconcile must not import it.
 package decisiontext
 
 import (
