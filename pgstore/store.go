@@ -42,12 +42,20 @@ type Options struct {
 	// added with the connection parameter statement_timeout. Defaults to 10s; negative means no
 	// limit beyond the caller's context.
 	StatementTimeout time.Duration
+
+	// TxPool is the pool the transactions of Transactional tools begin on (BeginTx; the body
+	// gets it from pgstore.Tx). It must reach the database holding the store's table, which the
+	// completion is written to in the same transaction: give it when the tool's writes need
+	// another role or search_path than the store's. Size it for the Transactional bodies that
+	// run at once, since each holds one connection while it runs. Defaults to the store's pool.
+	TxPool *pgxpool.Pool
 }
 
 // Store is the Postgres oncekey.Store. It is safe for concurrent use and holds no connection
 // of its own: every call borrows one from the pool, so a Store outlives database restarts.
 type Store struct {
 	pool     *pgxpool.Pool
+	txPool   *pgxpool.Pool // Options.TxPool, or pool
 	maxBytes int
 	timeout  time.Duration
 	schema   string // Options.Schema
@@ -70,7 +78,7 @@ var _ oncekey.Store = (*Store)(nil)
 // missing or older than this build returns an error wrapping *oncekey.StoreSchemaError, and works
 // as soon as the schema is migrated, without a new Store.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
-	s := &Store{pool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations",
+	s := &Store{pool: pool, txPool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations",
 		approvalTable: "oncekey_approvals"}
 	if pool != nil {
 		cfg := pool.Config().ConnConfig
@@ -82,6 +90,9 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 		}
 		if opts.StatementTimeout != 0 {
 			s.timeout = opts.StatementTimeout
+		}
+		if opts.TxPool != nil {
+			s.txPool = opts.TxPool
 		}
 		if opts.Schema != "" {
 			s.schema = opts.Schema
@@ -179,7 +190,7 @@ func ClaimSQL(table string) string {
 	const (
 		free = `(o.tombstone_until <= now() AND o.status NOT IN ('pending', 'unknown'))`
 		same = `((o.status IN ('pending', 'unknown') OR (o.tombstone_until > now() AND o.expires_at > now() AND o.status <> 'expired')) AND o.fingerprint = EXCLUDED.fingerprint)`
-		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect = 2))))`
+		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect IN (2, 4)))))`
 		unk  = `(` + same + ` AND o.status = 'pending' AND o.lease_until <= now() AND o.effect = 3)`
 	)
 	r := strings.NewReplacer("{t}", table, "{cols}", keyedCols, "{free}", free, "{take}", take, "{unk}", unk)
