@@ -206,3 +206,16 @@ func TestTxAbortedByBodyError(t *testing.T) {
 	require.False(t, errors.Is(err, oncekey.ErrLostClaim))
 	require.Equal(t, 0, ledgerRows(t, pool))
 }
+
+// A Transactional claim commits without waiting for its WAL flush (TransactionalClaimSQL); the
+// setting is the claim's transaction's alone, not left on the pooled connection.
+func TestTxClaimAsyncCommitStaysLocal(t *testing.T) {
+	pool := newPool(t, oneConn(pgx.QueryExecModeCacheStatement))
+	s := pgstore.New(pool, nil)
+	c := txClaim(t, s, "k", time.Minute)
+	require.True(t, c.Acquired)
+	require.Equal(t, "", c.Record.Namespace)
+	var setting string
+	require.NoError(t, pool.QueryRow(ctxT(t), `SHOW synchronous_commit`).Scan(&setting))
+	require.Equal(t, "on", setting)
+}
