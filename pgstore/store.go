@@ -62,6 +62,8 @@ type Store struct {
 	table    string
 	// approvalTable is the approvals table (oncekey_approvals, in Options.Schema if set).
 	approvalTable string
+	// outboxTable is the outbox (oncekey_outbox, in Options.Schema if set; outbox.go).
+	outboxTable string
 	prepare       bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
 	tracer        pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
@@ -79,7 +81,7 @@ var _ oncekey.Store = (*Store)(nil)
 // as soon as the schema is migrated, without a new Store.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
 	s := &Store{pool: pool, txPool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations",
-		approvalTable: "oncekey_approvals"}
+		approvalTable: "oncekey_approvals", outboxTable: "oncekey_outbox"}
 	if pool != nil {
 		cfg := pool.Config().ConnConfig
 		s.prepare, s.tracer = cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement, cfg.Tracer
@@ -98,6 +100,7 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 			s.schema = opts.Schema
 			s.table = pgx.Identifier{opts.Schema, "oncekey_operations"}.Sanitize()
 			s.approvalTable = pgx.Identifier{opts.Schema, "oncekey_approvals"}.Sanitize()
+			s.outboxTable = pgx.Identifier{opts.Schema, "oncekey_outbox"}.Sanitize()
 		}
 	}
 	s.approvalSQL(s.approvalTable)

@@ -59,7 +59,7 @@ func (s *Store) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.
 	if err != nil {
 		return nil, s.wrap(ctx, "begin", p.OperationKey, err)
 	}
-	return &storeTx{s: s, tx: tx, key: p.OperationKey, body: &bodyTx{tx: tx, tool: p.Tool}}, nil
+	return &storeTx{s: s, tx: tx, key: p.OperationKey, body: &bodyTx{tx: tx, tool: p.Tool, s: s, tenant: p.Tenant, key: p.OperationKey}}, nil
 }
 
 // storeTx is one Transactional call's transaction (oncekey.StoreTx).
@@ -149,6 +149,9 @@ func (t *storeTx) rollback(ctx context.Context) { _ = t.Rollback(ctx) }
 type bodyTx struct {
 	tx   pgx.Tx
 	tool string
+	// s, tenant and key are the store and the record the transaction belongs to (Enqueue).
+	s           *Store
+	tenant, key string
 
 	mu     sync.Mutex
 	busy   bool // a call on the connection is running (a Query's rows are open)

@@ -58,6 +58,9 @@ func (c *credits) AddCredit(ctx context.Context, in CreditRequest) (CreditReceip
 		key, in.Account, in.Amount).Scan(&out.Entry); err != nil {
 		return CreditReceipt{}, err
 	}
+	if err := pgstore.Enqueue(ctx, "receipt", []byte(in.Account)); err != nil {
+		return CreditReceipt{}, err
+	}
 	if c.fault != nil {
 		if err := c.fault(ctx, activityAttempt(ctx)); err != nil {
 			return CreditReceipt{}, err
@@ -197,6 +200,15 @@ func TestTransactionalBodyErrorRollsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(2), cr.bodies.Load())
 	require.Equal(t, 1, e.effects(t))
+	// The failed attempt's message rolled back with its row: one message, delivered once.
+	var keys []string
+	res, err := e.store.RelayOnce(testCtx(t), func(_ context.Context, m *pgstore.OutboxMessage) error {
+		keys = append(keys, m.IdempotencyKey())
+		return nil
+	}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Delivered)
+	require.Equal(t, []string{e.record(t).OperationKey}, keys)
 }
 
 // A body that outlives its attempt (it ignores its context): the retry takes the record over
