@@ -62,8 +62,6 @@ type Store struct {
 	table    string
 	// approvalTable is the approvals table (oncekey_approvals, in Options.Schema if set).
 	approvalTable string
-	// outboxTable is the outbox (oncekey_outbox, in Options.Schema if set; outbox.go).
-	outboxTable string
 	prepare       bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
 	tracer        pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
@@ -71,6 +69,9 @@ type Store struct {
 	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL, unsettledSQL                  string
 	// The approval statements (approval.go) run through pgx's own statement cache.
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL, purgeApprovalsSQL string
+
+	// outboxTable is the outbox (oncekey_outbox, in Options.Schema if set; outbox.go).
+	outboxTable string
 }
 
 var _ oncekey.Store = (*Store)(nil)
