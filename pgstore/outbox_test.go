@@ -143,3 +143,14 @@ func TestOutboxConcurrentRelays(t *testing.T) {
 		require.Equal(t, 1, n, "%s delivered %d times", k, n)
 	}
 }
+
+// Forget deletes the tenant's outbox messages with its records.
+func TestOutboxForget(t *testing.T) {
+	pool, s := setup(t)
+	enqueueIn(t, s, "k1", true)
+	_, err := s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "t"})
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM oncekey_outbox`).Scan(&n))
+	require.Zero(t, n)
+}

@@ -151,10 +151,12 @@ WHERE ctid = ANY(ARRAY(
 	s.unsettledSQL = r.Replace(`SELECT count(*), min(created_at) FROM {t} WHERE {unsettled}`)
 	s.statsSQL = strings.ReplaceAll(`SELECT tenant, tool, status, count(*), min(updated_at) FROM {t}
 WHERE $1 = '' OR tenant = $1 GROUP BY tenant, tool, status ORDER BY tenant, tool, status`, "{t}", s.table)
-	// Forget is one statement over both tables: the tenant's records and approvals go together.
-	s.forgetSQL = r.Replace(`WITH r AS (DELETE FROM {t} WHERE tenant = $1 RETURNING 1),
-     a AS (DELETE FROM {a} WHERE tenant = $1 RETURNING 1)
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM a)`)
+	// Forget is one statement over the three tables: the tenant's records, approvals and outbox
+	// messages go together.
+	s.forgetSQL = strings.ReplaceAll(r.Replace(`WITH r AS (DELETE FROM {t} WHERE tenant = $1 RETURNING 1),
+     a AS (DELETE FROM {a} WHERE tenant = $1 RETURNING 1),
+     o AS (DELETE FROM {o} WHERE tenant = $1)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM a)`), "{o}", s.outboxTable)
 	return s
 }
 
@@ -650,8 +652,8 @@ func rest(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Forget implements oncekey.Store: one statement deleting every record and every approval of
-// the tenant.
+// Forget implements oncekey.Store: one statement deleting every record, every approval and
+// every outbox message (delivered or not: the tenant is forgotten) of the tenant.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
