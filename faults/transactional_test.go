@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
-	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 
 // The Transactional class (faults.ToolCredit) under crashes: its effect is a row the body writes
@@ -86,23 +84,7 @@ func TestTxKillAfterCommit(t *testing.T) {
 // the epoch lands: not committed) and Temporal's retry writes once. The same worker process
 // carries on. The server is a private instance the test starts.
 func TestTxPostgresRestartInCommit(t *testing.T) {
-	if !*flagPGRestart {
-		newEnvSkip(t, "tx_postgres_restart_in_commit", "left out with -faults.pg-restart=false")
-	}
-	if testing.Short() {
-		newEnvSkip(t, "tx_postgres_restart_in_commit", "needs Postgres and a Temporal dev server")
-	}
-	pg := testenv.PrivatePostgres(t)
-	e := newEnvOn(t, "tx_postgres_restart_in_commit", pg.URL)
-	t.Cleanup(func() {
-		if !pg.Running() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := pg.Start(ctx); err != nil {
-				t.Log(err)
-			}
-		}
-	})
+	e, pg := newRestartEnv(t, "tx_postgres_restart_in_commit")
 	key, req := e.creditSetup()
 	w1 := e.child("w1", true)
 	hold := e.ds.Arm(faults.PointTxCommit, req.RequestID)

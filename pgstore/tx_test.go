@@ -54,6 +54,16 @@ func begin(t *testing.T, s *pgstore.Store, key string, epoch int64) (oncekey.Sto
 	return stx, tx, ctx
 }
 
+// claimedWrite claims "k", begins its transaction and writes one ledger row in it.
+func claimedWrite(t *testing.T, s *pgstore.Store) (*oncekey.ClaimResult, oncekey.StoreTx, pgx.Tx, context.Context) {
+	t.Helper()
+	c := txClaim(t, s, "k", time.Minute)
+	stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
+	_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 5)`)
+	require.NoError(t, err)
+	return c, stx, tx, ctx
+}
+
 func applied(epoch int64) *oncekey.CompleteParams {
 	return &oncekey.CompleteParams{Tenant: "t", OperationKey: "k", Epoch: epoch, Status: oncekey.StatusApplied, Result: []byte("r")}
 }
@@ -133,11 +143,8 @@ func TestTxMisuse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool, s := setupTx(t)
-			c := txClaim(t, s, "k", time.Minute)
-			stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
-			_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 5)`)
-			require.NoError(t, err)
-			err = tc.misuse(ctx, tx)
+			c, stx, tx, ctx := claimedWrite(t, s)
+			err := tc.misuse(ctx, tx)
 			var misuse *oncekey.TxMisuseError
 			require.ErrorAs(t, err, &misuse)
 			// Further use is refused too, and oncekey's commit rolls everything back.
@@ -157,10 +164,8 @@ func TestTxMisuse(t *testing.T) {
 // writes nothing; what it wrote before it returned committed.
 func TestTxUseAfterReturn(t *testing.T) {
 	pool, s := setupTx(t)
-	c := txClaim(t, s, "k", time.Minute)
-	stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
-	_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 5)`)
-	require.NoError(t, err)
+	c, stx, tx, ctx := claimedWrite(t, s)
+	var err error
 	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
@@ -175,10 +180,8 @@ func TestTxUseAfterReturn(t *testing.T) {
 // is still pending at the epoch, so a release fenced at it lands: what the interceptor reads back.
 func TestTxBackendEndsBeforeCommit(t *testing.T) {
 	pool, s := setupTx(t)
-	c := txClaim(t, s, "k", time.Minute)
-	stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
-	_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 5)`)
-	require.NoError(t, err)
+	c, stx, _, _ := claimedWrite(t, s)
+	var err error
 	defer pgstore.SetCommitHooks(func(ctx context.Context, conn *pgx.Conn) {
 		_, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, conn.PgConn().PID())
 		require.NoError(t, err)
@@ -195,10 +198,8 @@ func TestTxBackendEndsBeforeCommit(t *testing.T) {
 // nothing commits.
 func TestTxAbortedByBodyError(t *testing.T) {
 	pool, s := setupTx(t)
-	c := txClaim(t, s, "k", time.Minute)
-	stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
-	_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 5)`)
-	require.NoError(t, err)
+	c, stx, tx, ctx := claimedWrite(t, s)
+	var err error
 	_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES (NULL, 5)`)
 	require.Error(t, err)
 	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
