@@ -18,9 +18,17 @@ const (
 	// They are claimed and replayed, Temporal retries are turned off for them, and an outcome
 	// nobody can prove goes to reconciliation.
 	Effectful
+	// Transactional tools write only to the application's own Postgres, in the transaction the
+	// store gives them (pgstore.Tx): oncekey commits the body's writes together with the record's
+	// completion, at the claim's epoch, so the outcome is always provable. Either the transaction
+	// committed (applied: every repeat replays) or it did not (nothing happened: Temporal's retry
+	// runs it again). They are claimed and replayed, Temporal retries stay on, and their outcome
+	// is never unknown. Only a store that implements TxStore (pgstore) runs them; an external
+	// call made by the body is not covered (see docs/policies-and-keys.md#transactional-tools).
+	Transactional
 )
 
-// String returns "read_only", "idempotent" or "effectful".
+// String returns "read_only", "idempotent", "effectful" or "transactional".
 func (e Effect) String() string {
 	switch e {
 	case ReadOnly:
@@ -29,12 +37,14 @@ func (e Effect) String() string {
 		return "idempotent"
 	case Effectful:
 		return "effectful"
+	case Transactional:
+		return "transactional"
 	}
 	return fmt.Sprintf("Effect(%d)", int(e))
 }
 
 // Claimed reports whether tools of this class are claimed in the store before they run.
-func (e Effect) Claimed() bool { return e == Idempotent || e == Effectful }
+func (e Effect) Claimed() bool { return e == Idempotent || e == Effectful || e == Transactional }
 
 // Status is the state of a stored record.
 type Status string

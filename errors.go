@@ -59,6 +59,9 @@ const (
 	// (waits for it, or replays its result). An Effectful tool's attempt in that case fails with
 	// ErrTypeIndeterminate instead: its effect may have landed.
 	ErrTypeLostClaim = "oncekey.LostClaim"
+	// ErrTypeTxMisuse (non-retryable): a Transactional tool's body misused its transaction
+	// (TxMisuseError); it was rolled back and the claim given back.
+	ErrTypeTxMisuse = "oncekey.TxMisuse"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

@@ -127,8 +127,8 @@ func (p Policy) withDefaults() Policy {
 }
 
 func (p Policy) validate(tool string) error {
-	if p.Effect < ReadOnly || p.Effect > Effectful {
-		return &PolicyError{Tool: tool, Field: "Effect", Reason: "must be ReadOnly, Idempotent or Effectful"}
+	if p.Effect < ReadOnly || p.Effect > Transactional {
+		return &PolicyError{Tool: tool, Field: "Effect", Reason: "must be ReadOnly, Idempotent, Effectful or Transactional"}
 	}
 	if p.Lease < 0 || p.Retention < 0 || p.Tombstone < 0 || p.MaxResultBytes < 0 {
 		return &PolicyError{Tool: tool, Field: "Lease/Retention/Tombstone/MaxResultBytes", Reason: "must not be negative"}

@@ -595,7 +595,7 @@ func EffectSentence(e Effect) string {
 	switch e {
 	case ReadOnly:
 		return "It changes nothing: calling it again is always safe."
-	case Idempotent:
+	case Idempotent, Transactional:
 		return "Repeating an identical call lands the same state and returns the stored result; if the status is in_flight, " +
 			"wait and call again with the same arguments."
 	}

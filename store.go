@@ -15,7 +15,7 @@ import (
 type Store interface {
 	// Claim either creates the record as pending with a new epoch and a lease (Acquired), takes
 	// over a record that is free to take (released; pending with an expired lease for an
-	// Idempotent tool; a tombstone past its window), marks a pending Effectful record with an
+	// Idempotent or Transactional tool; a tombstone past its window), marks a pending Effectful record with an
 	// expired lease unknown, or returns the record as it stands. A fingerprint different from
 	// the stored one changes nothing. It is one round trip.
 	Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)

@@ -76,8 +76,8 @@ func (p *ClaimParams) Validate() error {
 			return err
 		}
 	}
-	if p.Effect != Idempotent && p.Effect != Effectful {
-		return &InvalidParamsError{Op: op, Field: "Effect", Reason: fmt.Sprintf("%s is not claimed (want idempotent or effectful)", p.Effect)}
+	if !p.Effect.Claimed() {
+		return &InvalidParamsError{Op: op, Field: "Effect", Reason: fmt.Sprintf("%s is not claimed (want idempotent, effectful or transactional)", p.Effect)}
 	}
 	if err := checkPositive(op, "Lease", p.Lease); err != nil {
 		return err

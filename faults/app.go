@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 // Tool names. Several names share one implementation and differ in policy.
@@ -42,6 +43,15 @@ const (
 	ToolExportSubmit = "exports.submit"
 	// ToolExportStatus polls the export job submitted under an operation key. ReadOnly.
 	ToolExportStatus = "exports.status"
+	// ToolCredit adds a credit: one row in the table CreditsTable, written in oncekey's
+	// transaction. Transactional (its effects are those rows, not the downstream's).
+	ToolCredit = "credits.add"
+)
+
+// CreditsTable is ToolCredit's table, created in the scenario's schema by CreditsDDL.
+const (
+	CreditsTable = "faults_credits"
+	CreditsDDL   = `CREATE TABLE IF NOT EXISTS faults_credits (id bigserial PRIMARY KEY, op_key text NOT NULL, request_id text NOT NULL)`
 )
 
 // Registered workflow names and the signal Calls waits for.
@@ -111,6 +121,7 @@ func (t *Tools) Register(r Registrar) {
 	r.RegisterActivityWithOptions(t.IssueRefund, activity.RegisterOptions{Name: ToolRefund})
 	r.RegisterActivityWithOptions(t.SubmitExport, activity.RegisterOptions{Name: ToolExportSubmit})
 	r.RegisterActivityWithOptions(t.ExportStatus, activity.RegisterOptions{Name: ToolExportStatus})
+	r.RegisterActivityWithOptions(t.AddCredit, activity.RegisterOptions{Name: ToolCredit})
 	r.RegisterWorkflowWithOptions(Calls, workflow.RegisterOptions{Name: WorkflowCalls})
 	r.RegisterWorkflowWithOptions(Export, workflow.RegisterOptions{Name: WorkflowExport})
 }
@@ -147,6 +158,29 @@ func (t *Tools) ExportStatus(ctx context.Context, key string) (Receipt, error) {
 		return Receipt{}, fmt.Errorf("faults: poll job %s: HTTP %d", key, status)
 	}
 	return r, nil
+}
+
+// AddCredit writes one row of CreditsTable through the transaction oncekey gives it (pgstore.Tx),
+// then calls the PointBody hook: a worker killed there has written nothing that commits.
+func (t *Tools) AddCredit(ctx context.Context, in Request) (Receipt, error) {
+	key, ok := oncekey.OperationKey(ctx)
+	if !ok {
+		return Receipt{}, oncekey.NotApplied(errors.New("faults: no operation key in the tool's context"))
+	}
+	tx, err := pgstore.Tx(ctx)
+	if err != nil {
+		return Receipt{}, oncekey.NotApplied(err)
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, `INSERT INTO `+CreditsTable+` (op_key, request_id) VALUES ($1, $2) RETURNING id`, key, in.RequestID).Scan(&id); err != nil {
+		return Receipt{}, err
+	}
+	if t.Hooks {
+		if err := t.Hook(ctx, PointBody, key, in.RequestID); err != nil {
+			return Receipt{}, err
+		}
+	}
+	return Receipt{ID: fmt.Sprintf("C-%d", id), Kind: "credit", Key: key, RequestID: in.RequestID}, nil
 }
 
 // create makes one create request. Only a well-formed answer is a result; a transport error or
@@ -331,6 +365,7 @@ func NewRegistry(t *Tools, lease time.Duration) (*oncekey.Registry, error) {
 		ToolRefund:               {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Authorize: t.authorize},
 		ToolExportSubmit:         {Effect: oncekey.Effectful, Lease: lease, Verify: verifyReceipt, Reconcile: t.lookupReceipt("/jobs?peek=1&")},
 		ToolExportStatus:         {Effect: oncekey.ReadOnly},
+		ToolCredit:               {Effect: oncekey.Transactional, Lease: lease, Verify: verifyReceipt},
 	} {
 		if err := reg.Set(name, p); err != nil {
 			return nil, err
@@ -490,6 +525,34 @@ func (h *hookInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.Exec
 		}
 	}
 	return h.Next.ExecuteActivity(ctx, in)
+}
+
+// BeginTx begins a Transactional call's transaction in the store, whose Commit calls PointTxCommit
+// before the completion and COMMIT, and PointCompleted after a COMMIT that recorded applied.
+func (s *hookStore) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.StoreTx, error) {
+	txs, ok := s.Store.(oncekey.TxStore)
+	if !ok {
+		return nil, &oncekey.TransactionalStoreError{Tool: p.Tool, Store: fmt.Sprintf("%T", s.Store)}
+	}
+	tx, err := txs.BeginTx(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &hookTx{StoreTx: tx, tools: s.tools}, nil
+}
+
+type hookTx struct {
+	oncekey.StoreTx
+	tools *Tools
+}
+
+func (h *hookTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	_ = h.tools.Hook(ctx, PointTxCommit, p.OperationKey, "")
+	rec, err := h.StoreTx.Commit(ctx, p)
+	if err == nil && p.Status == oncekey.StatusApplied {
+		_ = h.tools.Hook(ctx, PointCompleted, p.OperationKey, "")
+	}
+	return rec, err
 }
 
 // hookStore calls PointCompleted after a Complete that recorded applied.

@@ -36,6 +36,10 @@ const (
 	// PointCompleted: Store.Complete recorded the result as applied; Temporal has not heard yet
 	// (a store wrapper in the worker calls it).
 	PointCompleted Point = "completed"
+	// PointTxCommit: a Transactional tool's body returned; its transaction, holding the body's
+	// writes, is open and about to get the completion and COMMIT (a store wrapper in the worker
+	// calls it).
+	PointTxCommit Point = "tx_commit"
 )
 
 // Fault is what the downstream does with one create request.

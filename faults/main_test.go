@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -368,6 +369,7 @@ func (a *auditResult) problem(format string, args ...any) {
 func (e *env) audit(ctx context.Context) auditResult {
 	var a auditResult
 	ledger := e.ds.EffectsByKey()
+	e.addCredits(ctx, ledger, &a)
 	for k, n := range ledger {
 		a.effects += n
 		if n > 1 {
@@ -427,6 +429,30 @@ func (e *env) audit(ctx context.Context) auditResult {
 		}
 	}
 	return a
+}
+
+// addCredits adds to ledger the effects of the Transactional tool (faults.ToolCredit): its rows
+// in faults.CreditsTable, when the scenario created the table.
+func (e *env) addCredits(ctx context.Context, ledger map[string]int, a *auditResult) {
+	var exists bool
+	if err := e.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, faults.CreditsTable).Scan(&exists); err != nil {
+		a.problem("look for %s: %v", faults.CreditsTable, err)
+		return
+	}
+	if !exists {
+		return
+	}
+	rows, err := e.pool.Query(ctx, `SELECT op_key, count(*) FROM `+faults.CreditsTable+` GROUP BY op_key`)
+	if err != nil {
+		a.problem("count %s: %v", faults.CreditsTable, err)
+		return
+	}
+	var key string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&key, &n}, func() error { ledger[key] += n; return nil })
+	if err != nil {
+		a.problem("count %s: %v", faults.CreditsTable, err)
+	}
 }
 
 func (e *env) fill(a auditResult) {

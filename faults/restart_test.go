@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/internal/dev/privatepg"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 
@@ -21,24 +22,7 @@ import (
 // operation has exactly one effect. The server is a private instance the test starts
 // (testenv.PrivatePostgres), so no shared server is disturbed.
 func TestPostgresRestart(t *testing.T) {
-	if !*flagPGRestart {
-		newEnvSkip(t, "postgres_restart", "left out with -faults.pg-restart=false")
-	}
-	if testing.Short() {
-		newEnvSkip(t, "postgres_restart", "needs Postgres and a Temporal dev server")
-	}
-	pg := testenv.PrivatePostgres(t)
-	e := newEnvOn(t, "postgres_restart", pg.URL)
-	t.Cleanup(func() {
-		// Whatever happened, leave the server running (the audit and the schema drop need it).
-		if !pg.Running() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := pg.Start(ctx); err != nil {
-				t.Log(err)
-			}
-		}
-	})
+	e, pg := newRestartEnv(t, "postgres_restart")
 	w1, w2 := e.child("p1", false), e.child("p2", false)
 	opCtx, stopOperator := context.WithCancel(context.Background())
 	defer stopOperator()
@@ -96,6 +80,32 @@ func TestPostgresRestart(t *testing.T) {
 	e.check(ops, ops)
 	e.note("down %.1fs: %d claims failed closed (StoreUnavailable); same 2 processes finished %d operations; operator settled %d applied, %d not applied",
 		downFor.Seconds(), unavailable, ops, op.applied.Load(), op.notApplied.Load())
+}
+
+// newRestartEnv is newEnv on a private Postgres instance the scenario may stop and start
+// (testenv.PrivatePostgres), so no shared server is disturbed. The scenario is skipped with
+// -faults.pg-restart=false.
+func newRestartEnv(t *testing.T, scenario string) (*env, *privatepg.Instance) {
+	t.Helper()
+	if !*flagPGRestart {
+		newEnvSkip(t, scenario, "left out with -faults.pg-restart=false")
+	}
+	if testing.Short() {
+		newEnvSkip(t, scenario, "needs Postgres and a Temporal dev server")
+	}
+	pg := testenv.PrivatePostgres(t)
+	e := newEnvOn(t, scenario, pg.URL)
+	t.Cleanup(func() {
+		// Whatever happened, leave the server running (the audit and the schema drop need it).
+		if !pg.Running() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := pg.Start(ctx); err != nil {
+				t.Log(err)
+			}
+		}
+	})
+	return e, pg
 }
 
 // newEnvSkip records the scenario as skipped and skips the test.

@@ -156,6 +156,11 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 	if c.info.IsLocalActivity {
 		return nil, c.configError(fmt.Errorf("%s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", c.tool, c.policy.Effect))
 	}
+	if c.policy.Effect == oncekey.Transactional {
+		if _, ok := c.root.opts.Store.(oncekey.TxStore); !ok {
+			return nil, c.configError(&oncekey.TransactionalStoreError{Tool: c.tool, Store: fmt.Sprintf("%T", c.root.opts.Store)})
+		}
+	}
 	if err := c.prepare(ctx, in); err != nil {
 		return nil, err
 	}
@@ -490,6 +495,15 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	bodyCtx, readEffectRef := oncekey.ContextWithEffectReference(oncekey.ContextWithOperationKey(ctx, c.key))
 	bodyCtx, cancelBody := context.WithCancelCause(bodyCtx)
 	defer cancelBody(nil)
+	var tx oncekey.StoreTx
+	if c.policy.Effect == oncekey.Transactional {
+		if tx, err = c.begin(ctx, epoch); err != nil {
+			return nil, err
+		}
+		// Rolls back whatever did not commit; does nothing after Commit.
+		defer func() { _ = tx.Rollback(ctx) }()
+		bodyCtx = tx.Context(bodyCtx)
+	}
 	lease := c.renewInBackground(ctx, epoch, cancelBody)
 	bodyCtx, endBody := c.span(bodyCtx, SpanBody)
 	bodyStart := time.Now()
@@ -527,6 +541,11 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, perr
 	}
 	if bodyErr != nil {
+		var misuse *oncekey.TxMisuseError
+		if tx != nil && errors.As(bodyErr, &misuse) {
+			_ = tx.Rollback(wctx)
+			return nil, c.txMisused(wctx, epoch, misuse)
+		}
 		return nil, c.bodyFailed(wctx, epoch, bodyErr)
 	}
 	// A panic from here on (a Verify hook, the result's encoder) comes after the body returned: for
@@ -593,10 +612,19 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		c.outcome = oncekey.OutcomeFailed
 		return nil, c.appError(e.Error(), oncekey.ErrTypeResultTooLarge, true, nil, "result too large", false)
 	}
-	_, err = c.root.opts.Store.Complete(wctx, &oncekey.CompleteParams{
+	complete := &oncekey.CompleteParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusApplied, Result: stored,
 		EffectReference: c.effectRef,
-	})
+	}
+	if tx != nil {
+		if err := c.commit(wctx, tx, complete); err != nil {
+			return nil, err
+		}
+		c.outcome = oncekey.OutcomeApplied
+		c.root.took.observe(c.tool, took)
+		return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
+	}
+	_, err = c.root.opts.Store.Complete(wctx, complete)
 	if err != nil {
 		if effectful {
 			return nil, c.markUnknown(wctx, epoch, err, "the result could not be recorded")

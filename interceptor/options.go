@@ -160,7 +160,13 @@ type Options struct {
 type ConfigError struct {
 	Field  string
 	Reason string
+	// Err is the typed error behind Reason, when there is one (a *oncekey.TransactionalStoreError
+	// for a Transactional tool over a store that cannot run it); Unwrap returns it.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("interceptor: Options.%s: %s", e.Field, e.Reason)
@@ -184,6 +190,16 @@ func (o *Options) validate() error {
 	}
 	if n := len(o.FingerprintSecret); n > 0 && n < MinFingerprintSecretBytes {
 		return &ConfigError{Field: "FingerprintSecret", Reason: fmt.Sprintf("is %d bytes; give at least %d random bytes", n, MinFingerprintSecretBytes)}
+	}
+	if _, ok := o.Store.(oncekey.TxStore); !ok {
+		tools := o.Registry.Tools()
+		slices.Sort(tools)
+		for _, tool := range tools {
+			if p, ok := o.Registry.Policy(tool); ok && p.Effect == oncekey.Transactional {
+				e := &oncekey.TransactionalStoreError{Tool: tool, Store: fmt.Sprintf("%T", o.Store)}
+				return &ConfigError{Field: "Store", Reason: e.Error(), Err: e}
+			}
+		}
 	}
 	return nil
 }

@@ -93,11 +93,17 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...
 		return nil, err
 	}
 	defer c.Release()
-	conn := c.Conn()
+	return s.queryRecordOn(ctx, c.Conn(), s.prepare, st, args, extra...)
+}
+
+// queryRecordOn is queryRecord on conn (a Transactional call's transaction runs its completion
+// on the transaction's connection), prepared as queryRecord says when prepared is true.
+func (s *Store) queryRecordOn(ctx context.Context, conn *pgx.Conn, prepared bool, st *stmt, args []arg, extra ...any) (*oncekey.Record, error) {
+	var err error
 	d := new(recordDest)
 	var buf recordDests
 	dest := d.bind(&buf, true, extra...)
-	if !s.prepare {
+	if !prepared {
 		err = queryRow(ctx, conn, st.sql, args, dest)
 	} else {
 		err = execPrepared(ctx, conn, s.tracer, st, args, dest)

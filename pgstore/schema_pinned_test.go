@@ -95,7 +95,7 @@ WHERE conrelid = 'oncekey_operations'::regclass ORDER BY conname`)
 	constraints, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"oncekey_operations_effect_check CHECK ((effect = ANY (ARRAY[2, 3])))",
+		"oncekey_operations_effect_check CHECK ((effect = ANY (ARRAY[2, 3, 4])))",
 		"oncekey_operations_epoch_check CHECK ((epoch >= 1))",
 		"oncekey_operations_pkey PRIMARY KEY (tenant, operation_key)",
 		"oncekey_operations_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'applied'::text, 'failed'::text, 'unknown'::text, 'released'::text, 'expired'::text])))",

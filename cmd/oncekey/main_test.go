@@ -91,7 +91,7 @@ func TestMigrate(t *testing.T) {
 	url, schema := testenv.PostgresURL(t)
 	r := cli(t, nil, "migrate", "--dry-run", "--database-url", url)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "would apply 4 migration(s)")
+	require.Contains(t, r.stdout, "would apply 6 migration(s)")
 	require.Contains(t, r.stdout, "001_operations")
 
 	pool, err := pgxpool.New(context.Background(), url)

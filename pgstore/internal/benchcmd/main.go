@@ -4,7 +4,9 @@
 //	BENCH name=<id> unit=ops/s ours=<n> baseline=<n> speedup=<n> baseline_is=<what>
 //
 // Figures: claim_complete_c1, claim_complete_c8, claim_complete_c32 (claim of a new key then
-// complete, pairs per second) and replay_c8 (claims that find an applied record, per second).
+// complete, pairs per second), replay_c8 (claims that find an applied record, per second) and
+// transactional_c8 (transactional.go: a Transactional tool's calls against its Effectful variant
+// and against pgbench).
 // Each figure alternates ours and pgbench for -rounds rounds of -duration each and reports the
 // medians. It works in a fresh schema of the database (TEST_DATABASE_URL, else DATABASE_URL, else
 // postgres://root@127.0.0.1:5432/test) and drops it at the end. Needs pgbench on PATH (Debian:
@@ -308,6 +310,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				oc, fc, fc/oc)
 		}
 	}
+	if filter.MatchString("transactional_c8") {
+		if err := transactionalFigure(ctx, pool, s, pgbench, url, schema, dir, duration, rounds); err != nil {
+			return err
+		}
+	}
 	if !pinned && (filter.MatchString("purge_1m") || filter.MatchString("purge_1m_claim_p99")) {
 		if err := purgeFigures(ctx, url, cfg, purgeRows); err != nil {
 			return fmt.Errorf("purge_1m: %w", err)
@@ -328,11 +335,16 @@ func pgbenchSQL(q string, names []string) string {
 }
 
 func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration) (float64, error) {
+	return runPgbenchEffect(ctx, pgbench, url, schema, script, tenant, clients, d, oncekey.Effectful)
+}
+
+// runPgbenchEffect is runPgbench with the claims' effect class.
+func runPgbenchEffect(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration, effect oncekey.Effect) (float64, error) {
 	threads := clientThreads(clients)
 	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", script,
 		"-D", "tenant=" + tenant, "-D", "tool=" + benchdrive.Tool, "-D", "version=" + benchdrive.Version, "-D", "fp=" + benchdrive.Fingerprint,
-		"-D", "ns=default", "-D", "wf=" + benchdrive.WorkflowID, "-D", "step=" + benchdrive.StepID, "-D", "effect=" + strconv.Itoa(int(oncekey.Effectful)),
+		"-D", "ns=default", "-D", "wf=" + benchdrive.WorkflowID, "-D", "step=" + benchdrive.StepID, "-D", "effect=" + strconv.Itoa(int(effect)),
 		"-D", "lease=" + strconv.FormatInt(benchdrive.Lease.Microseconds(), 10),
 		"-D", "retention=" + strconv.FormatInt(benchdrive.Retention.Microseconds(), 10),
 		"-D", "tombstone=" + strconv.FormatInt(benchdrive.Tombstone.Microseconds(), 10),

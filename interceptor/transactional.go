@@ -1,0 +1,84 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/oncekey/oncekey"
+)
+
+// The Transactional class's steps of call.execute: the body writes in a transaction the store
+// begins (begin), and its writes commit together with the record's completion at the claim's
+// epoch (commit). Its outcome is never unknown: the transaction committed (applied) or it did
+// not (nothing happened; the claim is given back and Temporal's retry runs the tool again).
+
+// begin begins the body's transaction for the record held at epoch. A store that cannot begin
+// it gets the claim back, and the attempt fails with a retryable StoreUnavailable.
+func (c *call) begin(ctx context.Context, epoch int64) (oncekey.StoreTx, error) {
+	tx, err := c.root.opts.Store.(oncekey.TxStore).BeginTx(ctx, &oncekey.BeginTxParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Lease: c.policy.Lease, Tool: c.tool,
+	})
+	if err != nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+		defer cancel()
+		c.release(wctx, epoch)
+		return nil, c.storeFailed("begin", err)
+	}
+	return tx, nil
+}
+
+// commit writes the completion p in the body's transaction and commits it. When the commit's
+// outcome is not known (its answer was lost with the connection), it is read back from the record,
+// never guessed: a Release fenced at the epoch lands only on a record still pending at it, which
+// proves the transaction did not commit (the store waits for the transaction's row lock, so it
+// cannot commit later either) and gives the claim back for the retry; a record applied at the
+// epoch proves it did, and the call answers applied. A store that answers neither way leaves the
+// record as it is (applied, or pending until its lease ends and the next claim takes it over) and
+// the attempt fails with a retryable StoreUnavailable: the retry reads the answer from the record.
+func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.CompleteParams) error {
+	_, commitErr := tx.Commit(ctx, p)
+	var misuse *oncekey.TxMisuseError
+	switch {
+	case commitErr == nil:
+		return nil
+	case errors.As(commitErr, &misuse):
+		return c.txMisused(ctx, p.Epoch, misuse)
+	case errors.Is(commitErr, oncekey.ErrLostClaim):
+		return c.lostClaim(commitErr)
+	}
+	s := c.root.opts.Store
+	_, err := s.Release(ctx, &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: p.Epoch})
+	if err == nil {
+		c.outcome = oncekey.OutcomeFailed
+		return c.appError(fmt.Sprintf("oncekey: %s (key %s) did not commit (%v); nothing was written, and the claim was given back so that a retry runs it again",
+			c.tool, c.key, commitErr), oncekey.ErrTypeNotApplied, false, commitErr, "transaction not committed", false)
+	}
+	if errors.Is(err, oncekey.ErrLostClaim) {
+		rec, gerr := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		switch {
+		case gerr == nil && rec.Epoch == p.Epoch && rec.Status == oncekey.StatusApplied:
+			activity.GetLogger(ctx).Info("oncekey: the commit's answer was lost; the record shows it committed",
+				"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", commitErr)
+			return nil
+		case gerr == nil:
+			// Another epoch owns the record, or it was settled otherwise: this transaction's
+			// completion, fenced at p.Epoch, is not what the record holds.
+			return c.lostClaim(commitErr)
+		}
+		err = gerr
+	}
+	activity.GetLogger(ctx).Warn("oncekey: the commit's outcome could not be read back; the retry reads it from the record",
+		"tool", c.tool, "key_prefix", keyPrefix(c.key), "commit_error", commitErr, "error", err)
+	return c.storeUnavailable("commit", errors.Join(commitErr, err))
+}
+
+// txMisused ends a call whose body misused its transaction (rolled back by then): the claim is
+// given back and the call fails, not retryable, with ErrTypeTxMisuse (the bug is in the tool).
+func (c *call) txMisused(ctx context.Context, epoch int64, misuse *oncekey.TxMisuseError) error {
+	c.release(ctx, epoch)
+	c.outcome = oncekey.OutcomeFailed
+	return c.appError(misuse.Error(), oncekey.ErrTypeTxMisuse, true, misuse, "transaction misused", false)
+}

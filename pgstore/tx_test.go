@@ -1,0 +1,222 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/pgstore"
+)
+
+// The Transactional class's store side: a body's writes (rows in ledger, the effects counted by
+// every test) commit with the record's completion or not at all. These tests do not run in
+// parallel: some set the package's commit hooks.
+
+func setupTx(t *testing.T) (*pgxpool.Pool, *pgstore.Store) {
+	t.Helper()
+	pool, s := setup(t)
+	_, err := pool.Exec(ctxT(t), `CREATE TABLE ledger (op_key text NOT NULL, amount bigint NOT NULL)`)
+	require.NoError(t, err)
+	return pool, s
+}
+
+func txClaim(t *testing.T, s *pgstore.Store, key string, lease time.Duration) *oncekey.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(ctxT(t), &oncekey.ClaimParams{Tenant: "t", OperationKey: key, Tool: "credit", Fingerprint: "fp",
+		Effect: oncekey.Transactional, Lease: lease, Retention: time.Hour, Tombstone: time.Hour})
+	require.NoError(t, err)
+	return res
+}
+
+func ledgerRows(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM ledger`).Scan(&n))
+	return n
+}
+
+// begin begins key's transaction at epoch and returns it with the body's pgx.Tx.
+func begin(t *testing.T, s *pgstore.Store, key string, epoch int64) (oncekey.StoreTx, pgx.Tx, context.Context) {
+	t.Helper()
+	stx, err := s.BeginTx(ctxT(t), &oncekey.BeginTxParams{Tenant: "t", OperationKey: key, Epoch: epoch, Lease: time.Minute, Tool: "credit"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stx.Rollback(context.Background()) })
+	ctx := stx.Context(ctxT(t))
+	tx, err := pgstore.Tx(ctx)
+	require.NoError(t, err)
+	return stx, tx, ctx
+}
+
+// claimedWrite claims "k", begins its transaction and writes one ledger row in it.
+func claimedWrite(t *testing.T, s *pgstore.Store) (*oncekey.ClaimResult, oncekey.StoreTx, pgx.Tx, context.Context) {
+	t.Helper()
+	c := txClaim(t, s, "k", time.Minute)
+	stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
+	_, err := tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 5)`)
+	require.NoError(t, err)
+	return c, stx, tx, ctx
+}
+
+func applied(epoch int64) *oncekey.CompleteParams {
+	return &oncekey.CompleteParams{Tenant: "t", OperationKey: "k", Epoch: epoch, Status: oncekey.StatusApplied, Result: []byte("r")}
+}
+
+func TestTxCommitsWritesWithCompletion(t *testing.T) {
+	pool, s := setupTx(t)
+	c := txClaim(t, s, "k", time.Minute)
+	require.True(t, c.Acquired)
+	stx, tx, _ := begin(t, s, "k", c.Record.Epoch)
+	_, err := tx.Exec(ctxT(t), `INSERT INTO ledger VALUES ('k', 5)`)
+	require.NoError(t, err)
+	require.Equal(t, 0, ledgerRows(t, pool), "the body's write is visible before the commit")
+	rec, err := stx.Commit(ctxT(t), applied(c.Record.Epoch))
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, 1, ledgerRows(t, pool))
+
+	again := txClaim(t, s, "k", time.Minute)
+	require.False(t, again.Acquired)
+	require.Equal(t, oncekey.StatusApplied, again.Record.Status, "a repeat replays")
+	require.Equal(t, []byte("r"), again.Record.Result)
+
+	_, err = pgstore.Tx(context.Background())
+	require.ErrorIs(t, err, pgstore.ErrNoTx)
+}
+
+// A body that outlives its lease: another attempt takes the record over (a pending Transactional
+// record whose lease ran out is free: its transaction left nothing), and the first attempt's
+// completion at the stale epoch rolls back its writes.
+func TestTxStaleEpochRollsBack(t *testing.T) {
+	pool, s := setupTx(t)
+	c := txClaim(t, s, "k", 100*time.Millisecond)
+	stx, tx, _ := begin(t, s, "k", c.Record.Epoch)
+	_, err := tx.Exec(ctxT(t), `INSERT INTO ledger VALUES ('k', 5)`)
+	require.NoError(t, err)
+
+	var taken *oncekey.ClaimResult
+	require.Eventually(t, func() bool {
+		taken = txClaim(t, s, "k", time.Minute)
+		return taken.Acquired
+	}, 30*time.Second, 50*time.Millisecond, "the lease never ran out")
+	require.True(t, taken.TookOver)
+	require.Equal(t, c.Record.Epoch+1, taken.Record.Epoch)
+
+	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+	require.Equal(t, 0, ledgerRows(t, pool), "the stale attempt's write committed")
+	rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusPending, rec.Status)
+	require.Equal(t, taken.Record.Epoch, rec.Epoch)
+}
+
+func TestTxMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		misuse func(ctx context.Context, tx pgx.Tx) error
+	}{
+		{"commit", func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }},
+		{"rollback", func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }},
+		{"two goroutines", func(ctx context.Context, tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT generate_series(1, 3)`)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			var wg sync.WaitGroup
+			var other error
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, other = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 7)`)
+			}()
+			wg.Wait()
+			return other
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, s := setupTx(t)
+			c, stx, tx, ctx := claimedWrite(t, s)
+			err := tc.misuse(ctx, tx)
+			var misuse *oncekey.TxMisuseError
+			require.ErrorAs(t, err, &misuse)
+			// Further use is refused too, and oncekey's commit rolls everything back.
+			_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
+			require.ErrorAs(t, err, &misuse)
+			_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+			require.ErrorAs(t, err, &misuse)
+			require.Equal(t, 0, ledgerRows(t, pool), "a misused transaction left writes")
+			rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+			require.NoError(t, err)
+			require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written")
+		})
+	}
+}
+
+// A body that keeps the transaction and uses it after it returned gets a TxMisuseError and
+// writes nothing; what it wrote before it returned committed.
+func TestTxUseAfterReturn(t *testing.T) {
+	pool, s := setupTx(t)
+	c, stx, tx, ctx := claimedWrite(t, s)
+	var err error
+	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
+	var misuse *oncekey.TxMisuseError
+	require.ErrorAs(t, err, &misuse)
+	require.ErrorAs(t, tx.QueryRow(ctx, `SELECT 1`).Scan(new(int)), &misuse)
+	require.Equal(t, 1, ledgerRows(t, pool))
+}
+
+// The backend ends between the completion and COMMIT (pg_terminate_backend, as a Postgres
+// restart or a dropped connection does): the commit fails, nothing was written, and the record
+// is still pending at the epoch, so a release fenced at it lands: what the interceptor reads back.
+func TestTxBackendEndsBeforeCommit(t *testing.T) {
+	pool, s := setupTx(t)
+	c, stx, _, _ := claimedWrite(t, s)
+	var err error
+	defer pgstore.SetCommitHooks(func(ctx context.Context, conn *pgx.Conn) {
+		_, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, conn.PgConn().PID())
+		require.NoError(t, err)
+	}, nil)()
+	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+	require.Error(t, err)
+	require.NotErrorIs(t, err, oncekey.ErrLostClaim)
+	require.Equal(t, 0, ledgerRows(t, pool))
+	_, err = s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: "t", OperationKey: "k", Epoch: c.Record.Epoch})
+	require.NoError(t, err, "the record is not pending at the epoch: the transaction committed")
+}
+
+// A body whose own statement failed leaves the transaction aborted: the completion fails, and
+// nothing commits.
+func TestTxAbortedByBodyError(t *testing.T) {
+	pool, s := setupTx(t)
+	c, stx, tx, ctx := claimedWrite(t, s)
+	var err error
+	_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES (NULL, 5)`)
+	require.Error(t, err)
+	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+	require.Error(t, err)
+	require.False(t, errors.Is(err, oncekey.ErrLostClaim))
+	require.Equal(t, 0, ledgerRows(t, pool))
+}
+
+// A Transactional claim commits without waiting for its WAL flush (TransactionalClaimSQL); the
+// setting is the claim's transaction's alone, not left on the pooled connection.
+func TestTxClaimAsyncCommitStaysLocal(t *testing.T) {
+	pool := newPool(t, oneConn(pgx.QueryExecModeCacheStatement))
+	s := pgstore.New(pool, nil)
+	c := txClaim(t, s, "k", time.Minute)
+	require.True(t, c.Acquired)
+	require.Equal(t, "", c.Record.Namespace)
+	var setting string
+	require.NoError(t, pool.QueryRow(ctxT(t), `SHOW synchronous_commit`).Scan(&setting))
+	require.Equal(t, "on", setting)
+}

@@ -1,0 +1,349 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/worker"
+)
+
+// The Transactional class end to end, on Postgres and a dev server. The effect is a row in
+// credit_ledger, written by the body in oncekey's transaction; every test counts those rows.
+
+type CreditRequest struct {
+	Account string `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+type CreditReceipt struct {
+	Entry int64 `json:"entry"`
+}
+
+// credits is the Transactional tool. fault, when set, runs after the body's INSERT with the
+// attempt number and may return the body's error.
+type credits struct {
+	bodies atomic.Int32
+	pid    atomic.Uint32 // the backend of the last body's transaction
+	fault  func(ctx context.Context, attempt int32) error
+}
+
+func (c *credits) AddCredit(ctx context.Context, in CreditRequest) (CreditReceipt, error) {
+	c.bodies.Add(1)
+	tx, err := pgstore.Tx(ctx)
+	if err != nil {
+		return CreditReceipt{}, err
+	}
+	c.pid.Store(tx.Conn().PgConn().PID())
+	key, _ := oncekey.OperationKey(ctx)
+	var out CreditReceipt
+	if err := tx.QueryRow(ctx, `INSERT INTO credit_ledger (op_key, account, amount) VALUES ($1, $2, $3) RETURNING entry`,
+		key, in.Account, in.Amount).Scan(&out.Entry); err != nil {
+		return CreditReceipt{}, err
+	}
+	if err := pgstore.Enqueue(ctx, "receipt", []byte(in.Account)); err != nil {
+		return CreditReceipt{}, err
+	}
+	if c.fault != nil {
+		if err := c.fault(ctx, activityAttempt(ctx)); err != nil {
+			return CreditReceipt{}, err
+		}
+	}
+	return out, nil
+}
+
+func activityAttempt(ctx context.Context) int32 { return activity.GetInfo(ctx).Attempt }
+
+// CreditWorkflow makes calls AddCredit calls at one step ID, one after another or all at once.
+func CreditWorkflow(ctx workflow.Context, in CreditRequest, calls int, parallel bool) ([]CreditReceipt, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 3 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: time.Second, MaximumAttempts: 10},
+	})
+	ctx = oncekey.WithStepID(ctx, "credit")
+	out := make([]CreditReceipt, calls)
+	futures := make([]workflow.Future, calls)
+	for i := range calls {
+		futures[i] = workflow.ExecuteActivity(ctx, "AddCredit", in)
+		if !parallel {
+			if err := futures[i].Get(ctx, &out[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i := range calls {
+		if err := futures[i].Get(ctx, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+type txEnv struct {
+	pool    *pgxpool.Pool
+	store   *pgstore.Store
+	c       client.Client
+	tq      string
+	credits *credits
+	events  chan interceptor.Event
+}
+
+// setupTx starts a worker running AddCredit as Transactional over wrap(store) (nil: the store).
+func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Store, *pgxpool.Pool) oncekey.Store) *txEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Postgres and a Temporal dev server")
+	}
+	t.Parallel()
+	pool := testenv.Postgres(t)
+	require.NoError(t, pgstore.Migrate(context.Background(), pool))
+	_, err := pool.Exec(context.Background(), `CREATE TABLE credit_ledger (entry bigserial PRIMARY KEY, op_key text NOT NULL,
+    account text NOT NULL, amount bigint NOT NULL)`)
+	require.NoError(t, err)
+	e := &txEnv{pool: pool, store: pgstore.New(pool, nil), credits: cr, events: make(chan interceptor.Event, 64)}
+	var store oncekey.Store = e.store
+	if wrap != nil {
+		store = wrap(e.store, pool)
+	}
+	p.Effect = oncekey.Transactional
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set(cr.AddCredit, p))
+	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg, OnEvent: func(ev interceptor.Event) { e.events <- ev }})
+	require.NoError(t, err)
+	e.c, err = client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
+	require.NoError(t, err)
+	t.Cleanup(e.c.Close)
+	e.tq = "oncekey-tx-" + t.Name()
+	w := sdkworker.New(e.c, e.tq, sdkworker.Options{})
+	w.RegisterWorkflow(CreditWorkflow)
+	w.RegisterActivity(cr.AddCredit)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return e
+}
+
+func (e *txEnv) run(t *testing.T, calls int, parallel bool) ([]CreditReceipt, error) {
+	t.Helper()
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "tx-" + t.Name(), TaskQueue: e.tq,
+		WorkflowExecutionTimeout: 2 * time.Minute}, CreditWorkflow, CreditRequest{Account: "acme", Amount: 10}, calls, parallel)
+	require.NoError(t, err)
+	var out []CreditReceipt
+	err = run.Get(testCtx(t), &out)
+	return out, err
+}
+
+// effects counts the rows the bodies committed.
+func (e *txEnv) effects(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM credit_ledger`).Scan(&n))
+	return n
+}
+
+func (e *txEnv) record(t *testing.T) *oncekey.Record {
+	t.Helper()
+	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 1)
+	return res.Records[0]
+}
+
+func TestTransactionalRepeatsReplay(t *testing.T) {
+	e := setupTx(t, &credits{}, oncekey.Policy{}, nil)
+	out, err := e.run(t, 3, false)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.effects(t))
+	require.Equal(t, int32(1), e.credits.bodies.Load())
+	require.Equal(t, out[0], out[1])
+	require.Equal(t, out[0], out[2])
+	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+}
+
+func TestTransactionalConcurrentAttemptsWriteOnce(t *testing.T) {
+	e := setupTx(t, &credits{}, oncekey.Policy{}, nil)
+	out, err := e.run(t, 4, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.effects(t))
+	for _, r := range out {
+		require.Equal(t, out[0], r)
+	}
+}
+
+// The body writes, then fails: the write rolls back, the claim is given back, and Temporal's
+// retry writes once.
+func TestTransactionalBodyErrorRollsBack(t *testing.T) {
+	cr := &credits{fault: func(_ context.Context, attempt int32) error {
+		if attempt == 1 {
+			return errors.New("the rate service did not answer")
+		}
+		return nil
+	}}
+	e := setupTx(t, cr, oncekey.Policy{}, nil)
+	_, err := e.run(t, 1, false)
+	require.NoError(t, err)
+	require.Equal(t, int32(2), cr.bodies.Load())
+	require.Equal(t, 1, e.effects(t))
+	// The failed attempt's message rolled back with its row: one message, delivered once.
+	var keys []string
+	res, err := e.store.RelayOnce(testCtx(t), func(_ context.Context, m *pgstore.OutboxMessage) error {
+		keys = append(keys, m.IdempotencyKey())
+		return nil
+	}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Delivered)
+	require.Equal(t, []string{e.record(t).OperationKey}, keys)
+}
+
+// A body that outlives its attempt (it ignores its context): the retry takes the record over
+// once the lease runs out and writes once; the first body's writes roll back (the server ends
+// its idle transaction, and its completion at the stale epoch would match no row).
+func TestTransactionalZombieRollsBack(t *testing.T) {
+	unblock := make(chan struct{})
+	cr := &credits{fault: func(_ context.Context, attempt int32) error {
+		if attempt == 1 {
+			<-unblock
+		}
+		return nil
+	}}
+	e := setupTx(t, cr, oncekey.Policy{Lease: time.Second}, nil)
+	_, err := e.run(t, 1, false)
+	close(unblock)
+	require.NoError(t, err)
+	// Both attempts report: the retry applied, the zombie did not.
+	var outcomes []oncekey.Outcome
+	for len(outcomes) < 2 {
+		select {
+		case ev := <-e.events:
+			outcomes = append(outcomes, ev.Outcome)
+		case <-testCtx(t).Done():
+			t.Fatalf("the zombie attempt never ended: %v", outcomes)
+		}
+	}
+	require.ElementsMatch(t, []oncekey.Outcome{oncekey.OutcomeApplied, oncekey.OutcomeFailed}, outcomes)
+	require.Equal(t, int32(2), cr.bodies.Load())
+	require.Equal(t, 1, e.effects(t))
+	rec := e.record(t)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, int64(2), rec.Epoch)
+}
+
+// faultyCommit wraps the store's transactions so that the first commit meets a fault at an
+// exact point: "terminate" ends the transaction's backend just before COMMIT (as a Postgres
+// restart during the commit does); "lost" commits and then reports the connection lost, as if
+// COMMIT's answer never arrived.
+type faultyCommit struct {
+	*pgstore.Store
+	pool  *pgxpool.Pool
+	cr    *credits
+	mode  string
+	fired atomic.Bool
+}
+
+func (f *faultyCommit) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.StoreTx, error) {
+	tx, err := f.Store.BeginTx(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyTx{StoreTx: tx, f: f}, nil
+}
+
+type faultyTx struct {
+	oncekey.StoreTx
+	f *faultyCommit
+}
+
+func (t *faultyTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	if !t.f.fired.CompareAndSwap(false, true) {
+		return t.StoreTx.Commit(ctx, p)
+	}
+	switch t.f.mode {
+	case "terminate":
+		if _, err := t.f.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, t.f.cr.pid.Load()); err != nil {
+			return nil, err
+		}
+		return t.StoreTx.Commit(ctx, p)
+	default:
+		if _, err := t.StoreTx.Commit(ctx, p); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pgstore: commit %s: connection reset by peer (the fault)", p.OperationKey)
+	}
+}
+
+func TestTransactionalCommitOutcomeReadBack(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		bodies int32
+	}{
+		{"terminate", 2}, // not committed: read back as pending, released, the retry writes once
+		{"lost", 1},      // committed: read back as applied at the epoch, answered applied
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cr := &credits{}
+			e := setupTx(t, cr, oncekey.Policy{}, func(s *pgstore.Store, pool *pgxpool.Pool) oncekey.Store {
+				return &faultyCommit{Store: s, pool: pool, cr: cr, mode: tc.mode}
+			})
+			out, err := e.run(t, 2, false)
+			require.NoError(t, err)
+			require.Equal(t, tc.bodies, cr.bodies.Load())
+			require.Equal(t, 1, e.effects(t))
+			require.Equal(t, out[0], out[1], "the repeat did not replay the committed result")
+			require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+		})
+	}
+}
+
+// A body that commits the transaction itself: refused (TxMisuse, not retried), nothing written,
+// the claim given back.
+func TestTransactionalBodyCommitRefused(t *testing.T) {
+	var refused error
+	var mu sync.Mutex
+	cr := &credits{fault: func(ctx context.Context, _ int32) error {
+		tx, _ := pgstore.Tx(ctx)
+		mu.Lock()
+		refused = tx.Commit(ctx)
+		mu.Unlock()
+		return nil // ignores the refusal
+	}}
+	e := setupTx(t, cr, oncekey.Policy{}, nil)
+	_, err := e.run(t, 1, false)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeTxMisuse, appErr.Type())
+	mu.Lock()
+	var misuse *oncekey.TxMisuseError
+	require.ErrorAs(t, refused, &misuse)
+	mu.Unlock()
+	require.Equal(t, int32(1), cr.bodies.Load(), "a misuse was retried")
+	require.Equal(t, 0, e.effects(t))
+	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+}
+
+// memstore (like redisstore, tested in its module) cannot commit a tool's writes with its
+// record: a Transactional tool over it is refused when the worker is set up.
+func TestTransactionalRefusedOnMemstore(t *testing.T) {
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Set((&credits{}).AddCredit, oncekey.Policy{Effect: oncekey.Transactional}))
+	_, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
+	var refused *oncekey.TransactionalStoreError
+	require.ErrorAs(t, err, &refused)
+	require.ErrorIs(t, err, interceptor.ErrConfig)
+	require.Contains(t, err.Error(), "use pgstore")
+}
