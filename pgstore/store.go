@@ -23,6 +23,13 @@ const (
 
 // Options configure a Store. A nil *Options or a zero field means the default.
 type Options struct {
+	// Coalesce sends concurrent claims and completions of this Store to Postgres together: the
+	// calls that arrive while one statement of their kind is in flight go in the next, as one
+	// multi-row statement and one commit (see coalesce.go). A call that finds nothing in flight
+	// is sent at once, alone, as without it. Each call still gets its own verdict and its own
+	// error. Defaults to false.
+	Coalesce bool
+
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
 	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
 	// The interceptor enforces the tighter Policy.MaxResultBytes (1 MiB by default) first; this
@@ -61,6 +68,10 @@ type Store struct {
 	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL, unsettledSQL      string
 	// The approval statements (approval.go) run through pgx's own statement cache.
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL, purgeApprovalsSQL string
+	// claims and completes gather concurrent calls into one statement (Options.Coalesce;
+	// nil without it): see coalesce.go.
+	claims, completes             *coalescer
+	claimManySQL, completeManySQL string
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -90,6 +101,9 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 		}
 	}
 	s.approvalSQL(s.approvalTable)
+	if opts != nil && opts.Coalesce {
+		s.coalesceSQL()
+	}
 	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
 	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
@@ -175,6 +189,18 @@ const (
 // over now, or it is the repeat of the claim that did and the lease is still live) and whether the
 // row is past retention.
 func ClaimSQL(table string) string {
+	return claimUpsert(table, `VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
+    now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
+    now() + $10::bigint * interval '1 microsecond',
+    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond', $13)
+`) +
+		`RETURNING ` + keyedCols + `, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, ` + pastRetention + ` AS past_retention`
+}
+
+// claimUpsert returns the claim's INSERT ... ON CONFLICT DO UPDATE into table of the rows of
+// source (a VALUES list or a SELECT of the columns in the order of the INSERT's), without its
+// RETURNING: ClaimSQL's and the coalesced claim's (coalesce.go).
+func claimUpsert(table, source string) string {
 	// The conditions are evaluated on the existing row (o) and the proposed row (EXCLUDED).
 	const (
 		free = `(o.tombstone_until <= now() AND o.status NOT IN ('pending', 'unknown'))`
@@ -182,14 +208,10 @@ func ClaimSQL(table string) string {
 		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect = 2))))`
 		unk  = `(` + same + ` AND o.status = 'pending' AND o.lease_until <= now() AND o.effect = 3)`
 	)
-	r := strings.NewReplacer("{t}", table, "{cols}", keyedCols, "{free}", free, "{take}", take, "{unk}", unk)
+	r := strings.NewReplacer("{t}", table, "{source}", source, "{free}", free, "{take}", take, "{unk}", unk)
 	return r.Replace(`INSERT INTO {t} AS o (tenant, operation_key, tool, version, fingerprint, workflow_id, step_id,
     effect, status, epoch, lease_until, claim_token, created_at, updated_at, expires_at, tombstone_until, namespace)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
-    now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
-    now() + $10::bigint * interval '1 microsecond',
-    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond', $13)
-ON CONFLICT (tenant, operation_key) DO UPDATE SET
+{source}ON CONFLICT (tenant, operation_key) DO UPDATE SET
     namespace       = CASE WHEN {free} THEN EXCLUDED.namespace ELSE o.namespace END,
     tool            = CASE WHEN {free} THEN EXCLUDED.tool ELSE o.tool END,
     version         = CASE WHEN {free} THEN EXCLUDED.version ELSE o.version END,
@@ -210,7 +232,7 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     resolved_by     = CASE WHEN {take} THEN '' ELSE o.resolved_by END,
     note            = CASE WHEN {take} THEN '' ELSE o.note END,
     updated_at      = CASE WHEN {take} OR {unk} THEN now() ELSE o.updated_at END
-RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, ` + pastRetention + ` AS past_retention`)
+`)
 }
 
 // Schema returns Options.Schema: the schema holding the store's table, or "" when the store
@@ -276,16 +298,12 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	var (
 		res               oncekey.ClaimResult
 		acquired, expired bool
+		err               error
 	)
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		res.Record, err = s.queryRecord(ctx, s.claimSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
-			textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
-			smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
-			bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)},
-			&acquired, &expired)
-		return err
-	})
+	res.Record, acquired, expired, err = s.claimVia(ctx, []arg{textArg(p.Tenant), textArg(p.OperationKey),
+		textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
+		smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
+		bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)})
 	if err != nil {
 		return nil, s.wrap(ctx, "claim", p.OperationKey, err)
 	}
@@ -299,12 +317,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 // fenced runs a write conditional on (tenant, key, epoch, pending). Zero rows is ErrLostClaim,
 // or ErrNotFound when a second read finds no record at all (error path only).
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...arg) (*oncekey.Record, error) {
-	var r *oncekey.Record
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		r, err = s.queryRecord(ctx, query, args)
-		return err
-	})
+	r, err := s.writeVia(ctx, query, args)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekey.ErrNotFound) {
 			return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
@@ -315,6 +328,28 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt,
 		return nil, s.wrap(ctx, op, key, err)
 	}
 	return r, nil
+}
+
+// claimOne runs the claim statement (claimSQL) for args on its own, reporting whether the claim
+// acquired the record and whether it is past retention.
+func (s *Store) claimOne(ctx context.Context, args []arg) (r *oncekey.Record, acquired, expired bool, err error) {
+	err = s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = s.queryRecord(ctx, s.claimSQL, args, &acquired, &expired)
+		return err
+	})
+	return r, acquired, expired, err
+}
+
+// writeOne runs the fenced write query for args on its own.
+func (s *Store) writeOne(ctx context.Context, query *stmt, args []arg) (*oncekey.Record, error) {
+	var r *oncekey.Record
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = s.queryRecord(ctx, query, args)
+		return err
+	})
+	return r, err
 }
 
 // Renew implements oncekey.Store: one UPDATE conditional on the epoch and status pending.

@@ -1,0 +1,34 @@
+package pgstore
+
+import "github.com/jackc/pgx/v5/pgxpool"
+
+// NewAlwaysCoalesced returns a Store with Options.Coalesce that sends every claim and
+// completion through the multi-row statements, a call alone too.
+func NewAlwaysCoalesced(pool *pgxpool.Pool) *Store {
+	s := New(pool, &Options{Coalesce: true})
+	s.claims.always, s.completes.always = true, true
+	return s
+}
+
+// CoalesceStats returns the multi-row claim and complete statements sent so far and the calls
+// they carried.
+func (s *Store) CoalesceStats() (claimBatches, claimRows, completeBatches, completeRows int64) {
+	return s.claims.batches.Load(), s.claims.rows.Load(), s.completes.batches.Load(), s.completes.rows.Load()
+}
+
+// CoalesceQueued returns the claims and completions waiting for the next statement, or -1 for
+// a kind with no statement in flight.
+func (s *Store) CoalesceQueued() (claims, completes int) {
+	for _, c := range []struct {
+		c *coalescer
+		n *int
+	}{{s.claims, &claims}, {s.completes, &completes}} {
+		c.c.mu.Lock()
+		*c.n = len(c.c.queue)
+		if !c.c.busy {
+			*c.n = -1
+		}
+		c.c.mu.Unlock()
+	}
+	return claims, completes
+}
