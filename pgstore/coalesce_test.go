@@ -35,11 +35,12 @@ func TestConformanceCoalesced(t *testing.T) {
 	})
 }
 
-// coalesced returns a migrated pool on a fresh schema, a Store on it with Options.Coalesce, and
-// a test's context.
+// coalesced returns a migrated pool on a fresh schema, a Store on it with Options.Coalesce and
+// one statement of a kind in flight at most (so that a test holding one makes the others
+// queue), and a test's context.
 func coalesced(t *testing.T) (*pgxpool.Pool, *pgstore.Store, context.Context) {
 	pool, _ := setup(t)
-	return pool, pgstore.New(pool, &pgstore.Options{Coalesce: true}), ctxT(t)
+	return pool, pgstore.NewCoalescedOneFlight(pool), ctxT(t)
 }
 
 func coalescedClaim(tenant, key, tool string) *oncekey.ClaimParams {
@@ -272,7 +273,8 @@ func TestCoalescedCanceledWhileQueued(t *testing.T) {
 // Many concurrent claims and completions of new keys: every one acquired and stored, in fewer
 // statements than calls.
 func TestCoalescedManyClients(t *testing.T) {
-	pool, s, ctx := coalesced(t)
+	pool, _ := setup(t)
+	s, ctx := pgstore.New(pool, &pgstore.Options{Coalesce: true}), ctxT(t)
 	const clients, each = 32, 20
 	var wg sync.WaitGroup
 	start := make(chan struct{})

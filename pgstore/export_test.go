@@ -10,6 +10,14 @@ func NewAlwaysCoalesced(pool *pgxpool.Pool) *Store {
 	return s
 }
 
+// NewCoalescedOneFlight returns a Store with Options.Coalesce that has at most one statement of
+// a kind in flight: while one is, every other call of its kind queues.
+func NewCoalescedOneFlight(pool *pgxpool.Pool) *Store {
+	s := New(pool, &Options{Coalesce: true})
+	s.claims.flights, s.completes.flights = 1, 1
+	return s
+}
+
 // CoalesceStats returns the multi-row claim and complete statements sent so far and the calls
 // they carried.
 func (s *Store) CoalesceStats() (claimBatches, claimRows, completeBatches, completeRows int64) {
@@ -25,7 +33,7 @@ func (s *Store) CoalesceQueued() (claims, completes int) {
 	}{{s.claims, &claims}, {s.completes, &completes}} {
 		c.c.mu.Lock()
 		*c.n = len(c.c.queue)
-		if !c.c.busy {
+		if c.c.inFlight == 0 {
 			*c.n = -1
 		}
 		c.c.mu.Unlock()

@@ -10,6 +10,11 @@
 // postgres://root@127.0.0.1:5432/test) and drops it at the end. Needs pgbench on PATH (Debian:
 // apt-get install postgresql-client).
 //
+// claim_complete_coalesced_c8 and _c32 are the claim and complete of a new key on a Store with
+// pgstore.Options.Coalesce, against the same pgbench script (one statement per call), and
+// claim_complete_coalesced_c1_p50 and _p99 one client's pair latency on that Store against the
+// Store without coalescing (coalesce.go).
+//
 // Also purge_1m (seconds to purge -purge-rows records past their tombstone window vs one DELETE
 // of the same rows) and purge_1m_claim_p99 (claim p99 while the purge runs vs on the idle table).
 // With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours, the client CPU time per
@@ -118,7 +123,9 @@ type figure struct {
 	ours    func(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error)
 	script  string                                                                                       // pgbench script
 	tenant  string                                                                                       // pgbench's tenant (ours uses its own, so keys never collide)
-	floor   func(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) // see floor.go
+	floor   func(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) // see floor.go; nil: none
+	// coalesce runs ours on a Store with pgstore.Options.Coalesce.
+	coalesce bool
 }
 
 func run(url string, duration time.Duration, rounds int, only string, purgeRows int) error {
@@ -187,10 +194,22 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		{name: "claim_complete_c8", clients: 8, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
 		{name: "claim_complete_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
 		{name: "replay_c8", clients: 8, ours: oursReplay, script: replay, tenant: "replay", floor: floorReplay},
+		{name: "claim_complete_coalesced_c8", clients: 8, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", coalesce: true},
+		{name: "claim_complete_coalesced_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", coalesce: true},
+	}
+	coalesced := pgstore.New(pool, &pgstore.Options{Coalesce: true})
+	if filter.MatchString(latencyFigure) {
+		if err := coalescedLatency(ctx, pool, s, coalesced, duration, rounds); err != nil {
+			return err
+		}
 	}
 	for _, f := range figures {
 		if !filter.MatchString(f.name) {
 			continue
+		}
+		ourStore := s
+		if f.coalesce {
+			ourStore = coalesced
 		}
 		script := filepath.Join(dir, f.name+".sql")
 		if err := os.WriteFile(script, []byte(f.script), 0o600); err != nil {
@@ -211,7 +230,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				// of the process's setup, not of the store.
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
 				cpu0, idle0, srv0 := benchdrive.SelfCPU(), idleCPU(), serverCPU()
-				o, err = f.ours(ctx, s, f.clients, duration)
+				o, err = f.ours(ctx, ourStore, f.clients, duration)
 				oursCPU, oursIdle, oursServer = benchdrive.SelfCPU()-cpu0, idleCPU()-idle0, serverCPU()-srv0
 				if err != nil {
 					err = fmt.Errorf("%s ours: %w", f.name, err)
@@ -249,7 +268,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				runs[0], runs[1] = baseRun, oursRun
 			}
 			var fl float64
-			if floor {
+			if floor && f.floor != nil {
 				runs = append(runs, func() (err error) {
 					if err := settle(ctx, pool); err != nil {
 						return err
@@ -294,6 +313,9 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				f.name, fl, fl/p, o/fl, len(floors))
 		}
 		name, baselineIs := f.name, fmt.Sprintf("pgbench_same_sql_prepared_c%d", f.clients)
+		if f.coalesce {
+			baselineIs = fmt.Sprintf("pgbench_same_sql_prepared_one_statement_per_call_c%d", f.clients)
+		}
 		if pinned {
 			name, baselineIs = pinnedName(f.name), baselineIs+"_server_pinned_apart"
 		} else {
@@ -660,11 +682,14 @@ func claimLatencies(ctx context.Context, s *pgstore.Store, d time.Duration, stop
 	}
 }
 
-func p99(ds []time.Duration) time.Duration {
+func p99(ds []time.Duration) time.Duration { return quantile(ds, 99) }
+
+// quantile returns the q-th percentile of ds (0 for none).
+func quantile(ds []time.Duration, q int) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[(len(s)*99)/100]
+	return s[(len(s)*q)/100]
 }
