@@ -50,7 +50,6 @@ const (
 // with two and 1.01 with four (docs/benchmarks.md).
 const coalesceFlights = 4
 
-
 // waiter is one call waiting to go in a coalesced statement.
 type waiter struct {
 	ctx   context.Context

@@ -94,7 +94,7 @@ func start(pinnedCPU int, duration time.Duration, rounds int, only string, purge
 	url := databaseURL()
 	if pinnedCPU >= 0 {
 		floor = true
-		if cpus := allowedCPUs(); cpus == "" || strings.ContainsAny(cpus, ",-") || cpus == strconv.Itoa(pinnedCPU) {
+		if cpus := benchdrive.AllowedCPUs(); cpus == "" || strings.ContainsAny(cpus, ",-") || cpus == strconv.Itoa(pinnedCPU) {
 			return fmt.Errorf("-pinned-server-cpu %d: this process runs on CPUs %q; start it pinned to one other CPU (taskset -c 1)", pinnedCPU, cpus)
 		}
 		pg, err := startPrivatePostgres(context.Background(), pinnedCPU, url)
@@ -102,7 +102,7 @@ func start(pinnedCPU int, duration time.Duration, rounds int, only string, purge
 			return err
 		}
 		defer pg.Close()
-		fmt.Fprintf(os.Stderr, "# private postgres pinned to CPU %d, clients on CPU %s; settings from the main cluster: %v\n", pinnedCPU, allowedCPUs(), pg.Settings)
+		fmt.Fprintf(os.Stderr, "# private postgres pinned to CPU %d, clients on CPU %s; settings from the main cluster: %v\n", pinnedCPU, benchdrive.AllowedCPUs(), pg.Settings)
 		url, pinned = pg.URL, true
 	}
 	return run(url, duration, rounds, only, purgeRows)
@@ -136,22 +136,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	filter := regexp.MustCompile(only)
 	ctx := context.Background()
 
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "oncekey_bench_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, url)
+	schema, drop, err := newSchema(ctx, url, "oncekey_bench_")
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", url, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return err
 	}
-	defer func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			fmt.Fprintln(os.Stderr, "benchcmd: drop schema:", err)
-		}
-	}()
+	defer drop()
 
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -171,7 +160,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	// Unqualified table name: ours and pgbench resolve it through search_path to the same table
 	// and send byte-identical statement text.
 	s := pgstore.New(pool, nil)
-	if err := seedReplay(ctx, s); err != nil {
+	if err := benchdrive.SeedReplay(ctx, s); err != nil {
 		return err
 	}
 
@@ -336,6 +325,28 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		}
 	}
 	return nil
+}
+
+// newSchema creates a schema named prefix and random hex in the database at url; drop drops it
+// with everything in it.
+func newSchema(ctx context.Context, url, prefix string) (schema string, drop func(), err error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema = prefix + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		admin.Close(ctx)
+		return "", nil, err
+	}
+	return schema, func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			fmt.Fprintln(os.Stderr, "benchcmd: drop schema:", err)
+		}
+		admin.Close(context.Background())
+	}, nil
 }
 
 // pgbenchSQL turns the statement's $N parameters into pgbench variables :names[N-1], so that
@@ -512,23 +523,6 @@ func randUint64() uint64 {
 	return v
 }
 
-// seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
-// tenant "replay".
-func seedReplay(ctx context.Context, s *pgstore.Store) error {
-	for i := 1; i <= benchdrive.ReplayKeys; i++ {
-		key := strconv.Itoa(i)
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
-		if err != nil {
-			return err
-		}
-		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(benchdrive.Result), Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // countStatuses counts the tenant's records by status.
 func countStatuses(ctx context.Context, pool *pgxpool.Pool, tenant string) (map[string]int64, error) {
 	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM oncekey_operations WHERE tenant = $1 GROUP BY status`, tenant)
@@ -548,18 +542,11 @@ func countStatuses(ctx context.Context, pool *pgxpool.Pool, tenant string) (map[
 var purgeBatch int
 
 func purgeFigures(ctx context.Context, url string, base *pgxpool.Config, n int) error {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "oncekey_bench_purge_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, url)
+	schema, drop, err := newSchema(ctx, url, "oncekey_bench_purge_")
 	if err != nil {
 		return err
 	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return err
-	}
-	defer func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+	defer drop()
 	cfg := base.Copy()
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	// The purge runs without a statement timeout of its own: batches are short by design, and

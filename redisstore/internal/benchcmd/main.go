@@ -29,10 +29,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -88,7 +86,7 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 		return err
 	}
 	defer srv.Stop()
-	fmt.Fprintf(os.Stderr, "# private redis-server on %s pinned to CPU %d, clients on CPU %s\n", srv.addr, serverCPU, allowedCPUs())
+	fmt.Fprintf(os.Stderr, "# private redis-server on %s pinned to CPU %d, clients on CPU %s\n", srv.addr, serverCPU, benchdrive.AllowedCPUs())
 
 	// One client for both sides, with a connection per benchmark client.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 64, MinIdleConns: 32})
@@ -100,7 +98,7 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 	if err := s.Check(ctx); err != nil {
 		return err
 	}
-	if err := seedReplay(ctx, s); err != nil {
+	if err := benchdrive.SeedReplay(ctx, s); err != nil {
 		return err
 	}
 	figures := []figure{
@@ -116,24 +114,20 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 		var ours, floors, oursCPU, floorCPU []float64
 		for r := range rounds {
 			var o, fl float64
-			oursRun := func() error {
-				c0 := benchdrive.SelfCPU()
-				var err error
-				if o, err = f.ours(ctx, s, f.clients, duration); err != nil {
-					return fmt.Errorf("%s ours: %w", f.name, err)
+			// measure runs one side into its ops per second and CPU per op.
+			measure := func(side string, drive func() (float64, error), ops *float64, cpu *[]float64) func() error {
+				return func() error {
+					c0 := benchdrive.SelfCPU()
+					var err error
+					if *ops, err = drive(); err != nil {
+						return fmt.Errorf("%s %s: %w", f.name, side, err)
+					}
+					*cpu = append(*cpu, benchdrive.PerOp(benchdrive.SelfCPU()-c0, *ops, duration))
+					return nil
 				}
-				oursCPU = append(oursCPU, benchdrive.PerOp(benchdrive.SelfCPU()-c0, o, duration))
-				return nil
 			}
-			floorRun := func() error {
-				c0 := benchdrive.SelfCPU()
-				var err error
-				if fl, err = f.floor(ctx, rdb, f.clients, duration); err != nil {
-					return fmt.Errorf("%s floor: %w", f.name, err)
-				}
-				floorCPU = append(floorCPU, benchdrive.PerOp(benchdrive.SelfCPU()-c0, fl, duration))
-				return nil
-			}
+			oursRun := measure("ours", func() (float64, error) { return f.ours(ctx, s, f.clients, duration) }, &o, &oursCPU)
+			floorRun := measure("floor", func() (float64, error) { return f.floor(ctx, rdb, f.clients, duration) }, &fl, &floorCPU)
 			runs := []func() error{oursRun, floorRun}
 			if r%2 == 1 {
 				runs[0], runs[1] = floorRun, oursRun
@@ -253,23 +247,6 @@ func floorReplay(ctx context.Context, rdb *redis.Client, clients int, d time.Dur
 	})
 }
 
-// seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
-// tenant "replay".
-func seedReplay(ctx context.Context, s *redisstore.Store) error {
-	for i := 1; i <= benchdrive.ReplayKeys; i++ {
-		key := strconv.Itoa(i)
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
-		if err != nil {
-			return err
-		}
-		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(benchdrive.Result), Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // redisServer is the private redis-server of the run.
 type redisServer struct {
 	addr string
@@ -325,18 +302,4 @@ func startRedis(cpu int) (*redisServer, error) {
 // Stop stops the server and removes its directory.
 func (s *redisServer) Stop() {
 	benchdrive.StopServer(s.cmd, syscall.SIGTERM, 20*time.Second, s.dir)
-}
-
-// allowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list).
-func allowedCPUs() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return strconv.Itoa(runtime.NumCPU())
 }
