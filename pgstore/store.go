@@ -23,11 +23,14 @@ const (
 
 // Options configure a Store. A nil *Options or a zero field means the default.
 type Options struct {
-	// Coalesce sends concurrent claims and completions of this Store to Postgres together: the
-	// calls that arrive while one statement of their kind is in flight go in the next, as one
-	// multi-row statement and one commit (see coalesce.go). A call that finds nothing in flight
-	// is sent at once, alone, as without it. Each call still gets its own verdict and its own
-	// error. Defaults to false.
+	// Coalesce sends concurrent claims of this Store to Postgres together, and concurrent
+	// completions: the calls that arrive while statements of their kind are in flight (four at
+	// most) go in the next, as one multi-row statement and one commit (see coalesce.go). A call
+	// that finds fewer in flight is sent at once, alone, as without it. Each call still gets its
+	// own verdict and its own error; a statement Postgres refuses sends its calls again alone.
+	// A call whose context ends while its statement is in flight returns at once with the
+	// context's error, but the statement goes on for the other calls in it, so that call's row
+	// may still be written. Defaults to false.
 	Coalesce bool
 
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
