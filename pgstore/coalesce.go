@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/coalesce"
 )
 
 // Coalescing (Options.Coalesce). Concurrent claims of one Store, and concurrent completions,
@@ -50,182 +49,17 @@ const (
 // with two and 1.01 with four (docs/benchmarks.md).
 const coalesceFlights = 4
 
-// waiter is one call waiting to go in a coalesced statement.
-type waiter struct {
-	ctx   context.Context
-	args  []arg // the single-row statement's parameters (claimSQL's or completeSQL's)
-	key   string
-	bytes int // its result and failure
-	done  chan struct{}
-
-	// Set under coalescer.mu.
-	taken bool      // in a statement (not in the queue any more)
-	batch []*waiter // when this call sends the statement: the calls in it, this one first
-
-	// Set by the call that sends the statement, before it closes done.
+// claimOut is a claim's answer: the record, whether the claim acquired it, and whether it is
+// past retention.
+type claimOut struct {
 	rec               *oncekey.Record
 	acquired, expired bool
-	err               error
-	alone             bool // the multi-row statement was refused: send your own
 }
 
-// coalescer queues the calls of one kind (claims, or completions) and sends them together.
-type coalescer struct {
-	mu sync.Mutex
-	// flights is how many statements of this kind may be in flight at once; inFlight counts
-	// them (with the calls about to send one).
-	flights, inFlight int
-	queue             []*waiter
-	// many sends two or more calls as one statement and sets their results; a returned error
-	// is the statement's.
-	many func(ctx context.Context, batch []*waiter) error
-	// batches and rows count the multi-row statements sent and the calls they carried.
-	batches, rows atomic.Int64
-	// always sends every call through many, one alone too (the tests' way to run the whole
-	// conformance suite on the multi-row statements).
-	always bool
-}
-
-// do runs w's call: alone (by one, on the caller's ctx) if nothing of its kind is in flight,
-// else in the next statement. It returns when w's result is set; w.alone means the caller runs
-// one itself.
-func (c *coalescer) do(ctx context.Context, w *waiter, one func(ctx context.Context) error) error {
-	w.ctx, w.done = ctx, make(chan struct{})
-	c.mu.Lock()
-	switch {
-	case c.inFlight < c.flights && !c.always:
-		c.inFlight++
-		c.mu.Unlock()
-		err := one(ctx)
-		c.handOff()
-		return err
-	case c.inFlight < c.flights:
-		c.inFlight++
-		w.taken, w.batch = true, []*waiter{w}
-		close(w.done)
-	default:
-		c.queue = append(c.queue, w)
-	}
-	c.mu.Unlock()
-
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-		c.mu.Lock()
-		if !w.taken {
-			// Still queued: leave, nothing was sent.
-			for i, q := range c.queue {
-				if q == w {
-					c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
-					break
-				}
-			}
-			c.mu.Unlock()
-			return ctx.Err()
-		}
-		leads := w.batch != nil
-		c.mu.Unlock()
-		if !leads {
-			// In a statement in flight: it may still write this call's row.
-			return ctx.Err()
-		}
-		<-w.done
-	}
-	if w.batch != nil {
-		c.send(w.batch, one)
-		c.handOff()
-	}
-	if w.alone {
-		return one(ctx)
-	}
-	return w.err
-}
-
-// handOff passes the turn on when a statement returned: the oldest queued call sends the next
-// one, with every queued call for another key (up to the bounds), or nobody is busy any more.
-func (c *coalescer) handOff() {
-	c.mu.Lock()
-	if len(c.queue) == 0 {
-		c.inFlight--
-		c.mu.Unlock()
-		return
-	}
-	var batch, rest []*waiter
-	keys := make(map[string]bool, len(c.queue))
-	bytes := 0
-	for _, w := range c.queue {
-		if len(batch) == coalesceMaxRows || keys[w.key] || (len(batch) > 0 && bytes+w.bytes > coalesceMaxBytes) {
-			rest = append(rest, w)
-			continue
-		}
-		keys[w.key] = true
-		bytes += w.bytes
-		w.taken = true
-		batch = append(batch, w)
-	}
-	c.queue = rest
-	lead := batch[0]
-	lead.batch = batch
-	c.mu.Unlock()
-	close(lead.done)
-}
-
-// send sends batch (its first call is the caller's) and sets every call's result, waking all
-// but the first. Calls whose context has ended are left out with its error; a batch of one goes
-// alone on that call's own context.
-func (c *coalescer) send(batch []*waiter, one func(ctx context.Context) error) {
-	lead := batch[0]
-	live := batch[:0:0]
-	for _, w := range batch {
-		if err := w.ctx.Err(); err != nil {
-			w.err = err
-			continue
-		}
-		live = append(live, w)
-	}
-	defer func() {
-		for _, w := range batch[1:] {
-			close(w.done)
-		}
-	}()
-	switch len(live) {
-	case 0:
-		return
-	case 1:
-		if !c.always {
-			live[0].alone = true
-			return
-		}
-	}
-	// The statement runs until every call in it has given up (or its own timeout, see
-	// Store.call), not until the first has: the others still want their rows.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(lead.ctx))
-	defer cancel()
-	var left atomic.Int64
-	left.Store(int64(len(live)))
-	for _, w := range live {
-		stop := context.AfterFunc(w.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
-	}
-	c.batches.Add(1)
-	c.rows.Add(int64(len(live)))
-	err := c.many(ctx, live)
-	switch {
-	case err == nil:
-	case refused(err):
-		for _, w := range live {
-			w.alone, w.rec, w.err = true, nil, nil
-		}
-	default:
-		for _, w := range live {
-			w.err = err
-		}
-	}
-}
+type (
+	claimCall    = coalesce.Call[[]arg, claimOut]
+	completeCall = coalesce.Call[[]arg, *oncekey.Record]
+)
 
 // refused reports whether Postgres refused a multi-row statement itself (its transaction rolled
 // back, nothing written) for a reason that may lie in one row, or in running it beside another:
@@ -262,8 +96,10 @@ FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5:
     AS b(b_tenant, b_key, b_epoch, b_status, b_result, b_failure, b_ref) ORDER BY b_tenant, b_key) AS b
 WHERE tenant = b_tenant AND operation_key = b_key AND epoch = b_epoch AND status = 'pending'
 RETURNING tenant, operation_key, {cols}`)
-	s.claims = &coalescer{many: s.claimMany, flights: coalesceFlights}
-	s.completes = &coalescer{many: s.completeMany, flights: coalesceFlights}
+	s.claims = &coalesce.Queue[[]arg, claimOut]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
+		Many: s.claimMany, Refused: refused}
+	s.completes = &coalesce.Queue[[]arg, *oncekey.Record]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
+		MaxBytes: coalesceMaxBytes, Many: s.completeMany, Refused: refused}
 }
 
 // claimVia runs a claim (claimSQL's args) coalesced if the store coalesces, else alone.
@@ -271,20 +107,12 @@ func (s *Store) claimVia(ctx context.Context, args []arg) (*oncekey.Record, bool
 	if s.claims == nil {
 		return s.claimOne(ctx, args)
 	}
-	w := &waiter{args: args, key: args[0].s + "\x00" + args[1].s}
-	var (
-		r                 *oncekey.Record
-		acquired, expired bool
-	)
-	err := s.claims.do(ctx, w, func(ctx context.Context) error {
-		var err error
-		r, acquired, expired, err = s.claimOne(ctx, args)
-		return err
-	})
-	if err == nil && r == nil {
-		r, acquired, expired = w.rec, w.acquired, w.expired
-	}
-	return r, acquired, expired, err
+	out, err := s.claims.Do(ctx, &claimCall{In: args, Key: args[0].s + "\x00" + args[1].s},
+		func(ctx context.Context, args []arg) (claimOut, error) {
+			r, acquired, expired, err := s.claimOne(ctx, args)
+			return claimOut{r, acquired, expired}, err
+		})
+	return out.rec, out.acquired, out.expired, err
 }
 
 // writeVia runs a fenced write: a completion coalesced if the store coalesces, anything else
@@ -293,24 +121,15 @@ func (s *Store) writeVia(ctx context.Context, query *stmt, args []arg) (*oncekey
 	if s.completes == nil || query != s.completeSQL {
 		return s.writeOne(ctx, query, args)
 	}
-	w := &waiter{args: args, key: args[0].s + "\x00" + args[1].s, bytes: len(args[4].b) + len(args[5].b)}
-	var r *oncekey.Record
-	err := s.completes.do(ctx, w, func(ctx context.Context) error {
-		var err error
-		r, err = s.writeOne(ctx, query, args)
-		return err
-	})
-	if err == nil && r == nil {
-		r, err = w.rec, w.err
-	}
-	return r, err
+	return s.completes.Do(ctx, &completeCall{In: args, Key: args[0].s + "\x00" + args[1].s, Bytes: len(args[4].b) + len(args[5].b)},
+		func(ctx context.Context, args []arg) (*oncekey.Record, error) { return s.writeOne(ctx, query, args) })
 }
 
 // column returns the i-th parameter of every call in batch, as the array unnest takes.
-func column[T any](batch []*waiter, i int, get func(arg) T) []T {
+func column[T, Out any](batch []*coalesce.Call[[]arg, Out], i int, get func(arg) T) []T {
 	out := make([]T, len(batch))
-	for j, w := range batch {
-		out[j] = get(w.args[i])
+	for j, c := range batch {
+		out[j] = get(c.In[i])
 	}
 	return out
 }
@@ -321,7 +140,7 @@ func argSmallint(a arg) int16 { return int16(a.i) }
 func argBytea(a arg) []byte   { return a.b }
 
 // claimMany sends the claims of batch as one statement (claimManySQL).
-func (s *Store) claimMany(ctx context.Context, batch []*waiter) error {
+func (s *Store) claimMany(ctx context.Context, batch []*claimCall) error {
 	params := make([]any, 13)
 	for i := range params {
 		switch i {
@@ -334,22 +153,19 @@ func (s *Store) claimMany(ctx context.Context, batch []*waiter) error {
 		}
 	}
 	return s.call(ctx, func(ctx context.Context) error {
-		for _, w := range batch {
-			w.rec, w.acquired, w.expired = nil, false, false
+		for _, c := range batch {
+			c.Out = claimOut{}
 		}
-		err := s.queryMany(ctx, s.claimManySQL, params, batch, func(w *waiter, d *recordDest, token int64, past bool) {
-			w.rec = d.record()
-			w.acquired = token == w.args[11].i && w.rec.Status == oncekey.StatusPending
-			w.expired = past
+		err := queryMany(ctx, s, s.claimManySQL, params, batch, func(c *claimCall, d *recordDest, token int64, past bool) {
+			rec := d.record()
+			c.Out = claimOut{rec: rec, acquired: token == c.In[11].i && rec.Status == oncekey.StatusPending, expired: past}
 		}, true)
 		if err != nil {
 			return err
 		}
-		for _, w := range batch {
-			if w.rec == nil {
-				// Every row of an upsert is returned; a call without one is sent again alone.
-				w.alone = true
-			}
+		for _, c := range batch {
+			// Every row of an upsert is returned; a call without one is sent again alone.
+			c.Alone = c.Out.rec == nil
 		}
 		return nil
 	})
@@ -357,22 +173,22 @@ func (s *Store) claimMany(ctx context.Context, batch []*waiter) error {
 
 // completeMany sends the completions of batch as one statement (completeManySQL). A call whose
 // row did not change (another epoch, not pending, no record) gets pgx.ErrNoRows, as alone.
-func (s *Store) completeMany(ctx context.Context, batch []*waiter) error {
+func (s *Store) completeMany(ctx context.Context, batch []*completeCall) error {
 	params := []any{column(batch, 0, argText), column(batch, 1, argText), column(batch, 2, argBigint),
 		column(batch, 3, argText), column(batch, 4, argBytea), column(batch, 5, argBytea), column(batch, 6, argText)}
 	return s.call(ctx, func(ctx context.Context) error {
-		for _, w := range batch {
-			w.rec, w.err = nil, nil
+		for _, c := range batch {
+			c.Out, c.Err = nil, nil
 		}
-		err := s.queryMany(ctx, s.completeManySQL, params, batch, func(w *waiter, d *recordDest, _ int64, _ bool) {
-			w.rec = d.record()
+		err := queryMany(ctx, s, s.completeManySQL, params, batch, func(c *completeCall, d *recordDest, _ int64, _ bool) {
+			c.Out = d.record()
 		}, false)
 		if err != nil {
 			return err
 		}
-		for _, w := range batch {
-			if w.rec == nil {
-				w.err = pgx.ErrNoRows
+		for _, c := range batch {
+			if c.Out == nil {
+				c.Err = pgx.ErrNoRows
 			}
 		}
 		return nil
@@ -382,11 +198,11 @@ func (s *Store) completeMany(ctx context.Context, batch []*waiter) error {
 // queryMany runs a multi-row statement returning whole records (tenant and key first, then,
 // with claim, the claim token and past_retention) and hands each row to set with the call of
 // its key.
-func (s *Store) queryMany(ctx context.Context, sql string, params []any, batch []*waiter,
-	set func(w *waiter, d *recordDest, token int64, past bool), claim bool) error {
-	byKey := make(map[string]*waiter, len(batch))
-	for _, w := range batch {
-		byKey[w.key] = w
+func queryMany[Out any](ctx context.Context, s *Store, sql string, params []any, batch []*coalesce.Call[[]arg, Out],
+	set func(c *coalesce.Call[[]arg, Out], d *recordDest, token int64, past bool), claim bool) error {
+	byKey := make(map[string]*coalesce.Call[[]arg, Out], len(batch))
+	for _, c := range batch {
+		byKey[c.Key] = c
 	}
 	rows, err := s.pool.Query(ctx, sql, params...)
 	if err != nil {
@@ -409,8 +225,8 @@ func (s *Store) queryMany(ctx context.Context, sql string, params []any, batch [
 		if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), dest, nil); err != nil {
 			return err
 		}
-		if w := byKey[d.r.Tenant+"\x00"+d.r.OperationKey]; w != nil {
-			set(w, &d, token, past)
+		if c := byKey[d.r.Tenant+"\x00"+d.r.OperationKey]; c != nil {
+			set(c, &d, token, past)
 		}
 	}
 	return rows.Err()

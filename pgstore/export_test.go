@@ -6,7 +6,7 @@ import "github.com/jackc/pgx/v5/pgxpool"
 // completion through the multi-row statements, a call alone too.
 func NewAlwaysCoalesced(pool *pgxpool.Pool) *Store {
 	s := New(pool, &Options{Coalesce: true})
-	s.claims.always, s.completes.always = true, true
+	s.claims.Always, s.completes.Always = true, true
 	return s
 }
 
@@ -14,29 +14,18 @@ func NewAlwaysCoalesced(pool *pgxpool.Pool) *Store {
 // a kind in flight: while one is, every other call of its kind queues.
 func NewCoalescedOneFlight(pool *pgxpool.Pool) *Store {
 	s := New(pool, &Options{Coalesce: true})
-	s.claims.flights, s.completes.flights = 1, 1
+	s.claims.Flights, s.completes.Flights = 1, 1
 	return s
 }
 
 // CoalesceStats returns the multi-row claim and complete statements sent so far and the calls
 // they carried.
 func (s *Store) CoalesceStats() (claimBatches, claimRows, completeBatches, completeRows int64) {
-	return s.claims.batches.Load(), s.claims.rows.Load(), s.completes.batches.Load(), s.completes.rows.Load()
+	return s.claims.Requests.Load(), s.claims.Calls.Load(), s.completes.Requests.Load(), s.completes.Calls.Load()
 }
 
 // CoalesceQueued returns the claims and completions waiting for the next statement, or -1 for
 // a kind with no statement in flight.
 func (s *Store) CoalesceQueued() (claims, completes int) {
-	for _, c := range []struct {
-		c *coalescer
-		n *int
-	}{{s.claims, &claims}, {s.completes, &completes}} {
-		c.c.mu.Lock()
-		*c.n = len(c.c.queue)
-		if c.c.inFlight == 0 {
-			*c.n = -1
-		}
-		c.c.mu.Unlock()
-	}
-	return claims, completes
+	return s.claims.Queued(), s.completes.Queued()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/coalesce"
 )
 
 // Defaults of Options.
@@ -73,7 +74,8 @@ type Store struct {
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL, purgeApprovalsSQL string
 	// claims and completes gather concurrent calls into one statement (Options.Coalesce;
 	// nil without it): see coalesce.go.
-	claims, completes             *coalescer
+	claims                        *coalesce.Queue[[]arg, claimOut]
+	completes                     *coalesce.Queue[[]arg, *oncekey.Record]
 	claimManySQL, completeManySQL string
 }
 
