@@ -31,6 +31,13 @@ const (
 
 // Options configure a Store. A nil *Options or a zero field means the default.
 type Options struct {
+	// Buckets is how many hash slots the records are spread over: a record lives in bucket
+	// FNV-1a(tenant, NUL, key) mod Buckets, under the hash tag {b<n>} with that bucket's
+	// indexes. More buckets spread a Redis Cluster's load over more nodes; List, Purge and
+	// Forget send one script per bucket. It must stay the same for the life of the data under
+	// Prefix (a record is looked for in one bucket only). Defaults to 16; at most MaxBuckets.
+	Buckets int
+
 	// Coalesce sends concurrent claims of this Store to Redis together, and concurrent fenced
 	// writes (Complete, Renew, Release, MarkUnknown): the calls that arrive while pipelines of
 	// their kind are in flight (four at most) go in the next, as one pipeline of scripts (see
@@ -39,13 +46,6 @@ type Options struct {
 	// pipeline is in flight returns at once with the context's error; its script may still
 	// run. Defaults to false.
 	Coalesce bool
-
-	// Buckets is how many hash slots the records are spread over: a record lives in bucket
-	// FNV-1a(tenant, NUL, key) mod Buckets, under the hash tag {b<n>} with that bucket's
-	// indexes. More buckets spread a Redis Cluster's load over more nodes; List, Purge and
-	// Forget send one script per bucket. It must stay the same for the life of the data under
-	// Prefix (a record is looked for in one bucket only). Defaults to 16; at most MaxBuckets.
-	Buckets int
 
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
 	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.

@@ -6,7 +6,9 @@
 //	BENCH name=<id> unit=ops/s ours=<n> baseline=<n> speedup=<n> baseline_is=<what>
 //
 // Figures: redis_claim_complete_c1, _c8, _c32 (claim of a new key then complete, pairs per
-// second) and redis_replay_c8 (claims that find an applied record, per second). With
+// second) and redis_replay_c8 (claims that find an applied record, per second), and
+// redis_claim_complete_coalesced_c8 and _c32: the same pairs on a Store with
+// redisstore.Options.Coalesce (concurrent calls in one pipeline) against the same floor. With
 // -pg-replay n (pgstore's replay_pinned_c8 of the same make bench run) it also prints
 // redis_vs_pg_replay_c8: redisstore's replay against pgstore's. Each figure alternates ours and
 // the floor for -rounds rounds of -duration each and reports the medians.
@@ -76,6 +78,8 @@ type figure struct {
 	clients int
 	ours    func(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error)
 	floor   func(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error)
+	// coalesce runs ours on a Store with redisstore.Options.Coalesce.
+	coalesce bool
 }
 
 func run(duration time.Duration, rounds int, only string, serverCPU int, pgReplay float64) error {
@@ -102,10 +106,16 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 		return err
 	}
 	figures := []figure{
-		{"redis_claim_complete_c1", 1, oursClaimComplete, floorClaimComplete},
-		{"redis_claim_complete_c8", 8, oursClaimComplete, floorClaimComplete},
-		{"redis_claim_complete_c32", 32, oursClaimComplete, floorClaimComplete},
-		{"redis_replay_c8", 8, oursReplay, floorReplay},
+		{"redis_claim_complete_c1", 1, oursClaimComplete, floorClaimComplete, false},
+		{"redis_claim_complete_c8", 8, oursClaimComplete, floorClaimComplete, false},
+		{"redis_claim_complete_c32", 32, oursClaimComplete, floorClaimComplete, false},
+		{"redis_replay_c8", 8, oursReplay, floorReplay, false},
+		{"redis_claim_complete_coalesced_c8", 8, oursClaimComplete, floorClaimComplete, true},
+		{"redis_claim_complete_coalesced_c32", 32, oursClaimComplete, floorClaimComplete, true},
+	}
+	coalesced, err := redisstore.New(rdb, &redisstore.Options{Prefix: prefix, Coalesce: true})
+	if err != nil {
+		return err
 	}
 	for _, f := range figures {
 		if !filter.MatchString(f.name) {
@@ -126,7 +136,11 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 					return nil
 				}
 			}
-			oursRun := measure("ours", func() (float64, error) { return f.ours(ctx, s, f.clients, duration) }, &o, &oursCPU)
+			store := s
+			if f.coalesce {
+				store = coalesced
+			}
+			oursRun := measure("ours", func() (float64, error) { return f.ours(ctx, store, f.clients, duration) }, &o, &oursCPU)
 			floorRun := measure("floor", func() (float64, error) { return f.floor(ctx, rdb, f.clients, duration) }, &fl, &floorCPU)
 			runs := []func() error{oursRun, floorRun}
 			if r%2 == 1 {
