@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/testing/storeload"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/storetest"
 )
@@ -270,57 +270,12 @@ func TestCoalescedCanceledWhileQueued(t *testing.T) {
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
 }
 
-// Many concurrent claims and completions of new keys: every one acquired and stored, in fewer
-// statements than calls.
+// Many concurrent claims and completions of new keys: every one acquired and stored, each with
+// its own answer, in fewer statements than calls.
 func TestCoalescedManyClients(t *testing.T) {
 	pool, _ := setup(t)
-	s, ctx := pgstore.New(pool, &pgstore.Options{Coalesce: true}), ctxT(t)
-	const clients, each = 32, 20
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	errs := make(chan error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for i := range each {
-				key := fmt.Sprintf("m-%d-%d", c, i)
-				res, err := s.Claim(ctx, coalescedClaim("many", key, "t"))
-				if err == nil && !res.Acquired {
-					err = fmt.Errorf("claim of new key %s not acquired", key)
-				}
-				if err == nil {
-					_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "many", OperationKey: key, Epoch: res.Record.Epoch,
-						Status: oncekey.StatusApplied, Result: []byte(key)})
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	rows, err := pool.Query(ctx, `SELECT operation_key, status, result FROM oncekey_operations WHERE tenant = 'many'`)
-	require.NoError(t, err)
-	n := 0
-	var key, status string
-	var result []byte
-	_, err = pgx.ForEachRow(rows, []any{&key, &status, &result}, func() error {
-		n++
-		if status != "applied" || string(result) != key {
-			return fmt.Errorf("%s: %s %q", key, status, result)
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	require.Equal(t, clients*each, n)
+	s := pgstore.New(pool, &pgstore.Options{Coalesce: true})
+	storeload.ClaimComplete(t, s, "many", 32, 20)
 	cb, cr, pb, pr := s.CoalesceStats()
 	t.Logf("claims: %d statements of %d calls; completions: %d of %d", cb, cr, pb, pr)
 	require.Greater(t, cr, cb, "no claims went together")
