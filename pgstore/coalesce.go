@@ -14,11 +14,11 @@ import (
 
 // Coalescing (Options.Coalesce). Concurrent claims of one Store, and concurrent completions,
 // go to Postgres as one statement each: one round trip, one parse and plan, one commit for
-// many rows. There is no batching window. A call that finds no statement of its kind in flight
-// sends its own at once, alone, on the same path as without coalescing; the calls that arrive
-// while a statement is in flight queue, and when it returns the oldest queued call sends the
-// whole queue as the next statement. So an idle store answers as fast as ever, and a busy one
-// sends fewer, larger statements.
+// many rows. There is no batching window. A call that finds fewer than coalesceFlights
+// statements of its kind in flight sends its own at once, alone, on the same path as without
+// coalescing; the calls that arrive while that many are in flight queue, and when one returns
+// the oldest queued call sends the queue as the next statement (internal/coalesce). So an idle
+// store answers as fast as ever, and a busy one sends fewer, larger statements.
 //
 // Each row of a multi-row statement gives its own call's verdict: the rows are matched to the
 // calls by (tenant, operation key), and a statement takes a key at most once (a second call for
