@@ -9,12 +9,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -501,23 +503,58 @@ func linWorker(ctx context.Context, r *linRecorder, client int, slots []*linSlot
 }
 
 func TestLinearizability(t *testing.T) {
-	e := newEnv(t, "linearizability")
+	testLinearizability(t, "linearizability", 8, 4, false)
+}
+
+// TestLinearizabilityCoalesced checks the same with pgstore.Options.Coalesce, with 16 goroutines
+// on 6 key slots so that claims and completions of the same and of different keys go together
+// in multi-row statements (counted through the pool's tracer: the run fails if none did).
+func TestLinearizabilityCoalesced(t *testing.T) {
+	testLinearizability(t, "linearizability_coalesced", 16, 6, true)
+}
+
+// multiRowTracer counts the coalesced statements (their parameters are arrays unnested).
+type multiRowTracer struct{ n atomic.Int64 }
+
+func (m *multiRowTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "unnest(") {
+		m.n.Add(1)
+	}
+	return ctx
+}
+
+func (m *multiRowTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func testLinearizability(t *testing.T, scenario string, clients, nslots int, coalesce bool) {
+	e := newEnv(t, scenario)
 	e.audited = true // store records only; no effects, no workflows
 	cfg, err := pgxpool.ParseConfig(e.dbURL)
 	require.NoError(t, err)
-	cfg.MaxConns = 10
-	pgstore.ConfigurePool(cfg, nil)
+	cfg.MaxConns = int32(clients + 2)
+	var multi multiRowTracer
+	if coalesce {
+		cfg.ConnConfig.Tracer = &multi
+	}
+	opts := &pgstore.Options{Coalesce: coalesce}
+	pgstore.ConfigurePool(cfg, opts)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
-	r := &linRecorder{store: pgstore.New(pool, nil), count: map[string]int{}}
-	slots := []*linSlot{{id: 0, effect: oncekey.Idempotent}, {id: 1, effect: oncekey.Idempotent}, {id: 2, effect: oncekey.Effectful}, {id: 3, effect: oncekey.Effectful}}
+	r := &linRecorder{store: pgstore.New(pool, opts), count: map[string]int{}}
+	var slots []*linSlot
+	for i := range nslots {
+		effect := oncekey.Idempotent
+		if i%2 == 1 {
+			effect = oncekey.Effectful
+		}
+		slots = append(slots, &linSlot{id: i, effect: effect})
+	}
 	seed := uint64(time.Now().UnixNano())
 	ctx, cancel := context.WithTimeout(context.Background(), *flagLinDuration)
 	defer cancel()
 	var wg sync.WaitGroup
-	for c := range 8 {
+	for c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -529,6 +566,10 @@ func TestLinearizability(t *testing.T) {
 	t.Logf("seed %d: %d operations %v, %d ambiguous", seed, len(r.ops), r.count, r.amb.Load())
 	require.Positive(t, r.count["takeover"], "no takeover happened: leases never expired")
 	require.Positive(t, r.count["claim->unknown"], "no Effectful claim found an expired lease")
+	if coalesce {
+		t.Logf("%d multi-row statements", multi.n.Load())
+		require.Positive(t, multi.n.Load(), "no calls went together in a multi-row statement")
+	}
 
 	began := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(linModel(), r.ops, 10*time.Minute)
@@ -560,8 +601,8 @@ func TestLinearizability(t *testing.T) {
 	}
 	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(linModel(), bad, 10*time.Minute), "a falsified history passed the check")
 	e.res.Operations = len(r.ops)
-	e.note("%d store operations by 8 goroutines on 4 key slots (%d claims, %d takeovers, %d expired Effectful claims marked unknown, %d ambiguous): linearizable, checked in %.1fs",
-		len(r.ops), r.count["claim"], r.count["takeover"], r.count["claim->unknown"], r.amb.Load(), checked.Seconds())
+	e.note("%d store operations by %d goroutines on %d key slots (%d claims, %d takeovers, %d expired Effectful claims marked unknown, %d ambiguous, %d multi-row statements): linearizable, checked in %.1fs",
+		len(r.ops), clients, nslots, r.count["claim"], r.count["takeover"], r.count["claim->unknown"], r.amb.Load(), multi.n.Load(), checked.Seconds())
 }
 
 // The model rejects what the store must never do, and accepts a legal history: the check can

@@ -41,6 +41,7 @@ var Scenarios = []Scenario{
 	{"claimers_64", "64 claimers of one key across two worker processes: one body"},
 	{"soak", "soak: operations over worker processes, lost responses, errors, delays, a worker killed every interval"},
 	{"linearizability", "pgstore histories of 8 goroutines checked with porcupine against a sequential model"},
+	{"linearizability_coalesced", "the same with pgstore.Options.Coalesce, 16 goroutines: claims and completions of the same and of different keys in multi-row statements"},
 }
 
 // Result is what one scenario reported.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/coalesce"
 )
 
 // Defaults of Options.
@@ -23,6 +24,16 @@ const (
 
 // Options configure a Store. A nil *Options or a zero field means the default.
 type Options struct {
+	// Coalesce sends concurrent claims of this Store to Postgres together, and concurrent
+	// completions: the calls that arrive while statements of their kind are in flight (four at
+	// most) go in the next, as one multi-row statement and one commit (see coalesce.go). A call
+	// that finds fewer in flight is sent at once, alone, as without it. Each call still gets its
+	// own verdict and its own error; a statement Postgres refuses sends its calls again alone.
+	// A call whose context ends while its statement is in flight returns at once with the
+	// context's error, but the statement goes on for the other calls in it, so that call's row
+	// may still be written. Defaults to false.
+	Coalesce bool
+
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
 	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
 	// The interceptor enforces the tighter Policy.MaxResultBytes (1 MiB by default) first; this
@@ -72,6 +83,11 @@ type Store struct {
 
 	// outboxTable is the outbox (oncekey_outbox, in Options.Schema if set; outbox.go).
 	outboxTable string
+	// claims and completes gather concurrent calls into one statement (Options.Coalesce;
+	// nil without it): see coalesce.go.
+	claims                        *coalesce.Queue[[]arg, claimOut]
+	completes                     *coalesce.Queue[[]arg, *oncekey.Record]
+	claimManySQL, completeManySQL string
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -105,6 +121,9 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 		}
 	}
 	s.approvalSQL(s.approvalTable)
+	if opts != nil && opts.Coalesce {
+		s.coalesceSQL()
+	}
 	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
 	s.claimTxSQL = newStmt(TransactionalClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
@@ -207,6 +226,18 @@ func TransactionalClaimSQL(table string) string {
 
 // claimSQL is ClaimSQL with ns as the namespace column's value.
 func claimSQL(table, ns string) string {
+	return claimUpsert(table, `VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
+    now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
+    now() + $10::bigint * interval '1 microsecond',
+    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond', `+ns+`)
+`) +
+		`RETURNING ` + keyedCols + `, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, ` + pastRetention + ` AS past_retention`
+}
+
+// claimUpsert returns the claim's INSERT ... ON CONFLICT DO UPDATE into table of the rows of
+// source (a VALUES list or a SELECT of the columns in the order of the INSERT's), without its
+// RETURNING: ClaimSQL's and the coalesced claim's (coalesce.go).
+func claimUpsert(table, source string) string {
 	// The conditions are evaluated on the existing row (o) and the proposed row (EXCLUDED).
 	const (
 		free = `(o.tombstone_until <= now() AND o.status NOT IN ('pending', 'unknown'))`
@@ -214,14 +245,10 @@ func claimSQL(table, ns string) string {
 		take = `(` + free + ` OR (` + same + ` AND (o.status = 'released' OR (o.status = 'pending' AND o.lease_until <= now() AND o.effect IN (2, 4)))))`
 		unk  = `(` + same + ` AND o.status = 'pending' AND o.lease_until <= now() AND o.effect = 3)`
 	)
-	r := strings.NewReplacer("{t}", table, "{cols}", keyedCols, "{free}", free, "{take}", take, "{unk}", unk, "{ns}", ns)
+	r := strings.NewReplacer("{t}", table, "{source}", source, "{free}", free, "{take}", take, "{unk}", unk)
 	return r.Replace(`INSERT INTO {t} AS o (tenant, operation_key, tool, version, fingerprint, workflow_id, step_id,
     effect, status, epoch, lease_until, claim_token, created_at, updated_at, expires_at, tombstone_until, namespace)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
-    now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
-    now() + $10::bigint * interval '1 microsecond',
-    now() + $10::bigint * interval '1 microsecond' + $11::bigint * interval '1 microsecond', {ns})
-ON CONFLICT (tenant, operation_key) DO UPDATE SET
+{source}ON CONFLICT (tenant, operation_key) DO UPDATE SET
     namespace       = CASE WHEN {free} THEN EXCLUDED.namespace ELSE o.namespace END,
     tool            = CASE WHEN {free} THEN EXCLUDED.tool ELSE o.tool END,
     version         = CASE WHEN {free} THEN EXCLUDED.version ELSE o.version END,
@@ -242,7 +269,7 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     resolved_by     = CASE WHEN {take} THEN '' ELSE o.resolved_by END,
     note            = CASE WHEN {take} THEN '' ELSE o.note END,
     updated_at      = CASE WHEN {take} OR {unk} THEN now() ELSE o.updated_at END
-RETURNING {cols}, coalesce(claim_token = $12 AND status = 'pending', false) AS acquired, ` + pastRetention + ` AS past_retention`)
+`)
 }
 
 // Schema returns Options.Schema: the schema holding the store's table, or "" when the store
@@ -308,20 +335,19 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	var (
 		res               oncekey.ClaimResult
 		acquired, expired bool
+		err               error
 	)
-	claim := s.claimSQL
+	args := []arg{textArg(p.Tenant), textArg(p.OperationKey),
+		textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
+		smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
+		bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)}
 	if p.Effect == oncekey.Transactional {
-		claim = s.claimTxSQL // see TransactionalClaimSQL
+		// A Transactional claim commits without waiting for its flush (TransactionalClaimSQL),
+		// so it is never coalesced with claims that do.
+		res.Record, acquired, expired, err = s.claimWith(ctx, s.claimTxSQL, args)
+	} else {
+		res.Record, acquired, expired, err = s.claimVia(ctx, args)
 	}
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		res.Record, err = s.queryRecord(ctx, claim, []arg{textArg(p.Tenant), textArg(p.OperationKey),
-			textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
-			smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
-			bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)},
-			&acquired, &expired)
-		return err
-	})
 	if err != nil {
 		return nil, s.wrap(ctx, "claim", p.OperationKey, err)
 	}
@@ -335,12 +361,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 // fenced runs a write conditional on (tenant, key, epoch, pending). Zero rows is ErrLostClaim,
 // or ErrNotFound when a second read finds no record at all (error path only).
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...arg) (*oncekey.Record, error) {
-	var r *oncekey.Record
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		r, err = s.queryRecord(ctx, query, args)
-		return err
-	})
+	r, err := s.writeVia(ctx, query, args)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekey.ErrNotFound) {
 			return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
@@ -351,6 +372,33 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt,
 		return nil, s.wrap(ctx, op, key, err)
 	}
 	return r, nil
+}
+
+// claimOne runs the claim statement (claimSQL) for args on its own, reporting whether the claim
+// acquired the record and whether it is past retention.
+func (s *Store) claimOne(ctx context.Context, args []arg) (r *oncekey.Record, acquired, expired bool, err error) {
+	return s.claimWith(ctx, s.claimSQL, args)
+}
+
+// claimWith runs the claim statement query for args on its own.
+func (s *Store) claimWith(ctx context.Context, query *stmt, args []arg) (r *oncekey.Record, acquired, expired bool, err error) {
+	err = s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = s.queryRecord(ctx, query, args, &acquired, &expired)
+		return err
+	})
+	return r, acquired, expired, err
+}
+
+// writeOne runs the fenced write query for args on its own.
+func (s *Store) writeOne(ctx context.Context, query *stmt, args []arg) (*oncekey.Record, error) {
+	var r *oncekey.Record
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		r, err = s.queryRecord(ctx, query, args)
+		return err
+	})
+	return r, err
 }
 
 // Renew implements oncekey.Store: one UPDATE conditional on the epoch and status pending.

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/coalesce"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
@@ -37,6 +38,15 @@ type Options struct {
 	// Prefix (a record is looked for in one bucket only). Defaults to 16; at most MaxBuckets.
 	Buckets int
 
+	// Coalesce sends concurrent claims of this Store to Redis together, and concurrent fenced
+	// writes (Complete, Renew, Release, MarkUnknown): the calls that arrive while pipelines of
+	// their kind are in flight (four at most) go in the next, as one pipeline of scripts (see
+	// coalesce.go). A call that finds fewer in flight is sent at once, alone, as without it.
+	// Each call gets its own script's reply or error. A call whose context ends while its
+	// pipeline is in flight returns at once with the context's error; its script may still
+	// run. Defaults to false.
+	Coalesce bool
+
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
 	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
 	// Defaults to 16 MiB.
@@ -56,6 +66,9 @@ type Store struct {
 	layout   lua.Layout
 	// bases[n] is the key base of bucket n: prefix + "{b<n>}" (layout.Bases).
 	bases []string
+	// claims and fences gather concurrent claims and fenced writes into pipelines
+	// (Options.Coalesce; nil without it): see coalesce.go.
+	claims, fences *coalesce.Queue[call, []any]
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -89,6 +102,9 @@ func New(rdb redis.UniversalClient, opts *Options) (*Store, error) {
 	}
 	s := &Store{rdb: rdb, maxBytes: o.MaxResultBytes, prefix: o.Prefix, layout: lua.NewLayout(o.Prefix, o.Buckets)}
 	s.bases = s.layout.Bases
+	if o.Coalesce {
+		s.coalesceQueues()
+	}
 	return s, nil
 }
 
@@ -157,7 +173,7 @@ func (s *Store) run(ctx context.Context, op, key string, script *redis.Script, k
 	if err := ctx.Err(); err != nil {
 		return nil, wrapErr(op, key, err)
 	}
-	v, err := script.Run(ctx, s.rdb, keys, args...).Slice()
+	v, err := s.runVia(ctx, call{script: script, keys: keys, args: args})
 	if err != nil {
 		return nil, wrapErr(op, key, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,4 +112,36 @@ func StopServer(cmd *exec.Cmd, sig os.Signal, wait time.Duration, dir string) {
 		}
 	}
 	os.RemoveAll(dir)
+}
+
+// SeedReplay creates the applied records the replay figures claim again: keys "1".."ReplayKeys"
+// in tenant "replay", each claimed and completed with the workload's result.
+func SeedReplay(ctx context.Context, s oncekey.Store) error {
+	for i := 1; i <= ReplayKeys; i++ {
+		key := strconv.Itoa(i)
+		c, err := s.Claim(ctx, ClaimParams("replay", key))
+		if err != nil {
+			return err
+		}
+		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekey.StatusApplied, Result: []byte(Result), Failure: []byte{}, EffectReference: EffectRef}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AllowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list of
+// /proc/self/status), or "" when it cannot be read.
+func AllowedCPUs() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

@@ -74,16 +74,21 @@ func floorClaimSend(ctx context.Context, pc *pgconn.PgConn, tenant string, key [
 		nil, nil).Read()
 }
 
-// floorClaimComplete runs the claim_complete loop of ours on pgconn and returns claim+complete
-// pairs per second.
-func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
+// floorDrive runs op from clients goroutines for d, each on a connection of its own (see
+// floorConns), and returns ops per second.
+func floorDrive(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration, op func(ctx context.Context, pc *pgconn.PgConn) error) (float64, error) {
 	conns, release, err := floorConns(ctx, pool, clients)
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, client int) error {
-		pc := conns[client]
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, client int) error { return op(ctx, conns[client]) })
+}
+
+// floorClaimComplete runs the claim_complete loop of ours on pgconn and returns claim+complete
+// pairs per second.
+func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
+	return floorDrive(ctx, pool, clients, d, func(ctx context.Context, pc *pgconn.PgConn) error {
 		key := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
 		res := floorClaimSend(ctx, pc, "floor", key)
 		if res.Err != nil {
@@ -108,14 +113,9 @@ func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d 
 // floorReplay runs the replay loop of ours on pgconn (claims of the keys seedReplay applied)
 // and returns claims per second.
 func floorReplay(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
-	conns, release, err := floorConns(ctx, pool, clients)
-	if err != nil {
-		return 0, err
-	}
-	defer release()
-	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, client int) error {
+	return floorDrive(ctx, pool, clients, d, func(ctx context.Context, pc *pgconn.PgConn) error {
 		key := strconv.AppendInt(nil, 1+int64(randUint64()%benchdrive.ReplayKeys), 10)
-		res := floorClaimSend(ctx, conns[client], "replay", key)
+		res := floorClaimSend(ctx, pc, "replay", key)
 		if res.Err != nil {
 			return fmt.Errorf("floor replay: %w", res.Err)
 		}

@@ -12,6 +12,11 @@
 // postgres://root@127.0.0.1:5432/test) and drops it at the end. Needs pgbench on PATH (Debian:
 // apt-get install postgresql-client).
 //
+// claim_complete_coalesced_c8 and _c32 are the claim and complete of a new key on a Store with
+// pgstore.Options.Coalesce, against the same pgbench script (one statement per call), and
+// claim_complete_coalesced_c1_p50 and _p99 one client's pair latency on that Store against the
+// Store without coalescing (coalesce.go).
+//
 // Also purge_1m (seconds to purge -purge-rows records past their tombstone window vs one DELETE
 // of the same rows) and purge_1m_claim_p99 (claim p99 while the purge runs vs on the idle table).
 // With BENCH_DEBUG=1 it prints pgbench's per-statement latencies and ours, the client CPU time per
@@ -91,7 +96,7 @@ func start(pinnedCPU int, duration time.Duration, rounds int, only string, purge
 	url := databaseURL()
 	if pinnedCPU >= 0 {
 		floor = true
-		if cpus := allowedCPUs(); cpus == "" || strings.ContainsAny(cpus, ",-") || cpus == strconv.Itoa(pinnedCPU) {
+		if cpus := benchdrive.AllowedCPUs(); cpus == "" || strings.ContainsAny(cpus, ",-") || cpus == strconv.Itoa(pinnedCPU) {
 			return fmt.Errorf("-pinned-server-cpu %d: this process runs on CPUs %q; start it pinned to one other CPU (taskset -c 1)", pinnedCPU, cpus)
 		}
 		pg, err := startPrivatePostgres(context.Background(), pinnedCPU, url)
@@ -99,7 +104,7 @@ func start(pinnedCPU int, duration time.Duration, rounds int, only string, purge
 			return err
 		}
 		defer pg.Close()
-		fmt.Fprintf(os.Stderr, "# private postgres pinned to CPU %d, clients on CPU %s; settings from the main cluster: %v\n", pinnedCPU, allowedCPUs(), pg.Settings)
+		fmt.Fprintf(os.Stderr, "# private postgres pinned to CPU %d, clients on CPU %s; settings from the main cluster: %v\n", pinnedCPU, benchdrive.AllowedCPUs(), pg.Settings)
 		url, pinned = pg.URL, true
 	}
 	return run(url, duration, rounds, only, purgeRows)
@@ -120,7 +125,9 @@ type figure struct {
 	ours    func(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error)
 	script  string                                                                                       // pgbench script
 	tenant  string                                                                                       // pgbench's tenant (ours uses its own, so keys never collide)
-	floor   func(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) // see floor.go
+	floor   func(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) // see floor.go; nil: none
+	// coalesce runs ours on a Store with pgstore.Options.Coalesce.
+	coalesce bool
 }
 
 func run(url string, duration time.Duration, rounds int, only string, purgeRows int) error {
@@ -131,22 +138,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	filter := regexp.MustCompile(only)
 	ctx := context.Background()
 
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "oncekey_bench_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, url)
+	schema, drop, err := newSchema(ctx, url, "oncekey_bench_")
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", url, err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return err
 	}
-	defer func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			fmt.Fprintln(os.Stderr, "benchcmd: drop schema:", err)
-		}
-	}()
+	defer drop()
 
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -166,7 +162,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	// Unqualified table name: ours and pgbench resolve it through search_path to the same table
 	// and send byte-identical statement text.
 	s := pgstore.New(pool, nil)
-	if err := seedReplay(ctx, s); err != nil {
+	if err := benchdrive.SeedReplay(ctx, s); err != nil {
 		return err
 	}
 
@@ -189,10 +185,22 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		{name: "claim_complete_c8", clients: 8, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
 		{name: "claim_complete_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},
 		{name: "replay_c8", clients: 8, ours: oursReplay, script: replay, tenant: "replay", floor: floorReplay},
+		{name: "claim_complete_coalesced_c8", clients: 8, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", coalesce: true},
+		{name: "claim_complete_coalesced_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", coalesce: true},
+	}
+	coalesced := pgstore.New(pool, &pgstore.Options{Coalesce: true})
+	if filter.MatchString(latencyFigure) {
+		if err := coalescedLatency(ctx, pool, s, coalesced, duration, rounds); err != nil {
+			return err
+		}
 	}
 	for _, f := range figures {
 		if !filter.MatchString(f.name) {
 			continue
+		}
+		ourStore := s
+		if f.coalesce {
+			ourStore = coalesced
 		}
 		script := filepath.Join(dir, f.name+".sql")
 		if err := os.WriteFile(script, []byte(f.script), 0o600); err != nil {
@@ -213,7 +221,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				// of the process's setup, not of the store.
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(f.clients)))
 				cpu0, idle0, srv0 := benchdrive.SelfCPU(), idleCPU(), serverCPU()
-				o, err = f.ours(ctx, s, f.clients, duration)
+				o, err = f.ours(ctx, ourStore, f.clients, duration)
 				oursCPU, oursIdle, oursServer = benchdrive.SelfCPU()-cpu0, idleCPU()-idle0, serverCPU()-srv0
 				if err != nil {
 					err = fmt.Errorf("%s ours: %w", f.name, err)
@@ -251,7 +259,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				runs[0], runs[1] = baseRun, oursRun
 			}
 			var fl float64
-			if floor {
+			if floor && f.floor != nil {
 				runs = append(runs, func() (err error) {
 					if err := settle(ctx, pool); err != nil {
 						return err
@@ -296,6 +304,9 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				f.name, fl, fl/p, o/fl, len(floors))
 		}
 		name, baselineIs := f.name, fmt.Sprintf("pgbench_same_sql_prepared_c%d", f.clients)
+		if f.coalesce {
+			baselineIs = fmt.Sprintf("pgbench_same_sql_prepared_one_statement_per_call_c%d", f.clients)
+		}
 		if pinned {
 			name, baselineIs = pinnedName(f.name), baselineIs+"_server_pinned_apart"
 		} else {
@@ -321,6 +332,28 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		}
 	}
 	return nil
+}
+
+// newSchema creates a schema named prefix and random hex in the database at url; drop drops it
+// with everything in it.
+func newSchema(ctx context.Context, url, prefix string) (schema string, drop func(), err error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema = prefix + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect %s: %w", url, err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		admin.Close(ctx)
+		return "", nil, err
+	}
+	return schema, func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			fmt.Fprintln(os.Stderr, "benchcmd: drop schema:", err)
+		}
+		admin.Close(context.Background())
+	}, nil
 }
 
 // pgbenchSQL turns the statement's $N parameters into pgbench variables :names[N-1], so that
@@ -502,23 +535,6 @@ func randUint64() uint64 {
 	return v
 }
 
-// seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
-// tenant "replay".
-func seedReplay(ctx context.Context, s *pgstore.Store) error {
-	for i := 1; i <= benchdrive.ReplayKeys; i++ {
-		key := strconv.Itoa(i)
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
-		if err != nil {
-			return err
-		}
-		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(benchdrive.Result), Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // countStatuses counts the tenant's records by status.
 func countStatuses(ctx context.Context, pool *pgxpool.Pool, tenant string) (map[string]int64, error) {
 	rows, err := pool.Query(ctx, `SELECT status, count(*) FROM oncekey_operations WHERE tenant = $1 GROUP BY status`, tenant)
@@ -538,18 +554,11 @@ func countStatuses(ctx context.Context, pool *pgxpool.Pool, tenant string) (map[
 var purgeBatch int
 
 func purgeFigures(ctx context.Context, url string, base *pgxpool.Config, n int) error {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "oncekey_bench_purge_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, url)
+	schema, drop, err := newSchema(ctx, url, "oncekey_bench_purge_")
 	if err != nil {
 		return err
 	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return err
-	}
-	defer func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+	defer drop()
 	cfg := base.Copy()
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	// The purge runs without a statement timeout of its own: batches are short by design, and
@@ -672,11 +681,14 @@ func claimLatencies(ctx context.Context, s *pgstore.Store, d time.Duration, stop
 	}
 }
 
-func p99(ds []time.Duration) time.Duration {
+func p99(ds []time.Duration) time.Duration { return quantile(ds, 99) }
+
+// quantile returns the q-th percentile of ds (0 for none).
+func quantile(ds []time.Duration, q int) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[(len(s)*99)/100]
+	return s[(len(s)*q)/100]
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,18 +71,4 @@ func mainSettings(ctx context.Context, url string) map[string]string {
 func mustAtoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-// allowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list).
-func allowedCPUs() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

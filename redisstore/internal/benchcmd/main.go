@@ -6,7 +6,9 @@
 //	BENCH name=<id> unit=ops/s ours=<n> baseline=<n> speedup=<n> baseline_is=<what>
 //
 // Figures: redis_claim_complete_c1, _c8, _c32 (claim of a new key then complete, pairs per
-// second) and redis_replay_c8 (claims that find an applied record, per second). With
+// second) and redis_replay_c8 (claims that find an applied record, per second), and
+// redis_claim_complete_coalesced_c8 and _c32: the same pairs on a Store with
+// redisstore.Options.Coalesce (concurrent calls in one pipeline) against the same floor. With
 // -pg-replay n (pgstore's replay_pinned_c8 of the same make bench run) it also prints
 // redis_vs_pg_replay_c8: redisstore's replay against pgstore's. Each figure alternates ours and
 // the floor for -rounds rounds of -duration each and reports the medians.
@@ -29,10 +31,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -78,6 +78,8 @@ type figure struct {
 	clients int
 	ours    func(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error)
 	floor   func(ctx context.Context, rdb *redis.Client, clients int, d time.Duration) (float64, error)
+	// coalesce runs ours on a Store with redisstore.Options.Coalesce.
+	coalesce bool
 }
 
 func run(duration time.Duration, rounds int, only string, serverCPU int, pgReplay float64) error {
@@ -88,7 +90,7 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 		return err
 	}
 	defer srv.Stop()
-	fmt.Fprintf(os.Stderr, "# private redis-server on %s pinned to CPU %d, clients on CPU %s\n", srv.addr, serverCPU, allowedCPUs())
+	fmt.Fprintf(os.Stderr, "# private redis-server on %s pinned to CPU %d, clients on CPU %s\n", srv.addr, serverCPU, benchdrive.AllowedCPUs())
 
 	// One client for both sides, with a connection per benchmark client.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 64, MinIdleConns: 32})
@@ -100,14 +102,20 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 	if err := s.Check(ctx); err != nil {
 		return err
 	}
-	if err := seedReplay(ctx, s); err != nil {
+	if err := benchdrive.SeedReplay(ctx, s); err != nil {
 		return err
 	}
 	figures := []figure{
-		{"redis_claim_complete_c1", 1, oursClaimComplete, floorClaimComplete},
-		{"redis_claim_complete_c8", 8, oursClaimComplete, floorClaimComplete},
-		{"redis_claim_complete_c32", 32, oursClaimComplete, floorClaimComplete},
-		{"redis_replay_c8", 8, oursReplay, floorReplay},
+		{"redis_claim_complete_c1", 1, oursClaimComplete, floorClaimComplete, false},
+		{"redis_claim_complete_c8", 8, oursClaimComplete, floorClaimComplete, false},
+		{"redis_claim_complete_c32", 32, oursClaimComplete, floorClaimComplete, false},
+		{"redis_replay_c8", 8, oursReplay, floorReplay, false},
+		{"redis_claim_complete_coalesced_c8", 8, oursClaimComplete, floorClaimComplete, true},
+		{"redis_claim_complete_coalesced_c32", 32, oursClaimComplete, floorClaimComplete, true},
+	}
+	coalesced, err := redisstore.New(rdb, &redisstore.Options{Prefix: prefix, Coalesce: true})
+	if err != nil {
+		return err
 	}
 	for _, f := range figures {
 		if !filter.MatchString(f.name) {
@@ -116,24 +124,24 @@ func run(duration time.Duration, rounds int, only string, serverCPU int, pgRepla
 		var ours, floors, oursCPU, floorCPU []float64
 		for r := range rounds {
 			var o, fl float64
-			oursRun := func() error {
-				c0 := benchdrive.SelfCPU()
-				var err error
-				if o, err = f.ours(ctx, s, f.clients, duration); err != nil {
-					return fmt.Errorf("%s ours: %w", f.name, err)
+			// measure runs one side into its ops per second and CPU per op.
+			measure := func(side string, drive func() (float64, error), ops *float64, cpu *[]float64) func() error {
+				return func() error {
+					c0 := benchdrive.SelfCPU()
+					var err error
+					if *ops, err = drive(); err != nil {
+						return fmt.Errorf("%s %s: %w", f.name, side, err)
+					}
+					*cpu = append(*cpu, benchdrive.PerOp(benchdrive.SelfCPU()-c0, *ops, duration))
+					return nil
 				}
-				oursCPU = append(oursCPU, benchdrive.PerOp(benchdrive.SelfCPU()-c0, o, duration))
-				return nil
 			}
-			floorRun := func() error {
-				c0 := benchdrive.SelfCPU()
-				var err error
-				if fl, err = f.floor(ctx, rdb, f.clients, duration); err != nil {
-					return fmt.Errorf("%s floor: %w", f.name, err)
-				}
-				floorCPU = append(floorCPU, benchdrive.PerOp(benchdrive.SelfCPU()-c0, fl, duration))
-				return nil
+			store := s
+			if f.coalesce {
+				store = coalesced
 			}
+			oursRun := measure("ours", func() (float64, error) { return f.ours(ctx, store, f.clients, duration) }, &o, &oursCPU)
+			floorRun := measure("floor", func() (float64, error) { return f.floor(ctx, rdb, f.clients, duration) }, &fl, &floorCPU)
 			runs := []func() error{oursRun, floorRun}
 			if r%2 == 1 {
 				runs[0], runs[1] = floorRun, oursRun
@@ -253,23 +261,6 @@ func floorReplay(ctx context.Context, rdb *redis.Client, clients int, d time.Dur
 	})
 }
 
-// seedReplay creates the applied records the replay figure claims again: keys "1".."1000" in
-// tenant "replay".
-func seedReplay(ctx context.Context, s *redisstore.Store) error {
-	for i := 1; i <= benchdrive.ReplayKeys; i++ {
-		key := strconv.Itoa(i)
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
-		if err != nil {
-			return err
-		}
-		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(benchdrive.Result), Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // redisServer is the private redis-server of the run.
 type redisServer struct {
 	addr string
@@ -325,18 +316,4 @@ func startRedis(cpu int) (*redisServer, error) {
 // Stop stops the server and removes its directory.
 func (s *redisServer) Stop() {
 	benchdrive.StopServer(s.cmd, syscall.SIGTERM, 20*time.Second, s.dir)
-}
-
-// allowedCPUs returns this process's CPU affinity as the kernel lists it (Cpus_allowed_list).
-func allowedCPUs() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return strconv.Itoa(runtime.NumCPU())
 }

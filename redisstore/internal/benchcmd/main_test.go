@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncekey/oncekey/internal/dev/benchdrive"
 	"github.com/oncekey/oncekey/redisstore"
 )
 
@@ -44,7 +45,7 @@ func TestLoopsRunOnTheStoreScripts(t *testing.T) {
 	s, err := redisstore.New(rdb, &redisstore.Options{Prefix: prefix})
 	require.NoError(t, err)
 	require.NoError(t, s.Check(ctx))
-	require.NoError(t, seedReplay(ctx, s))
+	require.NoError(t, benchdrive.SeedReplay(ctx, s))
 	for name, run := range map[string]func() (float64, error){
 		"ours claim+complete":  func() (float64, error) { return oursClaimComplete(ctx, s, 2, 100*time.Millisecond) },
 		"floor claim+complete": func() (float64, error) { return floorClaimComplete(ctx, rdb, 2, 100*time.Millisecond) },

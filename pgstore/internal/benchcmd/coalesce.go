@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/pgstore"
+)
+
+// latencyFigure names the figures of one client's latency with and without coalescing: it
+// prints claim_complete_coalesced_c1_p50 and _p99 (claim_complete_coalesced_pinned_c1_… when
+// pinned).
+const latencyFigure = "claim_complete_coalesced_c1_latency"
+
+// coalescedLatency measures one client's claim and complete of a new key, pair by pair, on the
+// store with pgstore.Options.Coalesce (ours) and on the same store without it (the baseline),
+// alternating for rounds rounds of d each, and prints the medians over the rounds of each
+// side's p50 and p99. One client never finds a statement in flight, so this is the price of
+// the coalescing path itself for a call alone.
+func coalescedLatency(ctx context.Context, pool *pgxpool.Pool, plain, coalesced *pgstore.Store, d time.Duration, rounds int) error {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(1)))
+	type side struct {
+		s        *pgstore.Store
+		p50, p99 []float64
+	}
+	ours, base := &side{s: coalesced}, &side{s: plain}
+	for r := range rounds {
+		sides := []*side{ours, base}
+		if r%2 == 1 {
+			sides[0], sides[1] = base, ours
+		}
+		for _, sd := range sides {
+			if err := settle(ctx, pool); err != nil {
+				return err
+			}
+			lat, err := pairLatencies(ctx, sd.s, d)
+			if err != nil {
+				return fmt.Errorf("%s: %w", latencyFigure, err)
+			}
+			sd.p50 = append(sd.p50, float64(quantile(lat, 50)))
+			sd.p99 = append(sd.p99, float64(quantile(lat, 99)))
+		}
+		fmt.Fprintf(os.Stderr, "# %s round %d: p50 coalesced %s, alone %s; p99 coalesced %s, alone %s\n", latencyFigure, r+1,
+			time.Duration(ours.p50[r]), time.Duration(base.p50[r]), time.Duration(ours.p99[r]), time.Duration(base.p99[r]))
+	}
+	for _, q := range []struct {
+		name       string
+		ours, base []float64
+	}{{"p50", ours.p50, base.p50}, {"p99", ours.p99, base.p99}} {
+		name := "claim_complete_coalesced_c1_" + q.name
+		baselineIs := "same_store_without_coalescing_c1"
+		if pinned {
+			name, baselineIs = "claim_complete_coalesced_pinned_c1_"+q.name, baselineIs+"_server_pinned_apart"
+		} else {
+			baselineIs += "_shared_cores_informational"
+		}
+		o, b := benchdrive.Median(q.ours), benchdrive.Median(q.base)
+		fmt.Printf("BENCH name=%s unit=ns/op ours=%.0f baseline=%.0f speedup=%.3f baseline_is=%s\n", name, o, b, b/o, baselineIs)
+	}
+	return nil
+}
+
+// pairLatencies claims and completes new keys one pair after another for d and returns each
+// pair's latency.
+func pairLatencies(ctx context.Context, s *pgstore.Store, d time.Duration) ([]time.Duration, error) {
+	res := []byte(benchdrive.Result)
+	var out []time.Duration
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		key := strconv.FormatUint(1+randUint64()%9000000000000000000, 10)
+		t0 := time.Now()
+		c, err := s.Claim(ctx, benchdrive.ClaimParams("ours", key))
+		if err != nil {
+			return nil, err
+		}
+		if !c.Acquired {
+			return nil, fmt.Errorf("claim of new key %s not acquired", key)
+		}
+		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
