@@ -88,21 +88,17 @@ func NextApprovalCursor(a *Approval) string {
 // *InvalidParamsError.
 func ParseApprovalCursor(s string) (ApprovalCursor, error) {
 	at, tenant, key, err := decodeCursor("list approvals", s)
-	if err != nil {
-		return ApprovalCursor{}, err
-	}
-	return ApprovalCursor{RequestedAt: at, Tenant: tenant, OperationKey: key}, nil
+	return ApprovalCursor{RequestedAt: at, Tenant: tenant, OperationKey: key}, err
+}
+
+// After returns the cursor p.Cursor names (ParseApprovalCursor), or nil when it is "" (the
+// first page). A malformed cursor is an *InvalidParamsError.
+func (p *ListApprovalsParams) After() (*ApprovalCursor, error) {
+	return cursorAfter(p.Cursor, ParseApprovalCursor)
 }
 
 // Before reports whether c sorts before a in ListApprovals' order (requested at, tenant,
 // operation key).
 func (c ApprovalCursor) Before(a *Approval) bool {
-	cu, au := c.RequestedAt.UnixMicro(), a.RequestedAt.UnixMicro()
-	if cu != au {
-		return cu < au
-	}
-	if c.Tenant != a.Tenant {
-		return c.Tenant < a.Tenant
-	}
-	return c.OperationKey < a.OperationKey
+	return sortsBefore(c.RequestedAt, c.Tenant, c.OperationKey, a.RequestedAt, a.Tenant, a.OperationKey)
 }

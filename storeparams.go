@@ -1,6 +1,7 @@
 package oncekey
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -210,6 +211,23 @@ func (p *PurgeParams) RestAfter(took time.Duration) time.Duration {
 	return time.Duration(float64(took) * p.Rest)
 }
 
+// Pause waits RestAfter(took) after a batch that took took, or until ctx is done (then it
+// returns ctx.Err()). Stores call it between full batches.
+func (p *PurgeParams) Pause(ctx context.Context, took time.Duration) error {
+	d := p.RestAfter(took)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Batch returns p.BatchSize, or 200 when it is zero.
 func (p *PurgeParams) Batch() int {
 	if p.BatchSize == 0 {
@@ -263,20 +281,39 @@ func NextCursor(r *Record) string { return encodeCursor(r.UpdatedAt, r.Tenant, r
 // ParseListCursor reads a cursor made by NextCursor. Anything else is an *InvalidParamsError.
 func ParseListCursor(s string) (ListCursor, error) {
 	at, tenant, key, err := decodeCursor("list", s)
-	if err != nil {
-		return ListCursor{}, err
+	return ListCursor{UpdatedAt: at, Tenant: tenant, OperationKey: key}, err
+}
+
+// After returns the cursor p.Cursor names (ParseListCursor), or nil when it is "" (the first
+// page). A malformed cursor is an *InvalidParamsError.
+func (p *ListParams) After() (*ListCursor, error) { return cursorAfter(p.Cursor, ParseListCursor) }
+
+// cursorAfter returns the cursor s names, read by parse, or nil when s is "".
+func cursorAfter[C any](s string, parse func(string) (C, error)) (*C, error) {
+	if s == "" {
+		return nil, nil
 	}
-	return ListCursor{UpdatedAt: at, Tenant: tenant, OperationKey: key}, nil
+	c, err := parse(s)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // Before reports whether c sorts before r in List's order (updated_at, tenant, operation key).
 func (c ListCursor) Before(r *Record) bool {
-	cu, ru := c.UpdatedAt.UnixMicro(), r.UpdatedAt.UnixMicro()
-	if cu != ru {
-		return cu < ru
+	return sortsBefore(c.UpdatedAt, c.Tenant, c.OperationKey, r.UpdatedAt, r.Tenant, r.OperationKey)
+}
+
+// sortsBefore reports whether the sort key (at, tenant, key) of a comes before b's, in the order
+// List and ListApprovals page by: the time in microseconds (the stores' resolution), then tenant
+// and operation key byte-wise.
+func sortsBefore(atA time.Time, tenantA, keyA string, atB time.Time, tenantB, keyB string) bool {
+	if ua, ub := atA.UnixMicro(), atB.UnixMicro(); ua != ub {
+		return ua < ub
 	}
-	if c.Tenant != r.Tenant {
-		return c.Tenant < r.Tenant
+	if tenantA != tenantB {
+		return tenantA < tenantB
 	}
-	return c.OperationKey < r.OperationKey
+	return keyA < keyB
 }

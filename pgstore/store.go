@@ -583,7 +583,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			if done < int64(n) {
 				break
 			}
-			if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+			if err := p.Pause(ctx, time.Since(start)); err != nil {
 				return &res, wrapErr("purge", "", err)
 			}
 		}
@@ -599,21 +599,6 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		res.OldestUnsettled = *oldest
 	}
 	return &res, nil
-}
-
-// rest waits for d, or until ctx is done.
-func rest(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Forget implements oncekey.Store: one statement deleting every record and every approval of

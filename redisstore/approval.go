@@ -140,40 +140,33 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *sortKey
-	if p.Cursor != "" {
-		c, err := oncekey.ParseApprovalCursor(p.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		after = &sortKey{c.RequestedAt, c.Tenant, c.OperationKey}
-	}
-	from := keysetFrom(p.Tenant, after, time.Time{})
-	l := &listing[*oncekey.Approval]{op: "list approvals", script: lua.ListApprovals, tenant: p.Tenant,
+	l := &listing[*oncekey.Approval]{op: "list approvals", script: lua.ListApprovals, items: ":ap:", tenant: p.Tenant,
+		after: func() (*sortKey, error) {
+			c, err := p.After()
+			if c == nil {
+				return nil, err
+			}
+			return &sortKey{c.RequestedAt, c.Tenant, c.OperationKey}, nil
+		},
 		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: lua.ApprovalFields, decode: decodeApproval,
-		less: lessApproval}
-	for _, b := range s.bases {
-		st := &stream[*oncekey.Approval]{key: b + ":apall", base: b + ":ap:", from: from}
-		if p.Tenant != "" {
-			st.key = b + ":apt:" + p.Tenant
-		}
-		l.streams = append(l.streams, st)
-	}
-	out, last, more, err := l.pageOf(ctx, s, p.PageSize())
+		less: lessApproval, next: oncekey.NextApprovalCursor,
+		index: func(b string) string {
+			if p.Tenant != "" {
+				return b + ":apt:" + p.Tenant
+			}
+			return b + ":apall"
+		}}
+	out, next, err := l.read(ctx, s, p.PageSize())
 	if err != nil {
 		return nil, err
 	}
-	res := &oncekey.ListApprovalsResult{Approvals: out}
-	if more {
-		res.Next = oncekey.NextApprovalCursor(last)
-	}
-	return res, nil
+	return &oncekey.ListApprovalsResult{Approvals: out, Next: next}, nil
 }
 
 // lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
 // OperationKey), byte-wise.
 func lessApproval(a, b *oncekey.Approval) bool {
-	return before(a.RequestedAt, a.Tenant, a.OperationKey, b.RequestedAt, b.Tenant, b.OperationKey)
+	return oncekey.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
 // purgeApprovals deletes the decided approvals past their retention, at most n per batch (one
@@ -233,7 +226,7 @@ func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res 
 			}
 		}
 		if done == int64(n) {
-			if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+			if err := p.Pause(ctx, time.Since(start)); err != nil {
 				return wrapErr("purge", "", err)
 			}
 		}

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,13 +124,19 @@ func (s *Store) recordKeys(tenant, key string, purge bool) []string {
 	return s.layout.RecordKeys(tenant, key, purge)
 }
 
-func (s *Store) checkSize(op, key string, bs ...[]byte) error {
+// blobArgs returns the script arguments of the byte fields bs (a flag and a value each: see
+// bytesArgs), or a *oncekey.ResultTooLargeError of op on key for the first over
+// Options.MaxResultBytes.
+func (s *Store) blobArgs(op, key string, bs ...[]byte) ([]any, error) {
+	args := make([]any, 0, 2*len(bs))
 	for _, b := range bs {
 		if len(b) > s.maxBytes {
-			return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+			return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
 		}
+		flag, v := bytesArgs(b)
+		args = append(args, flag, v)
 	}
-	return nil
+	return args, nil
 }
 
 // token returns a random non-zero token.
@@ -239,12 +244,11 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize("complete", p.OperationKey, p.Result, p.Failure); err != nil {
+	blobs, err := s.blobArgs("complete", p.OperationKey, p.Result, p.Failure)
+	if err != nil {
 		return nil, err
 	}
-	rf, rv := bytesArgs(p.Result)
-	ff, fv := bytesArgs(p.Failure)
-	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, string(p.Status), p.EffectReference, rf, rv, ff, fv)
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, append([]any{string(p.Status), p.EffectReference}, blobs...)...)
 }
 
 // Release implements oncekey.Store.
@@ -261,11 +265,11 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
+	blobs, err := s.blobArgs("mark unknown", p.OperationKey, p.Failure)
+	if err != nil {
 		return nil, err
 	}
-	ff, fv := bytesArgs(p.Failure)
-	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, ff, fv)
+	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, blobs...)
 }
 
 // Resolve implements oncekey.Store in one script: an unknown record, or a pending one whose
@@ -276,13 +280,12 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
+	blobs, err := s.blobArgs("resolve", p.OperationKey, p.Result, p.Failure)
+	if err != nil {
 		return nil, err
 	}
-	rf, rv := bytesArgs(p.Result)
-	ff, fv := bytesArgs(p.Failure)
-	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true),
-		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv, p.Epoch)
+	args := append([]any{p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note}, blobs...)
+	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true), append(args, p.Epoch)...)
 	if err != nil {
 		return nil, err
 	}
@@ -499,17 +502,27 @@ type stream[T any] struct {
 }
 
 // listing is what a List or ListApprovals page reads: the streams of the buckets, the script
-// that reads one, how the items of its replies decode, and their order.
+// that reads one, how the items of its replies decode, their order, and where the page starts.
 type listing[T any] struct {
 	op      string
 	script  *redis.Script
 	streams []*stream[T]
+	// index returns a bucket's index the listing reads (bucket is the bucket's key base); items
+	// is what follows the key base in the key of an item (":r:", ":ap:").
+	index func(bucket string) string
+	items string
 	// tenant, if set, is the tenant whose index the streams read (the scripts' kind 't').
 	tenant                   string
 	status, tool, workflowID string
-	fields                   int
-	decode                   func(f []any, now int64) (T, error)
-	less                     func(a, b T) bool
+	// after returns the sort key the page resumes after (nil: the first page); since, if not
+	// zero, is the earliest time listed.
+	after  func() (*sortKey, error)
+	since  time.Time
+	fields int
+	decode func(f []any, now int64) (T, error)
+	less   func(a, b T) bool
+	// next returns the cursor that resumes a listing after an item.
+	next func(T) string
 }
 
 // page returns up to want items of the buckets' streams, merged in order. Each bucket's index is
@@ -596,65 +609,53 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *oncekey.ListCursor
-	if p.Cursor != "" {
-		c, err := oncekey.ParseListCursor(p.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		after = &c
-	}
-	from := listFrom(p, after)
-	l := &listing[*oncekey.Record]{op: "list", script: lua.List, tenant: p.Tenant,
-		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: recordFields, decode: decodeRecord, less: less}
-	for _, b := range s.bases {
-		st := &stream[*oncekey.Record]{base: b + ":r:", from: from}
-		switch {
-		case p.Tenant != "":
-			st.key = b + ":t:" + p.Tenant
-		case p.Status == oncekey.StatusUnknown:
-			st.key = b + ":unk"
-		default:
-			st.key = b + ":all"
-		}
-		l.streams = append(l.streams, st)
-	}
-	out, last, more, err := l.pageOf(ctx, s, p.PageSize())
+	l := &listing[*oncekey.Record]{op: "list", script: lua.List, items: ":r:", tenant: p.Tenant, since: p.UpdatedSince,
+		after: func() (*sortKey, error) {
+			c, err := p.After()
+			if c == nil {
+				return nil, err
+			}
+			return &sortKey{c.UpdatedAt, c.Tenant, c.OperationKey}, nil
+		},
+		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: recordFields, decode: decodeRecord,
+		less: less, next: oncekey.NextCursor,
+		index: func(b string) string {
+			switch {
+			case p.Tenant != "":
+				return b + ":t:" + p.Tenant
+			case p.Status == oncekey.StatusUnknown:
+				return b + ":unk"
+			}
+			return b + ":all"
+		}}
+	out, next, err := l.read(ctx, s, p.PageSize())
 	if err != nil {
 		return nil, err
 	}
-	res := &oncekey.ListResult{Records: out}
-	if more {
-		res.Next = oncekey.NextCursor(last)
-	}
-	return res, nil
+	return &oncekey.ListResult{Records: out, Next: next}, nil
 }
 
 // less orders records as List returns them: (UpdatedAt, Tenant, OperationKey), byte-wise.
 func less(a, b *oncekey.Record) bool {
-	return before(a.UpdatedAt, a.Tenant, a.OperationKey, b.UpdatedAt, b.Tenant, b.OperationKey)
+	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
-// before reports whether the sort key (at, tenant, key) of a comes before b's: by the time in
-// microseconds, then tenant and key byte-wise. List and ListApprovals order by it.
-func before(atA time.Time, tenantA, keyA string, atB time.Time, tenantB, keyB string) bool {
-	if c := cmp.Compare(atA.UnixMicro(), atB.UnixMicro()); c != 0 {
-		return c < 0
+// read returns the page of at most limit items after the listing's cursor, merged from a stream
+// per bucket, and the cursor of the next page ("" after the last).
+func (l *listing[T]) read(ctx context.Context, s *Store, limit int) ([]T, string, error) {
+	after, err := l.after()
+	if err != nil {
+		return nil, "", err
 	}
-	if tenantA != tenantB {
-		return tenantA < tenantB
+	from := keysetFrom(l.tenant, after, l.since)
+	for _, b := range s.bases {
+		l.streams = append(l.streams, &stream[T]{key: l.index(b), base: b + l.items, from: from})
 	}
-	return keyA < keyB
-}
-
-// pageOf reads a page of at most limit items, and whether more follow; last is the page's last
-// item, the one the next page's cursor resumes after.
-func (l *listing[T]) pageOf(ctx context.Context, s *Store, limit int) (page []T, last T, more bool, err error) {
 	out, err := l.page(ctx, s, limit+1)
 	if err != nil || len(out) <= limit {
-		return out, last, false, err
+		return out, "", err
 	}
-	return out[:limit], out[limit-1], true, nil
+	return out[:limit], l.next(out[limit-1]), nil
 }
 
 func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
@@ -664,15 +665,6 @@ func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
 type sortKey struct {
 	at          time.Time
 	tenant, key string
-}
-
-// listFrom returns the BYLEX bound where a listing of records starts (see keysetFrom).
-func listFrom(p *oncekey.ListParams, after *oncekey.ListCursor) string {
-	var k *sortKey
-	if after != nil {
-		k = &sortKey{after.UpdatedAt, after.Tenant, after.OperationKey}
-	}
-	return keysetFrom(p.Tenant, k, p.UpdatedSince)
 }
 
 // keysetFrom returns the BYLEX bound where a listing starts: after the sort key after (if not
@@ -801,7 +793,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				}
 			}
 			if done == int64(n) {
-				if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+				if err := p.Pause(ctx, time.Since(start)); err != nil {
 					return &res, wrapErr("purge", "", err)
 				}
 			}
@@ -842,21 +834,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// rest waits for d, or until ctx is done.
-func rest(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // forgetBatch is how many records one Forget script deletes at most.
