@@ -254,6 +254,14 @@ func pastRetention(r *oncekey.Record, now time.Time) bool {
 	return r.Status == oncekey.StatusExpired || (!now.Before(r.ExpiresAt) && !unsettled(r))
 }
 
+// settle gives r its outcome st at now: no lease, and retention counting from now
+// (settleRetention).
+func settle(r *oncekey.Record, st oncekey.Status, now time.Time) {
+	r.Status = st
+	r.LeaseUntil = time.Time{}
+	settleRetention(r, now)
+}
+
 // settleRetention restarts r's retention and tombstone windows at now, with the lengths the
 // claim gave them: retention counts from when a record settles.
 func settleRetention(r *oncekey.Record, now time.Time) {
@@ -302,12 +310,10 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		return nil, err
 	}
 	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
-		r.Status = p.Status
 		r.Result = cloneBytes(p.Result)
 		r.Failure = cloneBytes(p.Failure)
 		r.EffectReference = p.EffectReference
-		r.LeaseUntil = time.Time{}
-		settleRetention(r, now)
+		settle(r, p.Status, now)
 	})
 }
 
@@ -317,9 +323,7 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 		return nil, err
 	}
 	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
-		r.Status = oncekey.StatusReleased
-		r.LeaseUntil = time.Time{}
-		settleRetention(r, now)
+		settle(r, oncekey.StatusReleased, now)
 	})
 }
 
@@ -362,15 +366,13 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 			return nil, wrap("resolve", p.OperationKey, &oncekey.StatusConflictError{
 				OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
 		}
-		r.Status = p.Status
 		r.Result = cloneBytes(p.Result)
 		r.Failure = cloneBytes(p.Failure)
 		r.EffectReference = p.EffectReference
 		r.ResolvedBy = p.ResolvedBy
 		r.Note = p.Note
-		r.LeaseUntil = time.Time{}
 		r.UpdatedAt = now
-		settleRetention(r, now)
+		settle(r, p.Status, now)
 		return view(r, now), nil
 	})
 }

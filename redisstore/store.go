@@ -207,12 +207,18 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 // fenced runs a write conditional on (tenant, key, epoch, pending) and maps the script's codes:
 // N is ErrNotFound, L ErrLostClaim. Each call carries a new write token, so that the client
 // library's repeat of a write whose reply was lost reports the write instead of ErrLostClaim.
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args ...any) (*oncekey.Record, error) {
-	a := append([]any{tenant, key, epoch, token(), op}, args...)
+// The script's arguments after op are args, then the byte fields blobs (see blobArgs: one over
+// Options.MaxResultBytes is refused, and nothing is sent).
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args []any, blobs ...[]byte) (*oncekey.Record, error) {
 	name := op
 	if op == "unknown" {
 		name = "mark unknown"
 	}
+	b, err := s.blobArgs(name, key, blobs...)
+	if err != nil {
+		return nil, err
+	}
+	a := append(append([]any{tenant, key, epoch, token(), op}, args...), b...)
 	v, err := s.run(ctx, name, key, lua.Fenced, s.recordKeys(tenant, key, true), a...)
 	if err != nil {
 		return nil, err
@@ -235,7 +241,7 @@ func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Rec
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, p.Lease.Microseconds())
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, []any{p.Lease.Microseconds()})
 }
 
 // Complete implements oncekey.Store in one script. Result and Failure over
@@ -244,11 +250,7 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	blobs, err := s.blobArgs("complete", p.OperationKey, p.Result, p.Failure)
-	if err != nil {
-		return nil, err
-	}
-	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, append([]any{string(p.Status), p.EffectReference}, blobs...)...)
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, []any{string(p.Status), p.EffectReference}, p.Result, p.Failure)
 }
 
 // Release implements oncekey.Store.
@@ -256,7 +258,7 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch)
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, nil)
 }
 
 // MarkUnknown implements oncekey.Store. A Failure over Options.MaxResultBytes is refused with
@@ -265,11 +267,7 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	blobs, err := s.blobArgs("mark unknown", p.OperationKey, p.Failure)
-	if err != nil {
-		return nil, err
-	}
-	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, blobs...)
+	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, nil, p.Failure)
 }
 
 // Resolve implements oncekey.Store in one script: an unknown record, or a pending one whose
