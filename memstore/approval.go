@@ -106,58 +106,40 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	})
 }
 
-// GetApproval implements oncekey.ApprovalStore.
-func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
-	return get(ctx, s, s.approvals, "get approval", p, viewApproval)
-}
-
 // ListApprovals implements oncekey.ApprovalStore. Approvals come in (RequestedAt, Tenant,
 // OperationKey) order; an approval asked anew while a caller pages moves to the end.
 func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	after, err := p.After()
+	as, next, err := list(ctx, s, "list approvals", s.approvals, p.After, viewApproval, func(a *oncekey.Approval) bool {
+		return matches([]string{string(p.Status), p.Tenant, p.Tool, p.WorkflowID}, string(a.Status), a.Tenant, a.Tool, a.WorkflowID)
+	}, lessApproval, p.PageSize(), oncekey.NextApprovalCursor)
 	if err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "list approvals", "", func(now time.Time) (*oncekey.ListApprovalsResult, error) {
-		var out []*oncekey.Approval
-		for _, a := range s.approvals {
-			a = viewApproval(a, now)
-			switch {
-			case p.Status != "" && a.Status != p.Status,
-				p.Tenant != "" && a.Tenant != p.Tenant,
-				p.Tool != "" && a.Tool != p.Tool,
-				p.WorkflowID != "" && a.WorkflowID != p.WorkflowID,
-				after != nil && !after.Before(a):
-				continue
-			}
-			out = append(out, a)
-		}
-		res := &oncekey.ListApprovalsResult{}
-		res.Approvals, res.Next = page(out, func(a, b *oncekey.Approval) bool {
-			return oncekey.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
-		}, p.PageSize(), oncekey.NextApprovalCursor)
-		return res, nil
-	})
+	return &oncekey.ListApprovalsResult{Approvals: as, Next: next}, nil
+}
+
+// lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
+// OperationKey).
+func lessApproval(a, b *oncekey.Approval) bool {
+	return oncekey.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
+}
+
+// GetApproval implements oncekey.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+	return get(ctx, s, s.approvals, "get approval", p, viewApproval)
 }
 
 // purgeApprovals deletes at most n decided approvals past their retention and returns how many.
 func (s *Store) purgeApprovals(n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	done := 0
-	for k, a := range s.approvals {
-		if done == n {
-			break
+	return sweep(s, s.approvals, n, func(k pk, a *oncekey.Approval, now time.Time) bool {
+		if !approvalPastRetention(a, now) {
+			return false
 		}
-		if approvalPastRetention(a, now) {
-			delete(s.approvals, k)
-			delete(s.approvalTokens, k)
-			done++
-		}
-	}
-	return done
+		delete(s.approvals, k)
+		delete(s.approvalTokens, k)
+		return true
+	})
 }

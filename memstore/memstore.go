@@ -136,15 +136,34 @@ func get[T any](ctx context.Context, s *Store, m map[pk]T, op string, p *oncekey
 	return existing(ctx, s, m, op, p.Tenant, p.OperationKey, func(v T, now time.Time) (T, error) { return view(v, now), nil })
 }
 
-// page sorts the listed items in the listing's order (less) and cuts them to limit; next is the
-// cursor (made by cursor) of the last item kept when more follow, "" otherwise.
-func page[T any](out []T, less func(a, b T) bool, limit int, cursor func(T) string) (items []T, next string) {
-	sort.Slice(out, func(i, j int) bool { return less(out[i], out[j]) })
-	if len(out) > limit {
-		out = out[:limit]
-		next = cursor(out[limit-1])
+// list is List and ListApprovals: the items of m (records or approvals) as view shows them at
+// the store's now that match and sort after the cursor after returns (nil: from the first),
+// in the order less, cut to a page of limit; next is the cursor (made by cursor) of the page's
+// last item when more follow, "" otherwise.
+func list[T any, C interface{ Before(T) bool }](ctx context.Context, s *Store, op string, m map[pk]T, after func() (*C, error),
+	view func(v T, now time.Time) T, match func(T) bool, less func(a, b T) bool, limit int, cursor func(T) string) (page []T, next string, err error) {
+	c, err := after()
+	if err != nil {
+		return nil, "", err
 	}
-	return out, next
+	page, err = locked(ctx, s, op, "", func(now time.Time) ([]T, error) {
+		var out []T
+		for _, v := range m {
+			if v = view(v, now); match(v) && (c == nil || (*c).Before(v)) {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	sort.Slice(page, func(i, j int) bool { return less(page[i], page[j]) })
+	if len(page) > limit {
+		page = page[:limit]
+		next = cursor(page[limit-1])
+	}
+	return page, next, nil
 }
 
 // purgeSteps runs each step's batches (a batch does at most n and says how many) until one does
@@ -390,30 +409,30 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	after, err := p.After()
+	recs, next, err := list(ctx, s, "list", s.recs, p.After, view, func(r *oncekey.Record) bool {
+		return matches([]string{string(p.Status), p.Tenant, p.Tool, p.WorkflowID}, string(r.Status), r.Tenant, r.Tool, r.WorkflowID) &&
+			(p.UpdatedSince.IsZero() || !r.UpdatedAt.Before(p.UpdatedSince))
+	}, lessRecord, p.PageSize(), oncekey.NextCursor)
 	if err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "list", "", func(now time.Time) (*oncekey.ListResult, error) {
-		var out []*oncekey.Record
-		for _, r := range s.recs {
-			switch {
-			case p.Status != "" && r.Status != p.Status,
-				p.Tenant != "" && r.Tenant != p.Tenant,
-				p.Tool != "" && r.Tool != p.Tool,
-				p.WorkflowID != "" && r.WorkflowID != p.WorkflowID,
-				!p.UpdatedSince.IsZero() && r.UpdatedAt.Before(p.UpdatedSince),
-				after != nil && !after.Before(r):
-				continue
-			}
-			out = append(out, view(r, now))
+	return &oncekey.ListResult{Records: recs, Next: next}, nil
+}
+
+// matches reports whether an item's values (status, tenant, tool, workflow ID) pass a listing's
+// filters of them: each filter is "" (any) or the value.
+func matches(filters []string, values ...string) bool {
+	for i, f := range filters {
+		if f != "" && f != values[i] {
+			return false
 		}
-		res := &oncekey.ListResult{}
-		res.Records, res.Next = page(out, func(a, b *oncekey.Record) bool {
-			return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
-		}, p.PageSize(), oncekey.NextCursor)
-		return res, nil
-	})
+	}
+	return true
+}
+
+// lessRecord orders records as List returns them: (UpdatedAt, Tenant, OperationKey).
+func lessRecord(a, b *oncekey.Record) bool {
+	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
 // Purge implements oncekey.Store. Each batch takes the lock once and touches at most
@@ -460,35 +479,46 @@ func (s *Store) unsettledPastRetention() (int64, time.Time) {
 // purgeBatch deletes (deleting) tombstones past their window, or turns records past retention
 // into tombstones, at most n of them, and returns how many.
 func (s *Store) purgeBatch(n int, deleting bool) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	done := 0
-	for k, r := range s.recs {
-		if done == n {
-			break
-		}
+	return sweep(s, s.recs, n, func(k pk, r *oncekey.Record, now time.Time) bool {
 		switch {
 		case unsettled(r):
-			continue // no outcome known yet: kept until it settles, however old
+			return false // no outcome known yet: kept until it settles, however old
 		case !now.Before(r.TombstoneUntil):
 			if !deleting {
-				continue
+				return false
 			}
 			delete(s.recs, k)
 			delete(s.tokens, k)
 		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired:
 			if deleting {
-				continue
+				return false
 			}
 			r.Status = oncekey.StatusExpired
 			r.Result, r.Failure, r.EffectReference, r.Note = nil, nil, "", ""
 			r.LeaseUntil = time.Time{}
 			r.UpdatedAt = now
 		default:
-			continue
+			return false
 		}
-		done++
+		return true
+	})
+}
+
+// sweep calls do on the items of m (records or approvals) under the lock, at the store's now,
+// until do has reported n of them done (do reports whether it did one), and returns how many
+// it did.
+func sweep[T any](s *Store, m map[pk]T, n int, do func(k pk, v T, now time.Time) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	done := 0
+	for k, v := range m {
+		if done == n {
+			break
+		}
+		if do(k, v, now) {
+			done++
+		}
 	}
 	return done
 }

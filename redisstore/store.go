@@ -338,49 +338,76 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 // now.
 const recordFields = lua.RecordFields
 
-// decodeReply reads {code, now, fields...}.
+// decodeReply reads {code, now, fields...} of a record.
 func decodeReply(v []any) (*oncekey.Record, error) {
-	if len(v) != 2+recordFields {
-		return nil, fmt.Errorf("reply of %d values, want %d", len(v), 2+recordFields)
+	return decodeReplyOf(v, recordFields, decodeRecord)
+}
+
+// decodeReplyOf reads a script's reply {code, now, n fields...} with decode.
+func decodeReplyOf[T any](v []any, n int, decode func(f []any, now int64) (T, error)) (T, error) {
+	if len(v) != 2+n {
+		var none T
+		return none, fmt.Errorf("reply of %d values, want %d", len(v), 2+n)
 	}
 	now, err := strconv.ParseInt(str(v[1]), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("reply: server time %q: %w", str(v[1]), err)
+		var none T
+		return none, fmt.Errorf("reply: server time %q: %w", str(v[1]), err)
 	}
-	return decodeRecord(v[2:], now)
+	return decode(v[2:], now)
 }
 
 // decodeRecord reads the fields of F, with LeaseExpired judged at now (µs, server clock).
 func decodeRecord(f []any, now int64) (*oncekey.Record, error) {
-	var bad error
-	num := func(i int) int64 {
-		if f[i] == nil {
-			return 0
-		}
-		n, err := strconv.ParseInt(str(f[i]), 10, 64)
-		if err != nil && bad == nil {
-			bad = fmt.Errorf("record field %d: %q is not a number", i, str(f[i]))
-		}
-		return n
-	}
-	at := func(i int) time.Time {
-		if f[i] == nil {
-			return time.Time{}
-		}
-		return time.UnixMicro(num(i))
-	}
+	d := fields{f: f, what: "record", absentIsZero: true}
 	r := &oncekey.Record{
 		Tenant: str(f[0]), OperationKey: str(f[1]), Tool: str(f[2]), Version: str(f[3]), Fingerprint: str(f[4]),
-		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(num(7)), Status: oncekey.Status(str(f[8])),
-		Epoch: num(9), LeaseUntil: at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
-		CreatedAt: at(14), UpdatedAt: at(15), ExpiresAt: at(16), TombstoneUntil: at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
+		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(d.num(7)), Status: oncekey.Status(str(f[8])),
+		Epoch: d.num(9), LeaseUntil: d.at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
+		CreatedAt: d.at(14), UpdatedAt: d.at(15), ExpiresAt: d.at(16), TombstoneUntil: d.at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
 		Namespace: str(f[20]),
 	}
-	if f[8] == nil {
-		bad = errors.New("record without a status")
+	r.LeaseExpired = r.Status == oncekey.StatusPending && f[10] != nil && now >= d.num(10)
+	return r, d.err(8)
+}
+
+// fields reads the numbers and times of a reply's fields f (of a record or an approval: what),
+// keeping the first problem.
+type fields struct {
+	f    []any
+	what string
+	// absentIsZero: an absent number reads 0 (else it is a problem).
+	absentIsZero bool
+	bad          error
+}
+
+// num reads field i as a number.
+func (d *fields) num(i int) int64 {
+	if d.f[i] == nil && d.absentIsZero {
+		return 0
 	}
-	r.LeaseExpired = r.Status == oncekey.StatusPending && f[10] != nil && now >= num(10)
-	return r, bad
+	n, err := strconv.ParseInt(str(d.f[i]), 10, 64)
+	if err != nil && d.bad == nil {
+		d.bad = fmt.Errorf("%s field %d: %q is not a number", d.what, i, str(d.f[i]))
+	}
+	return n
+}
+
+// at reads field i as a time in Unix microseconds; absent is the zero time.
+func (d *fields) at(i int) time.Time {
+	if d.f[i] == nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(d.num(i))
+}
+
+// err returns the problem of the fields: none without status (field status), else the first
+// number that was not one.
+func (d *fields) err(status int) error {
+	if d.f[status] == nil {
+		return fmt.Errorf("%s without a status", d.what)
+	}
+	return d.bad
 }
 
 func str(v any) string {
@@ -499,28 +526,40 @@ type stream[T any] struct {
 	done bool
 }
 
-// listing is what a List or ListApprovals page reads: the streams of the buckets, the script
-// that reads one, how the items of its replies decode, their order, and where the page starts.
-type listing[T any] struct {
-	op      string
-	script  *redis.Script
-	streams []*stream[T]
-	// index returns a bucket's index the listing reads (bucket is the bucket's key base); items
-	// is what follows the key base in the key of an item (":r:", ":ap:").
-	index func(bucket string) string
-	items string
-	// tenant, if set, is the tenant whose index the streams read (the scripts' kind 't').
-	tenant                   string
-	status, tool, workflowID string
-	// after returns the sort key the page resumes after (nil: the first page); since, if not
-	// zero, is the earliest time listed.
-	after  func() (*sortKey, error)
-	since  time.Time
+// items is how a listing reads one kind of item (records or approvals): the script that reads a
+// bucket's index, the key part after a bucket's key base, how replies decode, the order, and
+// the cursors.
+type items[T any] struct {
+	script *redis.Script
+	prefix string // ":r:", ":ap:"
 	fields int
 	decode func(f []any, now int64) (T, error)
 	less   func(a, b T) bool
-	// next returns the cursor that resumes a listing after an item.
-	next func(T) string
+	// next returns the cursor that resumes a listing after an item; after reads one back as
+	// the sort key it resumes after.
+	next  func(T) string
+	after func(cursor string) (sortKey, error)
+}
+
+// recordItems is how List reads records.
+var recordItems = items[*oncekey.Record]{script: lua.List, prefix: ":r:", fields: recordFields, decode: decodeRecord,
+	less: less, next: oncekey.NextCursor, after: recordsAfter}
+
+// listing is what a List or ListApprovals page reads: the streams of the buckets, what they
+// hold, the filters and where the page starts.
+type listing[T any] struct {
+	op string
+	items[T]
+	streams []*stream[T]
+	// index returns a bucket's index the listing reads (bucket is the bucket's key base).
+	index func(bucket string) string
+	// tenant, if set, is the tenant whose index the streams read (the scripts' kind 't').
+	tenant                   string
+	status, tool, workflowID string
+	// cursor is the cursor the page resumes after ("": the first page); since, if not zero, is
+	// the earliest time listed.
+	cursor string
+	since  time.Time
 }
 
 // page returns up to want items of the buckets' streams, merged in order. Each bucket's index is
@@ -607,16 +646,8 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	l := &listing[*oncekey.Record]{op: "list", script: lua.List, items: ":r:", tenant: p.Tenant, since: p.UpdatedSince,
-		after: func() (*sortKey, error) {
-			c, err := p.After()
-			if c == nil {
-				return nil, err
-			}
-			return &sortKey{c.UpdatedAt, c.Tenant, c.OperationKey}, nil
-		},
-		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: recordFields, decode: decodeRecord,
-		less: less, next: oncekey.NextCursor,
+	l := &listing[*oncekey.Record]{op: "list", items: recordItems, cursor: p.Cursor, since: p.UpdatedSince,
+		tenant: p.Tenant, status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID,
 		index: func(b string) string {
 			switch {
 			case p.Tenant != "":
@@ -638,16 +669,26 @@ func less(a, b *oncekey.Record) bool {
 	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
+// recordsAfter reads a List cursor as the sort key it resumes after.
+func recordsAfter(cursor string) (sortKey, error) {
+	c, err := oncekey.ParseListCursor(cursor)
+	return sortKey{c.UpdatedAt, c.Tenant, c.OperationKey}, err
+}
+
 // read returns the page of at most limit items after the listing's cursor, merged from a stream
 // per bucket, and the cursor of the next page ("" after the last).
 func (l *listing[T]) read(ctx context.Context, s *Store, limit int) ([]T, string, error) {
-	after, err := l.after()
-	if err != nil {
-		return nil, "", err
+	var after *sortKey
+	if l.cursor != "" {
+		k, err := l.after(l.cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &k
 	}
 	from := keysetFrom(l.tenant, after, l.since)
 	for _, b := range s.bases {
-		l.streams = append(l.streams, &stream[T]{key: l.index(b), base: b + l.items, from: from})
+		l.streams = append(l.streams, &stream[T]{key: l.index(b), base: b + l.prefix, from: from})
 	}
 	out, err := l.page(ctx, s, limit+1)
 	if err != nil || len(out) <= limit {
@@ -718,23 +759,14 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		}
 		skip := make([]int64, len(s.bases))
 		for {
-			var calls []call
-			var which []int
-			quota := int64(n)
-			for i, b := range s.bases {
-				if quota == 0 {
-					break
-				}
-				if left[i] <= 0 {
-					continue
-				}
-				q := min(left[i], quota)
-				quota -= q
-				which = append(which, i)
+			which, quotas := plan(left, n)
+			calls := make([]call, len(which))
+			for j, i := range which {
+				b, q := s.bases[i], quotas[j]
 				if deleting {
-					calls = append(calls, call{lua.Delete, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}})
+					calls[j] = call{lua.Delete, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}}
 				} else {
-					calls = append(calls, call{lua.Tombstone, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}})
+					calls[j] = call{lua.Tombstone, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}}
 				}
 			}
 			if len(calls) == 0 {
@@ -824,6 +856,25 @@ func (s *Store) due(ctx context.Context, index string) ([]int64, error) {
 		left[i] = c.Val()
 	}
 	return left, nil
+}
+
+// plan shares a purge batch of n among the buckets by what each has left to do (left, in the
+// order of Store.bases): the buckets that get work, in order, and how much each gets.
+func plan(left []int64, n int) (which []int, quotas []int64) {
+	quota := int64(n)
+	for i, l := range left {
+		if quota == 0 {
+			break
+		}
+		if l <= 0 {
+			continue
+		}
+		q := min(l, quota)
+		quota -= q
+		which = append(which, i)
+		quotas = append(quotas, q)
+	}
+	return which, quotas
 }
 
 // b2i is 1 for true, 0 for false.
