@@ -42,6 +42,12 @@ func checkText(op, field, v string, required bool) error {
 }
 
 func checkFenced(op, tenant, key string, epoch int64) error {
+	return checkTarget(op, tenant, key, "Epoch", epoch, "is not a claimed epoch")
+}
+
+// checkTarget checks the tenant and operation key a write names, and the epoch (or an
+// approval's episode: field) it is fenced by; an epoch under 1 is refused with "<epoch> <why>".
+func checkTarget(op, tenant, key, field string, epoch int64, why string) error {
 	if err := checkText(op, "Tenant", tenant, true); err != nil {
 		return err
 	}
@@ -49,7 +55,17 @@ func checkFenced(op, tenant, key string, epoch int64) error {
 		return err
 	}
 	if epoch < 1 {
-		return &InvalidParamsError{Op: op, Field: "Epoch", Reason: fmt.Sprintf("%d is not a claimed epoch", epoch)}
+		return &InvalidParamsError{Op: op, Field: field, Reason: fmt.Sprintf("%d %s", epoch, why)}
+	}
+	return nil
+}
+
+// checkOptional checks optional text fields, given as name and value pairs.
+func checkOptional(op string, nameValue ...string) error {
+	for i := 0; i+1 < len(nameValue); i += 2 {
+		if err := checkText(op, nameValue[i], nameValue[i+1], false); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -121,28 +137,15 @@ func (p *MarkUnknownParams) Validate() error {
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
 func (p *ResolveParams) Validate() error {
 	const op = "resolve"
-	if err := checkText(op, "Tenant", p.Tenant, true); err != nil {
+	if err := checkTarget(op, p.Tenant, p.OperationKey, "Epoch", p.Epoch, "is not an epoch: give the epoch of the record the decision was made on"); err != nil {
 		return err
-	}
-	if err := checkText(op, "OperationKey", p.OperationKey, true); err != nil {
-		return err
-	}
-	if p.Epoch < 1 {
-		return &InvalidParamsError{Op: op, Field: "Epoch", Reason: fmt.Sprintf("%d is not an epoch: give the epoch of the record the decision was made on", p.Epoch)}
 	}
 	switch p.Status {
 	case StatusApplied, StatusReleased, StatusFailed:
 	default:
 		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not applied, released or failed", p.Status)}
 	}
-	for _, f := range []struct{ name, v string }{
-		{"EffectReference", p.EffectReference}, {"ResolvedBy", p.ResolvedBy}, {"Note", p.Note},
-	} {
-		if err := checkText(op, f.name, f.v, false); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkOptional(op, "EffectReference", p.EffectReference, "ResolvedBy", p.ResolvedBy, "Note", p.Note)
 }
 
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
