@@ -132,28 +132,7 @@ func requireNoApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string
 // requireSameApproval asserts two reads of an approval are equal in every field.
 func requireSameApproval(t *testing.T, want, got *oncekey.Approval) {
 	t.Helper()
-	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
-	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
-	require.Equal(t, want.Namespace, got.Namespace, "Namespace")
-	require.Equal(t, want.Tool, got.Tool, "Tool")
-	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
-	require.Equal(t, want.WorkflowID, got.WorkflowID, "WorkflowID")
-	require.Equal(t, want.StepID, got.StepID, "StepID")
-	require.Equal(t, want.Summary, got.Summary, "Summary")
-	require.Equal(t, want.Status, got.Status, "Status")
-	require.Equal(t, want.Episode, got.Episode, "Episode")
-	require.Equal(t, want.DecidedBy, got.DecidedBy, "DecidedBy")
-	require.Equal(t, want.Reason, got.Reason, "Reason")
-	require.Equal(t, want.Token, got.Token, "Token")
-	for _, f := range []struct {
-		name string
-		w, g time.Time
-	}{
-		{"RequestedAt", want.RequestedAt, got.RequestedAt}, {"Deadline", want.Deadline, got.Deadline},
-		{"DecidedAt", want.DecidedAt, got.DecidedAt}, {"ExpiresAt", want.ExpiresAt, got.ExpiresAt},
-	} {
-		require.True(t, f.w.Equal(f.g), "%s: want %s, got %s", f.name, f.w, f.g)
-	}
+	requireSameFields(t, want, got)
 }
 
 // requirePendingFrom asserts a is a fresh pending episode asked with p.
@@ -629,17 +608,8 @@ func approvalKeys(as []*oncekey.Approval) []string {
 
 func listAllApprovals(t *testing.T, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams) []*oncekey.Approval {
 	t.Helper()
-	var out []*oncekey.Approval
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000)
-		res, err := s.ListApprovals(ctxT(t), &p)
-		require.NoError(t, err)
-		out = append(out, res.Approvals...)
-		if res.Next == "" {
-			return out
-		}
-		p.Cursor = res.Next
-	}
+	return pages(t, s.ListApprovals, p, func(p *oncekey.ListApprovalsParams) *string { return &p.Cursor },
+		func(r *oncekey.ListApprovalsResult) ([]*oncekey.Approval, string) { return r.Approvals, r.Next })
 }
 
 // requireRequestOrder asserts as is in ListApprovals' order: (RequestedAt, Tenant, OperationKey).

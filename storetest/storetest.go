@@ -1,14 +1,12 @@
 package storetest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,18 +87,6 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 
 // ---- helpers -------------------------------------------------------------------------------
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func newKey() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s%x", oncekey.KeyPrefix, b)
-}
-
 // params returns claim params for a fresh key in tenant "acme".
 func params(eff oncekey.Effect) *oncekey.ClaimParams {
 	return &oncekey.ClaimParams{
@@ -162,39 +148,7 @@ func waitExpired(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) {
 // requireSame asserts two reads of a record are equal in everything but LeaseExpired.
 func requireSame(t *testing.T, want, got *oncekey.Record) {
 	t.Helper()
-	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
-	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
-	require.Equal(t, want.Namespace, got.Namespace, "Namespace")
-	require.Equal(t, want.Tool, got.Tool, "Tool")
-	require.Equal(t, want.Version, got.Version, "Version")
-	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
-	require.Equal(t, want.WorkflowID, got.WorkflowID, "WorkflowID")
-	require.Equal(t, want.StepID, got.StepID, "StepID")
-	require.Equal(t, want.Effect, got.Effect, "Effect")
-	require.Equal(t, want.Status, got.Status, "Status")
-	require.Equal(t, want.Epoch, got.Epoch, "Epoch")
-	requireBytes(t, want.Result, got.Result, "Result")
-	requireBytes(t, want.Failure, got.Failure, "Failure")
-	require.Equal(t, want.EffectReference, got.EffectReference, "EffectReference")
-	require.Equal(t, want.ResolvedBy, got.ResolvedBy, "ResolvedBy")
-	require.Equal(t, want.Note, got.Note, "Note")
-	for _, f := range []struct {
-		name string
-		w, g time.Time
-	}{
-		{"LeaseUntil", want.LeaseUntil, got.LeaseUntil}, {"CreatedAt", want.CreatedAt, got.CreatedAt},
-		{"UpdatedAt", want.UpdatedAt, got.UpdatedAt}, {"ExpiresAt", want.ExpiresAt, got.ExpiresAt},
-		{"TombstoneUntil", want.TombstoneUntil, got.TombstoneUntil},
-	} {
-		require.True(t, f.w.Equal(f.g), "%s: want %s, got %s", f.name, f.w, f.g)
-	}
-}
-
-// requireBytes asserts exact equality, including nil versus empty.
-func requireBytes(t *testing.T, want, got []byte, what string) {
-	t.Helper()
-	require.Equal(t, want == nil, got == nil, "%s: nil-ness differs (want nil=%v, got nil=%v)", what, want == nil, got == nil)
-	require.True(t, bytes.Equal(want, got), "%s: bytes differ (want %d bytes, got %d)", what, len(want), len(got))
+	requireSameFields(t, want, got, "LeaseExpired")
 }
 
 func requireLost(t *testing.T, err error) {
@@ -208,13 +162,6 @@ func requireConflict(t *testing.T, err error) *oncekey.StatusConflictError {
 	var ce *oncekey.StatusConflictError
 	require.ErrorAs(t, err, &ce)
 	return ce
-}
-
-func requireInvalid(t *testing.T, err error, field string) {
-	t.Helper()
-	var ie *oncekey.InvalidParamsError
-	require.ErrorAs(t, err, &ie)
-	require.Equal(t, field, ie.Field)
 }
 
 // ---- claim ---------------------------------------------------------------------------------
@@ -771,17 +718,8 @@ func sortedByUpdate(rs []*oncekey.Record) []*oncekey.Record {
 
 func listAll(t *testing.T, s oncekey.Store, p oncekey.ListParams) []*oncekey.Record {
 	t.Helper()
-	var out []*oncekey.Record
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000)
-		res, err := s.List(ctxT(t), &p)
-		require.NoError(t, err)
-		out = append(out, res.Records...)
-		if res.Next == "" {
-			return out
-		}
-		p.Cursor = res.Next
-	}
+	return pages(t, s.List, p, func(p *oncekey.ListParams) *string { return &p.Cursor },
+		func(r *oncekey.ListResult) ([]*oncekey.Record, string) { return r.Records, r.Next })
 }
 
 func testListFilters(t *testing.T, s oncekey.Store) {
@@ -1488,29 +1426,6 @@ func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
 	})
 	require.Empty(t, errs)
 	require.Equal(t, []int64{2}, winners, "exactly one takeover, at epoch 2")
-}
-
-// race calls call(i) for i in [0, n) from n goroutines released at the same moment, hands each
-// answer to tally (one at a time, so tally needs no lock) and returns once all have answered.
-func race[T any](n int, call func(i int) (T, error), tally func(T, error)) {
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := call(i)
-			mu.Lock()
-			defer mu.Unlock()
-			tally(res, err)
-		}()
-	}
-	close(start)
-	wg.Wait()
 }
 
 func testContextCanceled(t *testing.T, s oncekey.Store) {
