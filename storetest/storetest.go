@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -98,8 +99,7 @@ func params(eff oncekey.Effect) *oncekey.ClaimParams {
 
 func claim(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.ClaimResult {
 	t.Helper()
-	res, err := s.Claim(ctxT(t), p)
-	require.NoError(t, err)
+	res := do(t, s.Claim, p)
 	require.NotNil(t, res.Record)
 	return res
 }
@@ -113,9 +113,7 @@ func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Rec
 
 func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
 	t.Helper()
-	r, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	require.NoError(t, err)
-	return r
+	return do(t, s.Get, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 }
 
 func complete(t *testing.T, s oncekey.Store, r *oncekey.Record, st oncekey.Status, result, failure []byte) *oncekey.Record {
@@ -682,12 +680,7 @@ func testForget(t *testing.T, s oncekey.Store) {
 		require.ErrorIs(t, err, oncekey.ErrNotFound)
 		require.Equal(t, oncekey.StatusPending, get(t, s, "globex", q.OperationKey).Status)
 	}
-	lr, err := s.List(ctxT(t), &oncekey.ListParams{Tenant: "acme"})
-	require.NoError(t, err)
-	require.Empty(t, lr.Records)
-	res, err = s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
-	require.NoError(t, err)
-	require.Equal(t, int64(0), res.Deleted)
+	requireForgotten(t, s, "acme")
 }
 
 // ---- list ----------------------------------------------------------------------------------
@@ -718,8 +711,7 @@ func sortedByUpdate(rs []*oncekey.Record) []*oncekey.Record {
 
 func listAll(t *testing.T, s oncekey.Store, p oncekey.ListParams) []*oncekey.Record {
 	t.Helper()
-	return pages(t, s.List, p, func(p *oncekey.ListParams) *string { return &p.Cursor },
-		func(r *oncekey.ListResult) ([]*oncekey.Record, string) { return r.Records, r.Next })
+	return slices.Concat(pages(t, s.List, p, listCursor, listPage)...)
 }
 
 func testListFilters(t *testing.T, s oncekey.Store) {
@@ -799,36 +791,15 @@ func testListPagination(t *testing.T, s oncekey.Store) {
 		made = append(made, acquire(t, s, params(oncekey.Idempotent)))
 	}
 	want := keysOf(sortedByUpdate(made))
-	var pages int
-	var got []*oncekey.Record
-	lp := oncekey.ListParams{Limit: 5}
-	for {
-		res, err := s.List(ctxT(t), &lp)
-		require.NoError(t, err)
-		require.LessOrEqual(t, len(res.Records), 5)
-		pages++
-		got = append(got, res.Records...)
-		if res.Next == "" {
-			break
-		}
-		lp.Cursor = res.Next
-	}
-	require.GreaterOrEqual(t, pages, 5)
+	got := requirePaged(t, pages(t, s.List, oncekey.ListParams{Limit: 5}, listCursor, listPage), 5, 5)
 	require.Equal(t, want, keysOf(got), "each record exactly once, in update order")
 
 	// The default page size is 100.
 	for range 80 {
 		acquire(t, s, params(oncekey.Idempotent))
 	}
-	res, err := s.List(ctxT(t), &oncekey.ListParams{})
-	require.NoError(t, err)
-	require.Len(t, res.Records, oncekey.DefaultListLimit)
-	require.NotEmpty(t, res.Next)
-	res, err = s.List(ctxT(t), &oncekey.ListParams{Cursor: res.Next})
-	require.NoError(t, err)
-	require.Len(t, res.Records, 3)
-	require.Empty(t, res.Next)
-	res, err = s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit})
+	requireDefaultPages(t, s.List, listCursor, listPage, 103)
+	res, err := s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 103)
 }
@@ -869,13 +840,8 @@ func testListPaginationUpdates(t *testing.T, s oncekey.Store) {
 }
 
 func testListInvalid(t *testing.T, s oncekey.Store) {
-	_, err := s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit + 1})
-	requireInvalid(t, err, "Limit")
-	_, err = s.List(ctxT(t), &oncekey.ListParams{Limit: -1})
-	requireInvalid(t, err, "Limit")
-	_, err = s.List(ctxT(t), &oncekey.ListParams{Cursor: "not a cursor!"})
-	requireInvalid(t, err, "Cursor")
-	_, err = s.List(ctxT(t), &oncekey.ListParams{Status: "bogus"})
+	requireListInvalid(t, s.List, func(p *oncekey.ListParams) *int { return &p.Limit }, listCursor)
+	_, err := s.List(ctxT(t), &oncekey.ListParams{Status: "bogus"})
 	requireInvalid(t, err, "Status")
 }
 
@@ -1046,15 +1012,8 @@ func testPurgeDeletes(t *testing.T, s oncekey.Store) {
 	live := params(oncekey.Effectful)
 	complete(t, s, acquire(t, s, live), oncekey.StatusApplied, []byte("keep"), nil)
 
-	var total oncekey.PurgeResult
-	require.Eventually(t, func() bool {
-		res, err := s.Purge(context.Background(), &oncekey.PurgeParams{BatchSize: 3})
-		require.NoError(t, err)
-		require.LessOrEqual(t, res.Deleted, int64(7))
-		total.Deleted += res.Deleted
-		total.Tombstoned += res.Tombstoned
-		return total.Deleted == 7
-	}, waitFor, pollEvery)
+	total := purgeUntil(t, s, 3, func(total oncekey.PurgeResult) bool { return total.Deleted >= 7 })
+	require.Equal(t, int64(7), total.Deleted)
 	require.LessOrEqual(t, total.Tombstoned, int64(7))
 	for _, p := range gone {
 		_, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
@@ -1344,16 +1303,17 @@ func testNamespaceKept(t *testing.T, s oncekey.Store) {
 
 func testInvalidParams(t *testing.T, s oncekey.Store) {
 	ctx := ctxT(t)
+	requireRefusedTexts(t, func() *oncekey.ClaimParams { return params(oncekey.Effectful) },
+		func(p *oncekey.ClaimParams) error { _, err := s.Claim(ctx, p); return err },
+		func(p *oncekey.ClaimParams) error {
+			_, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+			return err
+		})
 	for field, mut := range map[string]func(p *oncekey.ClaimParams){
-		"Tenant":       func(p *oncekey.ClaimParams) { p.Tenant = " " },
-		"OperationKey": func(p *oncekey.ClaimParams) { p.OperationKey = "" },
-		"Fingerprint":  func(p *oncekey.ClaimParams) { p.Fingerprint = "" },
-		"Tool":         func(p *oncekey.ClaimParams) { p.Tool = "bad\x00tool" },
-		"WorkflowID":   func(p *oncekey.ClaimParams) { p.WorkflowID = "bad\xffutf8" },
-		"Effect":       func(p *oncekey.ClaimParams) { p.Effect = oncekey.ReadOnly },
-		"Lease":        func(p *oncekey.ClaimParams) { p.Lease = 0 },
-		"Retention":    func(p *oncekey.ClaimParams) { p.Retention = -time.Second },
-		"Tombstone":    func(p *oncekey.ClaimParams) { p.Tombstone = 0 },
+		"Effect":    func(p *oncekey.ClaimParams) { p.Effect = oncekey.ReadOnly },
+		"Lease":     func(p *oncekey.ClaimParams) { p.Lease = 0 },
+		"Retention": func(p *oncekey.ClaimParams) { p.Retention = -time.Second },
+		"Tombstone": func(p *oncekey.ClaimParams) { p.Tombstone = 0 },
 	} {
 		p := params(oncekey.Effectful)
 		mut(p)
@@ -1383,27 +1343,15 @@ func testInvalidParams(t *testing.T, s oncekey.Store) {
 
 func testConcurrentClaim(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
-	var acquired, observed int
-	var errs []error
-	race(32, func(int) (*oncekey.ClaimResult, error) {
+	raceOne(t, 32, func(int) (*oncekey.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
-	}, func(res *oncekey.ClaimResult, err error) {
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case res.Acquired:
-			acquired++
-		default:
-			observed++
-			if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
-				errs = append(errs, fmt.Errorf("unexpected record %+v", res.Record))
-			}
+	}, func(res *oncekey.ClaimResult) bool { return res.Acquired }, func(res *oncekey.ClaimResult) error {
+		if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
+			return fmt.Errorf("unexpected record %+v", res.Record)
 		}
+		return nil
 	})
-	require.Empty(t, errs)
-	require.Equal(t, 1, acquired, "exactly one of 32 concurrent claims acquires")
-	require.Equal(t, 31, observed)
 }
 
 func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
@@ -1412,20 +1360,11 @@ func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
 	acquire(t, s, p)
 	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
 	p.Lease = longLease
-	var winners []int64
-	var errs []error
-	race(16, func(int) (*oncekey.ClaimResult, error) {
+	won := raceOne(t, 16, func(int) (*oncekey.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
-	}, func(res *oncekey.ClaimResult, err error) {
-		if err != nil {
-			errs = append(errs, err)
-		} else if res.Acquired {
-			winners = append(winners, res.Record.Epoch)
-		}
-	})
-	require.Empty(t, errs)
-	require.Equal(t, []int64{2}, winners, "exactly one takeover, at epoch 2")
+	}, func(res *oncekey.ClaimResult) bool { return res.Acquired }, func(*oncekey.ClaimResult) error { return nil })
+	require.Equal(t, int64(2), won.Record.Epoch, "exactly one takeover, at epoch 2")
 }
 
 func testContextCanceled(t *testing.T, s oncekey.Store) {
