@@ -609,54 +609,24 @@ func requireRequestOrder(t *testing.T, as []*oncekey.Approval) {
 }
 
 func testApprovalListFilters(t *testing.T, s oncekey.ApprovalStore) {
-	type made struct {
-		p  *oncekey.RequestApprovalParams
-		st oncekey.ApprovalStatus
-	}
-	var all []made
-	mk := func(tenant, tool, wf string, st oncekey.ApprovalStatus) {
+	statuses := []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalPending,
+		oncekey.ApprovalPending, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut, oncekey.ApprovalDenied}
+	requireListFilters(t, func(i int, tenant, tool, wf string) (string, string) {
 		p := approvalParams()
 		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
 		a := requestNew(t, s, p)
-		if st != oncekey.ApprovalPending {
-			decide(t, s, a, st)
+		if statuses[i] != oncekey.ApprovalPending {
+			decide(t, s, a, statuses[i])
 		}
-		all = append(all, made{p, st})
-	}
-	mk("acme", "refund", "wf-1", oncekey.ApprovalPending)
-	mk("acme", "refund", "wf-2", oncekey.ApprovalApproved)
-	mk("acme", "delete_account", "wf-1", oncekey.ApprovalPending)
-	mk("globex", "refund", "wf-1", oncekey.ApprovalPending)
-	mk("globex", "wire", "wf-3", oncekey.ApprovalDenied)
-	mk("globex", "wire", "wf-3", oncekey.ApprovalTimedOut)
-	mk("acme", "wire", "wf-4", oncekey.ApprovalDenied)
-
-	check := func(lp oncekey.ListApprovalsParams, f func(m made) bool) {
-		t.Helper()
-		var want []string
-		for _, m := range all {
-			if f(m) {
-				want = append(want, m.p.Tenant+"/"+m.p.OperationKey)
-			}
-		}
-		got := listAllApprovals(t, s, lp)
-		require.ElementsMatch(t, want, approvalKeys(got), "filter %+v", lp)
+		return tenant + "/" + p.OperationKey, string(statuses[i])
+	}, func(lp filter) []string {
+		got := listAllApprovals(t, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalStatus(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
 		requireRequestOrder(t, got)
 		for _, a := range got {
 			requireSameApproval(t, getApproval(t, s, a.Tenant, a.OperationKey), a)
 		}
-	}
-	check(oncekey.ListApprovalsParams{}, func(made) bool { return true })
-	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending}, func(m made) bool { return m.st == oncekey.ApprovalPending })
-	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: "acme"}, func(m made) bool {
-		return m.st == oncekey.ApprovalPending && m.p.Tenant == "acme"
+		return approvalKeys(got)
 	})
-	check(oncekey.ListApprovalsParams{Tool: "wire"}, func(m made) bool { return m.p.Tool == "wire" })
-	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalTimedOut}, func(m made) bool { return m.st == oncekey.ApprovalTimedOut })
-	check(oncekey.ListApprovalsParams{WorkflowID: "wf-1", Tool: "refund"}, func(m made) bool {
-		return m.p.WorkflowID == "wf-1" && m.p.Tool == "refund"
-	})
-	check(oncekey.ListApprovalsParams{Tenant: "initech"}, func(made) bool { return false })
 }
 
 func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {

@@ -247,3 +247,41 @@ func race[T any](n int, call func(i int) (T, error), tally func(T, error)) {
 	close(start)
 	wg.Wait()
 }
+
+// filter is what a list filter test lists by: status, tenant, tool, workflow ID ("": any).
+type filter struct{ status, tenant, tool, wf string }
+
+// requireListFilters makes the items of a list filter test, seven of them: mk makes the i-th
+// with a tenant, tool and workflow ID and leaves it in the test's i-th status, returning its
+// "tenant/key" and status. Then it checks that list (which lists by a filter, checks the order
+// and returns the keys) lists exactly the items each of a set of filters keeps.
+func requireListFilters(t *testing.T, mk func(i int, tenant, tool, wf string) (key, status string), list func(f filter) []string) {
+	t.Helper()
+	var made []filter
+	var keys []string
+	for i, m := range []filter{
+		{tenant: "acme", tool: "create_ticket", wf: "wf-1"}, {tenant: "acme", tool: "create_ticket", wf: "wf-2"},
+		{tenant: "acme", tool: "send_email", wf: "wf-1"}, {tenant: "globex", tool: "create_ticket", wf: "wf-1"},
+		{tenant: "globex", tool: "refund", wf: "wf-3"}, {tenant: "globex", tool: "refund", wf: "wf-3"},
+		{tenant: "acme", tool: "refund", wf: "wf-4"},
+	} {
+		key, st := mk(i, m.tenant, m.tool, m.wf)
+		m.status = st
+		made = append(made, m)
+		keys = append(keys, key)
+	}
+	// By the status of the first item (several have it) and of the sixth (one has it).
+	for _, f := range []filter{
+		{}, {status: made[0].status}, {status: made[0].status, tenant: "acme"}, {status: made[5].status},
+		{tool: "refund"}, {tool: "create_ticket", wf: "wf-1"}, {tenant: "initech"},
+	} {
+		var want []string
+		for i, m := range made {
+			if (f.status == "" || m.status == f.status) && (f.tenant == "" || m.tenant == f.tenant) &&
+				(f.tool == "" || m.tool == f.tool) && (f.wf == "" || m.wf == f.wf) {
+				want = append(want, keys[i])
+			}
+		}
+		require.ElementsMatch(t, want, list(f), "filter %+v", f)
+	}
+}

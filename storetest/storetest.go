@@ -104,16 +104,16 @@ func claim(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Claim
 	return res
 }
 
+func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
+	t.Helper()
+	return do(t, s.Get, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+}
+
 func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Record {
 	t.Helper()
 	res := claim(t, s, p)
 	require.True(t, res.Acquired, "claim of %s not acquired: %+v", p.OperationKey, res)
 	return res.Record
-}
-
-func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
-	t.Helper()
-	return do(t, s.Get, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 }
 
 func complete(t *testing.T, s oncekey.Store, r *oncekey.Record, st oncekey.Status, result, failure []byte) *oncekey.Record {
@@ -715,16 +715,14 @@ func listAll(t *testing.T, s oncekey.Store, p oncekey.ListParams) []*oncekey.Rec
 }
 
 func testListFilters(t *testing.T, s oncekey.Store) {
-	type made struct {
-		p  *oncekey.ClaimParams
-		st oncekey.Status
-	}
-	var all []made
-	mk := func(tenant, tool, wf string, st oncekey.Status) {
+	statuses := []oncekey.Status{oncekey.StatusUnknown, oncekey.StatusApplied, oncekey.StatusUnknown, oncekey.StatusUnknown,
+		oncekey.StatusPending, oncekey.StatusReleased, oncekey.StatusFailed}
+	var all []*oncekey.ClaimParams
+	requireListFilters(t, func(i int, tenant, tool, wf string) (string, string) {
 		p := params(oncekey.Effectful)
 		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
 		r := acquire(t, s, p)
-		switch st {
+		switch st := statuses[i]; st {
 		case oncekey.StatusApplied, oncekey.StatusFailed:
 			complete(t, s, r, st, []byte("x"), nil)
 		case oncekey.StatusUnknown:
@@ -734,52 +732,25 @@ func testListFilters(t *testing.T, s oncekey.Store) {
 			_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 			require.NoError(t, err)
 		}
-		all = append(all, made{p, st})
-	}
-	mk("acme", "create_ticket", "wf-1", oncekey.StatusUnknown)
-	mk("acme", "create_ticket", "wf-2", oncekey.StatusApplied)
-	mk("acme", "send_email", "wf-1", oncekey.StatusUnknown)
-	mk("globex", "create_ticket", "wf-1", oncekey.StatusUnknown)
-	mk("globex", "refund", "wf-3", oncekey.StatusPending)
-	mk("globex", "refund", "wf-3", oncekey.StatusReleased)
-	mk("acme", "refund", "wf-4", oncekey.StatusFailed)
-
-	want := func(f func(m made) bool) []string {
-		var out []string
-		for _, m := range all {
-			if f(m) {
-				out = append(out, m.p.Tenant+"/"+m.p.OperationKey)
-			}
-		}
-		return out
-	}
-	check := func(lp oncekey.ListParams, f func(m made) bool) {
-		t.Helper()
-		got := listAll(t, s, lp)
-		require.ElementsMatch(t, want(f), keysOf(got), "filter %+v", lp)
+		all = append(all, p)
+		return tenant + "/" + p.OperationKey, string(statuses[i])
+	}, func(lp filter) []string {
+		got := listAll(t, s, oncekey.ListParams{Status: oncekey.Status(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
 		for i := 1; i < len(got); i++ {
 			require.False(t, got[i].UpdatedAt.Before(got[i-1].UpdatedAt), "oldest update first")
 		}
-	}
-	check(oncekey.ListParams{}, func(made) bool { return true })
-	check(oncekey.ListParams{Status: oncekey.StatusUnknown}, func(m made) bool { return m.st == oncekey.StatusUnknown })
-	check(oncekey.ListParams{Status: oncekey.StatusUnknown, Tenant: "acme"}, func(m made) bool {
-		return m.st == oncekey.StatusUnknown && m.p.Tenant == "acme"
+		return keysOf(got)
 	})
-	check(oncekey.ListParams{Tool: "refund"}, func(m made) bool { return m.p.Tool == "refund" })
-	check(oncekey.ListParams{WorkflowID: "wf-1", Tool: "create_ticket"}, func(m made) bool {
-		return m.p.WorkflowID == "wf-1" && m.p.Tool == "create_ticket"
-	})
-	check(oncekey.ListParams{Status: oncekey.StatusExpired}, func(made) bool { return false })
+	require.Empty(t, listAll(t, s, oncekey.ListParams{Status: oncekey.StatusExpired}))
 
 	// UpdatedSince keeps records updated at or after the time, on the store's clock.
-	mid := get(t, s, all[3].p.Tenant, all[3].p.OperationKey)
+	mid := get(t, s, all[3].Tenant, all[3].OperationKey)
 	got := listAll(t, s, oncekey.ListParams{UpdatedSince: mid.UpdatedAt})
 	require.Contains(t, keysOf(got), mid.Tenant+"/"+mid.OperationKey)
 	for _, r := range got {
 		require.False(t, r.UpdatedAt.Before(mid.UpdatedAt))
 	}
-	all0 := get(t, s, all[0].p.Tenant, all[0].p.OperationKey)
+	all0 := get(t, s, all[0].Tenant, all[0].OperationKey)
 	if all0.UpdatedAt.Before(mid.UpdatedAt) {
 		require.NotContains(t, keysOf(got), all0.Tenant+"/"+all0.OperationKey)
 	}
