@@ -116,6 +116,53 @@ func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Rec
 	return res.Record
 }
 
+// expiredClaim acquires a fresh key of eff with a short lease and waits until the lease ran out
+// on the store's clock. It returns the params (their lease long again, for the next claim) and
+// the record acquired.
+func expiredClaim(t *testing.T, s oncekey.Store, eff oncekey.Effect) (*oncekey.ClaimParams, *oncekey.Record) {
+	t.Helper()
+	p := params(eff)
+	p.Lease = shortLease
+	first := acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	p.Lease = longLease
+	return p, first
+}
+
+// requireFound asserts what a claim found or did: res's flags are want's (its Record aside).
+func requireFound(t *testing.T, want oncekey.ClaimResult, res *oncekey.ClaimResult, msgAndArgs ...any) {
+	t.Helper()
+	got := *res
+	got.Record = nil
+	require.Equal(t, want, got, msgAndArgs...)
+}
+
+// requireLeft asserts a fenced write (its answer r and err) left the record in st, without a
+// lease.
+func requireLeft(t *testing.T, st oncekey.Status, r *oncekey.Record, err error) {
+	t.Helper()
+	require.NoError(t, err)
+	require.Equal(t, st, r.Status)
+	require.True(t, r.LeaseUntil.IsZero(), "a %s record has no lease", st)
+}
+
+// requireOutcome asserts r is in st with the failure failure.
+func requireOutcome(t *testing.T, r *oncekey.Record, st oncekey.Status, failure string) {
+	t.Helper()
+	require.Equal(t, st, r.Status)
+	require.Equal(t, failure, string(r.Failure))
+}
+
+// requireObserved claims p again and requires that the claim observes want as it stands: not
+// acquired, the same record. It returns the claim's result.
+func requireObserved(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams, want *oncekey.Record) *oncekey.ClaimResult {
+	t.Helper()
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	requireSame(t, want, res.Record)
+	return res
+}
+
 func complete(t *testing.T, s oncekey.Store, r *oncekey.Record, st oncekey.Status, result, failure []byte) *oncekey.Record {
 	t.Helper()
 	out, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey,
@@ -214,25 +261,16 @@ func testClaimPendingLive(t *testing.T, s oncekey.Store) {
 	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
 		q := *p
 		q.Effect = eff
-		res := claim(t, s, &q)
-		require.False(t, res.Acquired)
-		require.False(t, res.TookOver)
-		require.False(t, res.FingerprintMismatch)
-		require.False(t, res.Expired)
+		res := requireObserved(t, s, &q, first)
+		requireFound(t, oncekey.ClaimResult{}, res)
 		require.False(t, res.Record.LeaseExpired, "a %s lease is live on the store's clock", longLease)
-		requireSame(t, first, res.Record)
 	}
 }
 
 func testClaimPendingExpiredIdempotent(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
-	p.Lease = shortLease
-	first := acquire(t, s, p)
-	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-	p.Lease = longLease
+	p, first := expiredClaim(t, s, oncekey.Idempotent)
 	res := claim(t, s, p)
-	require.True(t, res.Acquired)
-	require.True(t, res.TookOver)
+	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
 	require.Equal(t, first.Epoch+1, res.Record.Epoch)
 	require.Equal(t, oncekey.StatusPending, res.Record.Status)
 	require.False(t, res.Record.LeaseExpired)
@@ -288,37 +326,24 @@ func testClaimFailed(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Idempotent)
 	r := acquire(t, s, p)
 	done := complete(t, s, r, oncekey.StatusFailed, nil, []byte("card declined"))
-	res := claim(t, s, p)
-	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusFailed, res.Record.Status)
-	require.Equal(t, "card declined", string(res.Record.Failure))
-	requireSame(t, done, res.Record)
+	requireOutcome(t, requireObserved(t, s, p, done).Record, oncekey.StatusFailed, "card declined")
 }
 
 func testClaimUnknown(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
 	r := acquire(t, s, p)
 	marked, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("timeout")})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, marked.Status)
-	require.True(t, marked.LeaseUntil.IsZero())
-	res := claim(t, s, p)
-	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
-	require.Equal(t, "timeout", string(res.Record.Failure))
-	requireSame(t, marked, res.Record)
+	requireLeft(t, oncekey.StatusUnknown, marked, err)
+	requireOutcome(t, requireObserved(t, s, p, marked).Record, oncekey.StatusUnknown, "timeout")
 }
 
 func testClaimReleased(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
 	r := acquire(t, s, p)
 	rel, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, rel.Status)
-	require.True(t, rel.LeaseUntil.IsZero())
+	requireLeft(t, oncekey.StatusReleased, rel, err)
 	res := claim(t, s, p)
-	require.True(t, res.Acquired)
-	require.True(t, res.TookOver)
+	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
 	require.Equal(t, r.Epoch+1, res.Record.Epoch)
 	require.Equal(t, oncekey.StatusPending, res.Record.Status)
 	// The old epoch cannot release the new claim.
@@ -351,10 +376,7 @@ func testClaimSameToken(t *testing.T, s oncekey.Store) {
 		p.ClaimToken = newToken()
 		first := acquire(t, s, p)
 		again := claim(t, s, p)
-		require.True(t, again.Acquired, "the repeat of the claim recognises its own record")
-		require.False(t, again.TookOver)
-		require.False(t, again.FingerprintMismatch)
-		require.False(t, again.Expired)
+		requireFound(t, oncekey.ClaimResult{Acquired: true}, again, "the repeat of the claim recognises its own record")
 		require.Equal(t, first.Epoch, again.Record.Epoch, "no new epoch")
 		requireSame(t, first, again.Record)
 		requireSame(t, first, get(t, s, p.Tenant, p.OperationKey))
@@ -415,13 +437,9 @@ func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
 		q := *p
 		q.Fingerprint = other
 		q.Lease = longLease
-		res := claim(t, s, &q)
-		require.True(t, res.FingerprintMismatch)
-		require.False(t, res.Acquired)
-		require.False(t, res.TookOver)
-		require.False(t, res.Expired)
+		res := requireObserved(t, s, &q, before)
+		requireFound(t, oncekey.ClaimResult{FingerprintMismatch: true}, res)
 		require.Equal(t, p.Fingerprint, res.Record.Fingerprint, "the stored fingerprint is reported")
-		requireSame(t, before, res.Record)
 		requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 	}
 
@@ -455,13 +473,9 @@ func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
 // ---- fencing -------------------------------------------------------------------------------
 
 func testFencing(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
-	p.Lease = shortLease
-	old := acquire(t, s, p)
-	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-	p.Lease = longLease
+	p, old := expiredClaim(t, s, oncekey.Idempotent)
 	res := claim(t, s, p)
-	require.True(t, res.Acquired && res.TookOver)
+	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
 	owner := res.Record
 	ctx := ctxT(t)
 	k := func() (string, string) { return p.Tenant, p.OperationKey }
@@ -1326,11 +1340,7 @@ func testConcurrentClaim(t *testing.T, s oncekey.Store) {
 }
 
 func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
-	p.Lease = shortLease
-	acquire(t, s, p)
-	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-	p.Lease = longLease
+	p, _ := expiredClaim(t, s, oncekey.Idempotent)
 	won := raceOne(t, 16, func(int) (*oncekey.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
