@@ -33,25 +33,13 @@ func (p *RequestApprovalParams) Validate() error {
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
 func (p *DecideApprovalParams) Validate() error {
 	const op = "decide approval"
-	if err := checkText(op, "Tenant", p.Tenant, true); err != nil {
+	if err := checkTarget(op, p.Tenant, p.OperationKey, "Episode", p.Episode, "is not an episode: give the episode of the approval the decision was made for"); err != nil {
 		return err
-	}
-	if err := checkText(op, "OperationKey", p.OperationKey, true); err != nil {
-		return err
-	}
-	if p.Episode < 1 {
-		return &InvalidParamsError{Op: op, Field: "Episode", Reason: fmt.Sprintf("%d is not an episode: give the episode of the approval the decision was made for", p.Episode)}
 	}
 	if !p.Status.Decided() {
 		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not approved, denied or timed_out", p.Status)}
 	}
-	if err := checkText(op, "Token", p.Token, false); err != nil {
-		return err
-	}
-	if err := checkText(op, "DecidedBy", p.DecidedBy, false); err != nil {
-		return err
-	}
-	if err := checkText(op, "Reason", p.Reason, false); err != nil {
+	if err := checkOptional(op, "Token", p.Token, "DecidedBy", p.DecidedBy, "Reason", p.Reason); err != nil {
 		return err
 	}
 	return checkPositive(op, "Retention", p.Retention)
@@ -88,21 +76,17 @@ func NextApprovalCursor(a *Approval) string {
 // *InvalidParamsError.
 func ParseApprovalCursor(s string) (ApprovalCursor, error) {
 	at, tenant, key, err := decodeCursor("list approvals", s)
-	if err != nil {
-		return ApprovalCursor{}, err
-	}
-	return ApprovalCursor{RequestedAt: at, Tenant: tenant, OperationKey: key}, nil
+	return ApprovalCursor{RequestedAt: at, Tenant: tenant, OperationKey: key}, err
+}
+
+// After returns the cursor p.Cursor names (ParseApprovalCursor), or nil when it is "" (the
+// first page). A malformed cursor is an *InvalidParamsError.
+func (p *ListApprovalsParams) After() (*ApprovalCursor, error) {
+	return cursorAfter(p.Cursor, ParseApprovalCursor)
 }
 
 // Before reports whether c sorts before a in ListApprovals' order (requested at, tenant,
 // operation key).
 func (c ApprovalCursor) Before(a *Approval) bool {
-	cu, au := c.RequestedAt.UnixMicro(), a.RequestedAt.UnixMicro()
-	if cu != au {
-		return cu < au
-	}
-	if c.Tenant != a.Tenant {
-		return c.Tenant < a.Tenant
-	}
-	return c.OperationKey < a.OperationKey
+	return sortsBefore(c.RequestedAt, c.Tenant, c.OperationKey, a.RequestedAt, a.Tenant, a.OperationKey)
 }

@@ -1,6 +1,7 @@
 package oncekey
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,12 @@ func checkText(op, field, v string, required bool) error {
 }
 
 func checkFenced(op, tenant, key string, epoch int64) error {
+	return checkTarget(op, tenant, key, "Epoch", epoch, "is not a claimed epoch")
+}
+
+// checkTarget checks the tenant and operation key a write names, and the epoch (or an
+// approval's episode: field) it is fenced by; an epoch under 1 is refused with "<epoch> <why>".
+func checkTarget(op, tenant, key, field string, epoch int64, why string) error {
 	if err := checkText(op, "Tenant", tenant, true); err != nil {
 		return err
 	}
@@ -48,7 +55,17 @@ func checkFenced(op, tenant, key string, epoch int64) error {
 		return err
 	}
 	if epoch < 1 {
-		return &InvalidParamsError{Op: op, Field: "Epoch", Reason: fmt.Sprintf("%d is not a claimed epoch", epoch)}
+		return &InvalidParamsError{Op: op, Field: field, Reason: fmt.Sprintf("%d %s", epoch, why)}
+	}
+	return nil
+}
+
+// checkOptional checks optional text fields, given as name and value pairs.
+func checkOptional(op string, nameValue ...string) error {
+	for i := 0; i+1 < len(nameValue); i += 2 {
+		if err := checkText(op, nameValue[i], nameValue[i+1], false); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -120,28 +137,15 @@ func (p *MarkUnknownParams) Validate() error {
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
 func (p *ResolveParams) Validate() error {
 	const op = "resolve"
-	if err := checkText(op, "Tenant", p.Tenant, true); err != nil {
+	if err := checkTarget(op, p.Tenant, p.OperationKey, "Epoch", p.Epoch, "is not an epoch: give the epoch of the record the decision was made on"); err != nil {
 		return err
-	}
-	if err := checkText(op, "OperationKey", p.OperationKey, true); err != nil {
-		return err
-	}
-	if p.Epoch < 1 {
-		return &InvalidParamsError{Op: op, Field: "Epoch", Reason: fmt.Sprintf("%d is not an epoch: give the epoch of the record the decision was made on", p.Epoch)}
 	}
 	switch p.Status {
 	case StatusApplied, StatusReleased, StatusFailed:
 	default:
 		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not applied, released or failed", p.Status)}
 	}
-	for _, f := range []struct{ name, v string }{
-		{"EffectReference", p.EffectReference}, {"ResolvedBy", p.ResolvedBy}, {"Note", p.Note},
-	} {
-		if err := checkText(op, f.name, f.v, false); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkOptional(op, "EffectReference", p.EffectReference, "ResolvedBy", p.ResolvedBy, "Note", p.Note)
 }
 
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
@@ -210,6 +214,23 @@ func (p *PurgeParams) RestAfter(took time.Duration) time.Duration {
 	return time.Duration(float64(took) * p.Rest)
 }
 
+// Pause waits RestAfter(took) after a batch that took took, or until ctx is done (then it
+// returns ctx.Err()). Stores call it between full batches.
+func (p *PurgeParams) Pause(ctx context.Context, took time.Duration) error {
+	d := p.RestAfter(took)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Batch returns p.BatchSize, or 200 when it is zero.
 func (p *PurgeParams) Batch() int {
 	if p.BatchSize == 0 {
@@ -263,20 +284,39 @@ func NextCursor(r *Record) string { return encodeCursor(r.UpdatedAt, r.Tenant, r
 // ParseListCursor reads a cursor made by NextCursor. Anything else is an *InvalidParamsError.
 func ParseListCursor(s string) (ListCursor, error) {
 	at, tenant, key, err := decodeCursor("list", s)
-	if err != nil {
-		return ListCursor{}, err
+	return ListCursor{UpdatedAt: at, Tenant: tenant, OperationKey: key}, err
+}
+
+// After returns the cursor p.Cursor names (ParseListCursor), or nil when it is "" (the first
+// page). A malformed cursor is an *InvalidParamsError.
+func (p *ListParams) After() (*ListCursor, error) { return cursorAfter(p.Cursor, ParseListCursor) }
+
+// cursorAfter returns the cursor s names, read by parse, or nil when s is "".
+func cursorAfter[C any](s string, parse func(string) (C, error)) (*C, error) {
+	if s == "" {
+		return nil, nil
 	}
-	return ListCursor{UpdatedAt: at, Tenant: tenant, OperationKey: key}, nil
+	c, err := parse(s)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // Before reports whether c sorts before r in List's order (updated_at, tenant, operation key).
 func (c ListCursor) Before(r *Record) bool {
-	cu, ru := c.UpdatedAt.UnixMicro(), r.UpdatedAt.UnixMicro()
-	if cu != ru {
-		return cu < ru
+	return sortsBefore(c.UpdatedAt, c.Tenant, c.OperationKey, r.UpdatedAt, r.Tenant, r.OperationKey)
+}
+
+// sortsBefore reports whether the sort key (at, tenant, key) of a comes before b's, in the order
+// List and ListApprovals page by: the time in microseconds (the stores' resolution), then tenant
+// and operation key byte-wise.
+func sortsBefore(atA time.Time, tenantA, keyA string, atB time.Time, tenantB, keyB string) bool {
+	if ua, ub := atA.UnixMicro(), atB.UnixMicro(); ua != ub {
+		return ua < ub
 	}
-	if c.Tenant != r.Tenant {
-		return c.Tenant < r.Tenant
+	if tenantA != tenantB {
+		return tenantA < tenantB
 	}
-	return c.OperationKey < r.OperationKey
+	return keyA < keyB
 }

@@ -2,8 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"time"
 
 	"github.com/oncekey/oncekey"
@@ -41,12 +39,13 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: request approval %s: %w", p.OperationKey, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
+	return locked(ctx, s, "request approval", p.OperationKey, func(now time.Time) (*oncekey.ApprovalResult, error) {
+		return s.requestApproval(p, now), nil
+	})
+}
+
+// requestApproval is RequestApproval under the lock, at now.
+func (s *Store) requestApproval(p *oncekey.RequestApprovalParams, now time.Time) *oncekey.ApprovalResult {
 	k := pk{p.Tenant, p.OperationKey}
 	a, ok := s.approvals[k]
 	var v *oncekey.Approval // a as it reads now: an overdue one timed out
@@ -59,13 +58,13 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 		s.approvals[k] = a
 	case p.RequestToken != 0 && s.approvalTokens[k] == p.RequestToken:
 		// The repeat of the request that asked the current episode: as it is, and it asked.
-		return &oncekey.ApprovalResult{Created: true, Approval: v}, nil
+		return &oncekey.ApprovalResult{Created: true, Approval: v}
 	case v.Namespace != p.Namespace, v.Tool != p.Tool,
 		v.Fingerprint != p.Fingerprint && !refusedOtherCall(v, p),
 		v.Fingerprint == p.Fingerprint && v.Status != oncekey.ApprovalTimedOut && !approvalPastRetention(v, now) && !askedOtherwise(v, p):
 		// Another operation's approval, one of another namespace or tool (never changed), or one
 		// pending or decided within retention: as it is.
-		return &oncekey.ApprovalResult{Approval: v}, nil
+		return &oncekey.ApprovalResult{Approval: v}
 	}
 	// A new episode: the first, or the next after a timed-out one or one past retention.
 	*a = oncekey.Approval{
@@ -75,7 +74,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 		RequestedAt: now, Deadline: now.Add(p.Timeout), Token: p.Token,
 	}
 	s.approvalTokens[k] = p.RequestToken
-	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a, now)}, nil
+	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a, now)}
 }
 
 // DecideApproval implements oncekey.ApprovalStore.
@@ -83,51 +82,28 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	a, ok := s.approvals[pk{p.Tenant, p.OperationKey}]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
-	case a.Episode != p.Episode, a.Token != p.Token:
-		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(viewApproval(a, now).Status)})
-	case a.Overdue(now) && p.Status != oncekey.ApprovalTimedOut:
-		// A person's decision after the deadline: the request timed out at it, and that is
-		// what is written (with the decision's retention) and answered.
-		a.ReadAsOf(now)
+	const op = "decide approval"
+	return existing(ctx, s, s.approvals, op, p.Tenant, p.OperationKey, func(a *oncekey.Approval, now time.Time) (*oncekey.Approval, error) {
+		switch {
+		case a.Episode != p.Episode, a.Token != p.Token:
+			return nil, wrap(op, p.OperationKey, &oncekey.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(viewApproval(a, now).Status)})
+		case a.Overdue(now) && p.Status != oncekey.ApprovalTimedOut:
+			// A person's decision after the deadline: the request timed out at it, and that is
+			// what is written (with the decision's retention) and answered.
+			a.ReadAsOf(now)
+			a.ExpiresAt = now.Add(p.Retention)
+			return nil, wrap(op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
+		case a.Status != oncekey.ApprovalPending:
+			return nil, wrap(op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
+		}
+		a.Status = p.Status
+		a.DecidedAt = now
+		a.DecidedBy = p.DecidedBy
+		a.Reason = p.Reason
 		a.ExpiresAt = now.Add(p.Retention)
-		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
-	case a.Status != oncekey.ApprovalPending:
-		return nil, fmt.Errorf("memstore: decide approval %s: %w", p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
-	}
-	a.Status = p.Status
-	a.DecidedAt = now
-	a.DecidedBy = p.DecidedBy
-	a.Reason = p.Reason
-	a.ExpiresAt = now.Add(p.Retention)
-	return viewApproval(a, now), nil
-}
-
-// GetApproval implements oncekey.ApprovalStore.
-func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: get approval %s: %w", p.OperationKey, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.approvals[pk{p.Tenant, p.OperationKey}]
-	if !ok {
-		return nil, fmt.Errorf("memstore: get approval %s: %w", p.OperationKey, oncekey.ErrNotFound)
-	}
-	return viewApproval(a, s.clock()), nil
+		return viewApproval(a, now), nil
+	})
 }
 
 // ListApprovals implements oncekey.ApprovalStore. Approvals come in (RequestedAt, Tenant,
@@ -136,67 +112,34 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *oncekey.ApprovalCursor
-	if p.Cursor != "" {
-		c, err := oncekey.ParseApprovalCursor(p.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		after = &c
+	as, next, err := list(ctx, s, "list approvals", s.approvals, p.After, viewApproval, func(a *oncekey.Approval) bool {
+		return matches([]string{string(p.Status), p.Tenant, p.Tool, p.WorkflowID}, string(a.Status), a.Tenant, a.Tool, a.WorkflowID)
+	}, lessApproval, p.PageSize(), oncekey.NextApprovalCursor)
+	if err != nil {
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: list approvals: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	var out []*oncekey.Approval
-	for _, a := range s.approvals {
-		a = viewApproval(a, now)
-		switch {
-		case p.Status != "" && a.Status != p.Status,
-			p.Tenant != "" && a.Tenant != p.Tenant,
-			p.Tool != "" && a.Tool != p.Tool,
-			p.WorkflowID != "" && a.WorkflowID != p.WorkflowID,
-			after != nil && !after.Before(a):
-			continue
-		}
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if !a.RequestedAt.Equal(b.RequestedAt) {
-			return a.RequestedAt.Before(b.RequestedAt)
-		}
-		if a.Tenant != b.Tenant {
-			return a.Tenant < b.Tenant
-		}
-		return a.OperationKey < b.OperationKey
-	})
-	res := &oncekey.ListApprovalsResult{}
-	if limit := p.PageSize(); len(out) > limit {
-		out = out[:limit]
-		res.Next = oncekey.NextApprovalCursor(out[limit-1])
-	}
-	res.Approvals = out
-	return res, nil
+	return &oncekey.ListApprovalsResult{Approvals: as, Next: next}, nil
+}
+
+// lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
+// OperationKey).
+func lessApproval(a, b *oncekey.Approval) bool {
+	return oncekey.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
+}
+
+// GetApproval implements oncekey.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+	return get(ctx, s, s.approvals, "get approval", p, viewApproval)
 }
 
 // purgeApprovals deletes at most n decided approvals past their retention and returns how many.
 func (s *Store) purgeApprovals(n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	done := 0
-	for k, a := range s.approvals {
-		if done == n {
-			break
+	return sweep(s, s.approvals, n, func(k pk, a *oncekey.Approval, now time.Time) bool {
+		if !approvalPastRetention(a, now) {
+			return false
 		}
-		if approvalPastRetention(a, now) {
-			delete(s.approvals, k)
-			delete(s.approvalTokens, k)
-			done++
-		}
-	}
-	return done
+		delete(s.approvals, k)
+		delete(s.approvalTokens, k)
+		return true
+	})
 }

@@ -85,26 +85,131 @@ func view(r *oncekey.Record, now time.Time) *oncekey.Record {
 	return &c
 }
 
+// checkSize refuses the first of bs over Options.MaxResultBytes with *oncekey.ResultTooLargeError.
 func (s *Store) checkSize(op, key string, bs ...[]byte) error {
 	for _, b := range bs {
 		if len(b) > s.maxBytes {
-			return fmt.Errorf("memstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+			return wrap(op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
 		}
 	}
 	return nil
 }
 
+// wrap names the store, op and key (when not "") in err.
+func wrap(op, key string, err error) error {
+	if key == "" {
+		return fmt.Errorf("memstore: %s: %w", op, err)
+	}
+	return fmt.Errorf("memstore: %s %s: %w", op, key, err)
+}
+
+// locked returns fn's answer, run under the store's lock with the store's now; a done ctx is
+// returned (named by op and key) without running it.
+func locked[T any](ctx context.Context, s *Store, op, key string, fn func(now time.Time) (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var none T
+		return none, wrap(op, key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fn(s.clock())
+}
+
+// existing returns fn's answer on the item of m (records or approvals) at (tenant, key), run as
+// locked does; without such an item it is oncekey.ErrNotFound.
+func existing[T any](ctx context.Context, s *Store, m map[pk]T, op, tenant, key string, fn func(v T, now time.Time) (T, error)) (T, error) {
+	return locked(ctx, s, op, key, func(now time.Time) (T, error) {
+		v, ok := m[pk{tenant, key}]
+		if !ok {
+			return v, wrap(op, key, oncekey.ErrNotFound)
+		}
+		return fn(v, now)
+	})
+}
+
+// get is Get and GetApproval: the item of m at p's key as view shows it at the store's now.
+func get[T any](ctx context.Context, s *Store, m map[pk]T, op string, p *oncekey.GetParams, view func(v T, now time.Time) T) (T, error) {
+	if err := p.Validate(); err != nil {
+		var none T
+		return none, err
+	}
+	return existing(ctx, s, m, op, p.Tenant, p.OperationKey, func(v T, now time.Time) (T, error) { return view(v, now), nil })
+}
+
+// list is List and ListApprovals: the items of m (records or approvals) as view shows them at
+// the store's now that match and sort after the cursor after returns (nil: from the first),
+// in the order less, cut to a page of limit; next is the cursor (made by cursor) of the page's
+// last item when more follow, "" otherwise.
+func list[T any, C interface{ Before(T) bool }](ctx context.Context, s *Store, op string, m map[pk]T, after func() (*C, error),
+	view func(v T, now time.Time) T, match func(T) bool, less func(a, b T) bool, limit int, cursor func(T) string) (page []T, next string, err error) {
+	c, err := after()
+	if err != nil {
+		return nil, "", err
+	}
+	page, err = locked(ctx, s, op, "", func(now time.Time) ([]T, error) {
+		var out []T
+		for _, v := range m {
+			if v = view(v, now); match(v) && (c == nil || (*c).Before(v)) {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	sort.Slice(page, func(i, j int) bool { return less(page[i], page[j]) })
+	if len(page) > limit {
+		page = page[:limit]
+		next = cursor(page[limit-1])
+	}
+	return page, next, nil
+}
+
+// purgeSteps runs each step's batches (a batch does at most n and says how many) until one does
+// fewer than n, adding each batch's count to the step's counter of res and reporting progress.
+func purgeSteps(ctx context.Context, p *oncekey.PurgeParams, res *oncekey.PurgeResult, n int, steps []purgeStep) error {
+	for _, step := range steps {
+		for {
+			if err := ctx.Err(); err != nil {
+				return wrap("purge", "", err)
+			}
+			done := step.batch(n)
+			if done == 0 {
+				break
+			}
+			*step.count += int64(done)
+			res.Batches++
+			if p.Progress != nil {
+				p.Progress(*res)
+			}
+			if done < n {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// purgeStep is one step of Purge: its batch and the counter of PurgeResult it adds to.
+type purgeStep struct {
+	batch func(n int) int
+	count *int64
+}
+
 // Claim implements oncekey.Store.
 func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: claim: %w", err)
+		return nil, wrap("claim", "", err)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
+	return locked(ctx, s, "claim", "", func(now time.Time) (*oncekey.ClaimResult, error) { return s.claim(p, now), nil })
+}
+
+// claim is Claim under the lock, at now.
+func (s *Store) claim(p *oncekey.ClaimParams, now time.Time) *oncekey.ClaimResult {
 	k := pk{p.Tenant, p.OperationKey}
 	r, ok := s.recs[k]
 	fresh := func(epoch int64) *oncekey.Record {
@@ -121,22 +226,22 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		r = fresh(1)
 		s.recs[k] = r
 		s.tokens[k] = token(p)
-		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}, nil
+		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}
 	case !now.Before(r.TombstoneUntil) && !unsettled(r):
 		// The tombstone window is over: the key is free again.
 		r = fresh(r.Epoch + 1)
 		s.recs[k] = r
 		s.tokens[k] = token(p)
-		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
+		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}
 	case pastRetention(r, now):
-		return &oncekey.ClaimResult{Expired: true, Record: view(r, now)}, nil
+		return &oncekey.ClaimResult{Expired: true, Record: view(r, now)}
 	case r.Fingerprint != p.Fingerprint:
-		return &oncekey.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}, nil
+		return &oncekey.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}
 	}
 	leaseOver := r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil)
 	if r.Status == oncekey.StatusPending && !leaseOver && p.ClaimToken != 0 && s.tokens[k] == p.ClaimToken {
 		// The repeat of the claim that acquired the record: acquired, at the same epoch.
-		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}, nil
+		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}
 	}
 	switch {
 	case r.Status == oncekey.StatusReleased || (leaseOver && r.Effect == oncekey.Idempotent):
@@ -147,14 +252,14 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		r.Result, r.Failure, r.EffectReference, r.ResolvedBy, r.Note = nil, nil, "", "", ""
 		r.UpdatedAt = now
 		s.tokens[k] = token(p)
-		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}, nil
+		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}
 	case leaseOver:
 		// Effectful and its owner is gone: the effect may have landed. The epoch stays.
 		r.Status = oncekey.StatusUnknown
 		r.LeaseUntil = time.Time{}
 		r.UpdatedAt = now
 	}
-	return &oncekey.ClaimResult{Record: view(r, now)}, nil
+	return &oncekey.ClaimResult{Record: view(r, now)}
 }
 
 // unsettled reports whether r has no known outcome yet (pending or unknown): such a record is
@@ -166,6 +271,14 @@ func unsettled(r *oncekey.Record) bool {
 // pastRetention reports whether r is a tombstone or a settled record past its retention.
 func pastRetention(r *oncekey.Record, now time.Time) bool {
 	return r.Status == oncekey.StatusExpired || (!now.Before(r.ExpiresAt) && !unsettled(r))
+}
+
+// settle gives r its outcome st at now: no lease, and retention counting from now
+// (settleRetention).
+func settle(r *oncekey.Record, st oncekey.Status, now time.Time) {
+	r.Status = st
+	r.LeaseUntil = time.Time{}
+	settleRetention(r, now)
 }
 
 // settleRetention restarts r's retention and tombstone windows at now, with the lengths the
@@ -186,22 +299,14 @@ func token(p *oncekey.ClaimParams) int64 {
 
 // fenced runs write on the record held at (tenant, key, epoch) if it is pending, under the lock.
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, write func(r *oncekey.Record, now time.Time)) (*oncekey.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: %s %s: %w", op, key, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	r, ok := s.recs[pk{tenant, key}]
-	if !ok {
-		return nil, fmt.Errorf("memstore: %s %s: %w", op, key, oncekey.ErrNotFound)
-	}
-	if r.Epoch != epoch || r.Status != oncekey.StatusPending {
-		return nil, fmt.Errorf("memstore: %s %s at epoch %d: %w", op, key, epoch, oncekey.ErrLostClaim)
-	}
-	write(r, now)
-	r.UpdatedAt = now
-	return view(r, now), nil
+	return existing(ctx, s, s.recs, op, tenant, key, func(r *oncekey.Record, now time.Time) (*oncekey.Record, error) {
+		if r.Epoch != epoch || r.Status != oncekey.StatusPending {
+			return nil, wrap(op, fmt.Sprintf("%s at epoch %d", key, epoch), oncekey.ErrLostClaim)
+		}
+		write(r, now)
+		r.UpdatedAt = now
+		return view(r, now), nil
+	})
 }
 
 // Renew implements oncekey.Store.
@@ -224,12 +329,10 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		return nil, err
 	}
 	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
-		r.Status = p.Status
 		r.Result = cloneBytes(p.Result)
 		r.Failure = cloneBytes(p.Failure)
 		r.EffectReference = p.EffectReference
-		r.LeaseUntil = time.Time{}
-		settleRetention(r, now)
+		settle(r, p.Status, now)
 	})
 }
 
@@ -239,9 +342,7 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 		return nil, err
 	}
 	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
-		r.Status = oncekey.StatusReleased
-		r.LeaseUntil = time.Time{}
-		settleRetention(r, now)
+		settle(r, oncekey.StatusReleased, now)
 	})
 }
 
@@ -268,58 +369,36 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	r, ok := s.recs[pk{p.Tenant, p.OperationKey}]
-	if !ok {
-		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, oncekey.ErrNotFound)
-	}
-	expired := pastRetention(r, now)
-	resolvable := r.Status == oncekey.StatusUnknown ||
-		(r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil))
-	if !expired && r.Epoch != p.Epoch {
-		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Epoch, Current: r.Epoch, Status: r.Status})
-	}
-	if expired || !resolvable {
-		st := r.Status
-		if expired {
-			st = oncekey.StatusExpired
+	return existing(ctx, s, s.recs, "resolve", p.Tenant, p.OperationKey, func(r *oncekey.Record, now time.Time) (*oncekey.Record, error) {
+		expired := pastRetention(r, now)
+		resolvable := r.Status == oncekey.StatusUnknown ||
+			(r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil))
+		if !expired && r.Epoch != p.Epoch {
+			return nil, wrap("resolve", p.OperationKey, &oncekey.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Epoch, Current: r.Epoch, Status: r.Status})
 		}
-		return nil, fmt.Errorf("memstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
-			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
-	}
-	r.Status = p.Status
-	r.Result = cloneBytes(p.Result)
-	r.Failure = cloneBytes(p.Failure)
-	r.EffectReference = p.EffectReference
-	r.ResolvedBy = p.ResolvedBy
-	r.Note = p.Note
-	r.LeaseUntil = time.Time{}
-	r.UpdatedAt = now
-	settleRetention(r, now)
-	return view(r, now), nil
+		if expired || !resolvable {
+			st := r.Status
+			if expired {
+				st = oncekey.StatusExpired
+			}
+			return nil, wrap("resolve", p.OperationKey, &oncekey.StatusConflictError{
+				OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
+		}
+		r.Result = cloneBytes(p.Result)
+		r.Failure = cloneBytes(p.Failure)
+		r.EffectReference = p.EffectReference
+		r.ResolvedBy = p.ResolvedBy
+		r.Note = p.Note
+		r.UpdatedAt = now
+		settle(r, p.Status, now)
+		return view(r, now), nil
+	})
 }
 
 // Get implements oncekey.Store.
 func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: get %s: %w", p.OperationKey, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.recs[pk{p.Tenant, p.OperationKey}]
-	if !ok {
-		return nil, fmt.Errorf("memstore: get %s: %w", p.OperationKey, oncekey.ErrNotFound)
-	}
-	return view(r, s.clock()), nil
+	return get(ctx, s, s.recs, "get", p, view)
 }
 
 // List implements oncekey.Store. Records come in (UpdatedAt, Tenant, OperationKey) order; the
@@ -330,54 +409,30 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *oncekey.ListCursor
-	if p.Cursor != "" {
-		c, err := oncekey.ParseListCursor(p.Cursor)
-		if err != nil {
-			return nil, err
+	recs, next, err := list(ctx, s, "list", s.recs, p.After, view, func(r *oncekey.Record) bool {
+		return matches([]string{string(p.Status), p.Tenant, p.Tool, p.WorkflowID}, string(r.Status), r.Tenant, r.Tool, r.WorkflowID) &&
+			(p.UpdatedSince.IsZero() || !r.UpdatedAt.Before(p.UpdatedSince))
+	}, lessRecord, p.PageSize(), oncekey.NextCursor)
+	if err != nil {
+		return nil, err
+	}
+	return &oncekey.ListResult{Records: recs, Next: next}, nil
+}
+
+// matches reports whether an item's values (status, tenant, tool, workflow ID) pass a listing's
+// filters of them: each filter is "" (any) or the value.
+func matches(filters []string, values ...string) bool {
+	for i, f := range filters {
+		if f != "" && f != values[i] {
+			return false
 		}
-		after = &c
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: list: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	var out []*oncekey.Record
-	for _, r := range s.recs {
-		switch {
-		case p.Status != "" && r.Status != p.Status,
-			p.Tenant != "" && r.Tenant != p.Tenant,
-			p.Tool != "" && r.Tool != p.Tool,
-			p.WorkflowID != "" && r.WorkflowID != p.WorkflowID,
-			!p.UpdatedSince.IsZero() && r.UpdatedAt.Before(p.UpdatedSince),
-			after != nil && !after.Before(r):
-			continue
-		}
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if !a.UpdatedAt.Equal(b.UpdatedAt) {
-			return a.UpdatedAt.Before(b.UpdatedAt)
-		}
-		if a.Tenant != b.Tenant {
-			return a.Tenant < b.Tenant
-		}
-		return a.OperationKey < b.OperationKey
-	})
-	res := &oncekey.ListResult{}
-	limit := p.PageSize()
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		res.Next = oncekey.NextCursor(last)
-	}
-	for _, r := range out {
-		res.Records = append(res.Records, view(r, now))
-	}
-	return res, nil
+	return true
+}
+
+// lessRecord orders records as List returns them: (UpdatedAt, Tenant, OperationKey).
+func lessRecord(a, b *oncekey.Record) bool {
+	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
 // Purge implements oncekey.Store. Each batch takes the lock once and touches at most
@@ -387,47 +442,14 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	n := p.Batch()
 	var res oncekey.PurgeResult
-	for _, deleting := range []bool{false, true} {
-		for {
-			if err := ctx.Err(); err != nil {
-				return &res, fmt.Errorf("memstore: purge: %w", err)
-			}
-			done := s.purgeBatch(n, deleting)
-			if done == 0 {
-				break
-			}
-			if deleting {
-				res.Deleted += int64(done)
-			} else {
-				res.Tombstoned += int64(done)
-			}
-			res.Batches++
-			if p.Progress != nil {
-				p.Progress(res)
-			}
-			if done < n {
-				break
-			}
-		}
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return &res, fmt.Errorf("memstore: purge: %w", err)
-		}
-		done := s.purgeApprovals(n)
-		if done == 0 {
-			break
-		}
-		res.ApprovalsDeleted += int64(done)
-		res.Batches++
-		if p.Progress != nil {
-			p.Progress(res)
-		}
-		if done < n {
-			break
-		}
+	err := purgeSteps(ctx, p, &res, p.Batch(), []purgeStep{
+		{func(n int) int { return s.purgeBatch(n, false) }, &res.Tombstoned},
+		{func(n int) int { return s.purgeBatch(n, true) }, &res.Deleted},
+		{s.purgeApprovals, &res.ApprovalsDeleted},
+	})
+	if err != nil {
+		return &res, err
 	}
 	res.Unsettled, res.OldestUnsettled = s.unsettledPastRetention()
 	return &res, nil
@@ -457,35 +479,46 @@ func (s *Store) unsettledPastRetention() (int64, time.Time) {
 // purgeBatch deletes (deleting) tombstones past their window, or turns records past retention
 // into tombstones, at most n of them, and returns how many.
 func (s *Store) purgeBatch(n int, deleting bool) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.clock()
-	done := 0
-	for k, r := range s.recs {
-		if done == n {
-			break
-		}
+	return sweep(s, s.recs, n, func(k pk, r *oncekey.Record, now time.Time) bool {
 		switch {
 		case unsettled(r):
-			continue // no outcome known yet: kept until it settles, however old
+			return false // no outcome known yet: kept until it settles, however old
 		case !now.Before(r.TombstoneUntil):
 			if !deleting {
-				continue
+				return false
 			}
 			delete(s.recs, k)
 			delete(s.tokens, k)
 		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired:
 			if deleting {
-				continue
+				return false
 			}
 			r.Status = oncekey.StatusExpired
 			r.Result, r.Failure, r.EffectReference, r.Note = nil, nil, "", ""
 			r.LeaseUntil = time.Time{}
 			r.UpdatedAt = now
 		default:
-			continue
+			return false
 		}
-		done++
+		return true
+	})
+}
+
+// sweep calls do on the items of m (records or approvals) under the lock, at the store's now,
+// until do has reported n of them done (do reports whether it did one), and returns how many
+// it did.
+func sweep[T any](s *Store, m map[pk]T, n int, do func(k pk, v T, now time.Time) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	done := 0
+	for k, v := range m {
+		if done == n {
+			break
+		}
+		if do(k, v, now) {
+			done++
+		}
 	}
 	return done
 }
@@ -495,25 +528,23 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("memstore: forget: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var res oncekey.ForgetResult
-	for k := range s.recs {
-		if k.tenant == p.Tenant {
-			delete(s.recs, k)
-			delete(s.tokens, k)
-			res.Deleted++
+	return locked(ctx, s, "forget", "", func(time.Time) (*oncekey.ForgetResult, error) {
+		return &oncekey.ForgetResult{
+			Deleted:          forget(s.recs, s.tokens, p.Tenant),
+			ApprovalsDeleted: forget(s.approvals, s.approvalTokens, p.Tenant),
+		}, nil
+	})
+}
+
+// forget deletes the tenant's items of m, and their tokens, and returns how many.
+func forget[T any](m map[pk]T, tokens map[pk]int64, tenant string) int64 {
+	var n int64
+	for k := range m {
+		if k.tenant == tenant {
+			delete(m, k)
+			delete(tokens, k)
+			n++
 		}
 	}
-	for k := range s.approvals {
-		if k.tenant == p.Tenant {
-			delete(s.approvals, k)
-			delete(s.approvalTokens, k)
-			res.ApprovalsDeleted++
-		}
-	}
-	return &res, nil
+	return n
 }

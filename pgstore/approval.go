@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -165,11 +165,7 @@ func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) err
 	}) != nil || !records {
 		return s.wrap(ctx, op, key, err)
 	}
-	err = s.schemaError(ctx, op, tableOutdated, "there is no table oncekey_approvals beside it (migration "+approvalMigration+" is not applied)", err)
-	if key == "" {
-		return fmt.Errorf("pgstore: %s: %w", op, err)
-	}
-	return fmt.Errorf("pgstore: %s %s: %w", op, key, err)
+	return named(op, key, s.schemaError(ctx, op, tableOutdated, "there is no table oncekey_approvals beside it (migration "+approvalMigration+" is not applied)", err))
 }
 
 // RequestApproval implements oncekey.ApprovalStore in one statement, on the database clock.
@@ -178,16 +174,14 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	token := p.RequestToken
-	for token == 0 {
-		token = rand.Int64()
-	}
-	var res oncekey.ApprovalResult
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		res.Approval, err = scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
+	token := tokenOr(p.RequestToken)
+	var (
+		res oncekey.ApprovalResult
+		err error
+	)
+	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
+		return scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
 			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token), &res.Created)
-		return err
 	})
 	if err != nil {
 		return nil, s.wrapApproval(ctx, "request approval", p.OperationKey, err)
@@ -205,29 +199,23 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 		return nil, err
 	}
 	const op = "decide approval"
-	var (
-		a    *oncekey.Approval
-		late bool
-	)
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		a, err = scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
+	var late bool
+	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekey.Approval, error) {
+		return scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
 			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token), &late)
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	}, func() error {
 		cur, gerr := s.getApproval(ctx, op, p.Tenant, p.OperationKey)
 		switch {
 		case gerr != nil:
-			return nil, gerr
+			return gerr
 		case cur.Episode != p.Episode, cur.Token != p.Token:
-			return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
+			return fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
 				OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekey.Status(cur.Status)})
 		}
-		return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: cur})
-	}
+		return fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: cur})
+	})
 	if err != nil {
-		return nil, s.wrapApproval(ctx, op, p.OperationKey, err)
+		return nil, err
 	}
 	if late {
 		return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
@@ -246,19 +234,9 @@ func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey
 // getApproval reads an approval; pgx.ErrNoRows becomes oncekey.ErrNotFound here and only here.
 // Errors are wrapped and name op.
 func (s *Store) getApproval(ctx context.Context, op, tenant, key string) (*oncekey.Approval, error) {
-	var a *oncekey.Approval
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		a, err = scanApproval(s.pool.QueryRow(ctx, s.getApprovalSQL, tenant, key))
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
-	}
-	if err != nil {
-		return nil, s.wrapApproval(ctx, op, key, err)
-	}
-	return a, nil
+	return queryOne(ctx, s, op, key, s.wrapApproval, func(ctx context.Context) (*oncekey.Approval, error) {
+		return scanApproval(s.pool.QueryRow(ctx, s.getApprovalSQL, tenant, key))
+	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound) })
 }
 
 // ListApprovals implements oncekey.ApprovalStore with keyset pagination in (requested_at,
@@ -272,33 +250,16 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	l := listing{sortCol: "requested_at"}
 	l.statusAsRead(p.Status)
 	l.filter("", p.Tenant, p.Tool, p.WorkflowID)
-	if p.Cursor != "" {
-		c, err := oncekey.ParseApprovalCursor(p.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		l.after(c.RequestedAt, c.Tenant, c.OperationKey)
-	}
-	limit := p.PageSize()
-	q := l.query(fill(approvalCols), s.approvalTable, limit+1)
-	args := l.args
-
-	var as []*oncekey.Approval
-	err := s.call(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		as, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekey.Approval, error) { return scanApproval(row) })
-		return err
-	})
+	as, next, err := readPage(ctx, s, &l, p.PageSize(), page[*oncekey.Approval, oncekey.ApprovalCursor]{
+		op: "list approvals", cols: fill(approvalCols), table: s.approvalTable, wrap: s.wrapApproval, next: oncekey.NextApprovalCursor,
+		after: p.After, key: func(c oncekey.ApprovalCursor) (time.Time, string, string) {
+			return c.RequestedAt, c.Tenant, c.OperationKey
+		},
+		rows: func(rows pgx.Rows) ([]*oncekey.Approval, error) {
+			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekey.Approval, error) { return scanApproval(row) })
+		}})
 	if err != nil {
-		return nil, s.wrapApproval(ctx, "list approvals", "", err)
+		return nil, err
 	}
-	res := &oncekey.ListApprovalsResult{Approvals: as}
-	if len(as) > limit {
-		res.Approvals = as[:limit]
-		res.Next = oncekey.NextApprovalCursor(as[limit-1])
-	}
-	return res, nil
+	return &oncekey.ListApprovalsResult{Approvals: as, Next: next}, nil
 }

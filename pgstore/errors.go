@@ -57,6 +57,11 @@ func wrapErr(op, key string, err error) error {
 	if unavailable(err) {
 		err = &oncekey.StoreUnavailableError{Op: op, Err: err}
 	}
+	return named(op, key, err)
+}
+
+// named prefixes err with the store, op and key (when not "").
+func named(op, key string, err error) error {
 	if key == "" {
 		return fmt.Errorf("pgstore: %s: %w", op, err)
 	}

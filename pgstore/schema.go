@@ -52,11 +52,7 @@ func (s *Store) wrap(ctx context.Context, op, key string, err error) error {
 	if !ok {
 		return wrapErr(op, key, err)
 	}
-	err = s.schemaError(ctx, op, problem, "", err)
-	if key == "" {
-		return fmt.Errorf("pgstore: %s: %w", op, err)
-	}
-	return fmt.Errorf("pgstore: %s %s: %w", op, key, err)
+	return named(op, key, s.schemaError(ctx, op, problem, "", err))
 }
 
 // schemaSetting is what schemaError reads from the database to say where the store looked and

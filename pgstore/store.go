@@ -310,6 +310,41 @@ func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) er
 	return err
 }
 
+// queryOne returns the row fn reads, run as callFor does. No row is why's error (why reads
+// again, on that error path only, to say what the statement found instead of the row it was
+// conditional on); any other error is named by op and key and classified by wrap (Store.wrap or
+// Store.wrapApproval).
+func queryOne[T any](ctx context.Context, s *Store, op, key string, wrap func(ctx context.Context, op, key string, err error) error,
+	fn func(ctx context.Context) (T, error), why func() error) (T, error) {
+	v, err := callFor(ctx, s, fn)
+	return noRow(ctx, op, key, wrap, v, err, why)
+}
+
+// noRow returns v, or for a statement that read no row why's error, or err wrapped.
+func noRow[T any](ctx context.Context, op, key string, wrap func(ctx context.Context, op, key string, err error) error,
+	v T, err error, why func() error) (T, error) {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		var none T
+		return none, why()
+	case err != nil:
+		var none T
+		return none, wrap(ctx, op, key, err)
+	}
+	return v, nil
+}
+
+// callFor runs fn as call does and returns what its last run read.
+func callFor[T any](ctx context.Context, s *Store, fn func(ctx context.Context) (T, error)) (T, error) {
+	var v T
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
+}
+
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
 func (s *Store) checkSize(op, key string, bs ...[]byte) error {
@@ -321,6 +356,15 @@ func (s *Store) checkSize(op, key string, bs ...[]byte) error {
 	return nil
 }
 
+// tokenOr returns token, or a random non-zero token when it is 0 (the caller left it to the
+// store).
+func tokenOr(token int64) int64 {
+	for token == 0 {
+		token = rand.Int64()
+	}
+	return token
+}
+
 // Claim implements oncekey.Store in one statement (ClaimSQL), judged on the database clock.
 // A pending Effectful record whose lease ran out becomes unknown at its current epoch; a
 // released record is acquired only by a claim with its fingerprint.
@@ -328,10 +372,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	token := p.ClaimToken
-	if token == 0 {
-		token = rand.Int64()
-	}
+	token := tokenOr(p.ClaimToken)
 	var (
 		res               oncekey.ClaimResult
 		acquired, expired bool
@@ -362,16 +403,12 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 // or ErrNotFound when a second read finds no record at all (error path only).
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...arg) (*oncekey.Record, error) {
 	r, err := s.writeVia(ctx, query, args)
-	if errors.Is(err, pgx.ErrNoRows) {
+	return noRow(ctx, op, key, s.wrap, r, err, func() error {
 		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekey.ErrNotFound) {
-			return nil, fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
+			return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
 		}
-		return nil, fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2].i, oncekey.ErrLostClaim)
-	}
-	if err != nil {
-		return nil, s.wrap(ctx, op, key, err)
-	}
-	return r, nil
+		return fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2].i, oncekey.ErrLostClaim)
+	})
 }
 
 // claimOne runs the claim statement (claimSQL) for args on its own, reporting whether the claim
@@ -458,34 +495,26 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
 		return nil, err
 	}
-	var r *oncekey.Record
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		r, err = s.queryRecord(ctx, s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
+	return queryOne(ctx, s, "resolve", p.OperationKey, s.wrap, func(ctx context.Context) (*oncekey.Record, error) {
+		return s.queryRecord(ctx, s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
 			textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference),
 			textArg(p.ResolvedBy), textArg(p.Note), bigintArg(p.Epoch)})
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	}, func() error {
 		cur, pastRetention, gerr := s.getRetention(ctx, p.Tenant, p.OperationKey)
 		if gerr != nil {
-			return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, gerr)
+			return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, gerr)
 		}
 		st := cur.Status
 		if pastRetention {
 			st = oncekey.StatusExpired
 		}
 		if !pastRetention && cur.Epoch != p.Epoch {
-			return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
+			return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
 				OperationKey: p.OperationKey, Epoch: p.Epoch, Current: cur.Epoch, Status: cur.Status})
 		}
-		return nil, fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
+		return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
 			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
-	}
-	if err != nil {
-		return nil, s.wrap(ctx, "resolve", p.OperationKey, err)
-	}
-	return r, nil
+	})
 }
 
 // Get implements oncekey.Store.
@@ -508,14 +537,9 @@ func (s *Store) get(ctx context.Context, tenant, key string) (*oncekey.Record, e
 // getRetention reads a record and whether it is past retention; pgx.ErrNoRows becomes
 // oncekey.ErrNotFound here and only here.
 func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.Record, bool, error) {
-	var (
-		r    *oncekey.Record
-		past bool
-	)
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		r, err = s.queryRecord(ctx, s.getSQL, []arg{textArg(tenant), textArg(key)}, &past)
-		return err
+	var past bool
+	r, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Record, error) {
+		return s.queryRecord(ctx, s.getSQL, []arg{textArg(tenant), textArg(key)}, &past)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, oncekey.ErrNotFound
@@ -546,45 +570,70 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if !p.UpdatedSince.IsZero() {
 		l.where = append(l.where, "updated_at >= "+l.arg(p.UpdatedSince))
 	}
-	if p.Cursor != "" {
-		c, err := oncekey.ParseListCursor(p.Cursor)
+	recs, next, err := readPage(ctx, s, &l, p.PageSize(), page[*oncekey.Record, oncekey.ListCursor]{
+		op: "list", cols: recordCols, table: s.table, wrap: s.wrap, next: oncekey.NextCursor,
+		after: p.After, key: func(c oncekey.ListCursor) (time.Time, string, string) { return c.UpdatedAt, c.Tenant, c.OperationKey },
+		rows: func(rows pgx.Rows) ([]*oncekey.Record, error) {
+			var (
+				recs []*oncekey.Record
+				buf  recordDests
+			)
+			for rows.Next() {
+				d := new(recordDest)
+				if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(&buf, false), nil); err != nil {
+					return nil, err
+				}
+				recs = append(recs, d.record())
+			}
+			return recs, rows.Err()
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &oncekey.ListResult{Records: recs, Next: next}, nil
+}
+
+// page is what readPage reads: the columns and table of a listing's rows, how they scan, and
+// the cursors.
+type page[T, C any] struct {
+	op, cols, table string
+	// after returns the cursor the page resumes after (nil: the first page); key reads a
+	// cursor's sort key; next makes the cursor that resumes after an item.
+	after func() (*C, error)
+	key   func(C) (time.Time, string, string)
+	next  func(T) string
+	// rows scans the rows of the page (closed by readPage).
+	rows func(rows pgx.Rows) ([]T, error)
+	// wrap names op and classifies a statement's error (Store.wrap or Store.wrapApproval).
+	wrap func(ctx context.Context, op, key string, err error) error
+}
+
+// readPage reads a page of at most limit rows of l, one statement: the items and the cursor of
+// the next page ("" after the last). It reads one more row to know whether more follow.
+func readPage[T, C any](ctx context.Context, s *Store, l *listing, limit int, pg page[T, C]) ([]T, string, error) {
+	c, err := pg.after()
+	if err != nil {
+		return nil, "", err
+	}
+	if c != nil {
+		l.after(pg.key(*c))
+	}
+	q, args := l.query(pg.cols, pg.table, limit+1), l.args
+	items, err := callFor(ctx, s, func(ctx context.Context) ([]T, error) {
+		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
-		l.after(c.UpdatedAt, c.Tenant, c.OperationKey)
-	}
-	limit := p.PageSize()
-	q := l.query(recordCols, s.table, limit+1)
-	args := l.args
-
-	var recs []*oncekey.Record
-	err := s.call(ctx, func(ctx context.Context) error {
-		recs = recs[:0]
-		rows, err := s.pool.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
 		defer rows.Close()
-		var buf recordDests
-		for rows.Next() {
-			d := new(recordDest)
-			if err := scanRow(rows.FieldDescriptions(), rows.RawValues(), rows.Conn().TypeMap(), d.bind(&buf, false), nil); err != nil {
-				return err
-			}
-			recs = append(recs, d.record())
-		}
-		return rows.Err()
+		return pg.rows(rows)
 	})
 	if err != nil {
-		return nil, s.wrap(ctx, "list", "", err)
+		return nil, "", pg.wrap(ctx, pg.op, "", err)
 	}
-	res := &oncekey.ListResult{Records: recs}
-	if len(recs) > limit {
-		res.Records = recs[:limit]
-		last := recs[limit-1]
-		res.Next = oncekey.NextCursor(last)
+	if len(items) > limit {
+		return items[:limit], pg.next(items[limit-1]), nil
 	}
-	return res, nil
+	return items, "", nil
 }
 
 // listing builds the statement of one page of a keyset-paginated listing, ordered by (sortCol,
@@ -667,7 +716,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 			if done < int64(n) {
 				break
 			}
-			if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+			if err := p.Pause(ctx, time.Since(start)); err != nil {
 				return &res, wrapErr("purge", "", err)
 			}
 		}
@@ -683,21 +732,6 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		res.OldestUnsettled = *oldest
 	}
 	return &res, nil
-}
-
-// rest waits for d, or until ctx is done.
-func rest(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Forget implements oncekey.Store: one statement deleting every record, every approval and

@@ -2,9 +2,7 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/oncekey/oncekey"
@@ -19,14 +17,7 @@ func readApproval(op, key string, v []any) (*oncekey.Approval, error) {
 	if len(v) > 0 && str(v[0]) == "N" {
 		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, oncekey.ErrNotFound)
 	}
-	if len(v) != 2+lua.ApprovalFields {
-		return nil, fmt.Errorf("redisstore: %s %s: reply of %d values, want %d", op, key, len(v), 2+lua.ApprovalFields)
-	}
-	now, err := strconv.ParseInt(str(v[1]), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s %s: the server's time %q is not a number", op, key, str(v[1]))
-	}
-	a, err := decodeApproval(v[2:], now)
+	a, err := decodeReplyOf(v, lua.ApprovalFields, decodeApproval)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, err)
 	}
@@ -36,31 +27,15 @@ func readApproval(op, key string, v []any) (*oncekey.Approval, error) {
 // decodeApproval reads the fields of AF, as the approval reads at now (µs, the server's clock):
 // an overdue one timed out (oncekey.Approval.ReadAsOf).
 func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
-	var bad error
-	num := func(i int) int64 {
-		n, err := strconv.ParseInt(str(f[i]), 10, 64)
-		if err != nil && bad == nil {
-			bad = fmt.Errorf("approval field %d: %q is not a number", i, str(f[i]))
-		}
-		return n
-	}
-	at := func(i int) time.Time {
-		if f[i] == nil {
-			return time.Time{}
-		}
-		return time.UnixMicro(num(i))
-	}
+	d := fields{f: f, what: "approval"}
 	a := &oncekey.Approval{
 		Tenant: str(f[0]), OperationKey: str(f[1]), Namespace: str(f[2]), Tool: str(f[3]), Fingerprint: str(f[4]),
 		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
-		Episode: num(9), RequestedAt: at(10), Deadline: at(11), DecidedAt: at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
-		ExpiresAt: at(15), Token: str(f[16]),
-	}
-	if f[8] == nil {
-		bad = errors.New("approval without a status")
+		Episode: d.num(9), RequestedAt: d.at(10), Deadline: d.at(11), DecidedAt: d.at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
+		ExpiresAt: d.at(15), Token: str(f[16]),
 	}
 	a.ReadAsOf(time.UnixMicro(now))
-	return a, bad
+	return a, d.err(8)
 }
 
 // RequestApproval implements oncekey.ApprovalStore in one script, on the server's clock. The
@@ -140,41 +115,36 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *sortKey
-	if p.Cursor != "" {
-		c, err := oncekey.ParseApprovalCursor(p.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		after = &sortKey{c.RequestedAt, c.Tenant, c.OperationKey}
-	}
-	from := keysetFrom(p.Tenant, after, time.Time{})
-	l := &listing[*oncekey.Approval]{op: "list approvals", script: lua.ListApprovals, tenant: p.Tenant,
-		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: lua.ApprovalFields, decode: decodeApproval,
-		less: lessApproval}
-	for _, b := range s.bases {
-		st := &stream[*oncekey.Approval]{key: b + ":apall", base: b + ":ap:", from: from}
-		if p.Tenant != "" {
-			st.key = b + ":apt:" + p.Tenant
-		}
-		l.streams = append(l.streams, st)
-	}
-	out, last, more, err := l.pageOf(ctx, s, p.PageSize())
+	l := &listing[*oncekey.Approval]{op: "list approvals", items: approvalItems, cursor: p.Cursor,
+		tenant: p.Tenant, status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID,
+		index: func(b string) string {
+			if p.Tenant != "" {
+				return b + ":apt:" + p.Tenant
+			}
+			return b + ":apall"
+		}}
+	out, next, err := l.read(ctx, s, p.PageSize())
 	if err != nil {
 		return nil, err
 	}
-	res := &oncekey.ListApprovalsResult{Approvals: out}
-	if more {
-		res.Next = oncekey.NextApprovalCursor(last)
-	}
-	return res, nil
+	return &oncekey.ListApprovalsResult{Approvals: out, Next: next}, nil
+}
+
+// approvalsAfter reads a ListApprovals cursor as the sort key it resumes after.
+func approvalsAfter(cursor string) (sortKey, error) {
+	c, err := oncekey.ParseApprovalCursor(cursor)
+	return sortKey{c.RequestedAt, c.Tenant, c.OperationKey}, err
 }
 
 // lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
 // OperationKey), byte-wise.
 func lessApproval(a, b *oncekey.Approval) bool {
-	return before(a.RequestedAt, a.Tenant, a.OperationKey, b.RequestedAt, b.Tenant, b.OperationKey)
+	return oncekey.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
+
+// approvalItems is how ListApprovals reads approvals.
+var approvalItems = items[*oncekey.Approval]{script: lua.ListApprovals, prefix: ":ap:", fields: lua.ApprovalFields,
+	decode: decodeApproval, less: lessApproval, next: oncekey.NextApprovalCursor, after: approvalsAfter}
 
 // purgeApprovals deletes the decided approvals past their retention, at most n per batch (one
 // script per bucket that has work, in one pipeline), adding to res and calling progress after
@@ -186,22 +156,11 @@ func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res 
 		return err
 	}
 	for {
-		var (
-			calls []call
-			which []int
-		)
-		quota := int64(n)
-		for i, b := range s.bases {
-			if quota == 0 {
-				break
-			}
-			if left[i] <= 0 {
-				continue
-			}
-			q := min(left[i], quota)
-			quota -= q
-			which = append(which, i)
-			calls = append(calls, call{lua.PurgeApprovals, []string{b + ":apexp", b + ":apall"}, []any{b + ":ap:", b + ":apt:", q}})
+		which, quotas := plan(left, n)
+		calls := make([]call, len(which))
+		for j, i := range which {
+			b := s.bases[i]
+			calls[j] = call{lua.PurgeApprovals, []string{b + ":apexp", b + ":apall"}, []any{b + ":ap:", b + ":apt:", quotas[j]}}
 		}
 		if len(calls) == 0 {
 			return nil
@@ -233,7 +192,7 @@ func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res 
 			}
 		}
 		if done == int64(n) {
-			if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+			if err := p.Pause(ctx, time.Since(start)); err != nil {
 				return wrapErr("purge", "", err)
 			}
 		}

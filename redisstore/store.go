@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -141,13 +140,19 @@ func (s *Store) recordKeys(tenant, key string, purge bool) []string {
 	return s.layout.RecordKeys(tenant, key, purge)
 }
 
-func (s *Store) checkSize(op, key string, bs ...[]byte) error {
+// blobArgs returns the script arguments of the byte fields bs (a flag and a value each: see
+// bytesArgs), or a *oncekey.ResultTooLargeError of op on key for the first over
+// Options.MaxResultBytes.
+func (s *Store) blobArgs(op, key string, bs ...[]byte) ([]any, error) {
+	args := make([]any, 0, 2*len(bs))
 	for _, b := range bs {
 		if len(b) > s.maxBytes {
-			return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+			return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
 		}
+		flag, v := bytesArgs(b)
+		args = append(args, flag, v)
 	}
-	return nil
+	return args, nil
 }
 
 // token returns a random non-zero token.
@@ -218,12 +223,18 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 // fenced runs a write conditional on (tenant, key, epoch, pending) and maps the script's codes:
 // N is ErrNotFound, L ErrLostClaim. Each call carries a new write token, so that the client
 // library's repeat of a write whose reply was lost reports the write instead of ErrLostClaim.
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args ...any) (*oncekey.Record, error) {
-	a := append([]any{tenant, key, epoch, token(), op}, args...)
+// The script's arguments after op are args, then the byte fields blobs (see blobArgs: one over
+// Options.MaxResultBytes is refused, and nothing is sent).
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args []any, blobs ...[]byte) (*oncekey.Record, error) {
 	name := op
 	if op == "unknown" {
 		name = "mark unknown"
 	}
+	b, err := s.blobArgs(name, key, blobs...)
+	if err != nil {
+		return nil, err
+	}
+	a := append(append([]any{tenant, key, epoch, token(), op}, args...), b...)
 	v, err := s.run(ctx, name, key, lua.Fenced, s.recordKeys(tenant, key, true), a...)
 	if err != nil {
 		return nil, err
@@ -246,7 +257,7 @@ func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Rec
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, p.Lease.Microseconds())
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, []any{p.Lease.Microseconds()})
 }
 
 // Complete implements oncekey.Store in one script. Result and Failure over
@@ -255,12 +266,7 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize("complete", p.OperationKey, p.Result, p.Failure); err != nil {
-		return nil, err
-	}
-	rf, rv := bytesArgs(p.Result)
-	ff, fv := bytesArgs(p.Failure)
-	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, string(p.Status), p.EffectReference, rf, rv, ff, fv)
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, []any{string(p.Status), p.EffectReference}, p.Result, p.Failure)
 }
 
 // Release implements oncekey.Store.
@@ -268,7 +274,7 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch)
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, nil)
 }
 
 // MarkUnknown implements oncekey.Store. A Failure over Options.MaxResultBytes is refused with
@@ -277,11 +283,7 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
-		return nil, err
-	}
-	ff, fv := bytesArgs(p.Failure)
-	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, ff, fv)
+	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, nil, p.Failure)
 }
 
 // Resolve implements oncekey.Store in one script: an unknown record, or a pending one whose
@@ -292,13 +294,12 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
+	blobs, err := s.blobArgs("resolve", p.OperationKey, p.Result, p.Failure)
+	if err != nil {
 		return nil, err
 	}
-	rf, rv := bytesArgs(p.Result)
-	ff, fv := bytesArgs(p.Failure)
-	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true),
-		p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note, rf, rv, ff, fv, p.Epoch)
+	args := append([]any{p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note}, blobs...)
+	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true), append(args, p.Epoch)...)
 	if err != nil {
 		return nil, err
 	}
@@ -353,49 +354,76 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 // now.
 const recordFields = lua.RecordFields
 
-// decodeReply reads {code, now, fields...}.
+// decodeReply reads {code, now, fields...} of a record.
 func decodeReply(v []any) (*oncekey.Record, error) {
-	if len(v) != 2+recordFields {
-		return nil, fmt.Errorf("reply of %d values, want %d", len(v), 2+recordFields)
+	return decodeReplyOf(v, recordFields, decodeRecord)
+}
+
+// decodeReplyOf reads a script's reply {code, now, n fields...} with decode.
+func decodeReplyOf[T any](v []any, n int, decode func(f []any, now int64) (T, error)) (T, error) {
+	if len(v) != 2+n {
+		var none T
+		return none, fmt.Errorf("reply of %d values, want %d", len(v), 2+n)
 	}
 	now, err := strconv.ParseInt(str(v[1]), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("reply: server time %q: %w", str(v[1]), err)
+		var none T
+		return none, fmt.Errorf("reply: server time %q: %w", str(v[1]), err)
 	}
-	return decodeRecord(v[2:], now)
+	return decode(v[2:], now)
 }
 
 // decodeRecord reads the fields of F, with LeaseExpired judged at now (µs, server clock).
 func decodeRecord(f []any, now int64) (*oncekey.Record, error) {
-	var bad error
-	num := func(i int) int64 {
-		if f[i] == nil {
-			return 0
-		}
-		n, err := strconv.ParseInt(str(f[i]), 10, 64)
-		if err != nil && bad == nil {
-			bad = fmt.Errorf("record field %d: %q is not a number", i, str(f[i]))
-		}
-		return n
-	}
-	at := func(i int) time.Time {
-		if f[i] == nil {
-			return time.Time{}
-		}
-		return time.UnixMicro(num(i))
-	}
+	d := fields{f: f, what: "record", absentIsZero: true}
 	r := &oncekey.Record{
 		Tenant: str(f[0]), OperationKey: str(f[1]), Tool: str(f[2]), Version: str(f[3]), Fingerprint: str(f[4]),
-		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(num(7)), Status: oncekey.Status(str(f[8])),
-		Epoch: num(9), LeaseUntil: at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
-		CreatedAt: at(14), UpdatedAt: at(15), ExpiresAt: at(16), TombstoneUntil: at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
+		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(d.num(7)), Status: oncekey.Status(str(f[8])),
+		Epoch: d.num(9), LeaseUntil: d.at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
+		CreatedAt: d.at(14), UpdatedAt: d.at(15), ExpiresAt: d.at(16), TombstoneUntil: d.at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
 		Namespace: str(f[20]),
 	}
-	if f[8] == nil {
-		bad = errors.New("record without a status")
+	r.LeaseExpired = r.Status == oncekey.StatusPending && f[10] != nil && now >= d.num(10)
+	return r, d.err(8)
+}
+
+// fields reads the numbers and times of a reply's fields f (of a record or an approval: what),
+// keeping the first problem.
+type fields struct {
+	f    []any
+	what string
+	// absentIsZero: an absent number reads 0 (else it is a problem).
+	absentIsZero bool
+	bad          error
+}
+
+// num reads field i as a number.
+func (d *fields) num(i int) int64 {
+	if d.f[i] == nil && d.absentIsZero {
+		return 0
 	}
-	r.LeaseExpired = r.Status == oncekey.StatusPending && f[10] != nil && now >= num(10)
-	return r, bad
+	n, err := strconv.ParseInt(str(d.f[i]), 10, 64)
+	if err != nil && d.bad == nil {
+		d.bad = fmt.Errorf("%s field %d: %q is not a number", d.what, i, str(d.f[i]))
+	}
+	return n
+}
+
+// at reads field i as a time in Unix microseconds; absent is the zero time.
+func (d *fields) at(i int) time.Time {
+	if d.f[i] == nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(d.num(i))
+}
+
+// err returns the problem of the fields: none without status (field status), else the first
+// number that was not one.
+func (d *fields) err(status int) error {
+	if d.f[status] == nil {
+		return fmt.Errorf("%s without a status", d.what)
+	}
+	return d.bad
 }
 
 func str(v any) string {
@@ -514,18 +542,40 @@ type stream[T any] struct {
 	done bool
 }
 
-// listing is what a List or ListApprovals page reads: the streams of the buckets, the script
-// that reads one, how the items of its replies decode, and their order.
+// items is how a listing reads one kind of item (records or approvals): the script that reads a
+// bucket's index, the key part after a bucket's key base, how replies decode, the order, and
+// the cursors.
+type items[T any] struct {
+	script *redis.Script
+	prefix string // ":r:", ":ap:"
+	fields int
+	decode func(f []any, now int64) (T, error)
+	less   func(a, b T) bool
+	// next returns the cursor that resumes a listing after an item; after reads one back as
+	// the sort key it resumes after.
+	next  func(T) string
+	after func(cursor string) (sortKey, error)
+}
+
+// recordItems is how List reads records.
+var recordItems = items[*oncekey.Record]{script: lua.List, prefix: ":r:", fields: recordFields, decode: decodeRecord,
+	less: less, next: oncekey.NextCursor, after: recordsAfter}
+
+// listing is what a List or ListApprovals page reads: the streams of the buckets, what they
+// hold, the filters and where the page starts.
 type listing[T any] struct {
-	op      string
-	script  *redis.Script
+	op string
+	items[T]
 	streams []*stream[T]
+	// index returns a bucket's index the listing reads (bucket is the bucket's key base).
+	index func(bucket string) string
 	// tenant, if set, is the tenant whose index the streams read (the scripts' kind 't').
 	tenant                   string
 	status, tool, workflowID string
-	fields                   int
-	decode                   func(f []any, now int64) (T, error)
-	less                     func(a, b T) bool
+	// cursor is the cursor the page resumes after ("": the first page); since, if not zero, is
+	// the earliest time listed.
+	cursor string
+	since  time.Time
 }
 
 // page returns up to want items of the buckets' streams, merged in order. Each bucket's index is
@@ -612,65 +662,55 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var after *oncekey.ListCursor
-	if p.Cursor != "" {
-		c, err := oncekey.ParseListCursor(p.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		after = &c
-	}
-	from := listFrom(p, after)
-	l := &listing[*oncekey.Record]{op: "list", script: lua.List, tenant: p.Tenant,
-		status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID, fields: recordFields, decode: decodeRecord, less: less}
-	for _, b := range s.bases {
-		st := &stream[*oncekey.Record]{base: b + ":r:", from: from}
-		switch {
-		case p.Tenant != "":
-			st.key = b + ":t:" + p.Tenant
-		case p.Status == oncekey.StatusUnknown:
-			st.key = b + ":unk"
-		default:
-			st.key = b + ":all"
-		}
-		l.streams = append(l.streams, st)
-	}
-	out, last, more, err := l.pageOf(ctx, s, p.PageSize())
+	l := &listing[*oncekey.Record]{op: "list", items: recordItems, cursor: p.Cursor, since: p.UpdatedSince,
+		tenant: p.Tenant, status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID,
+		index: func(b string) string {
+			switch {
+			case p.Tenant != "":
+				return b + ":t:" + p.Tenant
+			case p.Status == oncekey.StatusUnknown:
+				return b + ":unk"
+			}
+			return b + ":all"
+		}}
+	out, next, err := l.read(ctx, s, p.PageSize())
 	if err != nil {
 		return nil, err
 	}
-	res := &oncekey.ListResult{Records: out}
-	if more {
-		res.Next = oncekey.NextCursor(last)
-	}
-	return res, nil
+	return &oncekey.ListResult{Records: out, Next: next}, nil
 }
 
 // less orders records as List returns them: (UpdatedAt, Tenant, OperationKey), byte-wise.
 func less(a, b *oncekey.Record) bool {
-	return before(a.UpdatedAt, a.Tenant, a.OperationKey, b.UpdatedAt, b.Tenant, b.OperationKey)
+	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
-// before reports whether the sort key (at, tenant, key) of a comes before b's: by the time in
-// microseconds, then tenant and key byte-wise. List and ListApprovals order by it.
-func before(atA time.Time, tenantA, keyA string, atB time.Time, tenantB, keyB string) bool {
-	if c := cmp.Compare(atA.UnixMicro(), atB.UnixMicro()); c != 0 {
-		return c < 0
-	}
-	if tenantA != tenantB {
-		return tenantA < tenantB
-	}
-	return keyA < keyB
+// recordsAfter reads a List cursor as the sort key it resumes after.
+func recordsAfter(cursor string) (sortKey, error) {
+	c, err := oncekey.ParseListCursor(cursor)
+	return sortKey{c.UpdatedAt, c.Tenant, c.OperationKey}, err
 }
 
-// pageOf reads a page of at most limit items, and whether more follow; last is the page's last
-// item, the one the next page's cursor resumes after.
-func (l *listing[T]) pageOf(ctx context.Context, s *Store, limit int) (page []T, last T, more bool, err error) {
+// read returns the page of at most limit items after the listing's cursor, merged from a stream
+// per bucket, and the cursor of the next page ("" after the last).
+func (l *listing[T]) read(ctx context.Context, s *Store, limit int) ([]T, string, error) {
+	var after *sortKey
+	if l.cursor != "" {
+		k, err := l.after(l.cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &k
+	}
+	from := keysetFrom(l.tenant, after, l.since)
+	for _, b := range s.bases {
+		l.streams = append(l.streams, &stream[T]{key: l.index(b), base: b + l.prefix, from: from})
+	}
 	out, err := l.page(ctx, s, limit+1)
 	if err != nil || len(out) <= limit {
-		return out, last, false, err
+		return out, "", err
 	}
-	return out[:limit], out[limit-1], true, nil
+	return out[:limit], l.next(out[limit-1]), nil
 }
 
 func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
@@ -680,15 +720,6 @@ func hex16(us int64) string { return fmt.Sprintf("%016x", us) }
 type sortKey struct {
 	at          time.Time
 	tenant, key string
-}
-
-// listFrom returns the BYLEX bound where a listing of records starts (see keysetFrom).
-func listFrom(p *oncekey.ListParams, after *oncekey.ListCursor) string {
-	var k *sortKey
-	if after != nil {
-		k = &sortKey{after.UpdatedAt, after.Tenant, after.OperationKey}
-	}
-	return keysetFrom(p.Tenant, k, p.UpdatedSince)
 }
 
 // keysetFrom returns the BYLEX bound where a listing starts: after the sort key after (if not
@@ -744,23 +775,14 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		}
 		skip := make([]int64, len(s.bases))
 		for {
-			var calls []call
-			var which []int
-			quota := int64(n)
-			for i, b := range s.bases {
-				if quota == 0 {
-					break
-				}
-				if left[i] <= 0 {
-					continue
-				}
-				q := min(left[i], quota)
-				quota -= q
-				which = append(which, i)
+			which, quotas := plan(left, n)
+			calls := make([]call, len(which))
+			for j, i := range which {
+				b, q := s.bases[i], quotas[j]
 				if deleting {
-					calls = append(calls, call{lua.Delete, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}})
+					calls[j] = call{lua.Delete, []string{b + ":tomb", b + ":all", b + ":unk", b + ":exp"}, []any{b + ":r:", b + ":t:", q}}
 				} else {
-					calls = append(calls, call{lua.Tombstone, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}})
+					calls[j] = call{lua.Tombstone, []string{b + ":exp", b + ":all", b + ":unk"}, []any{b + ":r:", b + ":t:", q, skip[i], 64}}
 				}
 			}
 			if len(calls) == 0 {
@@ -817,7 +839,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				}
 			}
 			if done == int64(n) {
-				if err := rest(ctx, p.RestAfter(time.Since(start))); err != nil {
+				if err := p.Pause(ctx, time.Since(start)); err != nil {
 					return &res, wrapErr("purge", "", err)
 				}
 			}
@@ -852,27 +874,31 @@ func (s *Store) due(ctx context.Context, index string) ([]int64, error) {
 	return left, nil
 }
 
+// plan shares a purge batch of n among the buckets by what each has left to do (left, in the
+// order of Store.bases): the buckets that get work, in order, and how much each gets.
+func plan(left []int64, n int) (which []int, quotas []int64) {
+	quota := int64(n)
+	for i, l := range left {
+		if quota == 0 {
+			break
+		}
+		if l <= 0 {
+			continue
+		}
+		q := min(l, quota)
+		quota -= q
+		which = append(which, i)
+		quotas = append(quotas, q)
+	}
+	return which, quotas
+}
+
 // b2i is 1 for true, 0 for false.
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-// rest waits for d, or until ctx is done.
-func rest(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // forgetBatch is how many records one Forget script deletes at most.

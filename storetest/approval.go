@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,8 +90,7 @@ func approvalParams() *oncekey.RequestApprovalParams {
 
 func request(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalParams) *oncekey.ApprovalResult {
 	t.Helper()
-	res, err := s.RequestApproval(ctxT(t), p)
-	require.NoError(t, err)
+	res := do(t, s.RequestApproval, p)
 	require.NotNil(t, res.Approval)
 	return res
 }
@@ -111,16 +111,12 @@ func decision(a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.DecideApp
 
 func decide(t *testing.T, s oncekey.ApprovalStore, a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.Approval {
 	t.Helper()
-	out, err := s.DecideApproval(ctxT(t), decision(a, st))
-	require.NoError(t, err)
-	return out
+	return do(t, s.DecideApproval, decision(a, st))
 }
 
 func getApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string) *oncekey.Approval {
 	t.Helper()
-	a, err := s.GetApproval(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	require.NoError(t, err)
-	return a
+	return do(t, s.GetApproval, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 }
 
 func requireNoApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string) {
@@ -132,28 +128,7 @@ func requireNoApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string
 // requireSameApproval asserts two reads of an approval are equal in every field.
 func requireSameApproval(t *testing.T, want, got *oncekey.Approval) {
 	t.Helper()
-	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
-	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
-	require.Equal(t, want.Namespace, got.Namespace, "Namespace")
-	require.Equal(t, want.Tool, got.Tool, "Tool")
-	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
-	require.Equal(t, want.WorkflowID, got.WorkflowID, "WorkflowID")
-	require.Equal(t, want.StepID, got.StepID, "StepID")
-	require.Equal(t, want.Summary, got.Summary, "Summary")
-	require.Equal(t, want.Status, got.Status, "Status")
-	require.Equal(t, want.Episode, got.Episode, "Episode")
-	require.Equal(t, want.DecidedBy, got.DecidedBy, "DecidedBy")
-	require.Equal(t, want.Reason, got.Reason, "Reason")
-	require.Equal(t, want.Token, got.Token, "Token")
-	for _, f := range []struct {
-		name string
-		w, g time.Time
-	}{
-		{"RequestedAt", want.RequestedAt, got.RequestedAt}, {"Deadline", want.Deadline, got.Deadline},
-		{"DecidedAt", want.DecidedAt, got.DecidedAt}, {"ExpiresAt", want.ExpiresAt, got.ExpiresAt},
-	} {
-		require.True(t, f.w.Equal(f.g), "%s: want %s, got %s", f.name, f.w, f.g)
-	}
+	requireSameFields(t, want, got)
 }
 
 // requirePendingFrom asserts a is a fresh pending episode asked with p.
@@ -216,25 +191,15 @@ func testApprovalSharedPending(t *testing.T, s oncekey.ApprovalStore) {
 
 func testApprovalConcurrentRequests(t *testing.T, s oncekey.ApprovalStore) {
 	p := approvalParams()
-	var (
-		created int
-		errs    []error
-	)
-	race(16, func(int) (*oncekey.ApprovalResult, error) {
+	raceOne(t, 16, func(int) (*oncekey.ApprovalResult, error) {
 		q := *p
 		return s.RequestApproval(context.Background(), &q)
-	}, func(res *oncekey.ApprovalResult, err error) {
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case res.Created:
-			created++
-		case res.Approval.Episode != 1 || res.Approval.Status != oncekey.ApprovalPending:
-			errs = append(errs, fmt.Errorf("unexpected approval %+v", res.Approval))
+	}, func(res *oncekey.ApprovalResult) bool { return res.Created }, func(res *oncekey.ApprovalResult) error {
+		if res.Approval.Episode != 1 || res.Approval.Status != oncekey.ApprovalPending {
+			return fmt.Errorf("unexpected approval %+v", res.Approval)
 		}
+		return nil
 	})
-	require.Empty(t, errs)
-	require.Equal(t, 1, created, "exactly one of 16 concurrent requests creates the approval")
 }
 
 func testApprovalDecide(t *testing.T, s oncekey.ApprovalStore) {
@@ -629,17 +594,7 @@ func approvalKeys(as []*oncekey.Approval) []string {
 
 func listAllApprovals(t *testing.T, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams) []*oncekey.Approval {
 	t.Helper()
-	var out []*oncekey.Approval
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000)
-		res, err := s.ListApprovals(ctxT(t), &p)
-		require.NoError(t, err)
-		out = append(out, res.Approvals...)
-		if res.Next == "" {
-			return out
-		}
-		p.Cursor = res.Next
-	}
+	return slices.Concat(pages(t, s.ListApprovals, p, approvalCursor, approvalPage)...)
 }
 
 // requireRequestOrder asserts as is in ListApprovals' order: (RequestedAt, Tenant, OperationKey).
@@ -654,54 +609,24 @@ func requireRequestOrder(t *testing.T, as []*oncekey.Approval) {
 }
 
 func testApprovalListFilters(t *testing.T, s oncekey.ApprovalStore) {
-	type made struct {
-		p  *oncekey.RequestApprovalParams
-		st oncekey.ApprovalStatus
-	}
-	var all []made
-	mk := func(tenant, tool, wf string, st oncekey.ApprovalStatus) {
+	statuses := []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalPending,
+		oncekey.ApprovalPending, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut, oncekey.ApprovalDenied}
+	requireListFilters(t, func(i int, tenant, tool, wf string) (string, string) {
 		p := approvalParams()
 		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
 		a := requestNew(t, s, p)
-		if st != oncekey.ApprovalPending {
-			decide(t, s, a, st)
+		if statuses[i] != oncekey.ApprovalPending {
+			decide(t, s, a, statuses[i])
 		}
-		all = append(all, made{p, st})
-	}
-	mk("acme", "refund", "wf-1", oncekey.ApprovalPending)
-	mk("acme", "refund", "wf-2", oncekey.ApprovalApproved)
-	mk("acme", "delete_account", "wf-1", oncekey.ApprovalPending)
-	mk("globex", "refund", "wf-1", oncekey.ApprovalPending)
-	mk("globex", "wire", "wf-3", oncekey.ApprovalDenied)
-	mk("globex", "wire", "wf-3", oncekey.ApprovalTimedOut)
-	mk("acme", "wire", "wf-4", oncekey.ApprovalDenied)
-
-	check := func(lp oncekey.ListApprovalsParams, f func(m made) bool) {
-		t.Helper()
-		var want []string
-		for _, m := range all {
-			if f(m) {
-				want = append(want, m.p.Tenant+"/"+m.p.OperationKey)
-			}
-		}
-		got := listAllApprovals(t, s, lp)
-		require.ElementsMatch(t, want, approvalKeys(got), "filter %+v", lp)
+		return tenant + "/" + p.OperationKey, string(statuses[i])
+	}, func(lp filter) []string {
+		got := listAllApprovals(t, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalStatus(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
 		requireRequestOrder(t, got)
 		for _, a := range got {
 			requireSameApproval(t, getApproval(t, s, a.Tenant, a.OperationKey), a)
 		}
-	}
-	check(oncekey.ListApprovalsParams{}, func(made) bool { return true })
-	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending}, func(m made) bool { return m.st == oncekey.ApprovalPending })
-	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: "acme"}, func(m made) bool {
-		return m.st == oncekey.ApprovalPending && m.p.Tenant == "acme"
+		return approvalKeys(got)
 	})
-	check(oncekey.ListApprovalsParams{Tool: "wire"}, func(m made) bool { return m.p.Tool == "wire" })
-	check(oncekey.ListApprovalsParams{Status: oncekey.ApprovalTimedOut}, func(m made) bool { return m.st == oncekey.ApprovalTimedOut })
-	check(oncekey.ListApprovalsParams{WorkflowID: "wf-1", Tool: "refund"}, func(m made) bool {
-		return m.p.WorkflowID == "wf-1" && m.p.Tool == "refund"
-	})
-	check(oncekey.ListApprovalsParams{Tenant: "initech"}, func(made) bool { return false })
 }
 
 func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
@@ -709,28 +634,14 @@ func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
 	for range 23 {
 		made = append(made, requestNew(t, s, approvalParams()))
 	}
-	var pages int
-	var got []*oncekey.Approval
-	lp := oncekey.ListApprovalsParams{Limit: 5}
-	for {
-		res, err := s.ListApprovals(ctxT(t), &lp)
-		require.NoError(t, err)
-		require.LessOrEqual(t, len(res.Approvals), 5)
-		pages++
-		got = append(got, res.Approvals...)
-		if res.Next == "" {
-			break
-		}
-		lp.Cursor = res.Next
-	}
-	require.GreaterOrEqual(t, pages, 5)
+	got := requirePaged(t, pages(t, s.ListApprovals, oncekey.ListApprovalsParams{Limit: 5}, approvalCursor, approvalPage), 5, 5)
 	require.ElementsMatch(t, approvalKeys(made), approvalKeys(got), "each approval exactly once")
 	require.Len(t, got, 23)
 	requireRequestOrder(t, got)
 
 	// An approval asked anew while a caller pages moves to the end; no other is skipped or
 	// repeated.
-	lp = oncekey.ListApprovalsParams{Limit: 4}
+	lp := oncekey.ListApprovalsParams{Limit: 4}
 	res, err := s.ListApprovals(ctxT(t), &lp)
 	require.NoError(t, err)
 	seen := approvalKeys(res.Approvals)
@@ -750,25 +661,13 @@ func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
 	for range 80 {
 		requestNew(t, s, approvalParams())
 	}
-	res, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{})
-	require.NoError(t, err)
-	require.Len(t, res.Approvals, oncekey.DefaultListLimit)
-	require.NotEmpty(t, res.Next)
-	res, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Cursor: res.Next})
-	require.NoError(t, err)
-	require.Len(t, res.Approvals, 3)
-	require.Empty(t, res.Next)
+	requireDefaultPages(t, s.ListApprovals, approvalCursor, approvalPage, 103)
 }
 
 func testApprovalListInvalid(t *testing.T, s oncekey.ApprovalStore) {
-	_, err := s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Limit: oncekey.MaxListLimit + 1})
-	requireInvalid(t, err, "Limit")
-	_, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Limit: -1})
-	requireInvalid(t, err, "Limit")
-	_, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Cursor: "not a cursor!"})
-	requireInvalid(t, err, "Cursor")
+	requireListInvalid(t, s.ListApprovals, func(p *oncekey.ListApprovalsParams) *int { return &p.Limit }, approvalCursor)
 	for _, st := range []oncekey.ApprovalStatus{"all", "applied", "bogus"} {
-		_, err = s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Status: st})
+		_, err := s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Status: st})
 		requireInvalid(t, err, "Status")
 	}
 }
@@ -819,16 +718,8 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 	rp := params(oncekey.Effectful)
 	rec := acquire(t, st, rp)
 
-	var total oncekey.PurgeResult
-	require.Eventually(t, func() bool {
-		res, err := st.Purge(context.Background(), &oncekey.PurgeParams{BatchSize: 3})
-		require.NoError(t, err)
-		require.LessOrEqual(t, res.ApprovalsDeleted, int64(7))
-		total.ApprovalsDeleted += res.ApprovalsDeleted
-		total.Tombstoned += res.Tombstoned
-		total.Deleted += res.Deleted
-		return total.ApprovalsDeleted == 7
-	}, waitFor, pollEvery, "the decided approvals past retention were never all deleted")
+	total := purgeUntil(t, st, 3, func(total oncekey.PurgeResult) bool { return total.ApprovalsDeleted >= 7 })
+	require.Equal(t, int64(7), total.ApprovalsDeleted, "the decided approvals past retention, each once")
 	require.Zero(t, total.Tombstoned, "no record was past retention")
 	require.Zero(t, total.Deleted)
 	for _, a := range gone {
@@ -892,12 +783,7 @@ func testApprovalForget(t *testing.T, s oncekey.ApprovalStore) {
 		requireNoApproval(t, s, "acme", q.OperationKey)
 		require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", q.OperationKey).Status)
 	}
-	lr, err := s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Tenant: "acme"})
-	require.NoError(t, err)
-	require.Empty(t, lr.Approvals)
-	res, err = st.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.ForgetResult{}, *res)
+	requireForgotten(t, st, "acme")
 }
 
 // ---- exact storage and bad input -----------------------------------------------------------
@@ -937,13 +823,13 @@ func testApprovalTextFields(t *testing.T, s oncekey.ApprovalStore) {
 
 func testApprovalInvalidParams(t *testing.T, s oncekey.ApprovalStore) {
 	ctx := ctxT(t)
+	requireRefusedTexts(t, approvalParams,
+		func(p *oncekey.RequestApprovalParams) error { _, err := s.RequestApproval(ctx, p); return err },
+		func(p *oncekey.RequestApprovalParams) error {
+			_, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+			return err
+		})
 	for field, mut := range map[string]func(p *oncekey.RequestApprovalParams){
-		"Tenant":       func(p *oncekey.RequestApprovalParams) { p.Tenant = " " },
-		"OperationKey": func(p *oncekey.RequestApprovalParams) { p.OperationKey = "" },
-		"Tool":         func(p *oncekey.RequestApprovalParams) { p.Tool = "" },
-		"Fingerprint":  func(p *oncekey.RequestApprovalParams) { p.Fingerprint = "" },
-		"WorkflowID":   func(p *oncekey.RequestApprovalParams) { p.WorkflowID = "bad\xffutf8" },
-		"Namespace":    func(p *oncekey.RequestApprovalParams) { p.Namespace = "bad\x00ns" },
 		"Summary": func(p *oncekey.RequestApprovalParams) {
 			p.Summary = strings.Repeat("x", oncekey.MaxApprovalSummaryBytes+1)
 		},

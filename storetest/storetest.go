@@ -1,14 +1,13 @@
 package storetest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,18 +88,6 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 
 // ---- helpers -------------------------------------------------------------------------------
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func newKey() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s%x", oncekey.KeyPrefix, b)
-}
-
 // params returns claim params for a fresh key in tenant "acme".
 func params(eff oncekey.Effect) *oncekey.ClaimParams {
 	return &oncekey.ClaimParams{
@@ -112,10 +99,14 @@ func params(eff oncekey.Effect) *oncekey.ClaimParams {
 
 func claim(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.ClaimResult {
 	t.Helper()
-	res, err := s.Claim(ctxT(t), p)
-	require.NoError(t, err)
+	res := do(t, s.Claim, p)
 	require.NotNil(t, res.Record)
 	return res
+}
+
+func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
+	t.Helper()
+	return do(t, s.Get, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 }
 
 func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Record {
@@ -125,11 +116,51 @@ func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Rec
 	return res.Record
 }
 
-func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
+// expiredClaim acquires a fresh key of eff with a short lease and waits until the lease ran out
+// on the store's clock. It returns the params (their lease long again, for the next claim) and
+// the record acquired.
+func expiredClaim(t *testing.T, s oncekey.Store, eff oncekey.Effect) (*oncekey.ClaimParams, *oncekey.Record) {
 	t.Helper()
-	r, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	p := params(eff)
+	p.Lease = shortLease
+	first := acquire(t, s, p)
+	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
+	p.Lease = longLease
+	return p, first
+}
+
+// requireFound asserts what a claim found or did: res's flags are want's (its Record aside).
+func requireFound(t *testing.T, want oncekey.ClaimResult, res *oncekey.ClaimResult, msgAndArgs ...any) {
+	t.Helper()
+	got := *res
+	got.Record = nil
+	require.Equal(t, want, got, msgAndArgs...)
+}
+
+// requireLeft asserts a fenced write (its answer r and err) left the record in st, without a
+// lease.
+func requireLeft(t *testing.T, st oncekey.Status, r *oncekey.Record, err error) {
+	t.Helper()
 	require.NoError(t, err)
-	return r
+	require.Equal(t, st, r.Status)
+	require.True(t, r.LeaseUntil.IsZero(), "a %s record has no lease", st)
+}
+
+// requireOutcome asserts r is in st with the failure failure.
+func requireOutcome(t *testing.T, r *oncekey.Record, st oncekey.Status, failure string) {
+	t.Helper()
+	require.Equal(t, st, r.Status)
+	require.Equal(t, failure, string(r.Failure))
+}
+
+// requireObserved claims p again and requires that the claim observes want as it stands: not
+// acquired, the same record. It returns the claim's result.
+func requireObserved(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams, want *oncekey.Record) *oncekey.ClaimResult {
+	t.Helper()
+	res := claim(t, s, p)
+	require.False(t, res.Acquired)
+	requireSame(t, want, res.Record)
+	return res
 }
 
 func complete(t *testing.T, s oncekey.Store, r *oncekey.Record, st oncekey.Status, result, failure []byte) *oncekey.Record {
@@ -162,39 +193,7 @@ func waitExpired(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) {
 // requireSame asserts two reads of a record are equal in everything but LeaseExpired.
 func requireSame(t *testing.T, want, got *oncekey.Record) {
 	t.Helper()
-	require.Equal(t, want.Tenant, got.Tenant, "Tenant")
-	require.Equal(t, want.OperationKey, got.OperationKey, "OperationKey")
-	require.Equal(t, want.Namespace, got.Namespace, "Namespace")
-	require.Equal(t, want.Tool, got.Tool, "Tool")
-	require.Equal(t, want.Version, got.Version, "Version")
-	require.Equal(t, want.Fingerprint, got.Fingerprint, "Fingerprint")
-	require.Equal(t, want.WorkflowID, got.WorkflowID, "WorkflowID")
-	require.Equal(t, want.StepID, got.StepID, "StepID")
-	require.Equal(t, want.Effect, got.Effect, "Effect")
-	require.Equal(t, want.Status, got.Status, "Status")
-	require.Equal(t, want.Epoch, got.Epoch, "Epoch")
-	requireBytes(t, want.Result, got.Result, "Result")
-	requireBytes(t, want.Failure, got.Failure, "Failure")
-	require.Equal(t, want.EffectReference, got.EffectReference, "EffectReference")
-	require.Equal(t, want.ResolvedBy, got.ResolvedBy, "ResolvedBy")
-	require.Equal(t, want.Note, got.Note, "Note")
-	for _, f := range []struct {
-		name string
-		w, g time.Time
-	}{
-		{"LeaseUntil", want.LeaseUntil, got.LeaseUntil}, {"CreatedAt", want.CreatedAt, got.CreatedAt},
-		{"UpdatedAt", want.UpdatedAt, got.UpdatedAt}, {"ExpiresAt", want.ExpiresAt, got.ExpiresAt},
-		{"TombstoneUntil", want.TombstoneUntil, got.TombstoneUntil},
-	} {
-		require.True(t, f.w.Equal(f.g), "%s: want %s, got %s", f.name, f.w, f.g)
-	}
-}
-
-// requireBytes asserts exact equality, including nil versus empty.
-func requireBytes(t *testing.T, want, got []byte, what string) {
-	t.Helper()
-	require.Equal(t, want == nil, got == nil, "%s: nil-ness differs (want nil=%v, got nil=%v)", what, want == nil, got == nil)
-	require.True(t, bytes.Equal(want, got), "%s: bytes differ (want %d bytes, got %d)", what, len(want), len(got))
+	requireSameFields(t, want, got, "LeaseExpired")
 }
 
 func requireLost(t *testing.T, err error) {
@@ -208,13 +207,6 @@ func requireConflict(t *testing.T, err error) *oncekey.StatusConflictError {
 	var ce *oncekey.StatusConflictError
 	require.ErrorAs(t, err, &ce)
 	return ce
-}
-
-func requireInvalid(t *testing.T, err error, field string) {
-	t.Helper()
-	var ie *oncekey.InvalidParamsError
-	require.ErrorAs(t, err, &ie)
-	require.Equal(t, field, ie.Field)
 }
 
 // ---- claim ---------------------------------------------------------------------------------
@@ -269,25 +261,16 @@ func testClaimPendingLive(t *testing.T, s oncekey.Store) {
 	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
 		q := *p
 		q.Effect = eff
-		res := claim(t, s, &q)
-		require.False(t, res.Acquired)
-		require.False(t, res.TookOver)
-		require.False(t, res.FingerprintMismatch)
-		require.False(t, res.Expired)
+		res := requireObserved(t, s, &q, first)
+		requireFound(t, oncekey.ClaimResult{}, res)
 		require.False(t, res.Record.LeaseExpired, "a %s lease is live on the store's clock", longLease)
-		requireSame(t, first, res.Record)
 	}
 }
 
 func testClaimPendingExpiredIdempotent(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
-	p.Lease = shortLease
-	first := acquire(t, s, p)
-	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-	p.Lease = longLease
+	p, first := expiredClaim(t, s, oncekey.Idempotent)
 	res := claim(t, s, p)
-	require.True(t, res.Acquired)
-	require.True(t, res.TookOver)
+	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
 	require.Equal(t, first.Epoch+1, res.Record.Epoch)
 	require.Equal(t, oncekey.StatusPending, res.Record.Status)
 	require.False(t, res.Record.LeaseExpired)
@@ -343,37 +326,24 @@ func testClaimFailed(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Idempotent)
 	r := acquire(t, s, p)
 	done := complete(t, s, r, oncekey.StatusFailed, nil, []byte("card declined"))
-	res := claim(t, s, p)
-	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusFailed, res.Record.Status)
-	require.Equal(t, "card declined", string(res.Record.Failure))
-	requireSame(t, done, res.Record)
+	requireOutcome(t, requireObserved(t, s, p, done).Record, oncekey.StatusFailed, "card declined")
 }
 
 func testClaimUnknown(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
 	r := acquire(t, s, p)
 	marked, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("timeout")})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, marked.Status)
-	require.True(t, marked.LeaseUntil.IsZero())
-	res := claim(t, s, p)
-	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
-	require.Equal(t, "timeout", string(res.Record.Failure))
-	requireSame(t, marked, res.Record)
+	requireLeft(t, oncekey.StatusUnknown, marked, err)
+	requireOutcome(t, requireObserved(t, s, p, marked).Record, oncekey.StatusUnknown, "timeout")
 }
 
 func testClaimReleased(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
 	r := acquire(t, s, p)
 	rel, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
-	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, rel.Status)
-	require.True(t, rel.LeaseUntil.IsZero())
+	requireLeft(t, oncekey.StatusReleased, rel, err)
 	res := claim(t, s, p)
-	require.True(t, res.Acquired)
-	require.True(t, res.TookOver)
+	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
 	require.Equal(t, r.Epoch+1, res.Record.Epoch)
 	require.Equal(t, oncekey.StatusPending, res.Record.Status)
 	// The old epoch cannot release the new claim.
@@ -406,10 +376,7 @@ func testClaimSameToken(t *testing.T, s oncekey.Store) {
 		p.ClaimToken = newToken()
 		first := acquire(t, s, p)
 		again := claim(t, s, p)
-		require.True(t, again.Acquired, "the repeat of the claim recognises its own record")
-		require.False(t, again.TookOver)
-		require.False(t, again.FingerprintMismatch)
-		require.False(t, again.Expired)
+		requireFound(t, oncekey.ClaimResult{Acquired: true}, again, "the repeat of the claim recognises its own record")
 		require.Equal(t, first.Epoch, again.Record.Epoch, "no new epoch")
 		requireSame(t, first, again.Record)
 		requireSame(t, first, get(t, s, p.Tenant, p.OperationKey))
@@ -470,13 +437,9 @@ func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
 		q := *p
 		q.Fingerprint = other
 		q.Lease = longLease
-		res := claim(t, s, &q)
-		require.True(t, res.FingerprintMismatch)
-		require.False(t, res.Acquired)
-		require.False(t, res.TookOver)
-		require.False(t, res.Expired)
+		res := requireObserved(t, s, &q, before)
+		requireFound(t, oncekey.ClaimResult{FingerprintMismatch: true}, res)
 		require.Equal(t, p.Fingerprint, res.Record.Fingerprint, "the stored fingerprint is reported")
-		requireSame(t, before, res.Record)
 		requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 	}
 
@@ -510,13 +473,9 @@ func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
 // ---- fencing -------------------------------------------------------------------------------
 
 func testFencing(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
-	p.Lease = shortLease
-	old := acquire(t, s, p)
-	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-	p.Lease = longLease
+	p, old := expiredClaim(t, s, oncekey.Idempotent)
 	res := claim(t, s, p)
-	require.True(t, res.Acquired && res.TookOver)
+	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
 	owner := res.Record
 	ctx := ctxT(t)
 	k := func() (string, string) { return p.Tenant, p.OperationKey }
@@ -735,12 +694,7 @@ func testForget(t *testing.T, s oncekey.Store) {
 		require.ErrorIs(t, err, oncekey.ErrNotFound)
 		require.Equal(t, oncekey.StatusPending, get(t, s, "globex", q.OperationKey).Status)
 	}
-	lr, err := s.List(ctxT(t), &oncekey.ListParams{Tenant: "acme"})
-	require.NoError(t, err)
-	require.Empty(t, lr.Records)
-	res, err = s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
-	require.NoError(t, err)
-	require.Equal(t, int64(0), res.Deleted)
+	requireForgotten(t, s, "acme")
 }
 
 // ---- list ----------------------------------------------------------------------------------
@@ -771,30 +725,18 @@ func sortedByUpdate(rs []*oncekey.Record) []*oncekey.Record {
 
 func listAll(t *testing.T, s oncekey.Store, p oncekey.ListParams) []*oncekey.Record {
 	t.Helper()
-	var out []*oncekey.Record
-	for pages := 0; ; pages++ {
-		require.Less(t, pages, 1000)
-		res, err := s.List(ctxT(t), &p)
-		require.NoError(t, err)
-		out = append(out, res.Records...)
-		if res.Next == "" {
-			return out
-		}
-		p.Cursor = res.Next
-	}
+	return slices.Concat(pages(t, s.List, p, listCursor, listPage)...)
 }
 
 func testListFilters(t *testing.T, s oncekey.Store) {
-	type made struct {
-		p  *oncekey.ClaimParams
-		st oncekey.Status
-	}
-	var all []made
-	mk := func(tenant, tool, wf string, st oncekey.Status) {
+	statuses := []oncekey.Status{oncekey.StatusUnknown, oncekey.StatusApplied, oncekey.StatusUnknown, oncekey.StatusUnknown,
+		oncekey.StatusPending, oncekey.StatusReleased, oncekey.StatusFailed}
+	var all []*oncekey.ClaimParams
+	requireListFilters(t, func(i int, tenant, tool, wf string) (string, string) {
 		p := params(oncekey.Effectful)
 		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
 		r := acquire(t, s, p)
-		switch st {
+		switch st := statuses[i]; st {
 		case oncekey.StatusApplied, oncekey.StatusFailed:
 			complete(t, s, r, st, []byte("x"), nil)
 		case oncekey.StatusUnknown:
@@ -804,52 +746,25 @@ func testListFilters(t *testing.T, s oncekey.Store) {
 			_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 			require.NoError(t, err)
 		}
-		all = append(all, made{p, st})
-	}
-	mk("acme", "create_ticket", "wf-1", oncekey.StatusUnknown)
-	mk("acme", "create_ticket", "wf-2", oncekey.StatusApplied)
-	mk("acme", "send_email", "wf-1", oncekey.StatusUnknown)
-	mk("globex", "create_ticket", "wf-1", oncekey.StatusUnknown)
-	mk("globex", "refund", "wf-3", oncekey.StatusPending)
-	mk("globex", "refund", "wf-3", oncekey.StatusReleased)
-	mk("acme", "refund", "wf-4", oncekey.StatusFailed)
-
-	want := func(f func(m made) bool) []string {
-		var out []string
-		for _, m := range all {
-			if f(m) {
-				out = append(out, m.p.Tenant+"/"+m.p.OperationKey)
-			}
-		}
-		return out
-	}
-	check := func(lp oncekey.ListParams, f func(m made) bool) {
-		t.Helper()
-		got := listAll(t, s, lp)
-		require.ElementsMatch(t, want(f), keysOf(got), "filter %+v", lp)
+		all = append(all, p)
+		return tenant + "/" + p.OperationKey, string(statuses[i])
+	}, func(lp filter) []string {
+		got := listAll(t, s, oncekey.ListParams{Status: oncekey.Status(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
 		for i := 1; i < len(got); i++ {
 			require.False(t, got[i].UpdatedAt.Before(got[i-1].UpdatedAt), "oldest update first")
 		}
-	}
-	check(oncekey.ListParams{}, func(made) bool { return true })
-	check(oncekey.ListParams{Status: oncekey.StatusUnknown}, func(m made) bool { return m.st == oncekey.StatusUnknown })
-	check(oncekey.ListParams{Status: oncekey.StatusUnknown, Tenant: "acme"}, func(m made) bool {
-		return m.st == oncekey.StatusUnknown && m.p.Tenant == "acme"
+		return keysOf(got)
 	})
-	check(oncekey.ListParams{Tool: "refund"}, func(m made) bool { return m.p.Tool == "refund" })
-	check(oncekey.ListParams{WorkflowID: "wf-1", Tool: "create_ticket"}, func(m made) bool {
-		return m.p.WorkflowID == "wf-1" && m.p.Tool == "create_ticket"
-	})
-	check(oncekey.ListParams{Status: oncekey.StatusExpired}, func(made) bool { return false })
+	require.Empty(t, listAll(t, s, oncekey.ListParams{Status: oncekey.StatusExpired}))
 
 	// UpdatedSince keeps records updated at or after the time, on the store's clock.
-	mid := get(t, s, all[3].p.Tenant, all[3].p.OperationKey)
+	mid := get(t, s, all[3].Tenant, all[3].OperationKey)
 	got := listAll(t, s, oncekey.ListParams{UpdatedSince: mid.UpdatedAt})
 	require.Contains(t, keysOf(got), mid.Tenant+"/"+mid.OperationKey)
 	for _, r := range got {
 		require.False(t, r.UpdatedAt.Before(mid.UpdatedAt))
 	}
-	all0 := get(t, s, all[0].p.Tenant, all[0].p.OperationKey)
+	all0 := get(t, s, all[0].Tenant, all[0].OperationKey)
 	if all0.UpdatedAt.Before(mid.UpdatedAt) {
 		require.NotContains(t, keysOf(got), all0.Tenant+"/"+all0.OperationKey)
 	}
@@ -861,36 +776,15 @@ func testListPagination(t *testing.T, s oncekey.Store) {
 		made = append(made, acquire(t, s, params(oncekey.Idempotent)))
 	}
 	want := keysOf(sortedByUpdate(made))
-	var pages int
-	var got []*oncekey.Record
-	lp := oncekey.ListParams{Limit: 5}
-	for {
-		res, err := s.List(ctxT(t), &lp)
-		require.NoError(t, err)
-		require.LessOrEqual(t, len(res.Records), 5)
-		pages++
-		got = append(got, res.Records...)
-		if res.Next == "" {
-			break
-		}
-		lp.Cursor = res.Next
-	}
-	require.GreaterOrEqual(t, pages, 5)
+	got := requirePaged(t, pages(t, s.List, oncekey.ListParams{Limit: 5}, listCursor, listPage), 5, 5)
 	require.Equal(t, want, keysOf(got), "each record exactly once, in update order")
 
 	// The default page size is 100.
 	for range 80 {
 		acquire(t, s, params(oncekey.Idempotent))
 	}
-	res, err := s.List(ctxT(t), &oncekey.ListParams{})
-	require.NoError(t, err)
-	require.Len(t, res.Records, oncekey.DefaultListLimit)
-	require.NotEmpty(t, res.Next)
-	res, err = s.List(ctxT(t), &oncekey.ListParams{Cursor: res.Next})
-	require.NoError(t, err)
-	require.Len(t, res.Records, 3)
-	require.Empty(t, res.Next)
-	res, err = s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit})
+	requireDefaultPages(t, s.List, listCursor, listPage, 103)
+	res, err := s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 103)
 }
@@ -931,13 +825,8 @@ func testListPaginationUpdates(t *testing.T, s oncekey.Store) {
 }
 
 func testListInvalid(t *testing.T, s oncekey.Store) {
-	_, err := s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit + 1})
-	requireInvalid(t, err, "Limit")
-	_, err = s.List(ctxT(t), &oncekey.ListParams{Limit: -1})
-	requireInvalid(t, err, "Limit")
-	_, err = s.List(ctxT(t), &oncekey.ListParams{Cursor: "not a cursor!"})
-	requireInvalid(t, err, "Cursor")
-	_, err = s.List(ctxT(t), &oncekey.ListParams{Status: "bogus"})
+	requireListInvalid(t, s.List, func(p *oncekey.ListParams) *int { return &p.Limit }, listCursor)
+	_, err := s.List(ctxT(t), &oncekey.ListParams{Status: "bogus"})
 	requireInvalid(t, err, "Status")
 }
 
@@ -1108,15 +997,8 @@ func testPurgeDeletes(t *testing.T, s oncekey.Store) {
 	live := params(oncekey.Effectful)
 	complete(t, s, acquire(t, s, live), oncekey.StatusApplied, []byte("keep"), nil)
 
-	var total oncekey.PurgeResult
-	require.Eventually(t, func() bool {
-		res, err := s.Purge(context.Background(), &oncekey.PurgeParams{BatchSize: 3})
-		require.NoError(t, err)
-		require.LessOrEqual(t, res.Deleted, int64(7))
-		total.Deleted += res.Deleted
-		total.Tombstoned += res.Tombstoned
-		return total.Deleted == 7
-	}, waitFor, pollEvery)
+	total := purgeUntil(t, s, 3, func(total oncekey.PurgeResult) bool { return total.Deleted >= 7 })
+	require.Equal(t, int64(7), total.Deleted)
 	require.LessOrEqual(t, total.Tombstoned, int64(7))
 	for _, p := range gone {
 		_, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
@@ -1406,16 +1288,17 @@ func testNamespaceKept(t *testing.T, s oncekey.Store) {
 
 func testInvalidParams(t *testing.T, s oncekey.Store) {
 	ctx := ctxT(t)
+	requireRefusedTexts(t, func() *oncekey.ClaimParams { return params(oncekey.Effectful) },
+		func(p *oncekey.ClaimParams) error { _, err := s.Claim(ctx, p); return err },
+		func(p *oncekey.ClaimParams) error {
+			_, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+			return err
+		})
 	for field, mut := range map[string]func(p *oncekey.ClaimParams){
-		"Tenant":       func(p *oncekey.ClaimParams) { p.Tenant = " " },
-		"OperationKey": func(p *oncekey.ClaimParams) { p.OperationKey = "" },
-		"Fingerprint":  func(p *oncekey.ClaimParams) { p.Fingerprint = "" },
-		"Tool":         func(p *oncekey.ClaimParams) { p.Tool = "bad\x00tool" },
-		"WorkflowID":   func(p *oncekey.ClaimParams) { p.WorkflowID = "bad\xffutf8" },
-		"Effect":       func(p *oncekey.ClaimParams) { p.Effect = oncekey.ReadOnly },
-		"Lease":        func(p *oncekey.ClaimParams) { p.Lease = 0 },
-		"Retention":    func(p *oncekey.ClaimParams) { p.Retention = -time.Second },
-		"Tombstone":    func(p *oncekey.ClaimParams) { p.Tombstone = 0 },
+		"Effect":    func(p *oncekey.ClaimParams) { p.Effect = oncekey.ReadOnly },
+		"Lease":     func(p *oncekey.ClaimParams) { p.Lease = 0 },
+		"Retention": func(p *oncekey.ClaimParams) { p.Retention = -time.Second },
+		"Tombstone": func(p *oncekey.ClaimParams) { p.Tombstone = 0 },
 	} {
 		p := params(oncekey.Effectful)
 		mut(p)
@@ -1445,72 +1328,24 @@ func testInvalidParams(t *testing.T, s oncekey.Store) {
 
 func testConcurrentClaim(t *testing.T, s oncekey.Store) {
 	p := params(oncekey.Effectful)
-	var acquired, observed int
-	var errs []error
-	race(32, func(int) (*oncekey.ClaimResult, error) {
+	raceOne(t, 32, func(int) (*oncekey.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
-	}, func(res *oncekey.ClaimResult, err error) {
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case res.Acquired:
-			acquired++
-		default:
-			observed++
-			if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
-				errs = append(errs, fmt.Errorf("unexpected record %+v", res.Record))
-			}
+	}, func(res *oncekey.ClaimResult) bool { return res.Acquired }, func(res *oncekey.ClaimResult) error {
+		if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
+			return fmt.Errorf("unexpected record %+v", res.Record)
 		}
+		return nil
 	})
-	require.Empty(t, errs)
-	require.Equal(t, 1, acquired, "exactly one of 32 concurrent claims acquires")
-	require.Equal(t, 31, observed)
 }
 
 func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
-	p.Lease = shortLease
-	acquire(t, s, p)
-	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-	p.Lease = longLease
-	var winners []int64
-	var errs []error
-	race(16, func(int) (*oncekey.ClaimResult, error) {
+	p, _ := expiredClaim(t, s, oncekey.Idempotent)
+	won := raceOne(t, 16, func(int) (*oncekey.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
-	}, func(res *oncekey.ClaimResult, err error) {
-		if err != nil {
-			errs = append(errs, err)
-		} else if res.Acquired {
-			winners = append(winners, res.Record.Epoch)
-		}
-	})
-	require.Empty(t, errs)
-	require.Equal(t, []int64{2}, winners, "exactly one takeover, at epoch 2")
-}
-
-// race calls call(i) for i in [0, n) from n goroutines released at the same moment, hands each
-// answer to tally (one at a time, so tally needs no lock) and returns once all have answered.
-func race[T any](n int, call func(i int) (T, error), tally func(T, error)) {
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-	)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := call(i)
-			mu.Lock()
-			defer mu.Unlock()
-			tally(res, err)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	}, func(res *oncekey.ClaimResult) bool { return res.Acquired }, func(*oncekey.ClaimResult) error { return nil })
+	require.Equal(t, int64(2), won.Record.Epoch, "exactly one takeover, at epoch 2")
 }
 
 func testContextCanceled(t *testing.T, s oncekey.Store) {

@@ -24,11 +24,7 @@ const approvalPrelude = `
 local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq'}
 local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA, ARQ = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
-local function aread(ap, extra)
-  local g = {unpack(AF)}
-  g[#g + 1] = extra
-  return redis.call('HMGET', ap, unpack(g))
-end
+local function aread(ap, extra) return hfields(ap, AF, extra) end
 -- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
 -- past its deadline is timed out (the reply's reader fills in the rest: oncekey.Approval.ReadAsOf).
 local function astatus(v, now)
@@ -36,11 +32,7 @@ local function astatus(v, now)
   return v[AST]
 end
 -- aout returns {code, now, v[1..#AF]}: the approval as a reply.
-local function aout(code, now, v)
-  local r = {code, fmt(now)}
-  for i = 1, #AF do r[i + 2] = v[i] end
-  return r
-end
+local function aout(code, now, v) return outof(code, now, v, #AF) end
 `
 
 // RequestApproval: KEYS ap, apall, apt, apexp. ARGV tenant, key, namespace, tool, fingerprint,
@@ -133,11 +125,8 @@ var PurgeApprovals = redis.NewScript(prelude + approvalPrelude + `
 local exp, all = KEYS[1], KEYS[2]
 local now = clock()
 local quota = tonumber(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', exp, '-inf', fmt(now), 'LIMIT', 0, quota)
 local done = 0
-for _, pk in ipairs(ids) do
-  local ap = ARGV[1] .. pk
-  local r = redis.call('HMGET', ap, 'st', 'ra', 't', 'k', 'ea')
+local looked = sweep(exp, ARGV[1], quota, now, {'st', 'ra', 't', 'k', 'ea'}, function(pk, ap, r)
   if r[1] and r[1] ~= 'pending' and now >= tonumber(r[5]) then
     local h = hex(tonumber(r[2]))
     redis.call('ZREM', all, h .. pk)
@@ -146,10 +135,10 @@ for _, pk in ipairs(ids) do
     done = done + 1
   end
   redis.call('ZREM', exp, pk)
-end
+end)
 local rest = '0'
-if #ids < quota then rest = '1' end
-return {done, #ids, rest}
+if looked < quota then rest = '1' end
+return {done, looked, rest}
 `)
 
 // ForgetApprovals deletes approvals of one tenant in one bucket: KEYS apt, apall, apexp. ARGV

@@ -53,19 +53,34 @@ local function hex(n) return string.format('%016x', n) end
 local F = {'t', 'k', 'tool', 'ver', 'fp', 'wf', 'step', 'eff', 'st', 'ep', 'lu', 'res', 'fail', 'ref', 'ca', 'ua', 'ea', 'tu', 'rby', 'note', 'ns'}
 -- Positions in F.
 local T, K, TOOL, VER, FP, WF, STEP, EFF, ST, EP, LU, RES, FAIL, REF, CA, UA, EA, TU, RBY, NOTE, NS = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21
--- read returns the record's fields of F and then extra (an absent field is false).
-local function read(rec, extra)
-  local g = {unpack(F)}
+-- hfields returns the fields names of the hash h and then extra (an absent field is false).
+local function hfields(h, names, extra)
+  local g = {unpack(names)}
   g[#g + 1] = extra
-  return redis.call('HMGET', rec, unpack(g))
+  return redis.call('HMGET', h, unpack(g))
 end
--- out returns {code, now, v[1..#F]}: the record as a reply, from fields the script read and
--- changed, so that no script reads the record twice.
-local function out(code, now, v)
+-- outof returns {code, now, v[1..n]}: n fields as a reply.
+local function outof(code, now, v, n)
   local r = {code, fmt(now)}
-  for i = 1, #F do r[i + 2] = v[i] end
+  for i = 1, n do r[i + 2] = v[i] end
   return r
 end
+-- sweep reads the members of the time-scored index idx due at now (at most n), and calls
+-- fn(pk, h, r) for each: pk the member, h the hash base .. pk, r its fields names (an absent
+-- field is false). It returns how many members it read.
+local function sweep(idx, base, n, now, names, fn)
+  local ids = redis.call('ZRANGEBYSCORE', idx, '-inf', fmt(now), 'LIMIT', 0, n)
+  for _, pk in ipairs(ids) do
+    local h = base .. pk
+    fn(pk, h, redis.call('HMGET', h, unpack(names)))
+  end
+  return #ids
+end
+-- read returns the record's fields of F and then extra (an absent field is false).
+local function read(rec, extra) return hfields(rec, F, extra) end
+-- out returns {code, now, v[1..#F]}: the record as a reply, from fields the script read and
+-- changed, so that no script reads the record twice.
+local function out(code, now, v) return outof(code, now, v, #F) end
 -- reply returns {code, now, fields of F...} read from the record.
 local function reply(code, rec, now)
   return out(code, now, redis.call('HMGET', rec, unpack(F)))
@@ -322,13 +337,9 @@ return {done, skipped, rest, unset, o}
 // with its new window). It returns {deleted, "1" when none is left, unsettled ones taken out}.
 var Delete = redis.NewScript(prelude + `
 local tomb, all, unk, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now = clock()
 local quota = tonumber(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', tomb, '-inf', fmt(now), 'LIMIT', 0, quota)
 local kept = 0
-for _, pk in ipairs(ids) do
-  local rec = ARGV[1] .. pk
-  local r = redis.call('HMGET', rec, 'st', 'ua', 't', 'k')
+local looked = sweep(tomb, ARGV[1], quota, clock(), {'st', 'ua', 't', 'k'}, function(pk, rec, r)
   if unsettled(r[1]) then
     kept = kept + 1
     redis.call('ZREM', tomb, pk)
@@ -338,10 +349,10 @@ for _, pk in ipairs(ids) do
     redis.call('ZREM', tomb, pk)
     redis.call('ZREM', exp, pk)
   end
-end
+end)
 local rest = '0'
-if #ids < quota then rest = '1' end
-return {#ids - kept, rest, kept}
+if looked < quota then rest = '1' end
+return {looked - kept, rest, kept}
 `)
 
 // Forget deletes records of one tenant in one bucket: KEYS ten, all, unk, exp, tomb. ARGV
