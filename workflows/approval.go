@@ -113,7 +113,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 	}
 	if ans.Fingerprint != a.in.Fingerprint {
 		// The key's approval is another call's: nothing is asked or decided for this one.
-		out := ans.Output()
+		out := ans.ApprovalOutput
 		out.FingerprintMismatch = true
 		a.otherArguments = true
 		a.setState(ctx, reconcile.ApprovalStateDecided)
@@ -157,7 +157,7 @@ func (a *approver) take(ans activities.ApprovalAnswer) {
 // done settles the run with the decided answer; requestID is the Decision's that was recorded.
 func (a *approver) done(ctx workflow.Context, ans activities.ApprovalAnswer, requestID string) reconcile.ApprovalOutput {
 	a.take(ans)
-	out := ans.Output()
+	out := ans.ApprovalOutput
 	out.Created, out.RequestID = a.created, requestID
 	// A refusal before the decision is no longer news once the approval is decided.
 	a.report.LastInvalidSignal, a.report.LastInvalidRequestID = "", ""
