@@ -22,7 +22,8 @@ const (
 // decision as the workflow answers with it (reconcile.ApprovalOutput: status, episode,
 // fingerprint, who decided, when and why; RequestID and FingerprintMismatch are the workflow's to
 // set) and the request the worker made, which only the workflow reads. Its JSON is one object
-// with the fields of both, as before the two shared one type.
+// with the fields of both, under the names ApprovalAnswer has always had, so recorded histories
+// decode as before.
 type ApprovalAnswer struct {
 	reconcile.ApprovalOutput
 	// Conflict: DecideApproval found the approval no longer pending; the fields are the decision
