@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -161,13 +162,7 @@ func inputType(fn reflect.Type) reflect.Type {
 // function it was registered with (Set, SetAs), or the type given to SetTool. It returns false
 // when the tool is unknown, was registered by name only, or takes no argument or several.
 func (r *Registry) InputType(tool string) (reflect.Type, bool) {
-	if r == nil {
-		return nil, false
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.inputs[tool]
-	return t, ok
+	return lookup(r, func(r *Registry) map[string]reflect.Type { return r.inputs }, tool)
 }
 
 // Route says how to tell apart the tools one activity type carries: an MCP proxy activity
@@ -250,12 +245,7 @@ func (r *Registry) Route(activityType string, rt Route) error {
 
 // Routed reports whether activityType has a Route.
 func (r *Registry) Routed(activityType string) bool {
-	if r == nil {
-		return false
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	_, ok := r.routes[activityType]
+	_, ok := lookup(r, func(r *Registry) map[string]Route { return r.routes }, activityType)
 	return ok
 }
 
@@ -319,13 +309,7 @@ func (r *Registry) Resolve(activityType string, args json.RawMessage) (Resolved,
 // SetAs) with a function value returning (T, error). It returns false when the tool is unknown,
 // was registered by name only (the type is then unknown), or returns only an error.
 func (r *Registry) ResultType(tool string) (reflect.Type, bool) {
-	if r == nil {
-		return nil, false
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	t, ok := r.results[tool]
-	return t, ok
+	return lookup(r, func(r *Registry) map[string]reflect.Type { return r.results }, tool)
 }
 
 // resultType returns T for a function type returning (T, error), or nil.
@@ -338,24 +322,27 @@ func resultType(fn reflect.Type) reflect.Type {
 
 // Policy returns the policy registered for the tool name, with defaults applied.
 func (r *Registry) Policy(tool string) (Policy, bool) {
+	return lookup(r, func(r *Registry) map[string]Policy { return r.policies }, tool)
+}
+
+// lookup returns the entry for tool of the map of r that m picks, read under r's lock; the zero
+// value and false for a nil r or no entry.
+func lookup[V any](r *Registry, m func(*Registry) map[string]V, tool string) (V, bool) {
 	if r == nil {
-		return Policy{}, false
+		var zero V
+		return zero, false
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	p, ok := r.policies[tool]
-	return p, ok
+	v, ok := m(r)[tool]
+	return v, ok
 }
 
-// Tools returns the names of all registered tools.
+// Tools returns the names of all registered tools, in no particular order.
 func (r *Registry) Tools() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.policies))
-	for k := range r.policies {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(r.policies))
 }
 
 // Key returns the printable operation key ("ok1_" + 64 lower-case hex digits) of op under policy

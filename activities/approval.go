@@ -18,37 +18,37 @@ const (
 	DecideApprovalName  = "oncekey.DecideApproval"
 )
 
-// ApprovalAnswer is an approval as the approval workflow's activities found or left it.
+// ApprovalAnswer is an approval as the approval workflow's activities found or left it: its
+// decision as the workflow answers with it (reconcile.ApprovalOutput: status, episode,
+// fingerprint, who decided, when and why; RequestID and FingerprintMismatch are the workflow's to
+// set) and the request the worker made, which only the workflow reads. Its JSON is one object
+// with the fields of both, under the names ApprovalAnswer has always had, so recorded histories
+// decode as before.
 type ApprovalAnswer struct {
-	// Created: RequestApproval asked a new episode.
-	Created bool `json:"created,omitempty"`
+	reconcile.ApprovalOutput
 	// Conflict: DecideApproval found the approval no longer pending; the fields are the decision
 	// already recorded.
-	Conflict    bool                   `json:"conflict,omitempty"`
-	Status      oncekey.ApprovalStatus `json:"status"`
-	Episode     int64                  `json:"episode"`
-	Fingerprint string                 `json:"fingerprint"`
-	RequestedAt time.Time              `json:"requested_at,omitzero"`
-	Deadline    time.Time              `json:"deadline,omitzero"`
-	DecidedAt   time.Time              `json:"decided_at,omitzero"`
-	DecidedBy   string                 `json:"decided_by,omitempty"`
-	Reason      string                 `json:"reason,omitempty"`
+	Conflict    bool      `json:"conflict,omitempty"`
+	RequestedAt time.Time `json:"requested_at,omitzero"`
+	Deadline    time.Time `json:"deadline,omitzero"`
 	// Summary is the request's summary, as the worker derived it; Token the request's token,
 	// which DecideApproval must name.
 	Summary string `json:"summary,omitempty"`
 	Token   string `json:"token,omitempty"`
 }
 
+// answerOf is the stored approval a as the activities answer with it. (ApprovalAnswer.Created is
+// RequestApproval's of the earlier protocol; nothing sets it now.)
 func answerOf(a *oncekey.Approval) ApprovalAnswer {
-	return ApprovalAnswer{Status: a.Status, Episode: a.Episode, Fingerprint: a.Fingerprint, RequestedAt: a.RequestedAt,
-		Deadline: a.Deadline, DecidedAt: a.DecidedAt, DecidedBy: a.DecidedBy, Reason: a.Reason, Summary: a.Summary, Token: a.Token}
+	return ApprovalAnswer{ApprovalOutput: reconcile.ApprovalOutput{Status: a.Status, Episode: a.Episode, DecidedBy: a.DecidedBy,
+		DecidedAt: a.DecidedAt, Reason: a.Reason, Fingerprint: a.Fingerprint},
+		RequestedAt: a.RequestedAt, Deadline: a.Deadline, Summary: a.Summary, Token: a.Token}
 }
 
-// Output returns the approval workflow's output for a decided answer.
-func (a ApprovalAnswer) Output() reconcile.ApprovalOutput {
-	return reconcile.ApprovalOutput{Status: a.Status, Episode: a.Episode, Created: a.Created, DecidedBy: a.DecidedBy,
-		DecidedAt: a.DecidedAt, Reason: a.Reason, Fingerprint: a.Fingerprint}
-}
+// Output returns the approval workflow's output for a decided answer: a.ApprovalOutput.
+//
+// Deprecated: use the ApprovalOutput field.
+func (a ApprovalAnswer) Output() reconcile.ApprovalOutput { return a.ApprovalOutput }
 
 // approvals returns the store as an ApprovalStore, or a non-retryable oncekey.Config error.
 func (a *Activities) approvals() (oncekey.ApprovalStore, error) {
@@ -59,6 +59,24 @@ func (a *Activities) approvals() (oncekey.ApprovalStore, error) {
 			oncekey.ErrTypeConfig, nil)
 	}
 	return s, nil
+}
+
+// getApproval reads the approval of tenant's key from the store (which must be an ApprovalStore,
+// see approvals) and returns the store too; nil when it holds none. op names the read in a store
+// error, which is returned wrapped (retryable).
+func (a *Activities) getApproval(ctx context.Context, op, tenant, key string) (oncekey.ApprovalStore, *oncekey.Approval, error) {
+	s, err := a.approvals()
+	if err != nil {
+		return nil, nil, err
+	}
+	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	switch {
+	case errors.Is(err, oncekey.ErrNotFound):
+		return s, nil, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("activities: %s %s: %w", op, key, err)
+	}
+	return s, ap, nil
 }
 
 // boundApproval refuses ap to a caller that may not act on it, as bound does for records.
@@ -88,16 +106,9 @@ func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalI
 	if err := approvalWorkflow(ctx, RequestApprovalName, in.OperationKey); err != nil {
 		return ApprovalAnswer{}, err
 	}
-	s, err := a.approvals()
+	_, ap, err := a.getApproval(ctx, "read approval", in.Tenant, in.OperationKey)
 	if err != nil {
 		return ApprovalAnswer{}, err
-	}
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
-	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
-		ap = nil
-	case err != nil:
-		return ApprovalAnswer{}, fmt.Errorf("activities: read approval %s: %w", in.OperationKey, err)
 	}
 	if ap == nil || ap.Token == "" {
 		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(NoWorkerRequestMessage(in.OperationKey), ErrTypeNoWorkerRequest, nil)
@@ -149,17 +160,13 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	if err := approvalWorkflow(ctx, DecideApprovalName, in.OperationKey); err != nil {
 		return ApprovalAnswer{}, err
 	}
-	s, err := a.approvals()
+	s, cur, err := a.getApproval(ctx, "decide approval", in.Tenant, in.OperationKey)
 	if err != nil {
 		return ApprovalAnswer{}, err
 	}
-	cur, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if cur == nil {
 		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"activities: no approval for key %s (purged or forgotten); nothing was written", in.OperationKey), ErrTypeInvalid, nil)
-	}
-	if err != nil {
-		return ApprovalAnswer{}, fmt.Errorf("activities: decide approval %s: %w", in.OperationKey, err)
 	}
 	if err := boundApproval(ctx, cur, in.Tool); err != nil {
 		return ApprovalAnswer{}, err
@@ -189,16 +196,9 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 // awaitApproval reads the approval a call waits on (in.Approval) and checks that it is of the
 // call's namespace and tool (boundApproval); nil when the store holds none.
 func (a *Activities) awaitApproval(ctx context.Context, in AwaitInput) (*oncekey.Approval, error) {
-	s, err := a.approvals()
-	if err != nil {
+	_, ap, err := a.getApproval(ctx, "await approval", in.Approval.Tenant, in.Approval.OperationKey)
+	if err != nil || ap == nil {
 		return nil, err
-	}
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: in.Approval.Tenant, OperationKey: in.Approval.OperationKey})
-	if errors.Is(err, oncekey.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("activities: await approval %s: %w", in.Approval.OperationKey, err)
 	}
 	if err := boundApproval(ctx, ap, in.Approval.Tool); err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func (a *Activities) awaitedApproval(ctx context.Context, in AwaitInput) (AwaitO
 	case !ap.Status.Decided():
 		return AwaitOutput{Done: true, Err: fmt.Sprintf("the approval workflow %s closed with the approval still %s", in.WorkflowID, ap.Status)}, nil
 	}
-	out := answerOf(ap).Output()
+	out := answerOf(ap).ApprovalOutput
 	return AwaitOutput{Done: true, Approval: &out}, nil
 }
 
@@ -243,7 +243,7 @@ func (a *Activities) fingerprintCheck(in AwaitInput) func(context.Context) (*Awa
 			same = true
 			return nil, nil
 		}
-		out := answerOf(ap).Output()
+		out := answerOf(ap).ApprovalOutput
 		out.FingerprintMismatch = true
 		return &AwaitOutput{Done: true, Approval: &out}, nil
 	}

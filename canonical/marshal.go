@@ -119,26 +119,19 @@ func (e *encoder) value(v reflect.Value, quoted bool) error {
 		}
 		return e.time(v.Elem().Interface().(time.Time))
 	}
-	// Methods, in encoding/json's order: a pointer-receiver method is used when v is addressable.
-	if t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(marshalerType) {
-		return e.marshalJSON(v.Addr())
-	}
-	if t.Kind() != reflect.Interface && t.Implements(marshalerType) {
-		if t.Kind() == reflect.Pointer && v.IsNil() {
-			e.buf = append(e.buf, "null"...)
-			return nil
+	// Methods, in encoding/json's order: MarshalJSON before MarshalText, and for each a
+	// pointer-receiver method is used when v is addressable.
+	for _, m := range methods {
+		if t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(m.typ) {
+			return m.encode(e, v.Addr())
 		}
-		return e.marshalJSON(v)
-	}
-	if t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(textMarshalerType) {
-		return e.marshalText(v.Addr())
-	}
-	if t.Kind() != reflect.Interface && t.Implements(textMarshalerType) {
-		if t.Kind() == reflect.Pointer && v.IsNil() {
-			e.buf = append(e.buf, "null"...)
-			return nil
+		if t.Kind() != reflect.Interface && t.Implements(m.typ) {
+			if t.Kind() == reflect.Pointer && v.IsNil() {
+				e.buf = append(e.buf, "null"...)
+				return nil
+			}
+			return m.encode(e, v)
 		}
-		return e.marshalText(v)
 	}
 
 	switch t.Kind() {
@@ -209,15 +202,36 @@ func (e *encoder) time(t time.Time) error {
 	return nil
 }
 
-func (e *encoder) marshalJSON(v reflect.Value) error {
-	m, ok := v.Interface().(json.Marshaler)
+// methods are the marshaling methods the encoder uses, in encoding/json's order, each with the
+// encoder's method that encodes a value having it.
+var methods = []struct {
+	typ    reflect.Type
+	encode func(e *encoder, v reflect.Value) error
+}{
+	{marshalerType, (*encoder).marshalJSON},
+	{textMarshalerType, (*encoder).marshalText},
+}
+
+// callMarshaler calls method (named name) on v's M and returns what it wrote; done is set, and
+// null written, when v holds no M (a nil interface), and err is an ErrMarshaler error when the
+// method failed.
+func callMarshaler[M any](e *encoder, v reflect.Value, name string, method func(M) ([]byte, error)) (b []byte, done bool, err error) {
+	m, ok := v.Interface().(M)
 	if !ok {
 		e.buf = append(e.buf, "null"...)
-		return nil
+		return nil, true, nil
 	}
-	b, err := m.MarshalJSON()
+	b, err = method(m)
 	if err != nil {
-		return e.fail(ErrMarshaler, "MarshalJSON of "+v.Type().String()+" failed", err)
+		return nil, true, e.fail(ErrMarshaler, name+" of "+v.Type().String()+" failed", err)
+	}
+	return b, false, nil
+}
+
+func (e *encoder) marshalJSON(v reflect.Value) error {
+	b, done, err := callMarshaler(e, v, "MarshalJSON", json.Marshaler.MarshalJSON)
+	if done {
+		return err
 	}
 	out, err := AppendTransform(e.buf, b)
 	if err != nil {
@@ -241,14 +255,9 @@ func (e *encoder) marshalJSON(v reflect.Value) error {
 }
 
 func (e *encoder) marshalText(v reflect.Value) error {
-	m, ok := v.Interface().(encoding.TextMarshaler)
-	if !ok {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	b, err := m.MarshalText()
-	if err != nil {
-		return e.fail(ErrMarshaler, "MarshalText of "+v.Type().String()+" failed", err)
+	b, done, err := callMarshaler(e, v, "MarshalText", encoding.TextMarshaler.MarshalText)
+	if done {
+		return err
 	}
 	if !utf8.Valid(b) {
 		return e.fail(ErrInvalidUTF8, "MarshalText of "+v.Type().String()+" returned invalid UTF-8", nil)

@@ -60,12 +60,7 @@ func scanNumber(in []byte, pos int) (end int, integer, ok bool) {
 	integer = true
 	if i < len(in) && in[i] == '.' {
 		integer = false
-		i++
-		d := i
-		for i < len(in) && '0' <= in[i] && in[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i, ok = digits(in, i+1); !ok {
 			return i, false, false
 		}
 	}
@@ -75,13 +70,19 @@ func scanNumber(in []byte, pos int) (end int, integer, ok bool) {
 		if i < len(in) && (in[i] == '+' || in[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(in) && '0' <= in[i] && in[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i, ok = digits(in, i); !ok {
 			return i, false, false
 		}
 	}
 	return i, integer, true
+}
+
+// digits scans the run of decimal digits at in[i:] and returns the index after it; ok is false
+// when there is none.
+func digits(in []byte, i int) (end int, ok bool) {
+	d := i
+	for i < len(in) && '0' <= in[i] && in[i] <= '9' {
+		i++
+	}
+	return i, i > d
 }

@@ -27,15 +27,7 @@ import (
 // (ErrNonFinite); nesting deeper than MaxDepth (ErrTooDeep). Transform(Transform(x)) ==
 // Transform(x). The result is a new slice; jsonText is not modified.
 func Transform(jsonText []byte) ([]byte, error) {
-	p := parserPool.Get().(*parser)
-	defer p.release()
-	p.in = jsonText
-	root, err := p.parseDocument()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, p.outSize())
-	return p.write(out, root), nil
+	return AppendTransform(nil, jsonText)
 }
 
 // AppendTransform is Transform appending the canonical form to dst.
@@ -455,37 +447,66 @@ func (p *parser) enter(at int) error {
 	return nil
 }
 
+// open skips the opening byte of the array or object at p.pos (entered already) and the space
+// after it, and reports whether the container is empty: close follows, and is skipped too.
+func (p *parser) open(close byte) (empty bool) {
+	p.pos++
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == close {
+		p.pos++
+		return true
+	}
+	return false
+}
+
+// element parses the value of an array element or object member, with seg (and the member's
+// name as written, orig) on the path while it does, so that errors inside it name where it is.
+func (p *parser) element(seg pathSeg, orig text) (int, error) {
+	p.path = append(p.path, seg)
+	p.pathBuf = append(p.pathBuf, orig)
+	v, err := p.parseValue()
+	if err != nil {
+		return 0, err
+	}
+	p.path = p.path[:len(p.path)-1]
+	p.pathBuf = p.pathBuf[:len(p.pathBuf)-1]
+	return v, nil
+}
+
+// next skips the space after an element and then a comma and the space after it (more: another
+// element follows) or the container's closing byte close (more false); ok is false when neither
+// follows.
+func (p *parser) next(close byte) (more, ok bool) {
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == ',' {
+		p.pos++
+		p.skipSpace()
+		return true, true
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == close {
+		p.pos++
+		return false, true
+	}
+	return false, false
+}
+
 func (p *parser) parseArray() (int, error) {
 	if err := p.enter(p.pos); err != nil {
 		return 0, err
 	}
-	p.pos++ // [
 	base := len(p.kidStack)
-	p.skipSpace()
-	if p.pos < len(p.in) && p.in[p.pos] == ']' {
-		p.pos++
-	} else {
+	if !p.open(']') {
 		for {
-			p.path = append(p.path, pathSeg{isIdx: true, index: len(p.kidStack) - base})
-			p.pathBuf = append(p.pathBuf, text{})
-			v, err := p.parseValue()
+			v, err := p.element(pathSeg{isIdx: true, index: len(p.kidStack) - base}, text{})
 			if err != nil {
 				return 0, err
 			}
-			p.path = p.path[:len(p.path)-1]
-			p.pathBuf = p.pathBuf[:len(p.pathBuf)-1]
 			p.kidStack = append(p.kidStack, v)
-			p.skipSpace()
-			if p.pos < len(p.in) && p.in[p.pos] == ',' {
-				p.pos++
-				p.skipSpace()
-				continue
-			}
-			if p.pos < len(p.in) && p.in[p.pos] == ']' {
-				p.pos++
+			if more, ok := p.next(']'); !ok {
+				return 0, p.syntaxErr(`"," or "]" after an array element`)
+			} else if !more {
 				break
 			}
-			return 0, p.syntaxErr(`"," or "]" after an array element`)
 		}
 	}
 	p.depth--
@@ -499,12 +520,8 @@ func (p *parser) parseObject() (int, error) {
 	if err := p.enter(p.pos); err != nil {
 		return 0, err
 	}
-	p.pos++ // {
 	base := len(p.memberStack)
-	p.skipSpace()
-	if p.pos < len(p.in) && p.in[p.pos] == '}' {
-		p.pos++
-	} else {
+	if !p.open('}') {
 		for {
 			if p.pos >= len(p.in) || p.in[p.pos] != '"' {
 				return 0, p.syntaxErr("a string for an object member name")
@@ -520,26 +537,16 @@ func (p *parser) parseObject() (int, error) {
 			}
 			p.pos++
 			p.skipSpace()
-			p.path = append(p.path, pathSeg{})
-			p.pathBuf = append(p.pathBuf, orig)
-			v, err := p.parseValue()
+			v, err := p.element(pathSeg{}, orig)
 			if err != nil {
 				return 0, err
 			}
-			p.path = p.path[:len(p.path)-1]
-			p.pathBuf = p.pathBuf[:len(p.pathBuf)-1]
 			p.memberStack = append(p.memberStack, member{name: name, orig: orig, at: at, val: v})
-			p.skipSpace()
-			if p.pos < len(p.in) && p.in[p.pos] == ',' {
-				p.pos++
-				p.skipSpace()
-				continue
-			}
-			if p.pos < len(p.in) && p.in[p.pos] == '}' {
-				p.pos++
+			if more, ok := p.next('}'); !ok {
+				return 0, p.syntaxErr(`"," or "}" after an object member`)
+			} else if !more {
 				break
 			}
-			return 0, p.syntaxErr(`"," or "}" after an object member`)
 		}
 	}
 	p.depth--

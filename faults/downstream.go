@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -260,30 +261,29 @@ func (d *Downstream) EffectsByKey() map[string]int {
 
 // Arrivals returns the number of create requests that carried key.
 func (d *Downstream) Arrivals(key string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.arrivals[key]
+	return d.count(func() map[string]int { return d.arrivals }, key)
 }
 
 // RequestArrivals returns the number of create requests that carried requestID.
 func (d *Downstream) RequestArrivals(requestID string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.reqs[requestID]
+	return d.count(func() map[string]int { return d.reqs }, requestID)
 }
 
 // InFlight returns the number of create requests under key the downstream is handling now.
 func (d *Downstream) InFlight(key string) int {
+	return d.count(func() map[string]int { return d.inflight }, key)
+}
+
+// count returns m's count for key, read under the lock (m picks one of d's counters).
+func (d *Downstream) count(m func() map[string]int, key string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.inflight[key]
+	return m()[key]
 }
 
 // Bodies returns the number of tool bodies entered for key.
 func (d *Downstream) Bodies(key string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.bodies[key]
+	return d.count(func() map[string]int { return d.bodies }, key)
 }
 
 // Lookup returns the receipt of the first effect committed under key: the downstream's own
@@ -544,10 +544,5 @@ func (d *Downstream) event(w http.ResponseWriter, r *http.Request) {
 func (d *Downstream) Keys() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]string, 0, len(d.byKey))
-	for k := range d.byKey {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(d.byKey))
 }

@@ -1,20 +1,16 @@
 package interceptor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -45,15 +41,7 @@ const (
 // approvalCall is a call whose policy asks for approval, on the workflow side: it asks, waits
 // for the decision, and schedules the call only once approved.
 type approvalCall struct {
-	w *workflowOutbound
-	// tool is the activity type; name the tool's name and toolArgs its arguments document.
-	tool     string
-	name     string
-	toolArgs json.RawMessage
-	policy   oncekey.Policy
-	args     []any
-	tenant   string
-	stepID   string
+	scheduled
 }
 
 // approvalRequest is what the workflow side derives for an approval, recorded in history in one
@@ -234,40 +222,9 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 }
 
 // start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it
-// running, with its search attributes when in.SearchAttributes. Its summary and details (Markdown in the Temporal UI, approvalTexts) carry the values
-// from the workflow and the summary through mdtext.Text, so that a summary made of a model's
-// arguments shows as itself.
+// running.
 func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.ApprovalInput) workflow.ChildWorkflowFuture {
-	summary, details := approvalTexts(in)
-	opts := workflow.ChildWorkflowOptions{
-		WorkflowID:        reconcile.ApprovalWorkflowID(in.OperationKey),
-		TaskQueue:         tq,
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		StaticSummary:     summary,
-		StaticDetails:     details,
-	}
-	if in.SearchAttributes {
-		opts.TypedSearchAttributes = temporal.NewSearchAttributes(reconcile.ApprovalSearchAttributes(in, reconcile.SearchStatusRequestingApproval, time.Time{})...)
-	}
-	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), reconcile.ApprovalWorkflowName, in)
-}
-
-// approvalTexts returns the approval workflow's summary and details in the Temporal UI. Every
-// call of the operation starts a run, a repeat of a decided one too, which reads the decision and
-// asks nobody: they say what the run does either way, and its current details say which it did.
-func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
-	key := in.OperationKey
-	summary = fmt.Sprintf("oncekey: approval of %s: %s", mdtext.Text(in.Tool), mdtext.Text(in.Summary))
-	details = fmt.Sprintf("The approval of %s (tenant %s, operation key %s): %s\n\n"+
-		"It asks a person to approve or deny the call before it runs, or reads the decision already recorded for the key "+
-		"(a repeat of an approved or denied call asks nobody). Its current details say which. While it waits, "+
-		"approve with `%s`, deny with `%s`, or send the %s update; "+
-		"nobody deciding within %s denies it.",
-		mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary),
-		shell.Cmd("oncekey", "approve").Arg(key).Flag("--tenant", in.Tenant),
-		shell.Cmd("oncekey", "deny").Arg(key).Flag("--tenant", in.Tenant).Placeholder("--reason", "<why>"),
-		reconcile.DecideUpdateName, in.Timeout)
-	return summary, details
+	return approvalChild(tq, in).start(ctx, in)
 }
 
 // wait waits for the approval workflow's decision: its result, or, when the key's approval
@@ -294,18 +251,8 @@ func (a *approvalCall) wait(ctx, dctx workflow.Context, child workflow.ChildWork
 		}
 		return *res.Approval, nil
 	}
-	var (
-		out       reconcile.ApprovalOutput
-		cerr      error
-		done      bool
-		cancelled bool
-	)
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(child, func(f workflow.Future) { done, cerr = true, f.Get(dctx, &out) })
-	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
-	for !done && !cancelled {
-		sel.Select(ctx)
-	}
+	var out reconcile.ApprovalOutput
+	done, cerr := childResult(ctx, dctx, child, &out)
 	switch {
 	case !done:
 		return out, temporal.NewCanceledError()

@@ -18,7 +18,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -195,6 +194,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err))
 		}
 	}
+	c := scheduled{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
 	// schedule schedules the call from ctx: as it is for an Idempotent tool (Temporal retries it),
 	// through the retry loop for an Effectful one.
 	schedule := func(ctx workflow.Context) workflow.Future {
@@ -202,8 +202,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			return w.Next.ExecuteActivity(ctx, activityType, args...)
 		}
 		l := &effectfulLoop{
-			w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, namespace: workflow.GetInfo(ctx).Namespace,
-			tenant: tenant, stepID: stepID, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
+			scheduled: c, namespace: workflow.GetInfo(ctx).Namespace, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
 		}
 		// The first attempt is scheduled now, so commands keep the order the workflow code gave them.
 		first := w.Next.ExecuteActivity(l.attemptContext(ctx), activityType, args...)
@@ -212,7 +211,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		return f
 	}
 	if p.Approval != nil {
-		a := &approvalCall{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
+		a := &approvalCall{scheduled: c}
 		switch workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, approvalByWorkerVersion) {
 		case approvalByWorkerVersion:
 			return a.viaWorker(ctx, schedule)
@@ -229,20 +228,26 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 // its own activity ID).
 const rerunKeyChangeID = "oncekey-rerun-first-activity-id"
 
+// scheduled is one call of a tool as the workflow side schedules it, for the retry loop of an Effectful
+// tool (effectfulLoop) and for the approval of a call (approvalCall).
+type scheduled struct {
+	w *workflowOutbound
+	// tool is the activity type scheduled; name is the tool's name (the activity type, or what
+	// its Route named) and toolArgs its arguments document in canonical JSON.
+	tool     string
+	name     string
+	toolArgs json.RawMessage
+	policy   oncekey.Policy
+	args     []any
+	tenant   string
+	stepID   string
+}
+
 // effectfulLoop runs an Effectful tool's retries in workflow code, with the user's RetryPolicy,
 // and hands unknown outcomes to reconciliation.
 type effectfulLoop struct {
-	w *workflowOutbound
-	// tool is the activity type the loop schedules; name is the tool's name (the activity type,
-	// or what its Route named) and toolArgs its arguments document in canonical JSON.
-	tool      string
-	name      string
-	toolArgs  json.RawMessage
-	policy    oncekey.Policy
-	args      []any
+	scheduled
 	namespace string
-	tenant    string
-	stepID    string
 	opts      workflow.ActivityOptions
 	start     time.Time
 
@@ -692,22 +697,7 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 // startReconcile starts the reconciliation workflow of key from ctx; its parent's close leaves
 // it running.
 func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in reconcile.Input) workflow.ChildWorkflowFuture {
-	opts := workflow.ChildWorkflowOptions{
-		WorkflowID:        reconcile.WorkflowID(key),
-		TaskQueue:         tq,
-		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		// What the Temporal UI shows for the child before it runs; its current details follow.
-		StaticSummary: fmt.Sprintf("oncekey: did %s's effect land? Step %s of %s", mdtext.Text(in.Tool), mdtext.Text(in.StepID), mdtext.Text(in.WorkflowID)),
-		StaticDetails: fmt.Sprintf("The outcome of %s (tenant %s, operation key %s) could not be proven: %s\n\n"+
-			"This workflow settles it: the record, the tool's receipt lookup, or a person's decision "+
-			"(`%s` with --applied, --not-applied or --failed, or the %s update). "+
-			"Its current details say where it stands.", mdtext.Text(in.Tool), mdtext.Text(in.Tenant), key, mdtext.Text(in.Reason),
-			shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", in.Tenant), reconcile.UpdateName),
-	}
-	if in.SearchAttributes {
-		opts.TypedSearchAttributes = temporal.NewSearchAttributes(reconcile.SearchAttributes(in, reconcile.StateInspecting, time.Time{})...)
-	}
-	return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), reconcile.WorkflowName, in)
+	return reconcileChild(key, tq, in).start(ctx, in)
 }
 
 // handOffOnCancel starts the reconciliation workflow of an attempt the cancelled workflow no
@@ -826,14 +816,7 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 		return l.await(ctx, tq, key, id)
 	}
 	if owned {
-		var cerr error
-		done, cancelled := false, false
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(child, func(f workflow.Future) { done, cerr = true, f.Get(sctx, &out) })
-		sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { cancelled = true })
-		for !done && !cancelled {
-			sel.Select(ctx)
-		}
+		done, cerr := childResult(ctx, sctx, child, &out)
 		if !done {
 			// The workflow was cancelled: the reconciliation goes on without it.
 			return out, temporal.NewCanceledError()

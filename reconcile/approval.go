@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
@@ -253,8 +252,8 @@ func (e *DecisionRefusedError) Error() string {
 
 // decideTarget is the approval workflow of key, as the target of a decision.
 func decideTarget(key string) target {
-	return target{op: "decide", noun: "decision", key: key, id: ApprovalWorkflowID(key), update: DecideUpdateName, notWaiting: ErrTypeNotPending,
-		missing: func(err error) error { return noApproval("decide", key, err) }}
+	return target{op: "decide", noun: "decision", key: key, id: ApprovalWorkflowID(key), update: DecideUpdateName, signal: DecideSignalName,
+		query: ApprovalQueryName, queryOp: "query approval", notWaiting: ErrTypeNotPending, none: ErrNoApproval, list: "list pending approvals with `oncekey approvals`"}
 }
 
 // Decide validates d and gives it to the approval workflow of key as the DecideUpdateName
@@ -282,27 +281,13 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	if d.RequestID == "" {
-		id, err := newRequestID("decide", key)
-		if err != nil {
-			return nil, err
-		}
-		d.RequestID = id
+	if err := fillRequestID("decide", key, &d.RequestID); err != nil {
+		return nil, err
 	}
-	ctx, cancel := withConfirmWait(ctx)
-	defer cancel()
-	return deliver(ctx, c, decideTarget(key), d, d.RequestID, delivery[ApprovalOutput]{
-		signal:  DecideSignalName,
+	return deliver(ctx, c, decideTarget(key), d, d.RequestID, delivery[ApprovalOutput, ApprovalReport]{
 		asSent:  func(out *ApprovalOutput) error { return decidedAsSent(key, out, d) },
 		refused: func(reason string) error { return &DecisionRefusedError{Key: key, Reason: reason} },
 		ended:   "the approval workflow ended without a decision: ",
-		lastInvalid: func(ctx context.Context) (string, string, error) {
-			rep, err := QueryApproval(ctx, c, key)
-			if err != nil {
-				return "", "", err
-			}
-			return rep.LastInvalidRequestID, rep.LastInvalidSignal, nil
-		},
 	})
 }
 
@@ -324,22 +309,10 @@ func decidedAsSent(key string, out *ApprovalOutput, d Decision) error {
 // ErrNoApproval when no such workflow exists. A finished workflow still answers (State decided)
 // while its history is retained, if a worker polls its task queue.
 func QueryApproval(ctx context.Context, c client.Client, key string) (*ApprovalReport, error) {
-	v, err := c.QueryWorkflow(ctx, ApprovalWorkflowID(key), "", ApprovalQueryName)
-	if err != nil {
-		return nil, noApproval("query approval", key, err)
-	}
-	var rep ApprovalReport
-	if err := v.Get(&rep); err != nil {
-		return nil, fmt.Errorf("reconcile: query approval %s: decode: %w", key, err)
-	}
-	return &rep, nil
+	return query[ApprovalReport](ctx, c, decideTarget(key))
 }
 
-func noApproval(op, key string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return fmt.Errorf("reconcile: %s %s: %w (workflow %s was never started or has finished; "+
-			"list pending approvals with `oncekey approvals`): %v", op, key, ErrNoApproval, ApprovalWorkflowID(key), err)
-	}
-	return fmt.Errorf("reconcile: %s %s: %w", op, key, err)
+// lastRefused is the last refused signal's request ID and reason.
+func (r *ApprovalReport) lastRefused() (requestID, reason string) {
+	return r.LastInvalidRequestID, r.LastInvalidSignal
 }

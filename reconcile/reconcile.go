@@ -397,34 +397,20 @@ func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r R
 		}
 		r.Result = buf.Bytes()
 	}
-	if r.RequestID == "" {
-		id, err := newRequestID("resolve", key)
-		if err != nil {
-			return nil, err
-		}
-		r.RequestID = id
+	if err := fillRequestID("resolve", key, &r.RequestID); err != nil {
+		return nil, err
 	}
-	ctx, cancel := withConfirmWait(ctx)
-	defer cancel()
-	return deliver(ctx, c, resolveTarget(key), r, r.RequestID, delivery[Output]{
-		signal:  SignalName,
+	return deliver(ctx, c, resolveTarget(key), r, r.RequestID, delivery[Output, StatusReport]{
 		asSent:  func(out *Output) error { return settledAsSent(key, out, r) },
 		refused: func(reason string) error { return &RefusedError{Key: key, Reason: reason} },
 		ended:   "the reconciliation workflow ended without an outcome: ",
-		lastInvalid: func(ctx context.Context) (string, string, error) {
-			st, err := Status(ctx, c, key)
-			if err != nil {
-				return "", "", err
-			}
-			return st.LastInvalidRequestID, st.LastInvalidSignal, nil
-		},
 	})
 }
 
 // resolveTarget is the reconciliation workflow of key, as the target of a resolution.
 func resolveTarget(key string) target {
-	return target{op: "resolve", noun: "resolution", key: key, id: WorkflowID(key), update: UpdateName, notWaiting: ErrTypeNotWaiting,
-		missing: func(err error) error { return noWorkflow("resolve", key, err) }}
+	return target{op: "resolve", noun: "resolution", key: key, id: WorkflowID(key), update: UpdateName, signal: SignalName,
+		query: QueryName, queryOp: "status", notWaiting: ErrTypeNotWaiting, none: ErrNoReconciliation, list: "list open operations with reconcile.List"}
 }
 
 // settledAsSent returns nil when out is the decision r made (its outcome and its RequestID), else a
@@ -448,12 +434,41 @@ func settledAsSent(key string, out *Output, r Resolution) error {
 type target struct {
 	op, noun string // the operation ("resolve") and what is sent ("resolution"), for errors
 	key, id  string
-	update   string
+	// update, signal and query are the workflow's names of the decision update and signal and of
+	// its query (whose report says where it stands and which signal it refused last); queryOp
+	// names the query in errors ("status").
+	update, signal, query, queryOp string
 	// notWaiting is the application error type of the update's refusal that means "not yet":
 	// the signal is sent instead, and is taken once the workflow waits.
 	notWaiting string
-	// missing returns the error for a workflow that does not exist (a *serviceerror.NotFound).
-	missing func(err error) error
+	// none is the sentinel of a workflow that does not exist (ErrNoReconciliation, ErrNoApproval)
+	// and list says where to find the ones that do.
+	none error
+	list string
+}
+
+// missing is the error of op on the target that failed with err: wrapping t.none when the
+// workflow does not exist (a *serviceerror.NotFound), else err wrapped.
+func (t target) missing(op string, err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("reconcile: %s %s: %w (workflow %s was never started or has finished; %s): %v", op, t.key, t.none, t.id, t.list, err)
+	}
+	return fmt.Errorf("reconcile: %s %s: %w", op, t.key, err)
+}
+
+// query asks the target's workflow its query and decodes the report into an R. Errors name
+// t.queryOp: t.missing's, or the decoding's.
+func query[R any](ctx context.Context, c client.Client, t target) (*R, error) {
+	v, err := c.QueryWorkflow(ctx, t.id, "", t.query)
+	if err != nil {
+		return nil, t.missing(t.queryOp, err)
+	}
+	var rep R
+	if err := v.Get(&rep); err != nil {
+		return nil, fmt.Errorf("reconcile: %s %s: decode: %w", t.queryOp, t.key, err)
+	}
+	return &rep, nil
 }
 
 // send sends arg as the target's update, with update ID requestID, and decodes the answer into
@@ -486,7 +501,7 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 		)
 		switch {
 		case errors.As(err, &nf):
-			return false, "", t.missing(err)
+			return false, "", t.missing(t.op, err)
 		case errors.As(err, &timeout) && ctx.Err() == nil:
 			return true, "", nil // no worker took it in time: the signal is durable
 		case errors.As(err, &unimpl), errors.As(err, &denied), errors.As(err, &precond):
@@ -574,35 +589,45 @@ func closedOutput(ctx context.Context, c client.Client, id string, out any) (clo
 	return true, nil
 }
 
-// newRequestID is a fresh RequestID (24 hex digits) for a decision sent without one.
-func newRequestID(op, key string) (string, error) {
+// fillRequestID sets *id, when empty, to a fresh RequestID (24 hex digits) for a decision sent
+// without one; op and key name the decision in the error.
+func fillRequestID(op, key string, id *string) error {
+	if *id != "" {
+		return nil
+	}
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("reconcile: %s %s: request ID: %w", op, key, err)
+		return fmt.Errorf("reconcile: %s %s: request ID: %w", op, key, err)
 	}
-	return hex.EncodeToString(b[:]), nil
+	*id = hex.EncodeToString(b[:])
+	return nil
 }
 
-// delivery is what deliver needs of a protocol besides its target: the signal name, how the
-// workflow's output shows that the decision sent is the one recorded (asSent, an error saying
-// how it was decided instead), the refusal error, the refusal's prefix for a workflow that ended
-// without a decision, and the workflow's last refused signal (its request ID and reason) from
-// its query.
-type delivery[O any] struct {
-	signal      string
-	asSent      func(out *O) error
-	refused     func(reason string) error
-	ended       string
-	lastInvalid func(ctx context.Context) (requestID, reason string, err error)
+// delivery is what deliver needs of a protocol besides its target: how the workflow's output O
+// shows that the decision sent is the one recorded (asSent, an error saying how it was decided
+// instead), the refusal error, and the refusal's prefix for a workflow that ended without a
+// decision. R is the report of the workflow's query, which names its last refused signal.
+type delivery[O, R any] struct {
+	asSent  func(out *O) error
+	refused func(reason string) error
+	ended   string
 }
 
-// deliver is the client side of the decision kernel: it sends d (with update ID requestID) to
-// t's workflow as its update and returns the workflow's answer, or, where the update cannot be
-// used, sends it as the signal and watches the workflow (its result, and its query's last
-// refused signal) until it has finished or refused d, within ctx (which carries the ConfirmWait
-// budget). Errors: the protocol's refusal (p.refused, or p.asSent's), t.missing's for a workflow
-// that does not exist, ErrUnconfirmed (wrapped) for no answer in time.
-func deliver[O any](ctx context.Context, c client.Client, t target, d any, requestID string, p delivery[O]) (*O, error) {
+// report is the query report R of a decision workflow, which names the last signal it refused.
+type report[R any] interface {
+	*R
+	lastRefused() (requestID, reason string)
+}
+
+// deliver is the client side of the decision kernel: within ConfirmWait (and ctx) it sends d
+// (with update ID requestID) to t's workflow as its update and returns the workflow's answer, or,
+// where the update cannot be used, sends it as the signal and watches the workflow (its result,
+// and its query's last refused signal) until it has finished or refused d. Errors: the
+// protocol's refusal (p.refused, or p.asSent's), t.missing's for a workflow that does not exist,
+// ErrUnconfirmed (wrapped) for no answer in time.
+func deliver[O, R any, PR report[R]](ctx context.Context, c client.Client, t target, d any, requestID string, p delivery[O, R]) (*O, error) {
+	ctx, cancel := withConfirmWait(ctx)
+	defer cancel()
 	var out O
 	fallback, refused, err := t.send(ctx, c, requestID, d, &out)
 	switch {
@@ -613,8 +638,8 @@ func deliver[O any](ctx context.Context, c client.Client, t target, d any, reque
 	case !fallback:
 		return &out, p.asSent(&out)
 	}
-	if err := c.SignalWorkflow(ctx, t.id, "", p.signal, d); err != nil {
-		return nil, t.missing(err)
+	if err := c.SignalWorkflow(ctx, t.id, "", t.signal, d); err != nil {
+		return nil, t.missing(t.op, err)
 	}
 	var got *O
 	err = t.watch(ctx, func(ctx context.Context) (bool, error) {
@@ -629,9 +654,13 @@ func deliver[O any](ctx context.Context, c client.Client, t target, d any, reque
 		got = &o
 		return true, p.asSent(got)
 	}, func(ctx context.Context) (string, error) {
-		id, reason, err := p.lastInvalid(ctx)
-		if err != nil || id != requestID {
+		rep, err := query[R](ctx, c, t)
+		if err != nil {
 			return "", err
+		}
+		id, reason := PR(rep).lastRefused()
+		if id != requestID {
+			return "", nil
 		}
 		return reason, nil
 	})
@@ -646,24 +675,12 @@ func deliver[O any](ctx context.Context, c client.Client, t target, d any, reque
 // ErrNoReconciliation when no such workflow exists. A finished workflow still answers (with
 // State resolved) while its history is retained, if a worker polls its task queue.
 func Status(ctx context.Context, c client.Client, key string) (*StatusReport, error) {
-	v, err := c.QueryWorkflow(ctx, WorkflowID(key), "", QueryName)
-	if err != nil {
-		return nil, noWorkflow("status", key, err)
-	}
-	var rep StatusReport
-	if err := v.Get(&rep); err != nil {
-		return nil, fmt.Errorf("reconcile: status %s: decode: %w", key, err)
-	}
-	return &rep, nil
+	return query[StatusReport](ctx, c, resolveTarget(key))
 }
 
-func noWorkflow(op, key string, err error) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return fmt.Errorf("reconcile: %s %s: %w (workflow %s was never started or has finished; "+
-			"list open operations with reconcile.List): %v", op, key, ErrNoReconciliation, WorkflowID(key), err)
-	}
-	return fmt.Errorf("reconcile: %s %s: %w", op, key, err)
+// lastRefused is the last refused signal's request ID and reason.
+func (r *StatusReport) lastRefused() (requestID, reason string) {
+	return r.LastInvalidRequestID, r.LastInvalidSignal
 }
 
 // List returns a page of records waiting for reconciliation: p's filters, with Status defaulting

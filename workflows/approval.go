@@ -45,36 +45,22 @@ func Approval(ctx workflow.Context, in reconcile.ApprovalInput) (reconcile.Appro
 		a.report.LastInvalidSignal, a.report.LastInvalidRequestID = c.LastInvalidSignal, c.LastInvalidRequestID
 	}
 	a.k = decider[reconcile.Decision, reconcile.ApprovalOutput]{
-		noun: "decision", goType: "reconcile.Decision",
-		refusedType: reconcile.ErrTypeDecisionRefused, notWaitingType: reconcile.ErrTypeNotPending,
-		signalName: reconcile.DecideSignalName, signalDescription: decideSignalDescription,
-		ignoredLog: "oncekey: ignored an invalid approval decision signal", tool: in.Tool, key: in.OperationKey,
+		protocol: approvalProtocol, tool: in.Tool, key: in.OperationKey,
 		invalid: a.invalid,
 		record: func(ctx workflow.Context, d reconcile.Decision) string {
 			return a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID)
 		},
 		requestID: func(d reconcile.Decision) string { return d.RequestID },
 		settled:   func() bool { return a.report.State == reconcile.ApprovalStateDecided },
-		settledText: func() string {
-			return fmt.Sprintf("nothing to decide: the approval is already %s", a.report.Status)
-		},
-		busyText: "another decision is being recorded; check the approval query, then try again if it was refused",
-		notYet: func() string {
-			if a.report.State != reconcile.ApprovalStateWaiting {
-				return fmt.Sprintf("nothing to decide yet: the approval workflow is %s", a.report.State)
-			}
-			return ""
+		outcome:   func() string { return string(a.report.Status) },
+		waiting: func() (bool, string) {
+			return a.report.State == reconcile.ApprovalStateWaiting, string(a.report.State)
 		},
 		details:        a.details,
 		invalidSignals: &a.report.InvalidSignals, lastInvalid: &a.report.LastInvalidSignal, lastInvalidRequestID: &a.report.LastInvalidRequestID,
 	}
 	a.actx = decisionActivities(ctx, activities.ErrTypeInvalid, activities.ErrTypeForeignRecord, oncekey.ErrTypeConfig)
-	return a.k.serve(ctx, decisionHandlers{
-		queryName: reconcile.ApprovalQueryName, queryDescription: approvalQueryDescription,
-		query:             func() (reconcile.ApprovalReport, error) { return a.report, nil },
-		updateName:        reconcile.DecideUpdateName,
-		updateDescription: "Approve or deny the call: a reconcile.Decision (decision approve or deny, tenant, episode, reason); answers with the approval's output.",
-	}, a.run)
+	return a.k.serve(ctx, func() (reconcile.ApprovalReport, error) { return a.report, nil }, a.run)
 }
 
 // approver is one run of the approval workflow: the protocol of an approval on the decision
@@ -113,7 +99,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 	}
 	if ans.Fingerprint != a.in.Fingerprint {
 		// The key's approval is another call's: nothing is asked or decided for this one.
-		out := ans.Output()
+		out := ans.ApprovalOutput
 		out.FingerprintMismatch = true
 		a.otherArguments = true
 		a.setState(ctx, reconcile.ApprovalStateDecided)
@@ -157,7 +143,7 @@ func (a *approver) take(ans activities.ApprovalAnswer) {
 // done settles the run with the decided answer; requestID is the Decision's that was recorded.
 func (a *approver) done(ctx workflow.Context, ans activities.ApprovalAnswer, requestID string) reconcile.ApprovalOutput {
 	a.take(ans)
-	out := ans.Output()
+	out := ans.ApprovalOutput
 	out.Created, out.RequestID = a.created, requestID
 	// A refusal before the decision is no longer news once the approval is decided.
 	a.report.LastInvalidSignal, a.report.LastInvalidRequestID = "", ""

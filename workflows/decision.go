@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/converter"
@@ -21,15 +22,9 @@ import (
 // The protocol fills in its names, texts and hooks; the kernel's order of commands is the one
 // both workflows had before it was shared, so recorded histories replay unchanged.
 type decider[D, O any] struct {
-	// noun and goType name a decision in refusals: "resolution", "reconcile.Resolution".
-	noun, goType string
-	// refusedType is the error type of a decision refused for what it says; notWaitingType the
-	// one of a decision sent when none can be taken (decided, being recorded, not waiting yet).
-	refusedType, notWaitingType string
-	// signalName and signalDescription are the decision signal's.
-	signalName, signalDescription string
-	// ignoredLog is the log message of a refused signal; tool and key name the run in logs.
-	ignoredLog, tool, key string
+	protocol
+	// tool and key name the run in logs.
+	tool, key string
 
 	// invalid says why d cannot decide the run now (signal or update), or "".
 	invalid func(d D) string
@@ -40,12 +35,12 @@ type decider[D, O any] struct {
 	record func(ctx workflow.Context, d D) string
 	// requestID is d's RequestID.
 	requestID func(d D) string
-	// settled says the run's report shows it decided, and settledText says so; busyText is the
-	// refusal of an update that arrives while another decision is recorded; notYet says why the
-	// run takes no decision yet (it does not wait for one), or "".
-	settled             func() bool
-	settledText, notYet func() string
-	busyText            string
+	// settled says the run's report shows it decided, and outcome what it was decided as (for
+	// the refusal of a decision sent then); waiting says whether the run waits for a decision,
+	// and state where it stands instead.
+	settled func() bool
+	outcome func() string
+	waiting func() (bool, string)
 	// details is the run's current details, set after a refused signal.
 	details func() string
 	// invalidSignals, lastInvalid and lastInvalidRequestID are the query report's tally of
@@ -78,24 +73,53 @@ func decisionActivities(ctx workflow.Context, nonRetryable ...string) workflow.C
 	})
 }
 
-// decisionHandlers are the query and update a decision workflow answers.
-type decisionHandlers struct {
+// protocol is a decision protocol's names and words, the same for all its runs: the kernel
+// registers its handlers and words its refusals with them.
+type protocol struct {
+	// noun and goType name a decision ("resolution", "reconcile.Resolution") and verb what it
+	// does ("resolve"); workflow names a run ("reconciliation") and report its query ("status").
+	noun, goType, verb, workflow, report string
+	// settledAs says, before the outcome, that a run has decided: "the operation was already
+	// settled as".
+	settledAs string
+	// refusedType is the error type of a decision refused for what it says; notWaitingType the
+	// one of a decision sent when none can be taken (decided, being recorded, not waiting yet).
+	refusedType, notWaitingType string
+	// The decision signal's, the query's and the decision update's names and descriptions.
+	signalName, signalDescription string
 	queryName, queryDescription   string
-	query                         any // func() (Report, error)
 	updateName, updateDescription string
+	// ignoredLog is the log message of a refused signal.
+	ignoredLog string
 }
 
-// serve registers the query and the decision update, runs run, and lets an update being
+// settledText is the refusal of a decision sent to a run decided as outcome.
+func (p protocol) settledText(outcome string) string {
+	return fmt.Sprintf("nothing to %s: %s %s", p.verb, p.settledAs, outcome)
+}
+
+// busyText is the refusal of an update that arrives while another decision is recorded.
+func (p protocol) busyText() string {
+	return fmt.Sprintf("another %s is being recorded; check the %s query, then try again if it was refused", p.noun, p.report)
+}
+
+// notYetText is the refusal of a decision sent to a run that does not wait for one: it is in
+// state.
+func (p protocol) notYetText(state string) string {
+	return fmt.Sprintf("nothing to %s yet: the %s is %s", p.verb, p.workflow, state)
+}
+
+// serve registers the query (query, a func() (Report, error)) and the decision update, runs run, and lets an update being
 // answered finish before the workflow does.
-func (k *decider[D, O]) serve(ctx workflow.Context, h decisionHandlers, run func(workflow.Context) (O, error)) (O, error) {
+func (k *decider[D, O]) serve(ctx workflow.Context, query any, run func(workflow.Context) (O, error)) (O, error) {
 	var zero O
 	k.f, k.s = workflow.NewFuture(ctx)
-	if err := workflow.SetQueryHandlerWithOptions(ctx, h.queryName, h.query, workflow.QueryHandlerOptions{Description: h.queryDescription}); err != nil {
+	if err := workflow.SetQueryHandlerWithOptions(ctx, k.queryName, query, workflow.QueryHandlerOptions{Description: k.queryDescription}); err != nil {
 		return zero, err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, h.updateName, k.update, workflow.UpdateHandlerOptions{
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, k.updateName, k.update, workflow.UpdateHandlerOptions{
 		Validator:   k.validate,
-		Description: h.updateDescription,
+		Description: k.updateDescription,
 	}); err != nil {
 		return zero, err
 	}
@@ -245,12 +269,12 @@ func (k *decider[D, O]) validate(ctx workflow.Context, raw json.RawMessage) erro
 	}
 	switch {
 	case k.decided || k.settled():
-		return refuse(k.settledText(), k.notWaitingType)
+		return refuse(k.settledText(k.outcome()), k.notWaitingType)
 	case k.busy:
-		return refuse(k.busyText, k.notWaitingType)
+		return refuse(k.busyText(), k.notWaitingType)
 	}
-	if reason := k.notYet(); reason != "" {
-		return refuse(reason, k.notWaitingType)
+	if waiting, state := k.waiting(); !waiting {
+		return refuse(k.notYetText(state), k.notWaitingType)
 	}
 	if reason := k.invalid(d); reason != "" {
 		return refuse(reason, k.refusedType)

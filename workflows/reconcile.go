@@ -134,35 +134,19 @@ func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Regist
 		r.status.LastInvalidSignal, r.status.LastInvalidRequestID = c.LastInvalidSignal, c.LastInvalidRequestID
 	}
 	r.k = decider[reconcile.Resolution, reconcile.Output]{
-		noun: "resolution", goType: "reconcile.Resolution",
-		refusedType: reconcile.ErrTypeRefused, notWaitingType: reconcile.ErrTypeNotWaiting,
-		signalName: reconcile.SignalName, signalDescription: signalDescription,
-		ignoredLog: "oncekey: ignored an invalid resolution signal", tool: in.Tool, key: in.OperationKey,
-		invalid:   r.invalid,
-		check:     r.resultProblem,
-		record:    r.record,
-		requestID: func(res reconcile.Resolution) string { return res.RequestID },
-		settled:   func() bool { return r.status.State == reconcile.StateResolved },
-		settledText: func() string {
-			return fmt.Sprintf("nothing to resolve: the operation was already settled as %s", r.status.Outcome)
-		},
-		busyText: "another resolution is being recorded; check the status query, then try again if it was refused",
-		notYet: func() string {
-			if r.status.State != reconcile.StateWaiting {
-				return fmt.Sprintf("nothing to resolve yet: the reconciliation is %s", r.status.State)
-			}
-			return ""
-		},
+		protocol: resolutionProtocol, tool: in.Tool, key: in.OperationKey,
+		invalid:        r.invalid,
+		check:          r.resultProblem,
+		record:         r.record,
+		requestID:      func(res reconcile.Resolution) string { return res.RequestID },
+		settled:        func() bool { return r.status.State == reconcile.StateResolved },
+		outcome:        func() string { return string(r.status.Outcome) },
+		waiting:        func() (bool, string) { return r.status.State == reconcile.StateWaiting, string(r.status.State) },
 		details:        r.details,
 		invalidSignals: &r.status.InvalidSignals, lastInvalid: &r.status.LastInvalidSignal, lastInvalidRequestID: &r.status.LastInvalidRequestID,
 	}
 	r.actx = decisionActivities(ctx, activities.ErrTypeInvalid)
-	return r.k.serve(ctx, decisionHandlers{
-		queryName: reconcile.QueryName, queryDescription: queryDescription,
-		query:             func() (reconcile.StatusReport, error) { return r.status, nil },
-		updateName:        reconcile.UpdateName,
-		updateDescription: "Settle the unknown outcome of an operation: a reconcile.Resolution (outcome applied, not_applied or failed); answers with the reconciliation's output.",
-	}, r.run)
+	return r.k.serve(ctx, func() (reconcile.StatusReport, error) { return r.status, nil }, r.run)
 }
 
 func (r *reconciler) done(ctx workflow.Context, out reconcile.Output) (reconcile.Output, error) {

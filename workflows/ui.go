@@ -12,13 +12,23 @@ import (
 	"github.com/oncekey/oncekey/reconcile"
 )
 
-// Descriptions of the workflow's handlers, shown by the Temporal UI next to their names.
-const (
-	signalDescription = "Settle the unknown outcome of an operation: send one reconcile.Resolution as JSON, " +
+// resolutionProtocol is the reconciliation workflow's protocol on the decision kernel: its
+// handlers, shown by the Temporal UI next to their names, and the words of its refusals.
+var resolutionProtocol = protocol{
+	noun: "resolution", goType: "reconcile.Resolution", verb: "resolve", workflow: "reconciliation", report: "status",
+	settledAs:   "the operation was already settled as",
+	refusedType: reconcile.ErrTypeRefused, notWaitingType: reconcile.ErrTypeNotWaiting,
+	signalName: reconcile.SignalName,
+	signalDescription: "Settle the unknown outcome of an operation: send one reconcile.Resolution as JSON, " +
 		`{"outcome":"applied"|"not_applied"|"failed","effect_reference":…,"result":…,"note":…,"resolved_by":…}; ` +
-		"a refusal shows in the oncekey.status query. The oncekey.resolve update answers at once instead."
-	queryDescription = "Where this reconciliation stands: a reconcile.StatusReport (state, record status, since when it waits, the last refused resolution)."
-)
+		"a refusal shows in the oncekey.status query. The oncekey.resolve update answers at once instead.",
+	queryName:        reconcile.QueryName,
+	queryDescription: "Where this reconciliation stands: a reconcile.StatusReport (state, record status, since when it waits, the last refused resolution).",
+	updateName:       reconcile.UpdateName,
+	updateDescription: "Settle the unknown outcome of an operation: a reconcile.Resolution (outcome applied, not_applied or failed); " +
+		"answers with the reconciliation's output.",
+	ignoredLog: "oncekey: ignored an invalid resolution signal",
+}
 
 // setState moves the run to state: the status query, the workflow's current details in the
 // Temporal UI and, with Input.SearchAttributes, its search attributes. Current details are not
@@ -76,13 +86,22 @@ func (r *reconciler) details() string {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// Descriptions of the approval workflow's handlers.
-const (
-	decideSignalDescription = "Approve or deny the call: send one reconcile.Decision as JSON, " +
+// approvalProtocol is the approval workflow's protocol on the decision kernel.
+var approvalProtocol = protocol{
+	noun: "decision", goType: "reconcile.Decision", verb: "decide", workflow: "approval workflow", report: "approval",
+	settledAs:   "the approval is already",
+	refusedType: reconcile.ErrTypeDecisionRefused, notWaitingType: reconcile.ErrTypeNotPending,
+	signalName: reconcile.DecideSignalName,
+	signalDescription: "Approve or deny the call: send one reconcile.Decision as JSON, " +
 		`{"decision":"approve"|"deny","tenant":…,"episode":…,"decided_by":…,"reason":…,"request_id":…} (a denial needs a reason); ` +
-		"a refusal shows in the oncekey.approval query. The oncekey.decide update answers at once instead."
-	approvalQueryDescription = "Where this approval stands: a reconcile.ApprovalReport (state, status, episode, deadline, who decided, the last refused decision)."
-)
+		"a refusal shows in the oncekey.approval query. The oncekey.decide update answers at once instead.",
+	queryName:        reconcile.ApprovalQueryName,
+	queryDescription: "Where this approval stands: a reconcile.ApprovalReport (state, status, episode, deadline, who decided, the last refused decision).",
+	updateName:       reconcile.DecideUpdateName,
+	updateDescription: "Approve or deny the call: a reconcile.Decision (decision approve or deny, tenant, episode, reason); " +
+		"answers with the approval's output.",
+	ignoredLog: "oncekey: ignored an invalid approval decision signal",
+}
 
 // setState moves the approval run to state: the query, the workflow's current details in the
 // Temporal UI (not recorded in history) and, with ApprovalInput.SearchAttributes, its search

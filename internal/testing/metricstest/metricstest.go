@@ -56,35 +56,33 @@ func (h *Handler) WithTags(tags map[string]string) client.MetricsHandler {
 
 // Counter implements client.MetricsHandler.
 func (h *Handler) Counter(name string) client.MetricsCounter {
-	id := ID(name, h.tags)
 	return counterFunc(func(d int64) {
-		h.s.mu.Lock()
-		defer h.s.mu.Unlock()
-		h.s.tags[id] = h.tags
-		h.s.counters[id] += d
+		h.record(name, func(s *state, id string) { s.counters[id] += d })
 	})
 }
 
 // Gauge implements client.MetricsHandler.
 func (h *Handler) Gauge(name string) client.MetricsGauge {
-	id := ID(name, h.tags)
 	return gaugeFunc(func(v float64) {
-		h.s.mu.Lock()
-		defer h.s.mu.Unlock()
-		h.s.tags[id] = h.tags
-		h.s.gauges[id] = v
+		h.record(name, func(s *state, id string) { s.gauges[id] = v })
 	})
 }
 
 // Timer implements client.MetricsHandler.
 func (h *Handler) Timer(name string) client.MetricsTimer {
-	id := ID(name, h.tags)
 	return timerFunc(func(d time.Duration) {
-		h.s.mu.Lock()
-		defer h.s.mu.Unlock()
-		h.s.tags[id] = h.tags
-		h.s.timers[id] = append(h.s.timers[id], d)
+		h.record(name, func(s *state, id string) { s.timers[id] = append(s.timers[id], d) })
 	})
+}
+
+// record runs set on the series of name with h's tags (its ID), under the lock, and keeps the
+// series' tags.
+func (h *Handler) record(name string, set func(s *state, id string)) {
+	id := ID(name, h.tags)
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	h.s.tags[id] = h.tags
+	set(h.s, id)
 }
 
 // has reports whether the series id carries every tag of want (and maybe others, such as the
