@@ -1,11 +1,13 @@
 // Command ticketdesk is oncekey's main demo: a model-driven support agent, one workflow per
 // request from testdata/requests.jsonl. The workflow asks a model (through the official OpenAI
 // client, Chat Completions with tools) what to do, runs the tool calls it returns (look up the
-// customer over MCP, open a ticket, e-mail the customer, issue a refund), hands the results back
-// and asks again until the model answers without tool calls. The tools call fake downstream
+// customer over MCP, open a ticket, e-mail the customer, issue a refund, grant a gold customer a
+// goodwill credit), hands the results back and asks again until the model answers without tool
+// calls. The tools call fake downstream
 // services that lose responses, fail and stall on a seeded schedule. Every request is played once
 // with oncekey and once with plain Temporal retries; effects are counted by the downstream
-// services themselves.
+// services themselves, and the credits by the rows of the credit ledger, a table in the demo's
+// schema that the Transactional tool GrantCredit writes with its confirmation e-mail in the outbox.
 //
 // The model is a scripted one on loopback (an OpenAI-compatible server, deterministic per -seed)
 // unless OPENAI_API_KEY is set: then it is that API's model (-model, OPENAI_BASE_URL).
@@ -17,7 +19,7 @@
 //
 // The last line of its output is, exactly:
 //
-//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N read_unknown=N read_in_flight=N | plain retries: double_effects=N
+//	oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N read_unknown=N read_in_flight=N tx_operations=N tx_effects=N tx_unknown=N outbox_deliveries=N | plain retries: double_effects=N
 //
 // Exit codes: 0 success; 1 an operation landed twice with oncekey, or a workflow failed; 2 the
 // environment is not usable (Postgres or Temporal unreachable, bad flags or data).

@@ -30,7 +30,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var summaryRE = regexp.MustCompile(`^oncekey: operations=(\d+) effects=(\d+) double_effects=(\d+) replays=(\d+) reconciled=(\d+) reproposals=(\d+) read_unknown=(\d+) read_in_flight=(\d+) \| plain retries: double_effects=(\d+)$`)
+var summaryRE = regexp.MustCompile(`^oncekey: operations=(\d+) effects=(\d+) double_effects=(\d+) replays=(\d+) reconciled=(\d+) reproposals=(\d+) read_unknown=(\d+) read_in_flight=(\d+) tx_operations=(\d+) tx_effects=(\d+) tx_unknown=(\d+) outbox_deliveries=(\d+) \| plain retries: double_effects=(\d+)$`)
 
 // TestDemo plays the shipped requests on the test dev server and Postgres, with oncekey and with
 // plain retries, and checks the outcome against what the data says should land — counted by the
@@ -93,13 +93,27 @@ func TestDemo(t *testing.T) {
 	unknowns := o.Labels[oncekey.OutcomeUnknown]
 	require.GreaterOrEqual(t, unknowns, 1, "the operation the operator was away for reaches its model unknown")
 	require.Positive(t, o.Labels[oncekey.OutcomeInFlight], "the model proposed the same ticket twice in one message")
-	require.Equal(t, len(requests)-unknowns+o.ChangedArguments, o.PerService[downstream.ServiceEmail].Effects,
-		"a confirmation for every ticket but those whose model read unknown")
+	// The Transactional tool: one row in the credit ledger per operation (counted in the table),
+	// never unknown, under the same fault schedule (failures before the commit, answers lost
+	// after it); and one confirmation e-mail per credit, delivered by the outbox relay with the
+	// operation key as its Idempotency-Key, however often the relay delivered it.
+	credits := o.CreditOperations
+	require.Positive(t, credits, "gold customers are granted a goodwill credit")
+	ledger := o.PerService[desk.ServiceLedger]
+	require.Equal(t, credits, ledger.Effects, "effects = operations, in the credit ledger")
+	require.Zero(t, ledger.DoubleEffects)
+	require.Zero(t, o.CreditUnknown, "a Transactional tool is never unknown")
+	require.Positive(t, ledger.Faults[downstream.FaultErrorBeforeCommit]+ledger.Faults[downstream.FaultLostAfterCommit],
+		"the credit ledger met the fault schedule")
+	require.Equal(t, credits, o.CreditMails, "one confirmation e-mail per credit, at the e-mail service")
+	require.GreaterOrEqual(t, o.OutboxDeliveries, credits)
+	require.Equal(t, len(requests)-unknowns+o.ChangedArguments+credits, o.PerService[downstream.ServiceEmail].Effects,
+		"a confirmation for every ticket but those whose model read unknown, and one per credit")
 	require.Equal(t, wantRefunds, o.PerService[downstream.ServicePayments].Effects)
-	require.Equal(t, 2*len(requests)-unknowns+wantRefunds+o.ChangedArguments, o.Effects)
+	require.Equal(t, 2*len(requests)-unknowns+wantRefunds+o.ChangedArguments+2*credits, o.Effects)
 	require.Equal(t, wantRefunds, o.RefundsIssued)
 	require.Equal(t, wantRefused, o.RefundsRefused)
-	require.Equal(t, o.Effects, o.Operations, "one operation key per effect")
+	require.Equal(t, o.Effects, o.Operations+o.CreditMails, "one operation key per effect, the credit's e-mail going with its row")
 	require.Equal(t, wantRefused, o.Outcomes[oncekey.OutcomeRejected], "Authorize refused each over-limit or not-allowed refund")
 
 	// The faults really happened, and oncekey handled them: repeats were replayed, lost
@@ -141,7 +155,11 @@ func TestDemo(t *testing.T) {
 	require.Equal(t, strconv.Itoa(o.Reproposals), m[6])
 	require.Equal(t, strconv.Itoa(o.Labels[oncekey.OutcomeUnknown]), m[7])
 	require.Equal(t, strconv.Itoa(o.Labels[oncekey.OutcomeInFlight]), m[8])
-	require.Equal(t, strconv.Itoa(p.DoubleEffects), m[9])
+	require.Equal(t, strconv.Itoa(credits), m[9])
+	require.Equal(t, strconv.Itoa(ledger.Effects), m[10])
+	require.Equal(t, "0", m[11])
+	require.Equal(t, strconv.Itoa(o.OutboxDeliveries), m[12])
+	require.Equal(t, strconv.Itoa(p.DoubleEffects), m[13])
 
 	// One transcript per request and run.
 	for _, mode := range []string{"oncekey", "plain"} {

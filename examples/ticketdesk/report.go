@@ -12,13 +12,17 @@ import (
 )
 
 // summaryLine is the report's last line, for programs:
-// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N read_unknown=N read_in_flight=N | plain retries: double_effects=N".
-// read_unknown and read_in_flight count the tool results the model read with those statuses.
+// "oncekey: operations=N effects=N double_effects=N replays=N reconciled=N reproposals=N read_unknown=N read_in_flight=N tx_operations=N tx_effects=N tx_unknown=N outbox_deliveries=N | plain retries: double_effects=N".
+// read_unknown and read_in_flight count the tool results the model read with those statuses;
+// tx_operations, tx_effects and tx_unknown are the Transactional tool's (GrantCredit) operation
+// keys, rows in the credit ledger and operations reported unknown; outbox_deliveries counts the
+// relay's accepted deliveries of the credits' confirmation e-mails.
 func summaryLine(r *desk.Report) string {
 	o := r.Oncekey
-	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d reproposals=%d read_unknown=%d read_in_flight=%d | plain retries: double_effects=%d",
+	return fmt.Sprintf("oncekey: operations=%d effects=%d double_effects=%d replays=%d reconciled=%d reproposals=%d read_unknown=%d read_in_flight=%d tx_operations=%d tx_effects=%d tx_unknown=%d outbox_deliveries=%d | plain retries: double_effects=%d",
 		o.Operations, o.Effects, o.DoubleEffects, o.Replays, o.Reconciled, o.Reproposals,
-		o.Labels[oncekey.OutcomeUnknown], o.Labels[oncekey.OutcomeInFlight], r.Plain.DoubleEffects)
+		o.Labels[oncekey.OutcomeUnknown], o.Labels[oncekey.OutcomeInFlight],
+		o.CreditOperations, o.PerService[desk.ServiceLedger].Effects, o.CreditUnknown, o.OutboxDeliveries, r.Plain.DoubleEffects)
 }
 
 // printReport writes the human part of the report (everything but the summary line).
@@ -40,10 +44,16 @@ func printReport(w io.Writer, r *desk.Report) {
 	}
 	row("worker killed mid-call", o.WorkerKills, p.WorkerKills)
 	row("effects landed (downstream ledgers)", o.Effects, p.Effects)
-	for _, s := range []string{downstream.ServiceTickets, downstream.ServiceEmail, downstream.ServicePayments} {
+	for _, s := range []string{downstream.ServiceTickets, downstream.ServiceEmail, downstream.ServicePayments, desk.ServiceLedger} {
 		row("  "+s, o.PerService[s].Effects, p.PerService[s].Effects)
 	}
 	row("DOUBLE EFFECTS", o.DoubleEffects, p.DoubleEffects)
+	row("GrantCredit (transactional): operations / ledger rows / unknown",
+		fmt.Sprintf("%d / %d / %d", o.CreditOperations, o.PerService[desk.ServiceLedger].Effects, o.CreditUnknown),
+		fmt.Sprintf("- / %d / -", p.PerService[desk.ServiceLedger].Effects))
+	row("credit e-mails landed / outbox deliveries (attempts)",
+		fmt.Sprintf("%d / %d (%d)", o.CreditMails, o.OutboxDeliveries, o.OutboxAttempts),
+		fmt.Sprintf("%d / - (sent by the tool)", p.CreditMails))
 	row("refunds issued / refused", fmt.Sprintf("%d / %d", o.RefundsIssued, o.RefundsRefused), fmt.Sprintf("%d / %d", p.RefundsIssued, p.RefundsRefused))
 	row("operation keys claimed", o.Operations, "-")
 	row("duplicates suppressed (replays)", o.Replays, "-")

@@ -10,7 +10,7 @@ import (
 )
 
 // ModelTools are the tools the model is offered, by the names it calls them.
-var ModelTools = []string{ToolLookupCustomer, ToolCreateTicket, ToolSendConfirmation, ToolIssueRefund}
+var ModelTools = []string{ToolLookupCustomer, ToolCreateTicket, ToolSendConfirmation, ToolIssueRefund, ToolGrantCredit}
 
 // ToolDefinitions returns the tools' definitions for the Chat Completions API from registry
 // (Registry.Definitions: the policy's description, a sentence from the effect class, the JSON

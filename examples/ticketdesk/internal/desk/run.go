@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	tinterceptor "go.temporal.io/sdk/interceptor"
 	tworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
@@ -198,7 +199,8 @@ type ModeReport struct {
 	// ModelCalls counts the model activity's completions (turns), OutOfTurns the requests that
 	// hit MaxTurns.
 	ModelCalls, OutOfTurns int
-	// Effects, DoubleEffects and Doubled come from the ledgers of the three effectful services.
+	// Effects, DoubleEffects and Doubled come from the ledgers of the three effectful services
+	// and from the credit ledger table (ServiceLedger).
 	Effects, DoubleEffects int
 	Doubled                []string
 	// PerService is each service's ledger snapshot.
@@ -221,6 +223,13 @@ type ModeReport struct {
 	UnknownOperations int
 	// Unsettled counts records still unknown at the end (oncekey only).
 	Unsettled int
+	// CreditOperations counts GrantCredit's operation keys (oncekey only); CreditUnknown its
+	// operations reported unknown (oncekey only: never, the class cannot be unknown).
+	// CreditMails counts the credit confirmations the e-mail service landed (its ledger).
+	CreditOperations, CreditUnknown, CreditMails int
+	// OutboxDeliveries counts the relay's deliveries that the e-mail service accepted,
+	// OutboxAttempts all it tried (oncekey only).
+	OutboxDeliveries, OutboxAttempts int
 	// Reconciled counts records resolved by reconciliation; ByOperator and ByReceipt split it.
 	Reconciled, ReconciledByOperator, ReconciledByReceipt int
 	Duration                                              time.Duration
@@ -233,6 +242,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	tag := randomTag()
+	if _, err := cfg.Pool.Exec(ctx, creditLedgerDDL); err != nil {
+		return nil, fmt.Errorf("desk: create the credit ledger: %w", err)
+	}
 	once, err := runOncekey(ctx, cfg, tag)
 	if err != nil {
 		return nil, err
@@ -257,6 +269,8 @@ type eventCounter struct {
 	// unknownKeys holds the key prefix of every operation reported unknown: one operation can be
 	// unknown more than once (settled as not applied, run again, lost again).
 	unknownKeys map[string]bool
+	// unknownTools counts the unknown reports per tool.
+	unknownTools map[string]int
 }
 
 func (e *eventCounter) add(ev interceptor.Event) {
@@ -272,6 +286,18 @@ func (e *eventCounter) add(ev interceptor.Event) {
 		}
 		e.unknownKeys[ev.KeyPrefix] = true
 	}
+	if ev.Outcome == oncekey.OutcomeUnknown {
+		if e.unknownTools == nil {
+			e.unknownTools = map[string]int{}
+		}
+		e.unknownTools[ev.Tool]++
+	}
+}
+
+func (e *eventCounter) unknownOf(tool string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unknownTools[tool]
 }
 
 func (e *eventCounter) unknownOperations() int {
@@ -302,7 +328,8 @@ type stack struct {
 	registry *oncekey.Registry
 }
 
-func startStack(cfg Config, plain bool) (_ *stack, err error) {
+// startStack starts a run's stack; run labels its rows in the credit ledger.
+func startStack(cfg Config, plain bool, run string) (_ *stack, err error) {
 	st := &stack{}
 	defer func() {
 		if err != nil {
@@ -313,6 +340,7 @@ func startStack(cfg Config, plain bool) (_ *stack, err error) {
 		return nil, err
 	}
 	st.tools = NewTools(st.services, cfg.Customers, plain)
+	st.tools.Pool, st.tools.Run, st.tools.Faults = cfg.Pool, run, *cfg.Faults
 	if cfg.KillRequest != "-" {
 		st.tools.Kill = NewKill(cfg.KillRequest)
 	}
@@ -377,7 +405,8 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	if err := pgstore.Migrate(ctx, cfg.Pool); err != nil {
 		return nil, fmt.Errorf("desk: migrate: %w", err)
 	}
-	st, err := startStack(cfg, false)
+	run := "oncekey-" + tag
+	st, err := startStack(cfg, false, run)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +429,8 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	if err != nil {
 		return nil, fmt.Errorf("desk: oncekey plugin: %w", err)
 	}
-	w := tworker.New(cfg.Client, taskQueue, tworker.Options{Plugins: []tworker.Plugin{plugin}})
+	// answerLoss is first: outside oncekey's interceptor, it loses an answer after the commit.
+	w := tworker.New(cfg.Client, taskQueue, tworker.Options{Plugins: []tworker.Plugin{plugin}, Interceptors: answerLosses()})
 	st.register(w)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("desk: start worker: %w", err)
@@ -414,6 +444,14 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	opCtx, stopOp := context.WithCancel(ctx)
 	opDone := make(chan struct{})
 	go func() { defer close(opDone); op.run(opCtx) }()
+	// The outbox relay delivers the credits' confirmation e-mails, as a worker runs it.
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan struct{})
+	go func() {
+		defer close(relayDone)
+		_ = store.Relay(relayCtx, st.tools.deliverEmail, &relayOptions, nil)
+	}()
+	defer func() { stopRelay(); <-relayDone }()
 
 	rep := &ModeReport{Mode: "oncekey", Requests: len(cfg.Requests)}
 	results := playAll(ctx, cfg, taskQueue, "ticketdesk-"+tag+"-oncekey-", rep)
@@ -423,6 +461,11 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	}
 	stopOp()
 	<-opDone
+	if err := drainOutbox(ctx, store); err != nil {
+		return nil, err
+	}
+	stopRelay()
+	<-relayDone
 	// Back at the desk: what was left while away is settled now, straight in the store (its
 	// reconciliation gave up waiting, and the agent told the customer the outcome is unknown).
 	op.comeBack(ctx)
@@ -432,6 +475,11 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	rep.Outcomes = outcomes
 	rep.UnknownOperations = events.unknownOperations()
 	rep.Replays = outcomes[oncekey.OutcomeReplayed]
+	rep.CreditUnknown = events.unknownOf(ToolGrantCredit)
+	rep.OutboxDeliveries, rep.OutboxAttempts = int(st.tools.deliveries.Load()), int(st.tools.deliveryAttempts.Load())
+	if err := tallyCredits(ctx, rep, cfg.Pool, st.tools); err != nil {
+		return nil, err
+	}
 	if err := countRecords(ctx, store, cfg.Tenant, rep); err != nil {
 		return nil, err
 	}
@@ -448,13 +496,14 @@ func runPlain(ctx context.Context, cfg Config, tag string) (*ModeReport, error) 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	st, err := startStack(cfg, true)
+	run := "plain-" + tag
+	st, err := startStack(cfg, true, run)
 	if err != nil {
 		return nil, err
 	}
 	defer st.close()
 	taskQueue := "ticketdesk-plain-" + tag
-	w := tworker.New(cfg.Client, taskQueue, tworker.Options{})
+	w := tworker.New(cfg.Client, taskQueue, tworker.Options{Interceptors: answerLosses()})
 	st.register(w)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("desk: start plain worker: %w", err)
@@ -467,6 +516,9 @@ func runPlain(ctx context.Context, cfg Config, tag string) (*ModeReport, error) 
 		rep.WorkerKills++
 	}
 	tally(rep, results, st.services)
+	if err := tallyCredits(ctx, rep, cfg.Pool, st.tools); err != nil {
+		return nil, err
+	}
 	if cfg.TranscriptDir != "" {
 		if err := writeTranscripts(filepath.Join(cfg.TranscriptDir, "plain"), results); err != nil {
 			return nil, err
@@ -608,6 +660,9 @@ func countRecords(ctx context.Context, store oncekey.Store, tenant string, rep *
 		}
 		for _, r := range page.Records {
 			rep.Operations++
+			if r.Tool == ToolGrantCredit {
+				rep.CreditOperations++
+			}
 			if r.Status == oncekey.StatusUnknown {
 				rep.Unsettled++
 			}
@@ -626,4 +681,56 @@ func countRecords(ctx context.Context, store oncekey.Store, tenant string, rep *
 		}
 		cursor = page.Next
 	}
+}
+
+// relayOptions make the demo's relay quick: a short poll, and a failed delivery tried again
+// after 200 ms.
+var relayOptions = pgstore.RelayOptions{Poll: 100 * time.Millisecond, Backoff: func(int) time.Duration { return 200 * time.Millisecond }}
+
+// drainOutbox waits until the relay has delivered every message in the outbox (within ctx).
+func drainOutbox(ctx context.Context, store *pgstore.Store) error {
+	for {
+		st, err := store.OutboxStats(ctx)
+		if err != nil {
+			return fmt.Errorf("desk: outbox: %w", err)
+		}
+		if st.Pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("desk: %d outbox message(s) still pending: %w", st.Pending, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// tallyCredits adds the credit ledger's rows of the run (tools.Run) to the effects, its faults
+// to the faults, and counts the credits' confirmation e-mails the e-mail service landed.
+func tallyCredits(ctx context.Context, rep *ModeReport, pool *pgxpool.Pool, tools *Tools) error {
+	st, err := creditLedger(ctx, pool, tools.Run)
+	if err != nil {
+		return err
+	}
+	st.Faults = tools.credits.snapshot()
+	rep.PerService[ServiceLedger] = st
+	rep.Effects += st.Effects
+	rep.DoubleEffects += st.DoubleEffects
+	for _, id := range st.Doubled {
+		rep.Doubled = append(rep.Doubled, ServiceLedger+":"+id)
+	}
+	for f, n := range st.Faults {
+		rep.Faults[f] += n
+	}
+	for _, e := range tools.Services.Email.Ledger.Effects() {
+		if strings.HasSuffix(e.Identity, "/"+TemplateCreditGranted) {
+			rep.CreditMails++
+		}
+	}
+	return nil
+}
+
+// answerLosses is the worker's own interceptors: answerLoss, first (outermost).
+func answerLosses() []tinterceptor.WorkerInterceptor {
+	return []tinterceptor.WorkerInterceptor{&answerLoss{}}
 }

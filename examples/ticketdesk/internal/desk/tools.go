@@ -10,13 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 )
 
-// Tool names, as the model calls them. The three effectful tools are activities of their own
+// Tool names, as the model calls them (ToolGrantCredit is in credit.go). The effectful tools are activities of their own
 // (the method names); lookup_customer is an MCP tool behind the CallMcpTool activity.
 const (
 	ToolLookupCustomer   = "lookup_customer"
@@ -109,6 +110,14 @@ type Tools struct {
 	Kill *Kill
 	// Hold, if set, picks the call the ticket system is slow to answer (see Hold).
 	Hold *Hold
+	// Pool holds the credit ledger (GrantCredit); Run labels this run's rows in it.
+	Pool *pgxpool.Pool
+	Run  string
+	// Faults is the fault schedule GrantCredit applies to the credit ledger (creditFaults).
+	Faults downstream.Faults
+
+	credits                      creditFaults
+	deliveries, deliveryAttempts atomic.Int64
 }
 
 // HoldFor is how long the ticket system takes to answer the call Hold picks.
@@ -168,6 +177,7 @@ func (k *Kill) Release() {
 }
 
 // NewTools returns tools calling services, with the refund allow-list taken from customers.
+// GrantCredit also needs Pool, Run and Faults.
 func NewTools(services *downstream.Set, customers []Customer, plain bool) *Tools {
 	allow := map[string]bool{}
 	for _, c := range customers {
@@ -292,7 +302,8 @@ func (t *Tools) ReceiptForConfirmation(ctx context.Context, req oncekey.Reconcil
 	return oncekey.Receipt{Outcome: oncekey.ReceiptApplied, EffectReference: m.ID, Result: m, Note: "message found at the e-mail service by idempotency key"}, nil
 }
 
-// Policies registers the tools' policies in a new registry: the three effectful tools, and
+// Policies registers the tools' policies in a new registry: the three Effectful tools, the
+// Transactional GrantCredit, and
 // lookup_customer behind the MCP proxy activity (a Route names the tool from its arguments).
 func (t *Tools) Policies() (*oncekey.Registry, error) {
 	r := oncekey.NewRegistry()
@@ -316,6 +327,10 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 		}},
 		{t.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Authorize: t.AuthorizeRefund,
 			Description: "Refund an order (amount in cents). Refused for customers not allowed refunds and above 200.00."}},
+		// Its effect is a row in the demo's own Postgres, committed with the record's completion:
+		// never unknown, and Temporal's retries stay on.
+		{t.GrantCredit, oncekey.Policy{Effect: oncekey.Transactional, Exclude: []string{"trace_id"},
+			Description: "Grant the customer a goodwill credit (amount in cents) on their account; they get a confirmation e-mail."}},
 	}
 	for _, s := range sets {
 		if err := r.Set(s.fn, s.p); err != nil {

@@ -24,6 +24,9 @@ type ToolNames struct {
 	// Refund refunds an order: {"request_id","customer_id","order_id","amount_cents","currency",
 	// "reason","trace_id"}. Defaults to "IssueRefund".
 	Refund string
+	// Credit grants a goodwill credit: {"request_id","customer_id","to","amount_cents",
+	// "currency","reason","trace_id"}. Defaults to "GrantCredit".
+	Credit string
 }
 
 func (t ToolNames) withDefaults() ToolNames {
@@ -36,6 +39,7 @@ func (t ToolNames) withDefaults() ToolNames {
 	def(&t.Ticket, "CreateTicket")
 	def(&t.Email, "SendConfirmation")
 	def(&t.Refund, "IssueRefund")
+	def(&t.Credit, "GrantCredit")
 	return t
 }
 
@@ -43,6 +47,13 @@ func (t ToolNames) withDefaults() ToolNames {
 const (
 	TemplateTicketOpened = "ticket_opened"
 	TemplateRefundIssued = "refund_issued"
+)
+
+// The goodwill credit the script grants a gold customer once their ticket is open.
+const (
+	CreditTier        = "gold"
+	CreditAmountCents = 500
+	CreditCurrency    = "EUR"
 )
 
 // Options configure the script. The zero value means every default.
@@ -293,6 +304,12 @@ func (s *script) next() Reply {
 	if lookupState == done && ticketState == done && email != "" && ticketID != "" {
 		steps = append(steps, s.emailGoal("confirmation", TemplateTicketOpened, ticketID, email))
 	}
+	if lookupState == done && ticketState == done && email != "" && field(customer, "tier") == CreditTier {
+		steps = append(steps, goal{name: "credit", tool: t.Credit, match: anyArgs, effectful: true, args: func(trace string) map[string]any {
+			return map[string]any{"request_id": r.ID, "customer_id": r.CustomerID, "to": email,
+				"amount_cents": CreditAmountCents, "currency": CreditCurrency, "reason": "goodwill", "trace_id": trace}
+		}})
+	}
 	if rf := r.Refund; rf != nil && lookupState == done {
 		steps = append(steps, goal{name: "refund", tool: t.Refund, match: anyArgs, effectful: true, args: func(trace string) map[string]any {
 			return map[string]any{"request_id": r.ID, "customer_id": r.CustomerID, "order_id": rf.OrderID,
@@ -359,6 +376,12 @@ func (s *script) summary(outcome map[string]state, ticketID string) string {
 	}
 	if st, ok := outcome["confirmation"]; ok && st != done {
 		parts = append(parts, "the confirmation e-mail is not confirmed")
+	}
+	switch st, ok := outcome["credit"]; {
+	case ok && st == done:
+		parts = append(parts, fmt.Sprintf("a goodwill credit of %d.%02d %s is on your account", CreditAmountCents/100, CreditAmountCents%100, CreditCurrency))
+	case ok:
+		parts = append(parts, "I could not grant you a goodwill credit")
 	}
 	if s.req.Refund != nil {
 		switch outcome["refund"] {

@@ -36,7 +36,7 @@ func tools(names ...string) []openai.ChatCompletionToolUnionParam {
 	return out
 }
 
-var allTools = tools("lookup_customer", "CreateTicket", "SendConfirmation", "IssueRefund")
+var allTools = tools("lookup_customer", "CreateTicket", "SendConfirmation", "IssueRefund", "GrantCredit")
 
 // call is one tool call the model made, as the test's loop ran it.
 type call struct {
@@ -169,6 +169,26 @@ func TestScriptedProposesAgainWithNewIDAndTrace(t *testing.T) {
 		}
 		require.Equal(t, first.Args, again.Args, "the same material arguments")
 	}
+}
+
+func TestScriptedGrantsGoldCustomersACredit(t *testing.T) {
+	c, _ := client(t, Options{Seed: 1, RepeatPercent: -1, ChangePercent: -1})
+	gold := func(cl call, n int) string {
+		if cl.Name != "lookup_customer" {
+			return applied(cl, n)
+		}
+		b, _ := json.Marshal(map[string]any{"status": "applied", "next_action": "none",
+			"result": map[string]any{"id": cl.Args["customer_id"], "email": "ada@example.com", "tier": CreditTier}})
+		return string(b)
+	}
+	calls, final := converse(t, c, gold)
+	require.Equal(t, []string{"lookup_customer", "CreateTicket", "SendConfirmation", "GrantCredit", "IssueRefund"}, names(calls),
+		"a gold customer's credit comes once the ticket is open; others get none (TestScriptedHappyPath)")
+	cr := calls[3].Args
+	require.Equal(t, "ada@example.com", cr["to"], "the confirmation goes to the address the lookup returned")
+	require.EqualValues(t, CreditAmountCents, cr["amount_cents"])
+	require.Equal(t, "REQ-7", cr["request_id"])
+	require.Contains(t, final, "goodwill credit of 5.00 EUR")
 }
 
 func TestScriptedSameToolOtherArguments(t *testing.T) {
