@@ -5,8 +5,11 @@ package benchdrive
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -144,4 +147,44 @@ func AllowedCPUs() string {
 		}
 	}
 	return ""
+}
+
+// Main runs a benchmark command's body: it writes a CPU profile of the process to profile while
+// run runs (none when profile is ""), and on an error from either prints "benchcmd: ERR" to
+// stderr and exits with status 1.
+func Main(profile string, run func() error) {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "benchcmd:", err)
+		os.Exit(1)
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fail(err)
+		}
+	}
+	err := run()
+	pprof.StopCPUProfile()
+	if err != nil {
+		fail(err)
+	}
+}
+
+// Replay drives clients concurrent replays of the records SeedReplay wrote (random keys of
+// 1..ReplayKeys) for d, each checked to be the applied record, and returns replays per second.
+func Replay(ctx context.Context, s oncekey.Store, clients int, d time.Duration) (float64, error) {
+	return Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
+		key := strconv.Itoa(1 + rand.IntN(ReplayKeys))
+		c, err := s.Claim(ctx, ClaimParams("replay", key))
+		if err != nil {
+			return err
+		}
+		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != Result {
+			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
+		}
+		return nil
+	})
 }

@@ -47,7 +47,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,22 +71,7 @@ func main() {
 	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every round of the claim and replay figures and print its ratio to pgbench")
 	pinnedCPU := flag.Int("pinned-server-cpu", -1, "run the claim and replay figures against a private Postgres pinned to this CPU (start this process pinned to another: taskset -c 1)")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchcmd:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if err := start(*pinnedCPU, *duration, *rounds, *only, *purgeRows); err != nil {
-		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "benchcmd:", err)
-		os.Exit(1)
-	}
+	benchdrive.Main(*cpuProfile, func() error { return start(*pinnedCPU, *duration, *rounds, *only, *purgeRows) })
 }
 
 // start runs the figures, against a private instance pinned to pinnedCPU when it is not
@@ -151,14 +135,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = 32
 	pgstore.ConfigurePool(cfg, nil)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		return err
-	}
 	// Unqualified table name: ours and pgbench resolve it through search_path to the same table
 	// and send byte-identical statement text.
 	s := pgstore.New(pool, nil)
@@ -512,17 +493,7 @@ func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d tim
 }
 
 func oursReplay(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
-	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
-		key := strconv.Itoa(1 + int(randUint64()%benchdrive.ReplayKeys))
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
-		if err != nil {
-			return err
-		}
-		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != benchdrive.Result {
-			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
-		}
-		return nil
-	})
+	return benchdrive.Replay(ctx, s, clients, d)
 }
 
 func randUint64() uint64 {
@@ -564,14 +535,11 @@ func purgeFigures(ctx context.Context, url string, base *pgxpool.Config, n int) 
 	// The purge runs without a statement timeout of its own: batches are short by design, and
 	// the baseline's single DELETE must not be cut off.
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		return err
-	}
 	s := pgstore.New(pool, &pgstore.Options{StatementTimeout: -1})
 	populate := func() error {
 		if _, err := pool.Exec(ctx, `TRUNCATE oncekey_operations`); err != nil {
@@ -691,4 +659,17 @@ func quantile(ds []time.Duration, q int) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[(len(s)*q)/100]
+}
+
+// openMigrated opens a pool on cfg and migrates the schema its search_path names.
+func openMigrated(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }

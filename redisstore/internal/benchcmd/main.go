@@ -31,7 +31,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -55,22 +54,7 @@ func main() {
 	pgReplay := flag.Float64("pg-replay", 0, "pgstore's replay_pinned_c8 (ops/s) of the same run, for redis_vs_pg_replay_c8")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "benchcmd:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if err := run(*duration, *rounds, *only, *serverCPU, *pgReplay); err != nil {
-		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "benchcmd:", err)
-		os.Exit(1)
-	}
+	benchdrive.Main(*cpuProfile, func() error { return run(*duration, *rounds, *only, *serverCPU, *pgReplay) })
 }
 
 type figure struct {
@@ -190,17 +174,7 @@ func oursClaimComplete(ctx context.Context, s *redisstore.Store, clients int, d 
 }
 
 func oursReplay(ctx context.Context, s *redisstore.Store, clients int, d time.Duration) (float64, error) {
-	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
-		key := strconv.Itoa(1 + rand.IntN(benchdrive.ReplayKeys))
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("replay", key))
-		if err != nil {
-			return err
-		}
-		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != benchdrive.Result {
-			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
-		}
-		return nil
-	})
+	return benchdrive.Replay(ctx, s, clients, d)
 }
 
 // The floor: the store's scripts with bare go-redis calls. The keys and arguments are the
