@@ -105,11 +105,11 @@ RETURNING tenant, operation_key, {cols}`)
 // claimVia runs a claim (claimSQL's args) coalesced if the store coalesces, else alone.
 func (s *Store) claimVia(ctx context.Context, args []arg) (*oncekey.Record, bool, bool, error) {
 	if s.claims == nil {
-		return s.claimOne(ctx, args)
+		return s.claimWith(ctx, s.claimSQL, args)
 	}
 	out, err := s.claims.Do(ctx, &claimCall{In: args, Key: args[0].s + "\x00" + args[1].s},
 		func(ctx context.Context, args []arg) (claimOut, error) {
-			r, acquired, expired, err := s.claimOne(ctx, args)
+			r, acquired, expired, err := s.claimWith(ctx, s.claimSQL, args)
 			return claimOut{r, acquired, expired}, err
 		})
 	return out.rec, out.acquired, out.expired, err

@@ -411,13 +411,9 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt,
 	})
 }
 
-// claimOne runs the claim statement (claimSQL) for args on its own, reporting whether the claim
-// acquired the record and whether it is past retention.
-func (s *Store) claimOne(ctx context.Context, args []arg) (r *oncekey.Record, acquired, expired bool, err error) {
-	return s.claimWith(ctx, s.claimSQL, args)
-}
-
-// claimWith runs the claim statement query for args on its own.
+// claimWith runs the claim statement query (claimSQL, or claimTxSQL for a Transactional tool)
+// for args on its own, reporting whether the claim acquired the record and whether it is past
+// retention.
 func (s *Store) claimWith(ctx context.Context, query *stmt, args []arg) (r *oncekey.Record, acquired, expired bool, err error) {
 	err = s.call(ctx, func(ctx context.Context) error {
 		var err error
