@@ -59,6 +59,8 @@ test: temporal lint mockcheck
 	if [ -s "$$notes" ]; then \
 		echo "test: tests skipped for a missing service (count, then why; CI=1 makes them fail):"; \
 		sort "$$notes" | uniq -c | sort -rn; \
+	else \
+		echo "test: no test skipped for a missing service"; \
 	fi; \
 	exit $$status
 
