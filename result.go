@@ -323,6 +323,10 @@ func label(result any, err error) ToolResult {
 		if fpm != nil {
 			tr.OperationKey = fpm.OperationKey
 		}
+	case errType == ErrTypeRepeatRefused:
+		// The tool's policy refuses repeats (OnHitFailFast) and this call repeats a settled
+		// operation: nothing ran, and the same call is refused again.
+		tr.Status, tr.NextAction = OutcomeConflict, NextStop
 	case errType == ErrTypeArgsMismatch:
 		// The arguments the worker received are not the ones the workflow scheduled (a workflow
 		// worker without oncekey's interceptor, or a converter that changes values): nothing
