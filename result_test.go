@@ -88,6 +88,7 @@ func TestLabel(t *testing.T) {
 		{"approval timed out app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval timed out"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"no approval app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "not approved"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, ""},
+		{"repeat refused app error", activityError(appErr(oncekey.ErrTypeRepeatRefused, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextStop, key, 0, false, ""},
 		{"arguments mismatch app error", activityError(appErr(oncekey.ErrTypeArgsMismatch, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
 		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextStop, "", 0, false, ""},
 
