@@ -19,6 +19,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
@@ -86,6 +87,32 @@ func ReadHistoryFile(path string) (History, error) {
 	}
 	defer f.Close()
 	return ReadHistory(path, f)
+}
+
+// FetchHistory reads the whole history of a workflow run from Temporal through c (runID ""
+// means the latest run of workflowID), as the SDK's client.GetWorkflowHistory pages it.
+func FetchHistory(ctx context.Context, c client.Client, workflowID, runID string) (History, error) {
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return History{}, fmt.Errorf("oncekey: history of workflow %s: %w", workflowID, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return History{Name: workflowID, WorkflowID: workflowID, History: h}, nil
+}
+
+// WriteHistory writes h's events as `temporal workflow show --output json` prints them (the
+// protojson of a history.v1.History, indented), which ReadHistory reads.
+func WriteHistory(w io.Writer, h History) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h.History)
+	if err != nil {
+		return fmt.Errorf("oncekey: encode history %s: %w", h.Name, err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // started returns the start event's attributes of h, or a *HistoryError.
@@ -503,10 +530,8 @@ func asReceived(reg *oncekey.Registry, dc converter.DataConverter, c RecordedCal
 	ps := c.Input.GetPayloads()
 	t, ok := reg.InputType(c.ActivityType)
 	if !ok || len(ps) != 1 {
-		var doc any
-		if err := json.Unmarshal(c.Args, &doc); err != nil {
-			return nil, nil, err
-		}
+		// The input type is unknown here (registered by name, or several arguments): the
+		// document the workflow sent is what the worker would key.
 		return nil, c.Args, nil
 	}
 	v := reflect.New(t)
