@@ -103,3 +103,13 @@ func TestRepeatRefusedErrorSaysWhatToDo(t *testing.T) {
 	e := &oncekey.RepeatRefusedError{OperationKey: "ok1_abc", Tool: "Send", Status: oncekey.StatusApplied}
 	require.True(t, strings.Contains(e.Error(), "already applied") && strings.Contains(e.Error(), "oncekey show ok1_abc"), e.Error())
 }
+
+// The names oncekey writes into a claimed tool's result metadata. CHANGING ANY OF THEM IS A
+// BREAKING CHANGE (docs/compatibility.md): workflows read the outcome and the key with Label, and
+// okworker.CheckIdentity reads the key, fingerprint and version from recorded histories.
+func TestResultMetadataNamesPinned(t *testing.T) {
+	require.Equal(t, []string{"oncekey-outcome", "oncekey-operation-key", "oncekey-effect-reference", "oncekey-reason",
+		"oncekey-fingerprint", "oncekey-version"},
+		[]string{oncekey.MetadataOutcome, oncekey.MetadataOperationKey, oncekey.MetadataEffectReference, oncekey.MetadataReason,
+			oncekey.MetadataFingerprint, oncekey.MetadataVersion})
+}

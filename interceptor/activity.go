@@ -523,7 +523,7 @@ func (c *call) replay(ctx context.Context, rec *oncekey.Record) (any, error) {
 			oncekey.ErrTypeIndeterminate, true, nil, "stored result unreadable", false)
 	}
 	c.outcome = oncekey.OutcomeReplayed
-	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeReplayed, c.key, rec.EffectReference)), nil
+	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeReplayed, rec.EffectReference))), nil
 }
 
 // anyPayloads returns ps as an activity result: nil (no result) for a nil ps.
@@ -687,7 +687,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 		c.outcome = oncekey.OutcomeApplied
 		c.root.took.observe(c.tool, took)
-		return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
+		return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeApplied, c.effectRef))), nil
 	}
 	_, err = c.root.opts.Store.Complete(wctx, complete)
 	if err != nil {
@@ -708,21 +708,30 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	}
 	c.outcome = oncekey.OutcomeApplied
 	c.root.took.observe(c.tool, took)
-	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
+	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeApplied, c.effectRef))), nil
 }
 
-// withOutcome returns the result payloads ps (nil for a tool that returns only an error) with
-// the outcome, the operation key and the effect reference in the metadata of the first payload
-// (oncekey.MetadataOutcome…), added inside any codec: the payload is decoded with dc into a
-// converter.RawValue, given the metadata, and encoded again. A result that cannot be so
-// decorated is returned as it is; the workflow then reads it as applied, with no key.
-func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref string) *commonpb.Payloads {
-	return withOutcomeReason(dc, ps, outcome, key, ref, "")
+// resultMeta is what the interceptor writes into the metadata of a claimed tool's result.
+type resultMeta struct {
+	outcome oncekey.Outcome
+	// key, ref and reason: oncekey.MetadataOperationKey, MetadataEffectReference and
+	// MetadataReason ("" leaves the last two out).
+	key, ref, reason string
+	// fingerprint and version: oncekey.MetadataFingerprint and MetadataVersion, the identity the
+	// call was claimed with, for okworker.CheckIdentity ("" leaves them out).
+	fingerprint, version string
+	versioned            bool
 }
 
-// withOutcomeReason is withOutcome with a ToolResult.Reason (oncekey.MetadataReason; "" for
-// none).
-func withOutcomeReason(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref, reason string) *commonpb.Payloads {
+// meta returns the result metadata of the call with outcome and effect reference ref.
+func (c *call) meta(outcome oncekey.Outcome, ref string) resultMeta {
+	return resultMeta{outcome: outcome, key: c.key, ref: ref, fingerprint: c.fp, version: c.version, versioned: true}
+}
+
+// withOutcome returns ps with m in the metadata of its first payload (a payload of nil when ps is
+// empty), added inside any codec: the payload is decoded with dc, labelled and encoded again.
+// It returns ps unchanged when it cannot.
+func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, m resultMeta) *commonpb.Payloads {
 	var first *commonpb.Payload
 	if ps != nil && len(ps.Payloads) > 0 {
 		first = ps.Payloads[0]
@@ -741,17 +750,20 @@ func withOutcomeReason(dc converter.DataConverter, ps *commonpb.Payloads, outcom
 	if inner.Metadata == nil {
 		inner.Metadata = map[string][]byte{}
 	}
-	inner.Metadata[oncekey.MetadataOutcome] = []byte(outcome)
-	inner.Metadata[oncekey.MetadataOperationKey] = []byte(key)
-	if ref != "" {
-		inner.Metadata[oncekey.MetadataEffectReference] = []byte(ref)
-	} else {
-		delete(inner.Metadata, oncekey.MetadataEffectReference)
+	inner.Metadata[oncekey.MetadataOutcome] = []byte(m.outcome)
+	inner.Metadata[oncekey.MetadataOperationKey] = []byte(m.key)
+	for name, v := range map[string]string{oncekey.MetadataEffectReference: m.ref, oncekey.MetadataReason: m.reason,
+		oncekey.MetadataFingerprint: m.fingerprint} {
+		if v != "" {
+			inner.Metadata[name] = []byte(v)
+		} else {
+			delete(inner.Metadata, name)
+		}
 	}
-	if reason != "" {
-		inner.Metadata[oncekey.MetadataReason] = []byte(reason)
+	if m.versioned {
+		inner.Metadata[oncekey.MetadataVersion] = []byte(m.version)
 	} else {
-		delete(inner.Metadata, oncekey.MetadataReason)
+		delete(inner.Metadata, oncekey.MetadataVersion)
 	}
 	outer, err := dc.ToPayload(converter.NewRawValue(inner))
 	if err != nil {

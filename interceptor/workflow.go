@@ -481,7 +481,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				if l.confirmedOutcome(ctx) {
 					reason = oncekey.ReasonConfirmed
 				}
-				if ps = withOutcomeReason(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, l.reconciledKey, out.EffectReference, reason); ps == nil {
+				if ps = withOutcome(l.w.root.opts.DataConverter, ps, resultMeta{outcome: oncekey.OutcomeApplied, key: l.reconciledKey, ref: out.EffectReference, reason: reason}); ps == nil {
 					s.SetValue(nil)
 				} else {
 					s.SetValue(ps)

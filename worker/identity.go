@@ -154,6 +154,13 @@ type RecordedCall struct {
 	// (oncekey.MetadataOperationKey) or in the details of oncekey's failure. "" when the history
 	// holds none (the attempt timed out, was cancelled or has not ended).
 	Key string
+	// Fingerprint and Version are the identity the call was claimed with, as the result's
+	// metadata records it (oncekey.MetadataFingerprint, MetadataVersion); Versioned is false
+	// when the history does not record them (a failed call, a result from before they were
+	// recorded), and Fingerprint is then "".
+	Fingerprint string
+	Version     string
+	Versioned   bool
 	// Ended says how the history ends the call: "completed", "failed", "timed out", "canceled" or
 	// "not ended".
 	Ended string
@@ -208,7 +215,10 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 				if ps := a.GetResult().GetPayloads(); len(ps) > 0 {
 					var raw converter.RawValue
 					if dc.FromPayload(ps[0], &raw) == nil && raw.Payload() != nil {
-						calls[i].Key = string(raw.Payload().GetMetadata()[oncekey.MetadataOperationKey])
+						md := raw.Payload().GetMetadata()
+						calls[i].Key = string(md[oncekey.MetadataOperationKey])
+						v, versioned := md[oncekey.MetadataVersion]
+						calls[i].Fingerprint, calls[i].Version, calls[i].Versioned = string(md[oncekey.MetadataFingerprint]), string(v), versioned
 					}
 				}
 			}
@@ -256,10 +266,11 @@ type IdentityOptions struct {
 	// Namespace is the Temporal namespace the histories ran in (part of every operation key).
 	// Defaults to "default".
 	Namespace string
-	// Store, if set, is read for the record of each call's recorded key, and the record's
-	// fingerprint and version are compared too: that is how a changed Policy.Version, or an
-	// argument change under a step ID (which keeps the key), is seen. Without it only keys are
-	// compared.
+	// Store, if set, is read for the record of a call whose history does not record the
+	// fingerprint and version it was claimed with (a failed call, a history from before oncekey
+	// recorded them in the result's metadata), so that they are compared too. Without either,
+	// only the call's key is compared: a changed Policy.Version, or an argument change under a
+	// step ID (which keeps the key), is then not seen.
 	Store oncekey.Store
 }
 
@@ -490,20 +501,23 @@ func checkCall(ctx context.Context, reg *oncekey.Registry, opts IdentityOptions,
 		}
 		return changed("key", c.Key, ids[0].Key, "the key strategy, Exclude, tenant or namespace differs (IdentityOptions.Namespace)")
 	}
-	if opts.Store == nil {
-		res.Status = IdentitySame
-		return res, nil
-	}
-	rec, err := opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.Tenant, OperationKey: c.Key})
-	if errors.Is(err, oncekey.ErrNotFound) {
-		res.Status, res.Note = IdentitySame, "key matches; no record under it (past retention?), fingerprint not compared"
-		return res, nil
-	}
+	rec, note, err := recordedIdentity(ctx, opts, c)
 	if err != nil {
-		return res, fmt.Errorf("oncekey: check identity: read the record of %s: %w", c.Key, err)
+		return res, err
 	}
-	if slices.ContainsFunc(ids, func(id oncekey.Identity) bool { return id.Key == c.Key && id.Fingerprint == rec.Fingerprint }) {
+	res.Note = note
+	if rec == nil {
 		res.Status = IdentitySame
+		return res, nil
+	}
+	keyed := strings.HasPrefix(rec.Fingerprint, oncekey.KeyedFingerprintPrefix)
+	if slices.ContainsFunc(ids, func(id oncekey.Identity) bool {
+		return id.Key == c.Key && (id.Fingerprint == rec.Fingerprint || keyed && len(opts.FingerprintSecret) == 0 && id.Version == rec.Version)
+	}) {
+		res.Status = IdentitySame
+		if keyed && len(opts.FingerprintSecret) == 0 {
+			res.Note = "fingerprint keyed: give IdentityOptions.FingerprintSecret to compare it"
+		}
 		return res, nil
 	}
 	if rec.Version != ids[i].Version {
@@ -519,6 +533,25 @@ func checkCall(ctx context.Context, reg *oncekey.Registry, opts IdentityOptions,
 		return changed(field, was, now, note)
 	}
 	return changed("fingerprint", "recorded", "other", "Exclude or the fingerprint secret differs (IdentityOptions.FingerprintSecret)")
+}
+
+// recordedIdentity returns the fingerprint and version c was claimed with: from the history when
+// it records them, else from the record in opts.Store; nil (with a note) when neither has them.
+func recordedIdentity(ctx context.Context, opts IdentityOptions, c RecordedCall) (*oncekey.Identity, string, error) {
+	if c.Versioned && c.Fingerprint != "" {
+		return &oncekey.Identity{Key: c.Key, Fingerprint: c.Fingerprint, Version: c.Version}, "", nil
+	}
+	if opts.Store == nil {
+		return nil, "the history records no fingerprint for the call: key compared only (IdentityOptions.Store compares the record's)", nil
+	}
+	rec, err := opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.Tenant, OperationKey: c.Key})
+	if errors.Is(err, oncekey.ErrNotFound) {
+		return nil, "key matches; no record under it (past retention?), fingerprint not compared", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("oncekey: check identity: read the record of %s: %w", c.Key, err)
+	}
+	return &oncekey.Identity{Key: c.Key, Fingerprint: rec.Fingerprint, Version: rec.Version}, "", nil
 }
 
 func quoteVersion(v string) string { return fmt.Sprintf("%q", v) }

@@ -199,19 +199,20 @@ func TestCheckIdentity(t *testing.T) {
 	t.Run("added field", func(t *testing.T) {
 		rep := check(t, payRegistry(t, func(context.Context, PaymentAdded) (string, error) { return "", nil }, v1), false)
 		ch := rep.Changed()
-		require.Len(t, ch, 1, "without the store only the call's key is compared (the step's key does not hold arguments)")
-		require.Equal(t, "priority", ch[0].Field)
-		require.Equal(t, "absent", ch[0].Was)
-		require.Equal(t, "0", ch[0].Now)
-		require.Equal(t, worker.IdentitySame, rep.Results[1].Status)
+		require.Len(t, ch, 2, "the call's key changes, and the step's fingerprint (its key holds no arguments)")
+		for _, r := range ch {
+			require.Equal(t, "priority", r.Field)
+			require.Equal(t, "absent", r.Was)
+			require.Equal(t, "0", r.Now)
+		}
 	})
 
 	t.Run("version bump", func(t *testing.T) {
 		p := v1
 		p.Version = "2"
-		rep := check(t, payRegistry(t, orig, p), true)
+		rep := check(t, payRegistry(t, orig, p), false)
 		ch := rep.Changed()
-		require.Len(t, ch, 2)
+		require.Len(t, ch, 2, "the history records the version each call was claimed with")
 		for _, r := range ch {
 			require.Equal(t, "Version", r.Field)
 			require.Equal(t, `"1"`, r.Was)
@@ -220,6 +221,30 @@ func TestCheckIdentity(t *testing.T) {
 		var table bytes.Buffer
 		require.NoError(t, rep.WriteTable(&table))
 		require.Contains(t, table.String(), "2 changed")
+	})
+
+	// A history that does not record fingerprints (one from before oncekey recorded them):
+	// the store's records give them, and without a store only keys are compared.
+	t.Run("version bump, fingerprints from the store", func(t *testing.T) {
+		h, err := worker.ReadHistoryFile(payFile)
+		require.NoError(t, err)
+		for _, ev := range h.History.GetEvents() {
+			for _, pl := range ev.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads() {
+				delete(pl.Metadata, oncekey.MetadataFingerprint)
+				delete(pl.Metadata, oncekey.MetadataVersion)
+			}
+		}
+		p := v1
+		p.Version = "2"
+		reg := payRegistry(t, orig, p)
+		rep, err := worker.CheckIdentity(ctx, reg, worker.IdentityOptions{Store: store}, h)
+		require.NoError(t, err)
+		require.Len(t, rep.Changed(), 2)
+		require.Equal(t, "Version", rep.Changed()[0].Field)
+		rep, err = worker.CheckIdentity(ctx, reg, worker.IdentityOptions{}, h)
+		require.NoError(t, err)
+		require.NoError(t, rep.Err(), "keys alone do not show a Version")
+		require.Contains(t, rep.Results[0].Note, "key compared only")
 	})
 
 	t.Run("version bump with previous passes", func(t *testing.T) {
