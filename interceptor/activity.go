@@ -55,11 +55,11 @@ type call struct {
 	policy oncekey.Policy
 	// tool is the tool's name (the activity type, or what its Route named); args is its arguments
 	// document in canonical JSON.
-	tool  string
-	args  json.RawMessage
-	op    oncekey.Operation
-	key   string
-	fp    string
+	tool string
+	args json.RawMessage
+	op   oncekey.Operation
+	key  string
+	fp   string
 	// version is the Policy.Version the call is claimed under: the policy's, or an older one's
 	// (Policy.Previous) when the call repeats an operation of that version.
 	version string
