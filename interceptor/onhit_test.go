@@ -70,8 +70,7 @@ func TestSuiteFailFastRefusesRepeatOfFailure(t *testing.T) {
 // path (a new activity, carrying the first attempt's activity ID) gets the stored result.
 func TestSuiteFailFastReplaysOwnRerun(t *testing.T) {
 	ds := newDownstream(faultLostAfterCommit)
-	var s *suiteEnv
-	s = setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, OnHit: oncekey.OnHitFailFast,
+	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful, OnHit: oncekey.OnHitFailFast,
 		Reconcile: func(ctx context.Context, r oncekey.ReconcileRequest) (oncekey.Receipt, error) {
 			ds.mu.Lock()
 			tk, ok := ds.byKey[r.OperationKey]
