@@ -241,6 +241,16 @@ func TestModelTextsTrueToTheCase(t *testing.T) {
 	require.Equal(t, [3]string{"conflict", oncekey.NextFix, ""}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
 	require.False(t, tr.SafeToRepeat)
 	require.Equal(t, conflict, tr.Text)
+
+	// A repeat refused by OnHitFailFast is a conflict to stop on, with a text of its own.
+	for _, err := range []error{activityError(appErr(oncekey.ErrTypeRepeatRefused, true, details{OperationKey: key})),
+		&oncekey.RepeatRefusedError{OperationKey: key, Tool: "Pay", Status: oncekey.StatusApplied}} {
+		tr = oncekey.Label(nil, err)
+		require.Equal(t, [3]string{"conflict", oncekey.NextStop, oncekey.ReasonRepeat}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
+		require.Equal(t, key, tr.OperationKey)
+		require.NotEqual(t, oncekey.ModelText(oncekey.OutcomeFailed, oncekey.NextStop, ""), tr.Text)
+		require.Contains(t, tr.Text, "already done")
+	}
 }
 
 // TestLabelRawValue: a result read as a converter.RawValue tells replayed from applied, with the
