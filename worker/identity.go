@@ -146,7 +146,8 @@ type RecordedCall struct {
 	Tenant          string
 	StepID          string
 	FirstActivityID string
-	// Args is the arguments document the workflow side sent (oncekey.HeaderArgs), canonical JSON.
+	// Args is the arguments document the workflow side sent (oncekey.HeaderArgs), canonical JSON;
+	// for a call recorded before that header, the document of its input.
 	Args json.RawMessage
 	// Input is the activity's input as scheduled.
 	Input *commonpb.Payloads
@@ -167,7 +168,7 @@ type RecordedCall struct {
 }
 
 // RecordedCalls returns the calls in h that oncekey's workflow side scheduled for a protected
-// tool (those whose headers carry oncekey.HeaderArgs), in history order. dc is the client's data
+// tool (those whose headers carry oncekey.HeaderTenant), in history order. dc is the client's data
 // converter (nil: the SDK's default). It returns a *HistoryError when h has no such call: the
 // history holds no protected activity, or was recorded without oncekey's interceptor on the
 // workflow worker, and checking it would prove nothing.
@@ -190,13 +191,22 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()
 			fields := a.GetHeader().GetFields()
-			if fields[oncekey.HeaderArgs] == nil {
+			if fields[oncekey.HeaderTenant] == nil {
 				continue
 			}
 			c := RecordedCall{History: h.Name, WorkflowID: wfID, RunID: start.GetOriginalExecutionRunId(), EventID: ev.GetEventId(),
 				ActivityID: a.GetActivityId(), ActivityType: a.GetActivityType().GetName(), Input: a.GetInput(), Ended: "not ended"}
-			if err := dc.FromPayload(fields[oncekey.HeaderArgs], &c.Args); err != nil || len(c.Args) == 0 {
-				return nil, &HistoryError{Name: h.Name, Reason: fmt.Sprintf("event #%d: header %s does not decode", ev.GetEventId(), oncekey.HeaderArgs), Err: err}
+			if p := fields[oncekey.HeaderArgs]; p != nil {
+				if err := dc.FromPayload(p, &c.Args); err != nil || len(c.Args) == 0 {
+					return nil, &HistoryError{Name: h.Name, Reason: fmt.Sprintf("event #%d: header %s does not decode", ev.GetEventId(), oncekey.HeaderArgs), Err: err}
+				}
+			} else {
+				// Recorded before the workflow side sent the arguments document: it is the input's.
+				doc, err := inputDocument(dc, a.GetInput())
+				if err != nil {
+					return nil, &HistoryError{Name: h.Name, Reason: fmt.Sprintf("event #%d: the input of %s does not decode as JSON", ev.GetEventId(), c.ActivityType), Err: err}
+				}
+				c.Args = doc
 			}
 			for name, dst := range map[string]*string{oncekey.HeaderTenant: &c.Tenant, oncekey.HeaderStepID: &c.StepID,
 				oncekey.HeaderFirstActivityID: &c.FirstActivityID} {
@@ -244,7 +254,7 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 		}
 	}
 	if len(calls) == 0 {
-		return nil, &HistoryError{Name: h.Name, Reason: "holds no call of a protected tool (no activity carries the " + oncekey.HeaderArgs +
+		return nil, &HistoryError{Name: h.Name, Reason: "holds no call of a protected tool (no activity carries the " + oncekey.HeaderTenant +
 			" header): it proves nothing about identity. Export a history of a workflow that calls protected tools, " +
 			"run by workers with oncekey's interceptor"}
 	}
@@ -252,6 +262,21 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 		return nil, &HistoryError{Name: h.Name, Reason: "does not record its workflow ID (a server before 1.27): give it in History.WorkflowID"}
 	}
 	return calls, nil
+}
+
+// inputDocument returns the arguments document of an activity's input payloads, shaped as
+// oncekey.CanonicalArgs shapes it: the single argument, or an array of them.
+func inputDocument(dc converter.DataConverter, in *commonpb.Payloads) (json.RawMessage, error) {
+	ps := in.GetPayloads()
+	args := make([]any, len(ps))
+	for i, p := range ps {
+		var raw json.RawMessage
+		if err := dc.FromPayload(p, &raw); err != nil {
+			return nil, err
+		}
+		args[i] = raw
+	}
+	return oncekey.CanonicalArgs(args)
 }
 
 // IdentityOptions configures CheckIdentity. The zero value checks keys only, in namespace
