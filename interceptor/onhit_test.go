@@ -119,54 +119,61 @@ func TestSuiteKeyOnly(t *testing.T) {
 // its record (the downstream still counts one effect); without Previous the same repeat is a
 // fingerprint mismatch.
 func TestSuitePreviousVersionReplaysOlderRecord(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		stepID string
-	}{{"call", ""}, {"step", "create_ticket"}} {
-		t.Run(tc.name, func(t *testing.T) {
-			ds := newDownstream()
-			shared := newSharedStore(t)
-			calls := []stepCall{{StepID: tc.stepID, Tool: "CreateTicket", Req: req1}}
-
-			v1 := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Version: "1"}, suiteConfig{store: shared})
-			out := v1.run(t, workflowInput{Calls: calls})
-			require.Empty(t, out[0].Err)
-			first := out[0].Ticket
-
-			bumped := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Version: "2"}, suiteConfig{store: shared})
-			out = bumped.run(t, workflowInput{Calls: calls})
-			require.Equal(t, oncekey.ErrTypeFingerprintMismatch, out[0].Type, "without Previous the older record is refused: %s", out[0].Err)
-
-			v2 := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Version: "2",
-				Previous: []oncekey.PreviousVersion{{Version: "1"}}}, suiteConfig{store: shared})
-			out = v2.run(t, workflowInput{Calls: calls})
-			require.Empty(t, out[0].Err)
-			require.Equal(t, first, out[0].Ticket, "the older record's result is replayed")
-			effects, bodies := ds.counts()
-			require.Equal(t, 1, effects)
-			require.Equal(t, 1, bodies)
-
-			// A new operation under the new version is claimed under it.
-			other := req1
-			other.Subject = "new after the deploy"
-			newStep := ""
-			if tc.stepID != "" {
-				newStep = tc.stepID + "-new"
-			}
-			v2 = setupSuiteWith(t, ds, v2.policy(t), suiteConfig{store: shared})
-			out = v2.run(t, workflowInput{Calls: []stepCall{{StepID: newStep, Tool: "CreateTicket", Req: other}}})
-			require.Empty(t, out[0].Err)
-			effects, _ = ds.counts()
-			require.Equal(t, 2, effects)
-			recs, err := shared(nil).List(context.Background(), &oncekey.ListParams{})
-			require.NoError(t, err)
-			versions := map[string]int{}
-			for _, r := range recs.Records {
-				versions[r.Version]++
-			}
-			require.Equal(t, map[string]int{"1": 1, "2": 1}, versions)
-		})
+	for _, st := range suiteStores {
+		for _, tc := range []struct {
+			name   string
+			stepID string
+		}{{"call", ""}, {"step", "create_ticket"}} {
+			t.Run(st.name+"/"+tc.name, func(t *testing.T) { testPreviousVersion(t, st.store, tc.stepID) })
+		}
 	}
+}
+
+// testPreviousVersion runs the Version migration against the store store gives, for a call with
+// step ID stepID (or none).
+func testPreviousVersion(t *testing.T, store func(t *testing.T, mem oncekey.Store) oncekey.Store, stepID string) {
+	t.Helper()
+	ds := newDownstream()
+	shared := newSharedStore(t, store)
+	calls := []stepCall{{StepID: stepID, Tool: "CreateTicket", Req: req1}}
+
+	v1 := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Version: "1"}, suiteConfig{store: shared})
+	out := v1.run(t, workflowInput{Calls: calls})
+	require.Empty(t, out[0].Err)
+	first := out[0].Ticket
+
+	bumped := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Version: "2"}, suiteConfig{store: shared})
+	out = bumped.run(t, workflowInput{Calls: calls})
+	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, out[0].Type, "without Previous the older record is refused: %s", out[0].Err)
+
+	v2 := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful, Version: "2",
+		Previous: []oncekey.PreviousVersion{{Version: "1"}}}, suiteConfig{store: shared})
+	out = v2.run(t, workflowInput{Calls: calls})
+	require.Empty(t, out[0].Err)
+	require.Equal(t, first, out[0].Ticket, "the older record's result is replayed")
+	effects, bodies := ds.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, bodies)
+
+	// A new operation under the new version is claimed under it.
+	other := req1
+	other.Subject = "new after the deploy"
+	newStep := ""
+	if stepID != "" {
+		newStep = stepID + "-new"
+	}
+	v2 = setupSuiteWith(t, ds, v2.policy(t), suiteConfig{store: shared})
+	out = v2.run(t, workflowInput{Calls: []stepCall{{StepID: newStep, Tool: "CreateTicket", Req: other}}})
+	require.Empty(t, out[0].Err)
+	effects, _ = ds.counts()
+	require.Equal(t, 2, effects)
+	recs, err := shared(nil).List(context.Background(), &oncekey.ListParams{})
+	require.NoError(t, err)
+	versions := map[string]int{}
+	for _, r := range recs.Records {
+		versions[r.Version]++
+	}
+	require.Equal(t, map[string]int{"1": 1, "2": 1}, versions)
 }
 
 // policy returns the CreateTicket policy of s.
@@ -179,12 +186,12 @@ func (s *suiteEnv) policy(t *testing.T) oncekey.Policy {
 
 // newSharedStore returns a suiteConfig.store that hands every suite the same memstore, so that
 // workers of two versions see one store.
-func newSharedStore(t *testing.T) func(oncekey.Store) oncekey.Store {
+func newSharedStore(t *testing.T, store func(t *testing.T, mem oncekey.Store) oncekey.Store) func(oncekey.Store) oncekey.Store {
 	t.Helper()
 	var st oncekey.Store
 	return func(mem oncekey.Store) oncekey.Store {
 		if st == nil {
-			st = mem
+			st = store(t, mem)
 		}
 		return st
 	}
