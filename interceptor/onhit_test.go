@@ -184,8 +184,8 @@ func (s *suiteEnv) policy(t *testing.T) oncekey.Policy {
 	return p
 }
 
-// newSharedStore returns a suiteConfig.store that hands every suite the same memstore, so that
-// workers of two versions see one store.
+// newSharedStore returns a suiteConfig.store that hands every suite the one store store makes
+// (the first suite's memstore, or a pgstore), so that workers of two versions see one store.
 func newSharedStore(t *testing.T, store func(t *testing.T, mem oncekey.Store) oncekey.Store) func(oncekey.Store) oncekey.Store {
 	t.Helper()
 	var st oncekey.Store

@@ -436,10 +436,11 @@ func CheckIdentityFiles(ctx context.Context, reg *oncekey.Registry, opts Identit
 	return CheckIdentity(ctx, reg, opts, hs...)
 }
 
-// CheckIdentity derives, with reg (the new code's Registry), the operation key (and with
-// opts.Store the fingerprint and version) of every call of a protected tool in the recorded
-// histories, from the call's input as the new code decodes it, and compares them with what was
-// recorded: the key in the history (and the record under it). A call the new code gives another
+// CheckIdentity derives, with reg (the new code's Registry), the operation key, fingerprint and
+// version of every call of a protected tool in the recorded histories, from the call's input as
+// the new code's worker decodes it, and compares them with what the call recorded: the key, and
+// the fingerprint and version in its result's metadata (or, for a call whose history does not
+// hold them, in the record under its key in opts.Store). A call the new code gives another
 // identity, accepting one of Policy.Previous's, is IdentityChanged, with the field that made the
 // difference; report.Err() is then non-nil. Run it before a deploy against a sample of
 // production histories, beside the SDK's WorkflowReplayer (which checks the workflow side).
