@@ -934,7 +934,7 @@ func (c *call) configError(err error) error {
 
 func (c *call) details(reason string, replay bool) Details {
 	return Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, EffectReference: c.effectRef,
-		Replay: replay, Reason: reason}
+		Replay: replay, Reason: reason, Fingerprint: c.fp, Version: c.version}
 }
 
 func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {

@@ -155,10 +155,10 @@ type RecordedCall struct {
 	// (oncekey.MetadataOperationKey) or in the details of oncekey's failure. "" when the history
 	// holds none (the attempt timed out, was cancelled or has not ended).
 	Key string
-	// Fingerprint and Version are the identity the call was claimed with, as the result's
-	// metadata records it (oncekey.MetadataFingerprint, MetadataVersion); Versioned is false
-	// when the history does not record them (a failed call, a result from before they were
-	// recorded), and Fingerprint is then "".
+	// Fingerprint and Version are the fingerprint and version the worker derived for the call, as
+	// its result's metadata (oncekey.MetadataFingerprint, MetadataVersion) or its failure's
+	// details (interceptor.Details) record them; Versioned is false when the history does not
+	// record them (a timeout, a result from before they were recorded), and Fingerprint is then "".
 	Fingerprint string
 	Version     string
 	Versioned   bool
@@ -240,6 +240,7 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 					var d interceptor.Details
 					if dc.FromPayload(ps[0], &d) == nil {
 						calls[i].Key = d.OperationKey
+						calls[i].Fingerprint, calls[i].Version, calls[i].Versioned = d.Fingerprint, d.Version, d.Fingerprint != ""
 					}
 				}
 			}
@@ -292,8 +293,8 @@ type IdentityOptions struct {
 	// Defaults to "default".
 	Namespace string
 	// Store, if set, is read for the record of a call whose history does not record the
-	// fingerprint and version it was claimed with (a failed call, a history from before oncekey
-	// recorded them in the result's metadata), so that they are compared too. Without either,
+	// fingerprint and version it was derived with (a history from before oncekey recorded them in
+	// the result's metadata and the failure's details), so that they are compared too. Without either,
 	// only the call's key is compared: a changed Policy.Version, or an argument change under a
 	// step ID (which keeps the key), is then not seen.
 	Store oncekey.Store

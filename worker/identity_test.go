@@ -48,13 +48,22 @@ func (p *payments) Pay(ctx context.Context, in Payment) (string, error) {
 // Audit is an unprotected activity.
 func Audit(ctx context.Context, s string) (string, error) { return "audited " + s, nil }
 
-// PayWorkflow pays twice: once as a call (keyed by its arguments), once at a named step.
+// PayWorkflow pays twice: once as a call (keyed by its arguments), once at a named step; then
+// makes a third call at that step with other arguments, which fails as a fingerprint mismatch.
 func PayWorkflow(ctx workflow.Context, in Payment) error {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 	if err := workflow.ExecuteActivity(ctx, "Pay", in).Get(ctx, nil); err != nil {
 		return err
 	}
-	return workflow.ExecuteActivity(oncekey.WithStepID(ctx, "refund-fee"), "Pay", Payment{To: in.To, Amount: 1}).Get(ctx, nil)
+	step := oncekey.WithStepID(ctx, "refund-fee")
+	if err := workflow.ExecuteActivity(step, "Pay", Payment{To: in.To, Amount: 1}).Get(ctx, nil); err != nil {
+		return err
+	}
+	err := workflow.ExecuteActivity(step, "Pay", Payment{To: in.To, Amount: 2}).Get(ctx, nil)
+	if tr := oncekey.Label(nil, err); tr.Status != oncekey.OutcomeConflict {
+		return fmt.Errorf("want a fingerprint mismatch, got %v", err)
+	}
+	return nil
 }
 
 // AuditWorkflow calls no protected tool.
@@ -163,7 +172,7 @@ func TestCheckIdentity(t *testing.T) {
 		}
 		rep, err := worker.CheckIdentityFiles(ctx, reg, opts, payFile)
 		require.NoError(t, err)
-		require.Len(t, rep.Results, 2, "both calls of Pay are found")
+		require.Len(t, rep.Results, 3, "the calls of Pay are found, the failed one too")
 		var table bytes.Buffer
 		require.NoError(t, rep.WriteTable(&table))
 		t.Logf("\n%s", table.String())
@@ -186,7 +195,7 @@ func TestCheckIdentity(t *testing.T) {
 		rep := check(t, payRegistry(t, func(context.Context, PaymentRenamed) (string, error) { return "", nil }, v1), true)
 		var changed *worker.IdentityChangedError
 		require.ErrorAs(t, rep.Err(), &changed)
-		require.Len(t, changed.Changed, 2, "the call's key and the step's fingerprint both change")
+		require.Len(t, changed.Changed, 3, "the call's key and the step's fingerprints change")
 		for _, r := range changed.Changed {
 			require.Equal(t, "Pay", r.Tool)
 			require.Equal(t, "recipient", r.Field)
@@ -199,7 +208,7 @@ func TestCheckIdentity(t *testing.T) {
 	t.Run("added field", func(t *testing.T) {
 		rep := check(t, payRegistry(t, func(context.Context, PaymentAdded) (string, error) { return "", nil }, v1), false)
 		ch := rep.Changed()
-		require.Len(t, ch, 2, "the call's key changes, and the step's fingerprint (its key holds no arguments)")
+		require.Len(t, ch, 3, "the call's key changes, and the step's fingerprints (its key holds no arguments)")
 		for _, r := range ch {
 			require.Equal(t, "priority", r.Field)
 			require.Equal(t, "absent", r.Was)
@@ -212,7 +221,7 @@ func TestCheckIdentity(t *testing.T) {
 		p.Version = "2"
 		rep := check(t, payRegistry(t, orig, p), false)
 		ch := rep.Changed()
-		require.Len(t, ch, 2, "the history records the version each call was claimed with")
+		require.Len(t, ch, 3, "the history records the version of each call, the failed one's in its details")
 		for _, r := range ch {
 			require.Equal(t, "Version", r.Field)
 			require.Equal(t, `"1"`, r.Was)
@@ -220,7 +229,7 @@ func TestCheckIdentity(t *testing.T) {
 		}
 		var table bytes.Buffer
 		require.NoError(t, rep.WriteTable(&table))
-		require.Contains(t, table.String(), "2 changed")
+		require.Contains(t, table.String(), "3 changed")
 	})
 
 	// A history that does not record fingerprints (one from before oncekey recorded them):
@@ -233,6 +242,9 @@ func TestCheckIdentity(t *testing.T) {
 				delete(pl.Metadata, oncekey.MetadataFingerprint)
 				delete(pl.Metadata, oncekey.MetadataVersion)
 			}
+			if info := ev.GetActivityTaskFailedEventAttributes().GetFailure().GetApplicationFailureInfo(); info != nil {
+				info.Details = nil // the failed call's key goes with them: unverified
+			}
 		}
 		p := v1
 		p.Version = "2"
@@ -241,6 +253,7 @@ func TestCheckIdentity(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, rep.Changed(), 2)
 		require.Equal(t, "Version", rep.Changed()[0].Field)
+		require.Equal(t, worker.IdentityUnverified, rep.Results[2].Status)
 		rep, err = worker.CheckIdentity(ctx, reg, worker.IdentityOptions{}, h)
 		require.NoError(t, err)
 		require.NoError(t, rep.Err(), "keys alone do not show a Version")
@@ -262,14 +275,14 @@ func TestCheckIdentity(t *testing.T) {
 			return json.RawMessage(strings.Replace(string(args), `"recipient"`, `"to"`, 1)), nil
 		}}}
 		rep := check(t, payRegistry(t, func(context.Context, PaymentRenamed) (string, error) { return "", nil }, p), true)
-		require.Len(t, rep.Changed(), 2, "the recorded input no longer decodes into the same values: a mapping cannot bring them back")
+		require.Len(t, rep.Changed(), 3, "the recorded input no longer decodes into the same values: a mapping cannot bring them back")
 		require.NoError(t, check(t, payRegistry(t, func(context.Context, PaymentRenamedCompat) (string, error) { return "", nil }, p), true).Err())
 	})
 
 	t.Run("tool no longer protected", func(t *testing.T) {
 		rep := check(t, payRegistry(t, orig, oncekey.Policy{Effect: oncekey.ReadOnly}), false)
 		ch := rep.Changed()
-		require.Len(t, ch, 2)
+		require.Len(t, ch, 3)
 		require.Equal(t, "policy", ch[0].Field)
 	})
 
