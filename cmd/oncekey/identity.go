@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -158,11 +159,11 @@ func safeFileName(s string) string {
 func newIdentityListCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list FILE...",
-		Short: "List the calls of protected tools recorded in history files: tool, operation key, tenant, step",
+		Short: "List the calls of protected tools recorded in history files: tool, operation key, tenant, step, version",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "HISTORY\tEVENT\tTOOL\tOPERATION KEY\tTENANT\tSTEP ID\tENDED")
+			fmt.Fprintln(tw, "HISTORY\tEVENT\tTOOL\tOPERATION KEY\tTENANT\tSTEP ID\tENDED\tVERSION")
 			for _, f := range files {
 				h, err := okworker.ReadHistoryFile(f)
 				if err != nil {
@@ -173,8 +174,12 @@ func newIdentityListCmd(a *app) *cobra.Command {
 					return fail(exitFailed, "identity list: %v", err)
 				}
 				for _, c := range calls {
-					fmt.Fprintf(tw, "%s\t#%d\t%s\t%s\t%s\t%s\t%s\n", printable(f), c.EventID, printable(c.ActivityType), dashIfEmpty(c.Key),
-						printable(c.Tenant), dashIfEmpty(printable(c.StepID)), c.Ended)
+					version := "-"
+					if c.Versioned {
+						version = strconv.Quote(c.Version)
+					}
+					fmt.Fprintf(tw, "%s\t#%d\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(f), c.EventID, printable(c.ActivityType), dashIfEmpty(c.Key),
+						printable(c.Tenant), dashIfEmpty(printable(c.StepID)), c.Ended, version)
 				}
 			}
 			return tw.Flush()

@@ -30,7 +30,7 @@ func TestIdentityFetchAndList(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 2, r.stdout)
 	fields := strings.Fields(lines[1])
-	require.Equal(t, []string{"Book", "acme", "book", "completed"}, []string{fields[2], fields[4], fields[5], fields[6]})
+	require.Equal(t, []string{"Book", "acme", "book", "completed", `""`}, []string{fields[2], fields[4], fields[5], fields[6], fields[7]})
 	listed := cli(t, env, "list", "--tenant", "acme")
 	require.Equal(t, 0, listed.code, listed.stderr)
 	require.Contains(t, listed.stdout, fields[3][:16], "the key in the history is the record's")
