@@ -40,6 +40,13 @@ const (
 	// MetadataReason is a ToolResult.Reason for the outcome, when one applies: "confirmed" on the
 	// result of a call whose outcome was unknown and that reconciliation settled as applied.
 	MetadataReason = "oncekey-reason"
+	// MetadataFingerprint is the fingerprint the call was claimed with (the record's), and
+	// MetadataVersion the Policy.Version ("" for none): what okworker.CheckIdentity compares a
+	// recorded history with, without reading the store. Neither is on a result that
+	// reconciliation handed over without a claim. The fingerprint digests the arguments the same
+	// history holds, inside the same codec; with a FingerprintSecret it is keyed.
+	MetadataFingerprint = "oncekey-fingerprint"
+	MetadataVersion     = "oncekey-version"
 )
 
 type stepIDKey struct{}

@@ -62,6 +62,10 @@ const (
 	// ErrTypeTxMisuse (non-retryable): a Transactional tool's body misused its transaction
 	// (TxMisuseError); it was rolled back and the claim given back.
 	ErrTypeTxMisuse = "oncekey.TxMisuse"
+	// ErrTypeRepeatRefused (non-retryable): a repeat of a settled operation of a tool whose policy
+	// says OnHitFailFast (RepeatRefusedError). Nothing ran or was replayed; the record is
+	// untouched.
+	ErrTypeRepeatRefused = "oncekey.RepeatRefused"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,
@@ -155,6 +159,22 @@ func (e *FingerprintMismatchError) Error() string {
 }
 
 func keyed(fp string) bool { return strings.HasPrefix(fp, KeyedFingerprintPrefix) }
+
+// RepeatRefusedError: a call of a tool whose policy says OnHitFailFast found its operation
+// already settled (Status applied or failed): the call is a repeat, which for this tool is a bug.
+// Nothing ran, nothing was replayed, the record is untouched. It crosses Temporal as a
+// non-retryable application error of type ErrTypeRepeatRefused.
+type RepeatRefusedError struct {
+	OperationKey string
+	Tool         string
+	Status       Status
+}
+
+func (e *RepeatRefusedError) Error() string {
+	return fmt.Sprintf("oncekey: %s (key %s) is a repeat of an operation that is already %s, and its policy refuses repeats (OnHitFailFast); "+
+		"nothing ran and the record is untouched. Find what scheduled the call twice; `oncekey show %s` shows the first",
+		e.Tool, e.OperationKey, e.Status, e.OperationKey)
+}
 
 // InFlightError: another attempt of the same operation holds a live claim. Retry later with the
 // same key (after RetryAfter); nothing ran.

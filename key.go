@@ -397,3 +397,66 @@ func fingerprint(tool, version string, exclude []string, op Operation, secret []
 	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// Identity is what a record holds about which call made it: the operation key, and the
+// fingerprint and Policy.Version it was claimed with.
+type Identity struct {
+	Key         string
+	Fingerprint string
+	Version     string
+}
+
+// Identities returns the identity of op under p (Key, and KeyedFingerprint with secret), then for
+// each of p.Previous in order the identity the call had under that older version: op's arguments
+// document mapped by its Args, keyed and fingerprinted under its Version with p's Key and
+// Exclude. An older identity equal to one before it is left out. It returns the errors of Key and
+// KeyedFingerprint for the current identity; an older version whose mapping or derivation fails
+// is left out (the call cannot be that older operation).
+func Identities(p Policy, op Operation, secret []byte) ([]Identity, error) {
+	key, err := Key(p, op)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := KeyedFingerprint(p, op, secret)
+	if err != nil {
+		return nil, err
+	}
+	out := []Identity{{Key: key, Fingerprint: fp, Version: p.Version}}
+	if len(p.Previous) == 0 {
+		return out, nil
+	}
+	doc, err := argsJSON(op)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range p.Previous {
+		id, ok := olderIdentity(p, op, doc, v, secret)
+		if ok && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// olderIdentity returns the identity of op under the older version v, given op's arguments
+// document doc; false when v's mapping fails or gives a document without a key.
+func olderIdentity(p Policy, op Operation, doc json.RawMessage, v PreviousVersion, secret []byte) (Identity, bool) {
+	if v.Args != nil {
+		mapped, err := v.Args(slices.Clone(doc))
+		if err != nil {
+			return Identity{}, false
+		}
+		doc = mapped
+	}
+	op.ArgsJSON = doc
+	p.Version = v.Version
+	key, err := Key(p, op)
+	if err != nil {
+		return Identity{}, false
+	}
+	fp, err := KeyedFingerprint(p, op, secret)
+	if err != nil {
+		return Identity{}, false
+	}
+	return Identity{Key: key, Fingerprint: fp, Version: v.Version}, true
+}

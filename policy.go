@@ -2,6 +2,7 @@ package oncekey
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -51,6 +52,14 @@ type Policy struct {
 	// Key derives the operation key. Defaults to StepKey().
 	Key KeyStrategy
 
+	// KeyOnly makes an Idempotent tool keyed but not claimed: the worker derives the operation key
+	// (oncekey.OperationKey(ctx) returns it in the body, for the downstream's idempotency key) and
+	// runs Authorize, but claims nothing, stores nothing and replays nothing; Temporal's retries
+	// are unchanged. For a tool whose downstream deduplicates on the key by itself. Only for
+	// Idempotent tools, and not with Approval, OnHit, Previous, RememberFailures or Verify
+	// (Registry.Set refuses those with a *PolicyError). Defaults to false.
+	KeyOnly bool
+
 	// Lease is how long a claim is held without renewal, judged on the store's clock; the
 	// interceptor renews it every Lease/3 while the body runs. Defaults to 30s.
 	Lease time.Duration
@@ -58,6 +67,20 @@ type Policy struct {
 	// MaxResultBytes is the largest encoded result stored; a larger one fails with
 	// ResultTooLargeError (never truncated). Defaults to 1 MiB.
 	MaxResultBytes int
+
+	// OnHit says what a call does when its claim finds its operation's record applied or failed
+	// (a repeat of a settled operation). Defaults to OnHitReplay: the stored result or the
+	// remembered failure is given again without running the tool.
+	OnHit OnHit
+
+	// Previous lists older versions of the tool's contract this policy still answers for, newest
+	// first: before it claims, a call looks for a record of each (its key and fingerprint as that
+	// version derived them) and, when one exists, is that older operation (a replay of an applied
+	// record, a wait for a pending one; the key passed downstream is the older one). Each costs a
+	// store read per call until the records of that version are past retention; then drop it. See
+	// "Changing a tool safely" in docs/policies-and-keys.md. Defaults to none: a record made under
+	// another Version is refused as a fingerprint mismatch.
+	Previous []PreviousVersion
 
 	// Reconcile, if set, is run by the reconciliation workflow before it waits for a person: it
 	// looks the operation up downstream (by operation key) and says what happened.
@@ -101,6 +124,48 @@ type Policy struct {
 	WaitInFlight time.Duration
 }
 
+// OnHit is what a call does when its claim finds its operation's record settled (Policy.OnHit).
+type OnHit int
+
+const (
+	// OnHitReplay gives the stored result (or the remembered failure) again without running the
+	// tool: the default.
+	OnHitReplay OnHit = iota
+	// OnHitFailFast refuses a repeat: a call that finds its operation applied or failed fails with
+	// a non-retryable oncekey.RepeatRefused error (*RepeatRefusedError), nothing runs, nothing is
+	// replayed and the record is untouched. For tools where any repeat is a bug worth stopping
+	// on. The call's own follow-ups are not repeats: a Temporal retry of the same activity
+	// (attempt > 1) and a re-run the workflow side schedules (after a proven not-applied outcome
+	// or a reconciliation) replay as usual. It is a bug detector, not a permission: whoever can
+	// write to the namespace can mark a call as a re-run, which then gets the stored result.
+	OnHitFailFast
+)
+
+// String returns "replay" or "fail_fast".
+func (h OnHit) String() string {
+	switch h {
+	case OnHitReplay:
+		return "replay"
+	case OnHitFailFast:
+		return "fail_fast"
+	}
+	return fmt.Sprintf("OnHit(%d)", int(h))
+}
+
+// PreviousVersion is an older version of a tool's contract that a policy still answers for
+// (Policy.Previous).
+type PreviousVersion struct {
+	// Args maps a call's arguments document (canonical JSON, as this version's input type gives
+	// it; the part at Route.Args for a routed tool) to the document the older version's input type
+	// gave for the same call, e.g. a field renamed back to its older JSON name. The key and
+	// fingerprint of the older version are derived from what it returns, with this policy's
+	// Exclude and Key. It must be deterministic and must not block. nil means the document is
+	// unchanged (only Version changed). An error from it skips this version for the call.
+	Args func(args json.RawMessage) (json.RawMessage, error)
+	// Version is the older Policy.Version ("" for a tool that had none).
+	Version string
+}
+
 // withDefaults returns p with zero fields set to their defaults.
 func (p Policy) withDefaults() Policy {
 	if p.Key == nil {
@@ -142,6 +207,28 @@ func (p Policy) validate(tool string) error {
 		}
 		if p.Approval.Timeout < 0 {
 			return &PolicyError{Tool: tool, Field: "Approval.Timeout", Reason: "must not be negative (0 means DefaultApprovalTimeout, 24h)"}
+		}
+	}
+	if p.OnHit < OnHitReplay || p.OnHit > OnHitFailFast {
+		return &PolicyError{Tool: tool, Field: "OnHit", Reason: "must be OnHitReplay or OnHitFailFast"}
+	}
+	if p.OnHit != OnHitReplay && !p.Effect.Claimed() {
+		return &PolicyError{Tool: tool, Field: "OnHit", Reason: "a ReadOnly tool claims nothing, so no repeat of it is found: drop OnHit"}
+	}
+	if p.KeyOnly {
+		switch {
+		case p.Effect != Idempotent:
+			return &PolicyError{Tool: tool, Field: "KeyOnly", Reason: fmt.Sprintf(
+				"is for Idempotent tools whose downstream deduplicates on the key; a %s tool needs its claim", p.Effect)}
+		case p.Approval != nil, p.OnHit != OnHitReplay, len(p.Previous) > 0, p.RememberFailures, p.Verify != nil:
+			return &PolicyError{Tool: tool, Field: "KeyOnly", Reason: "a key-only tool has no record, so Approval, OnHit, Previous, " +
+				"RememberFailures and Verify cannot apply: drop them, or drop KeyOnly"}
+		}
+	}
+	for i, v := range p.Previous {
+		if v.Version == p.Version && v.Args == nil {
+			return &PolicyError{Tool: tool, Field: fmt.Sprintf("Previous[%d]", i), Reason: fmt.Sprintf(
+				"version %q is the current Version and maps nothing: give it an Args mapping or drop it", v.Version)}
 		}
 	}
 	d := p.withDefaults()

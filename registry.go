@@ -113,6 +113,7 @@ func (r *Registry) set(name string, fnType reflect.Type, p Policy) error {
 		return err
 	}
 	p.Exclude = slices.Clone(p.Exclude)
+	p.Previous = slices.Clone(p.Previous)
 	r.mu.Lock()
 	r.policies[name] = p.withDefaults()
 	if t := resultType(fnType); t != nil {

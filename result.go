@@ -44,6 +44,9 @@ const (
 	ReasonNotApproved = "not_approved"
 	// ReasonNotAuthorized: rejected by Policy.Authorize.
 	ReasonNotAuthorized = "not_authorized"
+	// ReasonRepeat: conflict, the call repeats an operation that is already settled and the tool's
+	// policy refuses repeats (Policy.OnHit OnHitFailFast).
+	ReasonRepeat = "repeat"
 )
 
 // ModelTextEntry is one entry of the table of texts for a model: the status, next action and
@@ -71,6 +74,8 @@ var modelTexts = []ModelTextEntry{
 		"retry_after_seconds, then make the same call again with the same arguments to get its result."},
 	{OutcomeConflict, NextFix, "", "Conflict: this operation was made before with different arguments, so nothing was " +
 		"done. To get its result, call again with the earlier arguments; if you mean a separate new action, ask the user first."},
+	{OutcomeConflict, NextStop, ReasonRepeat, "Refused: this exact action was already done once, and this tool must not be " +
+		"repeated, so nothing was done now. Do not call it again; tell the user it had already been done."},
 	{OutcomeRejected, NextStop, ReasonDenied, "Declined: a person reviewed this call and did not approve it. Nothing was " +
 		"done. Do not call it again for the same purpose or try another way to do it; tell the user it was declined."},
 	{OutcomeRejected, NextAsk, ReasonNotApproved, "Not approved: this call needs a person's approval, and it was not " +
@@ -265,6 +270,7 @@ func label(result any, err error) ToolResult {
 	var (
 		ind      *IndeterminateOutcomeError
 		fpm      *FingerprintMismatchError
+		repeat   *RepeatRefusedError
 		inf      *InFlightError
 		exp      *ExpiredOperationError
 		su       *StoreUnavailableError
@@ -322,6 +328,13 @@ func label(result any, err error) ToolResult {
 		tr.Status, tr.NextAction = OutcomeConflict, NextFix
 		if fpm != nil {
 			tr.OperationKey = fpm.OperationKey
+		}
+	case errors.As(err, &repeat) || errType == ErrTypeRepeatRefused:
+		// The tool's policy refuses repeats (OnHitFailFast) and this call repeats a settled
+		// operation: nothing ran, and the same call is refused again.
+		tr.Status, tr.NextAction, tr.Reason = OutcomeConflict, NextStop, ReasonRepeat
+		if repeat != nil {
+			tr.OperationKey = repeat.OperationKey
 		}
 	case errType == ErrTypeArgsMismatch:
 		// The arguments the worker received are not the ones the workflow scheduled (a workflow

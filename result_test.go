@@ -88,6 +88,7 @@ func TestLabel(t *testing.T) {
 		{"approval timed out app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval timed out"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"no approval app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "not approved"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, ""},
+		{"repeat refused app error", activityError(appErr(oncekey.ErrTypeRepeatRefused, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextStop, key, 0, false, ""},
 		{"arguments mismatch app error", activityError(appErr(oncekey.ErrTypeArgsMismatch, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
 		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextStop, "", 0, false, ""},
 
@@ -240,6 +241,16 @@ func TestModelTextsTrueToTheCase(t *testing.T) {
 	require.Equal(t, [3]string{"conflict", oncekey.NextFix, ""}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
 	require.False(t, tr.SafeToRepeat)
 	require.Equal(t, conflict, tr.Text)
+
+	// A repeat refused by OnHitFailFast is a conflict to stop on, with a text of its own.
+	for _, err := range []error{activityError(appErr(oncekey.ErrTypeRepeatRefused, true, details{OperationKey: key})),
+		&oncekey.RepeatRefusedError{OperationKey: key, Tool: "Pay", Status: oncekey.StatusApplied}} {
+		tr = oncekey.Label(nil, err)
+		require.Equal(t, [3]string{"conflict", oncekey.NextStop, oncekey.ReasonRepeat}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
+		require.Equal(t, key, tr.OperationKey)
+		require.NotEqual(t, oncekey.ModelText(oncekey.OutcomeFailed, oncekey.NextStop, ""), tr.Text)
+		require.Contains(t, tr.Text, "already done")
+	}
 }
 
 // TestLabelRawValue: a result read as a converter.RawValue tells replayed from applied, with the

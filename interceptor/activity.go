@@ -55,12 +55,15 @@ type call struct {
 	policy oncekey.Policy
 	// tool is the tool's name (the activity type, or what its Route named); args is its arguments
 	// document in canonical JSON.
-	tool  string
-	args  json.RawMessage
-	op    oncekey.Operation
-	key   string
-	fp    string
-	start time.Time
+	tool string
+	args json.RawMessage
+	op   oncekey.Operation
+	key  string
+	fp   string
+	// version is the Policy.Version the call is claimed under: the policy's, or an older one's
+	// (Policy.Previous) when the call repeats an operation of that version.
+	version string
+	start   time.Time
 
 	claimLatency time.Duration
 	outcome      oncekey.Outcome
@@ -170,6 +173,12 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		c.outcome = oncekey.OutcomeFailed
 		return nil, ctx.Err()
 	}
+	if c.policy.KeyOnly {
+		return c.keyOnly(ctx, in)
+	}
+	if err := c.older(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.approval(ctx, true); err != nil {
 		return nil, err
 	}
@@ -232,6 +241,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if c.fp, err = oncekey.KeyedFingerprint(c.policy, op, c.root.opts.FingerprintSecret); err != nil {
 		return c.configError(err)
 	}
+	c.version = c.policy.Version
 	if c.policy.Authorize != nil {
 		hook = "Policy.Authorize"
 		if err := c.policy.Authorize(ctx, op); err != nil {
@@ -255,6 +265,57 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 	}
 	return nil
+}
+
+// keyOnly runs the body of a key-only tool (Policy.KeyOnly) with its operation key in the
+// context and nothing else: no claim, no record, no replay; Temporal's retries run it again.
+func (c *call) keyOnly(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
+	return c.next.ExecuteActivity(oncekey.ContextWithOperationKey(ctx, c.key), in)
+}
+
+// older makes the call the older operation it repeats, for a policy that answers for older
+// versions of its tool (Policy.Previous): it reads the record of each older identity
+// (oncekey.Identities) and, at the first one whose record has that identity's fingerprint,
+// takes its key, fingerprint and version for the claim. Without such a record the call keeps its
+// own identity.
+func (c *call) older(ctx context.Context) error {
+	if len(c.policy.Previous) == 0 {
+		return nil
+	}
+	ids, err := oncekey.Identities(c.policy, c.op, c.root.opts.FingerprintSecret)
+	if err != nil {
+		return c.configError(err)
+	}
+	for _, id := range ids[1:] {
+		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: id.Key})
+		if errors.Is(err, oncekey.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return c.storeFailed("get", err)
+		}
+		if rec.Fingerprint == id.Fingerprint {
+			activity.GetLogger(ctx).Info("oncekey: the call repeats an operation of an older version of its tool; it is that operation",
+				"tool", c.tool, "version", id.Version, "key_prefix", keyPrefix(id.Key))
+			c.key, c.fp, c.version = id.Key, id.Fingerprint, id.Version
+			return nil
+		}
+	}
+	return nil
+}
+
+// followUp reports whether this attempt is the call's own follow-up rather than a repeat of it:
+// a Temporal retry of the same activity, or a re-run the workflow side scheduled (it carries the
+// first attempt's activity ID). Policy.OnHit applies to repeats only.
+func (c *call) followUp() bool {
+	return c.info.Attempt > 1 || c.op.FirstActivityID != ""
+}
+
+// refuseRepeat answers a repeat of a settled operation for a policy that says OnHitFailFast.
+func (c *call) refuseRepeat(rec *oncekey.Record) error {
+	c.outcome = oncekey.OutcomeConflict
+	e := &oncekey.RepeatRefusedError{OperationKey: c.key, Tool: c.tool, Status: rec.Status}
+	return c.appError(e.Error(), oncekey.ErrTypeRepeatRefused, true, nil, "repeat refused", false)
 }
 
 // operation builds the Operation from the activity info and headers.
@@ -327,7 +388,7 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		OperationKey: c.key,
 		Namespace:    c.op.Namespace,
 		Tool:         c.tool,
-		Version:      c.policy.Version,
+		Version:      c.version,
 		Fingerprint:  c.fp,
 		WorkflowID:   c.op.WorkflowID,
 		StepID:       c.op.Step(),
@@ -386,6 +447,10 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 			c.outcome = oncekey.OutcomeConflict
 			e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: rec.Fingerprint, Got: c.fp}
 			return nil, nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false)
+		}
+		if settled := rec.Status == oncekey.StatusApplied || rec.Status == oncekey.StatusFailed; settled &&
+			c.policy.OnHit == oncekey.OnHitFailFast && !c.followUp() {
+			return nil, nil, c.refuseRepeat(rec)
 		}
 		switch rec.Status {
 		case oncekey.StatusApplied:
@@ -458,7 +523,7 @@ func (c *call) replay(ctx context.Context, rec *oncekey.Record) (any, error) {
 			oncekey.ErrTypeIndeterminate, true, nil, "stored result unreadable", false)
 	}
 	c.outcome = oncekey.OutcomeReplayed
-	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeReplayed, c.key, rec.EffectReference)), nil
+	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeReplayed, rec.EffectReference))), nil
 }
 
 // anyPayloads returns ps as an activity result: nil (no result) for a nil ps.
@@ -622,7 +687,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 		c.outcome = oncekey.OutcomeApplied
 		c.root.took.observe(c.tool, took)
-		return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
+		return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeApplied, c.effectRef))), nil
 	}
 	_, err = c.root.opts.Store.Complete(wctx, complete)
 	if err != nil {
@@ -643,21 +708,30 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	}
 	c.outcome = oncekey.OutcomeApplied
 	c.root.took.observe(c.tool, took)
-	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, oncekey.OutcomeApplied, c.key, c.effectRef)), nil
+	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeApplied, c.effectRef))), nil
 }
 
-// withOutcome returns the result payloads ps (nil for a tool that returns only an error) with
-// the outcome, the operation key and the effect reference in the metadata of the first payload
-// (oncekey.MetadataOutcome…), added inside any codec: the payload is decoded with dc into a
-// converter.RawValue, given the metadata, and encoded again. A result that cannot be so
-// decorated is returned as it is; the workflow then reads it as applied, with no key.
-func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref string) *commonpb.Payloads {
-	return withOutcomeReason(dc, ps, outcome, key, ref, "")
+// resultMeta is what the interceptor writes into the metadata of a claimed tool's result.
+type resultMeta struct {
+	outcome oncekey.Outcome
+	// key, ref and reason: oncekey.MetadataOperationKey, MetadataEffectReference and
+	// MetadataReason ("" leaves the last two out).
+	key, ref, reason string
+	// fingerprint and version: oncekey.MetadataFingerprint and MetadataVersion, the identity the
+	// call was claimed with, for okworker.CheckIdentity ("" leaves them out).
+	fingerprint, version string
+	versioned            bool
 }
 
-// withOutcomeReason is withOutcome with a ToolResult.Reason (oncekey.MetadataReason; "" for
-// none).
-func withOutcomeReason(dc converter.DataConverter, ps *commonpb.Payloads, outcome oncekey.Outcome, key, ref, reason string) *commonpb.Payloads {
+// meta returns the result metadata of the call with outcome and effect reference ref.
+func (c *call) meta(outcome oncekey.Outcome, ref string) resultMeta {
+	return resultMeta{outcome: outcome, key: c.key, ref: ref, fingerprint: c.fp, version: c.version, versioned: true}
+}
+
+// withOutcome returns ps with m in the metadata of its first payload (a payload of nil when ps is
+// empty), added inside any codec: the payload is decoded with dc, labelled and encoded again.
+// It returns ps unchanged when it cannot.
+func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, m resultMeta) *commonpb.Payloads {
 	var first *commonpb.Payload
 	if ps != nil && len(ps.Payloads) > 0 {
 		first = ps.Payloads[0]
@@ -676,17 +750,20 @@ func withOutcomeReason(dc converter.DataConverter, ps *commonpb.Payloads, outcom
 	if inner.Metadata == nil {
 		inner.Metadata = map[string][]byte{}
 	}
-	inner.Metadata[oncekey.MetadataOutcome] = []byte(outcome)
-	inner.Metadata[oncekey.MetadataOperationKey] = []byte(key)
-	if ref != "" {
-		inner.Metadata[oncekey.MetadataEffectReference] = []byte(ref)
-	} else {
-		delete(inner.Metadata, oncekey.MetadataEffectReference)
+	inner.Metadata[oncekey.MetadataOutcome] = []byte(m.outcome)
+	inner.Metadata[oncekey.MetadataOperationKey] = []byte(m.key)
+	for name, v := range map[string]string{oncekey.MetadataEffectReference: m.ref, oncekey.MetadataReason: m.reason,
+		oncekey.MetadataFingerprint: m.fingerprint} {
+		if v != "" {
+			inner.Metadata[name] = []byte(v)
+		} else {
+			delete(inner.Metadata, name)
+		}
 	}
-	if reason != "" {
-		inner.Metadata[oncekey.MetadataReason] = []byte(reason)
+	if m.versioned {
+		inner.Metadata[oncekey.MetadataVersion] = []byte(m.version)
 	} else {
-		delete(inner.Metadata, oncekey.MetadataReason)
+		delete(inner.Metadata, oncekey.MetadataVersion)
 	}
 	outer, err := dc.ToPayload(converter.NewRawValue(inner))
 	if err != nil {
@@ -857,7 +934,7 @@ func (c *call) configError(err error) error {
 
 func (c *call) details(reason string, replay bool) Details {
 	return Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, EffectReference: c.effectRef,
-		Replay: replay, Reason: reason}
+		Replay: replay, Reason: reason, Fingerprint: c.fp, Version: c.version}
 }
 
 func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {
@@ -882,7 +959,7 @@ func detailedError(msg, typ string, nonRetryable bool, cause error, d Details) e
 func expectedRefusal(typ string) bool {
 	switch typ {
 	case oncekey.ErrTypeFingerprintMismatch, oncekey.ErrTypeUnauthorized, oncekey.ErrTypeApproval, oncekey.ErrTypeApprovalPending,
-		oncekey.ErrTypeExpired:
+		oncekey.ErrTypeExpired, oncekey.ErrTypeRepeatRefused:
 		return true
 	}
 	return false

@@ -35,6 +35,11 @@ type Details struct {
 	// Approval is the approval request the worker made or found for a call it refused for want of
 	// an approval (oncekey.ErrTypeApprovalPending, oncekey.ErrTypeApproval); nil otherwise.
 	Approval *ApprovalDetails `json:"approval,omitempty"`
+	// Fingerprint and Version are the fingerprint and Policy.Version the worker derived for the
+	// call (as oncekey.MetadataFingerprint and MetadataVersion on a result), for
+	// okworker.CheckIdentity; Fingerprint is "" when the call failed before it had one.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Version     string `json:"version,omitempty"`
 }
 
 // ApprovalDetails is the approval request behind a refusal (Details.Approval), as the worker

@@ -481,7 +481,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				if l.confirmedOutcome(ctx) {
 					reason = oncekey.ReasonConfirmed
 				}
-				if ps = withOutcomeReason(l.w.root.opts.DataConverter, ps, oncekey.OutcomeApplied, l.reconciledKey, out.EffectReference, reason); ps == nil {
+				if ps = withOutcome(l.w.root.opts.DataConverter, ps, resultMeta{outcome: oncekey.OutcomeApplied, key: l.reconciledKey, ref: out.EffectReference, reason: reason}); ps == nil {
 					s.SetValue(nil)
 				} else {
 					s.SetValue(ps)
@@ -538,8 +538,17 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 // step and operation key for it. The decision is read once per workflow through
 // workflow.GetVersion, so histories recorded before it replay unchanged.
 func (l *effectfulLoop) keepFirstKey(ctx workflow.Context) error {
-	if l.stepID != "" || l.firstActivityID == "" {
+	if l.firstActivityID == "" {
 		return nil
+	}
+	if l.stepID != "" {
+		// The step ID names the operation, so the header changes no key; it tells the worker of a
+		// tool whose policy refuses repeats (OnHitFailFast) that this is the call's own re-run.
+		// Headers are not part of replay's command matching, so no version marker is needed.
+		if l.policy.OnHit != oncekey.OnHitFailFast {
+			return nil
+		}
+		return l.firstActivityHeader(ctx)
 	}
 	if !l.rerunChecked {
 		l.rerunChecked = true
@@ -548,6 +557,12 @@ func (l *effectfulLoop) keepFirstKey(ctx workflow.Context) error {
 	if !l.rerunKeyed {
 		return nil
 	}
+	return l.firstActivityHeader(ctx)
+}
+
+// firstActivityHeader puts the first attempt's activity ID into the next attempt's headers
+// (oncekey.HeaderFirstActivityID).
+func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 	h := tinterceptor.WorkflowHeader(ctx)
 	if h == nil {
 		return nil

@@ -74,6 +74,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newForgetCmd(a),
 		newSetupCmd(a),
 		newServeCmd(a),
+		newIdentityCmd(a),
 	)
 	return root
 }
