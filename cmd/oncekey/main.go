@@ -89,8 +89,8 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		code = ee.code
 	}
 	msg := err.Error()
-	if a.pg != nil && !strings.Contains(msg, a.pg.String()) {
-		msg += " (" + a.pg.String() + ")"
+	if a.where != nil && !strings.Contains(msg, a.where.String()) {
+		msg += " (" + a.where.String() + ")"
 	}
 	fmt.Fprintf(stderr, "oncekey: %s\n", msg)
 	return code
