@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 
@@ -119,12 +118,4 @@ func redactURL(u string) string {
 func (a *app) isPostgres() bool {
 	o, err := a.opener(a.storeURL())
 	return err == nil && o.name == storeOpeners[0].name
-}
-
-// storeTarget returns where the CLI connected, for messages, as fmt prints it.
-func storeTarget(where fmt.Stringer) string {
-	if where == nil {
-		return "the store"
-	}
-	return where.String()
 }
