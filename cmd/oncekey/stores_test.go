@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -172,4 +175,29 @@ func TestStoreURLErrors(t *testing.T) {
 		require.NotContains(t, r.stderr, "secret", "a password is never printed")
 		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
 	}
+}
+
+// serve reads the inbox's queues, records and approvals from either store.
+func TestServeOnEveryStore(t *testing.T) {
+	eachStore(t, func(t *testing.T, st testStore) {
+		unknown := seed(t, st.store, "acme", "Book", "wf-2", "book", oncekey.StatusUnknown, nil)
+		waiting := seedApproval(t, st.store, "acme", "Refund", "wf-4", "refund", "refund 12.00 EUR")
+		env := map[string]string{"TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
+		maps.Copy(env, st.env)
+		base := startServe(t, env, "--listen", "127.0.0.1:0")
+		get := func(path string) string {
+			res, err := http.Get(base + path)
+			require.NoError(t, err)
+			defer res.Body.Close()
+			b, err := io.ReadAll(res.Body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", path, b)
+			return string(b)
+		}
+		page := get("/")
+		require.Contains(t, page, "Unknown outcomes")
+		require.Contains(t, page, "refund 12.00 EUR", "the approval queue")
+		require.Contains(t, get("/record?tenant=acme&key="+unknown), unknown)
+		require.Contains(t, get("/approval?tenant=acme&key="+waiting), "refund 12.00 EUR")
+	})
 }
