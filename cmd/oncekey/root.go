@@ -63,7 +63,7 @@ func newRootCmd(a *app) *cobra.Command {
 	pf.StringVar(&a.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS, else "+defaultAddress+")")
 	pf.StringVar(&a.schema, "schema", "", "Postgres schema of oncekey's tables (default: the first schema of the search_path, normally public)")
 	pf.StringVar(&a.namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE, else \"default\")")
-	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "how long to wait for Postgres or Temporal to answer")
+	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "how long to wait for the store or Temporal to answer")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fail(exitUsage, "%v (see `%s --help`)", err, c.CommandPath())
 	})
