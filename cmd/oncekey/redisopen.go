@@ -96,6 +96,7 @@ func redisConnectError(a *app, t *redisTarget, err error) error {
 	if errors.As(err, &su) {
 		text = oneLine(su.Err)
 	}
+	text = strings.TrimSuffix(text, ".")
 	switch {
 	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "NOAUTH"), redis.HasErrorPrefix(err, "NOPERM"):
 		return fail(exitConfig, "%s refused the user or password: %s; fix them in %s (redis://user:password@host:6379/0)", t, text, a.storeSource())

@@ -201,3 +201,14 @@ func TestServeOnEveryStore(t *testing.T) {
 		require.Contains(t, get("/approval?tenant=acme&key="+waiting), "refund 12.00 EUR")
 	})
 }
+
+// A Redis that refuses the user or password is a configuration error (exit 5), which says where
+// to fix it and never prints the password.
+func TestRedisRefusedPassword(t *testing.T) {
+	redisTestStore(t) // skips, or fails under CI, without Redis
+	r := cli(t, nil, "list", "--store", "redis://nosuch-oncekey-user:secretpw@"+redisAddr()+"/0")
+	require.Equal(t, exitConfig, r.code, r.stderr)
+	require.Contains(t, r.stderr, "refused the user or password: WRONGPASS")
+	require.Contains(t, r.stderr, "; fix them in --store (redis://user:password@host:6379/0)")
+	require.NotContains(t, r.stderr, "secretpw")
+}
