@@ -50,11 +50,15 @@ func (a *app) storeURL() string {
 	return a.getenv(storeEnv)
 }
 
-// opener returns the opener of the store URL u ("" is Postgres's), or a usage error that names
-// the schemes the CLI opens and says how to pick one.
+// opener returns the opener of the store URL u ("" is Postgres's), or a usage error: one that
+// names the schemes the CLI opens and says how to pick one, or one that refuses --database-url
+// beside a store URL.
 func (a *app) opener(u string) (storeOpener, error) {
 	if u == "" {
 		return storeOpeners[0], nil
+	}
+	if a.databaseURL != "" {
+		return storeOpener{}, fail(exitUsage, "give the store once: %s names it, so drop --database-url (or put that URL in --store)", a.storeSource())
 	}
 	scheme, _, ok := strings.Cut(u, "://")
 	if !ok {
@@ -88,9 +92,6 @@ func (a *app) openStore(ctx context.Context) (recordStore, func(), error) {
 	o, err := a.opener(u)
 	if err != nil {
 		return nil, nil, err
-	}
-	if u != "" && a.databaseURL != "" {
-		return nil, nil, fail(exitUsage, "give the store once: %s names it, so drop --database-url (or put that URL in --store)", a.storeSource())
 	}
 	return o.open(ctx, a, u)
 }

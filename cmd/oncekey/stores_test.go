@@ -166,6 +166,8 @@ func TestStoreURLErrors(t *testing.T) {
 		{args: []string{"list", "--store", "redis://127.0.0.1:6379/0?buckets=none"}, code: exitUsage, want: "buckets=none is not a positive number"},
 		{args: []string{"list", "--store", "redis://127.0.0.1:6379", "--schema", "app"}, code: exitUsage, want: "--schema names a Postgres schema"},
 		{args: []string{"list", "--store", "redis://127.0.0.1:6379", "--database-url", "postgres://db/app"}, code: exitUsage, want: "give the store once"},
+		{args: []string{"migrate", "--database-url", "postgres://db/app"}, env: map[string]string{storeEnv: "postgres://db/other"}, code: exitUsage,
+			want: "give the store once: ONCEKEY_STORE names it, so drop --database-url"},
 		{args: []string{"stats", "--store", "redis://127.0.0.1:1", "--timeout", "5s"}, code: exitUnreachable,
 			want: "cannot reach Redis at 127.0.0.1:1 db 0, prefix \"oncekey:\": dial tcp 127.0.0.1:1: connect: connection refused; try again when the server accepts connections, or set --store"},
 	} {
