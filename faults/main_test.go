@@ -491,9 +491,15 @@ func binaries(t *testing.T) (worker, cli string) {
 			return
 		}
 		out, err := exec.Command(gobin, "build", "-o", bins.dir+string(filepath.Separator),
-			"github.com/oncekey/oncekey/faults/cmd/worker", "github.com/oncekey/oncekey/cmd/oncekey").CombinedOutput()
+			"github.com/oncekey/oncekey/faults/cmd/worker").CombinedOutput()
 		if err != nil {
 			bins.err = fmt.Errorf("go build: %v: %s", err, out)
+			return
+		}
+		// The CLI is a module of its own (cmd/oncekey/go.mod), built from its directory.
+		out, err = exec.Command(gobin, "build", "-C", filepath.Join("..", "cmd", "oncekey"), "-o", filepath.Join(bins.dir, "oncekey"), ".").CombinedOutput()
+		if err != nil {
+			bins.err = fmt.Errorf("go build -C ../cmd/oncekey: %v: %s", err, out)
 			return
 		}
 		bins.worker, bins.cli = filepath.Join(bins.dir, "worker"), filepath.Join(bins.dir, "oncekey")

@@ -90,7 +90,10 @@ type Store struct {
 	claimManySQL, completeManySQL string
 }
 
-var _ oncekey.Store = (*Store)(nil)
+var (
+	_ oncekey.Store          = (*Store)(nil)
+	_ oncekey.StoreInspector = (*Store)(nil)
+)
 
 // New returns a Store on pool. opts may be nil. The pool's schema must be migrated (Migrate or
 // MigrateSchema) before the first call; Check tells whether it is. A call that finds the table
@@ -746,26 +749,12 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	return &res, nil
 }
 
-// PurgePreview is what Purge would change if it ran at Now (the database clock).
-type PurgePreview struct {
-	Now        time.Time
-	Tombstones int64 // records past retention that would become tombstones
-	Deletes    int64 // records past their tombstone window that would be deleted
-	// Unsettled counts the pending and unknown records past their retention, which Purge leaves
-	// (see oncekey.PurgeResult.Unsettled); OldestUnsettled is the creation time of the oldest
-	// of them (zero when none).
-	Unsettled       int64
-	OldestUnsettled time.Time
-	// ApprovalDeletes counts the decided approvals past their retention that would be deleted.
-	ApprovalDeletes int64
-}
-
 // PurgePreview counts, in one statement and without changing anything, the records Purge would
 // tombstone and delete now, by the conditions Purge itself uses. It reads the whole table (a
 // sequential scan at millions of rows takes seconds); rows locked by a running claim, which
 // Purge would skip until its next run, are counted.
-func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
-	var pv PurgePreview
+func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error) {
+	var pv oncekey.PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
 		var oldest *time.Time
 		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes); err != nil {
@@ -782,20 +771,10 @@ func (s *Store) PurgePreview(ctx context.Context) (*PurgePreview, error) {
 	return &pv, nil
 }
 
-// StatsRow counts the records of one tenant and tool in one status.
-type StatsRow struct {
-	Tenant, Tool string
-	Status       oncekey.Status
-	Count        int64
-	// OldestUpdate is the earliest UpdatedAt among them: for unknown records, how long the
-	// oldest has been waiting for a decision.
-	OldestUpdate time.Time
-}
-
 // Stats counts records by tenant, tool and status in one statement (of tenant only, unless it
 // is ""), ordered by tenant, tool and status. Counting reads every matching row.
-func (s *Store) Stats(ctx context.Context, tenant string) ([]StatsRow, error) {
-	var out []StatsRow
+func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, error) {
+	var out []oncekey.StatsRow
 	err := s.call(ctx, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, s.statsSQL, tenant)
@@ -803,7 +782,7 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]StatsRow, error) {
 			return err
 		}
 		var (
-			r      StatsRow
+			r      oncekey.StatsRow
 			status string
 		)
 		_, err = pgx.ForEachRow(rows, []any{&r.Tenant, &r.Tool, &status, &r.Count, &r.OldestUpdate}, func() error {

@@ -814,13 +814,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 					if len(v) > 4 {
 						u, _ := v[3].(int64)
 						res.Unsettled += u
-						if o := str(v[4]); o != "" {
-							if us, err := strconv.ParseInt(o, 10, 64); err == nil {
-								if t := time.UnixMicro(us); res.OldestUnsettled.IsZero() || t.Before(res.OldestUnsettled) {
-									res.OldestUnsettled = t
-								}
-							}
-						}
+						keepOldest(&res.OldestUnsettled, v[4])
 					}
 				}
 				if str(v[2-b2i(deleting)]) == "1" {
@@ -849,6 +843,18 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		return &res, err
 	}
 	return &res, nil
+}
+
+// keepOldest sets *oldest to the time v (Unix microseconds as a script returns them; "" for
+// none) when it is earlier, or *oldest is zero.
+func keepOldest(oldest *time.Time, v any) {
+	us, err := strconv.ParseInt(str(v), 10, 64)
+	if err != nil {
+		return
+	}
+	if t := time.UnixMicro(us); oldest.IsZero() || t.Before(*oldest) {
+		*oldest = t
+	}
 }
 
 // due returns, per bucket, how many members of the bucket's time index (index, scored by time)

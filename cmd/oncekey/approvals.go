@@ -18,7 +18,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -104,7 +103,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 			if err := l.check(err); err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				aps, more, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow}, l.limit)
 				if err != nil {
 					return a.storeError("approvals", err)

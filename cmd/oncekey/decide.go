@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
@@ -117,7 +116,7 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 			return err
 		}
 		d.Episode = ep
-		a.pg = nil // the messages that follow are about Temporal, not this database
+		a.where = nil // the messages that follow are about Temporal, not this database
 	}
 	return a.withTemporal(ctx, func(ctx context.Context, c client.Client) error {
 		dctx, cancel := context.WithTimeout(ctx, a.timeout)
@@ -162,17 +161,17 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 // cannot be read says to give --episode.
 func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) (int64, error) {
 	const give = "give --episode N, as `oncekey approvals` prints it, to decide without reading the store"
-	s, pool, err := a.store(ctx)
+	s, closeStore, err := a.store(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("%w; %s", err, give)
 	}
-	defer pool.Close()
+	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
-		if err := a.otherTenant(gctx, pool, kind, key, f); err != nil {
+		if err := a.otherTenant(gctx, s, kind, key, f); err != nil {
 			return 0, err
 		}
 		return 0, a.approvalNotFound(key, f.tenant, f.tenantGiven)
@@ -202,18 +201,18 @@ func (a *app) otherNamespace(ap *oncekey.Approval, kind reconcile.DecisionKind, 
 // the approval is pending here or cannot be read.
 func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, key string, f *decideFlags) error {
 	tenant := f.tenant
-	s, pool, err := a.store(ctx)
+	s, closeStore, err := a.store(ctx)
 	if err != nil {
-		a.pg = nil
+		a.where = nil
 		return nil
 	}
-	defer pool.Close()
+	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
 	case errors.Is(err, oncekey.ErrNotFound):
-		if err := a.otherTenant(gctx, pool, kind, key, f); err != nil {
+		if err := a.otherTenant(gctx, s, kind, key, f); err != nil {
 			return err
 		}
 	case err != nil:
@@ -222,7 +221,7 @@ func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, k
 	case ap.Namespace != "" && ap.Namespace != a.ns():
 		return a.otherNamespace(ap, kind, f)
 	}
-	a.pg = nil
+	a.where = nil
 	return nil
 }
 
@@ -299,20 +298,29 @@ func (a *app) decideCommandWith(kind reconcile.DecisionKind, key, tenant string,
 // otherTenant looks for key's approval under any tenant, for a decision whose tenant has none (a
 // key digests its tenant, so it belongs to one): under another tenant it is refused, exit 1 as
 // the workflow refuses it, naming that tenant with the command (the caller reads this store
-// anyway). It returns nil when no tenant has it or the store cannot say.
-func (a *app) otherTenant(ctx context.Context, pool *pgxpool.Pool, kind reconcile.DecisionKind, key string, f *decideFlags) error {
-	table := "oncekey_approvals"
-	if a.schema != "" {
-		table = pgx.Identifier{a.schema, table}.Sanitize()
-	}
-	var tenant, status string
-	var episode int64
-	err := pool.QueryRow(ctx, "SELECT tenant, status, episode FROM "+table+" WHERE operation_key = $1 AND tenant <> $2 LIMIT 1", key, f.tenant).
-		Scan(&tenant, &status, &episode)
-	if err != nil {
+// anyway). It returns nil when no tenant has it or the store cannot say. It pages through the
+// approvals of every tenant (ListApprovals has no key filter), which a store keeps only until
+// their retention ends.
+func (a *app) otherTenant(ctx context.Context, s oncekey.ApprovalStore, kind reconcile.DecisionKind, key string, f *decideFlags) error {
+	var found *oncekey.Approval
+	_, _, err := listPages(math.MaxInt, func(n int, cursor string) ([]*oncekey.Approval, string, error) {
+		res, err := s.ListApprovals(ctx, &oncekey.ListApprovalsParams{Cursor: cursor, Limit: n})
+		if err != nil {
+			return nil, "", err
+		}
+		for _, ap := range res.Approvals {
+			if ap.OperationKey == key && ap.Tenant != f.tenant {
+				found = ap
+				return nil, "", nil // stop: found
+			}
+		}
+		return nil, res.Next, nil
+	})
+	if err != nil || found == nil {
 		return nil
 	}
-	if status != string(oncekey.ApprovalPending) {
+	episode := found.Episode
+	if found.Status != oncekey.ApprovalPending {
 		episode = 0
 	}
 	defaulted := ""
@@ -320,5 +328,5 @@ func (a *app) otherTenant(ctx context.Context, pool *pgxpool.Pool, kind reconcil
 		defaulted = " (the tenant defaults to the namespace)"
 	}
 	return fail(exitFailed, "the approval of %s belongs to tenant %s, not %s%s: a decision names the operation's tenant, so nothing was recorded; `%s`",
-		key, printable(tenant), printable(f.tenant), defaulted, a.decideCommandWith(kind, key, tenant, episode, a.ns(), f))
+		key, printable(found.Tenant), printable(f.tenant), defaulted, a.decideCommandWith(kind, key, found.Tenant, episode, a.ns(), f))
 }

@@ -22,11 +22,11 @@ const directBy = "oncekey-cli --direct"
 // --no-temporal-check, when a reconciliation workflow for the key is running or Temporal cannot
 // say. It prints what it wrote, what it checked and what it could not check.
 func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r reconcile.Resolution) error {
-	s, pool, err := a.store(ctx)
+	s, closeStore, err := a.store(ctx)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	rec, err := s.Get(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
 	cancel()
@@ -80,7 +80,7 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 
 	out := a.stdout
 	fmt.Fprintf(out, "resolved %s directly in the store as %s (tenant %s, %s): %s\n",
-		key, r.Outcome, printable(f.tenant), a.pg, describe(r))
+		key, r.Outcome, printable(f.tenant), a.where, describe(r))
 	fmt.Fprintf(out, "record: tool %s, workflow %s, step %s; status now %s\n",
 		cell(rec.Tool), cell(rec.WorkflowID), cell(rec.StepID), cell(string(rec.Status)))
 	fmt.Fprintln(out, checked)

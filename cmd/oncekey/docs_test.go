@@ -23,6 +23,6 @@ func TestDocsNameRealCommands(t *testing.T) {
 		t.Error(p)
 	}
 	if t.Failed() {
-		t.Log("fix the docs above, or the CLI; `go run ./cmd/oncekey <cmd> --help` lists a command's flags")
+		t.Log("fix the docs above, or the CLI; `go run -C cmd/oncekey . <cmd> --help` lists a command's flags")
 	}
 }

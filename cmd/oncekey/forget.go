@@ -11,7 +11,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/pgstore"
 )
 
 func newForgetCmd(a *app) *cobra.Command {
@@ -34,14 +33,14 @@ func newForgetCmd(a *app) *cobra.Command {
 			if strings.TrimSpace(tenant) == "" {
 				return fail(exitUsage, "--tenant is required")
 			}
-			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				none := func() error {
 					if allowMissing {
-						fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.pg)
+						fmt.Fprintf(a.stdout, "tenant %s has no records in %s: nothing to delete (--allow-missing)\n", strconv.Quote(tenant), a.where)
 						return nil
 					}
 					return fail(exitNotFound, "tenant %s has no records in %s: nothing to delete; `%s` lists the tenants that have (add --allow-missing where no records is fine)",
-						strconv.Quote(tenant), a.pg, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
+						strconv.Quote(tenant), a.where, a.db(shell.Cmd("oncekey", "stats")).Switch("--json"))
 				}
 				if !yes {
 					rows, err := s.Stats(ctx, tenant)
@@ -69,7 +68,7 @@ func newForgetCmd(a *app) *cobra.Command {
 				if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
 					return none()
 				}
-				fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.pg)
+				fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.where)
 				return nil
 			})
 		},

@@ -53,7 +53,7 @@ func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
 // copying it from list (a listing command); else next, after saying when the tenant was
 // defaulted to the namespace (tenantGiven false).
 func (a *app) notFound(what, key, tenant string, tenantGiven bool, list, next string) error {
-	msg := fmt.Sprintf("no %s for %s under tenant %s in %s", what, key, tenant, a.pg)
+	msg := fmt.Sprintf("no %s for %s under tenant %s in %s", what, key, tenant, a.where)
 	if shape := keyShape(key); shape != "" {
 		return fail(exitNotFound, "%s: %s; copy the whole key from `%s`", msg, shape, list)
 	}

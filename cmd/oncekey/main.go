@@ -3,8 +3,11 @@
 // that wait for approval, purge expired records, erase a tenant, and serve the operator inbox (a
 // web page of what waits for a person).
 //
-// Postgres is reached with --database-url, else DATABASE_URL, else the libpq variables (PGHOST,
-// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). Temporal (for resolve, approve, deny and serve)
+// The store is the one --store names (postgres://… or redis://…?prefix=…), else ONCEKEY_STORE,
+// else Postgres from --database-url, else DATABASE_URL, else the libpq variables (PGHOST,
+// PGPORT, PGUSER, PGDATABASE, PGPASSWORD, …). This command is a module of its own (it links
+// redisstore, and so go-redis, which the core module does not): install it from a clone with
+// `go install -C cmd/oncekey .`. Temporal (for resolve, approve, deny and serve)
 // with --address, else TEMPORAL_ADDRESS, else 127.0.0.1:7233; namespace --namespace, else
 // TEMPORAL_NAMESPACE, else "default".
 //
@@ -15,15 +18,17 @@
 //	2  usage: unknown command or flag, missing or conflicting flags, malformed input
 //	3  not found: no such record or approval, or no reconciliation or approval workflow waiting for
 //	   the key
-//	4  unreachable: Postgres or the Temporal server could not be reached (an outage: try again)
-//	5  configuration: Postgres refused the role, the password or the database name (retrying
-//	   cannot help: fix the URL or the libpq variables)
+//	4  unreachable: the store (Postgres or Redis) or the Temporal server could not be reached (an
+//	   outage: try again)
+//	5  configuration: the store refused the credentials: Postgres the role, the password or the
+//	   database name, Redis the user or password (retrying cannot help: fix the URL or the libpq
+//	   variables)
 //	6  delivered, not confirmed: resolve, approve or deny handed the decision to its workflow, which
 //	   did not answer in time (no worker polls its task queue, or it is busy); the decision lands
 //	   once a worker runs it, and sending it again is not needed
 //
-// Every error of a command that connected to Postgres names the database it used: server, role,
-// database and schema.
+// Every error of a command that connected to the store names where: for Postgres the server,
+// role, database and schema; for Redis the server, database number and key prefix.
 //
 // Every command and flag: https://github.com/oncekey/oncekey/blob/main/docs/cli.md
 // In production: https://github.com/oncekey/oncekey/blob/main/docs/operating.md
@@ -89,8 +94,8 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		code = ee.code
 	}
 	msg := err.Error()
-	if a.pg != nil && !strings.Contains(msg, a.pg.String()) {
-		msg += " (" + a.pg.String() + ")"
+	if a.where != nil && !strings.Contains(msg, a.where.String()) {
+		msg += " (" + a.where.String() + ")"
 	}
 	fmt.Fprintf(stderr, "oncekey: %s\n", msg)
 	return code

@@ -14,9 +14,16 @@ func newMigrateCmd(a *app) *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or upgrade oncekey's tables (idempotent; safe to run from several places at once)",
+		Short: "Create or upgrade oncekey's tables (idempotent; safe to run from several places at once); on Redis, check the server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !a.isPostgres() {
+				// Redis keeps no schema: say so, after checking the server as every command does.
+				return a.withStore(cmd.Context(), func(context.Context, recordStore) error {
+					fmt.Fprintf(a.stdout, "%s needs no migration (redisstore keeps no schema; the server runs Redis 7 or later): nothing to apply\n", a.where)
+					return nil
+				})
+			}
 			return a.withPool(cmd.Context(), func(ctx context.Context, pool *pgxpool.Pool) error {
 				if dryRun {
 					return migrateDryRun(cmd, a, pool)

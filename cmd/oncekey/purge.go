@@ -11,7 +11,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/pgstore"
 )
 
 // printUnsettled says how many unknown or pending records past their retention purge left (or
@@ -41,7 +40,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 			if batch < 1 {
 				return fail(exitUsage, "--batch-size must be at least 1")
 			}
-			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				if dryRun {
 					pv, err := s.PurgePreview(ctx)
 					if err != nil {

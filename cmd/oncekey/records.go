@@ -19,7 +19,6 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/pgstore"
 )
 
 // recordView is a record as the CLI prints it. The stored result is left out unless asked for.
@@ -246,7 +245,7 @@ func newListCmd(a *app) *cobra.Command {
 			if err := l.check(serr, err); err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				recs, more, err := listAll(ctx, s, oncekey.ListParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow, UpdatedSince: sinceT}, l.limit)
 				if err != nil {
 					return a.storeError("list", err)
@@ -296,7 +295,7 @@ func newListCmd(a *app) *cobra.Command {
 // toolHint says which stored tool names differ from tool only in case, for a list --tool that
 // matched nothing: tool names (activity types) match exactly. It returns "" when none does or
 // the store cannot say.
-func (a *app) toolHint(ctx context.Context, s *pgstore.Store, tenant, tool string) string {
+func (a *app) toolHint(ctx context.Context, s oncekey.StoreInspector, tenant, tool string) string {
 	rows, err := s.Stats(ctx, tenant)
 	if err != nil {
 		return ""
@@ -347,7 +346,7 @@ func newShowCmd(a *app) *cobra.Command {
 			if !tenantGiven {
 				tenant = a.ns()
 			}
-			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				op := fmt.Sprintf("show %s (tenant %s)", key, tenant)
 				r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 				if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
@@ -482,7 +481,7 @@ func newStatsCmd(a *app) *cobra.Command {
 		Short: "Count records by status, tool and tenant",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withStore(cmd.Context(), func(ctx context.Context, s *pgstore.Store) error {
+			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				rows, err := s.Stats(ctx, tenant)
 				if err != nil {
 					return a.storeError("stats", err)

@@ -135,17 +135,17 @@ func newResolveCmd(a *app) *cobra.Command {
 // not settled or cannot be read (no store configured, not found): the caller then says nothing
 // waits.
 func (a *app) alreadySettled(ctx context.Context, key, tenant string) error {
-	s, pool, err := a.store(ctx)
+	s, closeStore, err := a.store(ctx)
 	if err != nil {
-		a.pg = nil // the message that follows is about Temporal, not this database
+		a.where = nil // the message that follows is about Temporal, not this database
 		return nil
 	}
-	defer pool.Close()
+	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	rec, err := s.Get(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
 	if err != nil {
-		a.pg = nil
+		a.where = nil
 		return nil
 	}
 	switch rec.Status {

@@ -29,6 +29,7 @@ type app struct {
 	getenv         func(string) string
 
 	databaseURL string
+	storeFlag   string
 	address     string
 	namespace   string
 	schema      string
@@ -36,6 +37,9 @@ type app struct {
 
 	// pg is where the command connected to Postgres; nil before it connected.
 	pg *pgTarget
+	// where is the store the command connected to (a.pg for Postgres), named in its messages;
+	// nil before it connected.
+	where fmt.Stringer
 }
 
 func newRootCmd(a *app) *cobra.Command {
@@ -43,21 +47,23 @@ func newRootCmd(a *app) *cobra.Command {
 		Use:   "oncekey",
 		Short: "Inspect and operate oncekey's operation records",
 		Long: "oncekey is the operator CLI for oncekey, which makes side-effecting Temporal activities safe to repeat.\n\n" +
-			"Postgres: --database-url, else DATABASE_URL, else the libpq variables (PGHOST, PGUSER, PGDATABASE, ...).\n" +
+			"Store: --store URL (postgres://… or redis://…), else ONCEKEY_STORE, else Postgres from --database-url, else\n" +
+			"DATABASE_URL, else the libpq variables (PGHOST, PGUSER, PGDATABASE, ...).\n" +
 			"Temporal (resolve, approve, deny and serve): --address, else TEMPORAL_ADDRESS, else " + defaultAddress + ".\n\n" +
-			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 Postgres or Temporal unreachable,\n" +
-			"5 Postgres refused the role, password or database name, 6 resolve, approve or deny delivered the decision but its\n" +
+			"Exit codes: 0 success, 1 operation failed, 2 usage error, 3 not found, 4 the store or Temporal unreachable,\n" +
+			"5 the store refused the role, password or database name, 6 resolve, approve or deny delivered the decision but its\n" +
 			"workflow did not confirm it in time (it lands once a worker runs the workflow).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
+	pf.StringVar(&a.storeFlag, "store", "", "the store's URL: postgres://user@host:5432/db or redis://host:6379/0?prefix=oncekey: (default: ONCEKEY_STORE, else Postgres from --database-url)")
 	pf.StringVar(&a.databaseURL, "database-url", "", "Postgres URL (default: DATABASE_URL, else the libpq variables)")
 	pf.StringVar(&a.address, "address", "", "Temporal frontend host:port (default: TEMPORAL_ADDRESS, else "+defaultAddress+")")
 	pf.StringVar(&a.schema, "schema", "", "Postgres schema of oncekey's tables (default: the first schema of the search_path, normally public)")
 	pf.StringVar(&a.namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE, else \"default\")")
-	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "how long to wait for Postgres or Temporal to answer")
+	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "how long to wait for the store or Temporal to answer")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fail(exitUsage, "%v (see `%s --help`)", err, c.CommandPath())
 	})
@@ -91,12 +97,23 @@ func (a *app) ns() string {
 	return "default"
 }
 
-// pool connects to Postgres, pings it and records where it connected (a.pg), so every later
-// message can name the database. A role, password or database name the server refuses is a
+// pool connects to the Postgres the flags and environment name (see poolAt).
+func (a *app) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if !a.isPostgres() {
+		return nil, fail(exitUsage, "this command needs Postgres, and %s names another store; point it at the Postgres database with --store postgres://…", a.storeSource())
+	}
+	return a.poolAt(ctx, a.storeURL())
+}
+
+// poolAt connects to Postgres at url ("" for --database-url, else DATABASE_URL, else the libpq
+// variables), pings it and records where it connected (a.pg, a.where), so every later message
+// can name the database. A role, password or database name the server refuses is a
 // configuration error (exit 5), anything else that stops the connection an outage (exit 4); both
 // give the driver's text once.
-func (a *app) pool(ctx context.Context) (*pgxpool.Pool, error) {
-	url := a.databaseURL
+func (a *app) poolAt(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	if url == "" {
+		url = a.databaseURL
+	}
 	if url == "" {
 		url = a.getenv("DATABASE_URL")
 	}
@@ -133,7 +150,7 @@ func (a *app) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	default:
 		t.searchPath = true // no schema of the search_path exists
 	}
-	a.pg = t
+	a.pg, a.where = t, t
 	return pool, nil
 }
 
@@ -223,13 +240,9 @@ func driverText(err error) string {
 	return strings.Join(out, "; ")
 }
 
-// store connects and returns the pgstore over the pool; close the pool when done.
-func (a *app) store(ctx context.Context) (*pgstore.Store, *pgxpool.Pool, error) {
-	pool, err := a.pool(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pgstore.New(pool, &pgstore.Options{Schema: a.schema}), pool, nil
+// store opens the store the flags and environment name (openStore); call the func to close it.
+func (a *app) store(ctx context.Context) (recordStore, func(), error) {
+	return a.openStore(ctx)
 }
 
 // withPool connects to Postgres, runs fn with ctx and the pool and closes it. A connection error is
@@ -243,11 +256,15 @@ func (a *app) withPool(ctx context.Context, fn func(ctx context.Context, pool *p
 	return fn(ctx, pool)
 }
 
-// withStore is withPool for the pgstore over the pool.
-func (a *app) withStore(ctx context.Context, fn func(ctx context.Context, s *pgstore.Store) error) error {
-	return a.withPool(ctx, func(ctx context.Context, pool *pgxpool.Pool) error {
-		return fn(ctx, pgstore.New(pool, &pgstore.Options{Schema: a.schema}))
-	})
+// withStore opens the store, runs fn with ctx and the store and closes it. An error opening it
+// is returned as the store's opener returns it.
+func (a *app) withStore(ctx context.Context, fn func(ctx context.Context, s recordStore) error) error {
+	s, closeStore, err := a.store(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	return fn(ctx, s)
 }
 
 // withTemporal dials the Temporal frontend, runs fn with ctx and the client and closes it. A dial error

@@ -111,11 +111,11 @@ func (f *serveFlags) options(a *app) (inbox.Options, error) {
 
 // serve connects to Postgres and Temporal and serves the inbox until ctx ends.
 func (a *app) serve(ctx context.Context, opts inbox.Options) error {
-	s, pool, err := a.store(ctx)
+	s, closeStore, err := a.store(ctx)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeStore()
 	if err := s.Check(ctx); err != nil {
 		return a.storeError("serve", err)
 	}
@@ -135,7 +135,7 @@ func (a *app) serve(ctx context.Context, opts inbox.Options) error {
 		return fail(exitFailed, "serve: %v; pick another --listen", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(a.stdout, "oncekey serve: the inbox is at http://%s/ (%s; %s, namespace %s)\n", ln.Addr(), authSummary(opts), a.pg, a.ns())
+	fmt.Fprintf(a.stdout, "oncekey serve: the inbox is at http://%s/ (%s; %s, namespace %s)\n", ln.Addr(), authSummary(opts), a.where, a.ns())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

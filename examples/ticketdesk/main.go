@@ -181,9 +181,10 @@ func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *examp
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n*** -manual: one operation is left for you. Its outcome is unknown: %s for %s (key %s).\n", rec.Tool, rec.WorkflowID, rec.OperationKey)
 	fmt.Fprintf(&b, "*** In another terminal, in this repository, with the same DATABASE_URL / PG variables as the demo:\n")
-	fmt.Fprintf(&b, "***   go run ./cmd/oncekey list --status unknown %s\n", flags)
+	fmt.Fprintf(&b, "***   go install -C cmd/oncekey .    # the CLI, once (into $(go env GOPATH)/bin; it is a module of its own)\n")
+	fmt.Fprintf(&b, "***   oncekey list --status unknown %s\n", flags)
 	fmt.Fprintf(&b, "***   curl -s '%s'    # what the downstream landed for this key (404: nothing)\n", lookupURL)
-	fmt.Fprintf(&b, "***   go run ./cmd/oncekey resolve %s %s %s --epoch %d --applied --ref <id> --result '<the JSON curl printed>'\n", rec.OperationKey, flags, temporal, rec.Epoch)
+	fmt.Fprintf(&b, "***   oncekey resolve %s %s %s --epoch %d --applied --ref <id> --result '<the JSON curl printed>'\n", rec.OperationKey, flags, temporal, rec.Epoch)
 	fmt.Fprintf(&b, "***   (or --not-applied if curl found nothing)\n")
 	fmt.Fprintf(&b, "*** The demo goes on once it is resolved.\n\n")
 	return b.String()

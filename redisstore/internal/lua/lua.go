@@ -377,7 +377,7 @@ return {#ids, rest}
 `)
 
 // All is every script, the approval scripts included, for Store.Check (which loads them).
-var All = []*redis.Script{Claim, Fenced, Resolve, Get, List, Tombstone, Delete, Forget,
+var All = []*redis.Script{Claim, Fenced, Resolve, Get, List, Tombstone, Delete, Forget, Count, Preview,
 	RequestApproval, DecideApproval, GetApproval, ListApprovals, PurgeApprovals, ForgetApprovals}
 
 // RecordFields is the number of record fields a reply carries after its code and the server's

@@ -65,7 +65,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		return
 	}
 	ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	if !s.found(w, r, "approval", tenant, err, "It may have expired", "Check that Postgres is reachable and migrated (oncekey migrate), then reload.") {
+	if !s.found(w, r, "approval", tenant, err, "It may have expired", "Check that the store is reachable (and, for Postgres, migrated: oncekey migrate), then reload.") {
 		return
 	}
 	d := approvalData{

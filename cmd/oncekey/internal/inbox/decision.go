@@ -87,7 +87,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 		s.message(w, r, http.StatusNotFound, "No such "+d.what, "No "+d.what+" has this operation key in tenant "+strconv.Quote(d.tenant)+". Nothing was changed.")
 		return
 	case err != nil:
-		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the " + d.what, Detail: oneLine(err) + ". Nothing was sent; try again when Postgres is reachable."})
+		show(http.StatusBadGateway, &answer{Kind: "error", Title: "Could not read the " + d.what, Detail: oneLine(err) + ". Nothing was sent; try again when the store is reachable."})
 		return
 	case changed != nil:
 		show(http.StatusConflict, changed)

@@ -429,7 +429,7 @@ func (s *Server) inboxPage(w http.ResponseWriter, r *http.Request, id *identity)
 		for _, t := range tenants {
 			items, more, err := q.list(r.Context(), s, t)
 			if err != nil {
-				qv.Error = "Could not read the records: " + oneLine(err) + ". Check that Postgres is reachable and migrated (oncekey migrate), then reload."
+				qv.Error = "Could not read the records: " + oneLine(err) + ". Check that the store is reachable (and, for Postgres, migrated: oncekey migrate), then reload."
 				break
 			}
 			for _, it := range items {
@@ -502,7 +502,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		return
 	}
 	rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	if !s.found(w, r, "record", tenant, err, "It may have been purged", "Check that Postgres is reachable, then reload.") {
+	if !s.found(w, r, "record", tenant, err, "It may have been purged", "Check that the store is reachable, then reload.") {
 		return
 	}
 	d := recordData{
