@@ -1,0 +1,140 @@
+package interceptor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporalnexus"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncekey/oncekey"
+)
+
+// InterceptNexusOperation wraps a Nexus operation's handler: the claim protocol, for an operation
+// whose name has a claimed policy in the Registry.
+func (r *root) InterceptNexusOperation(ctx context.Context, next tinterceptor.NexusOperationInboundInterceptor) tinterceptor.NexusOperationInboundInterceptor {
+	return &nexusInbound{NexusOperationInboundInterceptorBase: tinterceptor.NexusOperationInboundInterceptorBase{Next: next}, root: r}
+}
+
+type nexusInbound struct {
+	tinterceptor.NexusOperationInboundInterceptorBase
+	root *root
+}
+
+// errNexusAsync is what the body of a claimed Nexus operation gives when its handler started an
+// asynchronous operation instead of answering: the claim is given back (see StartOperation).
+var errNexusAsync = errors.New("the operation started asynchronously")
+
+// StartOperation runs a Nexus operation's synchronous handler under the claim protocol, as
+// call.run runs an activity: the operation key is derived from the caller's key
+// (oncekey.NexusHeaderKey) or the Nexus request ID, the operation's name and its material input
+// (see oncekey.StepKey), and a repeat of the operation (the caller retrying a start whose answer it
+// did not get) replays the stored result instead of running the handler again. An operation
+// without a claimed policy runs as it is. A handler that starts an asynchronous operation (one
+// backed by a workflow, which that workflow's own tools cover) gets its claim given back and its
+// answer passed on.
+func (n *nexusInbound) StartOperation(ctx context.Context, in tinterceptor.NexusStartOperationInput) (nexus.HandlerStartOperationResult[any], error) {
+	name := nexus.ExtractHandlerInfo(ctx).Operation
+	p, ok := n.root.opts.Registry.Policy(name)
+	if !ok || !p.Effect.Claimed() {
+		return n.Next.StartOperation(ctx, in)
+	}
+	key := in.Options.Header.Get(oncekey.NexusHeaderKey)
+	if key == "" {
+		key = in.Options.RequestID
+	}
+	info := temporalnexus.GetOperationInfo(ctx)
+	c := &call{root: n.root, tool: name, start: time.Now(), nexusKey: key,
+		info: activity.Info{ActivityType: activity.Type{Name: name}, Namespace: info.Namespace, TaskQueue: info.TaskQueue}}
+	var async nexus.HandlerStartOperationResult[any]
+	c.invoke = func(ctx context.Context, _ *tinterceptor.ExecuteActivityInput) (any, error) {
+		res, err := n.Next.StartOperation(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		if sync, ok := res.(*nexus.HandlerStartOperationResultSync[any]); ok {
+			return sync.Value, nil
+		}
+		async = res
+		return nil, oncekey.NotApplied(errNexusAsync)
+	}
+	actIn := &tinterceptor.ExecuteActivityInput{Args: []any{in.Input}}
+	claimed, err := c.resolve(ctx, actIn)
+	if err == nil && !claimed {
+		return n.Next.StartOperation(ctx, in)
+	}
+	var res any
+	if err == nil {
+		res, err = c.run(ctx, actIn)
+	}
+	if async != nil {
+		c.logger(ctx).Warn("oncekey: a Nexus operation with a claimed policy started asynchronously; its claim was given back. "+
+			"Give a policy only to synchronous operations: an asynchronous one is covered by its workflow's own tools", "operation", name)
+		c.outcome = ""
+		c.report(ctx, nil)
+		return async, nil
+	}
+	c.report(ctx, err)
+	if err != nil {
+		return nil, err
+	}
+	return &nexus.HandlerStartOperationResultSync[any]{Value: res}, nil
+}
+
+// nexusOperation is the Operation of a Nexus operation's synchronous handler (see
+// oncekey.Operation.NexusKey).
+func (c *call) nexusOperation(args []any) oncekey.Operation {
+	tenant := c.root.tenant(TenantInfo{Namespace: c.info.Namespace, TaskQueue: c.info.TaskQueue})
+	return oncekey.Operation{
+		Namespace:  c.info.Namespace,
+		Tenant:     tenant,
+		WorkflowID: c.nexusKey,
+		NexusKey:   c.nexusKey,
+		Tool:       c.tool,
+		Args:       args,
+		ArgsJSON:   c.args,
+	}
+}
+
+// logger returns the logger of the activity, or of the Nexus operation.
+func (c *call) logger(ctx context.Context) log.Logger {
+	if c.nexusKey != "" {
+		return temporalnexus.GetLogger(ctx)
+	}
+	return activity.GetLogger(ctx)
+}
+
+// metricsHandler returns the metrics handler of the activity, or of the Nexus operation.
+func (c *call) metricsHandler(ctx context.Context) client.MetricsHandler {
+	if c.nexusKey != "" {
+		return temporalnexus.GetMetricsHandler(ctx)
+	}
+	return activity.GetMetricsHandler(ctx)
+}
+
+// nexusCallerKey is the oncekey.NexusHeaderKey value a workflow's Nexus call made with a step ID
+// carries: the JSON array of the namespace, the workflow ID and the step ID.
+func nexusCallerKey(ctx workflow.Context, stepID string) string {
+	info := workflow.GetInfo(ctx)
+	b, _ := json.Marshal([]string{info.Namespace, info.WorkflowExecution.ID, stepID})
+	return string(b)
+}
+
+// ExecuteNexusOperation gives a Nexus call made with oncekey.WithStepID the caller key
+// (oncekey.NexusHeaderKey) its handler keys the operation with, unless the call set one.
+func (w *workflowOutbound) ExecuteNexusOperation(ctx workflow.Context, in tinterceptor.ExecuteNexusOperationInput) workflow.NexusOperationFuture {
+	if stepID, ok := oncekey.StepID(ctx); ok && in.NexusHeader.Get(oncekey.NexusHeaderKey) == "" {
+		if in.NexusHeader == nil {
+			in.NexusHeader = nexus.Header{}
+		}
+		in.NexusHeader.Set(oncekey.NexusHeaderKey, nexusCallerKey(ctx, stepID))
+	}
+	return w.Next.ExecuteNexusOperation(ctx, in)
+}
