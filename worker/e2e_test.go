@@ -149,6 +149,10 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 		l.commit(key, in)
 		<-ctx.Done()
 		return Ticket{}, ctx.Err()
+	case faultLateResult:
+		t := l.commit(key, in)
+		<-ctx.Done()
+		return t, nil
 	case faultErrBeforeCommit:
 		return Ticket{}, errors.New("dial tcp 127.0.0.1:9: connection refused")
 	case faultNotApplied:
@@ -296,6 +300,7 @@ func registerWorkflows(r interface{ RegisterWorkflow(any) }) {
 	r.RegisterWorkflow(AgentTicketWorkflow)
 	r.RegisterWorkflow(TwoArgsWorkflow)
 	r.RegisterWorkflow(SameStepOtherArgumentsWorkflow)
+	r.RegisterWorkflow(LabelledTicketWorkflow)
 }
 
 // outcomes returns the outcome labels of the claimed calls so far.
