@@ -55,7 +55,7 @@ type Operation struct {
 	// NexusKey is, for a Nexus operation's synchronous handler (which is not an activity), the key
 	// that names the intended effect: the caller's NexusHeaderKey header, or else the Nexus request
 	// ID. It is "" for an activity. For a Nexus operation WorkflowID holds it too (ArgsKey reads
-	// it there), RunID and ActivityID are empty, and Tool is the operation's name.
+	// it there), RunID and ActivityID are empty, and Tool and StepID are the operation's name.
 	NexusKey string
 }
 

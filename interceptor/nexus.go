@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	commonpb "go.temporal.io/api/common/v1"
 	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporalnexus"
@@ -59,8 +61,8 @@ func (n *nexusInbound) StartOperation(ctx context.Context, in tinterceptor.Nexus
 		if err != nil {
 			return nil, err
 		}
-		if sync, ok := res.(*nexus.HandlerStartOperationResultSync[any]); ok {
-			return sync.Value, nil
+		if sync, ok := res.(interface{ ValueAsAny() any }); ok {
+			return sync.ValueAsAny(), nil
 		}
 		async = res
 		return nil, oncekey.NotApplied(errNexusAsync)
@@ -85,11 +87,27 @@ func (n *nexusInbound) StartOperation(ctx context.Context, in tinterceptor.Nexus
 	if err != nil {
 		return nil, err
 	}
-	return &nexus.HandlerStartOperationResultSync[any]{Value: res}, nil
+	return &nexus.HandlerStartOperationResultSync[any]{Value: n.syncValue(res)}, nil
+}
+
+// syncValue returns the result call.run gave (the result's payloads, encoded with the data
+// converter and carrying oncekey's metadata; nil for none) as the value of a synchronous Nexus
+// result: the first payload decoded into a converter.RawValue, which the SDK encodes again with
+// the same data converter (so a codec applies once) and the caller decodes into its type.
+func (n *nexusInbound) syncValue(res any) any {
+	ps, ok := res.(*commonpb.Payloads)
+	if !ok || len(ps.GetPayloads()) == 0 {
+		return res
+	}
+	var raw converter.RawValue
+	if err := n.root.opts.DataConverter.FromPayload(ps.Payloads[0], &raw); err != nil {
+		return res
+	}
+	return raw
 }
 
 // nexusOperation is the Operation of a Nexus operation's synchronous handler (see
-// oncekey.Operation.NexusKey).
+// oncekey.Operation.NexusKey); its step, as records show it, is the operation's name.
 func (c *call) nexusOperation(args []any) oncekey.Operation {
 	tenant := c.root.tenant(TenantInfo{Namespace: c.info.Namespace, TaskQueue: c.info.TaskQueue})
 	return oncekey.Operation{
@@ -97,6 +115,7 @@ func (c *call) nexusOperation(args []any) oncekey.Operation {
 		Tenant:     tenant,
 		WorkflowID: c.nexusKey,
 		NexusKey:   c.nexusKey,
+		StepID:     c.tool,
 		Tool:       c.tool,
 		Args:       args,
 		ArgsJSON:   c.args,

@@ -301,6 +301,8 @@ func registerWorkflows(r interface{ RegisterWorkflow(any) }) {
 	r.RegisterWorkflow(TwoArgsWorkflow)
 	r.RegisterWorkflow(SameStepOtherArgumentsWorkflow)
 	r.RegisterWorkflow(LabelledTicketWorkflow)
+	r.RegisterWorkflow(ExpenseWorkflow)
+	r.RegisterWorkflow(NexusTicketWorkflow)
 }
 
 // outcomes returns the outcome labels of the claimed calls so far.
