@@ -159,3 +159,38 @@ func (e *e2e) maxAttempt(t *testing.T, id, activityID string) int32 {
 func clientStart(id, tq string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{ID: id, TaskQueue: tq, WorkflowExecutionTimeout: 2 * time.Minute}
 }
+
+// LabelledCreditWorkflow makes one AddCredit call with one attempt of Temporal's retry policy and
+// a 2 s start-to-close timeout, and returns what oncekey.Label makes of it.
+func LabelledCreditWorkflow(ctx workflow.Context, in CreditRequest) (oncekey.ToolResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var raw converter.RawValue
+	err := workflow.ExecuteActivity(oncekey.WithStepID(ctx, "credit"), "AddCredit", in).Get(ctx, &raw)
+	tr := oncekey.Label(raw, err)
+	tr.Result = nil
+	return tr, nil
+}
+
+// A Transactional tool whose body wrote its row and returned only after its start-to-close
+// timeout: oncekey committed the row with the record applied, and Temporal's only attempt ended
+// in a timeout. The check reads the record, so the model reads applied (confirmed), not unknown.
+// One row, one body.
+func TestTransactionalTimeoutReadsTheRecordApplied(t *testing.T) {
+	cr := &credits{fault: func(ctx context.Context, _ int32) error {
+		<-ctx.Done()
+		return nil
+	}}
+	e := setupTx(t, cr, oncekey.Policy{}, nil)
+	run, err := e.c.ExecuteWorkflow(context.Background(), clientStart("tx-"+t.Name(), e.tq), LabelledCreditWorkflow, CreditRequest{Account: "acme", Amount: 10})
+	require.NoError(t, err)
+	var tr oncekey.ToolResult
+	require.NoError(t, run.Get(testCtx(t), &tr))
+	require.Equal(t, oncekey.OutcomeApplied, tr.Status, "%+v", tr)
+	require.Equal(t, oncekey.ReasonConfirmed, tr.Reason)
+	require.Equal(t, 1, e.effects(t))
+	require.Equal(t, int32(1), e.credits.bodies.Load(), "the check ran nothing")
+	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+}
