@@ -122,16 +122,11 @@ func setupExpenses(t *testing.T, decide oncekey.Effect) (*e2e, *expenses) {
 }
 
 // startWorkerRegistering starts a worker on e's task queue with the test's workflows, tool, and
-// what register adds.
+// what register adds (on this worker and every later one startWorkerWith starts).
 func (e *e2e) startWorkerRegistering(t *testing.T, register func(sdkworker.Worker)) {
 	t.Helper()
-	w := sdkworker.New(e.c, e.tq, sdkworker.Options{})
-	registerWorkflows(w)
-	w.RegisterActivity(e.l.CreateTicket)
-	register(w)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	e.w = w
+	e.register = register
+	e.startWorkerWith(t, sdkworker.Options{})
 }
 
 func (e *e2e) startExpense(t *testing.T, id string) client.WorkflowRun {

@@ -222,6 +222,8 @@ type e2e struct {
 	events []interceptor.Event
 	// pausedActivity is the activity ID pauseRunningActivity paused.
 	pausedActivity string
+	// register, if set, registers more on every worker startWorkerWith starts.
+	register func(sdkworker.Worker)
 }
 
 // setupE2E starts a worker on the dev server with the plugin on its client and Postgres as the
@@ -289,6 +291,9 @@ func (e *e2e) startWorkerWith(t *testing.T, o sdkworker.Options) {
 	w := sdkworker.New(e.c, e.tq, o)
 	registerWorkflows(w)
 	w.RegisterActivity(e.l.CreateTicket)
+	if e.register != nil {
+		e.register(w)
+	}
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	e.w = w

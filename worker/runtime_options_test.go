@@ -91,16 +91,7 @@ func (e *e2e) labelled(t *testing.T, id string) oncekey.ToolResult {
 // body, whatever the options said at run time.
 func TestE2EUpdateOptionsRetryDoesNotRunTheBodyAgain(t *testing.T) {
 	l := newLedger(faultHangAfterCommit)
-	e := setupE2E(t, l, oncekey.Policy{
-		Effect: oncekey.Effectful,
-		Lease:  time.Second,
-		Reconcile: func(ctx context.Context, r oncekey.ReconcileRequest) (oncekey.Receipt, error) {
-			if t, ok := l.lookup(r.OperationKey); ok {
-				return oncekey.Receipt{Outcome: oncekey.ReceiptApplied, Result: t, EffectReference: t.ID}, nil
-			}
-			return oncekey.Receipt{Outcome: oncekey.ReceiptNotFound}, nil
-		},
-	})
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)})
 	const id = "update-options-retry"
 	run := e.startWith(t, id, req, CallOptions{StartToClose: 4 * time.Second})
 	activityID := e.runningActivity(t, id, func() bool { effects, _ := l.counts(); return effects == 1 })
