@@ -41,7 +41,8 @@ var errNexusAsync = errors.New("the operation started asynchronously")
 // did not get) replays the stored result instead of running the handler again. An operation
 // without a claimed policy runs as it is. A handler that starts an asynchronous operation (one
 // backed by a workflow, which that workflow's own tools cover) gets its claim given back and its
-// answer passed on.
+// answer passed on. A policy that asks for an approval is refused, non-retryable oncekey.Config:
+// nothing on the handler's side would start the approval workflow.
 func (n *nexusInbound) StartOperation(ctx context.Context, in tinterceptor.NexusStartOperationInput) (nexus.HandlerStartOperationResult[any], error) {
 	name := nexus.ExtractHandlerInfo(ctx).Operation
 	p, ok := n.root.opts.Registry.Policy(name)
@@ -71,6 +72,11 @@ func (n *nexusInbound) StartOperation(ctx context.Context, in tinterceptor.Nexus
 	claimed, err := c.resolve(ctx, actIn)
 	if err == nil && !claimed {
 		return n.Next.StartOperation(ctx, in)
+	}
+	if err == nil && c.policy.Approval != nil {
+		// An approval is asked and waited for by the caller's workflow side; a Nexus handler has
+		// none, so nothing would ever start the approval workflow.
+		err = c.configError(errors.New("a Nexus operation cannot ask for an approval (Policy.Approval): approve the call in the caller's workflow, with a tool of its own, before the Nexus call"))
 	}
 	var res any
 	if err == nil {

@@ -185,3 +185,30 @@ func TestTransactionalTimeoutReadsTheRecordApplied(t *testing.T) {
 	require.Equal(t, int32(1), e.credits.bodies.Load(), "the check ran nothing")
 	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
 }
+
+// The check header (oncekey.HeaderCheck) can only make the worker do less: a workflow worker
+// without oncekey's interceptor schedules an Effectful call with it, and the worker answers from
+// the record without running the body (a free record: NotApplied, the claim given back). The real
+// call then runs once.
+func TestE2EForgedCheckHeaderRunsNothing(t *testing.T) {
+	l := newLedger()
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+	const id = "forged-check"
+	fields := oncekeyHeaders(t, req, true)
+	var err error
+	fields[oncekey.HeaderCheck], err = converter.GetDefaultDataConverter().ToPayload(true)
+	require.NoError(t, err)
+	c, tq := e.attacker(t, fields)
+	forged, err := c.ExecuteWorkflow(context.Background(), clientStart(id, tq), ForgedCallWorkflow, req, e.tq)
+	require.NoError(t, err)
+	err = forged.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeNotApplied, appErr.Type(), appErr.Error())
+	requireRuns(t, l, 0, 0)
+
+	var got Ticket
+	require.NoError(t, e.start(t, id, req, 10*time.Second).Get(testCtx(t), &got))
+	require.Equal(t, onlyTicket(t, l), got)
+	requireRuns(t, l, 1, 1)
+}
