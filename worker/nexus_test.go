@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	nexuspb "go.temporal.io/api/nexus/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -50,13 +52,10 @@ func (e *e2e) createEndpoint(t *testing.T, name string) {
 	}
 }
 
-// A Nexus operation's synchronous handler whose policy is Effectful commits downstream and
-// answers only after the caller's request timed out: the caller (the Temporal server, for the
-// workflow's Nexus call) retries the start with the same request and caller key, and the retry
-// replays the stored ticket instead of running the handler again. One effect, one body; the
-// record is keyed by the caller's key (namespace, workflow ID, step ID).
-func TestE2ENexusSyncOperationRetriedByItsCallerReplays(t *testing.T) {
-	l := newLedger(faultLateResult)
+// setupNexus is setupE2E with the create-ticket operation of the tickets service, Effectful,
+// served by l's CreateTicket, behind a Nexus endpoint of its own; it returns the endpoint.
+func setupNexus(t *testing.T, l *ledger) (*e2e, string) {
+	t.Helper()
 	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) {
 		require.NoError(t, oncekey.SetTool[TicketRequest](o.Registry, nexusOperation, oncekey.Policy{Effect: oncekey.Effectful}))
 	})
@@ -66,8 +65,19 @@ func TestE2ENexusSyncOperationRetriedByItsCallerReplays(t *testing.T) {
 		return l.CreateTicket(ctx, in)
 	})))
 	e.startWorkerRegistering(t, func(w sdkworker.Worker) { w.RegisterNexusService(svc) })
-	const endpoint = "oncekey-e2e-tickets"
+	endpoint := "oncekey-e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
 	e.createEndpoint(t, endpoint)
+	return e, endpoint
+}
+
+// A Nexus operation's synchronous handler whose policy is Effectful commits downstream and
+// answers only after the caller's request timed out: the caller (the Temporal server, for the
+// workflow's Nexus call) retries the start with the same request and caller key, and the retry
+// replays the stored ticket instead of running the handler again. One effect, one body; the
+// record is keyed by the caller's key (namespace, workflow ID, step ID).
+func TestE2ENexusSyncOperationRetriedByItsCallerReplays(t *testing.T) {
+	l := newLedger(faultLateResult)
+	e, endpoint := setupNexus(t, l)
 
 	const id = "nexus-sync-retried"
 	run, err := e.c.ExecuteWorkflow(context.Background(), clientStart(id, e.tq), NexusTicketWorkflow, endpoint, req)
@@ -100,4 +110,26 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	b, err := oncekey.CanonicalArgs([]any{v})
 	require.NoError(t, err)
 	return b
+}
+
+// The handler commits downstream and then fails with a plain error (its response lost): the
+// outcome is unknown, so the operation fails, not retryable, with IndeterminateOutcome, and the
+// caller's retries never run the handler again. One effect; the record is unknown, for a person or
+// a receipt lookup to settle.
+func TestE2ENexusSyncOperationUnknownIsNotRetried(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	e, endpoint := setupNexus(t, l)
+	const id = "nexus-sync-unknown"
+	run, err := e.c.ExecuteWorkflow(context.Background(), clientStart(id, e.tq), NexusTicketWorkflow, endpoint, req)
+	require.NoError(t, err)
+	err = run.Get(testCtx(t), nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeIndeterminate, appErr.Type(), appErr.Error())
+	require.Equal(t, oncekey.OutcomeUnknown, oncekey.Label(nil, err).Status, "the caller's model reads unknown")
+	requireRuns(t, l, 1, 1)
+	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	require.NoError(t, err)
+	require.Len(t, res.Records, 1)
+	require.Equal(t, oncekey.StatusUnknown, res.Records[0].Status)
 }
