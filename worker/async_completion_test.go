@@ -189,3 +189,18 @@ func TestE2EAsyncCompletionOfAnIdempotentToolThenEffectfulPay(t *testing.T) {
 	require.Equal(t, 2, registrations, "each run asked for the decision")
 	require.Equal(t, 1, payments, "one payment")
 }
+
+// A Transactional tool whose body wrote its row and returned activity.ErrResultPending: the
+// completion could not commit with the record, so the hand-off is refused (AsyncCompletion, not
+// retried), the transaction rolls back and the claim is given back. No row.
+func TestTransactionalAsyncCompletionIsRefused(t *testing.T) {
+	cr := &credits{fault: func(context.Context, int32) error { return activity.ErrResultPending }}
+	e := setupTx(t, cr, oncekey.Policy{}, nil)
+	_, err := e.run(t, 1, false)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, oncekey.ErrTypeAsyncCompletion, appErr.Type(), appErr.Error())
+	require.Equal(t, 0, e.effects(t), "the row rolled back")
+	require.Equal(t, int32(1), e.credits.bodies.Load(), "not retried")
+	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+}
