@@ -24,7 +24,22 @@ const (
 	// map[string]any holds numbers as float64). The arguments are in the activity's history event
 	// twice, the second copy here.
 	HeaderArgs = "oncekey-args"
+	// HeaderCheck, set to true, asks the worker to read the call's record through the claim path
+	// without running the tool: an applied record is replayed, a pending one waited for, and a
+	// claim that acquires is given back at once and answered with a NotApplied error. The
+	// workflow side schedules such a check after an Idempotent or Transactional call's last
+	// attempt ended in a timeout, so the call's error says what the record proves. It can only
+	// make the worker do less: a forged one runs nothing.
+	HeaderCheck = "oncekey-check"
 )
+
+// NexusHeaderKey is the Nexus request header that carries the key a caller gives a Nexus
+// operation (the caller's name for the intended effect, the like of an Idempotency-Key). Without
+// it, the operation key of a Nexus operation's synchronous handler is derived from the Nexus
+// request ID, which the caller keeps across its retries of one operation. The workflow side sets
+// it for a workflow's Nexus call made with WithStepID, from the namespace, workflow ID and step
+// ID. Nexus header keys are case-insensitive; this one is lower case.
+const NexusHeaderKey = "oncekey-key"
 
 // Metadata keys the interceptor adds to the first payload of a claimed tool's result, inside any
 // codec, so the workflow learns what happened without asking the store: read them with Label or

@@ -66,6 +66,9 @@ const (
 	// says OnHitFailFast (RepeatRefusedError). Nothing ran or was replayed; the record is
 	// untouched.
 	ErrTypeRepeatRefused = "oncekey.RepeatRefused"
+	// ErrTypeAsyncCompletion (non-retryable): an Effectful or Transactional tool's body returned
+	// activity.ErrResultPending (AsyncCompletionError).
+	ErrTypeAsyncCompletion = "oncekey.AsyncCompletion"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,
@@ -257,6 +260,30 @@ type ResultTooLargeError struct {
 
 func (e *ResultTooLargeError) Error() string {
 	return fmt.Sprintf("oncekey: result of %s (key %s) is %d bytes, over the %d-byte limit (Policy.MaxResultBytes)", e.Tool, e.OperationKey, e.Size, e.Limit)
+}
+
+// AsyncCompletionError: the body of an Effectful or Transactional tool returned
+// activity.ErrResultPending, handing its result to whoever completes the activity later
+// (client.CompleteActivity). That completion goes to the Temporal server and never reaches the
+// worker, so oncekey could not record the result and a repeat could not replay it: the hand-off
+// is refused, the activity fails with ErrTypeAsyncCompletion (non-retryable), and a later
+// CompleteActivity finds no activity to complete. An Effectful tool's record keeps the refusal as
+// its definite failure (the body ran up to the hand-off, so a repeat gives the refusal again
+// rather than run it twice); a Transactional tool's transaction is rolled back and its claim
+// given back. The message says what to register instead: the waiting part as Idempotent or
+// ReadOnly (an Idempotent tool may return ErrResultPending: its claim is given back, and a repeat
+// runs it again), with the effect that must happen once in an Effectful tool that returns.
+type AsyncCompletionError struct {
+	OperationKey string
+	Tool         string
+	Effect       Effect
+}
+
+func (e *AsyncCompletionError) Error() string {
+	return fmt.Sprintf("oncekey: %s (key %s) is %s and returned activity.ErrResultPending: a result completed from outside the worker "+
+		"(client.CompleteActivity) cannot be recorded, so the hand-off was refused and nothing will complete it. Register the part that "+
+		"waits for the completion as Idempotent or ReadOnly, and keep the effect that must happen once in an Effectful tool that returns its result",
+		e.Tool, e.OperationKey, e.Effect)
 }
 
 // InvalidEffectReferenceError: SetEffectReference was given a reference longer than

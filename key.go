@@ -52,6 +52,11 @@ type Operation struct {
 	// fit a float64 (2^53+1) keeps its value even when the activity decodes its input into
 	// map[string]any or any. When it is nil, Key and Fingerprint encode Args instead.
 	ArgsJSON json.RawMessage
+	// NexusKey is, for a Nexus operation's synchronous handler (which is not an activity), the key
+	// that names the intended effect: the caller's NexusHeaderKey header, or else the Nexus request
+	// ID. It is "" for an activity. For a Nexus operation WorkflowID holds it too (ArgsKey reads
+	// it there), RunID and ActivityID are empty, and Tool and StepID are the operation's name.
+	NexusKey string
 }
 
 // Step returns the step ID of the operation as records show it: the explicit one, else
@@ -102,12 +107,26 @@ type stepKey struct{}
 // arguments is another operation. The trade-off: two identical calls meant as two effects (the
 // same e-mail sent twice on purpose) are one, unless the second takes its own step ID. A step ID
 // that is empty or only white space is an error wrapping ErrNoKey.
+//
+// For a Nexus operation's synchronous handler the key is (namespace, tenant, the caller's key or
+// the Nexus request ID (Operation.NexusKey), the operation's name, its material input): the
+// caller's retries of one operation replay its result, and other input under the same caller
+// key is another operation.
 func StepKey() KeyStrategy { return stepKey{} }
 
 // keyPart is one named part of an operation key; the name appears in errors only.
 type keyPart struct{ name, value string }
 
 func (stepKey) parts(op Operation, exclude []string) ([]keyPart, error) {
+	if op.NexusKey != "" {
+		material, err := materialArgs(op, exclude)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
+		}
+		// The strategy part "nexus" keeps a Nexus operation's keys apart from a workflow's.
+		return []keyPart{{"strategy", "nexus"}, {"caller key", op.NexusKey}, {"operation", op.Tool},
+			{"arguments", string(material)}}, nil
+	}
 	if op.StepID != "" {
 		return []keyPart{{"strategy", "step"}, {"workflow ID", op.WorkflowID}, {"step ID", op.StepID}}, nil
 	}

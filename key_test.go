@@ -73,6 +73,8 @@ func TestKeyFormatPinned(t *testing.T) {
 			"ok1_375ce489e64d38b47870cf78b4854e56967bcca80054e379030d3c1e513b6f0d"},
 		{"explicit key", oncekey.Policy{Key: explicit}, op,
 			"ok1_3c14d7d9a1f6d6d524959d1b56f4d87812ee83558e165642fb04449930d8f798"},
+		{"step key of a Nexus operation: caller key, operation, material input", oncekey.Policy{Exclude: []string{"trace_id"}}, nexusOp(),
+			"ok1_c7696d4a0fad8468bd1175d9309e5b8a729a221dd4edde34a54c2d39c8fd3879"},
 	}
 	for _, c := range pinned {
 		got := mustKey(t, c.p, c.op)
@@ -107,6 +109,16 @@ func TestKeyEncodingDocumented(t *testing.T) {
 		mustKey(t, oncekey.Policy{Key: oncekey.ArgsKey("subject", "priority")}, op))
 	require.Equal(t, lengthPrefixed("default", "acme", "explicit", "CreateTicket", "order-1001/refund"),
 		mustKey(t, oncekey.Policy{Key: oncekey.ExplicitKey(func(oncekey.Operation) (string, error) { return "order-1001/refund", nil })}, op))
+	require.Equal(t, lengthPrefixed("default", "acme", "nexus", "req-9", "create-ticket", `{"priority":2,"subject":"Printer on fire"}`),
+		mustKey(t, oncekey.Policy{Exclude: []string{"trace_id"}}, nexusOp()))
+}
+
+// nexusOp is baseOp as a Nexus operation's synchronous handler sees it: keyed by the request ID
+// "req-9", the operation create-ticket.
+func nexusOp() oncekey.Operation {
+	op := baseOp()
+	op.WorkflowID, op.NexusKey, op.RunID, op.ActivityID, op.StepID, op.Tool = "req-9", "req-9", "", "", "create-ticket", "create-ticket"
+	return op
 }
 
 func TestKeyPartsUnambiguous(t *testing.T) {
@@ -487,4 +499,22 @@ func TestFingerprintMismatchPrintsNoDigits(t *testing.T) {
 	msg = (&oncekey.FingerprintMismatchError{OperationKey: "ok1_k", Tool: "T", Stored: stored, Got: oncekey.KeyedFingerprintPrefix + got}).Error()
 	require.Contains(t, msg, "made without a fingerprint secret while this worker's is made with a fingerprint secret")
 	require.NotContains(t, msg, "cdcd")
+}
+
+// TestWireNamesPinned pins the names oncekey sends across Temporal and Nexus. CHANGING ONE IS A
+// BREAKING CHANGE (docs/compatibility.md): workers of two versions read each other's headers,
+// and workflows match error types by name.
+func TestWireNamesPinned(t *testing.T) {
+	t.Parallel()
+	for got, want := range map[string]string{
+		oncekey.HeaderStepID:           "oncekey-step-id",
+		oncekey.HeaderTenant:           "oncekey-tenant",
+		oncekey.HeaderFirstActivityID:  "oncekey-first-activity-id",
+		oncekey.HeaderArgs:             "oncekey-args",
+		oncekey.HeaderCheck:            "oncekey-check",
+		oncekey.NexusHeaderKey:         "oncekey-key",
+		oncekey.ErrTypeAsyncCompletion: "oncekey.AsyncCompletion",
+	} {
+		require.Equal(t, want, got)
+	}
 }

@@ -224,7 +224,7 @@ func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
 //	NotApplied (non-retryable)                       failed     yes   stop
 //	Failed, Config, StoreSchemaError (the store's    failed     no    stop
 //	  table missing or not migrated), ErrNoKey,
-//	  anything else
+//	  AsyncCompletion, anything else
 //
 // A nil error with a result read as a converter.RawValue (ExecuteActivity(...).Get(ctx, &raw))
 // tells replayed from applied, and carries the operation key and effect reference, from the

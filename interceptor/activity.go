@@ -49,10 +49,17 @@ func (a *activityInbound) Init(outbound tinterceptor.ActivityOutboundInterceptor
 
 // call is one interception of a claimed tool.
 type call struct {
-	root   *root
-	next   tinterceptor.ActivityInboundInterceptor
-	info   activity.Info
-	policy oncekey.Policy
+	root *root
+	// invoke runs the tool's body: the next activity interceptor, or the next Nexus operation
+	// interceptor for a Nexus operation's synchronous handler (nexus.go).
+	invoke func(context.Context, *tinterceptor.ExecuteActivityInput) (any, error)
+	// info is the activity's; for a Nexus operation, only its name (ActivityType), namespace and
+	// task queue are set.
+	info activity.Info
+	// nexusKey is, for a Nexus operation, the key that names the intended effect (the caller's
+	// oncekey.NexusHeaderKey header, or the Nexus request ID); "" for an activity.
+	nexusKey string
+	policy   oncekey.Policy
 	// tool is the tool's name (the activity type, or what its Route named); args is its arguments
 	// document in canonical JSON.
 	tool string
@@ -93,7 +100,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.
 			return a.Next.ExecuteActivity(ctx, in)
 		}
 	}
-	c := &call{root: a.root, next: a.Next, info: info, tool: activityType, start: time.Now(), hb: a.hb}
+	c := &call{root: a.root, invoke: a.Next.ExecuteActivity, info: info, tool: activityType, start: time.Now(), hb: a.hb}
 	claimed, err := c.resolve(ctx, in)
 	if err == nil && !claimed {
 		// A routed call whose tool is ReadOnly: nothing to claim.
@@ -113,7 +120,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.
 func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (claimed bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			activity.GetLogger(ctx).Error("oncekey: a hook panicked before the claim; the tool did not run", "tool", c.tool,
+			c.logger(ctx).Error("oncekey: a hook panicked before the claim; the tool did not run", "tool", c.tool,
 				"hook", "Route.Tool or an argument's MarshalJSON", "stack", string(debug.Stack()))
 			c.outcome = oncekey.OutcomeRejected
 			err = c.appError(fmt.Sprintf("oncekey: %s did not run: Route.Tool or an argument's MarshalJSON panicked: %v; nothing was claimed, "+
@@ -179,8 +186,19 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 	if err := c.older(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.approval(ctx, true); err != nil {
-		return nil, err
+	if c.policy.Effect == oncekey.Effectful && c.info.Attempt > 1 {
+		// The workflow side schedules one attempt of an Effectful tool and retries in workflow
+		// code; Temporal retrying it means its options were changed at run time (temporal
+		// activity update-options) or the workflow's worker lacks oncekey's interceptor. The claim
+		// decides as for any repeat: the body runs only on a record that proves nothing landed.
+		c.logger(ctx).Warn("oncekey: Temporal retried an Effectful call; the record decides whether it runs",
+			"tool", c.tool, "attempt", c.info.Attempt)
+	}
+	check := c.checkOnly(ctx)
+	if !check {
+		if err := c.approval(ctx, true); err != nil {
+			return nil, err
+		}
 	}
 	cctx, endClaim := c.span(ctx, SpanClaim)
 	res, err := c.claim(cctx)
@@ -196,6 +214,9 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 			return out, err
 		}
 		res = acquired
+	}
+	if check {
+		return nil, c.checked(ctx, res.Record.Epoch)
 	}
 	if err := c.approvedUnderClaim(ctx, res.Record.Epoch); err != nil {
 		return nil, err
@@ -217,7 +238,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		if p == nil {
 			return
 		}
-		activity.GetLogger(ctx).Error("oncekey: a hook panicked before the claim; the tool did not run", "tool", c.tool, "hook", hook,
+		c.logger(ctx).Error("oncekey: a hook panicked before the claim; the tool did not run", "tool", c.tool, "hook", hook,
 			"key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
 		c.outcome = oncekey.OutcomeRejected
 		tool := c.tool
@@ -270,7 +291,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 // keyOnly runs the body of a key-only tool (Policy.KeyOnly) with its operation key in the
 // context and nothing else: no claim, no record, no replay; Temporal's retries run it again.
 func (c *call) keyOnly(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
-	return c.next.ExecuteActivity(oncekey.ContextWithOperationKey(ctx, c.key), in)
+	return c.invoke(oncekey.ContextWithOperationKey(ctx, c.key), in)
 }
 
 // older makes the call the older operation it repeats, for a policy that answers for older
@@ -320,6 +341,9 @@ func (c *call) refuseRepeat(rec *oncekey.Record) error {
 
 // operation builds the Operation from the activity info and headers.
 func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, error) {
+	if c.nexusKey != "" {
+		return c.nexusOperation(args), nil
+	}
 	dc := c.root.opts.DataConverter
 	var stepID, tenant, firstActivityID string
 	if h := tinterceptor.Header(ctx); h != nil {
@@ -416,7 +440,7 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		activity.GetLogger(ctx).Warn("oncekey: claim failed with the store unreachable; repeating it with the same token",
+		c.logger(ctx).Warn("oncekey: claim failed with the store unreachable; repeating it with the same token",
 			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 		res, err = once()
 	}
@@ -431,6 +455,30 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		return nil, c.storeUnavailable("claim", errors.New("the store returned no record"))
 	}
 	return res, nil
+}
+
+// checkOnly reports whether the attempt is a check of the record (oncekey.HeaderCheck): it claims
+// and answers from the record, and never runs the tool. The header can only make the worker do
+// less, so it is taken as it is; one that does not decode is not a check.
+func (c *call) checkOnly(ctx context.Context) bool {
+	h := tinterceptor.Header(ctx)
+	if h == nil || h[oncekey.HeaderCheck] == nil {
+		return false
+	}
+	var check bool
+	return c.root.opts.DataConverter.FromPayload(h[oncekey.HeaderCheck], &check) == nil && check
+}
+
+// checked ends a check (checkOnly) whose claim acquired the record at epoch: the record was free,
+// so the call's effect has not landed. The claim is given back at once, and the answer is a
+// retryable NotApplied error: repeating the call is safe.
+func (c *call) checked(ctx context.Context, epoch int64) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	defer cancel()
+	c.release(wctx, epoch)
+	c.outcome = oncekey.OutcomeFailed
+	return c.appError(fmt.Sprintf("oncekey: %s (key %s) timed out, and its record shows it did not apply; nothing ran in this check, and repeating the call is safe", c.tool, c.key),
+		oncekey.ErrTypeNotApplied, false, nil, "not applied, read from the record", false)
 }
 
 // existing handles a claim that found a record it could not acquire. It returns the answer (out
@@ -511,7 +559,7 @@ func (c *call) replay(ctx context.Context, rec *oncekey.Record) (any, error) {
 	if err != nil {
 		// A sealed result without the sealer, a plain one with it, or one sealed for another record:
 		// a configuration to fix or a row to look into, not an outcome to reconcile.
-		activity.GetLogger(ctx).Error("oncekey: stored result does not open; nothing was replayed", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+		c.logger(ctx).Error("oncekey: stored result does not open; nothing was replayed", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 		c.outcome = oncekey.OutcomeFailed
 		return nil, c.appError(fmt.Sprintf("oncekey: %s (key %s) was applied, but its stored result cannot be given: %v", c.tool, c.key, err),
 			oncekey.ErrTypeConfig, true, nil, "stored result does not open", true)
@@ -611,6 +659,9 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 			_ = tx.Rollback(wctx)
 			return nil, c.txMisused(wctx, epoch, misuse)
 		}
+		if errors.Is(bodyErr, activity.ErrResultPending) && c.policy.Effect != oncekey.Idempotent {
+			return nil, c.handOffRefused(wctx, epoch)
+		}
 		return nil, c.bodyFailed(wctx, epoch, bodyErr)
 	}
 	// A panic from here on (a Verify hook, the result's encoder) comes after the body returned: for
@@ -621,7 +672,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		if p == nil {
 			return
 		}
-		activity.GetLogger(ctx).Error("oncekey: panic after the tool returned", "tool", c.tool, "key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
+		c.logger(ctx).Error("oncekey: panic after the tool returned", "tool", c.tool, "key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
 		perr := fmt.Errorf("%s panicked after its body returned: %v", c.tool, p)
 		if effectful {
 			err = c.markUnknown(wctx, epoch, perr, "panic")
@@ -781,10 +832,10 @@ func (c *call) body(ctx context.Context, in *tinterceptor.ExecuteActivityInput) 
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = p
-			activity.GetLogger(ctx).Error("oncekey: tool panicked", "tool", c.tool, "key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
+			c.logger(ctx).Error("oncekey: tool panicked", "tool", c.tool, "key_prefix", keyPrefix(c.key), "stack", string(debug.Stack()))
 		}
 	}()
-	result, err = c.next.ExecuteActivity(ctx, in)
+	result, err = c.invoke(ctx, in)
 	return result, nil, err
 }
 
@@ -815,6 +866,21 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		c.outcome = oncekey.OutcomeFailed
 		return bodyErr
 	}
+}
+
+// handOffRefused ends an Effectful or Transactional call whose body returned
+// activity.ErrResultPending (see oncekey.AsyncCompletionError): an Effectful tool's record keeps
+// the refusal as its definite failure, so a repeat gives it again without running the body; a
+// Transactional tool's claim is given back (its transaction is rolled back). An Idempotent tool's
+// ErrResultPending goes to bodyFailed, which gives the claim back and passes it on to the SDK.
+func (c *call) handOffRefused(ctx context.Context, epoch int64) error {
+	e := &oncekey.AsyncCompletionError{OperationKey: c.key, Tool: c.tool, Effect: c.policy.Effect}
+	c.logger(ctx).Error("oncekey: an asynchronous completion was refused", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", e)
+	var typed *temporal.ApplicationError
+	_ = errors.As(temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeAsyncCompletion, nil), &typed)
+	c.rememberFailure(ctx, epoch, c.policy.Effect == oncekey.Effectful, e, typed)
+	c.outcome = oncekey.OutcomeFailed
+	return c.appError(e.Error(), oncekey.ErrTypeAsyncCompletion, true, nil, "asynchronous completion refused", false)
 }
 
 // release gives the claim back, retrying briefly: a release that never lands leaves the record
@@ -848,7 +914,7 @@ func (c *call) release(ctx context.Context, epoch int64) {
 		time.Sleep(time.Duration(50<<i) * time.Millisecond)
 	}
 	if err != nil {
-		activity.GetLogger(ctx).Warn("oncekey: release failed; the claim stays pending until its lease ends",
+		c.logger(ctx).Warn("oncekey: release failed; the claim stays pending until its lease ends",
 			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 	}
 }
@@ -874,7 +940,7 @@ func (c *call) markUnknownOnly(ctx context.Context, epoch int64, reason string) 
 		Failure: failuredoc.Doc{Message: reason, Reason: reason, EffectReference: c.effectRef}.Bytes(),
 	})
 	if err != nil {
-		activity.GetLogger(ctx).Warn("oncekey: mark unknown failed; the record becomes unknown when its lease ends",
+		c.logger(ctx).Warn("oncekey: mark unknown failed; the record becomes unknown when its lease ends",
 			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 	}
 }
@@ -973,7 +1039,7 @@ func (c *call) report(ctx context.Context, err error) {
 			c.outcome = oncekey.OutcomeApplied
 		}
 	}
-	mh := metrics.Tagged(activity.GetMetricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag)
+	mh := metrics.Tagged(c.metricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag)
 	mh.WithTags(map[string]string{metrics.TagOutcome: string(c.outcome)}).Counter(MetricCalls).Inc(1)
 	if c.claimLatency > 0 {
 		mh.Timer(MetricClaimLatency).Record(c.claimLatency)
@@ -983,7 +1049,7 @@ func (c *call) report(ctx context.Context, err error) {
 	if errors.As(err, &appErr) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
-	logger := activity.GetLogger(ctx)
+	logger := c.logger(ctx)
 	if c.outcome == oncekey.OutcomeConflict {
 		// Expected, but usually a caller's mistake (a field the key misses, a field to Exclude):
 		// worth a look, one line; `oncekey show` explains the record.
@@ -1024,7 +1090,7 @@ func (l *leaseRenewer) stop() error {
 func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody context.CancelCauseFunc) *leaseRenewer {
 	l := &leaseRenewer{done: make(chan struct{})}
 	every := c.policy.Lease / 3
-	if !c.root.opts.DisableBodyHeartbeat {
+	if !c.root.opts.DisableBodyHeartbeat && c.hb != nil {
 		var hctx context.Context
 		hctx, l.endHeartbeats = context.WithCancel(ctx)
 		l.wg.Add(1)
@@ -1059,7 +1125,7 @@ func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody co
 				continue
 			case errors.Is(err, oncekey.ErrLostClaim):
 			case time.Since(lastOK) < c.policy.Lease:
-				activity.GetLogger(ctx).Warn("oncekey: lease renewal failed; retrying", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+				c.logger(ctx).Warn("oncekey: lease renewal failed; retrying", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 				continue
 			default:
 				err = fmt.Errorf("lease not renewed for %s: %w", c.policy.Lease, err)

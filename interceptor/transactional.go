@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.temporal.io/sdk/activity"
-
 	"github.com/oncekey/oncekey"
 )
 
@@ -60,7 +58,7 @@ func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.Comple
 		rec, gerr := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 		switch {
 		case gerr == nil && rec.Epoch == p.Epoch && rec.Status == oncekey.StatusApplied:
-			activity.GetLogger(ctx).Info("oncekey: the commit's answer was lost; the record shows it committed",
+			c.logger(ctx).Info("oncekey: the commit's answer was lost; the record shows it committed",
 				"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", commitErr)
 			return nil
 		case gerr == nil:
@@ -70,7 +68,7 @@ func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.Comple
 		}
 		err = gerr
 	}
-	activity.GetLogger(ctx).Warn("oncekey: the commit's outcome could not be read back; the retry reads it from the record",
+	c.logger(ctx).Warn("oncekey: the commit's outcome could not be read back; the retry reads it from the record",
 		"tool", c.tool, "key_prefix", keyPrefix(c.key), "commit_error", commitErr, "error", err)
 	return c.storeUnavailable("commit", errors.Join(commitErr, err))
 }

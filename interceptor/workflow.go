@@ -193,13 +193,23 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		} else {
 			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err))
 		}
+		if isCheck(ctx) {
+			// The check after a timeout (checkAfterTimeout): read the record, run nothing.
+			pl, err := dc.ToPayload(true)
+			if err != nil {
+				return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode check header: "+err.Error(), oncekey.ErrTypeConfig, err))
+			}
+			h[oncekey.HeaderCheck] = pl
+			return w.Next.ExecuteActivity(ctx, activityType, args...)
+		}
 	}
 	c := scheduled{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
-	// schedule schedules the call from ctx: as it is for an Idempotent tool (Temporal retries it),
-	// through the retry loop for an Effectful one.
+	// schedule schedules the call from ctx: as it is for an Idempotent tool (Temporal retries it,
+	// and the record is read after a last attempt that timed out), through the retry loop for an
+	// Effectful one.
 	schedule := func(ctx workflow.Context) workflow.Future {
 		if p.Effect != oncekey.Effectful {
-			return w.Next.ExecuteActivity(ctx, activityType, args...)
+			return c.checkAfterTimeout(ctx, w.Next.ExecuteActivity(ctx, activityType, args...))
 		}
 		l := &effectfulLoop{
 			scheduled: c, namespace: workflow.GetInfo(ctx).Namespace, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx),
@@ -302,10 +312,10 @@ func (l *effectfulLoop) confirmedOutcome(ctx workflow.Context) bool {
 	return workflow.GetVersion(ctx, confirmedOutcomeChangeID, workflow.DefaultVersion, 1) == 1
 }
 
-// confirmed returns raw, the replayed result of a call reconciliation settled as applied, as
-// applied with the reason confirmed, keeping its operation key and effect reference. A result
-// without oncekey's metadata is returned as it is.
-func (l *effectfulLoop) confirmed(raw converter.RawValue) converter.RawValue {
+// confirmed returns raw, the replayed result of a call reconciliation (or the check after a
+// timeout) settled as applied, as applied with the reason confirmed, keeping its operation key
+// and effect reference. A result without oncekey's metadata is returned as it is.
+func confirmed(raw converter.RawValue) converter.RawValue {
 	p := raw.Payload()
 	if p == nil || p.GetMetadata()[oncekey.MetadataOutcome] == nil {
 		return raw
@@ -423,7 +433,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			if l.verifyRuns > 0 && l.confirmedOutcome(ctx) {
 				// The re-run after an Applied decision replayed the record reconciliation settled:
 				// for this call that is its own effect, confirmed by the check, not a replay.
-				raw = l.confirmed(raw)
+				raw = confirmed(raw)
 			}
 			l.settleRaw(s, raw)
 			return
@@ -593,12 +603,12 @@ func (l *effectfulLoop) nonRetryableType(err error) bool {
 
 // settleRaw settles s with the attempt's result payloads, re-encoded through the data converter
 // so a codec applies again; Get on the returned future decodes them into the caller's type.
-func (l *effectfulLoop) settleRaw(s workflow.Settable, raw converter.RawValue) {
+func (c scheduled) settleRaw(s workflow.Settable, raw converter.RawValue) {
 	if raw.Payload() == nil {
 		s.SetValue(nil)
 		return
 	}
-	ps, err := l.w.root.opts.DataConverter.ToPayloads(raw)
+	ps, err := c.w.root.opts.DataConverter.ToPayloads(raw)
 	if err != nil {
 		s.SetError(err)
 		return

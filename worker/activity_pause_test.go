@@ -60,14 +60,7 @@ func (l *ledger) interruptions() []error {
 // and keeps its ID in e.pausedActivity.
 func (e *e2e) pauseRunningActivity(t *testing.T, id string, ready func() bool) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		d, err := e.c.DescribeWorkflow(context.Background(), id, "")
-		if err != nil || !ready() || len(d.RawResponse.GetPendingActivities()) != 1 {
-			return false
-		}
-		e.pausedActivity = d.RawResponse.GetPendingActivities()[0].GetActivityId()
-		return true
-	}, 20*time.Second, 50*time.Millisecond, "the body never started")
+	e.pausedActivity = e.runningActivity(t, id, ready)
 	e.temporalCLI(t, "activity", "pause", "--workflow-id", id, "--activity-id", e.pausedActivity)
 }
 

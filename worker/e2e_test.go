@@ -149,6 +149,10 @@ func (l *ledger) CreateTicket(ctx context.Context, in TicketRequest) (Ticket, er
 		l.commit(key, in)
 		<-ctx.Done()
 		return Ticket{}, ctx.Err()
+	case faultLateResult:
+		t := l.commit(key, in)
+		<-ctx.Done()
+		return t, nil
 	case faultErrBeforeCommit:
 		return Ticket{}, errors.New("dial tcp 127.0.0.1:9: connection refused")
 	case faultNotApplied:
@@ -218,6 +222,8 @@ type e2e struct {
 	events []interceptor.Event
 	// pausedActivity is the activity ID pauseRunningActivity paused.
 	pausedActivity string
+	// register, if set, registers more on every worker startWorkerWith starts.
+	register func(sdkworker.Worker)
 }
 
 // setupE2E starts a worker on the dev server with the plugin on its client and Postgres as the
@@ -285,6 +291,9 @@ func (e *e2e) startWorkerWith(t *testing.T, o sdkworker.Options) {
 	w := sdkworker.New(e.c, e.tq, o)
 	registerWorkflows(w)
 	w.RegisterActivity(e.l.CreateTicket)
+	if e.register != nil {
+		e.register(w)
+	}
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	e.w = w
@@ -296,6 +305,9 @@ func registerWorkflows(r interface{ RegisterWorkflow(any) }) {
 	r.RegisterWorkflow(AgentTicketWorkflow)
 	r.RegisterWorkflow(TwoArgsWorkflow)
 	r.RegisterWorkflow(SameStepOtherArgumentsWorkflow)
+	r.RegisterWorkflow(LabelledTicketWorkflow)
+	r.RegisterWorkflow(ExpenseWorkflow)
+	r.RegisterWorkflow(NexusTicketWorkflow)
 }
 
 // outcomes returns the outcome labels of the claimed calls so far.

@@ -133,6 +133,7 @@ func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Sto
 	e.tq = "oncekey-tx-" + t.Name()
 	w := sdkworker.New(e.c, e.tq, sdkworker.Options{})
 	w.RegisterWorkflow(CreditWorkflow)
+	w.RegisterWorkflow(LabelledCreditWorkflow)
 	w.RegisterActivity(cr.AddCredit)
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
