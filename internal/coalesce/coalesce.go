@@ -61,20 +61,22 @@ type Queue[In, Out any] struct {
 // while the request goes on for the others in it (it is canceled when every call in it has
 // given up).
 func (q *Queue[In, Out]) Do(ctx context.Context, c *Call[In, Out], one func(ctx context.Context, in In) (Out, error)) (Out, error) {
-	c.ctx, c.done = ctx, make(chan struct{})
 	q.mu.Lock()
-	switch {
-	case q.inFlight < q.Flights && !q.Always:
+	if q.inFlight < q.Flights && !q.Always {
+		// Alone, on the caller's goroutine: nothing allocated, no other goroutine woken, and
+		// the lock taken once more, by handOff, when it returns.
 		q.inFlight++
 		q.mu.Unlock()
 		out, err := one(ctx, c.In)
 		q.handOff()
 		return out, err
-	case q.inFlight < q.Flights:
+	}
+	c.ctx, c.done = ctx, make(chan struct{})
+	if q.inFlight < q.Flights {
 		q.inFlight++
 		c.taken, c.batch = true, []*Call[In, Out]{c}
 		close(c.done)
-	default:
+	} else {
 		q.queue = append(q.queue, c)
 	}
 	q.mu.Unlock()
