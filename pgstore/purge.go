@@ -69,8 +69,8 @@ WHERE ctid = ANY(ARRAY(
 const purgeLockTimeout = "50ms"
 
 // purgeWalk runs step over its table, adding the rows it changed to *count and its batches to
-// res.
-func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, step purgeStep, count *int64, res *oncekey.PurgeResult) error {
+// res, pausing after each batch with pace.
+func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, step purgeStep, count *int64, res *oncekey.PurgeResult) error {
 	var (
 		found   bool
 		pages   int64
@@ -92,7 +92,6 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, step purg
 	// Ranges of about 0.9 × n rows, so a range usually takes one statement, not a full one
 	// and then one for the rest.
 	span := max(1, int64(0.9*float64(n)/perPage))
-	var owed time.Duration // pauses due but not yet taken (negative: taken in excess)
 	for first := int64(0); first < pages; {
 		end := min(first+span, pages)
 		start := time.Now()
@@ -119,17 +118,8 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, step purg
 			first = end // else the range may hold more
 		}
 		if first < pages {
-			// The pauses are kept to p.Rest times the batches' time in all, counting what a
-			// pause overslept (a busy machine wakes a sleeper late) against the next one, never
-			// more than that one: at most two batches run back to back.
-			due := p.RestAfter(time.Since(start))
-			owed = max(owed, -due) + due
-			if owed > 0 {
-				slept := time.Now()
-				if err := sleep(ctx, owed); err != nil {
-					return wrapErr("purge", "", err)
-				}
-				owed -= time.Since(slept)
+			if err := pace.Pause(ctx, time.Since(start)); err != nil {
+				return wrapErr("purge", "", err)
 			}
 		}
 	}
@@ -139,16 +129,4 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, step purg
 // tid is the first tuple ID of page.
 func tid(page int64) pgtype.TID {
 	return pgtype.TID{BlockNumber: uint32(page), Valid: true}
-}
-
-// sleep waits d or until ctx is done (then it returns ctx.Err()).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

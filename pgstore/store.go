@@ -673,8 +673,8 @@ func (l *listing) query(cols, table string, n int) string {
 // record changed during the walk is left for the next run. A batch waits for a concurrent
 // claim of a row it would change (one statement) and checks the row again after it; a claim
 // of a record the batch is changing waits for that batch. After each batch Purge pauses for
-// p.Rest times the batch's duration (by default as long as the batch took), so claims keep
-// most of the server while a large purge runs.
+// p.Rest times the batch's duration (by default as long as the batch took; PurgeParams.Pacer),
+// so claims keep most of the server while a large purge runs.
 // Batches counts statements that changed at least one row; p.Progress is called after each.
 // On an error the counts so far are returned with it.
 func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
@@ -682,11 +682,12 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		return nil, err
 	}
 	var res oncekey.PurgeResult
+	pace := p.Pacer()
 	for _, step := range []struct {
 		purgeStep
 		count *int64
 	}{{s.tombstoneStep, &res.Tombstoned}, {s.deleteStep, &res.Deleted}, {s.purgeApprovalsStep, &res.ApprovalsDeleted}} {
-		if err := s.purgeWalk(ctx, p, step.purgeStep, step.count, &res); err != nil {
+		if err := s.purgeWalk(ctx, p, pace, step.purgeStep, step.count, &res); err != nil {
 			return &res, err
 		}
 	}
