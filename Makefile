@@ -132,8 +132,12 @@ bench: temporal bench-deps
 	taskset -c $(BENCH_CLIENT_CPU) "$$bin/redis-store" -server-cpu $(BENCH_SERVER_CPU) -duration 3s -rounds 5 \
 		-pg-replay "$${pgreplay:-0}" 2>>$(BENCH_LOG)
 	@echo "bench: store vs pgbench on the same SQL, sharing the machine's cores with the server (informational), with the pgx floor beside them (about 7 minutes)" >&2
-	@$(GO) run ./pgstore/internal/benchcmd -duration 3s -rounds 7 -floor 2>>$(BENCH_LOG)
+	@$(GO) run ./pgstore/internal/benchcmd -duration 3s -rounds 7 -floor -only '^(claim_complete|replay|transactional)' 2>>$(BENCH_LOG)
 	@grep "pgx floor:" $(BENCH_LOG) | tail -n 4 >&2 || true
+	@echo "bench: Purge of 1,000,000 records vs one DELETE of them, and claim p99 while it runs vs on the idle table (about 3 minutes)" >&2
+	@set -o pipefail; $(GO) run ./pgstore/internal/benchcmd -only '^purge_1m' 2>>$(BENCH_LOG) | awk '{ print } \
+		/^BENCH name=purge_1m / { split($$6, a, "="); printf "  goal: speedup >= 0.33 (a third of one DELETE'"'"'s rate): %s\n", (a[2]+0 >= 0.33 ? "met" : "NOT met") } \
+		/^BENCH name=purge_1m_claim_p99 / { split($$6, a, "="); printf "  goal: speedup >= 0.667 (p99 at most 1.5 x idle): %s\n", (a[2]+0 >= 0.667 ? "met" : "NOT met") }'
 	@echo "bench: 500 Effectful workflows with and without oncekey on a dev server" >&2
 	@ONCEKEY_BENCH=1 $(GO) test -run='^TestBenchE2EEffectful$$' -count=1 -v ./worker/ 2>>$(BENCH_LOG) \
 		| tee -a $(BENCH_LOG) | grep '^BENCH'

@@ -217,7 +217,37 @@ func (p *PurgeParams) RestAfter(took time.Duration) time.Duration {
 // Pause waits RestAfter(took) after a batch that took took, or until ctx is done (then it
 // returns ctx.Err()). Stores call it between full batches.
 func (p *PurgeParams) Pause(ctx context.Context, took time.Duration) error {
-	d := p.RestAfter(took)
+	return sleep(ctx, p.RestAfter(took))
+}
+
+// Pacer returns a PurgePacer for one run of Purge with p.
+func (p *PurgeParams) Pacer() *PurgePacer { return &PurgePacer{p: p} }
+
+// PurgePacer paces the batches of one Purge run: its pauses add up to PurgeParams.Rest times
+// the batches' time, counting what a pause overslept (a busy machine wakes a sleeper late)
+// against the next one, never more than that one, so at most two batches run back to back.
+// It is not safe for concurrent use.
+type PurgePacer struct {
+	p    *PurgeParams
+	owed time.Duration // pauses due but not yet taken; negative: taken in excess
+}
+
+// Pause waits after a batch that took took: RestAfter(took), less what the pause before it
+// overslept. It returns ctx.Err() if ctx is done first.
+func (pc *PurgePacer) Pause(ctx context.Context, took time.Duration) error {
+	due := pc.p.RestAfter(took)
+	pc.owed = max(pc.owed, -due) + due
+	if pc.owed <= 0 {
+		return nil
+	}
+	start := time.Now()
+	err := sleep(ctx, pc.owed)
+	pc.owed -= time.Since(start)
+	return err
+}
+
+// sleep waits d or until ctx is done (then it returns ctx.Err()).
+func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}

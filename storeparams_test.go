@@ -1,6 +1,7 @@
 package oncekey_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -29,6 +30,25 @@ func TestPurgeParamsDefaultsAndRest(t *testing.T) {
 		require.True(t, errors.As(p.Validate(), &ipe), "Rest %v", bad)
 		require.Equal(t, "Rest", ipe.Field)
 	}
+}
+
+// A PurgePacer owes the pauses it did not take: one cut short by its context is taken by the
+// next Pause, and a negative Rest never pauses.
+func TestPurgePacerOwesThePausesItDidNotTake(t *testing.T) {
+	t.Parallel()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	pace := (&oncekey.PurgeParams{}).Pacer()
+	require.NoError(t, pace.Pause(canceled, 0), "nothing owed, nothing to wait for")
+	require.ErrorIs(t, pace.Pause(canceled, 20*time.Millisecond), context.Canceled)
+	require.ErrorIs(t, pace.Pause(canceled, 0), context.Canceled, "the pause not taken is still owed")
+	start := time.Now()
+	require.NoError(t, pace.Pause(context.Background(), 0))
+	require.GreaterOrEqual(t, time.Since(start), 15*time.Millisecond, "the owed pause is taken")
+	require.NoError(t, pace.Pause(canceled, 0), "and then nothing is owed")
+
+	off := (&oncekey.PurgeParams{Rest: -1}).Pacer()
+	require.NoError(t, off.Pause(canceled, time.Hour))
 }
 
 func TestListCursorRoundTrip(t *testing.T) {

@@ -66,7 +66,7 @@ const approvalMigration = "003_approvals"
 // is whether a decision ($4) is a person's on an overdue approval.
 func approvalReplacer(a string) *strings.Replacer {
 	return strings.NewReplacer("{a}", a, "{cols}", fill(approvalCols), "{anew}", fill(approvalAnew),
-		"{expired}", approvalExpiredWhere, "{late}", fill(`(deadline <= now() AND $4 <> 'timed_out')`),
+		"{late}", fill(`(deadline <= now() AND $4 <> 'timed_out')`),
 		"{decider}", quoteLiteral(oncekey.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekey.ApprovalOverdueReason))
 }
 
@@ -117,14 +117,7 @@ RETURNING {cols}, request_token = $10 AS created`)
 WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending'
 RETURNING {cols}, {late} AS late`)
 	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
-	// A purge batch, as for records: at most $1 rows locked with SKIP LOCKED, deleted by ctid.
-	s.purgeApprovalsSQL = r.Replace(`DELETE FROM {a}
-WHERE ctid = ANY(ARRAY(
-        SELECT ctid FROM {a}
-        WHERE {expired}
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED))
-  AND {expired}`)
+	s.purgeApprovalsStep = newPurgeStep(a, approvalExpiredWhere, `DELETE FROM {t}`)
 }
 
 // scanApproval scans one row of approvalCols (then extra) into an approval.

@@ -97,9 +97,26 @@ FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5:
 WHERE tenant = b_tenant AND operation_key = b_key AND epoch = b_epoch AND status = 'pending'
 RETURNING tenant, operation_key, {cols}`)
 	s.claims = &coalesce.Queue[[]arg, claimOut]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
-		Many: s.claimMany, Refused: refused}
+		One: s.claimOne, Key: callKey, Many: s.claimMany, Refused: refused}
 	s.completes = &coalesce.Queue[[]arg, *oncekey.Record]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
-		MaxBytes: coalesceMaxBytes, Many: s.completeMany, Refused: refused}
+		MaxBytes: coalesceMaxBytes, One: s.completeOne, Key: callKey, Size: completeSize, Many: s.completeMany, Refused: refused}
+}
+
+// callKey is the key a call writes: its tenant and operation key ($1 and $2).
+func callKey(args []arg) string { return args[0].s + "\x00" + args[1].s }
+
+// completeSize is a completion's size: its result and failure ($5 and $6).
+func completeSize(args []arg) int { return len(args[4].b) + len(args[5].b) }
+
+// claimOne sends a claim alone (claimSQL).
+func (s *Store) claimOne(ctx context.Context, args []arg) (claimOut, error) {
+	r, acquired, expired, err := s.claimWith(ctx, s.claimSQL, args)
+	return claimOut{r, acquired, expired}, err
+}
+
+// completeOne sends a completion alone (completeSQL).
+func (s *Store) completeOne(ctx context.Context, args []arg) (*oncekey.Record, error) {
+	return s.writeOne(ctx, s.completeSQL, args)
 }
 
 // claimVia runs a claim (claimSQL's args) coalesced if the store coalesces, else alone.
@@ -107,11 +124,7 @@ func (s *Store) claimVia(ctx context.Context, args []arg) (*oncekey.Record, bool
 	if s.claims == nil {
 		return s.claimWith(ctx, s.claimSQL, args)
 	}
-	out, err := s.claims.Do(ctx, &claimCall{In: args, Key: args[0].s + "\x00" + args[1].s},
-		func(ctx context.Context, args []arg) (claimOut, error) {
-			r, acquired, expired, err := s.claimWith(ctx, s.claimSQL, args)
-			return claimOut{r, acquired, expired}, err
-		})
+	out, err := s.claims.Do(ctx, args)
 	return out.rec, out.acquired, out.expired, err
 }
 
@@ -121,8 +134,7 @@ func (s *Store) writeVia(ctx context.Context, query *stmt, args []arg) (*oncekey
 	if s.completes == nil || query != s.completeSQL {
 		return s.writeOne(ctx, query, args)
 	}
-	return s.completes.Do(ctx, &completeCall{In: args, Key: args[0].s + "\x00" + args[1].s, Bytes: len(args[4].b) + len(args[5].b)},
-		func(ctx context.Context, args []arg) (*oncekey.Record, error) { return s.writeOne(ctx, query, args) })
+	return s.completes.Do(ctx, args)
 }
 
 // column returns the i-th parameter of every call in batch, as the array unnest takes.

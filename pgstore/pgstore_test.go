@@ -451,3 +451,37 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Tombstoned, "the skipped row is purged next time")
 }
+
+// Purge walks a table of many pages in ranges: every settled record past its window is
+// deleted, no batch changes more than BatchSize rows, and the pending and unknown records
+// spread among them stay.
+func TestPurgeWalksManyPages(t *testing.T) {
+	t.Parallel()
+	pool, s := setup(t)
+	ctx := ctxT(t)
+	_, err := pool.Exec(ctx, `INSERT INTO oncekey_operations (tenant, operation_key, tool, version, fingerprint, effect, status,
+    epoch, lease_until, result, created_at, updated_at, expires_at, tombstone_until)
+SELECT 'acme', 'ok1_walk_' || g, 'create_ticket', 'v1', md5(g::text), 3,
+    CASE WHEN g % 97 = 0 THEN 'pending' WHEN g % 89 = 0 THEN 'unknown' ELSE 'applied' END, 1,
+    CASE WHEN g % 97 = 0 THEN now() + interval '1 hour' END, decode(repeat('ab', 300), 'hex'),
+    now() - interval '40 days', now() - interval '40 days', now() - interval '30 days', now() - interval '1 day'
+FROM generate_series(1, 5000) AS g`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `ANALYZE oncekey_operations`)
+	require.NoError(t, err)
+	var unsettled int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncekey_operations WHERE status IN ('pending', 'unknown')`).Scan(&unsettled))
+	var prev int64
+	res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 100, Rest: -1, Progress: func(r oncekey.PurgeResult) {
+		require.LessOrEqual(t, r.Deleted-prev, int64(100), "a batch deletes at most BatchSize records")
+		prev = r.Deleted
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 5000-unsettled, res.Deleted)
+	require.Equal(t, unsettled, res.Unsettled)
+	require.GreaterOrEqual(t, res.Batches, 50)
+	var left, pending int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'pending') FROM oncekey_operations`).Scan(&left, &pending))
+	require.Equal(t, unsettled, left)
+	require.Equal(t, int64(5000/97), pending)
+}

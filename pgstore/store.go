@@ -77,9 +77,10 @@ type Store struct {
 	tracer        pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
 
 	claimSQL, claimTxSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
-	tombstoneSQL, deleteSQL, forgetSQL, previewSQL, statsSQL, unsettledSQL                  string
+	forgetSQL, previewSQL, statsSQL, unsettledSQL                                           string
+	tombstoneStep, deleteStep, purgeApprovalsStep                                           purgeStep
 	// The approval statements (approval.go) run through pgx's own statement cache.
-	requestApprovalSQL, decideApprovalSQL, getApprovalSQL, purgeApprovalsSQL string
+	requestApprovalSQL, decideApprovalSQL, getApprovalSQL string
 
 	// outboxTable is the outbox (oncekey_outbox, in Options.Schema if set; outbox.go).
 	outboxTable string
@@ -146,27 +147,12 @@ WHERE tenant = $1 AND operation_key = $2 AND epoch = $9
   AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
 RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint)
 	s.getSQL = newStmt(r.Replace(`SELECT {cols}, `+pastRetention+` FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
-	// Each purge batch is one short statement: it locks at most $1 rows with SKIP LOCKED (rows
-	// a claim holds are left for the next run) and changes only those, found again by ctid
-	// (the rows are locked, so their ctid cannot change before the outer statement runs). A
-	// pending or unknown record is never tombstoned or deleted (see tombstoneWhere).
+	// Purge walks the table in ranges of pages (purgeSteps), each batch one statement.
 	r = strings.NewReplacer("{t}", s.table, "{a}", s.approvalTable, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere,
 		"{unsettled}", unsettledWhere, "{approvalExpired}", approvalExpiredWhere)
-	s.tombstoneSQL = r.Replace(`UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
-    lease_until = NULL, claim_token = NULL, updated_at = now()
-WHERE ctid = ANY(ARRAY(
-        SELECT ctid FROM {t}
-        WHERE {tombstone}
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED))
-  AND {tombstone}`)
-	s.deleteSQL = r.Replace(`DELETE FROM {t}
-WHERE ctid = ANY(ARRAY(
-        SELECT ctid FROM {t}
-        WHERE {delete}
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED))
-  AND {delete}`)
+	s.tombstoneStep = newPurgeStep(s.table, tombstoneWhere, `UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
+    lease_until = NULL, claim_token = NULL, updated_at = now()`)
+	s.deleteStep = newPurgeStep(s.table, deleteWhere, `DELETE FROM {t}`)
 	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}),
     count(*) FILTER (WHERE {unsettled}), min(created_at) FILTER (WHERE {unsettled}),
     (SELECT count(*) FROM {a} WHERE {approvalExpired}) FROM {t}`)
@@ -196,6 +182,14 @@ const (
 	// pastRetention is whether a row is past retention: a tombstone, or a settled record past
 	// expires_at. An unsettled record never is.
 	pastRetention = `(status = 'expired' OR (expires_at <= now() AND status NOT IN ('pending', 'unknown')))`
+	// purgeAsync, a condition of every purge batch, makes the batch's commit not wait for its
+	// WAL flush (synchronous_commit off for that transaction alone; an uncorrelated subquery,
+	// so it runs once, when the first row is changed). A purge changes only what nobody waits
+	// for: a crash can undo its last batches (at most wal_writer_delay's worth, three times
+	// that at worst), and the next run does them again. Without it every batch of
+	// PurgeParams.BatchSize rows waits for a flush of its own, and a purge of a million records
+	// takes thousands of them.
+	purgeAsync = `(SELECT set_config('synchronous_commit', 'off', true)) = 'off'`
 	// settleRetention restarts the retention and tombstone windows from now, with the lengths the
 	// claim gave them, in a statement that settles a record.
 	settleRetention = `expires_at = now() + (expires_at - created_at), tombstone_until = now() + (tombstone_until - created_at)`
@@ -672,52 +666,32 @@ func (l *listing) query(cols, table string, n int) string {
 	return q + " ORDER BY " + l.sortCol + ", tenant, operation_key LIMIT " + l.arg(n)
 }
 
-// Purge implements oncekey.Store. Each batch is one statement in its own short transaction
-// touching at most p.BatchSize rows (rows locked by a concurrent claim are skipped and left for
-// the next run), so claims are never blocked for longer than one small batch. It first turns
-// records past retention into tombstones (status expired; result, failure, effect reference and
-// note cleared; digests, epoch and windows kept), leaving pending records under a live lease to
-// their owner, then deletes tombstones past their window, then deletes the decided approvals
-// past their retention (never a pending one), in batches too.
-// After each full batch it pauses for p.Rest times the batch's duration (by default as long as
-// the batch took), so claims keep most of the server while a large purge runs.
+// Purge implements oncekey.Store. It first turns records past retention into tombstones
+// (status expired; result, failure, effect reference and note cleared; digests, epoch and
+// windows kept), never a pending or unknown record, then deletes tombstones and settled records
+// past their window, then deletes the decided approvals past their retention (never a pending
+// one). Each step that has anything to do walks its table once, in ranges of pages holding
+// about p.BatchSize rows (by the planner's statistics), one statement and one short
+// transaction per range, whose commit does not wait for its WAL flush (see purgeAsync): a
+// record changed during the walk is left for the next run. A batch waits for a concurrent
+// claim of a row it would change (one statement) and checks the row again after it; a claim
+// of a record the batch is changing waits for that batch. After each batch Purge pauses for
+// p.Rest times the batch's duration (by default as long as the batch took; PurgeParams.Pacer),
+// so claims keep most of the server while a large purge runs.
 // Batches counts statements that changed at least one row; p.Progress is called after each.
 // On an error the counts so far are returned with it.
 func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	n := p.Batch()
 	var res oncekey.PurgeResult
+	pace := p.Pacer()
 	for _, step := range []struct {
-		query string
+		purgeStep
 		count *int64
-	}{{s.tombstoneSQL, &res.Tombstoned}, {s.deleteSQL, &res.Deleted}, {s.purgeApprovalsSQL, &res.ApprovalsDeleted}} {
-		for {
-			var done int64
-			start := time.Now()
-			err := s.call(ctx, func(ctx context.Context) error {
-				tag, err := s.pool.Exec(ctx, step.query, n)
-				done = tag.RowsAffected()
-				return err
-			})
-			if err != nil {
-				return &res, s.wrapApproval(ctx, "purge", "", err)
-			}
-			if done == 0 {
-				break
-			}
-			*step.count += done
-			res.Batches++
-			if p.Progress != nil {
-				p.Progress(res)
-			}
-			if done < int64(n) {
-				break
-			}
-			if err := p.Pause(ctx, time.Since(start)); err != nil {
-				return &res, wrapErr("purge", "", err)
-			}
+	}{{s.tombstoneStep, &res.Tombstoned}, {s.deleteStep, &res.Deleted}, {s.purgeApprovalsStep, &res.ApprovalsDeleted}} {
+		if err := s.purgeWalk(ctx, p, pace, step.purgeStep, step.count, &res); err != nil {
+			return &res, err
 		}
 	}
 	var oldest *time.Time

@@ -30,7 +30,7 @@ type scriptCall = coalesce.Call[call, []any]
 func (s *Store) coalesceQueues() {
 	for _, q := range []**coalesce.Queue[call, []any]{&s.claims, &s.fences} {
 		*q = &coalesce.Queue[call, []any]{Flights: coalesceFlights, MaxCalls: coalesceMaxCalls, MaxBytes: coalesceMaxBytes,
-			Many: s.pipeline}
+			One: s.runOne, Key: func(c call) string { return c.keys[0] }, Size: callSize, Many: s.pipeline}
 	}
 }
 
@@ -45,8 +45,13 @@ func (s *Store) runVia(ctx context.Context, c call) ([]any, error) {
 		q = s.fences
 	}
 	if q == nil {
-		return runOne(ctx, s.rdb, c)
+		return s.runOne(ctx, c)
 	}
+	return q.Do(ctx, c)
+}
+
+// callSize is the size of a script call's arguments.
+func callSize(c call) int {
 	size := 0
 	for _, a := range c.args {
 		switch v := a.(type) {
@@ -56,14 +61,12 @@ func (s *Store) runVia(ctx context.Context, c call) ([]any, error) {
 			size += len(v)
 		}
 	}
-	return q.Do(ctx, &scriptCall{In: c, Key: c.keys[0], Bytes: size}, func(ctx context.Context, c call) ([]any, error) {
-		return runOne(ctx, s.rdb, c)
-	})
+	return size
 }
 
 // runOne runs c alone (EVALSHA, then EVAL if the server does not have the script).
-func runOne(ctx context.Context, rdb redis.UniversalClient, c call) ([]any, error) {
-	return c.script.Run(ctx, rdb, c.keys, c.args...).Slice()
+func (s *Store) runOne(ctx context.Context, c call) ([]any, error) {
+	return c.script.Run(ctx, s.rdb, c.keys, c.args...).Slice()
 }
 
 // pipeline sends the scripts of batch in one pipeline (one round trip per node) and gives each

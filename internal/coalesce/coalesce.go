@@ -39,6 +39,13 @@ type Queue[In, Out any] struct {
 	Flights int
 	// MaxCalls and MaxBytes bound one request (the first call always goes).
 	MaxCalls, MaxBytes int
+	// One sends a call alone: a call that finds fewer than Flights requests in flight, and one
+	// Many or the queue gives back (Alone).
+	One func(ctx context.Context, in In) (Out, error)
+	// Key returns what a call writes (Call.Key); Size its size (Call.Bytes; nil: 0). They are
+	// asked only of a call that queues.
+	Key  func(in In) string
+	Size func(in In) int
 	// Many sends two or more calls as one request and sets each call's Out and Err (or Alone).
 	// An error it returns is the whole request's: if Refused says the server did nothing of it,
 	// each call is sent alone; otherwise it is every call's error.
@@ -55,26 +62,31 @@ type Queue[In, Out any] struct {
 	queue    []*Call[In, Out]
 }
 
-// Do runs c: alone, with one on the caller's ctx, when fewer than Flights requests are in
-// flight, else in the next request. A call whose ctx ends while it is queued leaves the queue
-// and returns ctx.Err(), nothing sent; one whose request is in flight returns ctx.Err() at once,
-// while the request goes on for the others in it (it is canceled when every call in it has
-// given up).
-func (q *Queue[In, Out]) Do(ctx context.Context, c *Call[In, Out], one func(ctx context.Context, in In) (Out, error)) (Out, error) {
-	c.ctx, c.done = ctx, make(chan struct{})
+// Do runs the call in: alone, with One on the caller's ctx, when fewer than Flights requests
+// are in flight, else in the next request. A call whose ctx ends while it is queued leaves the
+// queue and returns ctx.Err(), nothing sent; one whose request is in flight returns ctx.Err()
+// at once, while the request goes on for the others in it (it is canceled when every call in it
+// has given up).
+func (q *Queue[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	q.mu.Lock()
-	switch {
-	case q.inFlight < q.Flights && !q.Always:
+	if q.inFlight < q.Flights && !q.Always {
+		// Alone, on the caller's goroutine: nothing allocated, no other goroutine woken, and
+		// the lock taken once more, by handOff, when it returns.
 		q.inFlight++
 		q.mu.Unlock()
-		out, err := one(ctx, c.In)
+		out, err := q.One(ctx, in)
 		q.handOff()
 		return out, err
-	case q.inFlight < q.Flights:
+	}
+	c := &Call[In, Out]{In: in, Key: q.Key(in), ctx: ctx, done: make(chan struct{})}
+	if q.Size != nil {
+		c.Bytes = q.Size(in)
+	}
+	if q.inFlight < q.Flights {
 		q.inFlight++
 		c.taken, c.batch = true, []*Call[In, Out]{c}
 		close(c.done)
-	default:
+	} else {
 		q.queue = append(q.queue, c)
 	}
 	q.mu.Unlock()
@@ -107,7 +119,7 @@ func (q *Queue[In, Out]) Do(ctx context.Context, c *Call[In, Out], one func(ctx 
 		q.handOff()
 	}
 	if c.Alone {
-		return one(ctx, c.In)
+		return q.One(ctx, c.In)
 	}
 	return c.Out, c.Err
 }

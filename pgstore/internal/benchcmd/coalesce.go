@@ -15,18 +15,20 @@ import (
 	"github.com/oncekey/oncekey/pgstore"
 )
 
-// latencyFigure names the figures of one client's latency with and without coalescing: it
-// prints claim_complete_coalesced_c1_p50 and _p99 (claim_complete_coalesced_pinned_c1_… when
-// pinned).
-const latencyFigure = "claim_complete_coalesced_c1_latency"
+// latencyFigures name the figures of the clients' latency with and without coalescing, by
+// their number of clients: latencyFigures[1] prints claim_complete_coalesced_c1_p50 and _p99
+// (claim_complete_coalesced_pinned_c1_… when pinned), latencyFigures[8] the same with c8.
+var latencyFigures = map[int]string{1: "claim_complete_coalesced_c1_latency", 8: "claim_complete_coalesced_c8_latency"}
 
-// coalescedLatency measures one client's claim and complete of a new key, pair by pair, on the
+// coalescedLatency measures clients' claim and complete of new keys, pair by pair, on the
 // store with pgstore.Options.Coalesce (ours) and on the same store without it (the baseline),
 // alternating for rounds rounds of d each, and prints the medians over the rounds of each
-// side's p50 and p99. One client never finds a statement in flight, so this is the price of
-// the coalescing path itself for a call alone.
-func coalescedLatency(ctx context.Context, pool *pgxpool.Pool, plain, coalesced *pgstore.Store, d time.Duration, rounds int) error {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(1)))
+// side's p50 and p99 over all clients' pairs. One client never finds a statement in flight, so
+// with one this is the price of the coalescing path itself for a call alone; with 8, whether a
+// call that waits for a statement in flight ends later than it would alone.
+func coalescedLatency(ctx context.Context, pool *pgxpool.Pool, plain, coalesced *pgstore.Store, clients int, d time.Duration, rounds int) error {
+	latencyFigure := latencyFigures[clients]
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(clientThreads(clients)))
 	type side struct {
 		s        *pgstore.Store
 		p50, p99 []float64
@@ -41,7 +43,7 @@ func coalescedLatency(ctx context.Context, pool *pgxpool.Pool, plain, coalesced 
 			if err := settle(ctx, pool); err != nil {
 				return err
 			}
-			lat, err := pairLatencies(ctx, sd.s, d)
+			lat, err := clientsLatencies(ctx, sd.s, clients, d)
 			if err != nil {
 				return fmt.Errorf("%s: %w", latencyFigure, err)
 			}
@@ -55,10 +57,11 @@ func coalescedLatency(ctx context.Context, pool *pgxpool.Pool, plain, coalesced 
 		name       string
 		ours, base []float64
 	}{{"p50", ours.p50, base.p50}, {"p99", ours.p99, base.p99}} {
-		name := "claim_complete_coalesced_c1_" + q.name
-		baselineIs := "same_store_without_coalescing_c1"
+		c := "c" + strconv.Itoa(clients) + "_"
+		name := "claim_complete_coalesced_" + c + q.name
+		baselineIs := "same_store_without_coalescing_" + c[:len(c)-1]
 		if pinned {
-			name, baselineIs = "claim_complete_coalesced_pinned_c1_"+q.name, baselineIs+"_server_pinned_apart"
+			name, baselineIs = "claim_complete_coalesced_pinned_"+c+q.name, baselineIs+"_server_pinned_apart"
 		} else {
 			baselineIs += "_shared_cores_informational"
 		}
@@ -66,6 +69,32 @@ func coalescedLatency(ctx context.Context, pool *pgxpool.Pool, plain, coalesced 
 		fmt.Printf("BENCH name=%s unit=ns/op ours=%.0f baseline=%.0f speedup=%.3f baseline_is=%s\n", name, o, b, b/o, baselineIs)
 	}
 	return nil
+}
+
+// clientsLatencies runs pairLatencies on clients goroutines at once and returns all their
+// pairs' latencies.
+func clientsLatencies(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) ([]time.Duration, error) {
+	type got struct {
+		lat []time.Duration
+		err error
+	}
+	ch := make(chan got, clients)
+	for range clients {
+		go func() {
+			lat, err := pairLatencies(ctx, s, d)
+			ch <- got{lat, err}
+		}()
+	}
+	var all []time.Duration
+	var first error
+	for range clients {
+		g := <-ch
+		all = append(all, g.lat...)
+		if first == nil {
+			first = g.err
+		}
+	}
+	return all, first
 }
 
 // pairLatencies claims and completes new keys one pair after another for d and returns each

@@ -170,9 +170,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		{name: "claim_complete_coalesced_c32", clients: 32, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", coalesce: true},
 	}
 	coalesced := pgstore.New(pool, &pgstore.Options{Coalesce: true})
-	if filter.MatchString(latencyFigure) {
-		if err := coalescedLatency(ctx, pool, s, coalesced, duration, rounds); err != nil {
-			return err
+	for _, clients := range []int{1, 8} {
+		if filter.MatchString(latencyFigures[clients]) {
+			if err := coalescedLatency(ctx, pool, s, coalesced, clients, duration, rounds); err != nil {
+				return err
+			}
 		}
 	}
 	for _, f := range figures {
