@@ -41,12 +41,18 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-v" || os.Args[1] == "version") {
+		// The client CLI's own line names its own server version, not the one start-dev runs.
+		fmt.Println("oncekey's temporal: server start-dev is Temporal CLI v1.9.1's dev server (Temporal server v1.32.0); other subcommands:")
+	}
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "temporal: find this binary's directory:", err)
 		os.Exit(1)
 	}
-	self, _ = filepath.EvalSymlinks(self)
+	if resolved, err := filepath.EvalSymlinks(self); err == nil {
+		self = resolved
+	}
 	cli := filepath.Join(filepath.Dir(self), clientCLI)
 	if err := syscall.Exec(cli, append([]string{cli}, os.Args[1:]...), os.Environ()); err != nil {
 		fmt.Fprintf(os.Stderr, "temporal: run %s: %v (run `make temporal` to install it)\n", cli, err)
