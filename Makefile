@@ -5,7 +5,8 @@
 #                  (needs Postgres, Redis and the Temporal CLI)
 #   make lint      go vet and staticcheck only
 #   make docs      the docs check only (links, make targets, CLI flags, Go code blocks)
-#   make temporal  install the Temporal CLI used for dev servers (cached outside the clone)
+#   make temporal  build the Temporal binary of the dev servers: CLI v1.9.1's dev server, CLI v1.5.1's
+#                  client commands (cached outside the clone; docs/compatibility.md)
 #   make bench     benchmarks against their baselines
 #   make faults    fault-injection suite
 
