@@ -248,3 +248,21 @@ func TestE2EStandaloneHeaderRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, res.Records, "nothing was claimed")
 }
+
+// An Idempotent tool as a standalone activity whose response is lost: Temporal retries it under
+// the caller's RetryPolicy (there is no workflow side), the downstream deduplicates on the
+// operation key, one effect; a repeat under the same ID replays without running the body.
+func TestE2EStandaloneIdempotentRetried(t *testing.T) {
+	l := newLedger(faultLostAfterCommit)
+	l.dedupe = true
+	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Idempotent})
+	first, err := e.executeStandalone(t, "sync-3", req)
+	require.NoError(t, err)
+	require.Equal(t, oncekey.OutcomeApplied, first.Status)
+	requireRuns(t, l, 1, 2)
+	again, err := e.executeStandalone(t, "sync-3", req)
+	require.NoError(t, err)
+	require.Equal(t, oncekey.OutcomeReplayed, again.Status)
+	require.Equal(t, ticketOf(t, first), ticketOf(t, again))
+	requireRuns(t, l, 1, 2)
+}
