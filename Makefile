@@ -5,16 +5,25 @@
 #                  (needs Postgres, Redis and the Temporal CLI)
 #   make lint      go vet and staticcheck only
 #   make docs      the docs check only (links, make targets, CLI flags, Go code blocks)
-#   make temporal  install the Temporal CLI used for dev servers (cached outside the clone)
+#   make temporal  build the Temporal binary of the dev servers: CLI v1.9.1's dev server, CLI v1.5.1's
+#                  client commands (cached outside the clone; docs/compatibility.md)
 #   make bench     benchmarks against their baselines
 #   make faults    fault-injection suite
 
 SHELL := /bin/bash
 GO ?= go
 
-TEMPORAL_VERSION := v1.5.1
-TEMPORAL_DIR     := $(HOME)/.cache/oncekey/temporal-$(TEMPORAL_VERSION)
-TEMPORAL_BIN     := $(TEMPORAL_DIR)/temporal
+# The Temporal binary the tests, the demo and the docs run (docs/compatibility.md): `server
+# start-dev` is the dev server of Temporal CLI $(TEMPORAL_SERVER_CLI) (Temporal server v1.32.0, standalone
+# activities on), every other subcommand the full CLI $(TEMPORAL_CLI_VERSION). The full v1.9.1 CLI cannot be
+# built from the module proxy (its go.mod replaces the nested module cliext with a directory its
+# zip leaves out); its dev server does not need cliext. Changing either version, or
+# internal/dev/devserver/testdata/temporal/main.go, means a new TEMPORAL_DIR name (and
+# devserver.Binary's) so no stale build is reused.
+TEMPORAL_SERVER_CLI  := v1.9.1
+TEMPORAL_CLI_VERSION := v1.5.1
+TEMPORAL_DIR         := $(HOME)/.cache/oncekey/temporal-devserver-$(TEMPORAL_SERVER_CLI)-cli-$(TEMPORAL_CLI_VERSION)
+TEMPORAL_BIN         := $(TEMPORAL_DIR)/temporal
 
 # Packages run one or two at a time: each Temporal test binary starts its own dev server, and a
 # 2-core machine starves if several run at once.
@@ -99,10 +108,24 @@ docs:
 
 temporal: $(TEMPORAL_BIN)
 
+# The dev server is built in a scratch copy of the CLI $(TEMPORAL_SERVER_CLI) module (the only place its
+# internal/devserver package may be imported), with an empty stand-in for cliext so the module
+# graph loads; nothing built there imports cliext.
 $(TEMPORAL_BIN):
-	@echo "installing Temporal CLI $(TEMPORAL_VERSION) into $(TEMPORAL_DIR) (one time, takes a few minutes)"
+	@echo "building the Temporal dev server of CLI $(TEMPORAL_SERVER_CLI) and installing CLI $(TEMPORAL_CLI_VERSION) into $(TEMPORAL_DIR) (one time, takes several minutes)"
 	mkdir -p $(TEMPORAL_DIR)
-	GOBIN=$(TEMPORAL_DIR) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+	GOBIN=$(TEMPORAL_DIR)/cli-$(TEMPORAL_CLI_VERSION) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+	@set -eo pipefail; main=$(CURDIR)/internal/dev/devserver/testdata/temporal/main.go; \
+	src=$$($(GO) mod download -json github.com/temporalio/cli@$(TEMPORAL_SERVER_CLI) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$src" || { echo "make temporal: go mod download github.com/temporalio/cli@$(TEMPORAL_SERVER_CLI) gave no directory"; exit 1; }; \
+	scratch=$$(mktemp -d); trap 'chmod -R u+w "$$scratch"; rm -rf "$$scratch"' EXIT; \
+	cp -R "$$src/." "$$scratch"; chmod -R u+w "$$scratch"; \
+	mkdir -p "$$scratch/cliext" "$$scratch/cmd/oncekey-temporal"; \
+	printf 'module github.com/temporalio/cli/cliext\n\ngo 1.25\n' > "$$scratch/cliext/go.mod"; \
+	cp "$$main" "$$scratch/cmd/oncekey-temporal/main.go"; \
+	echo "go build ./cmd/oncekey-temporal (in a copy of github.com/temporalio/cli@$(TEMPORAL_SERVER_CLI))"; \
+	(cd "$$scratch" && $(GO) build -o $(TEMPORAL_BIN).tmp ./cmd/oncekey-temporal); \
+	mv $(TEMPORAL_BIN).tmp $(TEMPORAL_BIN)
 
 # Every figure is measured against its baseline in the same run and printed as one BENCH line
 # (format in docs/benchmarks.md). Raw benchmark output goes to bench.log.

@@ -35,6 +35,11 @@ type Operation struct {
 	FirstActivityID string
 	// StepID is the step ID set with WithStepID, or "" when none was set.
 	StepID string
+	// Standalone is true for a standalone activity: one a client started with
+	// client.ExecuteActivity, outside any workflow. WorkflowID, RunID, StepID and FirstActivityID
+	// are then empty, and ActivityID (the caller's stable ID, which Temporal's ID conflict and
+	// reuse policies also read) names the intended effect in the key of StepKey and ArgsKey.
+	Standalone bool
 	// Tool is the tool the call is for: the activity type, or for an activity type with a Route
 	// the tool its Route.Tool names (see ActivityType).
 	Tool string
@@ -61,11 +66,15 @@ type Operation struct {
 
 // Step returns the step ID of the operation as records show it: the explicit one, else
 // "<runID>/<activity ID of the call's first attempt>" (FirstActivityID, or ActivityID when that is
-// empty), which says where the operation was first claimed. Without an explicit step ID it is not
-// part of the operation key (see StepKey).
+// empty), which says where the operation was first claimed; for a standalone activity,
+// "activity/<activity ID>". Without an explicit step ID it is not part of the operation key (see
+// StepKey).
 func (op Operation) Step() string {
 	if op.StepID != "" {
 		return op.StepID
+	}
+	if op.Standalone {
+		return "activity/" + op.ActivityID
 	}
 	return op.RunID + "/" + op.firstActivityID()
 }
@@ -112,6 +121,12 @@ type stepKey struct{}
 // the Nexus request ID (Operation.NexusKey), the operation's name, its material input): the
 // caller's retries of one operation replay its result, and other input under the same caller
 // key is another operation.
+//
+// For a standalone activity (Operation.Standalone) the key is (namespace, tenant, activity ID,
+// tool, the call's material arguments): the caller's activity ID names the intended effect, so a
+// second client.ExecuteActivity under the same ID with the same arguments replays, and one with
+// other arguments under that ID is another operation. An empty activity ID is an error wrapping
+// ErrNoKey.
 func StepKey() KeyStrategy { return stepKey{} }
 
 // keyPart is one named part of an operation key; the name appears in errors only.
@@ -134,6 +149,12 @@ func (stepKey) parts(op Operation, exclude []string) ([]keyPart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
+	if op.Standalone {
+		// The strategy part "activity" keeps a standalone activity's keys apart from every
+		// workflow's, whatever their IDs.
+		return []keyPart{{"strategy", "activity"}, {"activity ID", op.ActivityID}, {"tool", op.Tool},
+			{"arguments", string(material)}}, nil
+	}
 	// The strategy part "call" keeps these keys apart from step keys and args keys.
 	return []keyPart{{"strategy", "call"}, {"workflow ID", op.WorkflowID}, {"tool", op.Tool},
 		{"arguments", string(material)}}, nil
@@ -144,7 +165,8 @@ func (stepKey) check() error     { return nil }
 type argsKey struct{ paths []string }
 
 // ArgsKey keys the operation by (namespace, tenant, workflow ID, tool, the named argument fields):
-// two calls with equal values of those fields in one workflow are one effect by declaration.
+// two calls with equal values of those fields in one workflow are one effect by declaration. For
+// a standalone activity (Operation.Standalone) the activity ID takes the workflow ID's place.
 // Fields are dotted JSON paths into the activity's input ("Flight", "order.id"), checked by
 // Registry.Set against the input type; for an activity with more than one argument, the first
 // segment is the argument's index ("0.Flight"). Values are compared in canonical JSON (see
@@ -173,7 +195,11 @@ func (k argsKey) parts(op Operation, _ []string) ([]keyPart, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
 	out := make([]keyPart, 0, 3+2*len(k.paths))
-	out = append(out, keyPart{"strategy", "args"}, keyPart{"workflow ID", op.WorkflowID}, keyPart{"tool", op.Tool})
+	if op.Standalone {
+		out = append(out, keyPart{"strategy", "activity args"}, keyPart{"activity ID", op.ActivityID}, keyPart{"tool", op.Tool})
+	} else {
+		out = append(out, keyPart{"strategy", "args"}, keyPart{"workflow ID", op.WorkflowID}, keyPart{"tool", op.Tool})
+	}
 	for _, p := range k.paths {
 		v, ok := lookupPath(doc, p)
 		if !ok {

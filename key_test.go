@@ -518,3 +518,48 @@ func TestWireNamesPinned(t *testing.T) {
 		require.Equal(t, want, got)
 	}
 }
+
+// standaloneOp is baseOp as a standalone activity: no workflow, the caller's activity ID.
+func standaloneOp() oncekey.Operation {
+	op := baseOp()
+	op.WorkflowID, op.RunID, op.StepID = "", "", ""
+	op.ActivityID, op.Standalone = "refund-order-1001", true
+	return op
+}
+
+// TestKeyStandalone: a standalone activity's key is (namespace, tenant, activity ID, tool,
+// material arguments), apart from every workflow's key, pinned like the others (changing a value
+// here is a breaking change, see TestKeyFormatPinned).
+func TestKeyStandalone(t *testing.T) {
+	t.Parallel()
+	op := standaloneOp()
+	require.Equal(t, lengthPrefixed("default", "acme", "activity", "refund-order-1001", "CreateTicket", `{"priority":2,"subject":"Printer on fire","trace_id":"t-1"}`),
+		mustKey(t, oncekey.Policy{}, op))
+	require.Equal(t, lengthPrefixed("default", "acme", "activity args", "refund-order-1001", "CreateTicket", "priority", "2", "subject", `"Printer on fire"`),
+		mustKey(t, oncekey.Policy{Key: oncekey.ArgsKey("subject", "priority")}, op))
+	require.Equal(t, "ok1_4fb3cb6cdf0d00dbc9d868a6cc22cca0c90af696568701467226b6d19a44d019", mustKey(t, oncekey.Policy{}, op))
+	require.Equal(t, "activity/refund-order-1001", op.Step())
+
+	p := oncekey.Policy{Exclude: []string{"trace_id"}}
+	again := op
+	again.Args = []any{map[string]any{"subject": "Printer on fire", "priority": 2.0, "trace_id": "t-2"}}
+	require.Equal(t, mustKey(t, p, op), mustKey(t, p, again), "the same call under the same activity ID")
+	otherID := op
+	otherID.ActivityID = "refund-order-1002"
+	require.NotEqual(t, mustKey(t, p, op), mustKey(t, p, otherID), "the activity ID names the effect")
+	otherArgs := op
+	otherArgs.Args = []any{map[string]any{"subject": "Printer on fire", "priority": 3}}
+	require.NotEqual(t, mustKey(t, p, op), mustKey(t, p, otherArgs), "other material arguments")
+
+	// No workflow's call shares a standalone activity's key, whatever its IDs.
+	wf := baseOp()
+	wf.StepID, wf.WorkflowID = "", op.ActivityID
+	require.NotEqual(t, mustKey(t, oncekey.Policy{}, op), mustKey(t, oncekey.Policy{}, wf))
+	wf.StepID = op.ActivityID
+	require.NotEqual(t, mustKey(t, oncekey.Policy{}, op), mustKey(t, oncekey.Policy{}, wf))
+
+	empty := op
+	empty.ActivityID = " "
+	_, err := oncekey.Key(oncekey.Policy{}, empty)
+	require.ErrorIs(t, err, oncekey.ErrNoKey)
+}

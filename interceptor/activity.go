@@ -85,6 +85,12 @@ type call struct {
 	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (set by
 	// Init, which the SDK calls before every attempt).
 	hb *heartbeats
+	// handOver: the call ended with the outcome unknown (the record is or will be unknown), for a
+	// decision workflow to settle; a standalone activity starts it itself (standalone.go).
+	handOver bool
+	// confirm: a reconciliation decided the outcome applied (a standalone activity's, which
+	// then reads the result through the claim), so a replay is the call's own effect confirmed.
+	confirm bool
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (any, error) {
@@ -109,6 +115,9 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.
 	var res any
 	if err == nil {
 		res, err = c.run(ctx, in)
+		if err != nil && c.standalone() {
+			res, err = c.settleStandalone(ctx, in, err)
+		}
 	}
 	c.report(ctx, err)
 	return res, err
@@ -278,7 +287,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		c.needsApproval = a.Required == nil || a.Required(op)
 		if c.needsApproval {
 			hook = "Policy.Key"
-			if _, err := keyWithoutActivityID(c.policy, op); errors.Is(err, errKeyNeedsActivityID) {
+			if _, err := keyWithoutActivityID(c.policy, op); !op.Standalone && errors.Is(err, errKeyNeedsActivityID) {
 				return c.configError(errors.New("approval needs a key that does not depend on the activity ID: give the call a step ID (oncekey.WithStepID)"))
 			}
 			hook = "ApprovalPolicy.Summary"
@@ -346,7 +355,11 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 	}
 	dc := c.root.opts.DataConverter
 	var stepID, tenant, firstActivityID string
-	if h := tinterceptor.Header(ctx); h != nil {
+	if c.standalone() {
+		if err := standaloneHeaders(ctx); err != nil {
+			return oncekey.Operation{}, err
+		}
+	} else if h := tinterceptor.Header(ctx); h != nil {
 		if p := h[oncekey.HeaderStepID]; p != nil {
 			if err := dc.FromPayload(p, &stepID); err != nil {
 				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderStepID, err)
@@ -370,6 +383,7 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 			WorkflowID:   c.info.WorkflowExecution.ID,
 			WorkflowType: workflowTypeName(c.info.WorkflowType),
 			TaskQueue:    c.info.TaskQueue,
+			ActivityID:   c.standaloneActivityID(),
 		})
 	}
 	return oncekey.Operation{
@@ -381,6 +395,7 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 		// A re-run the workflow side scheduled keeps the first attempt's default step.
 		FirstActivityID: firstActivityID,
 		StepID:          stepID,
+		Standalone:      c.standalone(),
 		Tool:            c.tool,
 		ActivityType:    c.info.ActivityType.Name,
 		Args:            args,
@@ -570,6 +585,12 @@ func (c *call) replay(ctx context.Context, rec *oncekey.Record) (any, error) {
 		return nil, c.appError(fmt.Sprintf("oncekey: stored result of %s (key %s) does not decode: %v", c.tool, c.key, err),
 			oncekey.ErrTypeIndeterminate, true, nil, "stored result unreadable", false)
 	}
+	if c.confirm {
+		c.outcome = oncekey.OutcomeApplied
+		m := c.meta(oncekey.OutcomeApplied, rec.EffectReference)
+		m.reason = oncekey.ReasonConfirmed
+		return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, m)), nil
+	}
 	c.outcome = oncekey.OutcomeReplayed
 	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeReplayed, rec.EffectReference))), nil
 }
@@ -590,7 +611,7 @@ func (c *call) replayFailure(rec *oncekey.Record) error {
 }
 
 func (c *call) unknownExisting(rec *oncekey.Record) error {
-	c.outcome = oncekey.OutcomeUnknown
+	c.outcome, c.handOver = oncekey.OutcomeUnknown, true
 	cause := errors.New(failureMessage(rec.Failure))
 	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
 		Schema: c.root.storeSchema(), Epoch: rec.Epoch, Cause: cause}
@@ -953,7 +974,7 @@ func (c *call) markUnknown(ctx context.Context, epoch int64, cause error, reason
 }
 
 func (c *call) indeterminate(cause error, reason string) error {
-	c.outcome = oncekey.OutcomeUnknown
+	c.outcome, c.handOver = oncekey.OutcomeUnknown, true
 	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
 		Schema: c.root.storeSchema(), Epoch: c.epoch, Cause: cause}
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, cause, reason, false)

@@ -210,10 +210,7 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 	if tq == "" {
 		tq = info.TaskQueueName
 	}
-	timeout := a.policy.Approval.Timeout
-	if timeout <= 0 {
-		timeout = oncekey.DefaultApprovalTimeout
-	}
+	timeout := approvalTimeout(a.policy.Approval)
 	return reconcile.ApprovalInput{
 		Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Fingerprint: req.Fingerprint,
 		WorkflowID: info.WorkflowExecution.ID, StepID: a.stepID, Summary: req.Summary,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
@@ -23,17 +24,29 @@ import (
 // decision or mismatch that stands. Nothing is claimed for a refused call.
 
 // approvalSummary returns what the person approving op is shown: ApprovalPolicy.Summary's text,
-// or "<tool>, step <step> of workflow <id>" ("<tool> in workflow <id>" without a step ID), as
-// the store keeps it (summaryText).
+// or "<tool>, step <step> of workflow <id>" ("<tool> in workflow <id>" without a step ID;
+// "<tool>, standalone activity <id>" for a standalone activity), as the store keeps it
+// (summaryText).
 func approvalSummary(a *oncekey.ApprovalPolicy, op oncekey.Operation) string {
 	summary := fmt.Sprintf("%s in workflow %s", op.Tool, op.WorkflowID)
-	if op.StepID != "" {
+	if op.Standalone {
+		summary = fmt.Sprintf("%s, standalone activity %s", op.Tool, op.ActivityID)
+	} else if op.StepID != "" {
 		summary = fmt.Sprintf("%s, step %s of workflow %s", op.Tool, op.StepID, op.WorkflowID)
 	}
 	if a.Summary != nil {
 		summary = a.Summary(op)
 	}
 	return summaryText(summary)
+}
+
+// approvalTimeout is how long a new request of a waits for a decision: a.Timeout, or
+// oncekey.DefaultApprovalTimeout when it is not positive.
+func approvalTimeout(a *oncekey.ApprovalPolicy) time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return oncekey.DefaultApprovalTimeout
 }
 
 // newApprovalToken returns a fresh request token (oncekey.RequestApprovalParams.Token).
@@ -102,10 +115,7 @@ func (c *call) approvedUnderClaim(ctx context.Context, epoch int64) error {
 // (activities.ErrTypeForeignRecord); nil when the approval it finds authorises the call (decided
 // since it was read).
 func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
-	timeout := c.policy.Approval.Timeout
-	if timeout <= 0 {
-		timeout = oncekey.DefaultApprovalTimeout
-	}
+	timeout := approvalTimeout(c.policy.Approval)
 	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Namespace: c.op.Namespace, Tool: c.tool, Fingerprint: c.fp,
 		WorkflowID: c.op.WorkflowID, StepID: c.op.StepID, Summary: c.summary, Token: newApprovalToken(), Timeout: timeout,

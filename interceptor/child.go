@@ -39,6 +39,10 @@ func reconcileChild(key, tq string, in reconcile.Input) child {
 			"Its current details say where it stands.", mdtext.Text(in.Tool), mdtext.Text(in.Tenant), key, mdtext.Text(in.Reason),
 			shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", in.Tenant), reconcile.UpdateName),
 	}
+	if in.WorkflowID == "" {
+		// A standalone activity's (its step is "activity/<activity ID>").
+		c.summary = fmt.Sprintf("oncekey: did %s's effect land? %s", mdtext.Text(in.Tool), mdtext.Text(in.StepID))
+	}
 	if in.SearchAttributes {
 		c.attrs = reconcile.SearchAttributes(in, reconcile.StateInspecting, time.Time{})
 	}

@@ -18,6 +18,9 @@ type TenantInfo struct {
 	WorkflowID   string
 	WorkflowType string
 	TaskQueue    string
+	// ActivityID is the activity ID of a standalone activity (client.ExecuteActivity; WorkflowID
+	// and WorkflowType are then empty); "" for every call a workflow makes.
+	ActivityID string
 }
 
 // Event describes one claimed tool call, for Options.OnEvent. It carries no arguments and no

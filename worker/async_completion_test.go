@@ -27,7 +27,7 @@ type expenses struct {
 	mu            sync.Mutex
 	tokens        [][]byte
 	payments      int
-	paidByKey     map[string]Payment
+	paidByKey     map[string]ExpensePayment
 	registrations int
 }
 
@@ -36,12 +36,12 @@ type ExpenseRequest struct {
 	Amount int    `json:"amount"`
 }
 
-type Payment struct {
+type ExpensePayment struct {
 	ID  string `json:"id"`
 	Seq int    `json:"seq"`
 }
 
-func newExpenses() *expenses { return &expenses{paidByKey: map[string]Payment{}} }
+func newExpenses() *expenses { return &expenses{paidByKey: map[string]ExpensePayment{}} }
 
 // RequestDecision registers the activity for a person's decision and hands its result off.
 func (x *expenses) RequestDecision(ctx context.Context, in ExpenseRequest) (string, error) {
@@ -53,12 +53,12 @@ func (x *expenses) RequestDecision(ctx context.Context, in ExpenseRequest) (stri
 }
 
 // Pay pays the expense: the effect that must happen once.
-func (x *expenses) Pay(ctx context.Context, in ExpenseRequest) (Payment, error) {
+func (x *expenses) Pay(ctx context.Context, in ExpenseRequest) (ExpensePayment, error) {
 	key, _ := oncekey.OperationKey(ctx)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.payments++
-	p := Payment{ID: fmt.Sprintf("P-%d", x.payments), Seq: x.payments}
+	p := ExpensePayment{ID: fmt.Sprintf("P-%d", x.payments), Seq: x.payments}
 	x.paidByKey[key] = p
 	return p, nil
 }
@@ -87,19 +87,19 @@ func (x *expenses) token(t *testing.T, n int) []byte {
 
 // ExpenseWorkflow asks for a decision (completed from outside) and pays an approved expense at
 // step "pay".
-func ExpenseWorkflow(ctx workflow.Context, in ExpenseRequest) (Payment, error) {
+func ExpenseWorkflow(ctx workflow.Context, in ExpenseRequest) (ExpensePayment, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumInterval: time.Second},
 	})
 	var decision string
 	if err := workflow.ExecuteActivity(oncekey.WithStepID(ctx, "decide"), "RequestDecision", in).Get(ctx, &decision); err != nil {
-		return Payment{}, err
+		return ExpensePayment{}, err
 	}
 	if decision != "APPROVED" {
-		return Payment{}, temporal.NewNonRetryableApplicationError("expense "+decision, "Rejected", nil)
+		return ExpensePayment{}, temporal.NewNonRetryableApplicationError("expense "+decision, "Rejected", nil)
 	}
-	var p Payment
+	var p ExpensePayment
 	err := workflow.ExecuteActivity(oncekey.WithStepID(ctx, "pay"), "Pay", in).Get(ctx, &p)
 	return p, err
 }
@@ -177,12 +177,12 @@ func TestE2EAsyncCompletionOfAnIdempotentToolThenEffectfulPay(t *testing.T) {
 	const id = "expense-idempotent"
 	run := e.startExpense(t, id)
 	require.NoError(t, e.c.CompleteActivity(context.Background(), x.token(t, 1), "APPROVED", nil))
-	var first Payment
+	var first ExpensePayment
 	require.NoError(t, run.Get(testCtx(t), &first))
 
 	run = e.startExpense(t, id)
 	require.NoError(t, e.c.CompleteActivity(context.Background(), x.token(t, 2), "APPROVED", nil))
-	var again Payment
+	var again ExpensePayment
 	require.NoError(t, run.Get(testCtx(t), &again))
 	require.Equal(t, first, again, "the payment was replayed")
 	registrations, payments := x.counts()

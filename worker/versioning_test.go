@@ -20,7 +20,7 @@ import (
 )
 
 // On a worker with Worker Deployment Versioning on and no DefaultVersioningBehavior (the dev
-// server of Temporal CLI v1.5.1, server 1.29.1, supports deployment versions), the plugin
+// server of Temporal CLI v1.9.1, server v1.32.0, supports deployment versions), the plugin
 // registers the reconciliation workflow with a versioning behavior (AutoUpgrade), so the worker
 // starts, and an unknown outcome is reconciled there: resolved by the update, the blocked call
 // gets the result, one effect downstream.

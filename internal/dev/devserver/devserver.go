@@ -19,8 +19,20 @@ import (
 	"go.temporal.io/sdk/testsuite"
 )
 
-// CLIVersion is the Temporal CLI version `make temporal` installs.
-const CLIVersion = "v1.5.1"
+// The Temporal build `make temporal` installs (docs/compatibility.md): one binary whose
+// `server start-dev` is the dev server of Temporal CLI DevServerCLIVersion (Temporal server
+// ServerVersion, standalone activities on) and whose every other subcommand is the full Temporal
+// CLI CLIVersion (the full DevServerCLIVersion CLI cannot be built from the Go module proxy; see
+// testdata/temporal/main.go).
+const (
+	DevServerCLIVersion = "v1.9.1"
+	ServerVersion       = "v1.32.0"
+	CLIVersion          = "v1.5.1"
+)
+
+// CacheDir is the directory under ~/.cache/oncekey that `make temporal` installs into; its name
+// carries both versions, so a change of either is a new build, never a stale one.
+const CacheDir = "temporal-devserver-" + DevServerCLIVersion + "-cli-" + CLIVersion
 
 // Attempts is how many times Start tries before giving up. A dev server picks several free ports
 // itself; when another process takes one of them first, the server dies at start-up, so Start
@@ -28,14 +40,15 @@ const CLIVersion = "v1.5.1"
 const Attempts = 3
 
 // Binary returns the path of the Temporal CLI: ONCEKEY_TEMPORAL_BIN, else the build `make temporal`
-// caches at ~/.cache/oncekey/temporal-<CLIVersion>/temporal, else `temporal` on PATH. It returns ""
-// when there is none.
+// caches at ~/.cache/oncekey/<CacheDir>/temporal, else `temporal` on PATH. It returns "" when there
+// is none. A `temporal` on PATH older than CLI v1.7.0 has no standalone activities, and tests that
+// need them fail on it.
 func Binary() string {
 	if p := os.Getenv("ONCEKEY_TEMPORAL_BIN"); p != "" {
 		return p
 	}
 	if home, err := os.UserHomeDir(); err == nil {
-		p := filepath.Join(home, ".cache", "oncekey", "temporal-"+CLIVersion, "temporal")
+		p := filepath.Join(home, ".cache", "oncekey", CacheDir, "temporal")
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
@@ -47,8 +60,9 @@ func Binary() string {
 }
 
 // ErrNoCLI means no Temporal CLI was found; its message says how to get one.
-var ErrNoCLI = errors.New("no Temporal CLI found: run `make temporal` (installs " + CLIVersion +
-	" into ~/.cache/oncekey), or set ONCEKEY_TEMPORAL_BIN to a temporal binary, or TEMPORAL_ADDRESS to a running server")
+var ErrNoCLI = errors.New("no Temporal CLI found: run `make temporal` (builds the dev server of Temporal CLI " + DevServerCLIVersion +
+	" with the client commands of CLI " + CLIVersion + " into ~/.cache/oncekey/" + CacheDir +
+	"), or set ONCEKEY_TEMPORAL_BIN to a temporal binary, or TEMPORAL_ADDRESS to a running server")
 
 // Options configure Start. The zero value is usable.
 type Options struct {

@@ -15,7 +15,8 @@ import (
 	"github.com/oncekey/oncekey/internal/dev/devserver"
 )
 
-// TemporalCLIVersion is the Temporal CLI version the project's dev server runs.
+// TemporalCLIVersion is the Temporal CLI version whose client commands the tests run (the dev
+// server is devserver.DevServerCLIVersion's).
 const TemporalCLIVersion = devserver.CLIVersion
 
 // TemporalBinary returns the path of the Temporal CLI, or "" (see devserver.Binary).
