@@ -51,7 +51,7 @@ func (k editKey) parts(Operation, []string) ([]keyPart, error) {
 	return []keyPart{{"strategy", "edit"}, {"original key", k.original}, {"episode", strconv.FormatInt(k.episode, 10)}}, nil
 }
 func (editKey) fields() []string { return nil }
-func (editKey) check() error      { return nil }
+func (editKey) check() error     { return nil }
 
 // EditKey returns the operation key of the call a person approved with edited arguments, in
 // place of the call keyed original whose approval was replaced at episode, in tenant of
