@@ -303,10 +303,19 @@ type ApprovalRequiredError struct {
 	Episode   int64
 	DecidedBy string
 	Reason    string
+	// EditedAs is, for status ApprovalReplaced, the operation key of the edit that ran instead.
+	EditedAs string
 }
 
 func (e *ApprovalRequiredError) Error() string {
 	switch e.Status {
+	case ApprovalReplaced:
+		s := "oncekey: " + e.Tool + " was approved with edited arguments"
+		if e.DecidedBy != "" {
+			s += " by " + e.DecidedBy
+		}
+		return s + "; the call as proposed does not run: the edit runs as its own operation " + e.EditedAs +
+			" (`oncekey show " + e.EditedAs + " --tenant " + e.Tenant + "`)"
 	case ApprovalDenied:
 		s := "oncekey: " + e.Tool + " was denied approval"
 		if e.DecidedBy != "" {

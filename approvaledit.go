@@ -80,7 +80,8 @@ func (e *ApprovalEditError) Error() string {
 // EditArguments checks args, the edited arguments a person gave for tool, against the tool's
 // input type (Registry.InputType): one JSON object that decodes into it with no unknown member
 // (names matched as encoding/json matches them) and no trailing data. It returns the arguments
-// in canonical JSON (package canonical) and the decoded value, or an *ApprovalEditError: the
+// document of the decoded value (CanonicalArgs: what the tool's body receives, a member left out
+// holding its zero value) and the value, or an *ApprovalEditError: the
 // tool is not in reg, has no Policy.Approval, is carried by a Route, or its input type is not
 // known (registered by name only).
 func EditArguments(reg *Registry, tool string, args json.RawMessage) (json.RawMessage, any, error) {
@@ -118,7 +119,15 @@ func EditArguments(reg *Registry, tool string, args json.RawMessage) (json.RawMe
 	if dec.More() {
 		return refuse("they hold more than one JSON value")
 	}
-	return json.RawMessage(doc), v.Elem().Interface(), nil
+	// The document is the input as the tool's body receives it, as the worker derives it for any
+	// call (a member left out holds its zero value), so the edit's fingerprint is the one the
+	// worker computes when the edit runs.
+	val := v.Elem().Interface()
+	out, err := CanonicalArgs([]any{val})
+	if err != nil {
+		return refuse("they cannot be encoded as the tool's input: %v", err)
+	}
+	return json.RawMessage(out), val, nil
 }
 
 // ChangedMembers returns the top-level members that differ between two arguments documents in

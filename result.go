@@ -87,6 +87,8 @@ var modelTexts = []ModelTextEntry{
 		"done. Do not call it again for the same purpose or try another way to do it; tell the user it was declined."},
 	{OutcomeRejected, NextFix, ReasonChangesRequested, "Changes requested: a person reviewed this call and asked for " +
 		"different arguments; the message says what to change. Nothing was done. Call again with the changes, or ask the user."},
+	{OutcomeRejected, NextStop, ReasonEdited, "Already handled: a person approved this call with changed arguments, " +
+		"and the call with those arguments was made instead; nothing more was done. Do not call it again for the same purpose."},
 	{OutcomeRejected, NextAsk, ReasonNotApproved, "Not approved: this call needs a person's approval, and it was not " +
 		"given in time. Nothing was done. Do not retry it as it is; ask the user how to proceed."},
 	{OutcomeRejected, NextStop, ReasonNotAuthorized, "Not allowed: this call is not permitted with these arguments. " +
@@ -205,8 +207,12 @@ type errorDetails struct {
 	ModelMessage    string  `json:"model_message"`
 }
 
-// changesRequestedReason is the interceptor's Details.Reason of a call a person asked to change.
-const changesRequestedReason = "changes requested"
+// changesRequestedReason is the interceptor's Details.Reason of a call a person asked to change;
+// approvalReplacedReason of a call whose approval was replaced by an edit that ran instead.
+const (
+	changesRequestedReason = "changes requested"
+	approvalReplacedReason = "approval replaced"
+)
 
 // approvalDeniedReason is the interceptor's Details.Reason of a call a person denied.
 const approvalDeniedReason = "approval denied"
@@ -345,8 +351,11 @@ func label(result any, err error) ToolResult {
 		if (approval != nil && approval.Status == ApprovalDenied) || details.Reason == approvalDeniedReason {
 			tr.NextAction, tr.Reason = NextStop, ReasonDenied
 		}
-		if details.Reason == changesRequestedReason {
+		switch {
+		case details.Reason == changesRequestedReason:
 			tr.NextAction, tr.Reason = NextFix, ReasonChangesRequested
+		case (approval != nil && approval.Status == ApprovalReplaced) || details.Reason == approvalReplacedReason:
+			tr.NextAction, tr.Reason = NextStop, ReasonEdited
 		}
 		if ModelMessageProblem(details.ModelMessage) == "" {
 			tr.Message = details.ModelMessage

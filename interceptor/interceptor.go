@@ -35,6 +35,9 @@ type Details struct {
 	// Approval is the approval request the worker made or found for a call it refused for want of
 	// an approval (oncekey.ErrTypeApprovalPending, oncekey.ErrTypeApproval); nil otherwise.
 	Approval *ApprovalDetails `json:"approval,omitempty"`
+	// ModelMessage is what the person who decided the call's approval said to the model
+	// (oncekey.Approval.ModelMessage), for oncekey.Label to put into ToolResult.Message.
+	ModelMessage string `json:"model_message,omitempty"`
 }
 
 // ApprovalDetails is the approval request behind a refusal (Details.Approval), as the worker
