@@ -134,7 +134,7 @@ func (d Decision) Validate() error {
 	if reason := oncekey.ModelMessageProblem(d.Message); reason != "" {
 		return &InvalidDecisionError{Field: "Message", Reason: reason}
 	}
-	if err := d.validArguments(); err != nil {
+	if err := d.ValidateArguments(); err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -153,9 +153,10 @@ func (d Decision) Validate() error {
 	return nil
 }
 
-// validArguments checks the shape of an edit: with Approve only, one JSON object within
-// MaxEditBytes. Whether it fits the tool is the worker's to check (oncekey.EditArguments).
-func (d Decision) validArguments() error {
+// ValidateArguments checks the shape of an edit, as Validate does: with Approve only, one JSON
+// object within MaxEditBytes, or an *InvalidDecisionError. Whether it fits the tool is the
+// worker's to check (oncekey.EditArguments).
+func (d Decision) ValidateArguments() error {
 	if len(d.Arguments) == 0 {
 		return nil
 	}
