@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -104,7 +105,8 @@ func (a *approvalCall) viaWorker(ctx workflow.Context, schedule func(workflow.Co
 
 // settleEdit settles s with the outcome of fut, the call scheduled with a person's edited
 // arguments doc: its result labelled edited (oncekey.MetadataReason), with the arguments it ran
-// with and the members the person changed, or its error as it is.
+// with and the members the person changed (but those Policy.Exclude leaves out of the call's
+// identity), or its error as it is.
 func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut workflow.Future, doc json.RawMessage) {
 	var raw converter.RawValue
 	if err := fut.Get(ctx, &raw); err != nil {
@@ -115,7 +117,13 @@ func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut
 		inner := proto.Clone(p).(*commonpb.Payload)
 		inner.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonEdited)
 		inner.Metadata[oncekey.MetadataArguments] = doc
-		inner.Metadata[oncekey.MetadataChanged] = []byte(strings.Join(oncekey.ChangedMembers(a.toolArgs, doc), ","))
+		var changed []string
+		for _, m := range oncekey.ChangedMembers(a.toolArgs, doc) {
+			if !slices.Contains(a.policy.Exclude, m) { // an excluded member is not part of the call
+				changed = append(changed, m)
+			}
+		}
+		inner.Metadata[oncekey.MetadataChanged] = []byte(strings.Join(changed, ","))
 		raw = converter.NewRawValue(inner)
 	}
 	a.settleRaw(s, raw)
