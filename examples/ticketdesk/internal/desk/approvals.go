@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -134,34 +133,12 @@ func runApprovalScene(ctx context.Context, cfg Config, st *stack, tag string) (*
 	opDone := make(chan struct{})
 	go func() { defer close(opDone); decideScene(opCtx, cfg, store, tenant, reqs, scene) }()
 
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		results = make([]AgentResult, len(reqs))
-	)
-	for i, req := range reqs {
-		run, err := cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: "ticketdesk-" + tag + "-approvals-" + req.ID, TaskQueue: taskQueue, WorkflowExecutionTimeout: cfg.Timeout,
-		}, AgentWorkflow, AgentInput{Request: req, Tenant: tenant, MaxTurns: cfg.MaxTurns})
-		if err != nil {
-			scene.Errors = append(scene.Errors, fmt.Sprintf("%s: start: %v", req.ID, err))
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res AgentResult
-			err := run.Get(ctx, &res)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				scene.Errors = append(scene.Errors, fmt.Sprintf("%s: %v", req.ID, err))
-				return
-			}
-			results[i] = res
-		}()
-	}
-	wg.Wait()
+	sceneCfg := cfg
+	sceneCfg.Requests, sceneCfg.Tenant, sceneCfg.Done = reqs, tenant, func(string, int, int) {}
+	var played ModeReport
+	played.Mode = "oncekey"
+	results := playAll(ctx, sceneCfg, taskQueue, "ticketdesk-"+tag+"-approvals-", &played)
+	scene.Errors = append(scene.Errors, played.WorkflowErrors...)
 	stopOp()
 	<-opDone
 
@@ -172,12 +149,8 @@ func runApprovalScene(ctx context.Context, cfg Config, st *stack, tag string) (*
 			scene.Refunded = append(scene.Refunded, rf.AmountCents)
 		}
 	}
-	var done []AgentResult
+	sort.Slice(results, func(i, j int) bool { return results[i].RequestID < results[j].RequestID })
 	for _, res := range results {
-		if res.RequestID == "" {
-			continue
-		}
-		done = append(done, res)
 		for _, c := range res.Calls {
 			if c.Tool == ToolIssueRefund {
 				scene.Read = append(scene.Read, SceneRead{RequestID: res.RequestID, ForModel: c.Outcome.forModel()})
@@ -185,7 +158,7 @@ func runApprovalScene(ctx context.Context, cfg Config, st *stack, tag string) (*
 		}
 	}
 	if cfg.TranscriptDir != "" {
-		if err := writeTranscripts(filepath.Join(cfg.TranscriptDir, "approvals"), done); err != nil {
+		if err := writeTranscripts(filepath.Join(cfg.TranscriptDir, "approvals"), results); err != nil {
 			return nil, err
 		}
 	}
