@@ -53,7 +53,10 @@ func (a *Activities) approveEdit(ctx context.Context, s oncekey.ApprovalStore, c
 	if in.Status != oncekey.ApprovalApproved {
 		return nil, invalid("activities: only an approval takes edited arguments")
 	}
-	if cur.Status != oncekey.ApprovalPending || cur.Episode != in.Episode || cur.Token != in.Token {
+	// replacedAlready: an earlier attempt of this activity recorded the replacement and its answer
+	// was lost; the edit is derived again for the answer, and nothing is written.
+	replacedAlready := cur.Status == oncekey.ApprovalReplaced && cur.Episode == in.Episode && cur.Token == in.Token
+	if !replacedAlready && (cur.Status != oncekey.ApprovalPending || cur.Episode != in.Episode || cur.Token != in.Token) {
 		return nil, nil // DecideApproval answers it as stale or decided, without the edit.
 	}
 	doc, val, err := oncekey.EditArguments(a.registry, cur.Tool, in.Arguments)
@@ -73,6 +76,16 @@ func (a *Activities) approveEdit(ctx context.Context, s oncekey.ApprovalStore, c
 	key, err := oncekey.EditKey(cur.Namespace, cur.Tenant, cur.OperationKey, cur.Episode)
 	if err != nil {
 		return nil, invalid(err.Error())
+	}
+	if replacedAlready {
+		if cur.EditedAs != key {
+			return nil, nil
+		}
+		if ed, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: cur.Tenant, OperationKey: key}); err != nil || ed.Fingerprint != fp {
+			return nil, nil // another edit's replacement: DecideApproval answers it as decided
+		}
+		in.Status = oncekey.ApprovalReplaced
+		return &edit{editKey: key, args: doc}, nil
 	}
 	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
 		Tenant: cur.Tenant, OperationKey: key, Namespace: cur.Namespace, Tool: cur.Tool, Fingerprint: fp,

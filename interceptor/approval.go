@@ -166,6 +166,10 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 			s.SetError(err)
 			return
 		}
+		if out.Status == oncekey.ApprovalReplaced {
+			a.settleEdit(gctx, s, a.edit(gctx, out.Arguments, req.Key), out.Arguments)
+			return
+		}
 		workflow.GetLogger(gctx).Info("oncekey: approved; scheduling the call", "tool", a.name, "key_prefix", keyPrefix(req.Key), "decided_by", out.DecidedBy)
 		s.Chain(schedule(gctx))
 	})
