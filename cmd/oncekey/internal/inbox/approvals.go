@@ -149,8 +149,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 		check: func(episode int64, refuse func(title, detail string)) bool {
 			d = reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(),
 				Reason: form.Reason, Message: form.Message}
-			if form.Arguments != "" && d.Decision == reconcile.Approve {
-				d.Arguments = json.RawMessage(form.Arguments)
+			if form.Arguments != "" {
+				d.Arguments = json.RawMessage(form.Arguments) // Validate refuses them but to approve
 			}
 			if err := d.Validate(); err != nil {
 				var inv *reconcile.InvalidDecisionError
