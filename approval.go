@@ -62,13 +62,13 @@ const (
 // Valid reports whether s is one of the ApprovalStatus constants.
 func (s ApprovalStatus) Valid() bool {
 	switch s {
-	case ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalTimedOut:
+	case ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalTimedOut, ApprovalReplaced:
 		return true
 	}
 	return false
 }
 
-// Decided reports whether s is a decision (approved, denied or timed out).
+// Decided reports whether s is a decision (approved, denied, timed out or replaced).
 func (s ApprovalStatus) Decided() bool { return s.Valid() && s != ApprovalPending }
 
 // Approval is the durable record of the approval of one operation key. Arguments are never
@@ -106,6 +106,19 @@ type Approval struct {
 	// for an approval asked under the earlier protocol, by the approval workflow from its input:
 	// the interceptor never runs a call on such an approval, and asks anew.
 	Token string
+	// ModelMessage is what the person who decided said to the model (DecideApprovalParams.
+	// ModelMessage): plain text, at most MaxModelMessageBytes, carried into the ToolResult the
+	// model reads. Reason, which may hold operator detail, never reaches the model.
+	ModelMessage string
+	// ChangesRequested: the denial asks the model for other arguments (the call may be proposed
+	// again with them) rather than to stop.
+	ChangesRequested bool
+	// EditOf is, on the approval of a call a person approved with edited arguments, the
+	// operation key of the call it replaced; "" otherwise.
+	EditOf string
+	// EditedAs is, on a replaced approval (ApprovalReplaced), the operation key of the edit that
+	// runs instead (EditKey); "" otherwise.
+	EditedAs string
 }
 
 // ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
@@ -200,6 +213,9 @@ type RequestApprovalParams struct {
 	Token string
 	// Timeout is the time a new episode waits for a decision. Required.
 	Timeout time.Duration
+	// EditOf is the operation key of the call this request's call replaces (Approval.EditOf):
+	// set only by oncekey's DecideApproval activity, for the approval of an edit. Defaults to "".
+	EditOf string
 }
 
 // ApprovalResult is what ApprovalStore.RequestApproval found or did.
@@ -225,6 +241,14 @@ type DecideApprovalParams struct {
 	Reason    string
 	// Retention is how long the decided approval is kept, from now. Required.
 	Retention time.Duration
+	// ModelMessage is recorded as Approval.ModelMessage (at most MaxModelMessageBytes of plain
+	// text, ModelMessageProblem); ChangesRequested as Approval.ChangesRequested, with
+	// ApprovalDenied only.
+	ModelMessage     string
+	ChangesRequested bool
+	// EditedAs is the operation key of the edit that replaces the call: required with
+	// ApprovalReplaced, and only with it.
+	EditedAs string
 }
 
 // ListApprovalsParams are the arguments of ApprovalStore.ListApprovals. Zero fields do not filter.
@@ -279,10 +303,19 @@ type ApprovalRequiredError struct {
 	Episode   int64
 	DecidedBy string
 	Reason    string
+	// EditedAs is, for status ApprovalReplaced, the operation key of the edit that ran instead.
+	EditedAs string
 }
 
 func (e *ApprovalRequiredError) Error() string {
 	switch e.Status {
+	case ApprovalReplaced:
+		s := "oncekey: " + e.Tool + " was approved with edited arguments"
+		if e.DecidedBy != "" {
+			s += " by " + e.DecidedBy
+		}
+		return s + "; the call as proposed does not run: the edit runs as its own operation " + e.EditedAs +
+			" (`oncekey show " + e.EditedAs + " --tenant " + e.Tenant + "`)"
 	case ApprovalDenied:
 		s := "oncekey: " + e.Tool + " was denied approval"
 		if e.DecidedBy != "" {

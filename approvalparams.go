@@ -19,6 +19,7 @@ func (p *RequestApprovalParams) Validate() error {
 		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Namespace", p.Namespace, false},
 		{"Tool", p.Tool, true}, {"Fingerprint", p.Fingerprint, true},
 		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false}, {"Token", p.Token, false},
+		{"EditOf", p.EditOf, false},
 	} {
 		if err := checkText(op, f.name, f.v, f.required); err != nil {
 			return err
@@ -37,10 +38,19 @@ func (p *DecideApprovalParams) Validate() error {
 		return err
 	}
 	if !p.Status.Decided() {
-		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not approved, denied or timed_out", p.Status)}
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not approved, denied, timed_out or replaced", p.Status)}
 	}
-	if err := checkOptional(op, "Token", p.Token, "DecidedBy", p.DecidedBy, "Reason", p.Reason); err != nil {
+	if err := checkOptional(op, "Token", p.Token, "DecidedBy", p.DecidedBy, "Reason", p.Reason, "EditedAs", p.EditedAs); err != nil {
 		return err
+	}
+	if reason := ModelMessageProblem(p.ModelMessage); reason != "" {
+		return &InvalidParamsError{Op: op, Field: "ModelMessage", Reason: reason}
+	}
+	if p.ChangesRequested && p.Status != ApprovalDenied {
+		return &InvalidParamsError{Op: op, Field: "ChangesRequested", Reason: "only a denial requests changes"}
+	}
+	if (p.Status == ApprovalReplaced) != (p.EditedAs != "") {
+		return &InvalidParamsError{Op: op, Field: "EditedAs", Reason: "names the edit of a replaced approval, and is required with it"}
 	}
 	return checkPositive(op, "Retention", p.Retention)
 }

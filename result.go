@@ -3,6 +3,7 @@ package oncekey
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -47,6 +48,12 @@ const (
 	// ReasonRepeat: conflict, the call repeats an operation that is already settled and the tool's
 	// policy refuses repeats (Policy.OnHit OnHitFailFast).
 	ReasonRepeat = "repeat"
+	// ReasonEdited: applied or replayed, with arguments a person changed when approving the call
+	// (ToolResult.Arguments, ToolResult.Changed).
+	ReasonEdited = "edited"
+	// ReasonChangesRequested: rejected, a person reviewed the call and asked for other arguments
+	// (ToolResult.Message says which).
+	ReasonChangesRequested = "changes_requested"
 )
 
 // ModelTextEntry is one entry of the table of texts for a model: the status, next action and
@@ -68,8 +75,13 @@ var modelTexts = []ModelTextEntry{
 	{OutcomeApplied, NextNone, ReasonNotRecorded, "Done: the tool ran and this is its result."},
 	{OutcomeApplied, NextNone, ReasonConfirmed, "Done: its outcome was unclear at first, and a check confirmed that it " +
 		"happened; this is its result. Do not call it again for the same purpose; the same call returns this result."},
+	{OutcomeApplied, NextNone, ReasonEdited, "Done with changed arguments: a person approved this call after changing " +
+		"some of its arguments (see changed); it ran with the arguments shown, and this is its result. Do not call it again " +
+		"for the same purpose."},
 	{OutcomeReplayed, NextNone, "", "Already done: this exact call was made before, so nothing was done again; this is the " +
 		"stored result of that call. Do not call it again for the same purpose."},
+	{OutcomeReplayed, NextNone, ReasonEdited, "Already done with changed arguments: a person approved this call after " +
+		"changing some of its arguments (see changed); nothing was done again, and this is the stored result. Do not call it again."},
 	{OutcomeInFlight, NextPoll, "", "Still running: the same call is in progress and nothing new was started. Wait " +
 		"retry_after_seconds, then make the same call again with the same arguments to get its result."},
 	{OutcomeConflict, NextFix, "", "Conflict: this operation was made before with different arguments, so nothing was " +
@@ -78,6 +90,10 @@ var modelTexts = []ModelTextEntry{
 		"repeated, so nothing was done now. Do not call it again; tell the user it had already been done."},
 	{OutcomeRejected, NextStop, ReasonDenied, "Declined: a person reviewed this call and did not approve it. Nothing was " +
 		"done. Do not call it again for the same purpose or try another way to do it; tell the user it was declined."},
+	{OutcomeRejected, NextFix, ReasonChangesRequested, "Changes requested: a person reviewed this call and asked for " +
+		"different arguments; the message says what to change. Nothing was done. Call again with the changes, or ask the user."},
+	{OutcomeRejected, NextStop, ReasonEdited, "Already handled: a person approved this call with changed arguments, " +
+		"and the call with those arguments was made instead; nothing more was done. Do not call it again for the same purpose."},
 	{OutcomeRejected, NextAsk, ReasonNotApproved, "Not approved: this call needs a person's approval, and it was not " +
 		"given in time. Nothing was done. Do not retry it as it is; ask the user how to proceed."},
 	{OutcomeRejected, NextStop, ReasonNotAuthorized, "Not allowed: this call is not permitted with these arguments. " +
@@ -119,7 +135,7 @@ func ModelTexts() []ModelTextEntry { return append([]ModelTextEntry(nil), modelT
 //
 // Its JSON form has "status", "operation_key", "effect_reference", "safe_to_repeat", "replayed",
 // "next_action", "reason" (omitted when empty), "retry_after_seconds" (a number of seconds,
-// omitted when zero), "result" and "text".
+// omitted when zero), "result", "text", and, when set, "message", "arguments" and "changed".
 type ToolResult struct {
 	Status          Outcome `json:"status"`
 	OperationKey    string  `json:"operation_key,omitempty"`
@@ -143,6 +159,14 @@ type ToolResult struct {
 	Result     any           `json:"result,omitempty"`
 	// Text is the fixed text for a model of Status, NextAction and Reason (ModelText).
 	Text string `json:"text"`
+	// Message is what the person who decided the call's approval said to the model (a denial's
+	// or a request for changes' message, at most MaxModelMessageBytes of plain text), or "". It
+	// is the person's words, kept apart from the reason recorded for operators.
+	Message string `json:"message,omitempty"`
+	// Arguments are the arguments the call ran with when a person changed them (reason edited),
+	// as canonical JSON; Changed names the top-level members that differ from the model's.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Changed   []string        `json:"changed,omitempty"`
 }
 
 type toolResultJSON ToolResult
@@ -185,7 +209,15 @@ type errorDetails struct {
 	Outcome         Outcome `json:"outcome"`
 	Replay          bool    `json:"replay"`
 	Reason          string  `json:"reason"`
+	ModelMessage    string  `json:"model_message"`
 }
+
+// changesRequestedReason is the interceptor's Details.Reason of a call a person asked to change;
+// approvalReplacedReason of a call whose approval was replaced by an edit that ran instead.
+const (
+	changesRequestedReason = "changes requested"
+	approvalReplacedReason = "approval replaced"
+)
 
 // approvalDeniedReason is the interceptor's Details.Reason of a call a person denied.
 const approvalDeniedReason = "approval denied"
@@ -256,8 +288,14 @@ func label(result any, err error) ToolResult {
 			}
 			tr.OperationKey = string(md[MetadataOperationKey])
 			tr.EffectReference = string(md[MetadataEffectReference])
-			if tr.Status == OutcomeApplied && string(md[MetadataReason]) == ReasonConfirmed {
+			switch reason := string(md[MetadataReason]); {
+			case tr.Status == OutcomeApplied && reason == ReasonConfirmed:
 				tr.Reason = ReasonConfirmed
+			case reason == ReasonEdited:
+				tr.Reason, tr.Arguments = ReasonEdited, json.RawMessage(md[MetadataArguments])
+				if c := string(md[MetadataChanged]); c != "" {
+					tr.Changed = strings.Split(c, ",")
+				}
 			}
 			tr.Result = PayloadJSON(raw.Payload(), *raw)
 		}
@@ -318,6 +356,15 @@ func label(result any, err error) ToolResult {
 		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextAsk, ReasonNotApproved
 		if (approval != nil && approval.Status == ApprovalDenied) || details.Reason == approvalDeniedReason {
 			tr.NextAction, tr.Reason = NextStop, ReasonDenied
+		}
+		switch {
+		case details.Reason == changesRequestedReason:
+			tr.NextAction, tr.Reason = NextFix, ReasonChangesRequested
+		case (approval != nil && approval.Status == ApprovalReplaced) || details.Reason == approvalReplacedReason:
+			tr.NextAction, tr.Reason = NextStop, ReasonEdited
+		}
+		if ModelMessageProblem(details.ModelMessage) == "" {
+			tr.Message = details.ModelMessage
 		}
 		if approval != nil {
 			tr.OperationKey = approval.OperationKey

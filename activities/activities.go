@@ -43,6 +43,7 @@ type Activities struct {
 	registry *oncekey.Registry
 	dc       converter.DataConverter
 	sealer   oncekey.ResultSealer
+	secret   []byte
 }
 
 // Options configure the activities beyond their store (NewWithOptions). Fields are alphabetical;
@@ -51,6 +52,9 @@ type Options struct {
 	// DataConverter encodes results given by people or receipt lookups; it must be the data
 	// converter the workers use. Defaults to converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
+	// FingerprintSecret keys the fingerprints of edited arguments (interceptor.Options.
+	// FingerprintSecret; the same on every worker). Defaults to none.
+	FingerprintSecret []byte
 	// Registry supplies the tools' Reconcile hooks and result types. Defaults to none: no hooks,
 	// no result type checks.
 	Registry *oncekey.Registry
@@ -76,7 +80,7 @@ func NewWithOptions(store oncekey.Store, o Options) (*Activities, error) {
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
 	}
-	return &Activities{store: store, registry: o.Registry, dc: o.DataConverter, sealer: o.ResultSealer}, nil
+	return &Activities{store: store, registry: o.Registry, dc: o.DataConverter, sealer: o.ResultSealer, secret: o.FingerprintSecret}, nil
 }
 
 // open returns rec with its result opened by the activities' sealer (oncekey.OpenResult), or a

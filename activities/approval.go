@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -41,7 +42,8 @@ type ApprovalAnswer struct {
 // RequestApproval's of the earlier protocol; nothing sets it now.)
 func answerOf(a *oncekey.Approval) ApprovalAnswer {
 	return ApprovalAnswer{ApprovalOutput: reconcile.ApprovalOutput{Status: a.Status, Episode: a.Episode, DecidedBy: a.DecidedBy,
-		DecidedAt: a.DecidedAt, Reason: a.Reason, Fingerprint: a.Fingerprint},
+		DecidedAt: a.DecidedAt, Reason: a.Reason, Fingerprint: a.Fingerprint,
+		Message: a.ModelMessage, ChangesRequested: a.ChangesRequested, EditedAs: a.EditedAs},
 		RequestedAt: a.RequestedAt, Deadline: a.Deadline, Summary: a.Summary, Token: a.Token}
 }
 
@@ -140,12 +142,21 @@ type DecideApprovalInput struct {
 	Reason    string                 `json:"reason,omitempty"`
 	// Retention is how long the decision is kept, from now.
 	Retention time.Duration `json:"retention"`
+	// Message and ChangesRequested are recorded with the decision (oncekey.Approval.
+	// ModelMessage, ChangesRequested).
+	Message          string `json:"message,omitempty"`
+	ChangesRequested bool   `json:"changes_requested,omitempty"`
+	// Arguments, with Status approved, are a person's edited arguments (reconcile.Decision.
+	// Arguments): DecideApproval checks them against the tool's input type and records the
+	// approval as replaced by their edit (see DecideApproval).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // recordedAs reports whether ap holds this decision as written: its episode, status, decider and
 // reason. It is how a retry knows its own write, whose answer was lost.
 func (in DecideApprovalInput) recordedAs(ap *oncekey.Approval) bool {
-	return ap.Episode == in.Episode && ap.Status == in.Status && ap.DecidedBy == in.DecidedBy && ap.Reason == in.Reason
+	return ap.Episode == in.Episode && ap.Status == in.Status && ap.DecidedBy == in.DecidedBy && ap.Reason == in.Reason &&
+		ap.ModelMessage == in.Message
 }
 
 // DecideApproval writes a decision with ApprovalStore.DecideApproval, fenced by in.Episode, and
@@ -171,9 +182,16 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	if err := boundApproval(ctx, cur, in.Tool); err != nil {
 		return ApprovalAnswer{}, err
 	}
+	var e *edit
+	if len(in.Arguments) > 0 {
+		if e, err = a.approveEdit(ctx, s, cur, &in); err != nil {
+			return ApprovalAnswer{}, err
+		}
+	}
 	ap, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Token: in.Token, Status: in.Status,
 		DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
+		ModelMessage: in.Message, ChangesRequested: in.ChangesRequested, EditedAs: e.key(),
 	})
 	var (
 		conflict *oncekey.ApprovalConflictError
@@ -182,10 +200,13 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	)
 	switch {
 	case err == nil:
-		return answerOf(ap), nil
+		return e.answer(answerOf(ap)), nil
 	case errors.As(err, &conflict) && conflict.Approval != nil:
 		ans := answerOf(conflict.Approval)
 		ans.Conflict = !in.recordedAs(conflict.Approval)
+		if !ans.Conflict {
+			ans = e.answer(ans)
+		}
 		return ans, nil
 	case errors.As(err, &stale), errors.As(err, &inv), errors.Is(err, oncekey.ErrNotFound):
 		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was written", ErrTypeInvalid, nil)

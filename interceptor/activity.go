@@ -82,6 +82,9 @@ type call struct {
 	// summary is then what the person is shown, derived here from the policy and the arguments.
 	needsApproval bool
 	summary       string
+	// editOf is the operation key of the call this one was scheduled to replace, with the
+	// arguments a person approved in its place (oncekey.HeaderEditOf); "" for any other call.
+	editOf string
 	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (set by
 	// Init, which the SDK calls before every attempt).
 	hb *heartbeats
@@ -272,6 +275,14 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return c.configError(err)
 	}
 	c.version = c.policy.Version
+	if c.editOf, err = c.editOfHeader(ctx); err != nil {
+		return c.configError(err)
+	}
+	if c.editOf != "" && c.policy.Approval == nil {
+		c.outcome = oncekey.OutcomeRejected
+		return c.appError(fmt.Sprintf("oncekey: %s did not run: it was scheduled as the edit of %s, and the tool has no approval policy, so no edit of it was approved; nothing ran",
+			c.tool, c.editOf), oncekey.ErrTypeApproval, true, nil, reasonEditNotApproved, false)
+	}
 	if c.policy.Authorize != nil {
 		hook = "Policy.Authorize"
 		if err := c.policy.Authorize(ctx, op); err != nil {
@@ -282,9 +293,10 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	}
 	if a := c.policy.Approval; a != nil {
 		// Whether the call needs a person's approval, and what the person is shown: both derived
-		// here, from the arguments the body receives.
+		// here, from the arguments the body receives. The edit of a call (HeaderEditOf) always
+		// does: it runs only on the approval of its own arguments.
 		hook = "ApprovalPolicy.Required"
-		c.needsApproval = a.Required == nil || a.Required(op)
+		c.needsApproval = c.editOf != "" || a.Required == nil || a.Required(op)
 		if c.needsApproval {
 			hook = "Policy.Key"
 			if _, err := keyWithoutActivityID(c.policy, op); !op.Standalone && errors.Is(err, errKeyNeedsActivityID) {

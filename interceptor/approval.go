@@ -1,13 +1,17 @@
 package interceptor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"unicode/utf8"
 
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
@@ -36,12 +40,19 @@ const (
 	reasonApprovalDenied   = "approval denied"
 	reasonApprovalTimedOut = "approval timed out"
 	reasonNotApproved      = "not approved"
+	reasonChangesRequested = "changes requested"
+	// reasonApprovalReplaced: the call's approval was replaced by an edit, and this call (a
+	// repeat, or one that joined the approval workflow) does not have the edited arguments.
+	reasonApprovalReplaced = "approval replaced"
 )
 
 // approvalCall is a call whose policy asks for approval, on the workflow side: it asks, waits
 // for the decision, and schedules the call only once approved.
 type approvalCall struct {
 	scheduled
+	// edit schedules the call a person approved with edited arguments doc (canonical JSON) in
+	// place of the call whose operation key is original.
+	edit func(ctx workflow.Context, doc json.RawMessage, original string) workflow.Future
 }
 
 // approvalRequest is what the workflow side derives for an approval, recorded in history in one
@@ -79,11 +90,43 @@ func (a *approvalCall) viaWorker(ctx workflow.Context, schedule func(workflow.Co
 				s.SetError(err)
 				return
 			}
+			if out.Status == oncekey.ApprovalReplaced {
+				workflow.GetLogger(gctx).Info("oncekey: approved with edited arguments; scheduling the edit", "tool", a.name,
+					"key_prefix", keyPrefix(req.Key), "edit_key_prefix", keyPrefix(out.EditedAs), "decided_by", out.DecidedBy)
+				a.settleEdit(gctx, s, a.edit(gctx, out.Arguments, req.Key), out.Arguments)
+				return
+			}
 			workflow.GetLogger(gctx).Info("oncekey: approved; scheduling the call again", "tool", a.name, "key_prefix", keyPrefix(req.Key), "decided_by", out.DecidedBy)
 			fut = schedule(gctx)
 		}
 	})
 	return f
+}
+
+// settleEdit settles s with the outcome of fut, the call scheduled with a person's edited
+// arguments doc: its result labelled edited (oncekey.MetadataReason), with the arguments it ran
+// with and the members the person changed (but those Policy.Exclude leaves out of the call's
+// identity), or its error as it is.
+func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut workflow.Future, doc json.RawMessage) {
+	var raw converter.RawValue
+	if err := fut.Get(ctx, &raw); err != nil {
+		s.SetError(err)
+		return
+	}
+	if p := raw.Payload(); p != nil && p.GetMetadata()[oncekey.MetadataOutcome] != nil {
+		inner := proto.Clone(p).(*commonpb.Payload)
+		inner.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonEdited)
+		inner.Metadata[oncekey.MetadataArguments] = doc
+		var changed []string
+		for _, m := range oncekey.ChangedMembers(a.toolArgs, doc) {
+			if !slices.Contains(a.policy.Exclude, m) { // an excluded member is not part of the call
+				changed = append(changed, m)
+			}
+		}
+		inner.Metadata[oncekey.MetadataChanged] = []byte(strings.Join(changed, ","))
+		raw = converter.NewRawValue(inner)
+	}
+	a.settleRaw(s, raw)
 }
 
 // pendingRequest returns the request a worker made for an attempt it refused with
@@ -121,6 +164,10 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 		out, err := a.decision(gctx, tq, in, req)
 		if err != nil {
 			s.SetError(err)
+			return
+		}
+		if out.Status == oncekey.ApprovalReplaced {
+			a.settleEdit(gctx, s, a.edit(gctx, out.Arguments, req.Key), out.Arguments)
 			return
 		}
 		workflow.GetLogger(gctx).Info("oncekey: approved; scheduling the call", "tool", a.name, "key_prefix", keyPrefix(req.Key), "decided_by", out.DecidedBy)
@@ -172,20 +219,8 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 	}
 }
 
-// summaryText returns s as the store keeps it: valid UTF-8 without NUL bytes, at most
-// oncekey.MaxApprovalSummaryBytes, cut at a character boundary and ending with "…" when longer.
-func summaryText(s string) string {
-	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
-	if len(s) <= oncekey.MaxApprovalSummaryBytes {
-		return s
-	}
-	const ellipsis = "…"
-	cut := oncekey.MaxApprovalSummaryBytes - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
-}
+// summaryText returns s as the store keeps it (oncekey.ApprovalSummaryText).
+func summaryText(s string) string { return oncekey.ApprovalSummaryText(s) }
 
 // decision starts the key's approval workflow on task queue tq with in (or joins the one that
 // runs), waits for its decision on req and returns it; an error when it did not approve
@@ -311,18 +346,24 @@ func (a *approvalCall) refusal(req approvalRequest, out reconcile.ApprovalOutput
 		d.Reason = "fingerprint mismatch"
 		return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeFingerprintMismatch, nil, d)
 	}
-	if out.Status == oncekey.ApprovalApproved {
+	if out.Status == oncekey.ApprovalApproved || (out.Status == oncekey.ApprovalReplaced && len(out.Arguments) > 0 && a.edit != nil) {
 		return nil
 	}
+	d.ModelMessage = out.Message
 	switch out.Status {
 	case oncekey.ApprovalDenied:
 		d.Reason = reasonApprovalDenied
+		if out.ChangesRequested {
+			d.Reason = reasonChangesRequested
+		}
+	case oncekey.ApprovalReplaced:
+		d.Reason = reasonApprovalReplaced
 	case oncekey.ApprovalTimedOut:
 		d.Reason = reasonApprovalTimedOut
 	default:
 		d.Reason = reasonNotApproved
 	}
 	e := &oncekey.ApprovalRequiredError{Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Status: out.Status,
-		Episode: out.Episode, DecidedBy: out.DecidedBy, Reason: out.Reason}
+		Episode: out.Episode, DecidedBy: out.DecidedBy, Reason: out.Reason, EditedAs: out.EditedAs}
 	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeApproval, nil, d)
 }

@@ -2,11 +2,14 @@ package interceptor
 
 import (
 	"context"
+
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
+
+	tinterceptor "go.temporal.io/sdk/interceptor"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
@@ -23,21 +26,9 @@ import (
 // decides (the workflow side waits for the decision and schedules the call again), or the
 // decision or mismatch that stands. Nothing is claimed for a refused call.
 
-// approvalSummary returns what the person approving op is shown: ApprovalPolicy.Summary's text,
-// or "<tool>, step <step> of workflow <id>" ("<tool> in workflow <id>" without a step ID;
-// "<tool>, standalone activity <id>" for a standalone activity), as the store keeps it
-// (summaryText).
+// approvalSummary returns what the person approving op is shown (oncekey.ApprovalSummary).
 func approvalSummary(a *oncekey.ApprovalPolicy, op oncekey.Operation) string {
-	summary := fmt.Sprintf("%s in workflow %s", op.Tool, op.WorkflowID)
-	if op.Standalone {
-		summary = fmt.Sprintf("%s, standalone activity %s", op.Tool, op.ActivityID)
-	} else if op.StepID != "" {
-		summary = fmt.Sprintf("%s, step %s of workflow %s", op.Tool, op.StepID, op.WorkflowID)
-	}
-	if a.Summary != nil {
-		summary = a.Summary(op)
-	}
-	return summaryText(summary)
+	return oncekey.ApprovalSummary(a, op)
 }
 
 // approvalTimeout is how long a new request of a waits for a decision: a.Timeout, or
@@ -74,6 +65,9 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 	s, ok := c.root.opts.Store.(oncekey.ApprovalStore)
 	if !ok {
 		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekey.ApprovalStore), and %T does not", c.root.opts.Store))
+	}
+	if c.editOf != "" {
+		return c.editApproval(ctx, s)
 	}
 	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 	switch {
@@ -148,13 +142,19 @@ func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
 		return c.refusal(e.Error(), oncekey.ErrTypeFingerprintMismatch, d)
 	}
 	e := &oncekey.ApprovalRequiredError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Status: ap.Status,
-		Episode: ap.Episode, DecidedBy: ap.DecidedBy, Reason: ap.Reason}
+		Episode: ap.Episode, DecidedBy: ap.DecidedBy, Reason: ap.Reason, EditedAs: ap.EditedAs}
 	if ap.Status == oncekey.ApprovalPending {
 		d.Reason = "approval pending"
 		return c.refusal(e.Error(), oncekey.ErrTypeApprovalPending, d)
 	}
-	if ap.Status == oncekey.ApprovalDenied {
+	d.ModelMessage = ap.ModelMessage
+	switch {
+	case ap.Status == oncekey.ApprovalDenied && ap.ChangesRequested:
+		d.Reason = reasonChangesRequested
+	case ap.Status == oncekey.ApprovalDenied:
 		d.Reason = reasonApprovalDenied
+	case ap.Status == oncekey.ApprovalReplaced:
+		d.Reason = reasonApprovalReplaced
 	}
 	return c.refusal(e.Error(), oncekey.ErrTypeApproval, d)
 }
@@ -162,4 +162,69 @@ func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
 // refusal is the call's non-retryable error of type typ with details d.
 func (c *call) refusal(msg, typ string, d Details) error {
 	return detailedError(msg, typ, true, nil, d)
+}
+
+// reasonEditNotApproved is Details.Reason of a call scheduled as an edit that no approval covers.
+const reasonEditNotApproved = "edit not approved"
+
+// editOfHeader returns the oncekey.HeaderEditOf header of the call, "" when it has none.
+func (c *call) editOfHeader(ctx context.Context) (string, error) {
+	var orig string
+	if h := tinterceptor.Header(ctx); h != nil && h[oncekey.HeaderEditOf] != nil {
+		if err := c.root.opts.DataConverter.FromPayload(h[oncekey.HeaderEditOf], &orig); err != nil {
+			return "", fmt.Errorf("header %s: %w", oncekey.HeaderEditOf, err)
+		}
+		if orig == "" {
+			return "", fmt.Errorf("header %s is empty", oncekey.HeaderEditOf)
+		}
+	}
+	return orig, nil
+}
+
+// editApproval is the gate of a call scheduled as the edit of the call keyed c.editOf: the
+// header only names the original, and everything else is read from the store and derived from
+// the arguments the body receives. The call runs only when the original's approval (of the
+// call's tenant, namespace, tool, workflow and step) was replaced by the edit keyed
+// oncekey.EditKey(original, episode), and that edit's approval authorises this call (approved,
+// of its fingerprint and summary, asked by a worker) and names the original (EditOf). It then
+// runs under the edit's key. Otherwise it is refused, oncekey.ErrTypeApproval, and nothing is
+// asked: an edit is approved by a person's decision on the original, never by a request.
+func (c *call) editApproval(ctx context.Context, s oncekey.ApprovalStore) error {
+	refuse := func(why string) error {
+		c.outcome = oncekey.OutcomeRejected
+		d := c.details(reasonEditNotApproved, false)
+		return c.refusal(fmt.Sprintf("oncekey: %s did not run: it was scheduled as the edit of %s with other arguments, and %s; nothing was asked and nothing ran",
+			c.tool, c.editOf, why), oncekey.ErrTypeApproval, d)
+	}
+	get := func(key string) (*oncekey.Approval, error) {
+		ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: key})
+		if errors.Is(err, oncekey.ErrNotFound) {
+			return nil, nil
+		}
+		return ap, err
+	}
+	orig, err := get(c.editOf)
+	switch {
+	case err != nil:
+		return c.storeFailed("get approval", err)
+	case orig == nil:
+		return refuse("the store holds no approval for that key")
+	case orig.Status != oncekey.ApprovalReplaced:
+		return refuse(fmt.Sprintf("its approval is %s, not replaced by an edit", orig.Status))
+	case orig.Namespace != c.op.Namespace || orig.Tool != c.tool || orig.WorkflowID != c.op.WorkflowID || orig.StepID != c.op.StepID:
+		return refuse("its approval is of another namespace, tool, workflow or step")
+	}
+	key, err := oncekey.EditKey(c.op.Namespace, c.op.Tenant, c.editOf, orig.Episode)
+	if err != nil || key != orig.EditedAs {
+		return refuse("its approval was replaced by another edit")
+	}
+	c.key = key
+	ed, err := get(key)
+	switch {
+	case err != nil:
+		return c.storeFailed("get approval", err)
+	case ed == nil || ed.EditOf != c.editOf || !c.authorises(ed):
+		return refuse("the edit a person approved is of other arguments")
+	}
+	return nil
 }

@@ -40,6 +40,9 @@ type Details struct {
 	// okworker.CheckIdentity; Fingerprint is "" when the call failed before it had one.
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Version     string `json:"version,omitempty"`
+	// ModelMessage is what the person who decided the call's approval said to the model
+	// (oncekey.Approval.ModelMessage), for oncekey.Label to put into ToolResult.Message.
+	ModelMessage string `json:"model_message,omitempty"`
 }
 
 // ApprovalDetails is the approval request behind a refusal (Details.Approval), as the worker

@@ -17,7 +17,7 @@ import (
 // error), found anywhere in the chain the SDK delivers, says what to fix; anything else says to
 // call again.
 func TestUndecidedSaysWhatToDo(t *testing.T) {
-	a := &approvalCall{scheduled{name: "CreateTicket", tenant: "acme corp"}}
+	a := &approvalCall{scheduled: scheduled{name: "CreateTicket", tenant: "acme corp"}}
 	chain := func(typ string) error {
 		return fmt.Errorf("child workflow failed: %w", fmt.Errorf("activity failed: %w",
 			temporal.NewNonRetryableApplicationError("the approval is of tool \"SendMoney\"", typ, nil)))

@@ -222,6 +222,39 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	}
 	if p.Approval != nil {
 		a := &approvalCall{scheduled: c}
+		a.edit = func(ctx workflow.Context, doc json.RawMessage, original string) workflow.Future {
+			// The call a person approved with edited arguments: the same tool, scheduled with
+			// them, pointing the worker at the original's approval (which the worker reads).
+			if r.Tool != activityType || len(args) != 1 {
+				return failedFuture(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+					"oncekey: %s was approved with edited arguments, but its activity takes its arguments in another shape (a Route, or several arguments); nothing ran", r.Tool),
+					oncekey.ErrTypeConfig, nil, Details{Tenant: tenant, OperationKey: original, Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "edit not schedulable"}))
+			}
+			if h := tinterceptor.WorkflowHeader(ctx); h != nil {
+				dc := w.root.opts.DataConverter
+				for _, hv := range []struct {
+					name string
+					v    any
+				}{{oncekey.HeaderArgs, doc}, {oncekey.HeaderEditOf, original}} {
+					name := hv.name
+					pl, err := dc.ToPayload(hv.v)
+					if err != nil {
+						return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode header "+name+": "+err.Error(), oncekey.ErrTypeConfig, err))
+					}
+					h[name] = pl
+				}
+			}
+			edited := c
+			edited.toolArgs, edited.args = doc, []any{doc}
+			if p.Effect != oncekey.Effectful {
+				return w.Next.ExecuteActivity(ctx, activityType, doc)
+			}
+			l := &effectfulLoop{scheduled: edited, namespace: workflow.GetInfo(ctx).Namespace, opts: workflow.GetActivityOptions(ctx), start: workflow.Now(ctx)}
+			first := w.Next.ExecuteActivity(l.attemptContext(ctx), activityType, doc)
+			f, s := workflow.NewFuture(ctx)
+			workflow.Go(ctx, func(gctx workflow.Context) { l.run(gctx, first, s) })
+			return f
+		}
 		switch workflow.GetVersion(ctx, approvalChangeID, workflow.DefaultVersion, approvalByWorkerVersion) {
 		case approvalByWorkerVersion:
 			return a.viaWorker(ctx, schedule)

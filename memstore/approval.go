@@ -29,9 +29,10 @@ func askedOtherwise(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool 
 }
 
 // refusedOtherCall reports whether a worker's request p asks anew a, of another fingerprint: a
-// was denied or timed out, so it authorises nothing and blocks no other call of the key.
+// was denied, timed out or replaced, so it authorises nothing and blocks no other call of the
+// key.
 func refusedOtherCall(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
-	return p.Token != "" && (a.Status == oncekey.ApprovalDenied || a.Status == oncekey.ApprovalTimedOut)
+	return p.Token != "" && (a.Status == oncekey.ApprovalDenied || a.Status == oncekey.ApprovalTimedOut || a.Status == oncekey.ApprovalReplaced)
 }
 
 // RequestApproval implements oncekey.ApprovalStore.
@@ -71,7 +72,7 @@ func (s *Store) requestApproval(p *oncekey.RequestApprovalParams, now time.Time)
 		Tenant: p.Tenant, OperationKey: p.OperationKey, Namespace: p.Namespace, Tool: p.Tool,
 		Fingerprint: p.Fingerprint, WorkflowID: p.WorkflowID, StepID: p.StepID, Summary: p.Summary,
 		Status: oncekey.ApprovalPending, Episode: a.Episode + 1,
-		RequestedAt: now, Deadline: now.Add(p.Timeout), Token: p.Token,
+		RequestedAt: now, Deadline: now.Add(p.Timeout), Token: p.Token, EditOf: p.EditOf,
 	}
 	s.approvalTokens[k] = p.RequestToken
 	return &oncekey.ApprovalResult{Created: true, Approval: viewApproval(a, now)}
@@ -102,6 +103,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 		a.DecidedBy = p.DecidedBy
 		a.Reason = p.Reason
 		a.ExpiresAt = now.Add(p.Retention)
+		a.ModelMessage, a.ChangesRequested, a.EditedAs = p.ModelMessage, p.ChangesRequested, p.EditedAs
 		return viewApproval(a, now), nil
 	})
 }

@@ -21,7 +21,8 @@ var _ oncekey.ApprovalStore = (*Store)(nil)
 const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary,
     CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
     CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
-    CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token`
+    CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token,
+    model_message, changes_requested, edit_of, edited_as`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
@@ -29,7 +30,7 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
 // past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
 // retention (a pending one never is). A worker's request (a token) also asks anew a pending or
 // approved approval of its fingerprint asked without a token or with another summary, and a
-// denied or timed-out approval of another fingerprint. approvalOverdue is whether an approval is
+// denied, timed-out or replaced approval of another fingerprint. approvalOverdue is whether an approval is
 // pending past its deadline: it reads, and is asked anew, as timed out; approvalStatus is the
 // status of o as it reads.
 const (
@@ -37,7 +38,7 @@ const (
     AND ((o.fingerprint = EXCLUDED.fingerprint
             AND ({ostatus} = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
                 OR (EXCLUDED.token <> '' AND {ostatus} IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
-        OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND {ostatus} IN ('denied', 'timed_out'))))`
+        OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND {ostatus} IN ('denied', 'timed_out', 'replaced'))))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
 	approvalOverdue      = `(status = 'pending' AND deadline <= now())`
 	approvalStatus       = `(CASE WHEN o.status = 'pending' AND o.deadline <= now() THEN 'timed_out' ELSE o.status END)`
@@ -89,8 +90,8 @@ func (s *Store) approvalSQL(a string) {
 	// whether this request's token is the stored one (it asked the episode, now or as the
 	// request it repeats).
 	s.requestApprovalSQL = r.Replace(`INSERT INTO {a} AS o (tenant, operation_key, namespace, tool, fingerprint, workflow_id,
-    step_id, summary, status, episode, requested_at, deadline, request_token, token)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10, $11)
+    step_id, summary, status, episode, requested_at, deadline, request_token, token, edit_of)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1, now(), now() + $9::bigint * interval '1 microsecond', $10, $11, $12)
 ON CONFLICT (tenant, operation_key) DO UPDATE SET
     fingerprint   = CASE WHEN {anew} THEN EXCLUDED.fingerprint ELSE o.fingerprint END,
     workflow_id   = CASE WHEN {anew} THEN EXCLUDED.workflow_id ELSE o.workflow_id END,
@@ -105,7 +106,11 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     reason        = CASE WHEN {anew} THEN '' ELSE o.reason END,
     expires_at    = CASE WHEN {anew} THEN NULL ELSE o.expires_at END,
     request_token = CASE WHEN {anew} THEN EXCLUDED.request_token ELSE o.request_token END,
-    token         = CASE WHEN {anew} THEN EXCLUDED.token ELSE o.token END
+    token         = CASE WHEN {anew} THEN EXCLUDED.token ELSE o.token END,
+    model_message = CASE WHEN {anew} THEN '' ELSE o.model_message END,
+    changes_requested = CASE WHEN {anew} THEN false ELSE o.changes_requested END,
+    edit_of       = CASE WHEN {anew} THEN EXCLUDED.edit_of ELSE o.edit_of END,
+    edited_as     = CASE WHEN {anew} THEN '' ELSE o.edited_as END
 RETURNING {cols}, request_token = $10 AS created`)
 	// A person's decision on an overdue approval ({late}) writes the timeout it reads as instead,
 	// and RETURNING says so.
@@ -113,7 +118,10 @@ RETURNING {cols}, request_token = $10 AS created`)
     decided_at = CASE WHEN {late} THEN deadline ELSE now() END,
     decided_by = CASE WHEN {late} THEN {decider} ELSE $5 END,
     reason = CASE WHEN {late} THEN {overdueReason} ELSE $6 END,
-    expires_at = now() + $7::bigint * interval '1 microsecond'
+    expires_at = now() + $7::bigint * interval '1 microsecond',
+    model_message = CASE WHEN {late} THEN '' ELSE $9 END,
+    changes_requested = CASE WHEN {late} THEN false ELSE $10 END,
+    edited_as = CASE WHEN {late} THEN '' ELSE $11 END
 WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending'
 RETURNING {cols}, {late} AS late`)
 	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
@@ -128,7 +136,8 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
 		decidedAt, expiresAt pgtype.Timestamptz
 	)
 	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
-		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token}, extra...)
+		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token,
+		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -174,7 +183,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	)
 	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
-			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token), &res.Created)
+			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token, p.EditOf), &res.Created)
 	})
 	if err != nil {
 		return nil, s.wrapApproval(ctx, "request approval", p.OperationKey, err)
@@ -195,7 +204,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	var late bool
 	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekey.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
-			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token), &late)
+			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token, p.ModelMessage, p.ChangesRequested, p.EditedAs), &late)
 	}, func() error {
 		cur, gerr := s.getApproval(ctx, op, p.Tenant, p.OperationKey)
 		switch {

@@ -61,7 +61,7 @@ func TestStoreBeforeApprovalMigration(t *testing.T) {
 				se := requireSchemaError(t, err, "42P01", want...)
 				require.Equal(t, op, se.Op)
 			}
-			requireSchemaError(t, s.Check(ctx), "", `migrations 003_approvals, 004_approval_token, 005_transactional, 006_outbox are not applied in schema "`+schema+`"`)
+			requireSchemaError(t, s.Check(ctx), "", `migrations 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits are not applied in schema "`+schema+`"`)
 
 			require.NoError(t, pgstore.Migrate(ctx, pool))
 			require.NoError(t, s.Check(ctx))
@@ -214,6 +214,10 @@ ORDER BY ordinal_position`)
 		"expires_at timestamp with time zone",
 		"request_token bigint NOT NULL",
 		"token text NOT NULL DEFAULT ''::text",
+		"model_message text NOT NULL DEFAULT ''::text",
+		"changes_requested boolean NOT NULL DEFAULT false",
+		"edit_of text NOT NULL DEFAULT ''::text",
+		"edited_as text NOT NULL DEFAULT ''::text",
 	}, columns, "the columns of oncekey_approvals")
 
 	var schema string
@@ -238,6 +242,6 @@ WHERE conrelid = 'oncekey_approvals'::regclass ORDER BY conname`)
 	require.Equal(t, []string{
 		"oncekey_approvals_episode_check CHECK ((episode >= 1))",
 		"oncekey_approvals_pkey PRIMARY KEY (tenant, operation_key)",
-		"oncekey_approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'denied'::text, 'timed_out'::text])))",
+		"oncekey_approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'denied'::text, 'timed_out'::text, 'replaced'::text])))",
 	}, constraints, "the constraints of oncekey_approvals")
 }

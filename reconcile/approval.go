@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,14 +45,20 @@ const (
 	Approve DecisionKind = "approve"
 	// Deny rejects the call and its repeats within the policy's retention. It needs a reason.
 	Deny DecisionKind = "deny"
+	// RequestChanges rejects the call as it is and asks the model for other arguments: recorded
+	// as denied, with Approval.ChangesRequested. It needs a Message saying what to change.
+	RequestChanges DecisionKind = "request_changes"
 )
+
+// MaxEditBytes is the most a Decision's edited Arguments may hold, in bytes of JSON.
+const MaxEditBytes = 64 << 10
 
 // Status returns the approval status the decision is recorded as.
 func (k DecisionKind) Status() oncekey.ApprovalStatus {
 	switch k {
 	case Approve:
 		return oncekey.ApprovalApproved
-	case Deny:
+	case Deny, RequestChanges:
 		return oncekey.ApprovalDenied
 	}
 	return ""
@@ -60,7 +67,8 @@ func (k DecisionKind) Status() oncekey.ApprovalStatus {
 // Decision is a person's decision on an approval request: the argument of the DecideUpdateName
 // update and the payload of the DecideSignalName signal, whose JSON is
 //
-//	{"decision":"approve"|"deny","tenant":…,"episode":…,"decided_by":…,"reason":…,"request_id":…}
+//	{"decision":"approve"|"deny"|"request_changes","tenant":…,"episode":…,"decided_by":…,"reason":…,"request_id":…,
+//	 "message":…,"arguments":{…}}
 type Decision struct {
 	// Decision is Approve or Deny. Required.
 	Decision DecisionKind `json:"decision"`
@@ -80,6 +88,17 @@ type Decision struct {
 	// ApprovalReport.LastInvalidRequestID when it refuses it as a signal. Optional; Decide sets a
 	// fresh one.
 	RequestID string `json:"request_id,omitempty"`
+	// Message is what the model reads with the call's result (oncekey.ToolResult.Message): plain
+	// text, at most oncekey.MaxModelMessageBytes, kept apart from Reason, which may hold operator
+	// detail and never reaches the model. Required to request changes; optional otherwise.
+	Message string `json:"message,omitempty"`
+	// Arguments, with Approve only, approves the call with these arguments instead of the
+	// model's: one JSON object, at most MaxEditBytes, that the worker checks against the tool's
+	// input type before the decision is recorded (oncekey.EditArguments). The call as proposed
+	// is settled as replaced (oncekey.ApprovalReplaced), and the edit runs as a new operation
+	// (oncekey.EditKey) in its place. Tool, tenant and namespace are the approval's: an edit
+	// cannot change them.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // InvalidDecisionError: a Decision is malformed. Nothing was sent or written.
@@ -98,7 +117,7 @@ func (e *InvalidDecisionError) Error() string {
 // naming the bad field.
 func (d Decision) Validate() error {
 	if d.Decision.Status() == "" {
-		return &InvalidDecisionError{Field: "Decision", Reason: fmt.Sprintf("%q is not %q or %q", d.Decision, Approve, Deny)}
+		return &InvalidDecisionError{Field: "Decision", Reason: fmt.Sprintf("%q is not %q, %q or %q", d.Decision, Approve, Deny, RequestChanges)}
 	}
 	if strings.TrimSpace(d.Tenant) == "" {
 		return &InvalidDecisionError{Field: "Tenant", Reason: "must not be empty: give the operation's tenant"}
@@ -108,6 +127,15 @@ func (d Decision) Validate() error {
 	}
 	if d.Decision == Deny && strings.TrimSpace(d.Reason) == "" {
 		return &InvalidDecisionError{Field: "Reason", Reason: "a denial needs a reason"}
+	}
+	if d.Decision == RequestChanges && strings.TrimSpace(d.Message) == "" {
+		return &InvalidDecisionError{Field: "Message", Reason: "a request for changes needs a message for the model saying what to change"}
+	}
+	if reason := oncekey.ModelMessageProblem(d.Message); reason != "" {
+		return &InvalidDecisionError{Field: "Message", Reason: reason}
+	}
+	if err := d.ValidateArguments(); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name, v string
@@ -121,6 +149,26 @@ func (d Decision) Validate() error {
 		if reason := textcheck.Problem(f.v, f.limit); reason != "" {
 			return &InvalidDecisionError{Field: f.name, Reason: reason}
 		}
+	}
+	return nil
+}
+
+// ValidateArguments checks the shape of an edit, as Validate does: with Approve only, one JSON
+// object within MaxEditBytes, or an *InvalidDecisionError. Whether it fits the tool is the
+// worker's to check (oncekey.EditArguments).
+func (d Decision) ValidateArguments() error {
+	if len(d.Arguments) == 0 {
+		return nil
+	}
+	if d.Decision != Approve {
+		return &InvalidDecisionError{Field: "Arguments", Reason: "only an approval takes edited arguments"}
+	}
+	if len(d.Arguments) > MaxEditBytes {
+		return &InvalidDecisionError{Field: "Arguments", Reason: fmt.Sprintf("%d bytes is more than %d", len(d.Arguments), MaxEditBytes)}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(d.Arguments, &m); err != nil || m == nil {
+		return &InvalidDecisionError{Field: "Arguments", Reason: "must be one JSON object: the tool's arguments as they should run"}
 	}
 	return nil
 }
@@ -185,6 +233,15 @@ type ApprovalOutput struct {
 	// fingerprint); nothing was asked or decided, and the call is refused.
 	FingerprintMismatch bool   `json:"fingerprint_mismatch,omitempty"`
 	Fingerprint         string `json:"fingerprint,omitempty"`
+	// Message is the message for the model recorded with the decision; ChangesRequested says a
+	// denial asked for other arguments.
+	Message          string `json:"message,omitempty"`
+	ChangesRequested bool   `json:"changes_requested,omitempty"`
+	// EditedAs is, for status replaced, the operation key of the edit that runs instead, and
+	// Arguments its arguments in canonical JSON, as the worker checked them (absent when the
+	// answer was read from the store: arguments are never stored).
+	EditedAs  string          `json:"edited_as,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // ApprovalState is where an approval workflow stands.
@@ -294,7 +351,11 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 // decidedAsSent returns nil when out records d (its status and its RequestID), else a
 // *DecisionRefusedError saying how the approval was decided instead.
 func decidedAsSent(key string, out *ApprovalOutput, d Decision) error {
-	if out.Status == d.Decision.Status() && out.RequestID == d.RequestID {
+	want := d.Decision.Status()
+	if len(d.Arguments) > 0 {
+		want = oncekey.ApprovalReplaced
+	}
+	if out.Status == want && out.RequestID == d.RequestID {
 		return nil
 	}
 	by := out.DecidedBy

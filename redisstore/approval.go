@@ -32,7 +32,8 @@ func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
 		Tenant: str(f[0]), OperationKey: str(f[1]), Namespace: str(f[2]), Tool: str(f[3]), Fingerprint: str(f[4]),
 		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
 		Episode: d.num(9), RequestedAt: d.at(10), Deadline: d.at(11), DecidedAt: d.at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
-		ExpiresAt: d.at(15), Token: str(f[16]),
+		ExpiresAt: d.at(15), Token: str(f[16]), ModelMessage: str(f[17]), ChangesRequested: str(f[18]) == "1",
+		EditOf: str(f[19]), EditedAs: str(f[20]),
 	}
 	a.ReadAsOf(time.UnixMicro(now))
 	return a, d.err(8)
@@ -53,7 +54,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	}
 	v, err := s.run(ctx, op, p.OperationKey, lua.RequestApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey),
 		p.Tenant, p.OperationKey, p.Namespace, p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary,
-		p.Timeout.Microseconds(), tok, p.Token)
+		p.Timeout.Microseconds(), tok, p.Token, p.EditOf)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
 	v, err := s.run(ctx, op, p.OperationKey, lua.DecideApproval, []string{keys[0], keys[3]},
 		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token(), p.Token,
-		oncekey.ApprovalTimeoutDecider, oncekey.ApprovalOverdueReason)
+		oncekey.ApprovalTimeoutDecider, oncekey.ApprovalOverdueReason, p.ModelMessage, flag(p.ChangesRequested), p.EditedAs)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +93,14 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
 	}
 	return a, nil
+}
+
+// flag is b as the approval scripts store a flag: "1", or "" for false.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }
 
 // GetApproval implements oncekey.ApprovalStore.

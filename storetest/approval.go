@@ -46,6 +46,7 @@ var approvalTests = []struct {
 	{"OverdueReadsTimedOut", testApprovalOverdueReadsTimedOut},
 	{"OverdueAsksAnew", testApprovalOverdueAsksAnew},
 	{"OverdueDecisionDoesNotLand", testApprovalOverdueDecision},
+	{"EditAndMessageKept", testApprovalEditAndMessage},
 }
 
 // RunApprovals runs the approval subtests of the conformance suite against stores made by

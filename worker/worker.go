@@ -63,7 +63,8 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, Registry: opts.Registry, ResultSealer: opts.ResultSealer})
+	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, FingerprintSecret: opts.FingerprintSecret,
+		Registry: opts.Registry, ResultSealer: opts.ResultSealer})
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,8 @@ func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	if err := checkApprovalStore(opts); err != nil {
 		return err
 	}
-	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, Registry: opts.Registry, ResultSealer: opts.ResultSealer})
+	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, FingerprintSecret: opts.FingerprintSecret,
+		Registry: opts.Registry, ResultSealer: opts.ResultSealer})
 	if err != nil {
 		return err
 	}

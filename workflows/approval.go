@@ -48,7 +48,7 @@ func Approval(ctx workflow.Context, in reconcile.ApprovalInput) (reconcile.Appro
 		protocol: approvalProtocol, tool: in.Tool, key: in.OperationKey,
 		invalid: a.invalid,
 		record: func(ctx workflow.Context, d reconcile.Decision) string {
-			return a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID)
+			return a.record(ctx, d.Decision.Status(), d.DecidedBy, d.Reason, d.RequestID, &d)
 		},
 		requestID: func(d reconcile.Decision) string { return d.RequestID },
 		settled:   func() bool { return a.report.State == reconcile.ApprovalStateDecided },
@@ -114,7 +114,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 		hasDeadline: true, deadline: a.report.Deadline,
 		expire: func(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 			a.k.busy = true
-			a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider, fmt.Sprintf("nobody decided within %s", a.in.Timeout), "")
+			a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider, fmt.Sprintf("nobody decided within %s", a.in.Timeout), "", nil)
 			a.k.busy = false
 			return a.k.out, a.k.err
 		},
@@ -168,15 +168,20 @@ func (a *approver) invalid(d reconcile.Decision) string {
 	return ""
 }
 
-// record writes a decision with the DecideApproval activity. It returns why the decision was
-// refused ("" when the run is decided: by this decision, by one found recorded, or ended by an
-// error).
-func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, by, reason, requestID string) string {
-	var ans activities.ApprovalAnswer
-	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, activities.DecideApprovalInput{
+// record writes a decision with the DecideApproval activity; d is the person's decision, whose
+// message for the model and edited arguments go with it (nil for a timeout). It returns why the
+// decision was refused ("" when the run is decided: by this decision, by one found recorded, or
+// ended by an error).
+func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, by, reason, requestID string, d *reconcile.Decision) string {
+	in := activities.DecideApprovalInput{
 		Tenant: a.in.Tenant, OperationKey: a.in.OperationKey, Tool: a.in.Tool, Episode: a.report.Episode, Token: a.token,
 		Status: status, DecidedBy: by, Reason: reason, Retention: a.in.Retention,
-	}).Get(ctx, &ans)
+	}
+	if d != nil {
+		in.Message, in.ChangesRequested, in.Arguments = d.Message, d.Decision == reconcile.RequestChanges, d.Arguments
+	}
+	var ans activities.ApprovalAnswer
+	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid && status != oncekey.ApprovalTimedOut {

@@ -42,6 +42,12 @@ type approvalView struct {
 	// Delivered is a decision delivered to the pending approval's workflow that no worker has
 	// taken yet (show only, when Temporal can say).
 	Delivered *deliveredView `json:"decision_delivered,omitempty"`
+	// ModelMessage is what the decision said to the model; ChangesRequested, that a denial asked
+	// for other arguments; EditOf and EditedAs link an edit and the call it replaced.
+	ModelMessage     string `json:"model_message,omitempty"`
+	ChangesRequested bool   `json:"changes_requested,omitempty"`
+	EditOf           string `json:"edit_of,omitempty"`
+	EditedAs         string `json:"edited_as,omitempty"`
 }
 
 func approvalViewOf(ap *oncekey.Approval) *approvalView {
@@ -51,6 +57,7 @@ func approvalViewOf(ap *oncekey.Approval) *approvalView {
 		Episode: ap.Episode, Fingerprint: ap.Fingerprint,
 		RequestedAt: ap.RequestedAt.UTC(), Deadline: ap.Deadline.UTC(), DecidedAt: timePtr(ap.DecidedAt),
 		DecidedBy: ap.DecidedBy, Reason: ap.Reason, ExpiresAt: timePtr(ap.ExpiresAt),
+		ModelMessage: ap.ModelMessage, ChangesRequested: ap.ChangesRequested, EditOf: ap.EditOf, EditedAs: ap.EditedAs,
 	}
 }
 
@@ -255,6 +262,18 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	if ap.Reason != "" {
 		line("approval reason", cell(ap.Reason))
 	}
+	if ap.ChangesRequested {
+		line("changes requested", "yes: the model was asked for other arguments")
+	}
+	if ap.ModelMessage != "" {
+		line("message for the model", cell(ap.ModelMessage))
+	}
+	if ap.EditedAs != "" {
+		line("replaced by the edit", cell(ap.EditedAs)+" (approved with edited arguments; the call as proposed never runs)")
+	}
+	if ap.EditOf != "" {
+		line("edit of", cell(ap.EditOf)+" (a person approved that call with these arguments instead)")
+	}
 	if ap.ExpiresAt != nil {
 		line("approval kept until", ap.ExpiresAt.Format(time.RFC3339))
 	}
@@ -270,6 +289,8 @@ func noRecordLine(ap *approvalView) string {
 		return "none yet: approved, the call has not claimed its key (it runs when its workflow schedules it)"
 	case oncekey.ApprovalTimedOut:
 		return "none: nobody decided in time, so the call was refused and never ran; its next call asks again"
+	case oncekey.ApprovalReplaced:
+		return "none: approved with edited arguments, so the call as proposed never ran; the edit runs under its own key (below)"
 	}
 	return "none: the call was refused and never ran"
 }

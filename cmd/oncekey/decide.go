@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -23,6 +24,11 @@ import (
 type decideFlags struct {
 	deciderFlags
 	reason string
+	// message is --message, the text for the model; args is approve's --args, the edited
+	// arguments; changes is deny's --request-changes.
+	message string
+	args    string
+	changes bool
 	// episode is --episode: the approval's episode the decision is for; 0 reads the pending one
 	// from the store.
 	episode int64
@@ -46,9 +52,15 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
 			"episode is read from the store. A decision for an episode that is no longer pending is refused, so a decision sent\n" +
 			"twice, or by two people, lands at most once.\n\n" +
+			"--args approves the call with other arguments: one JSON object, the tool's whole input as it should run. The\n" +
+			"worker checks it against the tool's input type before anything is recorded (a member the type does not have,\n" +
+			"a wrong type: refused, exit 1, and the approval keeps waiting). The call as proposed is then settled as replaced\n" +
+			"and never runs; the edit runs as a new operation with its own key (printed), and the model reads which\n" +
+			"arguments changed. The tool, tenant and namespace cannot be edited.\n\n" +
 			"Find what waits with `oncekey approvals`.",
 		Example: "  oncekey approve ok1_3f2a… --tenant acme --reason 'customer called, refund agreed'\n" +
-			"  oncekey approve ok1_3f2a… --tenant acme --episode 2 --by ada",
+			"  oncekey approve ok1_3f2a… --tenant acme --episode 2 --by ada\n" +
+			"  oncekey approve ok1_3f2a… --tenant acme --args '{\"order_id\":\"A-1\",\"amount_cents\":5000}' --reason 'half, as agreed'",
 		Args: a.keyArgs("oncekey approve KEY --tenant T", "approvals"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.decide(cmd.Context(), kind, &f, args[0])
@@ -62,7 +74,11 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 			"repeat of the operation is denied again until the approval expires (the policy's retention).\n\n" +
 			"--episode names the approval request the decision is for, as `oncekey approvals` prints it; left out, the pending\n" +
 			"episode is read from the store."
-		cmd.Example = "  oncekey deny ok1_3f2a… --tenant acme --reason 'amount over the refund limit'"
+		cmd.Long += "\n\n--message is what the model reads with the refusal (plain text, at most 500 bytes), kept apart from --reason,\n" +
+			"which may hold operator detail and never reaches the model. --request-changes asks the model for other arguments\n" +
+			"instead of telling it to stop (it needs --message, saying what to change); it is recorded as denied."
+		cmd.Example = "  oncekey deny ok1_3f2a… --tenant acme --reason 'amount over the refund limit' --message 'Refunds over 100 EUR go through billing.'\n" +
+			"  oncekey deny ok1_3f2a… --tenant acme --reason 'wrong order' --request-changes --message 'Use the order number, not the invoice number.'"
 		cmd.Args = a.keyArgs("oncekey deny KEY --tenant T --reason WHY", "approvals")
 	}
 	fl := cmd.Flags()
@@ -70,9 +86,12 @@ func newDecideCmd(a *app, kind reconcile.DecisionKind) *cobra.Command {
 	fl.Int64Var(&f.episode, "episode", 0, "the approval's episode `N` the decision is for, as oncekey approvals prints it (default: the pending one, read from the store)")
 	if approve {
 		fl.StringVar(&f.reason, "reason", "", "why; recorded with the approval")
+		fl.StringVar(&f.args, "args", "", "approve with these arguments instead (`JSON`: one object, the tool's whole input); the edit runs as a new operation")
 	} else {
-		fl.StringVar(&f.reason, "reason", "", "why (required); recorded with the approval")
+		fl.StringVar(&f.reason, "reason", "", "why (required); recorded with the approval, never shown to the model")
+		fl.BoolVar(&f.changes, "request-changes", false, "ask the model for other arguments instead of telling it to stop (needs --message)")
 	}
+	fl.StringVar(&f.message, "message", "", "what the model reads with the result (plain `text`, at most 500 bytes)")
 	return cmd
 }
 
@@ -85,6 +104,22 @@ func (f *decideFlags) decision(a *app, kind reconcile.DecisionKind, keyArg strin
 	}
 	if kind == reconcile.Deny && strings.TrimSpace(f.reason) == "" {
 		return reconcile.Decision{}, "", fail(exitUsage, "give --reason: a denial says why (it is recorded with the approval and shown by `oncekey show`)")
+	}
+	if f.changes {
+		kind = reconcile.RequestChanges
+		if strings.TrimSpace(f.message) == "" {
+			return reconcile.Decision{}, "", fail(exitUsage, "give --message with --request-changes: it tells the model what to change")
+		}
+	}
+	if p := oncekey.ModelMessageProblem(f.message); p != "" {
+		return reconcile.Decision{}, "", fail(exitUsage, "--message %s; nothing was sent to %s", p, verb)
+	}
+	var args json.RawMessage
+	if strings.TrimSpace(f.args) != "" {
+		args = json.RawMessage(f.args)
+		if err := (reconcile.Decision{Decision: reconcile.Approve, Arguments: args}).ValidateArguments(); err != nil {
+			return reconcile.Decision{}, "", fail(exitUsage, "--args: %s; nothing was sent to approve", oneLine(err))
+		}
 	}
 	if f.episode < 0 {
 		return reconcile.Decision{}, "", fail(exitUsage, "--episode %d is not an episode: give the episode `oncekey approvals` prints, or leave it out for the pending one", f.episode)
@@ -101,7 +136,8 @@ func (f *decideFlags) decision(a *app, kind reconcile.DecisionKind, keyArg strin
 			return reconcile.Decision{}, "", fail(exitUsage, "%s %s; nothing was sent to %s", fl.name, p, verb)
 		}
 	}
-	return reconcile.Decision{Decision: kind, Tenant: f.tenant, Episode: f.episode, DecidedBy: by, Reason: f.reason}, key, nil
+	return reconcile.Decision{Decision: kind, Tenant: f.tenant, Episode: f.episode, DecidedBy: by, Reason: f.reason,
+		Message: f.message, Arguments: args}, key, nil
 }
 
 // decide runs `oncekey approve` or `oncekey deny`.
@@ -151,6 +187,9 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		}
 		fmt.Fprintf(a.stdout, "%s %s, episode %d (%s accepted it)\n", pastTense(kind), key, d.Episode, id)
 		fmt.Fprintf(a.stdout, "the workflow answered: %s\n", decisiontext.ApprovalAnswer(out, printable))
+		if out.EditedAs != "" {
+			fmt.Fprintf(a.stdout, "the call runs with the edited arguments as %s; `%s` shows it once it ran\n", out.EditedAs, a.showCommand(out.EditedAs, f.tenant))
+		}
 		return nil
 	})
 }

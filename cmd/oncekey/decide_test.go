@@ -337,3 +337,41 @@ func TestTemporalCLIDecidesAsDocumented(t *testing.T) {
 		require.Equal(t, "ada", v.DecidedBy)
 	}
 }
+
+// deny --request-changes tells the model what to change: --message is required with it and is
+// plain text; approve --args is one JSON object; both refused before anything is sent (exit 2).
+// Sent, the message is recorded apart from the reason, and show prints both.
+func TestDenyWithAMessageForTheModel(t *testing.T) {
+	needsServices(t)
+	c, url, env := workerEnv(t, "")
+	b := &bookings{}
+	run := runBooking(t, c, approvalWorker(t, c, url, b, "default"))
+	ap := waitingApproval(t, c, env)
+
+	r := cli(t, env, "deny", ap.OperationKey, "--reason", "wrong ref", "--request-changes")
+	requireOneLine(t, r, exitUsage, "give --message with --request-changes")
+	r = cli(t, env, "deny", ap.OperationKey, "--reason", "wrong ref", "--message", "line\x1b[31m")
+	requireOneLine(t, r, exitUsage, "--message ", "nothing was sent")
+	r = cli(t, env, "approve", ap.OperationKey, "--args", `"R2"`)
+	requireOneLine(t, r, exitUsage, "--args: ", "must be one JSON object")
+
+	r = cli(t, env, "deny", ap.OperationKey, "--by", "ops", "--reason", "ref R1 is on the fraud list (ticket 991)", "--request-changes",
+		"--message", "Use the booking reference from the confirmation e-mail.")
+	require.Equal(t, 0, r.code, r.stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := run.Get(ctx, nil)
+	tr := oncekey.Label(nil, err)
+	require.Equal(t, oncekey.NextFix, tr.NextAction)
+	require.Equal(t, oncekey.ReasonChangesRequested, tr.Reason)
+	require.Equal(t, "Use the booking reference from the confirmation e-mail.", tr.Message)
+	effects, runs := b.counts()
+	require.Zero(t, effects)
+	require.Zero(t, runs, "nothing ran")
+
+	r = cli(t, env, "show", ap.OperationKey)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^approval reason\s+ref R1 is on the fraud list \(ticket 991\)$`, r.stdout)
+	require.Regexp(t, `(?m)^changes requested\s+yes`, r.stdout)
+	require.Regexp(t, `(?m)^message for the model\s+Use the booking reference from the confirmation e-mail\.$`, r.stdout)
+}

@@ -136,7 +136,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	printReport(stdout, report)
 	fmt.Fprintf(stdout, "transcripts: %s (one JSONL file per request: what the model saw)\n",
-		strings.Join([]string{filepath.Join(*out, "oncekey", "*.jsonl"), filepath.Join(*out, "plain", "*.jsonl")}, ", "))
+		strings.Join([]string{filepath.Join(*out, "oncekey", "*.jsonl"), filepath.Join(*out, "approvals", "*.jsonl"), filepath.Join(*out, "plain", "*.jsonl")}, ", "))
 	fmt.Fprintf(stdout, "total time %s\n", time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintln(stdout, summaryLine(report))
 	switch {

@@ -169,6 +169,31 @@ func TestDemo(t *testing.T) {
 	}
 	checkGoldenTranscripts(t, dir)
 
+	// The approval scene: the large refund ran once, with the amount the operator edited it down
+	// to, and the model read which argument changed; the other refund was denied, nothing ran, and
+	// the model read the operator's message, never the reason.
+	a := o.Approvals
+	require.NotNil(t, a)
+	require.Empty(t, a.Errors)
+	require.Equal(t, 1, a.Edited)
+	require.Equal(t, 1, a.Denied)
+	require.Equal(t, 1, a.RefundEffects, "one refund landed in the scene")
+	require.Equal(t, []int64{desk.SceneEditedCents}, a.Refunded)
+	var read []string
+	for _, r := range a.Read {
+		read = append(read, r.RequestID+" "+r.ForModel)
+	}
+	joined := strings.Join(read, "\n")
+	require.Contains(t, joined, desk.SceneEditRequest+` {"status":"applied"`)
+	require.Contains(t, joined, `"reason":"edited"`)
+	require.Contains(t, joined, `"changed":["amount_cents"]`)
+	require.Contains(t, joined, desk.SceneDenyRequest+` {"status":"rejected"`)
+	require.Contains(t, joined, desk.SceneDenyMessage)
+	require.NotContains(t, joined, desk.SceneDenyReason)
+	files, err := filepath.Glob(filepath.Join(dir, "approvals", "*.jsonl"))
+	require.NoError(t, err)
+	require.Len(t, files, 2)
+
 	var out bytes.Buffer
 	printReport(&out, rep)
 	require.Contains(t, out.String(), "DOUBLE EFFECTS")

@@ -66,6 +66,7 @@ func printReport(w io.Writer, r *desk.Report) {
 	row("wall time", o.Duration.Round(100e6), p.Duration.Round(100e6))
 	_ = tw.Flush()
 	fmt.Fprintln(w)
+	printApprovals(w, o.Approvals)
 	for _, m := range []*desk.ModeReport{o, p} {
 		if len(m.Doubled) > 0 {
 			fmt.Fprintf(w, "landed twice with %s: %s\n", m.Mode, list(m.Doubled, 12))
@@ -89,4 +90,20 @@ func list(items []string, limit int) string {
 		return strings.Join(items, ", ")
 	}
 	return strings.Join(items[:limit], ", ") + fmt.Sprintf(" and %d more", len(items)-limit)
+}
+
+// printApprovals writes what the approval scene did and what the model read of it.
+func printApprovals(w io.Writer, a *desk.ApprovalScene) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(w, "approvals (refunds over %d.%02d wait for a person): approved with edited arguments %d, denied with a message %d; refunds landed %d %v (cents)\n",
+		desk.ApprovalThresholdCents/100, desk.ApprovalThresholdCents%100, a.Edited, a.Denied, a.RefundEffects, a.Refunded)
+	for _, r := range a.Read {
+		fmt.Fprintf(w, "  %s: the model read %s\n", r.RequestID, r.ForModel)
+	}
+	for _, e := range a.Errors {
+		fmt.Fprintf(w, "  approval scene: %s\n", e)
+	}
+	fmt.Fprintln(w)
 }

@@ -167,7 +167,8 @@ func ResolutionAnswer(out *reconcile.Output, q func(string) string) string {
 }
 
 // ApprovalAnswer says what the approval workflow recorded: "approved, by ines, at
-// 2026-01-02T15:04:05Z, reason: booked by phone". q is as for ResolutionAnswer.
+// 2026-01-02T15:04:05Z, reason: booked by phone", then the message for the model if there is one.
+// q is as for ResolutionAnswer.
 func ApprovalAnswer(out *reconcile.ApprovalOutput, q func(string) string) string {
 	if out == nil {
 		return "accepted"
@@ -182,6 +183,9 @@ func ApprovalAnswer(out *reconcile.ApprovalOutput, q func(string) string) string
 	}
 	if out.Reason != "" {
 		parts = append(parts, "reason: "+q(out.Reason))
+	}
+	if out.Message != "" {
+		parts = append(parts, "message for the model: "+q(out.Message))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -15,14 +15,19 @@ import "github.com/redis/go-redis/v9"
 //	             earlier protocol), which a decision must name
 //	tok          token of the request that asked the current episode (to recognise its repeat)
 //	wt           token of the decision (to recognise its repeat)
+//	msg, chg     the message for the model and "1" when the denial requests changes (absent: none)
+//	eof, eas     the key of the call an edit replaces, and of the edit a replaced approval's call
+//	             runs as (absent: none)
 //
 // The approval indexes of a bucket: apall (every approval, score 0, member hex16(requested) ..
 // tenant .. NUL .. key, read BYLEX), apt:… (one tenant's, member hex16(requested) .. key) and
 // apexp (decided approvals by end of retention, member tenant .. NUL .. key).
 const approvalPrelude = `
 -- The approval's fields in the order replies carry them (ApprovalFields).
-local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq'}
+local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq',
+  'msg', 'chg', 'eof', 'eas'}
 local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA, ARQ = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
+local AMSG, ACHG, AEOF, AEAS = 18, 19, 20, 21
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
 local function aread(ap, extra) return hfields(ap, AF, extra) end
 -- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
@@ -37,12 +42,12 @@ local function aout(code, now, v) return outof(code, now, v, #AF) end
 
 // RequestApproval: KEYS ap, apall, apt, apexp. ARGV tenant, key, namespace, tool, fingerprint,
 // workflow ID, step ID, summary, timeout (µs), request token, the worker's request token ("":
-// none). Codes: C a new pending episode was asked (or this is the repeat of the request that
+// none), the key of the call an edit replaces ("": none). Codes: C a new pending episode was asked (or this is the repeat of the request that
 // asked the current one: same token, returned as it is, pending or decided since), U the
 // approval as it is (pending, decided within retention, or of another fingerprint, namespace or
 // tool, which a request never changes). A worker's request also asks anew a pending or approved
 // approval of its fingerprint asked without a worker's token or with another summary, and a
-// denied or timed-out approval of another fingerprint.
+// denied, timed-out or replaced approval of another fingerprint.
 var RequestApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, all, ten, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local tenant, key = ARGV[1], ARGV[2]
@@ -54,7 +59,7 @@ if st then
   if v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
   local otherwise = ARGV[11] ~= '' and (st == 'pending' or st == 'approved') and
     ((v[ARQ] or '') == '' or v[ASUM] ~= ARGV[8])
-  local refused = ARGV[11] ~= '' and (st == 'denied' or st == 'timed_out')
+  local refused = ARGV[11] ~= '' and (st == 'denied' or st == 'timed_out' or st == 'replaced')
   local anew = v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
     ((v[AFP] == ARGV[5] and (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])) or otherwise)) or
      (v[AFP] ~= ARGV[5] and refused))
@@ -63,14 +68,14 @@ if st then
   redis.call('ZREM', all, h .. pk)
   redis.call('ZREM', ten, h .. key)
   redis.call('ZREM', exp, pk)
-  redis.call('HDEL', ap, 'da', 'ea', 'wt')
+  redis.call('HDEL', ap, 'da', 'ea', 'wt', 'msg', 'chg', 'eof', 'eas')
   ep = tonumber(v[AEP])
 end
 v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(ep + 1), fmt(now),
-  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11]}
+  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false}
 redis.call('HSET', ap, 't', tenant, 'k', key, 'ns', ARGV[3], 'tool', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
   'step', ARGV[7], 'sum', ARGV[8], 'st', 'pending', 'ep', v[AEP], 'ra', v[ARA], 'dl', v[ADL], 'dby', '', 'why', '',
-  'tok', ARGV[10], 'rq', ARGV[11])
+  'tok', ARGV[10], 'rq', ARGV[11], 'eof', ARGV[12])
 local h = hex(now)
 redis.call('ZADD', all, 0, h .. pk)
 redis.call('ZADD', ten, 0, h .. key)
@@ -78,7 +83,8 @@ return aout('C', now, v)
 `)
 
 // DecideApproval: KEYS ap, apexp. ARGV tenant, key, episode, status, decided by, reason,
-// retention (µs), write token, the request's token, the timeout's decider and reason. Codes: K
+// retention (µs), write token, the request's token, the timeout's decider and reason, the
+// message for the model, "1" when changes are requested ("" not), the edit's key ("": none). Codes: K
 // decided (or the repeat of the decision that was: same write token), N no approval, S the
 // approval is at another episode or request, C it is not pending, or it is overdue and the
 // decision a person's: the timeout it reads as is written instead (decided at its deadline by
@@ -98,7 +104,9 @@ if ARGV[4] ~= 'timed_out' and astatus(v, now) == 'timed_out' then
   return aout('C', now, v)
 end
 v[AST], v[ADA], v[ADBY], v[AWHY], v[AEA] = ARGV[4], fmt(now), ARGV[5], ARGV[6], fmt(now + tonumber(ARGV[7]))
-redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA], 'wt', ARGV[8])
+v[AMSG], v[ACHG], v[AEAS] = ARGV[12], ARGV[13], ARGV[14]
+redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA], 'wt', ARGV[8],
+  'msg', ARGV[12], 'chg', ARGV[13], 'eas', ARGV[14])
 redis.call('ZADD', exp, v[AEA], ARGV[1] .. '\0' .. ARGV[2])
 return aout('K', now, v)
 `)
@@ -161,7 +169,7 @@ return {#ids, rest}
 
 // ApprovalFields is the number of approval fields a reply carries after its code and the
 // server's now, in the order of AF in the approval prelude.
-const ApprovalFields = 17
+const ApprovalFields = 21
 
 // ApprovalKeys returns the keys the approval scripts take for (tenant, key): the approval, the
 // bucket's apall index, the tenant's apt index in the bucket, and the apexp index.

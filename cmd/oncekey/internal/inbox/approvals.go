@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,13 +43,18 @@ type approvalData struct {
 	decisionPage
 	Tool, Status, Summary string
 	Form                  decideForm
+	// EditLink and EditOfLink are the pages of the edit that replaced this call, and of the call
+	// this edit replaced; "" when there is none.
+	EditLink, EditOfLink string
 	// Record says how the operation's record stands once the call claimed its key, with
 	// RecordLink to its page; "" before.
 	Record, RecordLink string
 }
 
 // decideForm is the decision form's values, kept when the workflow refused them.
-type decideForm struct{ Decision, Reason string }
+// Message is the text for the model; Arguments the edited arguments (an approval with them runs
+// the edit instead).
+type decideForm struct{ Decision, Reason, Message, Arguments string }
 
 func (s *Server) approvalPage(w http.ResponseWriter, r *http.Request, id *identity) {
 	q := r.URL.Query()
@@ -89,6 +95,18 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		add("Decided", ap.DecidedAt.UTC().Format(time.RFC3339)+" by "+ap.DecidedBy)
 	}
 	add("Reason", ap.Reason)
+	add("Message for the model", ap.ModelMessage)
+	if ap.ChangesRequested {
+		add("Changes requested", "yes: the model was asked for other arguments")
+	}
+	if ap.EditedAs != "" {
+		add("Replaced by the edit", ap.EditedAs+" (approved with edited arguments; the call as proposed never runs)")
+		d.EditLink = approvalLink(ap.Tenant, ap.EditedAs)
+	}
+	if ap.EditOf != "" {
+		add("Edit of", ap.EditOf+" (a person approved that call with these arguments instead)")
+		d.EditOfLink = approvalLink(ap.Tenant, ap.EditOf)
+	}
 	if rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
 		d.Record = fmt.Sprintf("%s, epoch %d", rec.Status, rec.Epoch)
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
@@ -116,7 +134,8 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 // reconcile.Decide, then shows the workflow's answer on the approval page (see post).
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
-	form := decideForm{Decision: r.PostFormValue("decision"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	form := decideForm{Decision: r.PostFormValue("decision"), Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		Message: strings.TrimSpace(r.PostFormValue("message")), Arguments: strings.TrimSpace(r.PostFormValue("arguments"))}
 	var d reconcile.Decision
 	p := &decisionPost{
 		p: decisiontext.Approval, what: "approval", fence: "episode", logMsg: "approval decision", choiceField: "decision", choice: form.Decision,
@@ -128,7 +147,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			s.showApproval(w, r, id, tenant, key, status, a, form)
 		},
 		check: func(episode int64, refuse func(title, detail string)) bool {
-			d = reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(), Reason: form.Reason}
+			d = reconcile.Decision{Decision: reconcile.DecisionKind(form.Decision), Tenant: tenant, Episode: episode, DecidedBy: id.resolvedBy(),
+				Reason: form.Reason, Message: form.Message}
+			if form.Arguments != "" {
+				d.Arguments = json.RawMessage(form.Arguments) // Validate refuses them but to approve
+			}
 			if err := d.Validate(); err != nil {
 				var inv *reconcile.InvalidDecisionError
 				if errors.As(err, &inv) && inv.Field == "Reason" && d.Decision == reconcile.Deny {
@@ -158,7 +181,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			if err != nil {
 				return "", "", err
 			}
-			return string(out.Status), decisiontext.ApprovalAnswer(out, nil), nil
+			ans := decisiontext.ApprovalAnswer(out, nil)
+			if out.EditedAs != "" {
+				ans += "; the call runs with the edited arguments as " + out.EditedAs
+			}
+			return string(out.Status), ans, nil
 		},
 		released: "Every call waiting on this operation continues.",
 		first:    s.decidedFirst,

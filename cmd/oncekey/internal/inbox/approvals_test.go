@@ -148,3 +148,49 @@ func TestRecordPageLinksItsApproval(t *testing.T) {
 	_, body = e.req("GET", recordLink("acme", other, false), nil, nil)
 	require.NotContains(t, body, "record-approval", "no approval, no line")
 }
+
+// The form's message for the model and edited arguments are checked before anything is sent,
+// and kept in the form when refused; an approval replaced by an edit links the edit, and the
+// edit the call it replaced.
+func TestDecideFormMessageAndEdit(t *testing.T) {
+	e := setup(t, nil)
+	key := e.ask("acme", "IssueRefund", "refund 190.00 EUR")
+	cookie, tok := e.session("/", nil)
+	post := func(decision, message, args string) (*http.Response, string) {
+		return e.req("POST", "/decide", url.Values{"tenant": {"acme"}, "key": {key}, "episode": {"1"}, "decision": {decision},
+			"reason": {"ops note"}, "message": {message}, "arguments": {args}, "csrf": {tok}}, withCookie(cookie))
+	}
+	for _, c := range []struct{ decision, message, args, want string }{
+		{"request_changes", "", "", "a request for changes needs a message"},
+		{"deny", "red\x1b[31m", "", "control character"},
+		{"deny", "", `{"amount_cents":9500}`, "only an approval takes edited arguments"},
+		{"approve", "", `[9500]`, "must be one JSON object"},
+	} {
+		res, body := post(c.decision, c.message, c.args)
+		require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, body)
+		require.Contains(t, body, c.want)
+		require.Contains(t, body, "Nothing was sent")
+	}
+	ap, err := e.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalPending, ap.Status)
+
+	// Replaced by an edit, as the DecideApproval activity records it.
+	edit, err := oncekey.EditKey(ap.Namespace, "acme", key, 1)
+	require.NoError(t, err)
+	res, err := e.store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: edit, Namespace: ap.Namespace,
+		Tool: ap.Tool, Fingerprint: "fp-edit", Summary: "refund 95.00 EUR", Token: "e1_x", Timeout: time.Hour, EditOf: key})
+	require.NoError(t, err)
+	_, err = e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: edit, Episode: 1,
+		Token: res.Approval.Token, Status: oncekey.ApprovalApproved, DecidedBy: "ines", Retention: time.Hour})
+	require.NoError(t, err)
+	_, err = e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+		Token: ap.Token, Status: oncekey.ApprovalReplaced, DecidedBy: "ines", Retention: time.Hour, EditedAs: edit})
+	require.NoError(t, err)
+	_, body := e.req("GET", approvalLink("acme", key), nil, withCookie(cookie))
+	require.Contains(t, body, "Replaced by the edit")
+	require.Contains(t, body, approvalLinkHTML("acme", edit))
+	_, body = e.req("GET", approvalLink("acme", edit), nil, withCookie(cookie))
+	require.Contains(t, body, "Edit of")
+	require.Contains(t, body, approvalLinkHTML("acme", key))
+}

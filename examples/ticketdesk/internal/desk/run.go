@@ -184,8 +184,10 @@ type Report struct {
 // ModeReport is what one run produced. Effects are counted from the downstream ledgers.
 type ModeReport struct {
 	// Mode is "oncekey" or "plain retries".
-	Mode     string
-	Requests int
+	Mode string
+	// Approvals is the approval scene, played after the oncekey run (nil for plain retries).
+	Approvals *ApprovalScene
+	Requests  int
 	// Completed and Failed count agent workflows.
 	Completed, Failed int
 	// WorkflowErrors lists failed workflows ("REQ-007: ...").
@@ -481,6 +483,10 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 		return nil, err
 	}
 	if err := countRecords(ctx, store, cfg.Tenant, rep); err != nil {
+		return nil, err
+	}
+	// After the main run's tally, in a tenant of its own: refunds that wait for a person.
+	if rep.Approvals, err = runApprovalScene(ctx, cfg, st, tag); err != nil {
 		return nil, err
 	}
 	if cfg.TranscriptDir != "" {

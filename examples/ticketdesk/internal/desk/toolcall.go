@@ -28,6 +28,12 @@ type Outcome struct {
 	Result          json.RawMessage `json:"result,omitempty"`
 	// Text is the short text for the model: what happened and what to do next.
 	Text string `json:"text"`
+	// Message is what the person who decided the call's approval said to the model; Arguments
+	// and Changed are the arguments a person approved the call with instead, and which of them
+	// they changed.
+	Message   string          `json:"message,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Changed   []string        `json:"changed,omitempty"`
 	// Error is the operator's detail (the Go error); it is never shown to the model. ErrorType
 	// is its application error type, if it has one.
 	Error     string `json:"error,omitempty"`
@@ -45,8 +51,12 @@ func (o Outcome) forModel() string {
 		SafeToRepeat    bool            `json:"safe_to_repeat"`
 		RetryAfter      float64         `json:"retry_after_seconds,omitempty"`
 		Text            string          `json:"text"`
+		Message         string          `json:"message,omitempty"`
+		Arguments       json.RawMessage `json:"arguments,omitempty"`
+		Changed         []string        `json:"changed,omitempty"`
 		Result          json.RawMessage `json:"result,omitempty"`
-	}{o.Status, o.Replayed, o.EffectReference, o.NextAction, o.Reason, o.SafeToRepeat, o.RetryAfter.Seconds(), o.Text, o.Result}
+	}{o.Status, o.Replayed, o.EffectReference, o.NextAction, o.Reason, o.SafeToRepeat, o.RetryAfter.Seconds(), o.Text,
+		o.Message, o.Arguments, o.Changed, o.Result}
 	b, _ := json.Marshal(m)
 	return string(b)
 }
@@ -94,6 +104,7 @@ func callTool(ctx workflow.Context, reg *oncekey.Registry, name string, args jso
 	out := Outcome{
 		Status: tr.Status, Replayed: tr.Replayed, OperationKey: tr.OperationKey, EffectReference: tr.EffectReference,
 		NextAction: tr.NextAction, Reason: tr.Reason, SafeToRepeat: tr.SafeToRepeat, RetryAfter: tr.RetryAfter, Text: tr.Text,
+		Message: tr.Message, Arguments: tr.Arguments, Changed: tr.Changed,
 	}
 	if raw, ok := tr.Result.(json.RawMessage); ok {
 		out.Result = raw

@@ -305,7 +305,10 @@ func (t *Tools) ReceiptForConfirmation(ctx context.Context, req oncekey.Reconcil
 // Policies registers the tools' policies in a new registry: the three Effectful tools, the
 // Transactional GrantCredit, and
 // lookup_customer behind the MCP proxy activity (a Route names the tool from its arguments).
-func (t *Tools) Policies() (*oncekey.Registry, error) {
+func (t *Tools) Policies() (*oncekey.Registry, error) { return t.PoliciesWith(nil) }
+
+// PoliciesWith is Policies with refundApproval as IssueRefund's Policy.Approval (nil: none).
+func (t *Tools) PoliciesWith(refundApproval *oncekey.ApprovalPolicy) (*oncekey.Registry, error) {
 	r := oncekey.NewRegistry()
 	sets := []struct {
 		fn any
@@ -325,7 +328,7 @@ func (t *Tools) Policies() (*oncekey.Registry, error) {
 			Additive:    true,
 			Description: "E-mail the customer: template ticket_opened when a ticket is open, refund_issued after a refund.",
 		}},
-		{t.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Authorize: t.AuthorizeRefund,
+		{t.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}, Authorize: t.AuthorizeRefund, Approval: refundApproval,
 			Description: "Refund an order (amount in cents). Refused for customers not allowed refunds and above 200.00."}},
 		// Its effect is a row in the demo's own Postgres, committed with the record's completion:
 		// never unknown, and Temporal's retries stay on.

@@ -1,0 +1,203 @@
+package oncekey
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/textcheck"
+)
+
+// ApprovalReplaced: a person approved the call with edited arguments. The call as proposed never
+// runs; the edit runs instead, as a new operation (Approval.EditedAs) with its own approval.
+// A repeat of the original call within Policy.Retention is refused, as for a denial.
+const ApprovalReplaced ApprovalStatus = "replaced"
+
+// MaxModelMessageBytes is the most a message for the model (Approval.ModelMessage) may hold, in
+// bytes of UTF-8.
+const MaxModelMessageBytes = 500
+
+// HeaderEditOf carries, on the call the workflow side schedules after a person approved a call
+// with edited arguments, the operation key of the original call (a string). The worker runs the
+// call only if the original's approval, read from the store, was replaced by an approval of
+// exactly these arguments (see ApprovalReplaced): the header points at an approval, it grants
+// nothing.
+const HeaderEditOf = "oncekey-edit-of"
+
+// Metadata keys the workflow side adds to the result of a call that ran with edited arguments,
+// beside MetadataOutcome…: MetadataReason is then ReasonEdited.
+const (
+	// MetadataArguments is the arguments document the call ran with (canonical JSON).
+	MetadataArguments = "oncekey-arguments"
+	// MetadataChanged lists the top-level members of the arguments the person changed, added or
+	// removed, comma-separated and sorted ("" when the edit changed a non-object document).
+	MetadataChanged = "oncekey-changed"
+)
+
+// editKey is the key strategy of an edit: the original's operation key (which digests the
+// namespace and tenant already) and the episode its approval was replaced at.
+type editKey struct {
+	original string
+	episode  int64
+}
+
+func (k editKey) parts(Operation, []string) ([]keyPart, error) {
+	return []keyPart{{"strategy", "edit"}, {"original key", k.original}, {"episode", strconv.FormatInt(k.episode, 10)}}, nil
+}
+func (editKey) fields() []string { return nil }
+func (editKey) check() error     { return nil }
+
+// EditKey returns the operation key of the call a person approved with edited arguments, in
+// place of the call keyed original whose approval was replaced at episode, in tenant of
+// namespace. It is "ok1_…" as every key, derived from the parts ("edit", original, episode), so
+// every edit has a key of its own and no call of any other strategy shares it. Changing it
+// orphans the records of edited calls: it is pinned by a test.
+func EditKey(namespace, tenant, original string, episode int64) (string, error) {
+	if episode < 1 {
+		return "", fmt.Errorf("%w: the episode of an edit must be at least 1, not %d", ErrNoKey, episode)
+	}
+	return deriveKey(editKey{original, episode}, Operation{Namespace: namespace, Tenant: tenant, Tool: "edit"}, nil)
+}
+
+// ApprovalEditError: edited arguments a person gave cannot replace the call's: they are not one
+// JSON object, do not decode into the tool's input type, or the tool takes no edits. Nothing was
+// written.
+type ApprovalEditError struct {
+	Tool   string
+	Reason string
+}
+
+func (e *ApprovalEditError) Error() string {
+	return fmt.Sprintf("oncekey: the edited arguments for %s are refused: %s; nothing was decided", e.Tool, e.Reason)
+}
+
+// EditArguments checks args, the edited arguments a person gave for tool, against the tool's
+// input type (Registry.InputType): one JSON object that decodes into it with no unknown member
+// (names matched as encoding/json matches them) and no trailing data. It returns the arguments
+// document of the decoded value (CanonicalArgs: what the tool's body receives, a member left out
+// holding its zero value) and the value, or an *ApprovalEditError: the
+// tool is not in reg, has no Policy.Approval, is carried by a Route, or its input type is not
+// known (registered by name only).
+func EditArguments(reg *Registry, tool string, args json.RawMessage) (json.RawMessage, any, error) {
+	refuse := func(format string, a ...any) (json.RawMessage, any, error) {
+		return nil, nil, &ApprovalEditError{Tool: tool, Reason: fmt.Sprintf(format, a...)}
+	}
+	if reg == nil {
+		return refuse("the worker has no Registry to check them against")
+	}
+	p, ok := reg.Policy(tool)
+	if !ok || p.Approval == nil {
+		return refuse("the tool has no approval policy in the worker's Registry")
+	}
+	if reg.Routed(tool) {
+		return refuse("the tool is carried by a Route; only a tool scheduled with its own input takes edited arguments")
+	}
+	typ, ok := reg.InputType(tool)
+	if !ok {
+		return refuse("its input type is unknown (the tool was registered by name only): register it with Set, SetAs or SetTool")
+	}
+	doc, err := canonical.Transform(args)
+	if err != nil {
+		return refuse("they are not valid JSON: %v", err)
+	}
+	if len(doc) == 0 || doc[0] != '{' {
+		return refuse("they are not a JSON object")
+	}
+	v := reflect.New(typ)
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v.Interface()); err != nil {
+		return refuse("they do not decode into %s: %v", typ, err)
+	}
+	if dec.More() {
+		return refuse("they hold more than one JSON value")
+	}
+	// The document is the input as the tool's body receives it, as the worker derives it for any
+	// call (a member left out holds its zero value), so the edit's fingerprint is the one the
+	// worker computes when the edit runs.
+	val := v.Elem().Interface()
+	out, err := CanonicalArgs([]any{val})
+	if err != nil {
+		return refuse("they cannot be encoded as the tool's input: %v", err)
+	}
+	return json.RawMessage(out), val, nil
+}
+
+// ChangedMembers returns the top-level members that differ between two arguments documents in
+// canonical JSON (changed, added or removed), sorted; nil when either is not a JSON object.
+func ChangedMembers(original, edited json.RawMessage) []string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal(original, &a) != nil || json.Unmarshal(edited, &b) != nil || a == nil || b == nil {
+		return nil
+	}
+	var out []string
+	for k, v := range b {
+		if w, ok := a[k]; !ok || !bytes.Equal(v, w) {
+			out = append(out, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ModelMessageProblem returns why s cannot be a message for the model (Approval.ModelMessage),
+// or "": at most MaxModelMessageBytes of valid UTF-8 plain text, without control characters
+// other than a line feed.
+func ModelMessageProblem(s string) string {
+	if reason := textcheck.Problem(s, MaxModelMessageBytes); reason != "" {
+		return reason
+	}
+	for _, r := range s {
+		if r == utf8.RuneError || (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Sprintf("holds the control character %q: a message for the model is plain text", r)
+		}
+	}
+	if strings.TrimSpace(s) != s {
+		return "starts or ends with white space"
+	}
+	return ""
+}
+
+// ApprovalSummary returns what the person approving op is shown: a.Summary's text, or
+// "<tool>, step <step> of workflow <id>" ("<tool> in workflow <id>" without a step ID, "<tool>,
+// standalone activity <id>" for a standalone activity), as the
+// store keeps it: valid UTF-8 without NUL bytes, at most MaxApprovalSummaryBytes, cut at a
+// character boundary and ending with "…" when longer.
+func ApprovalSummary(a *ApprovalPolicy, op Operation) string {
+	summary := fmt.Sprintf("%s in workflow %s", op.Tool, op.WorkflowID)
+	if op.Standalone {
+		summary = fmt.Sprintf("%s, standalone activity %s", op.Tool, op.ActivityID)
+	} else if op.StepID != "" {
+		summary = fmt.Sprintf("%s, step %s of workflow %s", op.Tool, op.StepID, op.WorkflowID)
+	}
+	if a != nil && a.Summary != nil {
+		summary = a.Summary(op)
+	}
+	return ApprovalSummaryText(summary)
+}
+
+// ApprovalSummaryText returns s as the store keeps a summary (see ApprovalSummary).
+func ApprovalSummaryText(s string) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= MaxApprovalSummaryBytes {
+		return s
+	}
+	const ellipsis = "…"
+	cut := MaxApprovalSummaryBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
