@@ -106,6 +106,9 @@ type Approval struct {
 	// for an approval asked under the earlier protocol, by the approval workflow from its input:
 	// the interceptor never runs a call on such an approval, and asks anew.
 	Token string
+	// GrantID names the standing grant that approved this episode (GrantStore.ApproveByGrant);
+	// DecidedBy is then who made the grant. "" for a person's decision.
+	GrantID string
 }
 
 // ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
@@ -200,6 +203,10 @@ type RequestApprovalParams struct {
 	Token string
 	// Timeout is the time a new episode waits for a decision. Required.
 	Timeout time.Duration
+	// SupersedeGrant, with a Token, names a grant the worker found revoked or expired: an
+	// approved approval of p's fingerprint recorded under it (Approval.GrantID) is asked anew, as
+	// a new pending episode. "" changes nothing.
+	SupersedeGrant string
 }
 
 // ApprovalResult is what ApprovalStore.RequestApproval found or did.

@@ -19,6 +19,7 @@ func (p *RequestApprovalParams) Validate() error {
 		{"Tenant", p.Tenant, true}, {"OperationKey", p.OperationKey, true}, {"Namespace", p.Namespace, false},
 		{"Tool", p.Tool, true}, {"Fingerprint", p.Fingerprint, true},
 		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false}, {"Token", p.Token, false},
+		{"SupersedeGrant", p.SupersedeGrant, false},
 	} {
 		if err := checkText(op, f.name, f.v, f.required); err != nil {
 			return err

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 		})
 	}
 	runApprovalsIfImplemented(t, newStore)
+	runGrantsIfImplemented(t, newStore)
 }
 
 // ---- helpers -------------------------------------------------------------------------------
