@@ -21,22 +21,24 @@ var _ oncekey.ApprovalStore = (*Store)(nil)
 const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary,
     CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
     CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
-    CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token`
+    CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token, grant_id`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
 // it (another token), the same fingerprint, namespace and tool, and timed out or decided and
 // past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
 // retention (a pending one never is). A worker's request (a token) also asks anew a pending or
-// approved approval of its fingerprint asked without a token or with another summary, and a
-// denied or timed-out approval of another fingerprint. approvalOverdue is whether an approval is
+// approved approval of its fingerprint asked without a token or with another summary, or approved
+// under the grant it supersedes ($12), and a denied or timed-out approval of another fingerprint.
+// approvalOverdue is whether an approval is
 // pending past its deadline: it reads, and is asked anew, as timed out; approvalStatus is the
 // status of o as it reads.
 const (
 	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
     AND ((o.fingerprint = EXCLUDED.fingerprint
             AND ({ostatus} = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
-                OR (EXCLUDED.token <> '' AND {ostatus} IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
+                OR (EXCLUDED.token <> '' AND {ostatus} IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))
+                OR (EXCLUDED.token <> '' AND {ostatus} = 'approved' AND o.grant_id <> '' AND o.grant_id = $12::text)))
         OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND {ostatus} IN ('denied', 'timed_out'))))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
 	approvalOverdue      = `(status = 'pending' AND deadline <= now())`
@@ -105,7 +107,8 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     reason        = CASE WHEN {anew} THEN '' ELSE o.reason END,
     expires_at    = CASE WHEN {anew} THEN NULL ELSE o.expires_at END,
     request_token = CASE WHEN {anew} THEN EXCLUDED.request_token ELSE o.request_token END,
-    token         = CASE WHEN {anew} THEN EXCLUDED.token ELSE o.token END
+    token         = CASE WHEN {anew} THEN EXCLUDED.token ELSE o.token END,
+    grant_id      = CASE WHEN {anew} THEN '' ELSE o.grant_id END
 RETURNING {cols}, request_token = $10 AS created`)
 	// A person's decision on an overdue approval ({late}) writes the timeout it reads as instead,
 	// and RETURNING says so.
@@ -135,7 +138,7 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
 		decidedAt, expiresAt pgtype.Timestamptz
 	)
 	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
-		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token}, extra...)
+		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token, &a.GrantID}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -181,7 +184,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	)
 	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
-			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token), &res.Created)
+			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token, p.SupersedeGrant), &res.Created)
 	})
 	if err != nil {
 		return nil, s.wrapApproval(ctx, "request approval", p.OperationKey, err)
