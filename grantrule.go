@@ -199,8 +199,8 @@ func (c grantCond) holds(v any) bool {
 
 // CheckGrantRule parses rule and checks it against the input type of tool: every path names a
 // field of it (as Policy.Exclude paths are checked), and every literal can be a value there (a
-// number for an integer or float field, a string for a string field, true or false for a bool,
-// null for a pointer, slice, map or interface). A field whose type has its own MarshalJSON, or is
+// number for an integer or float field, a string for a string or text-marshalled field, true or
+// false for a bool; null for any). A field whose type has its own MarshalJSON, or is
 // an interface, takes any literal. A tool registered by name only (no input type) checks the
 // syntax alone; an unknown tool is an error.
 func (r *Registry) CheckGrantRule(tool, rule string) error {
@@ -242,13 +242,8 @@ func literalFits(t reflect.Type, lit any) bool {
 	if t.Kind() == reflect.Interface || t.Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(jsonMarshalerType) {
 		return true
 	}
-	switch lit.(type) {
-	case nil:
-		switch t.Kind() {
-		case reflect.Pointer, reflect.Slice, reflect.Map:
-			return true
-		}
-		return false
+	if lit == nil {
+		return true // a pointer, slice, map, or a field its type encodes as null
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
