@@ -43,6 +43,8 @@ type approvalView struct {
 	// Delivered is a decision delivered to the pending approval's workflow that no worker has
 	// taken yet (show only, when Temporal can say).
 	Delivered *deliveredView `json:"decision_delivered,omitempty"`
+	// GrantID names the standing grant that approved the episode (DecidedBy made it).
+	GrantID string `json:"grant_id,omitempty"`
 }
 
 func approvalViewOf(ap *oncekey.Approval) *approvalView {
@@ -51,7 +53,7 @@ func approvalViewOf(ap *oncekey.Approval) *approvalView {
 		WorkflowID: ap.WorkflowID, StepID: ap.StepID, Summary: ap.Summary, Status: ap.Status,
 		Episode: ap.Episode, Fingerprint: ap.Fingerprint,
 		RequestedAt: ap.RequestedAt.UTC(), Deadline: ap.Deadline.UTC(), DecidedAt: timePtr(ap.DecidedAt),
-		DecidedBy: ap.DecidedBy, Reason: ap.Reason, ExpiresAt: timePtr(ap.ExpiresAt),
+		DecidedBy: ap.DecidedBy, Reason: ap.Reason, ExpiresAt: timePtr(ap.ExpiresAt), GrantID: ap.GrantID,
 	}
 }
 
@@ -255,6 +257,9 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	}
 	if ap.Reason != "" {
 		line("approval reason", cell(ap.Reason))
+	}
+	if ap.GrantID != "" {
+		line("approval grant", ap.GrantID+" (made by "+cell(ap.DecidedBy)+"; `oncekey grants --status all` shows it)")
 	}
 	if ap.ExpiresAt != nil {
 		line("approval kept until", ap.ExpiresAt.Format(time.RFC3339))
