@@ -32,7 +32,7 @@ func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
 		Tenant: str(f[0]), OperationKey: str(f[1]), Namespace: str(f[2]), Tool: str(f[3]), Fingerprint: str(f[4]),
 		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
 		Episode: d.num(9), RequestedAt: d.at(10), Deadline: d.at(11), DecidedAt: d.at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
-		ExpiresAt: d.at(15), Token: str(f[16]),
+		ExpiresAt: d.at(15), Token: str(f[16]), GrantID: str(f[17]),
 	}
 	a.ReadAsOf(time.UnixMicro(now))
 	return a, d.err(8)
@@ -53,7 +53,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	}
 	v, err := s.run(ctx, op, p.OperationKey, lua.RequestApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey),
 		p.Tenant, p.OperationKey, p.Namespace, p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary,
-		p.Timeout.Microseconds(), tok, p.Token)
+		p.Timeout.Microseconds(), tok, p.Token, p.SupersedeGrant)
 	if err != nil {
 		return nil, err
 	}
