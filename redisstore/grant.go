@@ -157,7 +157,9 @@ func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantPar
 	case !errors.Is(err, oncekey.ErrNotFound):
 		return nil, err
 	}
-	wrapNA := func(e *oncekey.GrantNotActiveError) error { return fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, e) }
+	wrapNA := func(e *oncekey.GrantNotActiveError) error {
+		return fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, e)
+	}
 	if gr == nil || (gr.WorkflowID != "" && gr.WorkflowID != p.WorkflowID) {
 		ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 		if err != nil {
