@@ -42,6 +42,11 @@ type ApprovalPolicy struct {
 	// store's clock. When it passes, the request is timed out, which denies the waiting call; the
 	// next call of the operation asks again. Defaults to DefaultApprovalTimeout (24h).
 	Timeout time.Duration
+
+	// Escalation, if set, escalates a request nobody decided within Timeout instead of timing it
+	// out then: it waits Escalation.Timeout more, for Escalation.To (see ApprovalEscalation). Nil:
+	// the request is timed out (denied) at Timeout.
+	Escalation *ApprovalEscalation
 }
 
 // ApprovalStatus is the state of an approval request.

@@ -108,10 +108,7 @@ func (c *call) approvedUnderClaim(ctx context.Context, epoch int64) error {
 // since it was read, or by a standing grant that covers the call). supersede names the grant of
 // an approval the worker found no longer covered (oncekey.RequestApprovalParams.SupersedeGrant).
 func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore, supersede string) error {
-	timeout := c.policy.Approval.Timeout
-	if timeout <= 0 {
-		timeout = oncekey.DefaultApprovalTimeout
-	}
+	timeout := c.policy.Approval.RequestTimeout()
 	token := newApprovalToken()
 	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Namespace: c.op.Namespace, Tool: c.tool, Fingerprint: c.fp,

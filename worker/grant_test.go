@@ -97,6 +97,12 @@ type grantEnv struct {
 
 func setupGrants(t *testing.T) *grantEnv {
 	t.Helper()
+	return setupRefunds(t, refundOverLimit)
+}
+
+// setupRefunds starts a worker whose IssueRefund asks for approval under ap.
+func setupRefunds(t *testing.T, ap *oncekey.ApprovalPolicy) *grantEnv {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and a Temporal dev server")
 	}
@@ -105,7 +111,7 @@ func setupGrants(t *testing.T) *grantEnv {
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	g := &grantEnv{store: pgstore.New(pool, nil), r: &refunds{}, tq: "oncekey-grant-" + t.Name()}
 	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(g.r.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: refundOverLimit}))
+	require.NoError(t, reg.Set(g.r.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: ap}))
 	plugin, err := worker.NewPlugin(interceptor.Options{Store: g.store, Registry: reg})
 	require.NoError(t, err)
 	g.c, err = client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
@@ -317,4 +323,54 @@ func TestE2EGrantClaimedByUpdateOrSignalRefused(t *testing.T) {
 	g.decide(t, a, reconcile.Deny)
 	require.Error(t, run.Get(testCtx(t), nil))
 	requireRefunds(t, g.r, 0, 0)
+}
+
+// Approval deadlines: a request nobody decided within the policy's Timeout is escalated (the
+// query, and the memo in history, say to whom and why), keeps waiting for the escalation's
+// Timeout, and is then timed out with a reason that names the escalation; nothing runs.
+func TestE2EApprovalEscalatedThenTimedOut(t *testing.T) {
+	ap := *refundOverLimit
+	ap.Timeout, ap.Escalation = 2*time.Second, &oncekey.ApprovalEscalation{To: "finance-leads", Timeout: 3 * time.Second}
+	g := setupRefunds(t, &ap)
+	run := g.start(t, "refund-escalated", RefundRequest{OrderID: "o-1", AmountCents: 300_00})
+	a := g.pending(t)
+	require.Equal(t, 5*time.Second, a.Deadline.Sub(a.RequestedAt), "the store's deadline is the whole wait: Timeout and the escalation's")
+	var rep *reconcile.ApprovalReport
+	require.Eventually(t, func() bool {
+		var err error
+		rep, err = reconcile.QueryApproval(context.Background(), g.c, a.OperationKey)
+		return err == nil && rep.Escalated != nil
+	}, 20*time.Second, 100*time.Millisecond, "the request was never escalated")
+	require.Equal(t, "finance-leads", rep.Escalated.To)
+	require.Equal(t, "nobody decided within 2s", rep.Escalated.Reason)
+	require.False(t, rep.Escalated.At.Before(a.RequestedAt.Add(2*time.Second)))
+	require.Equal(t, reconcile.ApprovalStateWaiting, rep.State, "escalated, it still waits")
+	require.Equal(t, oncekey.ApprovalPending, g.approvalOf(t, a.OperationKey).Status)
+	d, err := g.c.DescribeWorkflowExecution(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "")
+	require.NoError(t, err)
+	require.Contains(t, d.GetWorkflowExecutionInfo().GetMemo().GetFields(), "oncekey_escalated", "recorded in history")
+
+	err = run.Get(testCtx(t), nil)
+	require.ErrorContains(t, err, "nobody approved IssueRefund in time")
+	stored := g.approvalOf(t, a.OperationKey)
+	require.Equal(t, oncekey.ApprovalTimedOut, stored.Status)
+	require.Contains(t, stored.Reason, "escalated to finance-leads at ")
+	require.Contains(t, stored.Reason, "nobody decided within 3s more")
+	requireRefunds(t, g.r, 0, 0)
+}
+
+// Escalated, the request can still be decided, and then runs once.
+func TestE2EApprovalEscalatedThenApproved(t *testing.T) {
+	ap := *refundOverLimit
+	ap.Timeout, ap.Escalation = time.Second, &oncekey.ApprovalEscalation{To: "finance-leads", Timeout: time.Minute}
+	g := setupRefunds(t, &ap)
+	run := g.start(t, "refund-escalated-approved", RefundRequest{OrderID: "o-1", AmountCents: 300_00})
+	a := g.pending(t)
+	require.Eventually(t, func() bool {
+		rep, err := reconcile.QueryApproval(context.Background(), g.c, a.OperationKey)
+		return err == nil && rep.Escalated != nil
+	}, 20*time.Second, 100*time.Millisecond)
+	g.decide(t, a, reconcile.Approve)
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRefunds(t, g.r, 1, 1)
 }

@@ -144,7 +144,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 				for _, ap := range aps {
 					if pendingOnly {
 						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
-							cell(ap.WorkflowID), age(ap.RequestedAt), until(ap.Deadline), cell(ap.Summary))
+							cell(ap.WorkflowID), age(ap.RequestedAt), timesOut(ap), cell(ap.Summary))
 						continue
 					}
 					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
@@ -186,6 +186,15 @@ func (a *app) approvalToolHint(ctx context.Context, s oncekey.ApprovalStore, ten
 		stored = append(stored, ap.Tool)
 	}
 	return caseHint(tool, stored)
+}
+
+// timesOut is the TIMES OUT cell of a pending approval: until its deadline, marked "(soon)" in the
+// last quarter of its wait (oncekey.Approval.NearDeadline).
+func timesOut(ap *oncekey.Approval) string {
+	if ap.NearDeadline(time.Now()) {
+		return until(ap.Deadline) + " (soon)"
+	}
+	return until(ap.Deadline)
 }
 
 // until says how long until t: "in 3h59m", "in 12m", or "passed" once it has.
