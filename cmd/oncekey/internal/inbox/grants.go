@@ -11,7 +11,7 @@ import (
 // grantRow is one standing grant on the grants page.
 type grantRow struct {
 	ID, Tenant, Tool, Workflow, Rule, By, Reason, Status, Expires string
-	Active                                                       bool
+	Active                                                        bool
 }
 
 // grantsData is what the grants page shows: the namespace's grants the identity may act for,
