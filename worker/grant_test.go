@@ -346,9 +346,9 @@ func TestE2EApprovalEscalatedThenTimedOut(t *testing.T) {
 	require.False(t, rep.Escalated.At.Before(a.RequestedAt.Add(2*time.Second)))
 	require.Equal(t, reconcile.ApprovalStateWaiting, rep.State, "escalated, it still waits")
 	require.Equal(t, oncekey.ApprovalPending, g.approvalOf(t, a.OperationKey).Status)
-	d, err := g.c.DescribeWorkflowExecution(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "")
+	d, err := g.c.DescribeWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "")
 	require.NoError(t, err)
-	require.Contains(t, d.GetWorkflowExecutionInfo().GetMemo().GetFields(), "oncekey_escalated", "recorded in history")
+	require.Contains(t, d.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields(), "oncekey_escalated", "recorded in history")
 
 	err = run.Get(testCtx(t), nil)
 	require.ErrorContains(t, err, "nobody approved IssueRefund in time")
