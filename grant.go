@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -201,6 +202,27 @@ func (p *ListGrantsParams) PageSize() int { return pageSize(p.Limit) }
 func (p *ListGrantsParams) Matches(g *Grant) bool {
 	return (p.Namespace == "" || g.Namespace == p.Namespace) && (p.Tenant == "" || g.Tenant == p.Tenant) &&
 		(p.Tool == "" || g.Tool == p.Tool) && (p.Status == "" || g.Status == p.Status)
+}
+
+// Page returns the grants of gs that pass p's filters, oldest first (CreatedAt, then ID), at most
+// p.PageSize() of them: ListGrants of a store that filters in memory (memstore, redisstore).
+func (p *ListGrantsParams) Page(gs []*Grant) []*Grant {
+	var out []*Grant
+	for _, g := range gs {
+		if p.Matches(g) {
+			out = append(out, g)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if len(out) > p.PageSize() {
+		out = out[:p.PageSize()]
+	}
+	return out
 }
 
 // ApproveByGrantParams are the arguments of GrantStore.ApproveByGrant.

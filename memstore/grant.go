@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/oncekey/oncekey"
@@ -74,28 +73,13 @@ func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	out, err := locked(ctx, s, "list grants", "", func(now time.Time) ([]*oncekey.Grant, error) {
-		var out []*oncekey.Grant
+	return locked(ctx, s, "list grants", "", func(now time.Time) ([]*oncekey.Grant, error) {
+		all := make([]*oncekey.Grant, 0, len(s.grants))
 		for _, g := range s.grants {
-			if v := viewGrant(g, now); p.Matches(v) {
-				out = append(out, v)
-			}
+			all = append(all, viewGrant(g, now))
 		}
-		return out, nil
+		return p.Page(all), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	if len(out) > p.PageSize() {
-		out = out[:p.PageSize()]
-	}
-	return out, nil
 }
 
 // ApproveByGrant implements oncekey.GrantStore: the grant is checked and the decision written

@@ -84,14 +84,24 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	if err != nil {
 		return nil, err
 	}
-	switch str(v[0]) {
-	case "S":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
-	case "C":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
+	if err := refusedDecision(op, p.OperationKey, str(v[0]), p.Episode, a); err != nil {
+		return nil, err
 	}
 	return a, nil
+}
+
+// refusedDecision is the error of a decision script's code: S (the approval a is at another
+// episode or request than episode) a *oncekey.StaleDecisionError, C (it is not pending) an
+// *oncekey.ApprovalConflictError; nil for any other code.
+func refusedDecision(op, key, code string, episode int64, a *oncekey.Approval) error {
+	switch code {
+	case "S":
+		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.StaleDecisionError{
+			OperationKey: key, Epoch: episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
+	case "C":
+		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ApprovalConflictError{Approval: a})
+	}
+	return nil
 }
 
 // GetApproval implements oncekey.ApprovalStore.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -96,22 +95,7 @@ func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]
 	if err != nil {
 		return nil, err
 	}
-	out := gs[:0]
-	for _, g := range gs {
-		if p.Matches(g) {
-			out = append(out, g)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	if len(out) > p.PageSize() {
-		out = out[:p.PageSize()]
-	}
-	return out, nil
+	return p.Page(gs), nil
 }
 
 // RevokeGrant implements oncekey.GrantStore: it sets the grant's revoke marker in every bucket
@@ -194,11 +178,9 @@ func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantPar
 		return nil, wrapNA(&oncekey.GrantNotActiveError{GrantID: p.GrantID, Grant: gr, Reason: "expired"})
 	case "O":
 		return nil, wrapNA(&oncekey.GrantNotActiveError{GrantID: p.GrantID, Grant: gr, Reason: "another scope"})
-	case "S":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
-	case "C":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
+	}
+	if err := refusedDecision(op, p.OperationKey, str(v[0]), p.Episode, a); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
