@@ -92,8 +92,16 @@ func (c *call) approveByGrant(ctx context.Context, ap *oncekey.Approval) (*oncek
 	}
 	got, err := gs.ApproveByGrant(ctx, &oncekey.ApproveByGrantParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey, Episode: ap.Episode,
 		Token: ap.Token, GrantID: g.ID, WorkflowID: c.op.WorkflowID, Retention: c.policy.Retention})
-	var na *oncekey.GrantNotActiveError
+	var (
+		na       *oncekey.GrantNotActiveError
+		conflict *oncekey.ApprovalConflictError
+		stale    *oncekey.StaleDecisionError
+	)
 	switch {
+	case errors.As(err, &conflict), errors.As(err, &stale):
+		// Decided or asked anew meanwhile (by a person, or another attempt): the gate's refusal
+		// says what stands, and the workflow side waits for the request that does.
+		return ap, nil
 	case errors.As(err, &na):
 		activity.GetLogger(ctx).Info("oncekey: the standing grant stopped covering the call before it was approved; a person decides",
 			"tool", c.tool, "key_prefix", keyPrefix(c.key), "grant", g.ID, "reason", na.Reason)
