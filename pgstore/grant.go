@@ -87,7 +87,9 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (
 		return nil, err
 	}
 	const op = "revoke grant"
-	q := s.grantSQL(`UPDATE {g} SET revoked_at = now(), revoked_by = $2
+	// clock_timestamp(), not now(): a revoke that waited for ApproveByGrant's lock is recorded
+	// at the time it landed, after the approval that held the lock, not when its statement began.
+	q := s.grantSQL(`UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2
 WHERE id = $1 AND revoked_at IS NULL AND expires_at > now()
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
