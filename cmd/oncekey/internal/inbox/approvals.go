@@ -111,7 +111,11 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 			if err != nil {
 				return false, nil, err
 			}
-			return rep.State == reconcile.ApprovalStateWaiting, workflowLines(string(rep.State), rep.LastInvalidSignal), nil
+			var more []field
+			if e := rep.Escalated; e != nil {
+				more = append(more, field{"Escalated", "to " + e.To + " at " + e.At.UTC().Format(time.RFC3339) + ": " + e.Reason})
+			}
+			return rep.State == reconcile.ApprovalStateWaiting, workflowLines(string(rep.State), rep.LastInvalidSignal, more...), nil
 		})
 	}
 	if d.Form.Decision == "" {
