@@ -80,3 +80,18 @@ func TestGrantsAddListRevoke(t *testing.T) {
 	r = cli(t, env, "grants", "--status", "live")
 	requireOneLine(t, r, exitUsage, `--status "live" is not one of active, revoked, expired, all`)
 }
+
+// A pending approval in the last quarter of its wait is marked (soon) in `oncekey approvals`.
+func TestApprovalsMarkNearDeadline(t *testing.T) {
+	url, s, pool := migrated(t)
+	env := map[string]string{"DATABASE_URL": url}
+	near := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 120.00 EUR on order 42")
+	far := seedApproval(t, s, "acme", "IssueRefund", "wf-2", "refund", "refund 80.00 EUR on order 43")
+	_, err := pool.Exec(context.Background(), `UPDATE oncekey_approvals SET requested_at = now() - interval '50 minutes',
+    deadline = now() + interval '10 minutes' WHERE operation_key = $1`, near)
+	require.NoError(t, err)
+	r := cli(t, env, "approvals")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, near[:20]+`.*in \d+m \(soon\)`, r.stdout)
+	require.NotRegexp(t, far[:20]+`.*\(soon\)`, r.stdout)
+}
