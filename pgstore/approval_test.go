@@ -214,6 +214,7 @@ ORDER BY ordinal_position`)
 		"expires_at timestamp with time zone",
 		"request_token bigint NOT NULL",
 		"token text NOT NULL DEFAULT ''::text",
+		"grant_id text NOT NULL DEFAULT ''::text",
 	}, columns, "the columns of oncekey_approvals")
 
 	var schema string
