@@ -42,6 +42,11 @@ type ApprovalPolicy struct {
 	// store's clock. When it passes, the request is timed out, which denies the waiting call; the
 	// next call of the operation asks again. Defaults to DefaultApprovalTimeout (24h).
 	Timeout time.Duration
+
+	// Escalation, if set, escalates a request nobody decided within Timeout instead of timing it
+	// out then: it waits Escalation.Timeout more, for Escalation.To (see ApprovalEscalation). Nil:
+	// the request is timed out (denied) at Timeout.
+	Escalation *ApprovalEscalation
 }
 
 // ApprovalStatus is the state of an approval request.
@@ -119,6 +124,9 @@ type Approval struct {
 	// EditedAs is, on a replaced approval (ApprovalReplaced), the operation key of the edit that
 	// runs instead (EditKey); "" otherwise.
 	EditedAs string
+	// GrantID names the standing grant that approved this episode (GrantStore.ApproveByGrant);
+	// DecidedBy is then who made the grant. "" for a person's decision.
+	GrantID string
 }
 
 // ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
@@ -216,6 +224,10 @@ type RequestApprovalParams struct {
 	// EditOf is the operation key of the call this request's call replaces (Approval.EditOf):
 	// set only by oncekey's DecideApproval activity, for the approval of an edit. Defaults to "".
 	EditOf string
+	// SupersedeGrant, with a Token, names a grant the worker found revoked or expired: an
+	// approved approval of p's fingerprint recorded under it (Approval.GrantID) is asked anew, as
+	// a new pending episode. "" changes nothing.
+	SupersedeGrant string
 }
 
 // ApprovalResult is what ApprovalStore.RequestApproval found or did.

@@ -20,6 +20,7 @@ func (p *RequestApprovalParams) Validate() error {
 		{"Tool", p.Tool, true}, {"Fingerprint", p.Fingerprint, true},
 		{"WorkflowID", p.WorkflowID, false}, {"StepID", p.StepID, false}, {"Token", p.Token, false},
 		{"EditOf", p.EditOf, false},
+		{"SupersedeGrant", p.SupersedeGrant, false},
 	} {
 		if err := checkText(op, f.name, f.v, f.required); err != nil {
 			return err

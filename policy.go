@@ -208,6 +208,9 @@ func (p Policy) validate(tool string) error {
 		if p.Approval.Timeout < 0 {
 			return &PolicyError{Tool: tool, Field: "Approval.Timeout", Reason: "must not be negative (0 means DefaultApprovalTimeout, 24h)"}
 		}
+		if e := p.Approval.Escalation; e != nil && (e.Timeout <= 0 || blank(e.To)) {
+			return &PolicyError{Tool: tool, Field: "Approval.Escalation", Reason: "needs To (who the request is escalated to) and a positive Timeout (how much longer it waits)"}
+		}
 	}
 	if p.OnHit < OnHitReplay || p.OnHit > OnHitFailFast {
 		return &PolicyError{Tool: tool, Field: "OnHit", Reason: "must be OnHitReplay or OnHitFailFast"}

@@ -516,45 +516,53 @@ func checkPath(fn reflect.Type, path string) error {
 }
 
 func walkType(t reflect.Type, segs []string) error {
+	_, err := walkTypeTo(t, segs)
+	return err
+}
+
+// walkTypeTo walks the dotted path segs from t and returns the type it names, or nil when the
+// path goes into a value whose shape the type does not tell (an interface, a type with its own
+// MarshalJSON).
+func walkTypeTo(t reflect.Type, segs []string) (reflect.Type, error) {
 	for _, seg := range segs {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
 		if t == timeType {
-			return fmt.Errorf("%q is inside a time.Time, which has no fields", seg)
+			return nil, fmt.Errorf("%q is inside a time.Time, which has no fields", seg)
 		}
 		if t.Implements(jsonMarshalerType) || reflect.PointerTo(t).Implements(jsonMarshalerType) {
-			return nil // its own MarshalJSON decides the shape
+			return nil, nil // its own MarshalJSON decides the shape
 		}
 		switch t.Kind() {
 		case reflect.Interface:
-			return nil // anything may be inside
+			return nil, nil // anything may be inside
 		case reflect.Map:
 			switch t.Key().Kind() {
 			case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			default:
 				if !t.Key().Implements(textMarshalerType) {
-					return fmt.Errorf("map key %s cannot be encoded", t.Key())
+					return nil, fmt.Errorf("map key %s cannot be encoded", t.Key())
 				}
 			}
 			t = t.Elem()
 		case reflect.Slice, reflect.Array:
 			if _, err := strconv.Atoi(seg); err != nil {
-				return fmt.Errorf("%q indexes a list: want a number", seg)
+				return nil, fmt.Errorf("%q indexes a list: want a number", seg)
 			}
 			t = t.Elem()
 		case reflect.Struct:
 			f, ok := canonical.StructField(t, seg)
 			if !ok {
-				return fmt.Errorf("%s has no JSON field %q (JSON names are exact, as json tags spell them)", t, seg)
+				return nil, fmt.Errorf("%s has no JSON field %q (JSON names are exact, as json tags spell them)", t, seg)
 			}
 			t = f
 		default:
-			return fmt.Errorf("%q is inside a %s, which has no fields", seg, t)
+			return nil, fmt.Errorf("%q is inside a %s, which has no fields", seg, t)
 		}
 	}
-	return nil
+	return t, nil
 }
 
 var (

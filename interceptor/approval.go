@@ -245,12 +245,15 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 	if tq == "" {
 		tq = info.TaskQueueName
 	}
-	timeout := approvalTimeout(a.policy.Approval)
-	return reconcile.ApprovalInput{
+	in := reconcile.ApprovalInput{
 		Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Fingerprint: req.Fingerprint,
 		WorkflowID: info.WorkflowExecution.ID, StepID: a.stepID, Summary: req.Summary,
-		Timeout: timeout, Retention: a.policy.Retention, SearchAttributes: a.w.root.opts.SearchAttributes,
-	}, tq
+		Timeout: a.policy.Approval.RequestTimeout(), Retention: a.policy.Retention, SearchAttributes: a.w.root.opts.SearchAttributes,
+	}
+	if e := a.policy.Approval.Escalation; e != nil {
+		in.EscalateAfter, in.EscalateTo = in.Timeout-e.Timeout, e.To
+	}
+	return in, tq
 }
 
 // start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 
 	tinterceptor "go.temporal.io/sdk/interceptor"
 
@@ -29,15 +28,6 @@ import (
 // approvalSummary returns what the person approving op is shown (oncekey.ApprovalSummary).
 func approvalSummary(a *oncekey.ApprovalPolicy, op oncekey.Operation) string {
 	return oncekey.ApprovalSummary(a, op)
-}
-
-// approvalTimeout is how long a new request of a waits for a decision: a.Timeout, or
-// oncekey.DefaultApprovalTimeout when it is not positive.
-func approvalTimeout(a *oncekey.ApprovalPolicy) time.Duration {
-	if a.Timeout > 0 {
-		return a.Timeout
-	}
-	return oncekey.DefaultApprovalTimeout
 }
 
 // newApprovalToken returns a fresh request token (oncekey.RequestApprovalParams.Token).
@@ -76,8 +66,13 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 	case err != nil:
 		return c.storeFailed("get approval", err)
 	}
+	var supersede string
 	if c.authorises(ap) {
-		return nil
+		stands, err := c.grantStands(ctx, ap)
+		if err != nil || stands {
+			return err
+		}
+		supersede = ap.GrantID
 	}
 	if afterRecord {
 		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
@@ -89,7 +84,7 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 			return c.storeFailed("get", err)
 		}
 	}
-	return c.ask(ctx, s)
+	return c.ask(ctx, s, supersede)
 }
 
 // approvedUnderClaim checks the approval again under the claim acquired at epoch, right before
@@ -107,12 +102,14 @@ func (c *call) approvedUnderClaim(ctx context.Context, epoch int64) error {
 // (oncekey.ErrTypeApprovalPending), denied (oncekey.ErrTypeApproval), another fingerprint's
 // approval (oncekey.ErrTypeFingerprintMismatch) or another namespace's or tool's
 // (activities.ErrTypeForeignRecord); nil when the approval it finds authorises the call (decided
-// since it was read).
-func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
-	timeout := approvalTimeout(c.policy.Approval)
+// since it was read, or by a standing grant that covers the call). supersede names the grant of
+// an approval the worker found no longer covered (oncekey.RequestApprovalParams.SupersedeGrant).
+func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore, supersede string) error {
+	timeout := c.policy.Approval.RequestTimeout()
+	token := newApprovalToken()
 	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Namespace: c.op.Namespace, Tool: c.tool, Fingerprint: c.fp,
-		WorkflowID: c.op.WorkflowID, StepID: c.op.StepID, Summary: c.summary, Token: newApprovalToken(), Timeout: timeout,
+		WorkflowID: c.op.WorkflowID, StepID: c.op.StepID, Summary: c.summary, Token: token, Timeout: timeout, SupersedeGrant: supersede,
 	})
 	var inv *oncekey.InvalidParamsError
 	switch {
@@ -124,8 +121,16 @@ func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore) error {
 		return c.storeUnavailable("request approval", errors.New("the store returned no approval"))
 	}
 	ap := res.Approval
+	if res.Created && ap.Status == oncekey.ApprovalPending && ap.Token == token && ap.Fingerprint == c.fp {
+		// This attempt asked: a standing grant may decide it at once.
+		if ap, err = c.approveByGrant(ctx, ap); err != nil {
+			return err
+		}
+	}
 	if c.authorises(ap) {
-		return nil
+		if stands, err := c.grantStands(ctx, ap); err != nil || stands {
+			return err
+		}
 	}
 	c.outcome = oncekey.OutcomeRejected
 	d := c.details(reasonNotApproved, false)

@@ -152,7 +152,7 @@ func (c *call) startApproval(ctx context.Context, refusal error) error {
 	if tq == "" {
 		tq = c.info.TaskQueue
 	}
-	timeout := approvalTimeout(c.policy.Approval)
+	timeout := c.policy.Approval.RequestTimeout()
 	ain := reconcile.ApprovalInput{
 		Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Fingerprint: d.Approval.Fingerprint,
 		StepID: c.op.Step(), Summary: d.Approval.Summary,

@@ -22,10 +22,10 @@ func approvalPastRetention(a *oncekey.Approval, now time.Time) bool {
 
 // askedOtherwise reports whether a worker's request p asks a, of its fingerprint, anew: a is
 // pending or approved, and was asked without a token (the earlier protocol) or with another
-// summary than p's.
+// summary than p's; or a is approved under the grant p supersedes.
 func askedOtherwise(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
 	return p.Token != "" && (a.Status == oncekey.ApprovalPending || a.Status == oncekey.ApprovalApproved) &&
-		(a.Token == "" || a.Summary != p.Summary)
+		(a.Token == "" || a.Summary != p.Summary || supersedes(a, p))
 }
 
 // refusedOtherCall reports whether a worker's request p asks anew a, of another fingerprint: a

@@ -41,6 +41,8 @@ type Store struct {
 	// approvalTokens holds the request token of the request that asked each approval's current
 	// episode (0: a request without one, which no repeat matches).
 	approvalTokens map[pk]int64
+	// grants holds the standing grants by ID (made on first use).
+	grants map[string]*oncekey.Grant
 }
 
 type pk struct{ tenant, key string }

@@ -45,6 +45,13 @@ const (
 	// waiting since it was asked, tagged TagTool (0 when none waits). Alert on it well before
 	// ApprovalPolicy.Timeout, which denies the call when it passes.
 	ApprovalOldestWait = "oncekey_approval_oldest_wait_seconds"
+	// ApprovalsNearDeadline is a gauge: how many pending approvals are in the last quarter of
+	// their wait (oncekey.Approval.NearDeadline), tagged TagTool. Sampled with ApprovalsWaiting;
+	// alert on it above 0 to have them decided before they are timed out or escalated.
+	ApprovalsNearDeadline = "oncekey_approvals_near_deadline"
+	// ApprovalsEscalated counts approval requests escalated undecided past their policy's Timeout
+	// (ApprovalPolicy.Escalation), tagged TagTool. Recorded by the approval workflow.
+	ApprovalsEscalated = "oncekey_approvals_escalated"
 )
 
 // Tag keys.

@@ -22,22 +22,24 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
     CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
     CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
     CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token,
-    model_message, changes_requested, edit_of, edited_as`
+    model_message, changes_requested, edit_of, edited_as, grant_id`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
 // it (another token), the same fingerprint, namespace and tool, and timed out or decided and
 // past retention. approvalExpiredWhere is whether Purge deletes an approval: decided and past
 // retention (a pending one never is). A worker's request (a token) also asks anew a pending or
-// approved approval of its fingerprint asked without a token or with another summary, and a
-// denied, timed-out or replaced approval of another fingerprint. approvalOverdue is whether an approval is
+// approved approval of its fingerprint asked without a token or with another summary, or approved
+// under the grant it supersedes ($13), and a denied, timed-out or replaced approval of another
+// fingerprint. approvalOverdue is whether an approval is
 // pending past its deadline: it reads, and is asked anew, as timed out; approvalStatus is the
 // status of o as it reads.
 const (
 	approvalAnew = `(o.request_token <> EXCLUDED.request_token AND o.namespace = EXCLUDED.namespace AND o.tool = EXCLUDED.tool
     AND ((o.fingerprint = EXCLUDED.fingerprint
             AND ({ostatus} = 'timed_out' OR (o.status <> 'pending' AND o.expires_at <= now())
-                OR (EXCLUDED.token <> '' AND {ostatus} IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))))
+                OR (EXCLUDED.token <> '' AND {ostatus} IN ('pending', 'approved') AND (o.token = '' OR o.summary <> EXCLUDED.summary))
+                OR (EXCLUDED.token <> '' AND {ostatus} = 'approved' AND o.grant_id <> '' AND o.grant_id = $13::text)))
         OR (o.fingerprint <> EXCLUDED.fingerprint AND EXCLUDED.token <> '' AND {ostatus} IN ('denied', 'timed_out', 'replaced'))))`
 	approvalExpiredWhere = `(status <> 'pending' AND expires_at <= now())`
 	approvalOverdue      = `(status = 'pending' AND deadline <= now())`
@@ -110,7 +112,8 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     model_message = CASE WHEN {anew} THEN '' ELSE o.model_message END,
     changes_requested = CASE WHEN {anew} THEN false ELSE o.changes_requested END,
     edit_of       = CASE WHEN {anew} THEN EXCLUDED.edit_of ELSE o.edit_of END,
-    edited_as     = CASE WHEN {anew} THEN '' ELSE o.edited_as END
+    edited_as     = CASE WHEN {anew} THEN '' ELSE o.edited_as END,
+    grant_id      = CASE WHEN {anew} THEN '' ELSE o.grant_id END
 RETURNING {cols}, request_token = $10 AS created`)
 	// A person's decision on an overdue approval ({late}) writes the timeout it reads as instead,
 	// and RETURNING says so.
@@ -137,7 +140,7 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
 	)
 	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
 		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token,
-		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs}, extra...)
+		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs, &a.GrantID}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -183,7 +186,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	)
 	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
-			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token, p.EditOf), &res.Created)
+			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token, p.EditOf, p.SupersedeGrant), &res.Created)
 	})
 	if err != nil {
 		return nil, s.wrapApproval(ctx, "request approval", p.OperationKey, err)

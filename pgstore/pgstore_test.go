@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,7 +250,9 @@ func TestMigrateConcurrently(t *testing.T) {
 	for _, sc := range []string{schema, named} {
 		var versions, indexes int
 		require.NoError(t, pools[0].QueryRow(ctxT(t), `SELECT count(*) FROM `+sc+`.oncekey_migrations`).Scan(&versions))
-		require.Equal(t, 7, versions, "schema %s: each migration recorded once", sc)
+		files, err := os.ReadDir("migrations")
+		require.NoError(t, err)
+		require.Equal(t, len(files)/2, versions, "schema %s: each migration recorded once", sc)
 		require.NoError(t, pools[0].QueryRow(ctxT(t), `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'oncekey_operations'`, sc).Scan(&indexes))
 		require.Equal(t, 5, indexes, "schema %s: primary key and four indexes", sc)
 	}

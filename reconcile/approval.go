@@ -200,6 +200,11 @@ type ApprovalInput struct {
 	// (interceptor.Options.SearchAttributes). Off in every history recorded before it existed, so
 	// those replay without the upserts.
 	SearchAttributes bool `json:"search_attributes,omitempty"`
+	// EscalateAfter, when positive, escalates the request to EscalateTo once it has waited this
+	// long undecided (oncekey.ApprovalPolicy.Escalation; Timeout is then the whole wait). Absent in
+	// histories recorded before it existed, which replay without an escalation.
+	EscalateAfter time.Duration `json:"escalate_after,omitempty"`
+	EscalateTo    string        `json:"escalate_to,omitempty"`
 }
 
 // ApprovalContinued is what an approval workflow carries into the run it continues as new.
@@ -275,6 +280,16 @@ type ApprovalReport struct {
 	LastInvalidSignal    string `json:"last_invalid_signal,omitempty"`
 	LastInvalidRequestID string `json:"last_invalid_request_id,omitempty"`
 	InvalidSignals       int    `json:"invalid_signals,omitempty"`
+	// Escalated is set once the request, undecided past its policy's Timeout, was escalated
+	// (oncekey.ApprovalPolicy.Escalation): to whom, when, and why.
+	Escalated *ApprovalEscalated `json:"escalated,omitempty"`
+}
+
+// ApprovalEscalated is an approval request's escalation, as the approval workflow recorded it.
+type ApprovalEscalated struct {
+	To     string    `json:"to"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
 }
 
 // Application error types of the DecideUpdateName update's refusals (a *temporal.ApplicationError

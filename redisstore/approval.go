@@ -33,7 +33,7 @@ func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
 		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
 		Episode: d.num(9), RequestedAt: d.at(10), Deadline: d.at(11), DecidedAt: d.at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
 		ExpiresAt: d.at(15), Token: str(f[16]), ModelMessage: str(f[17]), ChangesRequested: str(f[18]) == "1",
-		EditOf: str(f[19]), EditedAs: str(f[20]),
+		EditOf: str(f[19]), EditedAs: str(f[20]), GrantID: str(f[21]),
 	}
 	a.ReadAsOf(time.UnixMicro(now))
 	return a, d.err(8)
@@ -54,7 +54,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	}
 	v, err := s.run(ctx, op, p.OperationKey, lua.RequestApproval, s.layout.ApprovalKeys(p.Tenant, p.OperationKey),
 		p.Tenant, p.OperationKey, p.Namespace, p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary,
-		p.Timeout.Microseconds(), tok, p.Token, p.EditOf)
+		p.Timeout.Microseconds(), tok, p.Token, p.EditOf, p.SupersedeGrant)
 	if err != nil {
 		return nil, err
 	}
@@ -85,12 +85,8 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	if err != nil {
 		return nil, err
 	}
-	switch str(v[0]) {
-	case "S":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
-	case "C":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
+	if err := refusedDecision(op, p.OperationKey, str(v[0]), p.Episode, a); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -101,6 +97,20 @@ func flag(b bool) string {
 		return "1"
 	}
 	return ""
+}
+
+// refusedDecision is the error of a decision script's code: S (the approval a is at another
+// episode or request than episode) a *oncekey.StaleDecisionError, C (it is not pending) an
+// *oncekey.ApprovalConflictError; nil for any other code.
+func refusedDecision(op, key, code string, episode int64, a *oncekey.Approval) error {
+	switch code {
+	case "S":
+		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.StaleDecisionError{
+			OperationKey: key, Epoch: episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
+	case "C":
+		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ApprovalConflictError{Approval: a})
+	}
+	return nil
 }
 
 // GetApproval implements oncekey.ApprovalStore.

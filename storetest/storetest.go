@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 	}
 	runApprovalsIfImplemented(t, newStore)
 	runInspectorIfImplemented(t, newStore)
+	runGrantsIfImplemented(t, newStore)
 }
 
 // ---- helpers -------------------------------------------------------------------------------

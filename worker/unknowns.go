@@ -28,7 +28,8 @@ type unknownSeries struct{ tool, tenant string }
 // (and the tenant, with WithTenant): how many records are unknown and how long the oldest has
 // waited (metrics.UnknownsWaiting, metrics.UnknownOldestWait, seconds) and, when the store is an
 // oncekey.ApprovalStore, how many approvals are pending and how long the oldest has waited
-// (metrics.ApprovalsWaiting, metrics.ApprovalOldestWait, seconds). A tool whose unknowns or
+// (metrics.ApprovalsWaiting, metrics.ApprovalOldestWait, seconds) and how many are near their
+// deadline (metrics.ApprovalsNearDeadline). A tool whose unknowns or
 // approvals were all settled is set to 0 on the next sample. The zero value is not usable: set
 // Store and Handler.
 type UnknownsSampler struct {
@@ -70,6 +71,7 @@ func (u *UnknownsSampler) series(tool, tenant string) unknownSeries {
 // updates the gauges. It returns the store's first error, and updates nothing then.
 func (u *UnknownsSampler) Sample(ctx context.Context) error {
 	var unknowns, approvals waiting
+	near := map[unknownSeries]float64{}
 	err := pages(func(cursor string) (int, string, error) {
 		res, err := u.Store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 1000, Cursor: cursor})
 		if err != nil {
@@ -90,8 +92,13 @@ func (u *UnknownsSampler) Sample(ctx context.Context) error {
 			if err != nil {
 				return 0, "", err
 			}
+			now := time.Now()
 			for _, a := range res.Approvals {
-				approvals.add(u.series(a.Tool, a.Tenant), a.RequestedAt)
+				k := u.series(a.Tool, a.Tenant)
+				approvals.add(k, a.RequestedAt)
+				if a.NearDeadline(now) {
+					near[k]++
+				}
 			}
 			return len(res.Approvals), res.Next, nil
 		})
@@ -105,6 +112,9 @@ func (u *UnknownsSampler) Sample(ctx context.Context) error {
 	u.seen = u.update(u.seen, unknowns, now, metrics.UnknownsWaiting, metrics.UnknownOldestWait)
 	if sampleApprovals {
 		u.seenApprovals = u.update(u.seenApprovals, approvals, now, metrics.ApprovalsWaiting, metrics.ApprovalOldestWait)
+		for k := range u.seenApprovals {
+			metrics.Tagged(u.Handler, k.tool, k.tenant, u.WithTenant).Gauge(metrics.ApprovalsNearDeadline).Update(near[k])
+		}
 	}
 	return nil
 }

@@ -118,3 +118,38 @@ func TestUnknownsSamplerApprovalGauges(t *testing.T) {
 	_, ok := h.GaugeValue(metrics.UnknownsWaiting, map[string]string{metrics.TagTool: "Refund"})
 	require.False(t, ok, "no unknown records, no unknown series")
 }
+
+// The near-deadline gauge counts the pending approvals in the last quarter of their wait, by
+// tool, and goes back to 0 once they are decided.
+func TestUnknownsSamplerNearDeadlineGauge(t *testing.T) {
+	now := time.Now()
+	clock := now.Add(-3*time.Hour - 30*time.Minute)
+	s := memstore.New(&memstore.Options{Clock: func() time.Time { return clock }})
+	ask := func(tool, key string) {
+		t.Helper()
+		_, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: key, Tool: tool,
+			Fingerprint: "fp", WorkflowID: "wf", StepID: key, Summary: "refund", Timeout: 4 * time.Hour})
+		require.NoError(t, err)
+	}
+	ask("Refund", "ok1_old") // 30 minutes left of 4 hours
+	clock = now.Add(-10 * time.Minute)
+	ask("Refund", "ok1_new")
+	ask("Wire", "ok1_wire")
+
+	h := metricstest.New()
+	u := &worker.UnknownsSampler{Store: s, Handler: h}
+	require.NoError(t, u.Sample(context.Background()))
+	near := func(tool string) float64 {
+		v, ok := h.GaugeValue(metrics.ApprovalsNearDeadline, map[string]string{metrics.TagTool: tool})
+		require.True(t, ok, "%s{tool=%s} in %v", metrics.ApprovalsNearDeadline, tool, h.Names())
+		return v
+	}
+	require.Equal(t, 1.0, near("Refund"))
+	require.Equal(t, 0.0, near("Wire"))
+
+	_, err := s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_old", Episode: 1,
+		Status: oncekey.ApprovalApproved, DecidedBy: "gina", Retention: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, u.Sample(context.Background()))
+	require.Equal(t, 0.0, near("Refund"), "decided: back to 0")
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -110,11 +111,15 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 	}
 	a.created = true
 	a.setState(ctx, reconcile.ApprovalStateWaiting)
+	if a.in.EscalateAfter > 0 {
+		// Only inputs with an escalation start this timer: histories without one replay unchanged.
+		workflow.Go(ctx, a.escalate)
+	}
 	return a.k.wait(ctx, decisionWait[reconcile.ApprovalOutput]{
 		hasDeadline: true, deadline: a.report.Deadline,
 		expire: func(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 			a.k.busy = true
-			a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider, fmt.Sprintf("nobody decided within %s", a.in.Timeout), "", nil)
+			a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider, a.timeoutReason(), "", nil)
 			a.k.busy = false
 			return a.k.out, a.k.err
 		},
@@ -203,4 +208,39 @@ func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, b
 	}
 	a.k.decide(a.done(ctx, ans, requestID), nil)
 	return ""
+}
+
+// timeoutReason is the reason a timeout is recorded with: how long nobody decided, and the
+// escalation when there was one.
+func (a *approver) timeoutReason() string {
+	if e := a.report.Escalated; e != nil {
+		return fmt.Sprintf("nobody decided within %s; escalated to %s at %s, nobody decided within %s more",
+			a.in.EscalateAfter, e.To, stamp(e.At), a.in.Timeout-a.in.EscalateAfter)
+	}
+	return fmt.Sprintf("nobody decided within %s", a.in.Timeout)
+}
+
+// escalate waits until the request has waited ApprovalInput.EscalateAfter (from its request, on
+// the store's clock as the deadline is) and, if it still waits, escalates it to EscalateTo: the
+// query's report and the current details say so, the memo "oncekey_escalated" records it in
+// history, and metrics.ApprovalsEscalated counts it. The request keeps waiting until its deadline.
+func (a *approver) escalate(ctx workflow.Context) {
+	if d := a.report.RequestedAt.Add(a.in.EscalateAfter).Sub(workflow.Now(ctx)); d > 0 {
+		if err := workflow.Sleep(ctx, d); err != nil {
+			return
+		}
+	}
+	if a.k.decided || a.report.State != reconcile.ApprovalStateWaiting {
+		return
+	}
+	e := &reconcile.ApprovalEscalated{To: a.in.EscalateTo, At: workflow.Now(ctx).UTC(),
+		Reason: fmt.Sprintf("nobody decided within %s", a.in.EscalateAfter)}
+	a.report.Escalated = e
+	workflow.SetCurrentDetails(ctx, a.details())
+	if err := workflow.UpsertMemo(ctx, map[string]any{"oncekey_escalated": e}); err != nil {
+		workflow.GetLogger(ctx).Warn("oncekey: could not record the escalation in the memo", "error", err)
+	}
+	metrics.Tagged(workflow.GetMetricsHandler(ctx), a.in.Tool, a.in.Tenant, false).Counter(metrics.ApprovalsEscalated).Inc(1)
+	workflow.GetLogger(ctx).Warn("oncekey: approval escalated", "tool", a.in.Tool, "key_prefix", prefix(a.in.OperationKey),
+		"to", e.To, "reason", e.Reason)
 }

@@ -157,6 +157,9 @@ func (a *approver) details() string {
 		if r.LastInvalidSignal != "" {
 			fmt.Fprintf(&b, "\n\nLast refused decision: %s", mdtext.Text(r.LastInvalidSignal))
 		}
+		if e := r.Escalated; e != nil {
+			fmt.Fprintf(&b, "\n\n**Escalated** to %s at %s: %s.", mdtext.Text(e.To), stamp(e.At), mdtext.Text(e.Reason))
+		}
 	case reconcile.ApprovalStateDecided:
 		if a.created {
 			fmt.Fprintf(&b, "**Decided: %s** by %s at %s — %s.", r.Status, mdtext.Text(r.DecidedBy), stamp(r.DecidedAt), what)

@@ -48,6 +48,8 @@ type approvalView struct {
 	ChangesRequested bool   `json:"changes_requested,omitempty"`
 	EditOf           string `json:"edit_of,omitempty"`
 	EditedAs         string `json:"edited_as,omitempty"`
+	// GrantID names the standing grant that approved the episode (DecidedBy made it).
+	GrantID string `json:"grant_id,omitempty"`
 }
 
 func approvalViewOf(ap *oncekey.Approval) *approvalView {
@@ -57,7 +59,7 @@ func approvalViewOf(ap *oncekey.Approval) *approvalView {
 		Episode: ap.Episode, Fingerprint: ap.Fingerprint,
 		RequestedAt: ap.RequestedAt.UTC(), Deadline: ap.Deadline.UTC(), DecidedAt: timePtr(ap.DecidedAt),
 		DecidedBy: ap.DecidedBy, Reason: ap.Reason, ExpiresAt: timePtr(ap.ExpiresAt),
-		ModelMessage: ap.ModelMessage, ChangesRequested: ap.ChangesRequested, EditOf: ap.EditOf, EditedAs: ap.EditedAs,
+		ModelMessage: ap.ModelMessage, ChangesRequested: ap.ChangesRequested, EditOf: ap.EditOf, EditedAs: ap.EditedAs, GrantID: ap.GrantID,
 	}
 }
 
@@ -148,7 +150,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 				for _, ap := range aps {
 					if pendingOnly {
 						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
-							cell(ap.WorkflowID), age(ap.RequestedAt), until(ap.Deadline), cell(ap.Summary))
+							cell(ap.WorkflowID), age(ap.RequestedAt), timesOut(ap), cell(ap.Summary))
 						continue
 					}
 					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(ap.OperationKey), ap.Episode, cell(ap.Tenant), cell(ap.Tool),
@@ -190,6 +192,15 @@ func (a *app) approvalToolHint(ctx context.Context, s oncekey.ApprovalStore, ten
 		stored = append(stored, ap.Tool)
 	}
 	return caseHint(tool, stored)
+}
+
+// timesOut is the TIMES OUT cell of a pending approval: until its deadline, marked "(soon)" in the
+// last quarter of its wait (oncekey.Approval.NearDeadline).
+func timesOut(ap *oncekey.Approval) string {
+	if ap.NearDeadline(time.Now()) {
+		return until(ap.Deadline) + " (soon)"
+	}
+	return until(ap.Deadline)
 }
 
 // until says how long until t: "in 3h59m", "in 12m", or "passed" once it has.
@@ -273,6 +284,9 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	}
 	if ap.EditOf != "" {
 		line("edit of", cell(ap.EditOf)+" (a person approved that call with these arguments instead)")
+	}
+	if ap.GrantID != "" {
+		line("approval grant", ap.GrantID+" (made by "+cell(ap.DecidedBy)+"; `oncekey grants --status all` shows it)")
 	}
 	if ap.ExpiresAt != nil {
 		line("approval kept until", ap.ExpiresAt.Format(time.RFC3339))

@@ -74,6 +74,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newStatsCmd(a),
 		newResolveCmd(a),
 		newApprovalsCmd(a),
+		newGrantsCmd(a),
 		newApproveCmd(a),
 		newDenyCmd(a),
 		newPurgeCmd(a),

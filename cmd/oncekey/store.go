@@ -18,6 +18,7 @@ const storeEnv = "ONCEKEY_STORE"
 type recordStore interface {
 	oncekey.Store
 	oncekey.ApprovalStore
+	oncekey.GrantStore
 	oncekey.StoreInspector
 	// Check tells whether the store is there and ready (pgstore: the tables migrated; redisstore:
 	// Redis 7 or later).

@@ -18,6 +18,7 @@ import "github.com/redis/go-redis/v9"
 //	msg, chg     the message for the model and "1" when the denial requests changes (absent: none)
 //	eof, eas     the key of the call an edit replaces, and of the edit a replaced approval's call
 //	             runs as (absent: none)
+//	gid          the standing grant that approved the episode (absent or '': a person's decision)
 //
 // The approval indexes of a bucket: apall (every approval, score 0, member hex16(requested) ..
 // tenant .. NUL .. key, read BYLEX), apt:… (one tenant's, member hex16(requested) .. key) and
@@ -25,9 +26,9 @@ import "github.com/redis/go-redis/v9"
 const approvalPrelude = `
 -- The approval's fields in the order replies carry them (ApprovalFields).
 local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq',
-  'msg', 'chg', 'eof', 'eas'}
+  'msg', 'chg', 'eof', 'eas', 'gid'}
 local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA, ARQ = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
-local AMSG, ACHG, AEOF, AEAS = 18, 19, 20, 21
+local AMSG, ACHG, AEOF, AEAS, AGID = 18, 19, 20, 21, 22
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
 local function aread(ap, extra) return hfields(ap, AF, extra) end
 -- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
@@ -42,12 +43,13 @@ local function aout(code, now, v) return outof(code, now, v, #AF) end
 
 // RequestApproval: KEYS ap, apall, apt, apexp. ARGV tenant, key, namespace, tool, fingerprint,
 // workflow ID, step ID, summary, timeout (µs), request token, the worker's request token ("":
-// none), the key of the call an edit replaces ("": none). Codes: C a new pending episode was asked (or this is the repeat of the request that
+// none), the key of the call an edit replaces ("": none), the grant it supersedes ("": none). Codes: C a new pending episode was asked (or this is the repeat of the request that
 // asked the current one: same token, returned as it is, pending or decided since), U the
 // approval as it is (pending, decided within retention, or of another fingerprint, namespace or
 // tool, which a request never changes). A worker's request also asks anew a pending or approved
 // approval of its fingerprint asked without a worker's token or with another summary, and a
-// denied, timed-out or replaced approval of another fingerprint.
+// denied, timed-out or replaced approval of another fingerprint, and an approval approved under
+// the grant it supersedes.
 var RequestApproval = redis.NewScript(prelude + approvalPrelude + `
 local ap, all, ten, exp = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local tenant, key = ARGV[1], ARGV[2]
@@ -58,7 +60,7 @@ local st, ep = v[AST] and astatus(v, now), 0
 if st then
   if v[#AF + 1] == ARGV[10] then return aout('C', now, v) end
   local otherwise = ARGV[11] ~= '' and (st == 'pending' or st == 'approved') and
-    ((v[ARQ] or '') == '' or v[ASUM] ~= ARGV[8])
+    ((v[ARQ] or '') == '' or v[ASUM] ~= ARGV[8] or (ARGV[13] ~= '' and st == 'approved' and (v[AGID] or '') == ARGV[13]))
   local refused = ARGV[11] ~= '' and (st == 'denied' or st == 'timed_out' or st == 'replaced')
   local anew = v[ANS] == ARGV[3] and v[ATOOL] == ARGV[4] and
     ((v[AFP] == ARGV[5] and (st == 'timed_out' or (st ~= 'pending' and now >= tonumber(v[AEA])) or otherwise)) or
@@ -72,10 +74,10 @@ if st then
   ep = tonumber(v[AEP])
 end
 v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(ep + 1), fmt(now),
-  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false}
+  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false, ''}
 redis.call('HSET', ap, 't', tenant, 'k', key, 'ns', ARGV[3], 'tool', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
   'step', ARGV[7], 'sum', ARGV[8], 'st', 'pending', 'ep', v[AEP], 'ra', v[ARA], 'dl', v[ADL], 'dby', '', 'why', '',
-  'tok', ARGV[10], 'rq', ARGV[11], 'eof', ARGV[12])
+  'tok', ARGV[10], 'rq', ARGV[11], 'eof', ARGV[12], 'gid', '')
 local h = hex(now)
 redis.call('ZADD', all, 0, h .. pk)
 redis.call('ZADD', ten, 0, h .. key)
@@ -169,7 +171,7 @@ return {#ids, rest}
 
 // ApprovalFields is the number of approval fields a reply carries after its code and the
 // server's now, in the order of AF in the approval prelude.
-const ApprovalFields = 21
+const ApprovalFields = 22
 
 // ApprovalKeys returns the keys the approval scripts take for (tenant, key): the approval, the
 // bucket's apall index, the tenant's apt index in the bucket, and the apexp index.

@@ -31,6 +31,9 @@ func approvalQueue(as oncekey.ApprovalStore) queue {
 			return itemsOf(s.now(), res.Approvals, func(now time.Time, ap *oncekey.Approval) item {
 				it := row(now, ap.Tenant, ap.OperationKey, ap.Tool, ap.WorkflowID, ap.StepID, ap.RequestedAt)
 				it.Summary, it.TimesOut, it.Episode = ap.Summary, untilText(now, ap.Deadline), ap.Episode
+				if ap.NearDeadline(now) {
+					it.TimesOut += " (soon)"
+				}
 				it.Link = approvalLink(ap.Tenant, ap.OperationKey)
 				return it
 			}), res.Next != "", nil
@@ -89,7 +92,11 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 	add("Step", ap.StepID)
 	add("Requested", ap.RequestedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, ap.RequestedAt)+" ago)")
 	if ap.Status == oncekey.ApprovalPending {
-		add("Deadline", ap.Deadline.UTC().Format(time.RFC3339)+" ("+untilText(now, ap.Deadline)+")")
+		soon := ""
+		if ap.NearDeadline(now) {
+			soon = ": soon, decide it before it is timed out"
+		}
+		add("Deadline", ap.Deadline.UTC().Format(time.RFC3339)+" ("+untilText(now, ap.Deadline)+soon+")")
 	}
 	if !ap.DecidedAt.IsZero() {
 		add("Decided", ap.DecidedAt.UTC().Format(time.RFC3339)+" by "+ap.DecidedBy)
@@ -107,6 +114,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		add("Edit of", ap.EditOf+" (a person approved that call with these arguments instead)")
 		d.EditOfLink = approvalLink(ap.Tenant, ap.EditOf)
 	}
+	add("Grant", ap.GrantID)
 	if rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
 		d.Record = fmt.Sprintf("%s, epoch %d", rec.Status, rec.Epoch)
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
@@ -121,7 +129,11 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 			if err != nil {
 				return false, nil, err
 			}
-			return rep.State == reconcile.ApprovalStateWaiting, workflowLines(string(rep.State), rep.LastInvalidSignal), nil
+			var more []field
+			if e := rep.Escalated; e != nil {
+				more = append(more, field{"Escalated", "to " + e.To + " at " + e.At.UTC().Format(time.RFC3339) + ": " + e.Reason})
+			}
+			return rep.State == reconcile.ApprovalStateWaiting, workflowLines(string(rep.State), rep.LastInvalidSignal, more...), nil
 		})
 	}
 	if d.Form.Decision == "" {

@@ -115,7 +115,7 @@ func New(opts Options) (*Server, error) {
 		s.queues = append(s.queues, approvalQueue(as))
 	}
 	funcs := template.FuncMap{"shortKey": shortKey}
-	for _, p := range []string{"inbox", "record", "approval", "login", "message"} {
+	for _, p := range []string{"inbox", "record", "approval", "login", "message", "grants"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", "web/parts.html", "web/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: template %s: %w", p, err)
@@ -136,6 +136,8 @@ func New(opts Options) (*Server, error) {
 	mux.Handle("POST /resolve", s.authed(s.resolve))
 	mux.Handle("GET /approval", s.authed(s.approvalPage))
 	mux.Handle("POST /decide", s.authed(s.decide))
+	mux.Handle("GET /grants", s.authed(s.grantsPage))
+	mux.Handle("POST /grants/revoke", s.authed(s.revokeGrant))
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.message(w, r, http.StatusForbidden, "Refused: cross-origin request", "This form was sent from another site. Open the inbox directly and send it from there.")

@@ -1,0 +1,110 @@
+package memstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/oncekey/oncekey"
+)
+
+var _ oncekey.GrantStore = (*Store)(nil)
+
+// supersedes reports whether the request p names the grant a was approved under as no longer
+// live (oncekey.RequestApprovalParams.SupersedeGrant).
+func supersedes(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
+	return p.SupersedeGrant != "" && a.Status == oncekey.ApprovalApproved && a.GrantID == p.SupersedeGrant
+}
+
+// viewGrant returns a copy of g for a caller, as it reads at now.
+func viewGrant(g *oncekey.Grant, now time.Time) *oncekey.Grant {
+	c := *g
+	c.ReadAsOf(now)
+	return &c
+}
+
+// CreateGrant implements oncekey.GrantStore.
+func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (*oncekey.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return locked(ctx, s, "create grant", "", func(now time.Time) (*oncekey.Grant, error) {
+		if s.grants == nil {
+			s.grants = make(map[string]*oncekey.Grant)
+		}
+		g := &oncekey.Grant{ID: oncekey.NewGrantID(), Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
+			Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, CreatedAt: now, ExpiresAt: now.Add(p.Duration)}
+		s.grants[g.ID] = g
+		return viewGrant(g, now), nil
+	})
+}
+
+// RevokeGrant implements oncekey.GrantStore.
+func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "revoke grant"
+	return locked(ctx, s, op, p.ID, func(now time.Time) (*oncekey.Grant, error) {
+		g, ok := s.grants[p.ID]
+		if !ok {
+			return nil, wrap(op, p.ID, oncekey.ErrNotFound)
+		}
+		if viewGrant(g, now).Status == oncekey.GrantActive {
+			g.RevokedAt, g.RevokedBy = now, p.RevokedBy
+		}
+		return viewGrant(g, now), nil
+	})
+}
+
+// GetGrant implements oncekey.GrantStore.
+func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error) {
+	const op = "get grant"
+	return locked(ctx, s, op, id, func(now time.Time) (*oncekey.Grant, error) {
+		g, ok := s.grants[id]
+		if !ok {
+			return nil, wrap(op, id, oncekey.ErrNotFound)
+		}
+		return viewGrant(g, now), nil
+	})
+}
+
+// ListGrants implements oncekey.GrantStore.
+func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return locked(ctx, s, "list grants", "", func(now time.Time) ([]*oncekey.Grant, error) {
+		all := make([]*oncekey.Grant, 0, len(s.grants))
+		for _, g := range s.grants {
+			all = append(all, viewGrant(g, now))
+		}
+		return p.Page(all), nil
+	})
+}
+
+// ApproveByGrant implements oncekey.GrantStore: the grant is checked and the decision written
+// under the store's lock, so a revoke lands before or after it.
+func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "approve by grant"
+	return existing(ctx, s, s.approvals, op, p.Tenant, p.OperationKey, func(a *oncekey.Approval, now time.Time) (*oncekey.Approval, error) {
+		var g *oncekey.Grant
+		if raw, ok := s.grants[p.GrantID]; ok {
+			g = viewGrant(raw, now)
+		}
+		if e := oncekey.NotActive(p.GrantID, g, a.Namespace, a.Tenant, a.Tool, p.WorkflowID); e != nil {
+			return nil, wrap(op, p.OperationKey, e)
+		}
+		switch {
+		case a.Episode != p.Episode, a.Token != p.Token:
+			return nil, wrap(op, p.OperationKey, &oncekey.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(viewApproval(a, now).Status)})
+		case a.Status != oncekey.ApprovalPending || a.Overdue(now):
+			return nil, wrap(op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
+		}
+		*a = oncekey.GrantApproval(*a, g, now, p.Retention)
+		return viewApproval(a, now), nil
+	})
+}

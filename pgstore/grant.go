@@ -1,0 +1,196 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/oncekey/oncekey"
+)
+
+var _ oncekey.GrantStore = (*Store)(nil)
+
+// grantCols is the select list of a grant, in the order scanGrant scans it, with its status as
+// it reads now.
+const grantCols = `id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at, revoked_at, revoked_by,
+    CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'active' END`
+
+// grantTable returns the grants table (oncekey_grants, in Options.Schema if set).
+func (s *Store) grantTable() string {
+	if s.schema != "" {
+		return pgx.Identifier{s.schema, "oncekey_grants"}.Sanitize()
+	}
+	return "oncekey_grants"
+}
+
+// grantSQL returns q with {g} the grants table, {a} the approvals table and {cols} grantCols.
+func (s *Store) grantSQL(q string) string {
+	return strings.NewReplacer("{g}", s.grantTable(), "{a}", s.approvalTable, "{cols}", grantCols).Replace(q)
+}
+
+func scanGrant(row pgx.Row) (*oncekey.Grant, error) {
+	var (
+		g       oncekey.Grant
+		revoked pgtype.Timestamptz
+		status  string
+	)
+	if err := row.Scan(&g.ID, &g.Namespace, &g.Tenant, &g.Tool, &g.WorkflowID, &g.Rule, &g.CreatedBy, &g.Reason,
+		&g.CreatedAt, &g.ExpiresAt, &revoked, &g.RevokedBy, &status); err != nil {
+		return nil, err
+	}
+	if revoked.Valid {
+		g.RevokedAt = revoked.Time
+	}
+	g.Status = oncekey.GrantStatus(status)
+	return &g, nil
+}
+
+// grantMigration names the migration that creates the grants table.
+const grantMigration = "008_grants"
+
+// wrapGrant is wrap for the grant statements: a missing grants table (or grant_id column) with
+// the records' table in place means a schema migrated before 008_grants.
+func (s *Store) wrapGrant(ctx context.Context, op, key string, err error) error {
+	if problem, ok := schemaProblemOf(err); ok && problem == tableMissing || ok && strings.Contains(err.Error(), "grant_id") {
+		return named(op, key, s.schemaError(ctx, op, tableOutdated, "there is no table oncekey_grants beside it (migration "+grantMigration+" is not applied)", err))
+	}
+	return s.wrapApproval(ctx, op, key, err)
+}
+
+// CreateGrant implements oncekey.GrantStore, on the database clock.
+func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (*oncekey.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	q := s.grantSQL(`INSERT INTO {g} (id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now() + $9::bigint * interval '1 microsecond')
+RETURNING {cols}`)
+	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
+		return scanGrant(s.pool.QueryRow(ctx, q, oncekey.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
+			p.CreatedBy, p.Reason, micros(p.Duration)))
+	})
+	if err != nil {
+		return nil, s.wrapGrant(ctx, "create grant", "", err)
+	}
+	return g, nil
+}
+
+// RevokeGrant implements oncekey.GrantStore: one UPDATE of an active grant; a grant it does not
+// change is read and returned as it is. The UPDATE takes the grant's row lock, which
+// ApproveByGrant holds (FOR SHARE) while it decides: a revoke commits before or after it.
+func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "revoke grant"
+	// clock_timestamp(), not now(): a revoke that waited for ApproveByGrant's lock is recorded
+	// at the time it landed, after the approval that held the lock, not when its statement began.
+	q := s.grantSQL(`UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2
+WHERE id = $1 AND revoked_at IS NULL AND expires_at > now()
+RETURNING {cols}`)
+	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
+		return scanGrant(s.pool.QueryRow(ctx, q, p.ID, p.RevokedBy))
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Revoked or expired already, or no such grant: as it is.
+		return s.GetGrant(ctx, p.ID)
+	case err != nil:
+		return nil, s.wrapGrant(ctx, op, p.ID, err)
+	}
+	return g, nil
+}
+
+// GetGrant implements oncekey.GrantStore.
+func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error) {
+	const op = "get grant"
+	q := s.grantSQL(`SELECT {cols} FROM {g} WHERE id = $1`)
+	return queryOne(ctx, s, op, id, s.wrapGrant, func(ctx context.Context) (*oncekey.Grant, error) {
+		return scanGrant(s.pool.QueryRow(ctx, q, id))
+	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, id, oncekey.ErrNotFound) })
+}
+
+// ListGrants implements oncekey.GrantStore in one statement.
+func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	q := s.grantSQL(`SELECT * FROM (SELECT {cols} AS status FROM {g}
+    WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR tenant = $2) AND ($3 = '' OR tool = $3)) l
+WHERE ($4 = '' OR status = $4)
+ORDER BY created_at, id LIMIT $5`)
+	gs, err := callFor(ctx, s, func(ctx context.Context) ([]*oncekey.Grant, error) {
+		rows, err := s.pool.Query(ctx, q, p.Namespace, p.Tenant, p.Tool, string(p.Status), p.PageSize())
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekey.Grant, error) { return scanGrant(row) })
+	})
+	if err != nil {
+		return nil, s.wrapGrant(ctx, "list grants", "", err)
+	}
+	return gs, nil
+}
+
+// ApproveByGrant implements oncekey.GrantStore in one transaction: it reads the grant FOR SHARE
+// (a revoke waits for it, or it for the revoke), checks it covers the approval, and decides the
+// pending request as DecideApproval would, naming the grant.
+func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantParams) (*oncekey.Approval, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "approve by grant"
+	lockGrant := s.grantSQL(`SELECT {cols} FROM {g} WHERE id = $1 FOR SHARE`)
+	decide := strings.NewReplacer("{a}", s.approvalTable, "{cols}", fill(approvalCols)).Replace(`UPDATE {a} SET status = 'approved',
+    decided_at = now(), decided_by = $4, reason = $5, grant_id = $6, expires_at = now() + $7::bigint * interval '1 microsecond'
+WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending' AND deadline > now()
+RETURNING {cols}`)
+	var refused error
+	a, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
+		refused = nil
+		var out *oncekey.Approval
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			cur, err := scanApproval(tx.QueryRow(ctx, s.getApprovalSQL, p.Tenant, p.OperationKey))
+			if errors.Is(err, pgx.ErrNoRows) {
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, oncekey.ErrNotFound)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			g, err := scanGrant(tx.QueryRow(ctx, lockGrant, p.GrantID))
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if e := oncekey.NotActive(p.GrantID, g, cur.Namespace, cur.Tenant, cur.Tool, p.WorkflowID); e != nil {
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, e)
+				return nil
+			}
+			out, err = scanApproval(tx.QueryRow(ctx, decide, p.Tenant, p.OperationKey, p.Episode, g.CreatedBy,
+				oncekey.GrantReason(g.ID), g.ID, micros(p.Retention), p.Token))
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			switch {
+			case cur.Episode != p.Episode, cur.Token != p.Token:
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
+					OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekey.Status(cur.Status)})
+			default:
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: cur})
+			}
+			return nil
+		})
+		return out, err
+	})
+	if err != nil {
+		return nil, s.wrapGrant(ctx, op, p.OperationKey, err)
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	return a, nil
+}

@@ -1,0 +1,332 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey"
+)
+
+// GrantApprovalStore is a store that keeps approvals and standing grants beside them.
+type GrantApprovalStore interface {
+	oncekey.ApprovalStore
+	oncekey.GrantStore
+}
+
+// grantTests are the subtests of RunGrants.
+var grantTests = []struct {
+	name string
+	fn   func(t *testing.T, s GrantApprovalStore)
+}{
+	{"CreateGetList", testGrantCreate},
+	{"RevokeOnce", testGrantRevoke},
+	{"Expires", testGrantExpires},
+	{"ApproveByGrant", testGrantApprove},
+	{"ApproveRefusedOutsideGrant", testGrantApproveRefused},
+	{"ApproveFencedAsDecide", testGrantApproveFenced},
+	{"SupersedeAsksAnew", testGrantSupersede},
+	{"RevokeRacingApprove", testGrantRevokeRace},
+	{"InvalidParams", testGrantInvalid},
+}
+
+// RunGrants runs the grant subtests of the conformance suite against stores made by newStore,
+// which is called once per subtest and must return an empty store cleaned up with t.Cleanup.
+// Run calls it for a store that implements oncekey.ApprovalStore and oncekey.GrantStore.
+func RunGrants(t *testing.T, newStore func(t *testing.T) GrantApprovalStore) {
+	t.Helper()
+	for _, tc := range grantTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// runGrantsIfImplemented runs RunGrants under the subtest "Grant" when the stores newStore makes
+// keep grants, and skips it (saying so) otherwise.
+func runGrantsIfImplemented(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
+	t.Run("Grant", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := newStore(t).(GrantApprovalStore); !ok {
+			t.Skip("the store does not implement oncekey.ApprovalStore and oncekey.GrantStore: no grant subtests")
+		}
+		RunGrants(t, func(t *testing.T) GrantApprovalStore { return newStore(t).(GrantApprovalStore) })
+	})
+}
+
+// grantParams returns the params of a grant covering approvalParams' calls, for an hour; the
+// tenant is unique to the test, so listings see only its grants.
+func grantParams(t *testing.T) *oncekey.CreateGrantParams {
+	return &oncekey.CreateGrantParams{Namespace: "ns-a", Tenant: "acme-" + newKey()[4:20], Tool: "refund",
+		Rule: "amount <= 100", CreatedBy: "ada", Reason: "small refunds", Duration: time.Hour}
+}
+
+// grantedRequest asks, with a worker's token, for approval of a call g covers and returns the
+// pending episode.
+func grantedRequest(t *testing.T, s GrantApprovalStore, g *oncekey.Grant) (*oncekey.RequestApprovalParams, *oncekey.Approval) {
+	p := approvalParams()
+	p.Tenant, p.Token = g.Tenant, "w1_"+newKey()[4:20]
+	return p, requestNew(t, s, p)
+}
+
+func approveBy(a *oncekey.Approval, g *oncekey.Grant) *oncekey.ApproveByGrantParams {
+	return &oncekey.ApproveByGrantParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token,
+		GrantID: g.ID, WorkflowID: a.WorkflowID, Retention: time.Hour}
+}
+
+func testGrantCreate(t *testing.T, s GrantApprovalStore) {
+	p := grantParams(t)
+	g := do(t, s.CreateGrant, p)
+	require.Regexp(t, `^g1_[0-9a-f]{32}$`, g.ID)
+	require.Equal(t, oncekey.GrantActive, g.Status)
+	require.Equal(t, p.Duration, g.ExpiresAt.Sub(g.CreatedAt), "it lasts Duration from its creation, on the store's clock")
+	require.True(t, g.RevokedAt.IsZero())
+	want := oncekey.Grant{ID: g.ID, Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, Rule: p.Rule, CreatedBy: p.CreatedBy,
+		Reason: p.Reason, CreatedAt: g.CreatedAt, ExpiresAt: g.ExpiresAt, Status: oncekey.GrantActive}
+	requireSameFields(t, &want, g)
+	requireSameFields(t, g, do(t, s.GetGrant, g.ID))
+
+	q := *p
+	q.Tool, q.WorkflowID, q.Rule = "delete_file", "wf-9", ""
+	other := do(t, s.CreateGrant, &q)
+	require.Equal(t, "wf-9", other.WorkflowID)
+
+	ids := func(gs []*oncekey.Grant) (out []string) {
+		for _, g := range gs {
+			out = append(out, g.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{g.ID, other.ID}, ids(do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant})))
+	require.Equal(t, []string{other.ID}, ids(do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Tool: "delete_file"})))
+	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Namespace: "ns-b"}))
+	require.Len(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Limit: 1}), 1)
+	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Status: oncekey.GrantRevoked}))
+
+	_, err := s.GetGrant(ctxT(t), oncekey.NewGrantID())
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
+
+func testGrantRevoke(t *testing.T, s GrantApprovalStore) {
+	g := do(t, s.CreateGrant, grantParams(t))
+	r := do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+	require.Equal(t, oncekey.GrantRevoked, r.Status)
+	require.Equal(t, "grace", r.RevokedBy)
+	require.False(t, r.RevokedAt.Before(g.CreatedAt))
+	again := do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "someone else"})
+	requireSameFields(t, r, again)
+	requireSameFields(t, r, do(t, s.GetGrant, g.ID))
+	got := do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: g.Tenant, Status: oncekey.GrantRevoked})
+	require.Len(t, got, 1)
+	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: g.Tenant, Status: oncekey.GrantActive}))
+
+	_, err := s.RevokeGrant(ctxT(t), &oncekey.RevokeGrantParams{ID: oncekey.NewGrantID(), RevokedBy: "grace"})
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
+
+func testGrantExpires(t *testing.T, s GrantApprovalStore) {
+	p := grantParams(t)
+	p.Duration = shortLease
+	g := do(t, s.CreateGrant, p)
+	require.Eventually(t, func() bool { return do(t, s.GetGrant, g.ID).Status == oncekey.GrantExpired }, waitFor, pollEvery)
+	r := do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+	require.Equal(t, oncekey.GrantExpired, r.Status, "an expired grant is returned unchanged")
+	require.True(t, r.RevokedAt.IsZero())
+
+	_, a := grantedRequest(t, s, g)
+	_, err := s.ApproveByGrant(ctxT(t), approveBy(a, g))
+	var na *oncekey.GrantNotActiveError
+	require.ErrorAs(t, err, &na)
+	require.Equal(t, "expired", na.Reason)
+	requireSameApproval(t, a, getApproval(t, s, a.Tenant, a.OperationKey))
+}
+
+func testGrantApprove(t *testing.T, s GrantApprovalStore) {
+	g := do(t, s.CreateGrant, grantParams(t))
+	_, a := grantedRequest(t, s, g)
+	got := do(t, s.ApproveByGrant, approveBy(a, g))
+	want := oncekey.GrantApproval(*a, g, got.DecidedAt, time.Hour)
+	requireSameApproval(t, &want, got)
+	require.Equal(t, g.ID, got.GrantID)
+	require.Equal(t, "ada", got.DecidedBy, "decided by who made the grant")
+	require.Equal(t, oncekey.GrantReason(g.ID), got.Reason)
+	require.Equal(t, time.Hour, got.ExpiresAt.Sub(got.DecidedAt))
+	requireSameApproval(t, got, getApproval(t, s, a.Tenant, a.OperationKey))
+	listed := listAllApprovals(t, s, oncekey.ListApprovalsParams{Tenant: a.Tenant})
+	require.Len(t, listed, 1)
+	require.Equal(t, g.ID, listed[0].GrantID)
+
+	// A decision after it conflicts, as after a person's.
+	_, err := s.DecideApproval(ctxT(t), decision(a, oncekey.ApprovalDenied))
+	requireApprovalConflict(t, err)
+}
+
+func testGrantApproveRefused(t *testing.T, s GrantApprovalStore) {
+	base := grantParams(t)
+	for _, tc := range []struct {
+		name   string
+		change func(p *oncekey.CreateGrantParams)
+		reason string
+	}{
+		{"another tool", func(p *oncekey.CreateGrantParams) { p.Tool = "delete_file" }, "another scope"},
+		{"another namespace", func(p *oncekey.CreateGrantParams) { p.Namespace = "ns-b" }, "another scope"},
+		{"another tenant", func(p *oncekey.CreateGrantParams) { p.Tenant += "-other" }, "another scope"},
+		{"another workflow", func(p *oncekey.CreateGrantParams) { p.WorkflowID = "wf-2" }, "another scope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := *base
+			tc.change(&p)
+			g := do(t, s.CreateGrant, &p)
+			a := requestNew(t, s, func() *oncekey.RequestApprovalParams {
+				r := approvalParams()
+				r.Tenant, r.Token = base.Tenant, "w1_x"
+				return r
+			}())
+			_, err := s.ApproveByGrant(ctxT(t), approveBy(a, g))
+			var na *oncekey.GrantNotActiveError
+			require.ErrorAs(t, err, &na)
+			require.Equal(t, tc.reason, na.Reason)
+			requireSameApproval(t, a, getApproval(t, s, a.Tenant, a.OperationKey))
+		})
+	}
+	t.Run("revoked", func(t *testing.T) {
+		g := do(t, s.CreateGrant, base)
+		do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+		_, a := grantedRequest(t, s, g)
+		_, err := s.ApproveByGrant(ctxT(t), approveBy(a, g))
+		var na *oncekey.GrantNotActiveError
+		require.ErrorAs(t, err, &na)
+		require.Equal(t, "revoked", na.Reason)
+		require.Equal(t, "grace", na.Grant.RevokedBy)
+		requireSameApproval(t, a, getApproval(t, s, a.Tenant, a.OperationKey))
+	})
+	t.Run("unknown", func(t *testing.T) {
+		g := do(t, s.CreateGrant, base)
+		_, a := grantedRequest(t, s, g)
+		g2 := *g
+		g2.ID = oncekey.NewGrantID()
+		_, err := s.ApproveByGrant(ctxT(t), approveBy(a, &g2))
+		var na *oncekey.GrantNotActiveError
+		require.ErrorAs(t, err, &na)
+		require.Equal(t, "not found", na.Reason)
+	})
+}
+
+func testGrantApproveFenced(t *testing.T, s GrantApprovalStore) {
+	g := do(t, s.CreateGrant, grantParams(t))
+	_, a := grantedRequest(t, s, g)
+	p := approveBy(a, g)
+	p.Token = "w1_another-request"
+	_, err := s.ApproveByGrant(ctxT(t), p)
+	var stale *oncekey.StaleDecisionError
+	require.ErrorAs(t, err, &stale)
+	p = approveBy(a, g)
+	p.Episode++
+	_, err = s.ApproveByGrant(ctxT(t), p)
+	require.ErrorAs(t, err, &stale)
+
+	decided := decide(t, s, a, oncekey.ApprovalDenied)
+	_, err = s.ApproveByGrant(ctxT(t), approveBy(a, g))
+	ce := requireApprovalConflict(t, err)
+	require.Equal(t, oncekey.ApprovalDenied, ce.Approval.Status)
+	requireSameApproval(t, decided, getApproval(t, s, a.Tenant, a.OperationKey))
+
+	p = approveBy(a, g)
+	p.OperationKey = newKey()
+	_, err = s.ApproveByGrant(ctxT(t), p)
+	require.ErrorIs(t, err, oncekey.ErrNotFound)
+}
+
+// An approval recorded under a grant is asked anew (a new pending episode, no grant) only by a
+// worker's request that names that grant as superseded; a request naming another grant, or
+// none, gets it unchanged.
+func testGrantSupersede(t *testing.T, s GrantApprovalStore) {
+	g := do(t, s.CreateGrant, grantParams(t))
+	p, a := grantedRequest(t, s, g)
+	approved := do(t, s.ApproveByGrant, approveBy(a, g))
+	for _, other := range []string{"", oncekey.NewGrantID()} {
+		q := *p
+		q.Token, q.SupersedeGrant = "w1_later", other
+		res := request(t, s, &q)
+		require.False(t, res.Created)
+		requireSameApproval(t, approved, res.Approval)
+	}
+	q := *p
+	q.Token, q.SupersedeGrant = "w1_later", g.ID
+	anew := requestNew(t, s, &q)
+	require.Equal(t, a.Episode+1, anew.Episode)
+	require.Empty(t, anew.GrantID)
+	requirePendingFrom(t, &q, anew)
+}
+
+// A revoke racing ApproveByGrant lands before it (the approval is refused and stays pending) or
+// after it (the approval was decided no later than the revoke): never inside.
+func testGrantRevokeRace(t *testing.T, s GrantApprovalStore) {
+	for range 10 {
+		g := do(t, s.CreateGrant, grantParams(t))
+		_, a := grantedRequest(t, s, g)
+		var (
+			approved *oncekey.Approval
+			revoked  *oncekey.Grant
+			errs     []error
+		)
+		race(2, func(i int) (any, error) {
+			if i == 0 {
+				return s.ApproveByGrant(context.Background(), approveBy(a, g))
+			}
+			return s.RevokeGrant(context.Background(), &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+		}, func(v any, err error) {
+			var na *oncekey.GrantNotActiveError
+			switch v := v.(type) {
+			case *oncekey.Approval:
+				if v != nil {
+					approved = v
+				}
+			case *oncekey.Grant:
+				revoked = v
+			}
+			if err != nil && !errors.As(err, &na) {
+				errs = append(errs, err)
+			}
+		})
+		require.Empty(t, errs)
+		require.NotNil(t, revoked)
+		cur := getApproval(t, s, a.Tenant, a.OperationKey)
+		if approved == nil {
+			require.Equal(t, oncekey.ApprovalPending, cur.Status, "refused: nothing written")
+			continue
+		}
+		require.False(t, approved.DecidedAt.After(revoked.RevokedAt), "approved at %s, after the revoke at %s", approved.DecidedAt, revoked.RevokedAt)
+	}
+}
+
+func testGrantInvalid(t *testing.T, s GrantApprovalStore) {
+	for _, tc := range []struct {
+		field  string
+		change func(p *oncekey.CreateGrantParams)
+	}{
+		{"Tenant", func(p *oncekey.CreateGrantParams) { p.Tenant = "" }},
+		{"Namespace", func(p *oncekey.CreateGrantParams) { p.Namespace = " " }},
+		{"Tool", func(p *oncekey.CreateGrantParams) { p.Tool = "" }},
+		{"CreatedBy", func(p *oncekey.CreateGrantParams) { p.CreatedBy = "" }},
+		{"Rule", func(p *oncekey.CreateGrantParams) { p.Rule = "amount <= " }},
+		{"Rule", func(p *oncekey.CreateGrantParams) { p.Rule = `currency < "EUR"` }},
+		{"Duration", func(p *oncekey.CreateGrantParams) { p.Duration = 0 }},
+		{"Duration", func(p *oncekey.CreateGrantParams) { p.Duration = oncekey.MaxGrantDuration + time.Second }},
+	} {
+		p := grantParams(t)
+		tc.change(p)
+		_, err := s.CreateGrant(ctxT(t), p)
+		requireInvalid(t, err, tc.field)
+	}
+	_, err := s.RevokeGrant(ctxT(t), &oncekey.RevokeGrantParams{ID: "g1_x"})
+	requireInvalid(t, err, "RevokedBy")
+	_, err = s.ListGrants(ctxT(t), &oncekey.ListGrantsParams{Status: "live"})
+	requireInvalid(t, err, "Status")
+	_, err = s.ApproveByGrant(ctxT(t), &oncekey.ApproveByGrantParams{Tenant: "acme", OperationKey: newKey(), Episode: 1, Retention: time.Hour})
+	requireInvalid(t, err, "GrantID")
+}
