@@ -127,7 +127,14 @@ func (e *env) soak(cfg soakConfig) soakStats {
 			mu.Unlock()
 			victim.kill()
 			kills.Add(1)
-			if err := start(); err != nil {
+			// A supervisor starts a fresh worker, again until it comes up: during a failover
+			// it cannot reach its store at start-up and exits.
+			err := start()
+			for deadline := time.Now().Add(2 * time.Minute); err != nil && time.Now().Before(deadline) && killCtx.Err() == nil; {
+				time.Sleep(time.Second)
+				err = start()
+			}
+			if err != nil && killCtx.Err() == nil {
 				killer <- err
 				return
 			}
