@@ -145,13 +145,15 @@ func (e *env) soak(cfg soakConfig) soakStats {
 	ctx, cancel := context.WithTimeout(context.Background(), *flagSoakBudget)
 	defer cancel()
 	faulted := make(chan string, 1)
+	faultCtx, stopFault := context.WithCancel(ctx)
+	defer stopFault()
 	if cfg.fault != nil {
 		go func() {
-			for ctx.Err() == nil && len(e.ds.Effects()) < ops/2 {
+			for faultCtx.Err() == nil && len(e.ds.Effects()) < ops/2 {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if ctx.Err() != nil {
-				faulted <- "the fault never ran: the soak ended first"
+			if faultCtx.Err() != nil {
+				faulted <- ""
 				return
 			}
 			faulted <- cfg.fault()
@@ -193,7 +195,11 @@ func (e *env) soak(cfg soakConfig) soakStats {
 	}
 	wg.Wait()
 	st := soakStats{ops: ops, workers: workers, took: time.Since(began)}
+	stopFault() // a fault under way finishes; one not begun never will
 	st.fault = <-faulted
+	if cfg.fault != nil {
+		require.NotEmpty(t, st.fault, "the fault never ran: the soak ended before half its operations had an effect")
+	}
 	stopKiller()
 	require.NoError(t, <-killer)
 	stopOperator()
