@@ -456,6 +456,13 @@ func (e *env) addCredits(ctx context.Context, ledger map[string]int, a *auditRes
 	}
 }
 
+// auditTimeout is how long the audit of ops operations may take: it reads every record and
+// describes every workflow (a 20,000-operation soak has 5,000), so 2 minutes plus 10ms an
+// operation.
+func auditTimeout(ops int) time.Duration {
+	return 2*time.Minute + time.Duration(ops)*10*time.Millisecond
+}
+
 func (e *env) fill(a auditResult) {
 	e.res.Effects, e.res.DoubleEffects, e.res.Lost, e.res.Stuck = a.effects, a.double, a.lost, a.stuck
 }
@@ -464,7 +471,7 @@ func (e *env) fill(a auditResult) {
 // and nothing double, lost or stuck.
 func (e *env) check(ops, effects int) {
 	e.t.Helper()
-	a := e.audit(e.ctx(2 * time.Minute))
+	a := e.audit(e.ctx(auditTimeout(ops)))
 	e.fill(a)
 	e.res.Operations = ops
 	e.audited = true

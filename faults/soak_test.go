@@ -238,7 +238,7 @@ func (e *env) soak(cfg soakConfig) soakStats {
 		require.Equal(t, ops, done)
 		e.check(ops, ops)
 	} else {
-		a := e.audit(e.ctx(2 * time.Minute))
+		a := e.audit(e.ctx(auditTimeout(ops)))
 		e.fill(a)
 		e.res.Operations, e.audited = ops, true
 		for _, p := range a.problems {
