@@ -34,7 +34,7 @@ func run(args []string) int {
 	soakWorkers := fs.Int("soak-workers", 4, "worker processes in the soak")
 	soakKill := fs.Duration("soak-kill-every", 20*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one")
 	soakBudget := fs.Duration("soak-budget", 30*time.Minute, "how long a soak (the soak, each failover's) may take before it fails")
-	failoverOps := fs.Int("failover-ops", 2000, "operations in the soak of each failover scenario (pg_failover_sync, pg_failover_async, temporal_restart)")
+	failoverOps := fs.Int("failover-ops", 1000, "operations in the soak of each failover scenario (pg_failover_sync, pg_failover_async, temporal_restart)")
 	redisOps := fs.Int("redis-ops", 20000, "operations in the Redis failover scenario (redis_failover)")
 	lin := fs.Duration("lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
 	pgRestart := fs.Bool("pg-restart", true, "run the Postgres restart and failover scenarios (on private Postgres instances they start, never the shared server)")
