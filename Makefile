@@ -36,7 +36,7 @@ export ONCEKEY_TEMPORAL_BIN ?= $(TEMPORAL_BIN)
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-.PHONY: demo test temporal bench bench-deps pgbench faults vet lint staticcheck docs mockcheck
+.PHONY: demo test temporal bench bench-deps pgbench faults faults-deps vet lint staticcheck docs mockcheck
 
 # Flags for the demo program, e.g. make demo ARGS="-seed 7 -manual".
 ARGS ?=
@@ -178,5 +178,14 @@ bench-deps:
 # Kept for scripts that install pgbench alone.
 pgbench: bench-deps
 
-faults: temporal
+# What the failover rows of make faults need, installed when missing (Debian, as root): the
+# Postgres server's binaries (initdb, pg_basebackup), redis-server and redis-sentinel.
+faults-deps:
+	@pkgs=""; \
+	ls /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	command -v redis-server >/dev/null || pkgs="$$pkgs redis-server"; \
+	command -v redis-sentinel >/dev/null || pkgs="$$pkgs redis-sentinel"; \
+	if [ -n "$$pkgs" ]; then echo "installing$$pkgs"; apt-get update -qq && apt-get install -y -qq $$pkgs >/dev/null; fi
+
+faults: temporal faults-deps
 	$(GO) run ./faults/cmd/faults $(FAULTS_ARGS)

@@ -35,10 +35,11 @@ import (
 
 var (
 	flagReport      = flag.String("faults.report", "", "append each scenario's result as a JSON line to this file")
-	flagSoakOps     = flag.Int("faults.soak-ops", 200, "operations in the soak (make faults runs 2000)")
+	flagSoakOps     = flag.Int("faults.soak-ops", 200, "operations in the soak (make faults runs 20000)")
 	flagSoakWorkers = flag.Int("faults.soak-workers", 4, "worker processes in the soak")
 	flagSoakKill    = flag.Duration("faults.soak-kill-every", 5*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one (make faults: 20s)")
 	flagSoakBudget  = flag.Duration("faults.soak-budget", 12*time.Minute, "how long the soak may take before it fails")
+	flagFailoverOps = flag.Int("faults.failover-ops", 100, "operations in each failover scenario's soak (pg_failover_sync, pg_failover_async, temporal_restart; make faults runs 1000)")
 	flagLinDuration = flag.Duration("faults.lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
 	flagPGRestart   = flag.Bool("faults.pg-restart", true, "run the Postgres restart scenario (on a private Postgres instance it starts; false leaves it out)")
 	flagOut         = flag.String("faults.out", "", "directory for artifacts such as non-linearizable histories (default: a new directory under the system temp dir)")
@@ -455,6 +456,13 @@ func (e *env) addCredits(ctx context.Context, ledger map[string]int, a *auditRes
 	}
 }
 
+// auditTimeout is how long the audit of ops operations may take: it reads every record and
+// describes every workflow (a 20,000-operation soak has 5,000), so 2 minutes plus 10ms an
+// operation.
+func auditTimeout(ops int) time.Duration {
+	return 2*time.Minute + time.Duration(ops)*10*time.Millisecond
+}
+
 func (e *env) fill(a auditResult) {
 	e.res.Effects, e.res.DoubleEffects, e.res.Lost, e.res.Stuck = a.effects, a.double, a.lost, a.stuck
 }
@@ -463,7 +471,7 @@ func (e *env) fill(a auditResult) {
 // and nothing double, lost or stuck.
 func (e *env) check(ops, effects int) {
 	e.t.Helper()
-	a := e.audit(e.ctx(2 * time.Minute))
+	a := e.audit(e.ctx(auditTimeout(ops)))
 	e.fill(a)
 	e.res.Operations = ops
 	e.audited = true

@@ -40,6 +40,10 @@ var Scenarios = []Scenario{
 	{"postgres_restart", "Postgres stopped and started mid-run: claims fail closed, no duplicate, work resumes"},
 	{"claimers_64", "64 claimers of one key across two worker processes: one body"},
 	{"soak", "soak: operations over worker processes, lost responses, errors, delays, a worker killed every interval"},
+	{"pg_failover_sync", "Postgres primary SIGKILLed mid-soak, its synchronous standby promoted: workers reconnect (target_session_attrs=read-write), nothing lost"},
+	{"pg_failover_async", "the same with an asynchronous standby: what the promoted standby lacked, measured (outside the promise)"},
+	{"temporal_restart", "Temporal dev server (--db-filename) SIGKILLed mid-soak and restarted on the same port: workflows resume"},
+	{"redis_failover", "Redis primary SIGKILLed mid-run, Sentinel promotes its replica: acknowledged writes the replica lacked, measured (outside the promise)"},
 	{"linearizability", "pgstore histories of 8 goroutines checked with porcupine against a sequential model"},
 	{"linearizability_coalesced", "the same with pgstore.Options.Coalesce, 16 goroutines: claims and completions of the same and of different keys in multi-row statements"},
 }
@@ -61,6 +65,10 @@ type Result struct {
 	Stuck   int     `json:"stuck"`
 	Seconds float64 `json:"seconds"`
 	Note    string  `json:"note,omitempty"`
+	// Unpromised marks a configuration the docs do not promise the guarantee for (a failover
+	// to an asynchronous standby, a Redis failover): the scenario measures what it loses. Its
+	// counts are printed, on the row and on a line of their own, but left out of the summary.
+	Unpromised bool `json:"unpromised,omitempty"`
 }
 
 // AppendResult appends r as one JSON line to the file at path.
@@ -117,10 +125,12 @@ func (s Summary) Line() string {
 	return fmt.Sprintf("faults: passed=%d total=%d double_effects=%d lost=%d stuck=%d", s.Passed, s.Total, s.DoubleEffects, s.Lost, s.Stuck)
 }
 
-// WriteReport writes the table of Scenarios with their results, then the summary line last, and
-// returns the summary.
+// WriteReport writes the table of Scenarios with their results, then a line with the counts of
+// the unpromised scenarios that ran (when any did), then the summary line last, and returns the
+// summary. An unpromised scenario that passed shows "measured"; its counts are not summed.
 func WriteReport(w io.Writer, results map[string]Result) Summary {
 	s := Summary{Total: len(Scenarios)}
+	var outside []string
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tresult\tops\teffects\tdouble\tlost\tstuck\tseconds\tnote")
 	for _, sc := range Scenarios {
@@ -130,15 +140,24 @@ func WriteReport(w io.Writer, results map[string]Result) Summary {
 		case !ok:
 		case r.Skipped:
 			verdict = "skipped"
+		case r.Passed && r.Unpromised:
+			verdict = "measured"
+			s.Passed++
 		case r.Passed:
 			verdict = "pass"
 			s.Passed++
 		default:
 			verdict = "FAIL"
 		}
-		s.DoubleEffects += r.DoubleEffects
-		s.Lost += r.Lost
-		s.Stuck += r.Stuck
+		if r.Unpromised {
+			if ok && !r.Skipped {
+				outside = append(outside, fmt.Sprintf("%s double_effects=%d lost=%d stuck=%d", sc.ID, r.DoubleEffects, r.Lost, r.Stuck))
+			}
+		} else {
+			s.DoubleEffects += r.DoubleEffects
+			s.Lost += r.Lost
+			s.Stuck += r.Stuck
+		}
 		note := r.Note
 		if note == "" {
 			note = sc.Title
@@ -146,6 +165,9 @@ func WriteReport(w io.Writer, results map[string]Result) Summary {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\n", sc.ID, verdict, r.Operations, r.Effects, r.DoubleEffects, r.Lost, r.Stuck, r.Seconds, note)
 	}
 	tw.Flush()
+	if len(outside) > 0 {
+		fmt.Fprintf(w, "faults: outside the promise (docs/stores.md#failover), measured, not in the summary: %s\n", strings.Join(outside, "; "))
+	}
 	fmt.Fprintln(w, s.Line())
 	return s
 }

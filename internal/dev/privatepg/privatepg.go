@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -57,6 +58,38 @@ const startWait = 60 * time.Second
 // runs both as the postgres user that the postgresql package creates. It returns ErrNoPostgres
 // when the binaries are missing. Call Close when done.
 func Start(ctx context.Context, opts Options) (*Instance, error) {
+	return create(ctx, opts, func(bin, data string) []string {
+		return []string{filepath.Join(bin, "initdb"), "-D", data, "-U", "oncekey", "-A", "trust", "-E", "UTF8", "--no-sync"}
+	})
+}
+
+// StartStandby copies primary with pg_basebackup (WAL streamed during the copy, -R: standby.signal
+// and primary_conninfo written) into a new temporary directory and starts it on a free port of
+// 127.0.0.1 as a hot standby streaming from primary, with opts as Start takes them. It returns
+// once the standby accepts (read-only) connections. primary must be running; initdb's
+// pg_hba.conf lets replication connections from 127.0.0.1 in, with trust. The walreceiver's
+// application_name is "standby" (cluster_name), so synchronous_standby_names may name it, or
+// be '*'. Promote makes it a primary. Call Close when done.
+func StartStandby(ctx context.Context, primary *Instance, opts Options) (*Instance, error) {
+	if !primary.Running() {
+		return nil, fmt.Errorf("privatepg: standby of the server on port %d: it is not running", primary.Port)
+	}
+	if opts.Settings == nil {
+		opts.Settings = map[string]string{}
+	}
+	if _, ok := opts.Settings["cluster_name"]; !ok {
+		opts.Settings = maps.Clone(opts.Settings)
+		opts.Settings["cluster_name"] = "standby"
+	}
+	return create(ctx, opts, func(bin, data string) []string {
+		return []string{filepath.Join(bin, "pg_basebackup"), "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port),
+			"-U", "oncekey", "-X", "stream", "-R", "--no-sync", "-c", "fast"}
+	})
+}
+
+// create makes a temporary directory, runs the command setup returns (initdb or pg_basebackup
+// into data) as the server's user, and starts the server on a free port with opts.
+func create(ctx context.Context, opts Options, setup func(bin, data string) []string) (*Instance, error) {
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -79,11 +112,12 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "oncekey", "-A", "trust", "-E", "UTF8", "--no-sync")
-	initdb.SysProcAttr, initdb.Dir = pg.attr, dir
-	if out, err := initdb.CombinedOutput(); err != nil {
+	setupArgv := setup(bin, data)
+	cmd := exec.CommandContext(ctx, setupArgv[0], setupArgv[1:]...)
+	cmd.SysProcAttr, cmd.Dir = pg.attr, dir
+	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("privatepg: initdb: %v: %s", err, out)
+		return nil, fmt.Errorf("privatepg: %s: %v: %s", filepath.Base(setupArgv[0]), err, out)
 	}
 	if pg.Port, err = freePort(); err != nil {
 		os.RemoveAll(dir)
@@ -170,6 +204,36 @@ func (pg *Instance) Stop() {
 		_ = pg.cmd.Process.Kill()
 		<-pg.done
 	}
+}
+
+// Kill ends the server as a crash would: SIGKILL to the postmaster and every process of its
+// process group (its backends, WAL writer and walsenders), so nothing is flushed, sent to a
+// standby or shut down cleanly. It returns once the postmaster has exited. The data stays for
+// Start (which then runs crash recovery). Killing a stopped server does nothing.
+func (pg *Instance) Kill() {
+	if !pg.Running() {
+		return
+	}
+	_ = syscall.Kill(-pg.cmd.Process.Pid, syscall.SIGKILL)
+	<-pg.done
+}
+
+// Promote ends recovery on a standby (pg_promote, waiting up to 60s) so that it takes writes,
+// and returns once it does. Promoting a server that is not in recovery is an error.
+func (pg *Instance) Promote(ctx context.Context) error {
+	c, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		return fmt.Errorf("privatepg: promote the server on port %d: %w", pg.Port, err)
+	}
+	defer c.Close(ctx)
+	var ok bool
+	if err := c.QueryRow(ctx, `SELECT pg_promote(true, 60)`).Scan(&ok); err != nil {
+		return fmt.Errorf("privatepg: promote the server on port %d: %w", pg.Port, err)
+	}
+	if !ok {
+		return fmt.Errorf("privatepg: the server on port %d was not promoted within 60s:\n%s", pg.Port, pg.Log())
+	}
+	return nil
 }
 
 // Close stops the server and removes its directory.

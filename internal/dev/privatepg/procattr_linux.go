@@ -10,9 +10,10 @@ import (
 
 // procAttr returns the attributes initdb and postgres run with: as root, the postgres user's
 // credentials (dir is handed to that user); and a SIGINT (fast shutdown) when this process
-// dies, so a test binary killed by a timeout leaves no server behind.
+// dies, so a test binary killed by a timeout leaves no server behind; and a process group of
+// its own, which Kill ends as a whole.
 func procAttr(dir string) (*syscall.SysProcAttr, error) {
-	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT, Setpgid: true}
 	if os.Geteuid() != 0 {
 		return attr, nil
 	}

@@ -175,11 +175,68 @@ func PrivatePostgres(t testing.TB) *privatepg.Instance {
 	if err != nil {
 		t.Fatalf("testenv: private postgres: %v", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("testenv: log of the private postgres on port %d:\n%s", pg.Port, pg.Log())
-		}
-		pg.Close()
-	})
+	t.Cleanup(func() { closeLogged(t, "postgres", pg) })
 	return pg
+}
+
+// PrivateFailoverPair starts a private primary (PrivatePostgres's settings) and a hot standby
+// streaming from it (privatepg.StartStandby), for a test that kills the primary and promotes
+// the standby. With sync, the primary runs synchronous_commit=on and
+// synchronous_standby_names='*', so a commit returns only once the standby has flushed it;
+// without, the standby is asynchronous (synchronous_standby_names empty). It returns once the
+// standby streams (and, with sync, is the synchronous one). Both are stopped and removed in
+// t.Cleanup, their logs printed when the test failed. Missing binaries skip t, or fail it under
+// CI (Missing).
+func PrivateFailoverPair(t testing.TB, sync bool) (primary, standby *privatepg.Instance) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	settings := map[string]string{"fsync": "off", "synchronous_commit": "on"}
+	if sync {
+		settings["synchronous_standby_names"] = "*"
+	}
+	primary, err := privatepg.Start(ctx, privatepg.Options{Settings: settings})
+	if errors.Is(err, privatepg.ErrNoPostgres) {
+		Missing(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatalf("testenv: private primary: %v", err)
+	}
+	t.Cleanup(func() { closeLogged(t, "primary", primary) })
+	standby, err = privatepg.StartStandby(ctx, primary, privatepg.Options{Settings: map[string]string{"fsync": "off"}})
+	if err != nil {
+		t.Fatalf("testenv: private standby: %v", err)
+	}
+	t.Cleanup(func() { closeLogged(t, "standby", standby) })
+	want := "async"
+	if sync {
+		want = "sync"
+	}
+	c, err := pgx.Connect(ctx, primary.URL)
+	if err != nil {
+		t.Fatalf("testenv: private primary: %v", err)
+	}
+	defer c.Close(context.Background())
+	for {
+		var state string
+		err := c.QueryRow(ctx, `SELECT coalesce(max(sync_state), '') FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&state)
+		if err != nil {
+			t.Fatalf("testenv: private primary: pg_stat_replication: %v", err)
+		}
+		if state == want {
+			return primary, standby
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testenv: the standby on port %d does not stream as %s (sync_state %q)", standby.Port, want, state)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func closeLogged(t testing.TB, what string, pg *privatepg.Instance) {
+	if t.Failed() {
+		t.Logf("testenv: log of the private %s on port %d:\n%s", what, pg.Port, pg.Log())
+	}
+	pg.Close()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,4 +109,34 @@ func TestMissingNotesTheSkip(t *testing.T) {
 	b, err := os.ReadFile(notes)
 	require.NoError(t, err)
 	require.Equal(t, "chromium, for the browser tests\nchromium, for the browser tests\n", string(b))
+}
+
+// A commit acknowledged by a primary with a synchronous standby is on the standby after the
+// primary is killed and the standby promoted; a URL naming both servers with
+// target_session_attrs=read-write reaches the promoted one.
+func TestPrivateFailoverPair(t *testing.T) {
+	primary, standby := PrivateFailoverPair(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	both := "postgres://oncekey@127.0.0.1:" + strconv.Itoa(primary.Port) + ",127.0.0.1:" + strconv.Itoa(standby.Port) +
+		"/postgres?sslmode=disable&target_session_attrs=read-write"
+	c, err := pgx.Connect(ctx, both)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, "CREATE TABLE probe (id int); INSERT INTO probe VALUES (1)")
+	require.NoError(t, err)
+	require.NoError(t, c.Close(ctx))
+
+	primary.Kill()
+	require.False(t, primary.Running())
+	_, err = pgx.Connect(ctx, both)
+	require.Error(t, err, "the standby is read-only until promoted")
+	require.NoError(t, standby.Promote(ctx))
+	c, err = pgx.Connect(ctx, both)
+	require.NoError(t, err)
+	defer c.Close(context.Background())
+	var n int
+	require.NoError(t, c.QueryRow(ctx, "SELECT count(*) FROM probe").Scan(&n))
+	require.Equal(t, 1, n)
+	_, err = c.Exec(ctx, "INSERT INTO probe VALUES (2)")
+	require.NoError(t, err, "the promoted standby takes writes")
 }
