@@ -3,6 +3,8 @@ package oncekey
 import (
 	"context"
 	"time"
+
+	"github.com/oncekey/oncekey/internal/shell"
 )
 
 // DefaultApprovalTimeout is how long an approval request waits for a decision when
@@ -327,7 +329,7 @@ func (e *ApprovalRequiredError) Error() string {
 			s += " by " + e.DecidedBy
 		}
 		return s + "; the call as proposed does not run: the edit runs as its own operation " + e.EditedAs +
-			" (`oncekey show " + e.EditedAs + " --tenant " + e.Tenant + "`)"
+			" (`" + shell.Cmd("oncekey", "show").Arg(e.EditedAs).Flag("--tenant", e.Tenant).String() + "`)"
 	case ApprovalDenied:
 		s := "oncekey: " + e.Tool + " was denied approval"
 		if e.DecidedBy != "" {

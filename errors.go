@@ -175,8 +175,8 @@ type RepeatRefusedError struct {
 
 func (e *RepeatRefusedError) Error() string {
 	return fmt.Sprintf("oncekey: %s (key %s) is a repeat of an operation that is already %s, and its policy refuses repeats (OnHitFailFast); "+
-		"nothing ran and the record is untouched. Find what scheduled the call twice; `oncekey show %s` shows the first",
-		e.Tool, e.OperationKey, e.Status, e.OperationKey)
+		"nothing ran and the record is untouched. Find what scheduled the call twice; `%s` shows the first",
+		e.Tool, e.OperationKey, e.Status, shell.Cmd("oncekey", "show").Arg(e.OperationKey))
 }
 
 // InFlightError: another attempt of the same operation holds a live claim. Retry later with the

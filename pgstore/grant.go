@@ -87,10 +87,13 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (
 		return nil, err
 	}
 	const op = "revoke grant"
-	// clock_timestamp(), not now(): a revoke that waited for ApproveByGrant's lock is recorded
-	// at the time it landed, after the approval that held the lock, not when its statement began.
-	q := s.grantSQL(`UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2
-WHERE id = $1 AND revoked_at IS NULL AND expires_at > now()
+	// The row is locked first (the CTE) and revoked_at is clock_timestamp(), not now(): a revoke
+	// that waited for ApproveByGrant's lock is recorded at the time it landed, after the approval
+	// that held the lock. A plain UPDATE would compute its new row, and so the time, before it
+	// waits for the lock.
+	q := s.grantSQL(`WITH locked AS (SELECT id AS locked_id FROM {g} WHERE id = $1 FOR UPDATE)
+UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2
+FROM locked WHERE id = locked.locked_id AND revoked_at IS NULL AND expires_at > now()
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
 		return scanGrant(s.pool.QueryRow(ctx, q, p.ID, p.RevokedBy))
