@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,7 +22,10 @@ func TestMigrateCheckWarnsAboutAsyncStandby(t *testing.T) {
 			primary, _ := testenv.PrivateFailoverPair(t, tc.sync)
 			r := cli(t, nil, "migrate", "--check", "--database-url", primary.URL)
 			require.Equal(t, 0, r.code, r.stderr)
-			require.Contains(t, r.stdout, "would apply 6 migration(s)", "--check applies nothing")
+			ups, err := filepath.Glob(filepath.Join("..", "..", "pgstore", "migrations", "*.up.sql"))
+			require.NoError(t, err)
+			require.NotEmpty(t, ups)
+			require.Contains(t, r.stdout, fmt.Sprintf("would apply %d migration(s)", len(ups)), "--check applies nothing")
 			// The private instances run fsync=off, which both runs warn about.
 			require.Contains(t, r.stderr, "warning: fsync is off")
 			if tc.sync {
