@@ -303,7 +303,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 				return c.configError(errors.New("approval needs a key that does not depend on the activity ID: give the call a step ID (oncekey.WithStepID)"))
 			}
 			hook = "ApprovalPolicy.Summary"
-			c.summary = approvalSummary(c.policy.Approval, op)
+			c.summary = oncekey.ApprovalSummary(c.policy.Approval, op)
 		}
 	}
 	return nil

@@ -215,12 +215,9 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 		if f := a.policy.Approval.Summary; f != nil {
 			summary = f(op)
 		}
-		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: summaryText(summary)}
+		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: oncekey.ApprovalSummaryText(summary)}
 	}
 }
-
-// summaryText returns s as the store keeps it (oncekey.ApprovalSummaryText).
-func summaryText(s string) string { return oncekey.ApprovalSummaryText(s) }
 
 // decision starts the key's approval workflow on task queue tq with in (or joins the one that
 // runs), waits for its decision on req and returns it; an error when it did not approve

@@ -25,11 +25,6 @@ import (
 // decides (the workflow side waits for the decision and schedules the call again), or the
 // decision or mismatch that stands. Nothing is claimed for a refused call.
 
-// approvalSummary returns what the person approving op is shown (oncekey.ApprovalSummary).
-func approvalSummary(a *oncekey.ApprovalPolicy, op oncekey.Operation) string {
-	return oncekey.ApprovalSummary(a, op)
-}
-
 // newApprovalToken returns a fresh request token (oncekey.RequestApprovalParams.Token).
 func newApprovalToken() string {
 	var b [16]byte
