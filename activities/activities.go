@@ -719,7 +719,9 @@ func (a *Activities) AwaitReconciliation(ctx context.Context, in AwaitInput) (Aw
 // awaitWorkflow waits for workflow id to close, decoding its result into out (nil: not read).
 // done is false when the activity's own time ran out first; failure is the workflow's failure
 // when it closed without a result (failed, timed out, terminated), except a run an operator's
-// reset ended, whose reset run it waits for instead (resetRunning). It heartbeats while it waits.
+// reset ended, whose reset run it waits for instead (resetRunning). A workflow the server does
+// not have yet is waited for up to notStartedGrace from the activity's start: a sibling call's
+// start of it may still be on its way. It heartbeats while it waits.
 //
 // before, if not nil, runs before each wait; when it reports stop, awaitWorkflow returns done at
 // once (or its error).
@@ -730,7 +732,8 @@ func awaitWorkflow(ctx context.Context, id string, out any, before func(context.
 	if !info.Deadline.IsZero() {
 		budget = time.Until(info.Deadline) - 5*time.Second
 	}
-	end := time.Now().Add(budget)
+	began := time.Now()
+	end := began.Add(budget)
 	for time.Now().Before(end) {
 		if before != nil {
 			if stop, err := before(ctx); stop || err != nil {
@@ -752,6 +755,17 @@ func awaitWorkflow(ctx context.Context, id string, out any, before func(context.
 		if ctx.Err() != nil {
 			return false, "", ctx.Err()
 		}
+		var notFound *serviceerror.NotFound
+		if !waitOver && errors.As(err, &notFound) && time.Since(began) < notStartedGrace {
+			// Not started yet: a call that joins an approval or reconciliation another call of
+			// the same workflow starts learns of it (the SDK's "already started") in the same
+			// workflow task as the start is sent, and so may ask before the server has it.
+			activity.RecordHeartbeat(ctx)
+			if err := sleepCtx(ctx, notStartedPoll); err != nil {
+				return false, "", err
+			}
+			continue
+		}
 		if !waitOver {
 			// The run finished without an output: it failed, timed out or was terminated. An
 			// operator's reset ends a run so too and goes on in a new run of the ID: wait for that.
@@ -764,6 +778,26 @@ func awaitWorkflow(ctx context.Context, id string, out any, before func(context.
 		activity.RecordHeartbeat(ctx)
 	}
 	return false, "", nil
+}
+
+// notStartedGrace is how long awaitWorkflow waits for a workflow the server does not have yet,
+// polling every notStartedPoll, before it reports it as ended without a result (its start failed:
+// the call that started it says why, and a call again asks anew).
+const (
+	notStartedGrace = time.Minute
+	notStartedPoll  = 250 * time.Millisecond
+)
+
+// sleepCtx sleeps for d or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // resetRunning reports whether workflow id goes on in a run that an operator's reset started: its
