@@ -261,10 +261,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Batch returns p.BatchSize, or 200 when it is zero.
+// Batch returns p.BatchSize, or DefaultPurgeBatchSize when it is zero.
 func (p *PurgeParams) Batch() int {
 	if p.BatchSize == 0 {
-		return 200
+		return DefaultPurgeBatchSize
 	}
 	return p.BatchSize
 }

@@ -16,7 +16,7 @@ func TestPurgeParamsDefaultsAndRest(t *testing.T) {
 	t.Parallel()
 	var p oncekey.PurgeParams
 	require.NoError(t, p.Validate())
-	require.Equal(t, 200, p.Batch())
+	require.Equal(t, oncekey.DefaultPurgeBatchSize, p.Batch())
 	require.Equal(t, 3*time.Millisecond, p.RestAfter(3*time.Millisecond), "by default a purge rests as long as its batch took")
 
 	p.Rest = 2.5

@@ -43,11 +43,12 @@ const (
 
 // coalesceFlights is how many statements of one kind (claims, completions) a Store has in
 // flight at once. A call that finds fewer goes alone; the others queue for the next to return.
-// More than one keeps the server busy while a statement waits for its commit to be flushed
-// (Postgres flushes the commits of concurrent statements together): on the pinned benchmark
-// with fsync on, 8 clients made 0.35 of pgbench's pairs per second with one in flight, 0.65
-// with two and 1.01 with four (docs/benchmarks.md).
-const coalesceFlights = 4
+// Two keep the server busy while a statement waits for its commit to be flushed (Postgres flushes
+// the commits of concurrent statements together) and leave the calls that arrive meanwhile to
+// queue into larger statements. On the pinned benchmark with fsync on (docs/benchmarks.md), 32
+// clients made 2.26 of pgbench's pairs per second with one in flight, 2.28 with two, 2.00 with
+// three and 1.75 with four; 8 clients made 0.87 to 0.94 with any of them.
+const coalesceFlights = 2
 
 // claimOut is a claim's answer: the record, whether the claim acquired it, and whether it is
 // past retention.

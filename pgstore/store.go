@@ -25,7 +25,7 @@ const (
 // Options configure a Store. A nil *Options or a zero field means the default.
 type Options struct {
 	// Coalesce sends concurrent claims of this Store to Postgres together, and concurrent
-	// completions: the calls that arrive while statements of their kind are in flight (four at
+	// completions: the calls that arrive while statements of their kind are in flight (two at
 	// most) go in the next, as one multi-row statement and one commit (see coalesce.go). A call
 	// that finds fewer in flight is sent at once, alone, as without it. Each call still gets its
 	// own verdict and its own error; a statement Postgres refuses sends its calls again alone.

@@ -71,7 +71,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().IntVar(&batch, "batch-size", 200, "rows per statement")
+	cmd.Flags().IntVar(&batch, "batch-size", oncekey.DefaultPurgeBatchSize, "rows per statement")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be purged, change nothing")
 	return cmd
 }

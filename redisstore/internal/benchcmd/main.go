@@ -14,7 +14,8 @@
 // the floor for -rounds rounds of -duration each and reports the medians.
 //
 // It starts a private redis-server of its own (a temporary directory, a free port, AOF on with
-// appendfsync everysec, no RDB snapshots) pinned to -server-cpu with taskset; start this
+// appendfsync everysec, no RDB snapshots, no automatic AOF rewrite: its fork stalled whichever side's
+// round it fell in) pinned to -server-cpu with taskset; start this
 // process pinned to another CPU (taskset -c 1), so both clients ask the same server on its own
 // core. BENCH_DEBUG=1 adds this process's CPU time per operation for ours and the floor.
 //
@@ -260,7 +261,7 @@ func startRedis(cpu int) (*redisServer, error) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "",
-		"--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
+		"--appendonly", "yes", "--appendfsync", "everysec", "--auto-aof-rewrite-percentage", "0", "--daemonize", "no", "--logfile", filepath.Join(dir, "redis.log")}
 	cmd := exec.Command(server, args...)
 	if cpu >= 0 {
 		taskset, err := exec.LookPath("taskset")
