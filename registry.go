@@ -577,7 +577,8 @@ var (
 type ToolDefinition struct {
 	// Name is the tool's name: the activity type, or the name given to SetTool.
 	Name string
-	// Description is Policy.Description followed by EffectSentence(Policy.Effect).
+	// Description is Policy.Description followed by EffectSentence(Policy.Effect), or by
+	// KeyOnlySentence for a Policy.KeyOnly tool.
 	Description string
 	// Input is the tool's input type; nil when the tool was registered by name only (any JSON
 	// object).
@@ -599,6 +600,11 @@ func EffectSentence(e Effect) string {
 		"in_flight, wait and call again with the same arguments; if it is unknown, do not repeat it."
 }
 
+// KeyOnlySentence is the sentence a Policy.KeyOnly tool's description ends with: nothing is
+// stored for it, so a repeat runs again, and the service it calls is what makes it land once.
+const KeyOnlySentence = "Repeating an identical call is safe: it runs again with the same idempotency key, " +
+	"and the service it calls does the work once."
+
 // Definitions returns the tool definitions of the registered tools named in tools, in that
 // order, or of every registered tool sorted by name when tools is empty. It returns a
 // *PolicyError for a name with no policy.
@@ -615,6 +621,9 @@ func (r *Registry) Definitions(tools ...string) ([]ToolDefinition, error) {
 		}
 		in, _ := r.InputType(name)
 		desc := EffectSentence(p.Effect)
+		if p.KeyOnly {
+			desc = KeyOnlySentence
+		}
 		if d := strings.TrimSpace(p.Description); d != "" {
 			desc = d + " " + desc
 		}

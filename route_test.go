@@ -123,6 +123,14 @@ func TestDefinitions(t *testing.T) {
 		require.LessOrEqual(t, len(oncekey.EffectSentence(e)), 300)
 	}
 	require.Contains(t, oncekey.EffectSentence(oncekey.Effectful), "unknown")
+
+	// A key-only tool stores nothing: its description does not promise a stored result.
+	require.NoError(t, oncekey.SetTool[fileArgs](r, "files.upload", oncekey.Policy{Effect: oncekey.Idempotent, KeyOnly: true,
+		Description: "Uploads a file."}))
+	defs, err = r.Definitions("files.upload")
+	require.NoError(t, err)
+	require.Equal(t, "Uploads a file. "+oncekey.KeyOnlySentence, defs[0].Description)
+	require.NotContains(t, defs[0].Description, "stored result")
 	require.Contains(t, oncekey.EffectSentence(oncekey.Effectful), "in_flight")
 
 	defs, err = r.Definitions("files.touch")

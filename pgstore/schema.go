@@ -28,7 +28,8 @@ const (
 
 // schemaProblemOf reports whether err is Postgres saying that the store's table is missing or
 // not at the migration this build expects: 42P01 undefined_table, 3F000 invalid_schema_name,
-// 42703 undefined_column, 42883 undefined_function. These are configuration mistakes, never an
+// 42703 undefined_column, 42883 undefined_function, and 23514 check_violation of the effect
+// check (a Transactional claim before migration 005). These are configuration mistakes, never an
 // unreachable store: retrying cannot fix them.
 func schemaProblemOf(err error) (schemaProblem, bool) {
 	var pgErr *pgconn.PgError
@@ -40,6 +41,12 @@ func schemaProblemOf(err error) (schemaProblem, bool) {
 		return tableMissing, true
 	case "42703", "42883":
 		return tableOutdated, true
+	case "23514":
+		// The effect check refuses a class this build writes (Transactional, 4, before
+		// migration 005): the store validates the effect before it sends it.
+		if pgErr.ConstraintName == "oncekey_operations_effect_check" {
+			return tableOutdated, true
+		}
 	}
 	return 0, false
 }

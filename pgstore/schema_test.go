@@ -193,6 +193,25 @@ func TestStoreOnOutdatedSchema(t *testing.T) {
 	}
 }
 
+// A Transactional claim on a table whose effect check predates migration 005 is a
+// StoreSchemaError that says to migrate, not the check violation as it is; an Effectful claim
+// on the same table works.
+func TestTransactionalClaimBeforeMigration005(t *testing.T) {
+	t.Parallel()
+	url, schema := testenv.PostgresURL(t)
+	pool := poolOn(t, url, bothPaths[0])
+	ctx := ctxT(t)
+	require.NoError(t, pgstore.Migrate(ctx, pool))
+	require.NoError(t, pgstore.MigrateDownSchema(ctx, pool, "", 4))
+	s := pgstore.New(pool, nil)
+	_, err := s.Claim(ctx, claimParams("ok1_tx_old", oncekey.Transactional))
+	requireSchemaError(t, err, "23514", "table oncekey_operations in the connection's search_path ("+schema+
+		") is not at the migration this version of oncekey expects", "run pgstore.Migrate / pgstore.MigrateSchema")
+	c, err := s.Claim(ctx, claimParams("ok1_fx_old", oncekey.Effectful))
+	require.NoError(t, err)
+	require.True(t, c.Acquired)
+}
+
 // Check on a server that cannot be reached is StoreUnavailable, not a schema problem.
 func TestCheckUnreachable(t *testing.T) {
 	t.Parallel()

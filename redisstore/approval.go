@@ -167,8 +167,8 @@ var approvalItems = items[*oncekey.Approval]{script: lua.ListApprovals, prefix: 
 
 // purgeApprovals deletes the decided approvals past their retention, at most n per batch (one
 // script per bucket that has work, in one pipeline), adding to res and calling progress after
-// each batch that deleted any. It rests between full batches as Purge does.
-func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res *oncekey.PurgeResult) error {
+// each batch that deleted any. It rests between full batches with pace, the run's (Purge).
+func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, res *oncekey.PurgeResult) error {
 	n := p.Batch()
 	left, err := s.due(ctx, ":apexp")
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, res 
 			}
 		}
 		if done == int64(n) {
-			if err := p.Pause(ctx, time.Since(start)); err != nil {
+			if err := pace.Pause(ctx, time.Since(start)); err != nil {
 				return wrapErr("purge", "", err)
 			}
 		}

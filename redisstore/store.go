@@ -756,13 +756,16 @@ func keysetFrom(tenant string, after *sortKey, since time.Time) string {
 // a pending one). A batch is one script per bucket that has work, sent in one
 // pipeline, touching at most p.BatchSize records in all; the records come from the buckets'
 // time-ordered indexes, so no script scans. After each full batch it pauses for p.Rest times
-// the batch's duration. Batches counts batches that changed at least one record; p.Progress is
+// the batch's duration, through one PurgeParams.Pacer for the run (a pause that overslept
+// shortens the next). Batches counts batches that changed at least one record; p.Progress is
 // called after each. On an error the counts so far are returned with it.
 func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	n := p.Batch()
+	// One pacer for the whole run: what a pause overslept counts against the next one.
+	pace := p.Pacer()
 	var res oncekey.PurgeResult
 	for _, deleting := range []bool{false, true} {
 		index := ":exp"
@@ -833,13 +836,13 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 				}
 			}
 			if done == int64(n) {
-				if err := p.Pause(ctx, time.Since(start)); err != nil {
+				if err := pace.Pause(ctx, time.Since(start)); err != nil {
 					return &res, wrapErr("purge", "", err)
 				}
 			}
 		}
 	}
-	if err := s.purgeApprovals(ctx, p, &res); err != nil {
+	if err := s.purgeApprovals(ctx, p, pace, &res); err != nil {
 		return &res, err
 	}
 	return &res, nil

@@ -40,6 +40,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -194,6 +195,7 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		for r := range rounds {
 			// Alternate which side goes first, so drift in the machine's load hits both.
 			var o, p float64
+			skipped := false
 			var oursCPU, oursIdle, pgbenchIdle, oursServer, pgbenchServer time.Duration
 			oursRun := func() (err error) {
 				if err := settle(ctx, pool); err != nil {
@@ -222,6 +224,13 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 				idle0, srv0 := idleCPU(), serverCPU()
 				p, err = runPgbench(ctx, pgbench, url, schema, script, f.tenant, f.clients, duration)
 				pgbenchIdle, pgbenchServer = idleCPU()-idle0, serverCPU()-srv0
+				if errors.Is(err, errNoTPS) {
+					// A round pgbench reported nothing for (it stalled on a loaded machine) is
+					// left out, not the whole figure.
+					fmt.Fprintf(os.Stderr, "# %s round %d: pgbench reported no tps; the round is left out\n", f.name, r+1)
+					skipped = true
+					return nil
+				}
 				if err != nil {
 					return fmt.Errorf("%s pgbench: %w", f.name, err)
 				}
@@ -262,6 +271,9 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 					return err
 				}
 			}
+			if skipped {
+				continue
+			}
 			fmt.Fprintf(os.Stderr, "# %s round %d: ours %.0f ops/s, pgbench %.0f ops/s", f.name, r+1, o, p)
 			if fl > 0 {
 				fmt.Fprintf(os.Stderr, ", pgx floor %.0f ops/s", fl)
@@ -279,6 +291,9 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 					fmt.Fprintf(os.Stderr, "#   ours: claim %s complete %s\n", time.Duration(dbgClaim.Swap(0)/n), time.Duration(dbgComplete.Swap(0)/n))
 				}
 			}
+		}
+		if len(base) == 0 {
+			return fmt.Errorf("%s: pgbench reported no tps in any of %d rounds", f.name, rounds)
 		}
 		o, p := benchdrive.Median(ours), benchdrive.Median(base)
 		if len(floors) > 0 {
@@ -354,6 +369,9 @@ func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string
 	return runPgbenchEffect(ctx, pgbench, url, schema, script, tenant, clients, d, oncekey.Effectful)
 }
 
+// errNoTPS is runPgbench's error when pgbench printed no rate for the run.
+var errNoTPS = errors.New("no tps in pgbench output")
+
 // runPgbenchEffect is runPgbench with the claims' effect class.
 func runPgbenchEffect(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration, effect oncekey.Effect) (float64, error) {
 	threads := clientThreads(clients)
@@ -385,7 +403,7 @@ func runPgbenchEffect(ctx context.Context, pgbench, url, schema, script, tenant 
 	}
 	m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("no tps in pgbench output: %s", out)
+		return 0, fmt.Errorf("%w: %s", errNoTPS, out)
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
 }

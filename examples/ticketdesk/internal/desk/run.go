@@ -451,7 +451,10 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		_ = store.Relay(relayCtx, st.tools.deliverEmail, &relayOptions, nil)
+		// A pass that fails (the server unreachable) is said, and the relay goes on after a poll.
+		_ = store.Relay(relayCtx, st.tools.deliverEmail, &relayOptions, func(err error) {
+			cfg.Progress("outbox relay: " + err.Error() + " (it tries again)")
+		})
 	}()
 	defer func() { stopRelay(); <-relayDone }()
 
