@@ -275,6 +275,12 @@ type ApprovalReport struct {
 	DecidedBy   string                 `json:"decided_by,omitempty"`
 	DecidedAt   time.Time              `json:"decided_at,omitzero"`
 	Reason      string                 `json:"reason,omitempty"`
+	// Message and ChangesRequested are what the decision told the model (Decision.Message, and
+	// whether it was RequestChanges); EditedAs is the operation key of the edit a person approved
+	// in place of the call (Decision.Arguments). Empty until decided so.
+	Message          string `json:"message,omitempty"`
+	ChangesRequested bool   `json:"changes_requested,omitempty"`
+	EditedAs         string `json:"edited_as,omitempty"`
 	// LastInvalidSignal is why the last signal was refused, if one was; LastInvalidRequestID is
 	// its RequestID. InvalidSignals counts them across runs continued as new.
 	LastInvalidSignal    string `json:"last_invalid_signal,omitempty"`

@@ -40,6 +40,9 @@ func TestE2EApprovalEditedArgumentsRunOnce(t *testing.T) {
 	editKey, err := oncekey.EditKey("default", "default", a.OperationKey, a.Episode)
 	require.NoError(t, err)
 	require.Equal(t, editKey, out.EditedAs)
+	rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+	require.NoError(t, err)
+	require.Equal(t, editKey, rep.EditedAs, "the query links the original to its edit")
 	require.JSONEq(t, `{"customer":"acme","subject":"printer smoking","request_id":"r-1"}`, string(out.Arguments))
 
 	var got []oncekey.ToolResult
@@ -200,6 +203,10 @@ func TestE2EApprovalMessageForTheModel(t *testing.T) {
 			out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, c.d)
 			require.NoError(t, err)
 			require.Equal(t, c.d.Message, out.Message)
+			rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+			require.NoError(t, err)
+			require.Equal(t, c.d.Message, rep.Message, "the query shows what the model was told")
+			require.Equal(t, c.d.Decision == reconcile.RequestChanges, rep.ChangesRequested)
 			var got []oncekey.ToolResult
 			require.NoError(t, run.Get(testCtx(t), &got))
 			for _, tr := range [][]oncekey.ToolResult{got, func() []oncekey.ToolResult {

@@ -143,6 +143,7 @@ func (a *approver) take(ans activities.ApprovalAnswer) {
 	r := &a.report
 	r.Status, r.Episode, r.RequestedAt, r.Deadline = ans.Status, ans.Episode, ans.RequestedAt, ans.Deadline
 	r.DecidedBy, r.DecidedAt, r.Reason = ans.DecidedBy, ans.DecidedAt, ans.Reason
+	r.Message, r.ChangesRequested, r.EditedAs = ans.Message, ans.ChangesRequested, ans.EditedAs
 }
 
 // done settles the run with the decided answer; requestID is the Decision's that was recorded.
