@@ -208,14 +208,9 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 			return approvalRequest{Err: err.Error()}
 		}
 		hook = "ApprovalPolicy.Summary"
-		summary := fmt.Sprintf("%s in workflow %s", a.name, op.WorkflowID)
-		if a.stepID != "" {
-			summary = fmt.Sprintf("%s, step %s of workflow %s", a.name, a.stepID, op.WorkflowID)
-		}
-		if f := a.policy.Approval.Summary; f != nil {
-			summary = f(op)
-		}
-		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: oncekey.ApprovalSummaryText(summary)}
+		// The worker derives its summary with the same function (call.prepare): the approval
+		// authorises the call only when the two agree.
+		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: oncekey.ApprovalSummary(a.policy.Approval, op)}
 	}
 }
 
