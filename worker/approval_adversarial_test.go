@@ -820,18 +820,8 @@ func TestE2EApprovalWorkflowResetWithTwoWaiters(t *testing.T) {
 	run := e.startAgent(t, "approval-reset-two", 2)
 	a := e.pendingApproval(t)
 	id := reconcile.ApprovalWorkflowID(a.OperationKey)
-	require.Eventually(t, func() bool {
-		d, err := e.c.DescribeWorkflow(context.Background(), "approval-reset-two", "")
-		if err != nil {
-			return false
-		}
-		for _, pa := range d.RawResponse.GetPendingActivities() {
-			if pa.GetActivityType().GetName() == activities.AwaitReconciliationName {
-				return true
-			}
-		}
-		return false
-	}, 60*time.Second, 100*time.Millisecond, "the second proposal waits through the await activity")
+	require.Eventually(t, func() bool { return e.awaiting("approval-reset-two") }, 60*time.Second, 100*time.Millisecond,
+		"the second proposal waits through the await activity")
 	var first int64
 	for _, ev := range e.history(t, id).Events {
 		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {

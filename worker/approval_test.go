@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/agent"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
@@ -297,18 +296,7 @@ func TestE2EApprovalSharedByReproposal(t *testing.T) {
 	run := e.startAgent(t, "approval-shared", 2)
 	a := e.pendingApproval(t)
 	// The second proposal found the approval workflow running and waits for it.
-	require.Eventually(t, func() bool {
-		d, err := e.c.DescribeWorkflow(context.Background(), "approval-shared", "")
-		if err != nil {
-			return false
-		}
-		for _, p := range d.RawResponse.GetPendingActivities() {
-			if p.GetActivityType().GetName() == activities.AwaitReconciliationName {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return e.awaiting("approval-shared") }, 30*time.Second, 100*time.Millisecond)
 	e.approve(t, a.OperationKey, "erin")
 	var got []oncekey.ToolResult
 	require.NoError(t, run.Get(testCtx(t), &got))

@@ -279,6 +279,21 @@ func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, conf
 	return e
 }
 
+// awaiting reports whether workflow id has an await activity pending: one of its calls waits on
+// a reconciliation or approval workflow another call started.
+func (e *e2e) awaiting(id string) bool {
+	d, err := e.c.DescribeWorkflow(context.Background(), id, "")
+	if err != nil {
+		return false
+	}
+	for _, a := range d.RawResponse.GetPendingActivities() {
+		if a.GetActivityType().GetName() == activities.AwaitReconciliationName {
+			return true
+		}
+	}
+	return false
+}
+
 // startWorker starts a worker on e's task queue with the test's workflows and tool.
 func (e *e2e) startWorker(t *testing.T) {
 	t.Helper()
@@ -588,18 +603,7 @@ func TestE2ETwoWorkflowsOneResolution(t *testing.T) {
 	key := e.waitingKey(t)
 	second := e.start(t, "two-blocked-b", req, 10*time.Second)
 	// The second workflow's attempt meets the unknown record and waits on the same investigation.
-	require.Eventually(t, func() bool {
-		d, err := e.c.DescribeWorkflow(context.Background(), "two-blocked-b", "")
-		if err != nil {
-			return false
-		}
-		for _, a := range d.RawResponse.GetPendingActivities() {
-			if a.GetActivityType().GetName() == activities.AwaitReconciliationName {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return e.awaiting("two-blocked-b") }, 30*time.Second, 100*time.Millisecond)
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
