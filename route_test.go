@@ -151,7 +151,9 @@ type ToolExecutorInput struct {
 
 func ToolExecutor(ctx context.Context, in ToolExecutorInput) (string, error) { return "", nil }
 
-func ToolExecutorTwo(ctx context.Context, call string, in ToolExecutorInput) (string, error) { return "", nil }
+func ToolExecutorTwo(ctx context.Context, call string, in ToolExecutorInput) (string, error) {
+	return "", nil
+}
 
 // A Route given the activity's function checks its paths against the input's JSON members when
 // it is registered: a Route whose paths do not resolve is never registered.
