@@ -249,6 +249,28 @@ func (r *Registry) Route(activity any, rt Route) error {
 	if err != nil {
 		return err
 	}
+	return r.route(activityType, fnType, rt)
+}
+
+// RouteAs registers rt under the registered activity name name for an activity registered with
+// an explicit name (activity.RegisterOptions.Name), checking its paths against the input type of
+// the function value fn as Route does. Only fn's type is read (see SetAs). It returns a
+// *PolicyError like Route.
+func (r *Registry) RouteAs(name string, fn any, rt Route) error {
+	if strings.TrimSpace(name) == "" {
+		return &PolicyError{Field: "activity", Reason: "empty activity name"}
+	}
+	_, fnType, err := activityName(fn, false)
+	if err != nil {
+		return err
+	}
+	if fnType == nil {
+		return &PolicyError{Tool: name, Field: "activity", Reason: "RouteAs needs the activity's function value"}
+	}
+	return r.route(name, fnType, rt)
+}
+
+func (r *Registry) route(activityType string, fnType reflect.Type, rt Route) error {
 	switch {
 	case rt.Tool == nil && len(rt.ToolPaths) == 0:
 		return &PolicyError{Tool: activityType, Field: "Route.ToolPaths", Reason: "is required: the JSON path of the member that names the tool " +

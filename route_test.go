@@ -196,6 +196,15 @@ func TestRouteChecksPathsAtRegistration(t *testing.T) {
 	require.NoError(t, r.Route(ToolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "arguments"}),
 		"a Tool function cannot be checked before the call")
 
+	// An activity registered under a name of its own: RouteAs checks against the function's type.
+	require.ErrorAs(t, r.RouteAs("tools", ToolExecutor, oncekey.Route{ToolPaths: []string{"tool"}, Args: "arguments"}), &pe)
+	require.Equal(t, "Route.ToolPaths", pe.Field)
+	require.False(t, r.Routed("tools"))
+	require.NoError(t, r.RouteAs("tools", func(context.Context, ToolExecutorInput) (string, error) { return "", nil },
+		oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	require.True(t, r.Routed("tools"))
+	require.ErrorAs(t, r.RouteAs("other", "ToolExecutor", oncekey.Route{ToolPaths: []string{"tool_name"}}), &pe, "RouteAs needs a function")
+
 	// Several arguments: a path starts with the argument's index.
 	require.NoError(t, r.Route(ToolExecutorTwo, oncekey.Route{ToolPaths: []string{"1.tool_name"}, Args: "1.arguments"}))
 	require.ErrorAs(t, r.Route(ToolExecutorTwo, oncekey.Route{ToolPaths: []string{"tool_name"}}), &pe)
