@@ -178,7 +178,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	}
 	if r, doc, err = w.asReceived(ctx, activityType, args, r, doc); err != nil {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	p := r.Policy
 	stepID, hasStep := oncekey.StepID(ctx)
