@@ -26,7 +26,7 @@ type RouteError struct {
 	// Path is the dotted path that did not resolve; "" for Route.Tool.
 	Path string
 	// Reason says what is at the path: `no member "tool"`, `"tool_name" is a number, not a
-	// string`, `"tool_name" is blank`, "Route.Tool did not recognise the call".
+	// string`, `"tool_name" is blank`, "it named no tool" (Route.Tool).
 	Reason string
 	// Members are the JSON member names of the object where the path stopped (the arguments
 	// document itself for a one-segment path), sorted; nil when the path stopped at a value that
@@ -46,7 +46,7 @@ func (e *RouteError) Error() string {
 			members = "the object there has no members"
 		}
 	}
-	return fmt.Sprintf("oncekey: %s did not run: its Route's %s does not resolve in the call's arguments (%s; %s); nothing was claimed. "+
+	return fmt.Sprintf("oncekey: %s did not run: its %s does not resolve in the call's arguments (%s; %s); nothing was claimed. "+
 		"A Route's paths are the JSON member names of the activity's input, as its json tags spell them: fix the Route",
 		e.ActivityType, what, e.Reason, members)
 }
@@ -58,7 +58,7 @@ func (rt Route) toolOf(activityType string, raw json.RawMessage, doc any) (strin
 	if len(rt.ToolPaths) == 0 {
 		tool, ok := rt.Tool(raw)
 		if !ok || blank(tool) {
-			return "", &RouteError{ActivityType: activityType, Field: "Route.Tool", Reason: "Route.Tool did not recognise the call",
+			return "", &RouteError{ActivityType: activityType, Field: "Route.Tool", Reason: "it named no tool",
 				Members: objectMembers(doc)}
 		}
 		return tool, nil

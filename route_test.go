@@ -296,6 +296,11 @@ func TestRouteRefusesCallsItCannotName(t *testing.T) {
 		require.Contains(t, re.Error(), says, in)
 	}
 
+	_, _, err = r.Resolve("ToolExecutor", json.RawMessage(`{"tool":"get_weather","args":{}}`))
+	require.EqualError(t, err, `oncekey: ToolExecutor did not run: its Route.ToolPaths path "tool_name" does not resolve in the call's arguments `+
+		`(no member "tool_name"; the members there are "args", "tool"); nothing was claimed. `+
+		`A Route's paths are the JSON member names of the activity's input, as its json tags spell them: fix the Route`)
+
 	require.NoError(t, r.Route("Nested", oncekey.Route{ToolPaths: []string{"call.tool"}, Args: "call.args"}))
 	_, _, err = r.Resolve("Nested", json.RawMessage(`{"call":{"name":"x","args":{}}}`))
 	var re *oncekey.RouteError
