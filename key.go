@@ -41,7 +41,7 @@ type Operation struct {
 	// reuse policies also read) names the intended effect in the key of StepKey and ArgsKey.
 	Standalone bool
 	// Tool is the tool the call is for: the activity type, or for an activity type with a Route
-	// the tool its Route.Tool names (see ActivityType).
+	// the tool its Route names (see ActivityType); a call the Route cannot name is never keyed.
 	Tool string
 	// ActivityType is the activity type the call runs as; "" means Tool. It differs from Tool for
 	// an activity type that carries many tools (Registry.Route).

@@ -170,31 +170,46 @@ func (r *Registry) InputType(tool string) (reflect.Type, bool) {
 // (CallMcpTool{Toolset, Tool, Args}), a dynamic activity, any activity whose arguments name the
 // tool to run. Each tool it names then has its own policy (registered under the tool's name with
 // Set, SetAs or SetTool), operation key, fingerprint, retry treatment and reconciliation.
+//
+// Paths are dotted paths of JSON member names in the activity's arguments document: the names
+// the input's json tags spell ("tool_name", not "ToolName"), exactly. A call in which a path
+// names nothing is never keyed: Registry.Resolve returns a *RouteError, and the interceptor
+// fails the call (non-retryable, ErrTypeConfig) before anything is claimed.
 type Route struct {
 	// Args is the dotted JSON path of the tool's own arguments inside the activity's arguments
-	// document, e.g. "Args" for CallMcpTool{Toolset, Tool, Args}; "" means the whole document.
-	// Keys, fingerprints, Exclude and ArgsKey paths of a routed tool address that part, so fields
-	// of the envelope (a call ID the framework makes up per proposal) are not part of the call's
-	// identity. A document with nothing at Args gives the arguments null.
+	// document, e.g. "arguments" for an input {"tool_name": …, "arguments": {…}}; "" means the
+	// whole document. Keys, fingerprints, Exclude and ArgsKey paths of a routed tool address that
+	// part, so fields of the envelope (a call ID the framework makes up per proposal) are not
+	// part of the call's identity. A document with nothing at Args is a *RouteError (a member
+	// that is there and null gives the arguments null).
 	Args string
 
-	// Fallback is the policy of a call whose tool Tool does not recognise or names a tool without
-	// a policy. A zero Effect means Effectful, the safe default for tools nobody classified: an
-	// MCP server's annotations may suggest a class, never grant one. Its Exclude and ArgsKey paths
-	// address the tool's arguments and are not checked (their type is unknown).
+	// Fallback is the policy of a call whose tool has no policy: the Route named a tool nobody
+	// registered. A zero Effect means Effectful, the safe default for tools nobody classified:
+	// an MCP server's annotations may suggest a class, never grant one. Its Exclude and ArgsKey
+	// paths address the tool's arguments and are not checked (their type is unknown). A call the
+	// Route cannot name gets no policy at all: it is a *RouteError.
 	Fallback Policy
 
 	// Tool names the tool of one call from the activity's arguments document (canonical JSON, see
-	// Operation.ArgsJSON). ok false means the call is not recognised. It runs in workflow code as
-	// well as on the worker, so it must be deterministic and must not block. Required; ToolAt
-	// builds the usual one.
+	// Operation.ArgsJSON). ok false, or a blank name, means the call cannot be named: a
+	// *RouteError. It runs in workflow code as well as on the worker, so it must be deterministic
+	// and must not block. Set ToolPaths or Tool, not both: ToolPaths is checked against the
+	// activity's input type where Registry.Route is given the activity's function.
 	Tool func(args json.RawMessage) (tool string, ok bool)
+
+	// ToolPaths are the dotted JSON paths of the strings that name the tool, joined with "."
+	// ({"toolset", "tool"} names {"toolset":"files","tool":"delete"} "files.delete"). A path that
+	// is absent, not a string or blank in a call is a *RouteError naming the path and the members
+	// the arguments have.
+	ToolPaths []string
 }
 
 // ToolAt returns a Route.Tool function that names the tool by the strings at the dotted JSON
 // paths of the arguments document, joined with "." (ToolAt("Toolset", "Tool") names
 // {"Toolset":"files","Tool":"delete"} "files.delete"). A path that is absent, not a string or
-// blank makes the call unrecognised.
+// blank makes the call unrecognised (a *RouteError). Route.ToolPaths does the same and is
+// checked at registration, and its errors name the path: prefer it.
 func ToolAt(paths ...string) func(args json.RawMessage) (string, bool) {
 	paths = slices.Clone(paths)
 	return func(args json.RawMessage) (string, bool) {
@@ -215,15 +230,57 @@ func ToolAt(paths ...string) func(args json.RawMessage) (string, bool) {
 	}
 }
 
-// Route registers rt for the activity type activityType (its registered name). A Route replaces
-// any Route and is consulted before any policy registered under the same name. It returns a
-// *PolicyError when activityType is blank, rt.Tool is nil, or rt.Fallback is invalid.
-func (r *Registry) Route(activityType string, rt Route) error {
-	if strings.TrimSpace(activityType) == "" {
+// Route registers rt for an activity type that carries many tools, given like Set's activity: as
+// its function value (the name derived as the Temporal SDK derives it), or as its registered
+// name. A Route replaces any Route and is consulted before any policy registered under the same
+// name.
+//
+// Given the function value, Route checks rt.ToolPaths and rt.Args against the activity's input
+// type: each must name a JSON member of it (as its json tags spell them), and a tool path a
+// string. Given a name, the input type is unknown, and a path that does not resolve is found at
+// the first call (a *RouteError, before anything is claimed).
+//
+// It returns a *PolicyError when the activity is blank or its function value cannot give its
+// name (see Set), when neither or both of rt.ToolPaths and rt.Tool are set, when a path has an
+// empty segment or does not resolve in the input type (Reason names the path and the members
+// the type has), or when rt.Fallback is invalid.
+func (r *Registry) Route(activity any, rt Route) error {
+	activityType, fnType, err := activityName(activity, true)
+	if err != nil {
+		return err
+	}
+	return r.route(activityType, fnType, rt)
+}
+
+// RouteAs registers rt under the registered activity name name for an activity registered with
+// an explicit name (activity.RegisterOptions.Name), checking its paths against the input type of
+// the function value fn as Route does. Only fn's type is read (see SetAs). It returns a
+// *PolicyError like Route.
+func (r *Registry) RouteAs(name string, fn any, rt Route) error {
+	if strings.TrimSpace(name) == "" {
 		return &PolicyError{Field: "activity", Reason: "empty activity name"}
 	}
-	if rt.Tool == nil {
-		return &PolicyError{Tool: activityType, Field: "Route.Tool", Reason: "is required (oncekey.ToolAt(\"Tool\"), for instance)"}
+	_, fnType, err := activityName(fn, false)
+	if err != nil {
+		return err
+	}
+	if fnType == nil {
+		return &PolicyError{Tool: name, Field: "activity", Reason: "RouteAs needs the activity's function value"}
+	}
+	return r.route(name, fnType, rt)
+}
+
+func (r *Registry) route(activityType string, fnType reflect.Type, rt Route) error {
+	switch {
+	case rt.Tool == nil && len(rt.ToolPaths) == 0:
+		return &PolicyError{Tool: activityType, Field: "Route.ToolPaths", Reason: "is required: the JSON path of the member that names the tool " +
+			"(ToolPaths: []string{\"tool_name\"}, for instance), or a Route.Tool function"}
+	case rt.Tool != nil && len(rt.ToolPaths) > 0:
+		return &PolicyError{Tool: activityType, Field: "Route.Tool", Reason: "set Route.ToolPaths or Route.Tool, not both"}
+	}
+	rt.ToolPaths = slices.Clone(rt.ToolPaths)
+	if err := checkRoute(activityType, fnType, rt); err != nil {
+		return err
 	}
 	if rt.Fallback.Effect == 0 {
 		rt.Fallback.Effect = Effectful
@@ -253,8 +310,7 @@ func (r *Registry) Routed(activityType string) bool {
 // Resolved is one call as the Registry names it: its tool, the policy that applies, and the
 // tool's arguments document.
 type Resolved struct {
-	// Tool is the tool's name: the activity type, or the name the Route gave it (the activity type
-	// when the Route did not recognise the call).
+	// Tool is the tool's name: the activity type, or the name the Route gave it.
 	Tool   string
 	Policy Policy
 	// Args is the tool's arguments document in canonical JSON (the part at Route.Args for a routed
@@ -267,9 +323,10 @@ type Resolved struct {
 // Resolve names the tool of one call of activityType whose arguments document (canonical JSON,
 // see CanonicalArgs) is args, and returns its policy. An activity type without a Route is its own
 // tool and has the policy registered under its name; ok is false when it has none. For an
-// activity type with a Route, the call has the policy of the tool the Route names, else the
-// Route's Fallback, so ok is always true. It returns an error when args is not JSON or has no
-// canonical form.
+// activity type with a Route, the call has the policy of the tool the Route names, else (a tool
+// without a policy) the Route's Fallback, so ok is true. It returns an error when args is not
+// JSON or has no canonical form, and a *RouteError when the Route names no tool for the call or
+// Route.Args names nothing in it: such a call is never keyed.
 func (r *Registry) Resolve(activityType string, args json.RawMessage) (Resolved, bool, error) {
 	if r == nil {
 		return Resolved{}, false, nil
@@ -285,22 +342,25 @@ func (r *Registry) Resolve(activityType string, args json.RawMessage) (Resolved,
 		p, ok := r.Policy(activityType)
 		return Resolved{Tool: activityType, Policy: p, Args: doc}, ok, nil
 	}
-	out := Resolved{Tool: activityType, Policy: rt.Fallback, Fallback: true, Args: json.RawMessage("null")}
-	if tool, ok := rt.Tool(doc); ok && strings.TrimSpace(tool) != "" {
-		out.Tool = tool
-		if p, ok := r.Policy(tool); ok {
-			out.Policy, out.Fallback = p, false
-		}
+	d, err := decodeDocument(doc)
+	if err != nil {
+		return Resolved{}, false, fmt.Errorf("oncekey: arguments of %s: %w", activityType, err)
 	}
-	if rt.Args == "" {
-		out.Args = doc
-	} else if d, err := decodeDocument(doc); err == nil {
-		if v, ok := lookupPath(d, rt.Args); ok {
-			b, err := canonical.Marshal(v)
-			if err != nil {
-				return Resolved{}, false, fmt.Errorf("oncekey: arguments of %s: %w", activityType, err)
-			}
-			out.Args = b
+	tool, err := rt.toolOf(activityType, doc, d)
+	if err != nil {
+		return Resolved{}, false, err
+	}
+	out := Resolved{Tool: tool, Policy: rt.Fallback, Fallback: true, Args: doc}
+	if p, ok := r.Policy(tool); ok {
+		out.Policy, out.Fallback = p, false
+	}
+	if rt.Args != "" {
+		v, err := routePath(activityType, "Route.Args", rt.Args, d)
+		if err != nil {
+			return Resolved{}, false, err
+		}
+		if out.Args, err = canonical.Marshal(v); err != nil {
+			return Resolved{}, false, fmt.Errorf("oncekey: arguments of %s: %w", activityType, err)
 		}
 	}
 	return out, true, nil
@@ -555,7 +615,8 @@ func walkTypeTo(t reflect.Type, segs []string) (reflect.Type, error) {
 		case reflect.Struct:
 			f, ok := canonical.StructField(t, seg)
 			if !ok {
-				return nil, fmt.Errorf("%s has no JSON field %q (JSON names are exact, as json tags spell them)", t, seg)
+				return nil, fmt.Errorf("%s has no JSON field %q; its JSON fields are %s (JSON names are exact, as json tags spell them)",
+					t, seg, quoteAll(canonical.StructFields(t)))
 			}
 			t = f
 		default:

@@ -26,7 +26,7 @@ type fileArgs struct {
 func TestRouteNamesTheToolAndItsArguments(t *testing.T) {
 	t.Parallel()
 	r := oncekey.NewRegistry()
-	require.NoError(t, r.Route("CallMcpTool", oncekey.Route{Tool: oncekey.ToolAt("toolset", "tool"), Args: "args"}))
+	require.NoError(t, r.Route("CallMcpTool", oncekey.Route{ToolPaths: []string{"toolset", "tool"}, Args: "args"}))
 	require.NoError(t, oncekey.SetTool[fileArgs](r, "files.delete", oncekey.Policy{Effect: oncekey.Effectful, Exclude: []string{"trace_id"}}))
 	require.NoError(t, oncekey.SetTool[fileArgs](r, "files.read", oncekey.Policy{Effect: oncekey.ReadOnly}))
 	require.True(t, r.Routed("CallMcpTool"))
@@ -64,7 +64,7 @@ func TestRouteNamesTheToolAndItsArguments(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, oncekey.ReadOnly, res.Policy.Effect)
 
-	// Not recognised, or recognised without a policy: the fallback, Effectful by default.
+	// Named, without a policy: the fallback, Effectful by default.
 	unknown := del
 	unknown.Tool = "chmod"
 	res, ok, err = r.Resolve("CallMcpTool", doc(unknown))
@@ -73,11 +73,11 @@ func TestRouteNamesTheToolAndItsArguments(t *testing.T) {
 	require.True(t, res.Fallback)
 	require.Equal(t, "files.chmod", res.Tool)
 	require.Equal(t, oncekey.Effectful, res.Policy.Effect)
-	res, _, err = r.Resolve("CallMcpTool", json.RawMessage(`{"tool":7}`))
-	require.NoError(t, err)
-	require.Equal(t, "CallMcpTool", res.Tool, "an unrecognised call is named by its activity type")
-	require.Equal(t, oncekey.Effectful, res.Policy.Effect)
-	require.Equal(t, "null", string(res.Args))
+	// Not named: no fallback, no key.
+	_, ok, err = r.Resolve("CallMcpTool", json.RawMessage(`{"tool":7}`))
+	var re *oncekey.RouteError
+	require.ErrorAs(t, err, &re)
+	require.False(t, ok)
 
 	require.NoError(t, r.Route("Dynamic", oncekey.Route{Tool: oncekey.ToolAt("name"), Fallback: oncekey.Policy{Effect: oncekey.ReadOnly}}))
 	res, _, err = r.Resolve("Dynamic", json.RawMessage(`{"name":"whatever"}`))
@@ -139,4 +139,172 @@ func TestDefinitions(t *testing.T) {
 	_, err = r.Definitions("nope")
 	var pe *oncekey.PolicyError
 	require.ErrorAs(t, err, &pe)
+}
+
+// ToolExecutorInput is the input of the one generic activity through which an agent loop runs
+// every tool (the shape of Temporal's Go agent-loop recipe): the tool's name and its arguments
+// as the model wrote them.
+type ToolExecutorInput struct {
+	ToolName  string                 `json:"tool_name"`
+	Arguments map[string]interface{} `json:"arguments"`
+}
+
+func ToolExecutor(ctx context.Context, in ToolExecutorInput) (string, error) { return "", nil }
+
+func ToolExecutorTwo(ctx context.Context, call string, in ToolExecutorInput) (string, error) {
+	return "", nil
+}
+
+// A Route given the activity's function checks its paths against the input's JSON members when
+// it is registered: a Route whose paths do not resolve is never registered.
+func TestRouteChecksPathsAtRegistration(t *testing.T) {
+	t.Parallel()
+	r := oncekey.NewRegistry()
+	refused := func(rt oncekey.Route, field string, says ...string) {
+		t.Helper()
+		var pe *oncekey.PolicyError
+		require.ErrorAs(t, r.Route(ToolExecutor, rt), &pe)
+		require.Equal(t, "ToolExecutor", pe.Tool)
+		require.Equal(t, field, pe.Field)
+		for _, s := range says {
+			require.Contains(t, pe.Error(), s)
+		}
+		require.False(t, r.Routed("ToolExecutor"), "a refused Route is not registered")
+	}
+	members := `its JSON fields are "tool_name", "arguments"`
+	// The docs' MCP line copied onto this input: both paths wrong; the Args path alone; the tool path alone.
+	refused(oncekey.Route{ToolPaths: []string{"tool"}, Args: "args"}, "Route.ToolPaths", `path "tool"`, members)
+	refused(oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "args"}, "Route.Args", `path "args"`, members)
+	refused(oncekey.Route{ToolPaths: []string{"tool"}, Args: "arguments"}, "Route.ToolPaths", `path "tool"`, members)
+	refused(oncekey.Route{ToolPaths: []string{"ToolName"}, Args: "arguments"}, "Route.ToolPaths", "JSON names are exact")
+	refused(oncekey.Route{ToolPaths: []string{"arguments"}, Args: "arguments"}, "Route.ToolPaths", "not a string")
+	refused(oncekey.Route{ToolPaths: []string{"tool_name.x"}, Args: "arguments"}, "Route.ToolPaths", "no fields")
+	refused(oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments..x"}, "Route.Args", "empty segment")
+	refused(oncekey.Route{ToolPaths: []string{""}}, "Route.ToolPaths", "empty segment")
+	refused(oncekey.Route{Args: "arguments"}, "Route.ToolPaths", "required")
+	refused(oncekey.Route{ToolPaths: []string{"tool_name"}, Tool: oncekey.ToolAt("tool_name")}, "Route.Tool", "not both")
+
+	var pe *oncekey.PolicyError
+	require.ErrorAs(t, r.Route(func(context.Context, ToolExecutorInput) (string, error) { return "", nil },
+		oncekey.Route{ToolPaths: []string{"tool_name"}}), &pe, "a function literal has no usable name")
+	require.Equal(t, "activity", pe.Field)
+
+	require.NoError(t, r.Route(ToolExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	require.True(t, r.Routed("ToolExecutor"))
+	require.NoError(t, r.Route(ToolExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments.inner"}),
+		"a path into a map is the map's business")
+	require.NoError(t, r.Route(ToolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "arguments"}),
+		"a Tool function cannot be checked before the call")
+
+	// An activity registered under a name of its own: RouteAs checks against the function's type.
+	require.ErrorAs(t, r.RouteAs("tools", ToolExecutor, oncekey.Route{ToolPaths: []string{"tool"}, Args: "arguments"}), &pe)
+	require.Equal(t, "Route.ToolPaths", pe.Field)
+	require.False(t, r.Routed("tools"))
+	require.NoError(t, r.RouteAs("tools", func(context.Context, ToolExecutorInput) (string, error) { return "", nil },
+		oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	require.True(t, r.Routed("tools"))
+	require.ErrorAs(t, r.RouteAs("other", "ToolExecutor", oncekey.Route{ToolPaths: []string{"tool_name"}}), &pe, "RouteAs needs a function")
+
+	// Several arguments: a path starts with the argument's index.
+	require.NoError(t, r.Route(ToolExecutorTwo, oncekey.Route{ToolPaths: []string{"1.tool_name"}, Args: "1.arguments"}))
+	require.ErrorAs(t, r.Route(ToolExecutorTwo, oncekey.Route{ToolPaths: []string{"tool_name"}}), &pe)
+	require.ErrorAs(t, r.Route(ToolExecutorTwo, oncekey.Route{ToolPaths: []string{"1.tool"}}), &pe)
+	require.NoError(t, r.Route(ToolExecutorTwo, oncekey.Route{ToolPaths: []string{"0"}}), "the first argument is a string")
+}
+
+// A Route registered by name meets its paths at the first call: a call it cannot name, or whose
+// arguments are not there, is a *RouteError and is never keyed; a tool it names without a policy
+// takes the Fallback.
+func TestRouteRefusesCallsItCannotName(t *testing.T) {
+	t.Parallel()
+	doc := func(v any) json.RawMessage {
+		b, err := oncekey.CanonicalArgs([]any{v})
+		require.NoError(t, err)
+		return b
+	}
+	weather := doc(ToolExecutorInput{ToolName: "get_weather", Arguments: map[string]interface{}{"city": "Lyon"}})
+	ticket := doc(ToolExecutorInput{ToolName: "create_ticket", Arguments: map[string]interface{}{"subject": "refund"}})
+	for _, tc := range []struct {
+		name        string
+		route       oncekey.Route
+		field, path string
+	}{
+		{"both paths wrong", oncekey.Route{ToolPaths: []string{"tool"}, Args: "args"}, "Route.ToolPaths", "tool"},
+		{"args path wrong", oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "args"}, "Route.Args", "args"},
+		{"tool path wrong", oncekey.Route{ToolPaths: []string{"tool"}, Args: "arguments"}, "Route.ToolPaths", "tool"},
+		{"ToolAt path wrong", oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "arguments"}, "Route.Tool", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := oncekey.NewRegistry()
+			require.NoError(t, r.Route("ToolExecutor", tc.route), "by name: the input type is unknown")
+			require.NoError(t, oncekey.SetTool[map[string]interface{}](r, "create_ticket", oncekey.Policy{Effect: oncekey.Effectful}))
+			require.NoError(t, oncekey.SetTool[map[string]interface{}](r, "get_weather", oncekey.Policy{Effect: oncekey.ReadOnly}))
+			for _, args := range []json.RawMessage{weather, ticket} {
+				res, ok, err := r.Resolve("ToolExecutor", args)
+				var re *oncekey.RouteError
+				require.ErrorAs(t, err, &re)
+				require.False(t, ok)
+				require.Equal(t, oncekey.Resolved{}, res, "nothing to key the call by")
+				require.Equal(t, "ToolExecutor", re.ActivityType)
+				require.Equal(t, tc.field, re.Field)
+				require.Equal(t, tc.path, re.Path)
+				require.Equal(t, []string{"arguments", "tool_name"}, re.Members)
+				require.Contains(t, re.Error(), `the members there are "arguments", "tool_name"`)
+				require.Contains(t, re.Error(), "nothing was claimed")
+			}
+		})
+	}
+
+	r := oncekey.NewRegistry()
+	require.NoError(t, r.Route("ToolExecutor", oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	require.NoError(t, oncekey.SetTool[map[string]interface{}](r, "get_weather", oncekey.Policy{Effect: oncekey.ReadOnly}))
+	res, ok, err := r.Resolve("ToolExecutor", weather)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "get_weather", res.Tool)
+	require.Equal(t, oncekey.ReadOnly, res.Policy.Effect)
+	require.JSONEq(t, `{"city":"Lyon"}`, string(res.Args))
+	res, ok, err = r.Resolve("ToolExecutor", ticket)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, res.Fallback, "a tool named without a policy takes the Fallback")
+	require.Equal(t, "create_ticket", res.Tool)
+	require.Equal(t, oncekey.Effectful, res.Policy.Effect)
+
+	res, _, err = r.Resolve("ToolExecutor", doc(ToolExecutorInput{ToolName: "get_weather"}))
+	require.NoError(t, err)
+	require.Equal(t, "null", string(res.Args), "arguments that are there and null are the tool's arguments")
+
+	for in, says := range map[string]string{
+		`{"tool_name":"","arguments":{}}`:            `"tool_name" is blank`,
+		`{"tool_name":"  ","arguments":{}}`:          `"tool_name" is blank`,
+		`{"tool_name":null,"arguments":{}}`:          `"tool_name" is null, not a string`,
+		`{"tool_name":7,"arguments":{}}`:             `"tool_name" is a number, not a string`,
+		`{"arguments":{}}`:                           `no member "tool_name"`,
+		`{"tool_name":"get_weather"}`:                `no member "arguments"`,
+		`["get_weather",{}]`:                         `no element "tool_name"`,
+		`{"tool_name":"get_weather","arguments":[]}`: "",
+	} {
+		_, _, err := r.Resolve("ToolExecutor", json.RawMessage(in))
+		if says == "" {
+			require.NoError(t, err, in)
+			continue
+		}
+		var re *oncekey.RouteError
+		require.ErrorAs(t, err, &re, in)
+		require.Contains(t, re.Error(), says, in)
+	}
+
+	_, _, err = r.Resolve("ToolExecutor", json.RawMessage(`{"tool":"get_weather","args":{}}`))
+	require.EqualError(t, err, `oncekey: ToolExecutor did not run: its Route.ToolPaths path "tool_name" does not resolve in the call's arguments `+
+		`(no member "tool_name"; the members there are "args", "tool"); nothing was claimed. `+
+		`A Route's paths are the JSON member names of the activity's input, as its json tags spell them: fix the Route`)
+
+	require.NoError(t, r.Route("Nested", oncekey.Route{ToolPaths: []string{"call.tool"}, Args: "call.args"}))
+	_, _, err = r.Resolve("Nested", json.RawMessage(`{"call":{"name":"x","args":{}}}`))
+	var re *oncekey.RouteError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, []string{"args", "name"}, re.Members, "the members of the object where the path stopped")
+	require.Contains(t, re.Reason, `no member "tool" in "call"`)
 }

@@ -53,6 +53,23 @@ func StructField(t reflect.Type, name string) (reflect.Type, bool) {
 	return nil, false
 }
 
+// StructFields returns the JSON names Marshal writes for the members of struct type t (after
+// following pointers), in encoding/json's order; nil when t is not a struct.
+func StructFields(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	fs := fieldsOf(t)
+	names := make([]string, 0, len(fs))
+	for _, f := range fs {
+		names = append(names, f.name)
+	}
+	return names
+}
+
 func typeFields(t reflect.Type) []field {
 	type queued struct {
 		typ   reflect.Type

@@ -149,6 +149,12 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return false, c.configError(err)
 	}
 	r, ok, err := c.root.opts.Registry.Resolve(c.info.ActivityType.Name, doc)
+	var unrouted *oncekey.RouteError
+	if errors.As(err, &unrouted) {
+		// The Route names no tool for the call, or no arguments: nothing to key it by.
+		c.outcome = oncekey.OutcomeRejected
+		return false, c.appError(unrouted.Error(), oncekey.ErrTypeConfig, true, nil, reasonRouteUnresolved, false)
+	}
 	if err != nil {
 		return false, c.configError(err)
 	}

@@ -90,6 +90,20 @@ func (w *workflowOutbound) resolve(activityType string, args []any) (r oncekey.R
 	return r, doc, ok && r.Policy.Effect.Claimed(), nil
 }
 
+// reasonRouteUnresolved is Details.Reason of a call whose Route names no tool or no arguments
+// for it (*oncekey.RouteError): refused before it is keyed, on either side.
+const reasonRouteUnresolved = "route does not resolve"
+
+// resolveReason is the Details.Reason of a call resolve refused: its Route names no tool or no
+// arguments for it, or its arguments cannot be encoded.
+func resolveReason(err error) string {
+	var unrouted *oncekey.RouteError
+	if errors.As(err, &unrouted) {
+		return reasonRouteUnresolved
+	}
+	return "arguments not encodable"
+}
+
 // argsAsReceivedChangeID is the workflow.GetVersion change ID under which the arguments document
 // of a call whose argument is not of the tool's input type (a model's JSON for a struct, as
 // agent.Call schedules it) is the document of the argument as the activity worker decodes it,
@@ -143,7 +157,7 @@ func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityTy
 	r, _, claimed, err := w.resolve(activityType, args)
 	if err != nil {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	if claimed {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
@@ -157,14 +171,14 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	r, doc, claimed, err := w.resolve(activityType, args)
 	if err != nil {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	if !claimed {
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	if r, doc, err = w.asReceived(ctx, activityType, args, r, doc); err != nil {
 		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: "arguments not encodable"}))
+			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	p := r.Policy
 	stepID, hasStep := oncekey.StepID(ctx)

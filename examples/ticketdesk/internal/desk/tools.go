@@ -343,9 +343,10 @@ func (t *Tools) PoliciesWith(refundApproval *oncekey.ApprovalPolicy) (*oncekey.R
 	if err := oncekey.SetTool[LookupInput](r, ToolLookupCustomer, LookupPolicy); err != nil {
 		return nil, err
 	}
-	// Every tool behind CallMcpTool is named by its "tool" field; its own arguments are at
-	// "args". A tool without a policy gets the Fallback: Effectful, the safe default.
-	if err := r.Route(ActivityCallMcpTool, oncekey.Route{Args: "args", Tool: oncekey.ToolAt("tool")}); err != nil {
+	// Every tool behind CallMcpTool is named by its "tool" member; its own arguments are at
+	// "args" (McpCall's JSON names, checked against it here). A tool without a policy gets the
+	// Fallback: Effectful, the safe default.
+	if err := r.RouteAs(ActivityCallMcpTool, (*McpProxy).CallMcpTool, oncekey.Route{Args: "args", ToolPaths: []string{"tool"}}); err != nil {
 		return nil, err
 	}
 	return r, nil
