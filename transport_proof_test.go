@@ -156,7 +156,10 @@ func TestTransportProofNotSent(t *testing.T) {
 		srv := newResetting(t)
 		ctx, proof := toolContext(t)
 		// The client takes the connection once the server has reset it; its header is larger
-		// than net/http's write buffer, so writing it fails before it is whole.
+		// than net/http's write buffer, so writing it fails before it is whole (or net/http sees
+		// the connection die before it writes at all). A header that fits the buffer is written
+		// into it whole before the flush fails, unless net/http saw the reset first: a race,
+		// and when the write wins the request proves nothing.
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { <-srv.reset }})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.addr+"/tickets", strings.NewReader(`{}`))
 		require.NoError(t, err)
@@ -294,18 +297,6 @@ func TestTransportProofUnproven(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Equal(t, 1, hits)
-	})
-	t.Run("connection reset after a small header was buffered", func(t *testing.T) {
-		t.Parallel()
-		// As in TestTransportProofNotSent, but the header fits net/http's write buffer: the trace
-		// says it was written whole before the flush failed, and nothing tells how many bytes
-		// left, so this proves nothing.
-		srv := newResetting(t)
-		ctx, proof := toolContext(t)
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { <-srv.reset }})
-		_, err := post(ctx, keyClient(freshBase(t)), "http://"+srv.addr+"/tickets")
-		require.Error(t, err)
-		require.Equal(t, httpproof.Proof{Requests: 1}, proof())
 	})
 	t.Run("server stalls after reading the request", func(t *testing.T) {
 		t.Parallel()
