@@ -360,7 +360,9 @@ func TestTransportProofUnproven(t *testing.T) {
 		require.Equal(t, httpproof.Proof{Requests: 1}, proof(), "without a trace an error proves nothing")
 		srv := newCounting(t, http.StatusNotFound, "")
 		ctx, proof = toolContext(t)
-		plain := roundTripFunc(func(r *http.Request) (*http.Response, error) { return freshBase(t).RoundTrip(r.WithContext(context.Background())) })
+		plain := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return freshBase(t).RoundTrip(r.WithContext(context.Background()))
+		})
 		_, err = post(ctx, keyClient(plain), srv.URL+"/tickets")
 		require.NoError(t, err)
 		require.Equal(t, httpproof.Proof{NotApplied: true, Status: 404, Requests: 1}, proof(), "a status is proof by itself")
