@@ -20,7 +20,7 @@ const modulePath = "github.com/oncekey/oncekey"
 // helpers (internal/testing) and the development tools (internal/dev) are not layered: see
 // TestLayering.
 var layers = [][]string{
-	{"canonical", "metrics", "internal/shell", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce"},
+	{"canonical", "metrics", "internal/shell", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce", "internal/httpproof"},
 	{"."},
 	{"memstore", "pgstore", "redisstore", "storetest", "oncekeymock", "agent", "adapters"},
 	{"reconcile"},

@@ -1,6 +1,10 @@
 package oncekey
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/oncekey/oncekey/internal/httpproof"
+)
 
 // IdempotencyKeyHeader is the header IdempotencyKeyTransport sets: the name Stripe-style APIs
 // (and the IETF draft "The Idempotency-Key HTTP Header Field") read.
@@ -21,6 +25,20 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // it applies the request once. Against a downstream that does not, turn the SDK's retries off
 // (option.WithMaxRetries(0)): a lost response retried inside the attempt is a second effect that
 // oncekey cannot see.
+//
+// Inside an Effectful tool's body it also records, for the interceptor, what it can prove about
+// each request whose method is not safe (not GET, HEAD, OPTIONS or TRACE): that the request never
+// left (the connection, DNS lookup, TLS handshake or proxy failed, or the connection was lost
+// before the request's header was written whole), or that the server answered with a status
+// that says nothing was done (400, 401, 403, 404, 422: not retryable; 409, 429: retryable, after
+// Retry-After). When the body then returns an error, whatever error it is, and every such request
+// of the attempt is proven so, the call ends not applied instead of unknown, as if the body had
+// returned NotApplied; anything else (a 5xx or another status, an error after the header was
+// written, a timeout waiting for the answer, a request still in flight) proves nothing and the
+// outcome stays unknown. Policy.DisableHTTPProof turns this off for a tool whose body has effects
+// the transport does not see. The proof relies on net/http's client trace (httptrace), which its
+// Transport reports for HTTP/1 and HTTP/2; through a Base that does not report it, only statuses
+// prove anything.
 type IdempotencyKeyTransport struct {
 	Base http.RoundTripper
 }
@@ -33,16 +51,18 @@ func (t *IdempotencyKeyTransport) RoundTrip(req *http.Request) (*http.Response, 
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	out := req
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	default:
-		return base.RoundTrip(req)
+		if key, ok := OperationKey(req.Context()); ok && key != "" {
+			out = req.Clone(req.Context())
+			out.Header.Set(IdempotencyKeyHeader, key)
+		}
 	}
-	key, ok := OperationKey(req.Context())
-	if !ok || key == "" {
-		return base.RoundTrip(req)
+	out, done := httpproof.Track(out)
+	res, err := base.RoundTrip(out)
+	if done != nil {
+		done(res, err)
 	}
-	out := req.Clone(req.Context())
-	out.Header.Set(IdempotencyKeyHeader, key)
-	return base.RoundTrip(out)
+	return res, err
 }

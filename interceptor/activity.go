@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/failuredoc"
+	"github.com/oncekey/oncekey/internal/httpproof"
 	"github.com/oncekey/oncekey/metrics"
 )
 
@@ -76,6 +77,9 @@ type call struct {
 	outcome      oncekey.Outcome
 	// effectRef is what the body recorded with oncekey.SetEffectReference, read when it returned.
 	effectRef string
+	// httpProof is what oncekey.IdempotencyKeyTransport proved about the requests the body sent,
+	// read when it returned.
+	httpProof httpproof.Proof
 	// epoch is the epoch of the record marked unknown, for the resolve command in messages.
 	epoch int64
 	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval;
@@ -645,6 +649,7 @@ func (c *call) expired(rec *oncekey.Record) error {
 // execute runs the body under an acquired claim at epoch and records its outcome.
 func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInput, epoch int64) (_ any, err error) {
 	bodyCtx, readEffectRef := oncekey.ContextWithEffectReference(oncekey.ContextWithOperationKey(ctx, c.key))
+	bodyCtx, readHTTPProof := httpproof.With(bodyCtx)
 	bodyCtx, cancelBody := context.WithCancelCause(bodyCtx)
 	defer cancelBody(nil)
 	var tx oncekey.StoreTx
@@ -667,6 +672,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		endBody(bodyErr)
 	}
 	c.effectRef = readEffectRef()
+	c.httpProof = readHTTPProof()
 	lost := lease.stop()
 	_, endComplete := c.span(ctx, SpanComplete)
 	defer func() { endComplete(err) }()
@@ -894,6 +900,8 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		c.rememberFailure(ctx, epoch, c.policy.RememberFailures && innerNonRetryable, bodyErr, appErr)
 		c.outcome = oncekey.OutcomeFailed
 		return c.appError(bodyErr.Error(), oncekey.ErrTypeNotApplied, innerNonRetryable, bodyErr, "not applied", false)
+	case c.policy.Effect == oncekey.Effectful && !c.policy.DisableHTTPProof && c.httpProof.NotApplied:
+		return c.provenNotApplied(ctx, epoch, bodyErr)
 	case c.policy.Effect == oncekey.Effectful:
 		reason := "the tool returned an error"
 		if ctx.Err() != nil || errors.Is(bodyErr, context.DeadlineExceeded) || errors.Is(bodyErr, context.Canceled) {
@@ -905,6 +913,27 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		c.outcome = oncekey.OutcomeFailed
 		return bodyErr
 	}
+}
+
+// provenNotApplied ends an Effectful call whose body returned bodyErr after every request it
+// sent through oncekey.IdempotencyKeyTransport was proven not applied (c.httpProof): never sent,
+// or refused by a status that says nothing was done. It is bodyErr marked NotApplied, retryable
+// as the last request says, with the server's Retry-After as the next retry's delay; with
+// RememberFailures a non-retryable one is stored as the record's failure.
+func (c *call) provenNotApplied(ctx context.Context, epoch int64, bodyErr error) error {
+	p := c.httpProof
+	c.logger(ctx).Info("oncekey: the tool's requests prove nothing was done; its claim is given back", "tool", c.tool,
+		"key_prefix", keyPrefix(c.key), "reason", p.Reason(), "retryable", p.Retryable, "requests", p.Requests)
+	var typed *temporal.ApplicationError
+	_ = errors.As(temporal.NewNonRetryableApplicationError(bodyErr.Error(), oncekey.ErrTypeNotApplied, nil), &typed)
+	c.rememberFailure(ctx, epoch, c.policy.RememberFailures && !p.Retryable, bodyErr, typed)
+	c.outcome = oncekey.OutcomeFailed
+	return temporal.NewApplicationErrorWithOptions(bodyErr.Error(), oncekey.ErrTypeNotApplied, temporal.ApplicationErrorOptions{
+		NonRetryable:   !p.Retryable,
+		NextRetryDelay: p.RetryAfter,
+		Cause:          bodyErr,
+		Details:        []any{c.details(p.Reason(), false)},
+	})
 }
 
 // handOffRefused ends an Effectful or Transactional call whose body returned
