@@ -8,8 +8,9 @@
 //
 // Two conversations run, with faults: the weather service is unavailable once, the ticket
 // system loses the answer to the first ticket after opening it, the model proposes the same
-// ticket again in a later turn, and the second conversation asks to refund the order the first
-// one refunded. They run once with oncekey and once on plain Temporal; the services count the
+// ticket again in a later turn, the worker restarts while the second conversation's ticket call
+// waits for its answer, and the second conversation asks to refund the order the first one
+// refunded. They run once with oncekey and once on plain Temporal; the services count the
 // tickets and refunds themselves.
 //
 // It starts a Temporal dev server (the CLI `make temporal` installs) unless TEMPORAL_ADDRESS is
@@ -20,8 +21,8 @@
 //
 //	agentloop: oncekey: tickets=N refunds=N | plain retries: tickets=N refunds=N
 //
-// It exits 1 when oncekey's run opened more than one ticket or made more than one refund, 2 when
-// the environment is not usable.
+// It exits 1 when oncekey's run opened more tickets than the model meant (two) or made more than
+// one refund, 2 when the environment is not usable.
 package main
 
 import (
@@ -44,8 +45,12 @@ import (
 // The two conversations: their user messages, and what the scripted model does in each.
 const (
 	FirstConversation  = "My order A-1001 arrived broken. Is it raining in Berlin, where the courier is? Please open a ticket and refund the order."
-	SecondConversation = "I asked about order A-1001 earlier today: please refund it, it arrived broken."
+	SecondConversation = "I asked about order A-1001 earlier today: please refund it, it arrived broken. And the courier was rude."
 )
+
+// CourierTicket is the subject of the second conversation's ticket, whose call is in flight when
+// the worker restarts.
+const CourierTicket = "Courier complaint, order A-1001"
 
 // Scripts are the scripted model's conversations. In the first it proposes the ticket a second
 // time in a later turn, with the same arguments, as models do when a result looks lost.
@@ -59,13 +64,15 @@ func Scripts() map[string]Script {
 			{Tool: ToolRefund, Args: map[string]any{"order_id": "A-1001", "amount_cents": 4200, "reason": "arrived broken"}},
 		}, Final: "I opened a ticket and refunded order A-1001."},
 		SecondConversation: {Calls: []ScriptedCall{
+			{Tool: ToolTicket, Args: map[string]any{"subject": CourierTicket, "body": "The customer says the courier was rude."}},
 			{Tool: ToolRefund, Args: map[string]any{"order_id": "A-1001", "amount_cents": 4200, "reason": "customer reports the order arrived broken"}},
-		}, Final: "Order A-1001 is refunded."},
+		}, Final: "I opened a ticket about the courier; order A-1001 is refunded."},
 	}
 }
 
-// RunFaults are the services' faults in both runs.
-var RunFaults = Faults{WeatherUnavailable: 1, LoseTicketAnswers: 1}
+// RunFaults are the services' faults in both runs. The courier ticket's call is in flight, the
+// ticket opened, when its worker stops; another worker takes over.
+var RunFaults = Faults{WeatherUnavailable: 1, LoseTicketAnswers: 1, HoldTicket: CourierTicket}
 
 // Config is what Run needs.
 type Config struct {
@@ -79,12 +86,13 @@ type Report struct {
 }
 
 // ModeReport is one run: the services' ledger, the model's last answers and the tool outputs it
-// read, by conversation.
+// read, by conversation, and how many times the worker restarted.
 type ModeReport struct {
-	Mode    string
-	Ledger  Ledger
-	Answers map[string]string
-	Read    map[string][]string
+	Mode     string
+	Ledger   Ledger
+	Answers  map[string]string
+	Read     map[string][]string
+	Restarts int
 }
 
 // Run plays both conversations with oncekey, then on plain Temporal.
@@ -137,13 +145,20 @@ func runMode(ctx context.Context, cfg Config, mode, tag string) (*ModeReport, er
 		}
 		opts.Plugins = append(opts.Plugins, plugin)
 	}
-	w := worker.New(cfg.Client, taskQueue, opts)
-	w.RegisterWorkflow(AgentWorkflow)
-	w.RegisterActivity(acts)
-	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("agentloop: start worker: %w", err)
+	start := func() (worker.Worker, error) {
+		w := worker.New(cfg.Client, taskQueue, opts)
+		w.RegisterWorkflow(AgentWorkflow)
+		w.RegisterActivity(acts)
+		if err := w.Start(); err != nil {
+			return nil, fmt.Errorf("agentloop: start worker: %w", err)
+		}
+		return w, nil
 	}
-	defer w.Stop()
+	w, err := start()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { w.Stop() }()
 
 	rep := &ModeReport{Mode: mode, Answers: map[string]string{}, Read: map[string][]string{}}
 	for i, user := range []string{FirstConversation, SecondConversation} {
@@ -151,6 +166,20 @@ func runMode(ctx context.Context, cfg Config, mode, tag string) (*ModeReport, er
 		run, err := cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, AgentWorkflow, user)
 		if err != nil {
 			return nil, fmt.Errorf("agentloop: start %s: %w", id, err)
+		}
+		if user == SecondConversation && RunFaults.HoldTicket != "" {
+			// The worker restarts while the courier ticket's call waits for its answer: the
+			// ticket is open, the attempt is cut off, and a new worker takes the task queue.
+			select {
+			case <-svc.Held():
+			case <-ctx.Done():
+				return nil, fmt.Errorf("agentloop: %s: the held ticket call never came: %w", id, ctx.Err())
+			}
+			w.Stop()
+			if w, err = start(); err != nil {
+				return nil, err
+			}
+			rep.Restarts++
 		}
 		var answer string
 		if err := run.Get(ctx, &answer); err != nil {
@@ -197,7 +226,7 @@ func main() {
 		os.Exit(1)
 	}
 	rep.print(os.Stdout)
-	if len(rep.Oncekey.Ledger.Tickets) != 1 || len(rep.Oncekey.Ledger.Refunds) != 1 {
+	if len(rep.Oncekey.Ledger.Tickets) != 2 || len(rep.Oncekey.Ledger.Refunds) != 1 {
 		os.Exit(1)
 	}
 }

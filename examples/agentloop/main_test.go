@@ -18,8 +18,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestAgentLoop runs the cookbook-shaped agent with oncekey added by registration alone, then on
 // plain Temporal, against the same faults: a weather 503, a ticket answer lost after the ticket
-// was opened, the model proposing the same ticket again, and a second conversation refunding the
-// same order. The counts are the services' own ledgers.
+// was opened, the model proposing the same ticket again, a worker restart while a ticket call
+// waits for its answer, and a second conversation refunding the same order. The counts are the
+// services' own ledgers.
 func TestAgentLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Postgres and a dev server")
@@ -35,50 +36,53 @@ func TestAgentLoop(t *testing.T) {
 	rep.print(&out)
 	t.Log("\n" + out.String())
 
-	// With oncekey: one ticket for the call whose answer was lost and for its re-proposal, which
-	// never reached the ticket system; one refund for the order across both conversations.
+	// With oncekey: one ticket per intended call. The lost answer's ticket and its re-proposal
+	// are one (the re-proposal never reached the ticket system), and so is the courier ticket
+	// whose worker restarted; one refund for the order across both conversations.
 	o := rep.Oncekey.Ledger
 	require.Equal(t, 1, o.LostAnswers)
-	require.Len(t, o.Tickets, 1)
-	require.Equal(t, 1, o.Requests["tickets"], "the re-proposal must be answered from the record")
+	require.Equal(t, 1, rep.Oncekey.Restarts)
+	require.Len(t, o.Tickets, 2)
+	require.Equal(t, 2, o.Requests["tickets"], "the re-proposal and the restarted call must not reach the ticket system")
+	require.Equal(t, CourierTicket, o.Tickets[1].Subject)
 	require.Len(t, o.Refunds, 1)
 	require.Equal(t, 1, o.Requests["refunds"], "the second conversation's refund must be answered from the record")
 	require.Equal(t, 2, o.Requests["weather"], "the read-only weather call is retried after its 503")
 
-	// What the model read: the ticket the lost answer opened (found by the receipt lookup),
-	// the same ticket for the re-proposal, and the first conversation's refund in the second.
+	// What the model read: the ticket the lost answer opened (found by the receipt lookup), the
+	// same ticket for the re-proposal, the courier ticket opened before the restart, and the
+	// first conversation's refund in the second.
 	first, second := rep.Oncekey.Read[FirstConversation], rep.Oncekey.Read[SecondConversation]
 	require.Len(t, first, 4)
 	require.Contains(t, first[0], `"forecast"`)
 	require.Equal(t, encode(t, o.Tickets[0]), first[1])
 	require.Equal(t, first[1], first[2])
 	require.Equal(t, encode(t, o.Refunds[0]), first[3])
-	require.Equal(t, []string{first[3]}, second)
-	require.Equal(t, "Order A-1001 is refunded.", rep.Oncekey.Answers[SecondConversation])
+	require.Equal(t, []string{encode(t, o.Tickets[1]), first[3]}, second)
+	require.Equal(t, Scripts()[SecondConversation].Final, rep.Oncekey.Answers[SecondConversation])
 
-	// The store: the ticket and the refund applied, nothing left unknown.
-	store := pgstore.New(pool, nil)
-	page, err := store.List(ctx, &oncekey.ListParams{})
+	// The store: the tickets and the refund applied, nothing left unknown.
+	page, err := pgstore.New(pool, nil).List(ctx, &oncekey.ListParams{})
 	require.NoError(t, err)
-	byTool := map[string]*oncekey.Record{}
+	applied := map[string][]string{}
 	for _, r := range page.Records {
-		byTool[r.Tool] = r
+		require.Equal(t, oncekey.StatusApplied, r.Status, "%s %s", r.Tool, r.OperationKey)
+		applied[r.Tool] = append(applied[r.Tool], r.EffectReference)
 	}
-	require.Len(t, page.Records, 2, "only the Effectful tools are recorded")
-	require.Contains(t, byTool, ToolTicket)
-	require.Contains(t, byTool, ToolRefund)
-	require.Equal(t, oncekey.StatusApplied, byTool[ToolTicket].Status)
-	require.Equal(t, "T-1", byTool[ToolTicket].EffectReference)
-	require.Equal(t, oncekey.StatusApplied, byTool[ToolRefund].Status)
+	require.ElementsMatch(t, []string{"T-1", "T-2"}, applied[ToolTicket])
+	require.Equal(t, []string{"R-1"}, applied[ToolRefund])
+	require.Len(t, page.Records, 3, "only the Effectful tools are recorded")
 
 	// Plain Temporal, same workflow and faults: the lost answer is retried into a second ticket,
-	// the re-proposal opens a third, and the second conversation refunds the order again.
+	// the re-proposal opens a third, the restarted call a fifth beside the fourth, and the
+	// second conversation refunds the order again.
 	p := rep.Plain.Ledger
 	require.Equal(t, 1, p.LostAnswers)
-	require.Len(t, p.Tickets, 3)
+	require.Equal(t, 1, rep.Plain.Restarts)
+	require.Len(t, p.Tickets, 5)
 	require.Len(t, p.Refunds, 2)
 	require.Equal(t, p.Refunds[0].OrderID, p.Refunds[1].OrderID)
-	require.Equal(t, "agentloop: oncekey: tickets=1 refunds=1 | plain retries: tickets=3 refunds=2", rep.Summary())
+	require.Equal(t, "agentloop: oncekey: tickets=2 refunds=1 | plain retries: tickets=5 refunds=2", rep.Summary())
 }
 
 func encode(t *testing.T, v any) string {

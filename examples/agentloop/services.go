@@ -29,6 +29,9 @@ type Services struct {
 	byKey    map[string][]byte // "tickets/<key>" or "refunds/<key>" to the answer's body
 	requests map[string]int    // per endpoint: "weather", "tickets", "refunds"
 	lost     int
+	held     chan struct{} // closed when the held ticket request is taken (Faults.HoldTicket)
+	holding  bool
+	closing  chan struct{}
 }
 
 // Faults are the failures the services inject.
@@ -38,6 +41,10 @@ type Faults struct {
 	// LoseTicketAnswers loses the answer of the first n ticket requests after the ticket was
 	// opened: the connection closes with no response.
 	LoseTicketAnswers int
+	// HoldTicket holds the answer of the first ticket request with this subject after the ticket
+	// was opened, until the caller goes away (its worker stops): Held is closed when it begins.
+	// "" holds none.
+	HoldTicket string
 }
 
 // Ticket is a ticket the ticket system opened.
@@ -61,7 +68,8 @@ func StartServices(faults Faults) (*Services, error) {
 	if err != nil {
 		return nil, fmt.Errorf("services: listen: %w", err)
 	}
-	s := &Services{URL: "http://" + ln.Addr().String(), faults: faults, byKey: map[string][]byte{}, requests: map[string]int{}}
+	s := &Services{URL: "http://" + ln.Addr().String(), faults: faults, byKey: map[string][]byte{}, requests: map[string]int{},
+		held: make(chan struct{}), closing: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /weather", s.weather)
 	mux.HandleFunc("POST /tickets", s.openTicket)
@@ -72,8 +80,12 @@ func StartServices(faults Faults) (*Services, error) {
 	return s, nil
 }
 
+// Held is closed when the ticket request Faults.HoldTicket names is taken and its answer held.
+func (s *Services) Held() <-chan struct{} { return s.held }
+
 // Close stops the services.
 func (s *Services) Close() {
+	close(s.closing)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = s.srv.Shutdown(ctx)
@@ -127,12 +139,24 @@ func (s *Services) openTicket(w http.ResponseWriter, r *http.Request) {
 	if lose {
 		s.lost++
 	}
-	s.mu.Unlock()
-	if lose {
-		loseAnswer(w)
-		return
+	hold := !lose && !s.holding && s.faults.HoldTicket != "" && in.Subject == s.faults.HoldTicket
+	if hold {
+		s.holding = true
+		close(s.held)
 	}
-	writeBody(w, body)
+	s.mu.Unlock()
+	switch {
+	case lose:
+		loseAnswer(w)
+	case hold:
+		// No answer until the caller is gone.
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+	default:
+		writeBody(w, body)
+	}
 }
 
 func (s *Services) refund(w http.ResponseWriter, r *http.Request) {
