@@ -8,8 +8,8 @@
 //
 // Two conversations run, with faults: the weather service is unavailable once, the ticket
 // system loses the answer to the first ticket after opening it, the model proposes the same
-// ticket again in a later turn, the worker restarts while the second conversation's ticket call
-// waits for its answer, and the second conversation asks to refund the order the first one
+// ticket again in a later turn, the worker dies while the second conversation's ticket call
+// waits for its answer (another takes over), and the second conversation asks to refund the order the first one
 // refunded. They run once with oncekey and once on plain Temporal; the services count the
 // tickets and refunds themselves.
 //
@@ -71,13 +71,16 @@ func Scripts() map[string]Script {
 }
 
 // RunFaults are the services' faults in both runs. The courier ticket's call is in flight, the
-// ticket opened, when its worker stops; another worker takes over.
+// ticket opened, when its worker dies; another worker takes over.
 var RunFaults = Faults{WeatherUnavailable: 1, LoseTicketAnswers: 1, HoldTicket: CourierTicket}
 
 // Config is what Run needs.
 type Config struct {
 	Client client.Client
-	Pool   *pgxpool.Pool
+	// HostPort and Namespace are Client's frontend address and namespace: the worker that dies
+	// mid-call dials a connection of its own there, which is closed to cut it off.
+	HostPort, Namespace string
+	Pool                *pgxpool.Pool
 }
 
 // Report is what both runs did.
@@ -93,6 +96,8 @@ type ModeReport struct {
 	Answers  map[string]string
 	Read     map[string][]string
 	Restarts int
+	// WorkflowIDs are the conversations' workflow IDs, in order.
+	WorkflowIDs []string
 }
 
 // Run plays both conversations with oncekey, then on plain Temporal.
@@ -145,8 +150,8 @@ func runMode(ctx context.Context, cfg Config, mode, tag string) (*ModeReport, er
 		}
 		opts.Plugins = append(opts.Plugins, plugin)
 	}
-	start := func() (worker.Worker, error) {
-		w := worker.New(cfg.Client, taskQueue, opts)
+	start := func(c client.Client) (worker.Worker, error) {
+		w := worker.New(c, taskQueue, opts)
 		w.RegisterWorkflow(AgentWorkflow)
 		w.RegisterActivity(acts)
 		if err := w.Start(); err != nil {
@@ -154,7 +159,14 @@ func runMode(ctx context.Context, cfg Config, mode, tag string) (*ModeReport, er
 		}
 		return w, nil
 	}
-	w, err := start()
+	// The first worker has a connection of its own, so that it can die: once that connection is
+	// closed, nothing it does reaches Temporal, as after a crash.
+	doomed, err := client.Dial(client.Options{HostPort: cfg.HostPort, Namespace: cfg.Namespace, Logger: exampleenv.Quiet{}})
+	if err != nil {
+		return nil, fmt.Errorf("agentloop: dial %s: %w", cfg.HostPort, err)
+	}
+	defer doomed.Close()
+	w, err := start(doomed)
 	if err != nil {
 		return nil, err
 	}
@@ -163,20 +175,23 @@ func runMode(ctx context.Context, cfg Config, mode, tag string) (*ModeReport, er
 	rep := &ModeReport{Mode: mode, Answers: map[string]string{}, Read: map[string][]string{}}
 	for i, user := range []string{FirstConversation, SecondConversation} {
 		id := fmt.Sprintf("agentloop-%s-%s-%d", tag, mode, i+1)
+		rep.WorkflowIDs = append(rep.WorkflowIDs, id)
 		run, err := cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, AgentWorkflow, user)
 		if err != nil {
 			return nil, fmt.Errorf("agentloop: start %s: %w", id, err)
 		}
 		if user == SecondConversation && RunFaults.HoldTicket != "" {
-			// The worker restarts while the courier ticket's call waits for its answer: the
-			// ticket is open, the attempt is cut off, and a new worker takes the task queue.
+			// The worker dies while the courier ticket's call waits for its answer: the ticket is
+			// open, no result reaches Temporal, the attempt times out (the loop's 30 s
+			// start-to-close timeout) and a new worker takes the task queue.
 			select {
 			case <-svc.Held():
 			case <-ctx.Done():
 				return nil, fmt.Errorf("agentloop: %s: the held ticket call never came: %w", id, ctx.Err())
 			}
+			doomed.Close()
 			w.Stop()
-			if w, err = start(); err != nil {
+			if w, err = start(cfg.Client); err != nil {
 				return nil, err
 			}
 			rep.Restarts++
@@ -219,7 +234,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	rep, err := Run(ctx, Config{Client: env.Temporal.Client, Pool: env.PG.Pool})
+	rep, err := Run(ctx, Config{Client: env.Temporal.Client, HostPort: env.Temporal.HostPort, Namespace: env.Temporal.Namespace, Pool: env.PG.Pool})
 	env.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -30,8 +30,23 @@ func TestAgentLoop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	rep, err := Run(ctx, Config{Client: c, Pool: pool})
+	rep, err := Run(ctx, Config{Client: c, HostPort: testenv.TemporalHostPort(t), Namespace: "default", Pool: pool})
 	require.NoError(t, err)
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		for _, id := range append(rep.Oncekey.WorkflowIDs, rep.Plain.WorkflowIDs...) {
+			it := c.GetWorkflowHistory(ctx, id, "", false, 0)
+			for it.HasNext() {
+				ev, err := it.Next()
+				if err != nil {
+					break
+				}
+				t.Logf("%s %d %s %v", id, ev.GetEventId(), ev.GetEventType(), ev.GetAttributes())
+			}
+		}
+	}()
 	var out strings.Builder
 	rep.print(&out)
 	t.Log("\n" + out.String())
