@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
@@ -119,4 +120,44 @@ func TestOrderKeyRefusesAMissingOrder(t *testing.T) {
 	k, err := orderKey(oncekey.Operation{ArgsJSON: json.RawMessage(`{"order_id":"A-1001","amount_cents":4200}`)})
 	require.NoError(t, err)
 	require.Equal(t, "order:A-1001", k)
+}
+
+// TestScriptedModelKeepsToTheWire: the scripted model answers openai-go's Responses requests
+// with the script's next call, and refuses a conversation whose tool call has no output, as the
+// Responses API does.
+func TestScriptedModelKeepsToTheWire(t *testing.T) {
+	m, err := StartModel(Scripts())
+	require.NoError(t, err)
+	defer m.Close()
+	a := &Activities{ModelBaseURL: m.BaseURL, APIKey: "scripted"}
+	ctx := context.Background()
+	user := InputItem{Type: "message", Role: "user", Content: SecondConversation}
+
+	res, err := a.OpenAIResponsesCreate(ctx, ResponsesRequest{Model: ModelName, Input: []InputItem{user}, Tools: ToolDefinitions()})
+	require.NoError(t, err)
+	require.Len(t, res.ToolCalls, 1)
+	require.Equal(t, ToolTicket, res.ToolCalls[0].Name)
+	require.JSONEq(t, `{"subject":"`+CourierTicket+`","body":"The customer says the courier was rude."}`, res.ToolCalls[0].Arguments)
+
+	call := InputItem{Type: "function_call", CallID: res.ToolCalls[0].CallID, Name: ToolTicket, Arguments: res.ToolCalls[0].Arguments}
+	_, err = a.OpenAIResponsesCreate(ctx, ResponsesRequest{Model: ModelName, Input: []InputItem{user, call}, Tools: ToolDefinitions()})
+	requireAPIError(t, err, "without an output")
+
+	out := InputItem{Type: "function_call_output", CallID: call.CallID, Output: `{"id":"T-1"}`}
+	res, err = a.OpenAIResponsesCreate(ctx, ResponsesRequest{Model: ModelName, Input: []InputItem{user, call, out}, Tools: ToolDefinitions()})
+	require.NoError(t, err)
+	require.Equal(t, ToolRefund, res.ToolCalls[0].Name)
+	require.Equal(t, []string{`{"id":"T-1"}`}, m.Read(SecondConversation))
+
+	_, err = a.OpenAIResponsesCreate(ctx, ResponsesRequest{Model: ModelName, Input: []InputItem{user}, Tools: ToolDefinitions()[:1]})
+	requireAPIError(t, err, "does not offer")
+}
+
+// requireAPIError checks that err is a 400 from the API whose message contains want.
+func requireAPIError(t *testing.T, err error, want string) {
+	t.Helper()
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, 400, apiErr.StatusCode)
+	require.Contains(t, apiErr.Message, want)
 }
