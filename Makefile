@@ -53,7 +53,7 @@ demo: temporal
 # Nested modules (their own go.mod, so their dependencies stay out of the core module): vetted
 # and tested like the root, each from its own directory. Add a new one to the list. cmd/oncekey
 # is one because the CLI links redisstore (go-redis) as well as pgstore.
-NESTED_MODULES := redisstore oncekeyotel examples/ticketdesk adapters cmd/oncekey
+NESTED_MODULES := redisstore oncekeyotel examples/ticketdesk examples/agentloop adapters cmd/oncekey
 
 # A test whose service is missing (Postgres, Redis, Temporal, chromium, initdb) skips, which the
 # plain go test output does not show: each skip notes its reason in ONCEKEY_TEST_NOTES, printed

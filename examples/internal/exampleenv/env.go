@@ -1,7 +1,7 @@
-// Package exampleenv gives the example programs (examples/ticketdesk, examples/payments,
-// examples/encryption) their services: Postgres from DATABASE_URL or the libpq variables in a
-// schema of their own, dropped at exit, and Temporal from TEMPORAL_ADDRESS or a dev server they
-// start. It is for the examples only; nothing outside examples/ imports it.
+// Package exampleenv gives the example programs (examples/ticketdesk, examples/agentloop,
+// examples/payments, examples/encryption) their services: Postgres from DATABASE_URL or the
+// libpq variables in a schema of their own, dropped at exit, and Temporal from TEMPORAL_ADDRESS
+// or a dev server they start. It is for the examples only; nothing outside examples/ imports it.
 package exampleenv
 
 import (
