@@ -284,7 +284,9 @@ func (p *ListGrantsParams) Page(gs []*Grant) *ListGrantsResult {
 			out = append(out, g)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return sortsBefore(out[i].CreatedAt, "", out[i].ID, out[j].CreatedAt, "", out[j].ID) })
+	sort.SliceStable(out, func(i, j int) bool {
+		return sortsBefore(out[i].CreatedAt, "", out[i].ID, out[j].CreatedAt, "", out[j].ID)
+	})
 	res := &ListGrantsResult{Grants: out}
 	if len(out) > p.PageSize() {
 		res.Grants = out[:p.PageSize()]

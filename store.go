@@ -232,7 +232,7 @@ type PurgeResult struct {
 	// GrantsDeleted counts the standing grants deleted that ended (expired or were revoked)
 	// longer ago than their CreateGrantParams.Retention (by a store that implements GrantStore).
 	GrantsDeleted int64
-	Batches          int
+	Batches       int
 	// Unsettled counts the records past their retention that Purge left because they are
 	// pending or unknown: nobody knows their outcome yet, so they are kept, however old, until
 	// their owner or a reconciliation settles them (their retention then counts from the
