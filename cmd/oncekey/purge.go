@@ -64,8 +64,8 @@ func newPurgeCmd(a *app) *cobra.Command {
 				if err != nil {
 					return a.storeError("purge", err)
 				}
-				fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s\n", res.Batches, res.Tombstoned, res.Deleted,
-					approvalsPurged(res.ApprovalsDeleted, "deleted"))
+				fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s%s\n", res.Batches, res.Tombstoned, res.Deleted,
+					approvalsPurged(res.ApprovalsDeleted, "deleted"), grantsPurged(res.GrantsDeleted))
 				a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
 				return nil
 			})
@@ -83,6 +83,15 @@ func approvalsPurged(n int64, verb string) string {
 		return ""
 	}
 	return fmt.Sprintf("; %s %d decided approval(s) past their retention", verb, n)
+}
+
+// grantsPurged is purge's words for the ended standing grants past their retention it deleted,
+// "" when there were none.
+func grantsPurged(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; deleted %d ended standing grant(s) past their retention", n)
 }
 
 func spinner(i int) string { return string(`|/-\`[i%4]) }
