@@ -2,27 +2,32 @@ package inbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/redisstore"
 )
 
 // The grants page reaches every active grant whatever ended before it: with 10,000 older ended
 // grants (revoked and expired, of two tenants) and one active grant, the active one is on the
 // first page for an all-tenants token and for a tenant-scoped one, and can be revoked there; the
 // ended ones are listed apart, a page at a time, through the page's own next links. On memstore
-// and on Postgres.
+// Postgres and Redis.
 func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -34,6 +39,7 @@ func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 			require.NoError(t, pgstore.Migrate(context.Background(), pool))
 			return pgstore.New(pool, nil)
 		}},
+		{"redis", redisStore},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.store(t)
@@ -119,4 +125,38 @@ func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 			require.Equal(t, oncekey.GrantRevoked, g.Status)
 		})
 	}
+}
+
+// redisStore is a redisstore (one bucket) on the test Redis under a key prefix of its own, whose
+// keys are deleted in t.Cleanup. A missing Redis skips the test, or fails it when CI is set.
+func redisStore(t *testing.T) oncekey.Store {
+	addr := os.Getenv("TEST_REDIS_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:6379"
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		testenv.Missing(t, "Redis at %s: %v", addr, err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "oncekey-inbox-test-" + hex.EncodeToString(b[:]) + ":"
+	t.Cleanup(func() {
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator() // the test's own keys
+		var keys []string
+		for iter.Next(ctx) {
+			if keys = append(keys, iter.Val()); len(keys) == 500 {
+				_ = rdb.Unlink(ctx, keys...).Err()
+				keys = keys[:0]
+			}
+		}
+		if len(keys) > 0 {
+			_ = rdb.Unlink(ctx, keys...).Err()
+		}
+	})
+	s, err := redisstore.New(rdb, &redisstore.Options{Prefix: prefix, Buckets: 1})
+	require.NoError(t, err)
+	return s
 }
