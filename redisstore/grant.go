@@ -268,13 +268,18 @@ func (s *Store) purgeGrants(ctx context.Context, p *oncekey.PurgeParams, pace *o
 // active one in every bucket (so no approval is recorded under it once this returns, as for
 // RevokeGrant), then the grants, forgetBatch per script. It returns how many it deleted.
 func (s *Store) forgetGrants(ctx context.Context, tenant string) (int64, error) {
-	p := &oncekey.ListGrantsParams{Tenant: tenant, Status: oncekey.GrantActive, Limit: oncekey.MaxListLimit}
+	// The tenant's grants by its own index (gt), whatever their status: the walk reads the
+	// tenant's grants only.
+	p := &oncekey.ListGrantsParams{Tenant: tenant, Limit: oncekey.MaxListLimit}
 	for {
 		res, err := s.ListGrants(ctx, p)
 		if err != nil {
 			return 0, err
 		}
 		for _, g := range res.Grants {
+			if g.Status != oncekey.GrantActive {
+				continue
+			}
 			if err := s.markRevoked(ctx, "forget", g); err != nil {
 				return 0, err
 			}
