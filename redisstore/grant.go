@@ -79,7 +79,8 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error)
 	if id == "" {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, oncekey.ErrNotFound)
 	}
-	gs, err := s.grants(ctx, op, lua.GetGrants, nil, lua.GrantBase(s.prefix)+":g:", id)
+	// gall is not read: it names the grants' slot, so that a cluster runs the script there.
+	gs, err := s.grants(ctx, op, lua.GetGrants, []string{lua.GrantIndex(s.prefix, "gall")}, lua.GrantBase(s.prefix)+":g:", id)
 	if err != nil {
 		return nil, err
 	}

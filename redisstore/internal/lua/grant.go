@@ -81,7 +81,7 @@ redis.call('ZADD', KEYS[8], xa, ARGV[1])
 return {fmt(now)}
 `)
 
-// GetGrants: KEYS none. ARGV grant key base, then grant IDs. It returns {now, reads, then the
+// GetGrants: KEYS gall (not read: it names the grants' slot). ARGV grant key base, then grant IDs. It returns {now, reads, then the
 // fields of GrantFields of each grant found}.
 var GetGrants = redis.NewScript(prelude + grantPrelude + `
 local r = {fmt(clock()), #ARGV - 1}
