@@ -149,13 +149,13 @@ RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint)
 	s.getSQL = newStmt(r.Replace(`SELECT {cols}, `+pastRetention+` FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
 	// Purge walks the table in ranges of pages (purgeSteps), each batch one statement.
 	r = strings.NewReplacer("{t}", s.table, "{a}", s.approvalTable, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere,
-		"{unsettled}", unsettledWhere, "{approvalExpired}", approvalExpiredWhere)
+		"{unsettled}", unsettledWhere, "{approvalExpired}", approvalExpiredWhere, "{g}", s.grantTable(), "{grantPurge}", grantPurgeWhere)
 	s.tombstoneStep = newPurgeStep(s.table, tombstoneWhere, `UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()`)
 	s.deleteStep = newPurgeStep(s.table, deleteWhere, `DELETE FROM {t}`)
 	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}),
     count(*) FILTER (WHERE {unsettled}), min(created_at) FILTER (WHERE {unsettled}),
-    (SELECT count(*) FROM {a} WHERE {approvalExpired}) FROM {t}`)
+    (SELECT count(*) FROM {a} WHERE {approvalExpired}), (SELECT count(*) FROM {g} WHERE {grantPurge}) FROM {t}`)
 	s.unsettledSQL = r.Replace(`SELECT count(*), min(created_at) FROM {t} WHERE {unsettled}`)
 	s.statsSQL = strings.ReplaceAll(`SELECT tenant, tool, status, count(*), min(updated_at) FROM {t}
 WHERE $1 = '' OR tenant = $1 GROUP BY tenant, tool, status ORDER BY tenant, tool, status`, "{t}", s.table)
@@ -736,7 +736,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error)
 	var pv oncekey.PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
 		var oldest *time.Time
-		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes); err != nil {
+		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes, &pv.GrantDeletes); err != nil {
 			return err
 		}
 		if oldest != nil {
@@ -745,7 +745,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error)
 		return nil
 	})
 	if err != nil {
-		return nil, s.wrapApproval(ctx, "purge preview", "", err)
+		return nil, s.wrapGrant(ctx, "purge preview", "", err)
 	}
 	return &pv, nil
 }
