@@ -235,10 +235,36 @@ func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantPar
 	return a, nil
 }
 
+// reindexGrants puts the grants an earlier version made, which it kept in gall only, into the
+// indexes (lua.ReindexGrants), walking gall n at a time, and returns how many it put. Until
+// then the worker's lookup does not find them (their calls wait for a person), Purge does not
+// delete them and Forget does not find them: both run it first.
+func (s *Store) reindexGrants(ctx context.Context, op string, n int) (int64, error) {
+	var done int64
+	for first := 0; ; first += n {
+		v, err := s.run(ctx, op, "", lua.ReindexGrants, []string{lua.GrantIndex(s.prefix, "gall")}, lua.GrantBase(s.prefix), first, n)
+		if err != nil {
+			return done, err
+		}
+		if len(v) < 2 {
+			return done, fmt.Errorf("redisstore: %s: reindex reply of %d values", op, len(v))
+		}
+		d, _ := v[0].(int64)
+		looked, _ := v[1].(int64)
+		done += d
+		if looked < int64(n) {
+			return done, nil
+		}
+	}
+}
+
 // purgeGrants deletes the grants that ended longer than their retention ago, n per script, and
 // adds them to res.GrantsDeleted.
 func (s *Store) purgeGrants(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, res *oncekey.PurgeResult) error {
 	n := p.Batch()
+	if _, err := s.reindexGrants(ctx, "purge", n); err != nil {
+		return err
+	}
 	for {
 		start := time.Now()
 		v, err := s.run(ctx, "purge", "", lua.PurgeGrants, []string{lua.GrantIndex(s.prefix, "gpurge")}, lua.GrantBase(s.prefix), n)
@@ -269,6 +295,9 @@ func (s *Store) purgeGrants(ctx context.Context, p *oncekey.PurgeParams, pace *o
 // active one in every bucket (so no approval is recorded under it once this returns, as for
 // RevokeGrant), then the grants, forgetBatch per script. It returns how many it deleted.
 func (s *Store) forgetGrants(ctx context.Context, tenant string) (int64, error) {
+	if _, err := s.reindexGrants(ctx, "forget", forgetBatch); err != nil {
+		return 0, err
+	}
 	// The tenant's grants by its own index (gt), whatever their status: the walk reads the
 	// tenant's grants only.
 	p := &oncekey.ListGrantsParams{Tenant: tenant, Limit: oncekey.MaxListLimit}

@@ -155,3 +155,46 @@ func unlinkAll(t *testing.T, rdb redis.UniversalClient, p string) {
 	}
 	flush()
 }
+
+// A grant an earlier version made (its hash and gall, no other index, no retention) is put into
+// the indexes by the next Purge (or Forget): the worker's lookup then finds it, and Forget
+// deletes it.
+func TestGrantOfAnEarlierVersionReindexed(t *testing.T) {
+	_, rdb := setup(t, nil)
+	ctx := context.Background()
+	pre := prefix(t, rdb)
+	s, err := redisstore.New(rdb, &redisstore.Options{Prefix: pre})
+	require.NoError(t, err)
+	legacy := func() string {
+		id := oncekey.NewGrantID()
+		now := time.Now()
+		base := pre + "{grants}"
+		require.NoError(t, rdb.HSet(ctx, base+":g:"+id, "id", id, "ns", "default", "t", "acme", "tool", "IssueRefund", "wf", "", "rule", "",
+			"by", "ada", "why", "holiday", "ca", now.UnixMicro(), "xa", now.Add(time.Hour).UnixMicro(), "rby", "").Err())
+		require.NoError(t, rdb.ZAdd(ctx, base+":gall", redis.Z{Score: float64(now.UnixMicro()), Member: id}).Err())
+		return id
+	}
+	id := legacy()
+
+	scope := &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekey.GrantActive}
+	res, err := s.ListGrants(ctx, scope)
+	require.NoError(t, err)
+	require.Empty(t, res.Grants, "not in the scope's index yet")
+
+	_, err = s.Purge(ctx, &oncekey.PurgeParams{})
+	require.NoError(t, err)
+	res, err = s.ListGrants(ctx, scope)
+	require.NoError(t, err)
+	require.Len(t, res.Grants, 1)
+	require.Equal(t, id, res.Grants[0].ID)
+
+	// Forget finds one that no Purge indexed yet, too.
+	other := legacy()
+	fr, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), fr.GrantsDeleted)
+	for _, id := range []string{id, other} {
+		_, err = s.GetGrant(ctx, id)
+		require.ErrorIs(t, err, oncekey.ErrNotFound)
+	}
+}

@@ -144,6 +144,37 @@ end
 return r
 `)
 
+// ReindexGrants: KEYS gall. ARGV grant key base, the first rank, the most grants to look at. It
+// puts the grants from that rank of gall made before grants had a retention (no ret: an earlier
+// version, which kept no other index) into the indexes, with a retention of 30 days, and returns
+// {reindexed, looked at}.
+var ReindexGrants = redis.NewScript(prelude + grantPrelude + `
+local base = ARGV[1]
+local first = tonumber(ARGV[2])
+local ids = redis.call('ZRANGE', KEYS[1], first, first + tonumber(ARGV[3]) - 1)
+local done = 0
+for _, id in ipairs(ids) do
+  local h = base .. ':g:' .. id
+  local v = redis.call('HMGET', h, 'ns', 't', 'tool', 'ca', 'xa', 'ra', 'ret')
+  if v[1] and not v[7] then
+    local ret, ca, xa = tonumber('` + defaultRetention + `'), tonumber(v[4]), tonumber(v[5])
+    redis.call('ZADD', base .. ':gn:' .. v[1], ca, id)
+    redis.call('ZADD', base .. ':gt:' .. v[2], ca, id)
+    if v[6] then
+      redis.call('ZADD', base .. ':gpurge', tonumber(v[6]) + ret, id)
+    else
+      redis.call('ZADD', base .. ':gpurge', xa + ret, id)
+      redis.call('ZADD', base .. ':gact', xa, id)
+      redis.call('ZADD', gscope(base, v[1], v[2], v[3]), xa, id)
+      redis.call('ZADD', base .. ':ga:' .. v[1] .. '\0' .. v[2], xa, id)
+    end
+    redis.call('HSET', h, 'ret', fmt(ret))
+    done = done + 1
+  end
+end
+return {done, #ids}
+`)
+
 // PurgeGrants: KEYS gpurge. ARGV grant key base, the most grants to delete. It deletes the grants
 // due in gpurge (ended longer than their retention ago) and returns {deleted, "1" when none is
 // left due}.
@@ -215,7 +246,7 @@ return aout('K', now, v)
 `)
 
 func init() {
-	All = append(All, CreateGrant, GetGrants, ListActive, ListWalk, PurgeGrants, ForgetGrants, MarkRevoked, RevokeGrant, ApproveByGrant)
+	All = append(All, CreateGrant, GetGrants, ListActive, ListWalk, ReindexGrants, PurgeGrants, ForgetGrants, MarkRevoked, RevokeGrant, ApproveByGrant)
 }
 
 // defaultRetention is the retention of a grant made before grants had one: 30 days, in µs.
