@@ -51,7 +51,14 @@ const (
 	GrantRevoked GrantStatus = "revoked"
 	// GrantExpired: its ExpiresAt passed; it covers nothing.
 	GrantExpired GrantStatus = "expired"
+	// GrantEnded is not a status but a filter of ListGrantsParams.Status: the grants that read
+	// GrantRevoked or GrantExpired.
+	GrantEnded GrantStatus = "ended"
 )
+
+// DefaultGrantRetention is CreateGrantParams.Retention when it is zero: an ended grant is kept
+// 30 days, for the audit of the approvals it decided, then Purge deletes it.
+const DefaultGrantRetention = 30 * 24 * time.Hour
 
 // ReadAsOf sets g.Status to how g reads at now (the store's clock). Stores call it on each grant
 // they return.
@@ -98,9 +105,13 @@ type GrantStore interface {
 	RevokeGrant(ctx context.Context, p *RevokeGrantParams) (*Grant, error)
 	// GetGrant returns the grant id as it reads now, or ErrNotFound.
 	GetGrant(ctx context.Context, id string) (*Grant, error)
-	// ListGrants returns the grants matching p's non-zero fields, oldest first (CreatedAt, then
-	// ID), at most p.Limit of them.
-	ListGrants(ctx context.Context, p *ListGrantsParams) ([]*Grant, error)
+	// ListGrants returns a page of the grants matching p's non-zero fields, oldest first
+	// (CreatedAt, then ID), at most p.PageSize() of them, after p.Cursor, and the cursor of the
+	// next page. The filters are applied by the store, so a page is full unless it is the last;
+	// a lookup of the active grants of one scope (Namespace, Tenant, Tool and Status GrantActive:
+	// the worker's) reads only that scope's active grants, however many other grants the store
+	// keeps. A malformed cursor is an *InvalidParamsError.
+	ListGrants(ctx context.Context, p *ListGrantsParams) (*ListGrantsResult, error)
 	// ApproveByGrant decides the pending approval at p.Episode asked by the request p.Token
 	// names as approved under the grant p.GrantID: DecidedBy the grant's CreatedBy, Reason
 	// GrantReason(p.GrantID), GrantID p.GrantID, ExpiresAt now + p.Retention. The grant must be
@@ -126,6 +137,18 @@ type CreateGrantParams struct {
 	// Duration is how long the grant lasts, from now on the store's clock. Required, at most
 	// MaxGrantDuration.
 	Duration time.Duration
+	// Retention is how long the grant is kept once it has ended (expired or revoked), for the
+	// audit of the approvals it decided; then Purge deletes it. Defaults to
+	// DefaultGrantRetention (30 days).
+	Retention time.Duration
+}
+
+// KeepFor returns p.Retention, or DefaultGrantRetention when it is zero.
+func (p *CreateGrantParams) KeepFor() time.Duration {
+	if p.Retention == 0 {
+		return DefaultGrantRetention
+	}
+	return p.Retention
 }
 
 // MaxGrantDuration is the longest a grant may last: 90 days. A grant is a standing decision
@@ -155,6 +178,9 @@ func (p *CreateGrantParams) Validate() error {
 	if p.Duration > MaxGrantDuration {
 		return &InvalidParamsError{Op: op, Field: "Duration", Reason: fmt.Sprintf("%s is longer than %s", p.Duration, MaxGrantDuration)}
 	}
+	if p.Retention < 0 {
+		return &InvalidParamsError{Op: op, Field: "Retention", Reason: fmt.Sprintf("%s is negative", p.Retention)}
+	}
 	return nil
 }
 
@@ -176,53 +202,97 @@ func (p *RevokeGrantParams) Validate() error {
 // ListGrantsParams are the arguments of GrantStore.ListGrants. Zero fields do not filter.
 type ListGrantsParams struct {
 	Namespace, Tenant, Tool string
-	// Status keeps the grants that read so now; "" keeps all.
+	// Status keeps the grants that read so now; GrantEnded keeps the revoked and the expired
+	// ones; "" keeps all.
 	Status GrantStatus
+	// Cursor resumes a listing after the page whose ListGrantsResult.Next it is; "" starts at
+	// the oldest grant.
+	Cursor string
 	// Limit is the most grants returned. Defaults to 100; at most 10,000.
 	Limit int
 }
 
-// Validate returns an *InvalidParamsError naming the first bad field, or nil.
+// ListGrantsResult is a page of GrantStore.ListGrants.
+type ListGrantsResult struct {
+	Grants []*Grant
+	// Next is the cursor of the next page, "" after the last page.
+	Next string
+}
+
+// Validate returns an *InvalidParamsError naming the first bad field, or nil. The cursor is
+// checked by After.
 func (p *ListGrantsParams) Validate() error {
 	switch p.Status {
-	case "", GrantActive, GrantRevoked, GrantExpired:
+	case "", GrantActive, GrantRevoked, GrantExpired, GrantEnded:
 	default:
-		return &InvalidParamsError{Op: "list grants", Field: "Status", Reason: fmt.Sprintf("%q is not active, revoked or expired", p.Status)}
+		return &InvalidParamsError{Op: "list grants", Field: "Status", Reason: fmt.Sprintf("%q is not active, revoked, expired or ended", p.Status)}
 	}
 	if err := checkOptional("list grants", "Namespace", p.Namespace); err != nil {
 		return err
 	}
-	return validateListFilter("list grants", p.Tenant, p.Tool, "", "", p.Limit)
+	if err := validateListFilter("list grants", p.Tenant, p.Tool, "", p.Cursor, p.Limit); err != nil {
+		return err
+	}
+	_, err := p.After()
+	return err
 }
 
 // PageSize returns p.Limit, or DefaultListLimit when it is zero.
 func (p *ListGrantsParams) PageSize() int { return pageSize(p.Limit) }
 
-// Matches reports whether g (as it reads) passes p's filters.
-func (p *ListGrantsParams) Matches(g *Grant) bool {
-	return (p.Namespace == "" || g.Namespace == p.Namespace) && (p.Tenant == "" || g.Tenant == p.Tenant) &&
-		(p.Tool == "" || g.Tool == p.Tool) && (p.Status == "" || g.Status == p.Status)
+// GrantCursor is where ListGrants' keyset pagination resumes: the sort key (created at, ID) of
+// the last grant of a page. Stores hand it out as ListGrantsResult.Next with NextGrantCursor
+// and read ListGrantsParams.Cursor with After; to callers it is an opaque string.
+type GrantCursor struct {
+	CreatedAt time.Time
+	ID        string
 }
 
-// Page returns the grants of gs that pass p's filters, oldest first (CreatedAt, then ID), at most
-// p.PageSize() of them: ListGrants of a store that filters in memory (memstore, redisstore).
-func (p *ListGrantsParams) Page(gs []*Grant) []*Grant {
+// NextGrantCursor returns the cursor that resumes a listing of grants after g.
+func NextGrantCursor(g *Grant) string { return encodeCursor(g.CreatedAt, "", g.ID) }
+
+// After returns the cursor p.Cursor names, or nil when it is "" (the first page). A cursor
+// NextGrantCursor did not make is an *InvalidParamsError.
+func (p *ListGrantsParams) After() (*GrantCursor, error) {
+	return cursorAfter(p.Cursor, func(s string) (GrantCursor, error) {
+		at, _, id, err := decodeCursor("list grants", s)
+		return GrantCursor{CreatedAt: at, ID: id}, err
+	})
+}
+
+// Before reports whether c sorts before g in ListGrants' order (created at, ID).
+func (c GrantCursor) Before(g *Grant) bool {
+	return sortsBefore(c.CreatedAt, "", c.ID, g.CreatedAt, "", g.ID)
+}
+
+// Matches reports whether g (as it reads) passes p's filters.
+func (p *ListGrantsParams) Matches(g *Grant) bool {
+	status := p.Status == "" || g.Status == p.Status || p.Status == GrantEnded && g.Status != GrantActive
+	return (p.Namespace == "" || g.Namespace == p.Namespace) && (p.Tenant == "" || g.Tenant == p.Tenant) &&
+		(p.Tool == "" || g.Tool == p.Tool) && status
+}
+
+// Page returns the page of gs that ListGrants returns for p: the grants that pass p's filters
+// and sort after p.Cursor, oldest first (CreatedAt, then ID), at most p.PageSize() of them, and
+// the next cursor. Stores that filter in memory (memstore, and redisstore over an index) use it.
+// p must be valid.
+func (p *ListGrantsParams) Page(gs []*Grant) *ListGrantsResult {
+	after, _ := p.After()
 	var out []*Grant
 	for _, g := range gs {
-		if p.Matches(g) {
+		if p.Matches(g) && (after == nil || after.Before(g)) {
 			out = append(out, g)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
+		return sortsBefore(out[i].CreatedAt, "", out[i].ID, out[j].CreatedAt, "", out[j].ID)
 	})
+	res := &ListGrantsResult{Grants: out}
 	if len(out) > p.PageSize() {
-		out = out[:p.PageSize()]
+		res.Grants = out[:p.PageSize()]
+		res.Next = NextGrantCursor(res.Grants[len(res.Grants)-1])
 	}
-	return out
+	return res
 }
 
 // ApproveByGrantParams are the arguments of GrantStore.ApproveByGrant.

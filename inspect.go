@@ -40,4 +40,7 @@ type PurgePreview struct {
 	OldestUnsettled time.Time
 	// ApprovalDeletes counts the decided approvals past their retention that would be deleted.
 	ApprovalDeletes int64
+	// GrantDeletes counts the standing grants ended longer than their retention ago that would
+	// be deleted (by a store that implements GrantStore).
+	GrantDeletes int64
 }

@@ -43,7 +43,8 @@ type Store interface {
 	// also deletes decided approvals past their ExpiresAt (never a pending one), in batches too.
 	Purge(ctx context.Context, p *PurgeParams) (*PurgeResult, error)
 	// Forget deletes every record of one tenant (and, in a store that implements ApprovalStore,
-	// every approval of the tenant).
+	// every approval of the tenant; in one that implements GrantStore, every standing grant of
+	// the tenant, active ones included, so none approves the tenant's calls any more).
 	Forget(ctx context.Context, p *ForgetParams) (*ForgetResult, error)
 }
 
@@ -228,7 +229,10 @@ type PurgeResult struct {
 	// ApprovalsDeleted counts the decided approvals past their Approval.ExpiresAt deleted (by a
 	// store that implements ApprovalStore; a pending approval is never purged).
 	ApprovalsDeleted int64
-	Batches          int
+	// GrantsDeleted counts the standing grants deleted that ended (expired or were revoked)
+	// longer ago than their CreateGrantParams.Retention (by a store that implements GrantStore).
+	GrantsDeleted int64
+	Batches       int
 	// Unsettled counts the records past their retention that Purge left because they are
 	// pending or unknown: nobody knows their outcome yet, so they are kept, however old, until
 	// their owner or a reconciliation settles them (their retention then counts from the
@@ -248,4 +252,8 @@ type ForgetResult struct {
 	// ApprovalsDeleted counts the tenant's approvals deleted (by a store that implements
 	// ApprovalStore).
 	ApprovalsDeleted int64
+	// GrantsDeleted counts the tenant's standing grants deleted, active ones included (by a
+	// store that implements GrantStore): from then on they approve nothing, and their rule and
+	// reason are gone.
+	GrantsDeleted int64
 }

@@ -62,19 +62,25 @@ func (c *call) grantStands(ctx context.Context, ap *oncekey.Approval) (bool, err
 	return c.covers(ctx, g), nil
 }
 
-// coveringGrant returns the oldest active grant that covers the call, or nil.
+// coveringGrant returns the oldest active grant that covers the call, or nil. It reads the
+// active grants of the call's scope (namespace, tenant, tool) only, page after page.
 func (c *call) coveringGrant(ctx context.Context, gs oncekey.GrantStore) (*oncekey.Grant, error) {
-	gl, err := gs.ListGrants(ctx, &oncekey.ListGrantsParams{Namespace: c.op.Namespace, Tenant: c.op.Tenant, Tool: c.tool,
-		Status: oncekey.GrantActive, Limit: oncekey.MaxListLimit})
-	if err != nil {
-		return nil, c.storeFailed("list grants", err)
-	}
-	for _, g := range gl {
-		if c.covers(ctx, g) {
-			return g, nil
+	p := &oncekey.ListGrantsParams{Namespace: c.op.Namespace, Tenant: c.op.Tenant, Tool: c.tool, Status: oncekey.GrantActive, Limit: oncekey.MaxListLimit}
+	for {
+		res, err := gs.ListGrants(ctx, p)
+		if err != nil {
+			return nil, c.storeFailed("list grants", err)
 		}
+		for _, g := range res.Grants {
+			if c.covers(ctx, g) {
+				return g, nil
+			}
+		}
+		if res.Next == "" {
+			return nil, nil
+		}
+		p.Cursor = res.Next
 	}
-	return nil, nil
 }
 
 // approveByGrant decides ap, the pending request this attempt just wrote (its token), under a

@@ -15,9 +15,55 @@ func supersedes(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
 	return p.SupersedeGrant != "" && a.Status == oncekey.ApprovalApproved && a.GrantID == p.SupersedeGrant
 }
 
+// grant is a standing grant as the store keeps it: the grant and how long it is kept once it
+// has ended (CreateGrantParams.Retention).
+type grant struct {
+	oncekey.Grant
+	retention time.Duration
+}
+
+// purgeDue reports whether g ended (revoked, or expired) longer than its retention before now.
+func (g *grant) purgeDue(now time.Time) bool {
+	end := g.ExpiresAt
+	if !g.RevokedAt.IsZero() {
+		end = g.RevokedAt
+	}
+	return !now.Before(end.Add(g.retention))
+}
+
+// purgeGrants deletes at most n grants past their retention and returns how many.
+func (s *Store) purgeGrants(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, done := s.clock(), 0
+	for id, g := range s.grants {
+		if done == n {
+			break
+		}
+		if g.purgeDue(now) {
+			delete(s.grants, id)
+			done++
+		}
+	}
+	return done
+}
+
+// forgetGrants deletes the tenant's grants, active ones included, and returns how many. The
+// caller holds the lock.
+func (s *Store) forgetGrants(tenant string) int64 {
+	var n int64
+	for id, g := range s.grants {
+		if g.Tenant == tenant {
+			delete(s.grants, id)
+			n++
+		}
+	}
+	return n
+}
+
 // viewGrant returns a copy of g for a caller, as it reads at now.
-func viewGrant(g *oncekey.Grant, now time.Time) *oncekey.Grant {
-	c := *g
+func viewGrant(g *grant, now time.Time) *oncekey.Grant {
+	c := g.Grant
 	c.ReadAsOf(now)
 	return &c
 }
@@ -29,10 +75,10 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (
 	}
 	return locked(ctx, s, "create grant", "", func(now time.Time) (*oncekey.Grant, error) {
 		if s.grants == nil {
-			s.grants = make(map[string]*oncekey.Grant)
+			s.grants = make(map[string]*grant)
 		}
-		g := &oncekey.Grant{ID: oncekey.NewGrantID(), Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
-			Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, CreatedAt: now, ExpiresAt: now.Add(p.Duration)}
+		g := &grant{Grant: oncekey.Grant{ID: oncekey.NewGrantID(), Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
+			Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, CreatedAt: now, ExpiresAt: now.Add(p.Duration)}, retention: p.KeepFor()}
 		s.grants[g.ID] = g
 		return viewGrant(g, now), nil
 	})
@@ -69,11 +115,11 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error)
 }
 
 // ListGrants implements oncekey.GrantStore.
-func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
+func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*oncekey.ListGrantsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "list grants", "", func(now time.Time) ([]*oncekey.Grant, error) {
+	return locked(ctx, s, "list grants", "", func(now time.Time) (*oncekey.ListGrantsResult, error) {
 		all := make([]*oncekey.Grant, 0, len(s.grants))
 		for _, g := range s.grants {
 			all = append(all, viewGrant(g, now))

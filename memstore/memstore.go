@@ -42,7 +42,7 @@ type Store struct {
 	// episode (0: a request without one, which no repeat matches).
 	approvalTokens map[pk]int64
 	// grants holds the standing grants by ID (made on first use).
-	grants map[string]*oncekey.Grant
+	grants map[string]*grant
 }
 
 type pk struct{ tenant, key string }
@@ -449,6 +449,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 		{func(n int) int { return s.purgeBatch(n, false) }, &res.Tombstoned},
 		{func(n int) int { return s.purgeBatch(n, true) }, &res.Deleted},
 		{s.purgeApprovals, &res.ApprovalsDeleted},
+		{s.purgeGrants, &res.GrantsDeleted},
 	})
 	if err != nil {
 		return &res, err
@@ -525,7 +526,7 @@ func sweep[T any](s *Store, m map[pk]T, n int, do func(k pk, v T, now time.Time)
 	return done
 }
 
-// Forget implements oncekey.Store: it deletes the tenant's records and approvals.
+// Forget implements oncekey.Store: it deletes the tenant's records, approvals and grants.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -534,6 +535,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 		return &oncekey.ForgetResult{
 			Deleted:          forget(s.recs, s.tokens, p.Tenant),
 			ApprovalsDeleted: forget(s.approvals, s.approvalTokens, p.Tenant),
+			GrantsDeleted:    s.forgetGrants(p.Tenant),
 		}, nil
 	})
 }

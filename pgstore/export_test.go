@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"github.com/oncekey/oncekey"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,4 +41,9 @@ func (s *Store) CoalesceStats() (claimBatches, claimRows, completeBatches, compl
 // a kind with no statement in flight.
 func (s *Store) CoalesceQueued() (claims, completes int) {
 	return s.claims.Queued(), s.completes.Queued()
+}
+
+// ListGrantsSQL returns the statement and arguments ListGrants runs for p.
+func ListGrantsSQL(s *Store, p *oncekey.ListGrantsParams) (string, []any, error) {
+	return s.listGrantsSQL(p)
 }

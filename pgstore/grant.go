@@ -52,6 +52,17 @@ func scanGrant(row pgx.Row) (*oncekey.Grant, error) {
 // grantMigration names the migration that creates the grants table.
 const grantMigration = "008_grants"
 
+// The conditions of ListGrantsParams.Status on the grants table, as of now().
+var grantStatusWhere = map[oncekey.GrantStatus]string{
+	oncekey.GrantActive:  `revoked_at IS NULL AND expires_at > now()`,
+	oncekey.GrantRevoked: `revoked_at IS NOT NULL`,
+	oncekey.GrantExpired: `revoked_at IS NULL AND expires_at <= now()`,
+	oncekey.GrantEnded:   `(revoked_at IS NOT NULL OR expires_at <= now())`,
+}
+
+// grantPurgeWhere is Purge's condition on a grant: ended longer than its retention ago.
+const grantPurgeWhere = `(purge_at <= now())`
+
 // wrapGrant is wrap for the grant statements: a missing grants table (or grant_id column) with
 // the records' table in place means a schema migrated before 008_grants.
 func (s *Store) wrapGrant(ctx context.Context, op, key string, err error) error {
@@ -66,12 +77,13 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	q := s.grantSQL(`INSERT INTO {g} (id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now() + $9::bigint * interval '1 microsecond')
+	q := s.grantSQL(`INSERT INTO {g} (id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at, purge_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now() + $9::bigint * interval '1 microsecond',
+    now() + ($9::bigint + $10::bigint) * interval '1 microsecond')
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
 		return scanGrant(s.pool.QueryRow(ctx, q, oncekey.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
-			p.CreatedBy, p.Reason, micros(p.Duration)))
+			p.CreatedBy, p.Reason, micros(p.Duration), micros(p.KeepFor())))
 	})
 	if err != nil {
 		return nil, s.wrapGrant(ctx, "create grant", "", err)
@@ -80,7 +92,8 @@ RETURNING {cols}`)
 }
 
 // RevokeGrant implements oncekey.GrantStore: one UPDATE of an active grant; a grant it does not
-// change is read and returned as it is. The UPDATE takes the grant's row lock, which
+// change is read and returned as it is; the revoke moves purge_at to the revoke's time plus the
+// grant's retention. The UPDATE takes the grant's row lock, which
 // ApproveByGrant holds (FOR SHARE) while it decides: a revoke commits before or after it.
 func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
 	if err := p.Validate(); err != nil {
@@ -92,7 +105,7 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (
 	// that held the lock. A plain UPDATE would compute its new row, and so the time, before it
 	// waits for the lock.
 	q := s.grantSQL(`WITH locked AS (SELECT id AS locked_id FROM {g} WHERE id = $1 FOR UPDATE)
-UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2
+UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2, purge_at = clock_timestamp() + (purge_at - expires_at)
 FROM locked WHERE id = locked.locked_id AND revoked_at IS NULL AND expires_at > now()
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
@@ -117,17 +130,19 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error)
 	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, id, oncekey.ErrNotFound) })
 }
 
-// ListGrants implements oncekey.GrantStore in one statement.
-func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
+// ListGrants implements oncekey.GrantStore in one statement, whose conditions are only the
+// filters p sets, so that the planner picks the index for them: the worker's lookup of one
+// scope's active grants reads oncekey_grants_active_idx over the unexpired grants of the scope.
+func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*oncekey.ListGrantsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	q := s.grantSQL(`SELECT * FROM (SELECT {cols} AS status FROM {g}
-    WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR tenant = $2) AND ($3 = '' OR tool = $3)) l
-WHERE ($4 = '' OR status = $4)
-ORDER BY created_at, id LIMIT $5`)
+	q, args, err := s.listGrantsSQL(p)
+	if err != nil {
+		return nil, err
+	}
 	gs, err := callFor(ctx, s, func(ctx context.Context) ([]*oncekey.Grant, error) {
-		rows, err := s.pool.Query(ctx, q, p.Namespace, p.Tenant, p.Tool, string(p.Status), p.PageSize())
+		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +151,46 @@ ORDER BY created_at, id LIMIT $5`)
 	if err != nil {
 		return nil, s.wrapGrant(ctx, "list grants", "", err)
 	}
-	return gs, nil
+	res := &oncekey.ListGrantsResult{Grants: gs}
+	if len(gs) > p.PageSize() {
+		res.Grants = gs[:p.PageSize()]
+		res.Next = oncekey.NextGrantCursor(res.Grants[len(res.Grants)-1])
+	}
+	return res, nil
+}
+
+// listGrantsSQL returns ListGrants' statement for p (valid) and its arguments: one page and one
+// grant more, which says whether there is a next page.
+func (s *Store) listGrantsSQL(p *oncekey.ListGrantsParams) (string, []any, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	for _, f := range []struct{ col, v string }{{"namespace", p.Namespace}, {"tenant", p.Tenant}, {"tool", p.Tool}} {
+		if f.v != "" {
+			where = append(where, f.col+" = "+arg(f.v))
+		}
+	}
+	if p.Status != "" {
+		where = append(where, grantStatusWhere[p.Status])
+	}
+	after, err := p.After()
+	if err != nil {
+		return "", nil, err
+	}
+	if after != nil {
+		where = append(where, "(created_at, id) > ("+arg(after.CreatedAt)+"::timestamptz, "+arg(after.ID)+")")
+	}
+	q := `SELECT {cols} FROM {g}`
+	if len(where) > 0 {
+		q += "\nWHERE " + strings.Join(where, " AND ")
+	}
+	q += "\nORDER BY created_at, id LIMIT " + arg(p.PageSize()+1)
+	return s.grantSQL(q), args, nil
 }
 
 // ApproveByGrant implements oncekey.GrantStore in one transaction: it reads the grant FOR SHARE

@@ -101,3 +101,54 @@ WHERE conrelid = 'oncekey_operations'::regclass ORDER BY conname`)
 		"oncekey_operations_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'applied'::text, 'failed'::text, 'unknown'::text, 'released'::text, 'expired'::text])))",
 	}, constraints, "the constraints of oncekey_operations")
 }
+
+// TestGrantTablePinned pins the standing grants' table (migrations 008 and 009): its columns and
+// indexes, as Postgres reports them. The worker's lookup of one scope's active grants depends on
+// oncekey_grants_active_idx, Purge on oncekey_grants_purge_idx.
+//
+// CHANGING IT IS A BREAKING CHANGE (docs/compatibility.md), as for TestTableSchemaPinned.
+func TestGrantTablePinned(t *testing.T) {
+	pool, _ := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var schema string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema))
+
+	rows, err := pool.Query(ctx, `SELECT column_name || ' ' || data_type || CASE WHEN is_nullable = 'NO' THEN ' NOT NULL' ELSE '' END
+    || coalesce(' COLLATE ' || collation_name, '') || coalesce(' DEFAULT ' || column_default, '')
+FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'oncekey_grants' ORDER BY ordinal_position`)
+	require.NoError(t, err)
+	columns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"id text NOT NULL COLLATE C",
+		"namespace text NOT NULL",
+		"tenant text NOT NULL COLLATE C",
+		"tool text NOT NULL",
+		"workflow_id text NOT NULL DEFAULT ''::text",
+		"rule text NOT NULL DEFAULT ''::text",
+		"created_by text NOT NULL",
+		"reason text NOT NULL DEFAULT ''::text",
+		"created_at timestamp with time zone NOT NULL",
+		"expires_at timestamp with time zone NOT NULL",
+		"revoked_at timestamp with time zone",
+		"revoked_by text NOT NULL DEFAULT ''::text",
+		"purge_at timestamp with time zone NOT NULL DEFAULT (now() + '120 days'::interval)",
+	}, columns, "the columns of oncekey_grants")
+
+	rows, err = pool.Query(ctx, `SELECT indexdef FROM pg_indexes
+WHERE schemaname = current_schema() AND tablename = 'oncekey_grants' ORDER BY indexname`)
+	require.NoError(t, err)
+	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for i := range indexes {
+		indexes[i] = strings.ReplaceAll(indexes[i], schema+".", "")
+	}
+	require.Equal(t, []string{
+		"CREATE INDEX oncekey_grants_active_idx ON oncekey_grants USING btree (namespace, tenant, tool, expires_at) WHERE (revoked_at IS NULL)",
+		"CREATE INDEX oncekey_grants_namespace_idx ON oncekey_grants USING btree (namespace, created_at, id)",
+		"CREATE UNIQUE INDEX oncekey_grants_pkey ON oncekey_grants USING btree (id)",
+		"CREATE INDEX oncekey_grants_purge_idx ON oncekey_grants USING btree (purge_at)",
+		"CREATE INDEX oncekey_grants_scope_idx ON oncekey_grants USING btree (tenant, tool, created_at, id)",
+	}, indexes, "the indexes of oncekey_grants")
+}

@@ -78,7 +78,7 @@ type Store struct {
 
 	claimSQL, claimTxSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
 	forgetSQL, previewSQL, statsSQL, unsettledSQL                                           string
-	tombstoneStep, deleteStep, purgeApprovalsStep                                           purgeStep
+	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                          purgeStep
 	// The approval statements (approval.go) run through pgx's own statement cache.
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL string
 
@@ -149,22 +149,25 @@ RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint)
 	s.getSQL = newStmt(r.Replace(`SELECT {cols}, `+pastRetention+` FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
 	// Purge walks the table in ranges of pages (purgeSteps), each batch one statement.
 	r = strings.NewReplacer("{t}", s.table, "{a}", s.approvalTable, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere,
-		"{unsettled}", unsettledWhere, "{approvalExpired}", approvalExpiredWhere)
+		"{unsettled}", unsettledWhere, "{approvalExpired}", approvalExpiredWhere, "{g}", s.grantTable(), "{grantPurge}", grantPurgeWhere)
 	s.tombstoneStep = newPurgeStep(s.table, tombstoneWhere, `UPDATE {t} SET status = 'expired', result = NULL, failure = NULL, effect_ref = '', note = '',
     lease_until = NULL, claim_token = NULL, updated_at = now()`)
 	s.deleteStep = newPurgeStep(s.table, deleteWhere, `DELETE FROM {t}`)
 	s.previewSQL = r.Replace(`SELECT now(), count(*) FILTER (WHERE {tombstone}), count(*) FILTER (WHERE {delete}),
     count(*) FILTER (WHERE {unsettled}), min(created_at) FILTER (WHERE {unsettled}),
-    (SELECT count(*) FROM {a} WHERE {approvalExpired}) FROM {t}`)
+    (SELECT count(*) FROM {a} WHERE {approvalExpired}), (SELECT count(*) FROM {g} WHERE {grantPurge}) FROM {t}`)
 	s.unsettledSQL = r.Replace(`SELECT count(*), min(created_at) FROM {t} WHERE {unsettled}`)
 	s.statsSQL = strings.ReplaceAll(`SELECT tenant, tool, status, count(*), min(updated_at) FROM {t}
 WHERE $1 = '' OR tenant = $1 GROUP BY tenant, tool, status ORDER BY tenant, tool, status`, "{t}", s.table)
-	// Forget is one statement over the three tables: the tenant's records, approvals and outbox
-	// messages go together.
-	s.forgetSQL = strings.ReplaceAll(r.Replace(`WITH r AS (DELETE FROM {t} WHERE tenant = $1 RETURNING 1),
+	// Forget is one statement over the four tables: the tenant's records, approvals, outbox
+	// messages and standing grants go together. Deleting a grant waits for an ApproveByGrant
+	// holding it (FOR SHARE), as a revoke does: once Forget returns, none approves anything.
+	s.forgetSQL = strings.NewReplacer("{o}", s.outboxTable, "{g}", s.grantTable()).Replace(r.Replace(`WITH r AS (DELETE FROM {t} WHERE tenant = $1 RETURNING 1),
      a AS (DELETE FROM {a} WHERE tenant = $1 RETURNING 1),
-     o AS (DELETE FROM {o} WHERE tenant = $1)
-SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM a)`), "{o}", s.outboxTable)
+     o AS (DELETE FROM {o} WHERE tenant = $1),
+     g AS (DELETE FROM {g} WHERE tenant = $1 RETURNING 1)
+SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM a), (SELECT count(*) FROM g)`))
+	s.purgeGrantsStep = newPurgeStep(s.grantTable(), grantPurgeWhere, `DELETE FROM {t}`)
 	return s
 }
 
@@ -689,7 +692,8 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	for _, step := range []struct {
 		purgeStep
 		count *int64
-	}{{s.tombstoneStep, &res.Tombstoned}, {s.deleteStep, &res.Deleted}, {s.purgeApprovalsStep, &res.ApprovalsDeleted}} {
+	}{{s.tombstoneStep, &res.Tombstoned}, {s.deleteStep, &res.Deleted}, {s.purgeApprovalsStep, &res.ApprovalsDeleted},
+		{s.purgeGrantsStep, &res.GrantsDeleted}} {
 		if err := s.purgeWalk(ctx, p, pace, step.purgeStep, step.count, &res); err != nil {
 			return &res, err
 		}
@@ -707,18 +711,19 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	return &res, nil
 }
 
-// Forget implements oncekey.Store: one statement deleting every record, every approval and
-// every outbox message (delivered or not: the tenant is forgotten) of the tenant.
+// Forget implements oncekey.Store: one statement deleting every record, every approval, every
+// outbox message (delivered or not: the tenant is forgotten) and every standing grant (active or
+// not) of the tenant.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	var res oncekey.ForgetResult
 	err := s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.forgetSQL, p.Tenant).Scan(&res.Deleted, &res.ApprovalsDeleted)
+		return s.pool.QueryRow(ctx, s.forgetSQL, p.Tenant).Scan(&res.Deleted, &res.ApprovalsDeleted, &res.GrantsDeleted)
 	})
 	if err != nil {
-		return nil, s.wrapApproval(ctx, "forget", "", err)
+		return nil, s.wrapGrant(ctx, "forget", "", err)
 	}
 	return &res, nil
 }
@@ -731,7 +736,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error)
 	var pv oncekey.PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
 		var oldest *time.Time
-		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes); err != nil {
+		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes, &pv.GrantDeletes); err != nil {
 			return err
 		}
 		if oldest != nil {
@@ -740,7 +745,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error)
 		return nil
 	})
 	if err != nil {
-		return nil, s.wrapApproval(ctx, "purge preview", "", err)
+		return nil, s.wrapGrant(ctx, "purge preview", "", err)
 	}
 	return &pv, nil
 }

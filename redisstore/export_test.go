@@ -11,3 +11,6 @@ func (s *Store) AlwaysCoalesce() {
 func (s *Store) CoalesceStats() (claimPipelines, claims, fencePipelines, fences int64) {
 	return s.claims.Requests.Load(), s.claims.Calls.Load(), s.fences.Requests.Load(), s.fences.Calls.Load()
 }
+
+// GrantReads returns how many grants the grant listing scripts of s have read so far.
+func (s *Store) GrantReads() int64 { return s.grantReads.Load() }

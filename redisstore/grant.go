@@ -7,25 +7,29 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
 var _ oncekey.GrantStore = (*Store)(nil)
 
-// decodeGrants reads the reply {now, fields of lua.GrantFields per grant...} of GetGrants, each
-// grant as it reads at now.
-func decodeGrants(v []any) ([]*oncekey.Grant, error) {
+// decodeGrants reads the reply {now, reads, fields of lua.GrantFields per grant...} of the grant
+// listing scripts, each grant as it reads at now, and counts the reads (grantReads).
+func (s *Store) decodeGrants(v []any) ([]*oncekey.Grant, error) {
 	n := len(lua.GrantFields)
-	if len(v) < 1 || (len(v)-1)%n != 0 {
+	if len(v) < 2 || (len(v)-2)%n != 0 {
 		return nil, fmt.Errorf("grants reply of %d values", len(v))
 	}
 	now, err := strconv.ParseInt(str(v[0]), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("grants reply: server time %q: %w", str(v[0]), err)
 	}
+	reads, _ := v[1].(int64)
+	s.grantReads.Add(reads)
 	var out []*oncekey.Grant
-	for i := 1; i < len(v); i += n {
+	for i := 2; i < len(v); i += n {
 		f := v[i : i+n]
 		d := fields{f: f, what: "grant"}
 		g := &oncekey.Grant{ID: str(f[0]), Namespace: str(f[1]), Tenant: str(f[2]), Tool: str(f[3]), WorkflowID: str(f[4]), Rule: str(f[5]),
@@ -39,32 +43,31 @@ func decodeGrants(v []any) ([]*oncekey.Grant, error) {
 	return out, nil
 }
 
-// getGrants reads the grants ids (none: all of them, oldest first).
-func (s *Store) getGrants(ctx context.Context, op string, ids ...string) ([]*oncekey.Grant, error) {
-	keys := lua.GrantKeys(s.prefix, "")
-	args := []any{lua.GrantBase(s.prefix) + ":g:"}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	v, err := s.run(ctx, op, "", lua.GetGrants, keys[1:], args...)
+// grants runs a grant listing script and decodes its reply.
+func (s *Store) grants(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]*oncekey.Grant, error) {
+	v, err := s.run(ctx, op, "", script, keys, args...)
 	if err != nil {
 		return nil, err
 	}
-	gs, err := decodeGrants(v)
+	gs, err := s.decodeGrants(v)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return gs, nil
 }
 
-// CreateGrant implements oncekey.GrantStore in one script, on the server's clock.
+// CreateGrant implements oncekey.GrantStore in one script, on the server's clock: the grant and
+// its entries in every index.
 func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (*oncekey.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	id := oncekey.NewGrantID()
-	if _, err := s.run(ctx, "create grant", id, lua.CreateGrant, lua.GrantKeys(s.prefix, id),
-		id, p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule, p.CreatedBy, p.Reason, p.Duration.Microseconds()); err != nil {
+	keys := []string{lua.GrantKey(s.prefix, id), lua.GrantIndex(s.prefix, "gall"), lua.GrantIndex(s.prefix, "gact"),
+		lua.GrantIndex(s.prefix, "gs", p.Namespace, p.Tenant, p.Tool), lua.GrantIndex(s.prefix, "gn", p.Namespace),
+		lua.GrantIndex(s.prefix, "gt", p.Tenant), lua.GrantIndex(s.prefix, "gpurge"), lua.GrantIndex(s.prefix, "ga", p.Namespace, p.Tenant)}
+	if _, err := s.run(ctx, "create grant", id, lua.CreateGrant, keys,
+		id, p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule, p.CreatedBy, p.Reason, p.Duration.Microseconds(), p.KeepFor().Microseconds()); err != nil {
 		return nil, err
 	}
 	return s.GetGrant(ctx, id)
@@ -76,7 +79,8 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error)
 	if id == "" {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, oncekey.ErrNotFound)
 	}
-	gs, err := s.getGrants(ctx, op, id)
+	// gall is not read: it names the grants' slot, so that a cluster runs the script there.
+	gs, err := s.grants(ctx, op, lua.GetGrants, []string{lua.GrantIndex(s.prefix, "gall")}, lua.GrantBase(s.prefix)+":g:", id)
 	if err != nil {
 		return nil, err
 	}
@@ -86,21 +90,70 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error)
 	return gs[0], nil
 }
 
-// ListGrants implements oncekey.GrantStore: every grant read in one script, filtered here.
-func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
+// ListGrants implements oncekey.GrantStore in one script over the narrowest index for p's
+// filters. The active grants are read from an index of those not revoked, by expiry: the
+// scope's own (gs) when p names namespace, tenant and tool (the worker's lookup), which holds
+// that scope's grants only; the namespace and tenant's (ga) when p names those two; else every
+// scope's (gact); the page is then cut here. Other
+// statuses walk the grants by creation time from the cursor, those of the tenant (gt), else of
+// the namespace (gn), else all (gall), until the page is full.
+func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*oncekey.ListGrantsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	gs, err := s.getGrants(ctx, "list grants")
+	const op = "list grants"
+	base := lua.GrantBase(s.prefix) + ":g:"
+	if p.Status == oncekey.GrantActive {
+		index := lua.GrantIndex(s.prefix, "gact")
+		switch {
+		case p.Namespace != "" && p.Tenant != "" && p.Tool != "":
+			index = lua.GrantIndex(s.prefix, "gs", p.Namespace, p.Tenant, p.Tool)
+		case p.Namespace != "" && p.Tenant != "":
+			index = lua.GrantIndex(s.prefix, "ga", p.Namespace, p.Tenant)
+		}
+		gs, err := s.grants(ctx, op, lua.ListActive, []string{index}, base, p.Namespace, p.Tenant, p.Tool)
+		if err != nil {
+			return nil, err
+		}
+		return p.Page(gs), nil
+	}
+	index := lua.GrantIndex(s.prefix, "gall")
+	switch {
+	case p.Tenant != "":
+		index = lua.GrantIndex(s.prefix, "gt", p.Tenant)
+	case p.Namespace != "":
+		index = lua.GrantIndex(s.prefix, "gn", p.Namespace)
+	}
+	after, err := p.After()
+	if err != nil {
+		return nil, err
+	}
+	at, id := "", ""
+	if after != nil {
+		at, id = strconv.FormatInt(after.CreatedAt.UnixMicro(), 10), after.ID
+	}
+	gs, err := s.grants(ctx, op, lua.ListWalk, []string{index}, base, p.Namespace, p.Tenant, p.Tool, string(p.Status), at, id, p.PageSize()+1)
 	if err != nil {
 		return nil, err
 	}
 	return p.Page(gs), nil
 }
 
+// markRevoked sets the revoke marker of g in every bucket (one pipeline; a marker outlives the
+// grant's expiry by a day): from then on ApproveByGrant refuses under it.
+func (s *Store) markRevoked(ctx context.Context, op string, g *oncekey.Grant) error {
+	ttl := (time.Until(g.ExpiresAt) + 24*time.Hour).Milliseconds()
+	calls := make([]call, len(s.bases))
+	for i, b := range s.bases {
+		calls[i] = call{lua.MarkRevoked, []string{lua.GrantMark(b, g.ID)}, []any{ttl}}
+	}
+	_, err := s.runAll(ctx, op, calls)
+	return err
+}
+
 // RevokeGrant implements oncekey.GrantStore: it sets the grant's revoke marker in every bucket
 // (one pipeline; a marker outlives the grant's expiry by a day), then writes the revoke on the
-// grant itself. ApproveByGrant checks the marker of its bucket in the script that decides, so
+// grant itself, taking it out of the indexes of active grants. ApproveByGrant checks the marker of its bucket in the script that decides, so
 // once RevokeGrant returns no approval is recorded under the grant.
 func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
 	if err := p.Validate(); err != nil {
@@ -111,15 +164,12 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (
 	if err != nil || g.Status != oncekey.GrantActive {
 		return g, err
 	}
-	ttl := (time.Until(g.ExpiresAt) + 24*time.Hour).Milliseconds()
-	calls := make([]call, len(s.bases))
-	for i, b := range s.bases {
-		calls[i] = call{lua.MarkRevoked, []string{lua.GrantMark(b, p.ID)}, []any{ttl}}
-	}
-	if _, err := s.runAll(ctx, op, calls); err != nil {
+	if err := s.markRevoked(ctx, op, g); err != nil {
 		return nil, err
 	}
-	if _, err := s.run(ctx, op, p.ID, lua.RevokeGrant, lua.GrantKeys(s.prefix, p.ID)[:1], p.RevokedBy); err != nil {
+	keys := []string{lua.GrantKey(s.prefix, p.ID), lua.GrantIndex(s.prefix, "gact"), lua.GrantIndex(s.prefix, "gs", g.Namespace, g.Tenant, g.Tool),
+		lua.GrantIndex(s.prefix, "gpurge"), lua.GrantIndex(s.prefix, "ga", g.Namespace, g.Tenant)}
+	if _, err := s.run(ctx, op, p.ID, lua.RevokeGrant, keys, p.RevokedBy); err != nil {
 		return nil, err
 	}
 	return s.GetGrant(ctx, p.ID)
@@ -183,4 +233,105 @@ func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantPar
 		return nil, err
 	}
 	return a, nil
+}
+
+// reindexGrants puts the grants an earlier version made, which it kept in gall only, into the
+// indexes (lua.ReindexGrants), walking gall n at a time, and returns how many it put. Until
+// then the worker's lookup does not find them (their calls wait for a person), Purge does not
+// delete them and Forget does not find them: both run it first.
+func (s *Store) reindexGrants(ctx context.Context, op string, n int) (int64, error) {
+	var done int64
+	for first := 0; ; first += n {
+		v, err := s.run(ctx, op, "", lua.ReindexGrants, []string{lua.GrantIndex(s.prefix, "gall")}, lua.GrantBase(s.prefix), first, n)
+		if err != nil {
+			return done, err
+		}
+		if len(v) < 2 {
+			return done, fmt.Errorf("redisstore: %s: reindex reply of %d values", op, len(v))
+		}
+		d, _ := v[0].(int64)
+		looked, _ := v[1].(int64)
+		done += d
+		if looked < int64(n) {
+			return done, nil
+		}
+	}
+}
+
+// purgeGrants deletes the grants that ended longer than their retention ago, n per script, and
+// adds them to res.GrantsDeleted.
+func (s *Store) purgeGrants(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, res *oncekey.PurgeResult) error {
+	n := p.Batch()
+	if _, err := s.reindexGrants(ctx, "purge", n); err != nil {
+		return err
+	}
+	for {
+		start := time.Now()
+		v, err := s.run(ctx, "purge", "", lua.PurgeGrants, []string{lua.GrantIndex(s.prefix, "gpurge")}, lua.GrantBase(s.prefix), n)
+		if err != nil {
+			return err
+		}
+		if len(v) < 2 {
+			return fmt.Errorf("redisstore: purge: grants reply of %d values", len(v))
+		}
+		d, _ := v[0].(int64)
+		if d > 0 {
+			res.GrantsDeleted += d
+			res.Batches++
+			if p.Progress != nil {
+				p.Progress(*res)
+			}
+		}
+		if str(v[1]) == "1" {
+			return nil
+		}
+		if err := pace.Pause(ctx, time.Since(start)); err != nil {
+			return wrapErr("purge", "", err)
+		}
+	}
+}
+
+// forgetGrants ends and deletes every grant of the tenant: first the revoke marker of each
+// active one in every bucket (so no approval is recorded under it once this returns, as for
+// RevokeGrant), then the grants, forgetBatch per script. It returns how many it deleted.
+func (s *Store) forgetGrants(ctx context.Context, tenant string) (int64, error) {
+	if _, err := s.reindexGrants(ctx, "forget", forgetBatch); err != nil {
+		return 0, err
+	}
+	// The tenant's grants by its own index (gt), whatever their status: the walk reads the
+	// tenant's grants only.
+	p := &oncekey.ListGrantsParams{Tenant: tenant, Limit: oncekey.MaxListLimit}
+	for {
+		res, err := s.ListGrants(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		for _, g := range res.Grants {
+			if g.Status != oncekey.GrantActive {
+				continue
+			}
+			if err := s.markRevoked(ctx, "forget", g); err != nil {
+				return 0, err
+			}
+		}
+		if res.Next == "" {
+			break
+		}
+		p.Cursor = res.Next
+	}
+	var deleted int64
+	for {
+		v, err := s.run(ctx, "forget", "", lua.ForgetGrants, []string{lua.GrantIndex(s.prefix, "gt", tenant)}, lua.GrantBase(s.prefix), forgetBatch)
+		if err != nil {
+			return deleted, err
+		}
+		if len(v) < 2 {
+			return deleted, fmt.Errorf("redisstore: forget: grants reply of %d values", len(v))
+		}
+		d, _ := v[0].(int64)
+		deleted += d
+		if str(v[1]) == "1" {
+			return deleted, nil
+		}
+	}
 }

@@ -140,5 +140,10 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error)
 			todo = again
 		}
 	}
+	// The grants due in gpurge, which PurgeGrants deletes as they are.
+	pv.GrantDeletes, err = s.rdb.ZCount(ctx, lua.GrantIndex(s.prefix, "gpurge"), "-inf", nowUS).Result()
+	if err != nil {
+		return nil, wrapErr("purge preview", "", err)
+	}
 	return pv, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,6 +69,8 @@ type Store struct {
 	// claims and fences gather concurrent claims and fenced writes into pipelines
 	// (Options.Coalesce; nil without it): see coalesce.go.
 	claims, fences *coalesce.Queue[call, []any]
+	// grantReads counts the grants the listing scripts read (grant.go), for the tests.
+	grantReads atomic.Int64
 }
 
 var _ oncekey.Store = (*Store)(nil)
@@ -845,6 +848,9 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	if err := s.purgeApprovals(ctx, p, pace, &res); err != nil {
 		return &res, err
 	}
+	if err := s.purgeGrants(ctx, p, pace, &res); err != nil {
+		return &res, err
+	}
 	return &res, nil
 }
 
@@ -913,23 +919,29 @@ func b2i(b bool) int {
 // forgetBatch is how many records one Forget script deletes at most.
 const forgetBatch = 200
 
-// Forget implements oncekey.Store: every record of the tenant, then every approval of the
-// tenant, is deleted through the tenant's index in each bucket, at most 200 per script, one
+// Forget implements oncekey.Store: every grant of the tenant (ended first: forgetGrants), then
+// every record, then every approval of the tenant, is deleted through the tenant's index in each bucket, at most 200 per script, one
 // script per bucket per round trip.
 func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	// The grants first: once they are gone, no approval is recorded under one, so the
+	// approvals deleted below are all there are.
+	grants, err := s.forgetGrants(ctx, p.Tenant)
+	if err != nil {
+		return &oncekey.ForgetResult{GrantsDeleted: grants}, err
+	}
 	deleted, err := s.drain(ctx, func(b string) call {
 		return call{lua.Forget, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
 	})
 	if err != nil {
-		return &oncekey.ForgetResult{Deleted: deleted}, err
+		return &oncekey.ForgetResult{Deleted: deleted, GrantsDeleted: grants}, err
 	}
 	approvals, err := s.drain(ctx, func(b string) call {
 		return call{lua.ForgetApprovals, []string{b + ":apt:" + p.Tenant, b + ":apall", b + ":apexp"}, []any{b + ":ap:", p.Tenant, forgetBatch}}
 	})
-	return &oncekey.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals}, err
+	return &oncekey.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals, GrantsDeleted: grants}, err
 }
 
 // drain runs the deleting script of mk in every bucket, in one pipeline per round, until each

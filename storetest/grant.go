@@ -31,6 +31,9 @@ var grantTests = []struct {
 	{"SupersedeAsksAnew", testGrantSupersede},
 	{"RevokeRacingApprove", testGrantRevokeRace},
 	{"InvalidParams", testGrantInvalid},
+	{"ListPagesAndEnded", testGrantListPages},
+	{"ForgetEndsGrants", testGrantForget},
+	{"PurgeEndedGrants", testGrantPurge},
 }
 
 // RunGrants runs the grant subtests of the conformance suite against stores made by newStore,
@@ -95,17 +98,13 @@ func testGrantCreate(t *testing.T, s GrantApprovalStore) {
 	other := do(t, s.CreateGrant, &q)
 	require.Equal(t, "wf-9", other.WorkflowID)
 
-	ids := func(gs []*oncekey.Grant) (out []string) {
-		for _, g := range gs {
-			out = append(out, g.ID)
-		}
-		return out
-	}
-	require.Equal(t, []string{g.ID, other.ID}, ids(do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant})))
-	require.Equal(t, []string{other.ID}, ids(do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Tool: "delete_file"})))
-	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Namespace: "ns-b"}))
-	require.Len(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Limit: 1}), 1)
-	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Status: oncekey.GrantRevoked}))
+	require.Equal(t, []string{g.ID, other.ID}, grantIDs(listGrants(t, s, oncekey.ListGrantsParams{Tenant: p.Tenant})))
+	require.Equal(t, []string{other.ID}, grantIDs(listGrants(t, s, oncekey.ListGrantsParams{Tenant: p.Tenant, Tool: "delete_file"})))
+	require.Empty(t, listGrants(t, s, oncekey.ListGrantsParams{Tenant: p.Tenant, Namespace: "ns-b"}))
+	first := do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: p.Tenant, Limit: 1})
+	require.Equal(t, []string{g.ID}, grantIDs(first.Grants))
+	require.NotEmpty(t, first.Next)
+	require.Empty(t, listGrants(t, s, oncekey.ListGrantsParams{Tenant: p.Tenant, Status: oncekey.GrantRevoked}))
 
 	_, err := s.GetGrant(ctxT(t), oncekey.NewGrantID())
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
@@ -120,9 +119,11 @@ func testGrantRevoke(t *testing.T, s GrantApprovalStore) {
 	again := do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "someone else"})
 	requireSameFields(t, r, again)
 	requireSameFields(t, r, do(t, s.GetGrant, g.ID))
-	got := do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: g.Tenant, Status: oncekey.GrantRevoked})
+	got := listGrants(t, s, oncekey.ListGrantsParams{Tenant: g.Tenant, Status: oncekey.GrantRevoked})
 	require.Len(t, got, 1)
-	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Tenant: g.Tenant, Status: oncekey.GrantActive}))
+	require.Empty(t, listGrants(t, s, oncekey.ListGrantsParams{Tenant: g.Tenant, Status: oncekey.GrantActive}))
+	require.Empty(t, listGrants(t, s, oncekey.ListGrantsParams{Namespace: g.Namespace, Tenant: g.Tenant, Tool: g.Tool, Status: oncekey.GrantActive}),
+		"the worker's lookup of the scope no longer finds it")
 
 	_, err := s.RevokeGrant(ctxT(t), &oncekey.RevokeGrantParams{ID: oncekey.NewGrantID(), RevokedBy: "grace"})
 	require.ErrorIs(t, err, oncekey.ErrNotFound)
@@ -327,6 +328,142 @@ func testGrantInvalid(t *testing.T, s GrantApprovalStore) {
 	requireInvalid(t, err, "RevokedBy")
 	_, err = s.ListGrants(ctxT(t), &oncekey.ListGrantsParams{Status: "live"})
 	requireInvalid(t, err, "Status")
+	_, err = s.ListGrants(ctxT(t), &oncekey.ListGrantsParams{Cursor: "not a cursor"})
+	requireInvalid(t, err, "Cursor")
+	p := grantParams(t)
+	p.Retention = -time.Second
+	_, err = s.CreateGrant(ctxT(t), p)
+	requireInvalid(t, err, "Retention")
 	_, err = s.ApproveByGrant(ctxT(t), &oncekey.ApproveByGrantParams{Tenant: "acme", OperationKey: newKey(), Episode: 1, Retention: time.Hour})
 	requireInvalid(t, err, "GrantID")
+}
+
+// listGrants returns every grant ListGrants lists for p, page after page (p.Limit a page),
+// checking each page is full but the last.
+func listGrants(t *testing.T, s oncekey.GrantStore, p oncekey.ListGrantsParams) []*oncekey.Grant {
+	t.Helper()
+	var all []*oncekey.Grant
+	for {
+		res := do(t, s.ListGrants, &p)
+		all = append(all, res.Grants...)
+		if res.Next == "" {
+			return all
+		}
+		require.Len(t, res.Grants, p.PageSize(), "a page before the last is full")
+		p.Cursor = res.Next
+	}
+}
+
+func grantIDs(gs []*oncekey.Grant) (out []string) {
+	for _, g := range gs {
+		out = append(out, g.ID)
+	}
+	return out
+}
+
+// ListGrants filters by status in the store and pages with a cursor: the one active grant
+// made after many ended ones is on the first page of the active ones, the ended ones (revoked
+// and expired) are listed apart, and paging through every grant gives each once, oldest first.
+func testGrantListPages(t *testing.T, s GrantApprovalStore) {
+	base := grantParams(t)
+	var ended []string
+	for i := range 7 {
+		p := *base
+		if i%2 == 0 {
+			p.Duration = time.Microsecond
+		}
+		g := do(t, s.CreateGrant, &p)
+		if i%2 == 1 {
+			do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+		}
+		ended = append(ended, g.ID)
+	}
+	active := do(t, s.CreateGrant, base)
+	other := *base
+	other.Tenant += "-other"
+	do(t, s.CreateGrant, &other)
+
+	scope := oncekey.ListGrantsParams{Namespace: base.Namespace, Tenant: base.Tenant, Tool: base.Tool, Status: oncekey.GrantActive, Limit: 1}
+	res := do(t, s.ListGrants, &scope)
+	require.Equal(t, []string{active.ID}, grantIDs(res.Grants), "the active grant, whatever ended before it")
+	require.Empty(t, res.Next)
+	for _, p := range []oncekey.ListGrantsParams{
+		{Tenant: base.Tenant, Status: oncekey.GrantActive, Limit: 1},
+		{Namespace: base.Namespace, Tenant: base.Tenant, Status: oncekey.GrantActive, Limit: 1},
+	} {
+		require.Equal(t, []string{active.ID}, grantIDs(listGrants(t, s, p)))
+	}
+
+	require.Equal(t, ended, grantIDs(listGrants(t, s, oncekey.ListGrantsParams{Tenant: base.Tenant, Status: oncekey.GrantEnded, Limit: 2})))
+	for _, g := range listGrants(t, s, oncekey.ListGrantsParams{Tenant: base.Tenant, Status: oncekey.GrantExpired, Limit: 3}) {
+		require.Equal(t, oncekey.GrantExpired, g.Status)
+	}
+	require.Len(t, listGrants(t, s, oncekey.ListGrantsParams{Tenant: base.Tenant, Status: oncekey.GrantRevoked, Limit: 2}), 3)
+	all := listGrants(t, s, oncekey.ListGrantsParams{Namespace: base.Namespace, Tenant: base.Tenant, Limit: 3})
+	require.Equal(t, append(append([]string(nil), ended...), active.ID), grantIDs(all))
+}
+
+// Forget deletes the tenant's grants, active ones included: none approves a call of the
+// tenant any more (the worker's lookup finds none, and ApproveByGrant under one is refused),
+// and their rule and reason are gone. Another tenant's grant stays.
+func testGrantForget(t *testing.T, s GrantApprovalStore) {
+	st, ok := s.(oncekey.Store)
+	if !ok {
+		t.Skip("the store does not implement oncekey.Store")
+	}
+	g := do(t, s.CreateGrant, grantParams(t))
+	ended := grantParams(t)
+	ended.Tenant = g.Tenant
+	do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: do(t, s.CreateGrant, ended).ID, RevokedBy: "grace"})
+	kept := grantParams(t)
+	keptG := do(t, s.CreateGrant, kept)
+
+	res, err := st.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: g.Tenant})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.GrantsDeleted, "the tenant's active and revoked grants")
+
+	_, err = s.GetGrant(ctxT(t), g.ID)
+	require.ErrorIs(t, err, oncekey.ErrNotFound, "its rule and reason are gone")
+	require.Empty(t, do(t, s.ListGrants, &oncekey.ListGrantsParams{Namespace: g.Namespace, Tenant: g.Tenant, Tool: g.Tool, Status: oncekey.GrantActive}).Grants,
+		"the worker's lookup finds no grant: the call waits for a person")
+	// A call after the forget asks, and stays pending: no grant decides it.
+	_, a := grantedRequest(t, s, g)
+	_, err = s.ApproveByGrant(ctxT(t), approveBy(a, g))
+	var na *oncekey.GrantNotActiveError
+	require.ErrorAs(t, err, &na)
+	require.Equal(t, "not found", na.Reason)
+	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, a.Tenant, a.OperationKey).Status)
+	requireSameFields(t, keptG, do(t, s.GetGrant, keptG.ID))
+}
+
+// Purge deletes a grant once it ended (expired, or revoked) longer than its Retention ago,
+// and keeps an active one and an ended one within its retention.
+func testGrantPurge(t *testing.T, s GrantApprovalStore) {
+	st, ok := s.(oncekey.Store)
+	if !ok {
+		t.Skip("the store does not implement oncekey.Store")
+	}
+	short := grantParams(t)
+	short.Duration, short.Retention = shortLease, shortLease
+	expired := do(t, s.CreateGrant, short)
+	revokedP := *short
+	revokedP.Duration = time.Hour
+	revoked := do(t, s.CreateGrant, &revokedP)
+	do(t, s.RevokeGrant, &oncekey.RevokeGrantParams{ID: revoked.ID, RevokedBy: "grace"})
+	activeP := *short
+	activeP.Duration = time.Hour
+	active := do(t, s.CreateGrant, &activeP)
+	keptP := grantParams(t)
+	keptP.Duration = time.Microsecond
+	kept := do(t, s.CreateGrant, keptP) // expired, but kept DefaultGrantRetention
+
+	total := purgeUntil(t, st, 1, func(total oncekey.PurgeResult) bool { return total.GrantsDeleted >= 2 })
+	require.Equal(t, int64(2), total.GrantsDeleted)
+	for _, id := range []string{expired.ID, revoked.ID} {
+		_, err := s.GetGrant(ctxT(t), id)
+		require.ErrorIs(t, err, oncekey.ErrNotFound)
+	}
+	require.Equal(t, oncekey.GrantActive, do(t, s.GetGrant, active.ID).Status)
+	require.Equal(t, oncekey.GrantExpired, do(t, s.GetGrant, kept.ID).Status)
+	require.Equal(t, []string{active.ID}, grantIDs(listGrants(t, s, oncekey.ListGrantsParams{Tenant: short.Tenant})))
 }

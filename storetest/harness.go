@@ -136,18 +136,22 @@ func purgeUntil(t *testing.T, s oncekey.Store, batch int, done func(total onceke
 		total.Tombstoned += res.Tombstoned
 		total.Deleted += res.Deleted
 		total.ApprovalsDeleted += res.ApprovalsDeleted
+		total.GrantsDeleted += res.GrantsDeleted
 		return done(total)
 	}, waitFor, pollEvery, "purge never finished: %+v", total)
 	return total
 }
 
 // requireForgotten asserts the tenant has nothing left in s: no record listed (and no
-// approval, in an ApprovalStore), and forgetting it again deletes nothing.
+// approval, in an ApprovalStore; no grant, in a GrantStore), and forgetting it again deletes nothing.
 func requireForgotten(t *testing.T, s oncekey.Store, tenant string) {
 	t.Helper()
 	require.Empty(t, slices.Concat(pages(t, s.List, oncekey.ListParams{Tenant: tenant}, listCursor, listPage)...))
 	if as, ok := s.(oncekey.ApprovalStore); ok {
 		require.Empty(t, slices.Concat(pages(t, as.ListApprovals, oncekey.ListApprovalsParams{Tenant: tenant}, approvalCursor, approvalPage)...))
+	}
+	if gs, ok := s.(oncekey.GrantStore); ok {
+		require.Empty(t, do(t, gs.ListGrants, &oncekey.ListGrantsParams{Tenant: tenant}).Grants)
 	}
 	res, err := s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: tenant})
 	require.NoError(t, err)

@@ -78,7 +78,7 @@ func testStats(t *testing.T, s oncekey.Store) {
 	require.Empty(t, do(t, in.Stats, "nobody"))
 }
 
-// testPurgePreview: PurgePreview counts what the next Purge does, records and approvals, and
+// testPurgePreview: PurgePreview counts what the next Purge does, records, approvals and grants, and
 // changes nothing.
 func testPurgePreview(t *testing.T, s oncekey.Store) {
 	in := s.(oncekey.StoreInspector)
@@ -110,10 +110,19 @@ func testPurgePreview(t *testing.T, s oncekey.Store) {
 		requestNew(t, as, approvalParams()) // pending: never purged
 		want.ApprovalDeletes = 2
 	}
+	if gs, ok := s.(oncekey.GrantStore); ok {
+		p := grantParams(t)
+		p.Duration, p.Retention = short, short
+		do(t, gs.CreateGrant, p) // ended, past its retention: deleted
+		p.Retention = time.Hour
+		do(t, gs.CreateGrant, p) // ended, within its retention: kept
+		want.GrantDeletes = 1
+	}
 	var pv *oncekey.PurgePreview
 	require.Eventually(t, func() bool {
 		pv = preview(t, in)
-		return pv.Tombstones == want.Tombstones && pv.Deletes == want.Deletes && pv.Unsettled == want.Unsettled && pv.ApprovalDeletes == want.ApprovalDeletes
+		return pv.Tombstones == want.Tombstones && pv.Deletes == want.Deletes && pv.Unsettled == want.Unsettled && pv.ApprovalDeletes == want.ApprovalDeletes &&
+			pv.GrantDeletes == want.GrantDeletes
 	}, waitFor, pollEvery, "the preview never counted %+v", want)
 	require.WithinDuration(t, time.Now(), pv.Now, time.Minute)
 	require.False(t, pv.OldestUnsettled.IsZero())
@@ -125,6 +134,7 @@ func testPurgePreview(t *testing.T, s oncekey.Store) {
 	require.Equal(t, pv.Deletes, res.Deleted)
 	require.Equal(t, pv.Unsettled, res.Unsettled)
 	require.Equal(t, pv.ApprovalDeletes, res.ApprovalsDeleted)
+	require.Equal(t, pv.GrantDeletes, res.GrantsDeleted)
 	require.True(t, pv.OldestUnsettled.Equal(res.OldestUnsettled), "oldest unsettled %s, purge says %s", pv.OldestUnsettled, res.OldestUnsettled)
 	after := preview(t, in)
 	require.Equal(t, oncekey.PurgePreview{Now: after.Now, Unsettled: 2, OldestUnsettled: after.OldestUnsettled}, *after, "nothing left but the unsettled records")

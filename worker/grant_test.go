@@ -272,6 +272,31 @@ func TestE2EGrantOutsideItsScopeCoversNothing(t *testing.T) {
 	require.Equal(t, "grace", g.approvalOf(t, a.OperationKey).DecidedBy)
 }
 
+// Forget ends the tenant's grants: a call the grant approved before the forget ran without
+// waiting; the same kind of call after `oncekey forget --tenant default --yes` (Store.Forget)
+// waits for a person, and runs only once approved.
+func TestE2EGrantForgottenAsksAPerson(t *testing.T) {
+	g := setupGrants(t)
+	gr := g.grant(t, "", nil)
+	before := g.start(t, "refund-before-forget", RefundRequest{OrderID: "o-1", AmountCents: 300_00})
+	require.NoError(t, before.Get(testCtx(t), nil))
+	requireRefunds(t, g.r, 1, 1)
+	require.Equal(t, gr.ID, g.onlyApproval(t).GrantID)
+
+	res, err := g.store.Forget(context.Background(), &oncekey.ForgetParams{Tenant: "default"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.GrantsDeleted)
+
+	after := g.start(t, "refund-after-forget", RefundRequest{OrderID: "o-2", AmountCents: 300_00})
+	a := g.pending(t)
+	require.Empty(t, a.GrantID, "no grant approves the tenant's call any more")
+	requireRefunds(t, g.r, 1, 1)
+	g.decide(t, a, reconcile.Approve)
+	require.NoError(t, after.Get(testCtx(t), nil))
+	requireRefunds(t, g.r, 2, 2)
+	require.Equal(t, "grace", g.approvalOf(t, a.OperationKey).DecidedBy)
+}
+
 // A grant revoked while its call is in flight: the first attempt, approved under the grant, fails
 // before sending anything; the grant is revoked meanwhile; the retry finds the approval's grant
 // revoked, asks a person anew (the next episode) and runs nothing until approved.

@@ -22,7 +22,8 @@ func newForgetCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "forget --tenant T --yes [--allow-missing]",
 		Short: "Delete every record of one tenant (for erasure requests); late duplicates are then no longer refused",
-		Long: "forget deletes every record of the tenant, tombstones included, and its approvals; it cannot be undone.\n\n" +
+		Long: "forget deletes every record of the tenant, tombstones included, its approvals and its standing grants; it cannot be undone.\n" +
+			"The grants are ended, active ones included: from then on every call of the tenant that needs approval waits for a person.\n\n" +
 			"A tenant with no records is an error (exit 3), so a mistyped tenant does not pass for an erasure done;\n" +
 			"--allow-missing makes it succeed (exit 0), for scripts that erase a tenant that may already be gone.",
 		Example: "  oncekey forget --tenant acme            # counts the records, deletes nothing\n" +
@@ -55,20 +56,28 @@ func newForgetCmd(a *app) *cobra.Command {
 					if err != nil {
 						return a.storeError("forget", err)
 					}
-					if n == 0 && len(aps) == 0 {
+					gs, err := allGrants(ctx, s, &oncekey.ListGrantsParams{Tenant: tenant, Limit: grantPage})
+					if err != nil {
+						return a.storeError("forget", err)
+					}
+					if n == 0 && len(aps) == 0 && len(gs) == 0 {
 						return none()
 					}
-					return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s of tenant %s, tombstones included, and cannot be undone",
-						n, andApprovals(int64(len(aps))), strconv.Quote(tenant))
+					return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s%s of tenant %s, tombstones included, and cannot be undone",
+						n, andApprovals(int64(len(aps))), andGrants(int64(len(gs))), strconv.Quote(tenant))
 				}
 				res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
 				if err != nil {
 					return a.storeError("forget", err)
 				}
-				if res.Deleted == 0 && res.ApprovalsDeleted == 0 {
+				if res.Deleted == 0 && res.ApprovalsDeleted == 0 && res.GrantsDeleted == 0 {
 					return none()
 				}
-				fmt.Fprintf(a.stdout, "deleted %d record(s)%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), strconv.Quote(tenant), a.where)
+				fmt.Fprintf(a.stdout, "deleted %d record(s)%s%s of tenant %s in %s\n", res.Deleted, andApprovals(res.ApprovalsDeleted), andGrants(res.GrantsDeleted),
+					strconv.Quote(tenant), a.where)
+				if res.GrantsDeleted > 0 {
+					fmt.Fprintf(a.stdout, "the tenant's standing grants are ended and gone: its calls that need approval wait for a person\n")
+				}
 				return nil
 			})
 		},
@@ -85,4 +94,12 @@ func andApprovals(n int64) string {
 		return ""
 	}
 	return fmt.Sprintf(" and %d approval(s)", n)
+}
+
+// andGrants is forget's words for a tenant's n standing grants, "" when it has none.
+func andGrants(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d standing grant(s)", n)
 }

@@ -67,7 +67,7 @@ func newGrantsCmd(a *app) *cobra.Command {
 		asJSON               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "grants [--tenant T] [--tool X] [--status active|revoked|expired|all] [--json]",
+		Use:   "grants [--tenant T] [--tool X] [--status active|revoked|expired|ended|all] [--json]",
 		Short: "List standing grants (active ones by default); add and revoke them",
 		Long: "grants lists the standing grants of the namespace, oldest first: a grant approves the calls of one tool ahead of\n" +
 			"time, for one tenant (or one workflow of it), for the arguments its rule matches, until it expires or is revoked.\n" +
@@ -84,13 +84,13 @@ func newGrantsCmd(a *app) *cobra.Command {
 			case "", "active":
 				st = oncekey.GrantActive
 			case "all":
-			case "revoked", "expired":
+			case "revoked", "expired", "ended":
 				st = oncekey.GrantStatus(strings.ToLower(strings.TrimSpace(status)))
 			default:
-				return fail(exitUsage, "--status %q is not one of active, revoked, expired, all", status)
+				return fail(exitUsage, "--status %q is not one of active, revoked, expired, ended, all", status)
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
-				gs, err := s.ListGrants(ctx, &oncekey.ListGrantsParams{Namespace: a.ns(), Tenant: tenant, Tool: tool, Status: st, Limit: oncekey.MaxListLimit})
+				gs, err := allGrants(ctx, s, &oncekey.ListGrantsParams{Namespace: a.ns(), Tenant: tenant, Tool: tool, Status: st, Limit: grantPage})
 				if err != nil {
 					return a.storeError("grants", err)
 				}
@@ -123,18 +123,12 @@ func newGrantsCmd(a *app) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Status, cell(g.Tenant), cell(g.Tool), cell(wf), cell(rule),
 						cell(g.CreatedBy), exp, cell(g.Reason))
 				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				if len(gs) == oncekey.MaxListLimit {
-					fmt.Fprintf(a.stdout, "only the oldest %d are listed: narrow with --tenant or --tool\n", oncekey.MaxListLimit)
-				}
-				return nil
+				return tw.Flush()
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&status, "status", "active", "only this status: active, revoked, expired, or all")
+	f.StringVar(&status, "status", "active", "only this status: active, revoked, expired, ended (revoked or expired), or all")
 	f.StringVar(&tenant, "tenant", "", "only this tenant (default: all)")
 	f.StringVar(&tool, "tool", "", "only this tool (activity type, matched exactly)")
 	f.BoolVar(&asJSON, "json", false, "print the grants as a JSON array")
@@ -229,4 +223,23 @@ func newGrantRevokeCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who revokes (default: $USER, else oncekey-cli)")
 	return cmd
+}
+
+// grantPage is the page size in which the CLI reads grants.
+const grantPage = 1000
+
+// allGrants returns every grant ListGrants lists for p, page after page.
+func allGrants(ctx context.Context, s oncekey.GrantStore, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
+	var all []*oncekey.Grant
+	for {
+		res, err := s.ListGrants(ctx, p)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, res.Grants...)
+		if res.Next == "" {
+			return all, nil
+		}
+		p.Cursor = res.Next
+	}
 }

@@ -78,7 +78,7 @@ func TestGrantsAddListRevoke(t *testing.T) {
 	r = cli(t, env, "grants", "revoke", oncekey.NewGrantID())
 	requireOneLine(t, r, exitNotFound, "no grant g1_", "oncekey grants --status all")
 	r = cli(t, env, "grants", "--status", "live")
-	requireOneLine(t, r, exitUsage, `--status "live" is not one of active, revoked, expired, all`)
+	requireOneLine(t, r, exitUsage, `--status "live" is not one of active, revoked, expired, ended, all`)
 }
 
 // A pending approval in the last quarter of its wait is marked (soon) in `oncekey approvals`.

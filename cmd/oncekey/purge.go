@@ -47,8 +47,8 @@ func newPurgeCmd(a *app) *cobra.Command {
 						return a.storeError("purge --dry-run", err)
 					}
 					now, tomb, del := pv.Now, pv.Tombstones, pv.Deletes
-					fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)%s\n", now.UTC().Format(time.RFC3339), tomb, del,
-						approvalsPurged(pv.ApprovalDeletes, "would delete"))
+					fmt.Fprintf(a.stdout, "dry run (database time %s): would tombstone %d record(s) and delete %d tombstone(s)%s%s\n", now.UTC().Format(time.RFC3339), tomb, del,
+						approvalsPurged(pv.ApprovalDeletes, "would delete"), grantsPurged(pv.GrantDeletes, "would delete"))
 					a.printUnsettled(pv.Unsettled, pv.OldestUnsettled, "would leave")
 					return nil
 				}
@@ -64,8 +64,8 @@ func newPurgeCmd(a *app) *cobra.Command {
 				if err != nil {
 					return a.storeError("purge", err)
 				}
-				fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s\n", res.Batches, res.Tombstoned, res.Deleted,
-					approvalsPurged(res.ApprovalsDeleted, "deleted"))
+				fmt.Fprintf(a.stdout, "purged in %d batch(es): %d record(s) tombstoned, %d tombstone(s) deleted%s%s\n", res.Batches, res.Tombstoned, res.Deleted,
+					approvalsPurged(res.ApprovalsDeleted, "deleted"), grantsPurged(res.GrantsDeleted, "deleted"))
 				a.printUnsettled(res.Unsettled, res.OldestUnsettled, "left")
 				return nil
 			})
@@ -83,6 +83,15 @@ func approvalsPurged(n int64, verb string) string {
 		return ""
 	}
 	return fmt.Sprintf("; %s %d decided approval(s) past their retention", verb, n)
+}
+
+// grantsPurged is purge's words for the ended standing grants past their retention it deleted
+// (or would delete), "" when there were none.
+func grantsPurged(n int64, verb string) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s %d ended standing grant(s) past their retention", verb, n)
 }
 
 func spinner(i int) string { return string(`|/-\`[i%4]) }

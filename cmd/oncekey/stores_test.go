@@ -96,6 +96,9 @@ func TestStoreCommandsOnEveryStore(t *testing.T) {
 		seed(t, s, "globex", "Charge", "wf-3", "charge", oncekey.StatusApplied, nil)
 		waiting := seedApproval(t, s, "acme", "Refund", "wf-4", "refund", "refund 12.00 EUR")
 		missing := "ok1_" + strings.Repeat("0", 64)
+		grant, err := s.CreateGrant(context.Background(), &oncekey.CreateGrantParams{Namespace: "default", Tenant: "acme", Tool: "Refund",
+			CreatedBy: "ada", Reason: "refunds for Jane Doe", Duration: time.Hour})
+		require.NoError(t, err)
 
 		for _, tc := range []struct {
 			args   []string
@@ -123,8 +126,9 @@ func TestStoreCommandsOnEveryStore(t *testing.T) {
 			{args: []string{"resolve", unknown, "--tenant", "acme", "--epoch", "1", "--direct", "--applied", "--ref", "B-1", "--no-temporal-check", "--by", "ines"},
 				stdout: []string{"resolved " + unknown + " directly in the store as applied (tenant acme, " + st.where + "): by ines (oncekey-cli --direct), ref B-1"}},
 			{args: []string{"forget", "--tenant", "acme"}, code: exitUsage,
-				stderr: []string{"refusing without --yes: this deletes all 2 record(s) and 1 approval(s) of tenant \"acme\""}},
-			{args: []string{"forget", "--tenant", "acme", "--yes"}, stdout: []string{"deleted 2 record(s) and 1 approval(s) of tenant \"acme\" in " + st.where}},
+				stderr: []string{"refusing without --yes: this deletes all 2 record(s) and 1 approval(s) and 1 standing grant(s) of tenant \"acme\""}},
+			{args: []string{"forget", "--tenant", "acme", "--yes"}, stdout: []string{"deleted 2 record(s) and 1 approval(s) and 1 standing grant(s) of tenant \"acme\" in " + st.where,
+				"the tenant's standing grants are ended and gone: its calls that need approval wait for a person"}},
 			{args: []string{"forget", "--tenant", "acme", "--yes"}, code: exitNotFound, stderr: []string{"tenant \"acme\" has no records in " + st.where}},
 		} {
 			r := cli(t, st.env, tc.args...)
@@ -147,6 +151,27 @@ func TestStoreCommandsOnEveryStore(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
 		require.Len(t, views, 1)
 		require.Equal(t, "globex", views[0].Tenant, "forget touches one tenant only")
+
+		// The grant is gone, its reason with it, and a call of the tenant after the forget
+		// waits for a person: the worker's lookup finds no grant, and none approves it.
+		_, err = s.GetGrant(context.Background(), grant.ID)
+		require.ErrorIs(t, err, oncekey.ErrNotFound)
+		found, err := s.ListGrants(context.Background(), &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "Refund", Status: oncekey.GrantActive})
+		require.NoError(t, err)
+		require.Empty(t, found.Grants)
+		later := seedApproval(t, s, "acme", "Refund", "wf-5", "refund", "refund 13.00 EUR")
+		ap, err := s.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: later})
+		require.NoError(t, err)
+		_, err = s.ApproveByGrant(context.Background(), &oncekey.ApproveByGrantParams{Tenant: "acme", OperationKey: later, Episode: ap.Episode,
+			Token: ap.Token, GrantID: grant.ID, WorkflowID: "wf-5", Retention: time.Hour})
+		var na *oncekey.GrantNotActiveError
+		require.ErrorAs(t, err, &na)
+		ap, err = s.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: later})
+		require.NoError(t, err)
+		require.Equal(t, oncekey.ApprovalPending, ap.Status, "the call waits for a person")
+		r = cli(t, st.env, "grants", "--status", "all", "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.NotContains(t, r.stdout, "Jane Doe")
 	})
 }
 
