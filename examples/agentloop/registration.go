@@ -28,8 +28,10 @@ import (
 // receipt lookups of the Effectful tools.
 func NewRegistry(lookup string, hc *http.Client) (*oncekey.Registry, error) {
 	reg := oncekey.NewRegistry()
-	// ToolExecutorInput's JSON members: the tool's name at "tool_name", its arguments at "arguments".
-	err := reg.Route("ToolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments"})
+	// ToolExecutorInput's JSON members: the tool's name at "tool_name", its arguments at
+	// "arguments". Given the activity's function, Route checks both paths against its input type
+	// now, so a wrong path fails here rather than at the first call.
+	err := reg.Route((*Activities)(nil).ToolExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"})
 	if err == nil {
 		err = oncekey.SetTool[map[string]any](reg, ToolWeather, oncekey.Policy{Effect: oncekey.ReadOnly})
 	}
