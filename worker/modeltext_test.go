@@ -474,3 +474,10 @@ func TestE2EModelReadsUnknownAfterEscalation(t *testing.T) {
 	require.Contains(t, out[0].Detail, "oncekey resolve "+res.Records[0].OperationKey+" --direct --schema "+e.schema)
 	require.Contains(t, out[0].Detail, lostAnswer)
 }
+
+// detail is the operator's account of an oncekey error (interceptor.Details.Message): the error's
+// own message is the text for a model.
+func detail(err error) string {
+	d, _ := interceptor.ErrorDetails(err)
+	return d.Message
+}
