@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -32,9 +33,11 @@ type shop struct {
 	mu      sync.Mutex
 	effects map[string]int
 	bodies  map[string]int
+	// gate holds HoldOrder's body until it is closed.
+	gate chan struct{}
 }
 
-func newShop() *shop { return &shop{effects: map[string]int{}, bodies: map[string]int{}} }
+func newShop() *shop { return &shop{effects: map[string]int{}, bodies: map[string]int{}, gate: make(chan struct{})} }
 
 // ShopArgs are the arguments of every shop tool, as a model gives them.
 type ShopArgs struct {
@@ -122,6 +125,31 @@ func (s *shop) LookupStock(ctx context.Context, in ShopArgs) (string, error) {
 	s.body("LookupStock")
 	return s.effect("LookupStock"), nil
 }
+
+// HoldOrder acts once the gate opens; ShipOrder acts at once. Both are keyed by the order alone.
+func (s *shop) HoldOrder(ctx context.Context, in ShopArgs) (string, error) {
+	s.body("HoldOrder")
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return "", oncekey.NotApplied(ctx.Err())
+	}
+	return s.effect("HoldOrder"), nil
+}
+
+func (s *shop) ShipOrder(ctx context.Context, in ShopArgs) (string, error) {
+	s.body("ShipOrder")
+	return s.effect("ShipOrder"), nil
+}
+
+// byOrderID keys a call by its order alone (oncekey.ExplicitKey), across workflows.
+var byOrderID = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
+	var a ShopArgs
+	if err := json.Unmarshal(op.ArgsJSON, &a); err != nil {
+		return "", err
+	}
+	return a.OrderID, nil
+})
 
 // AwaitSignature hands its result to a completion from outside the worker, which oncekey refuses.
 func (s *shop) AwaitSignature(ctx context.Context, in ShopArgs) (string, error) {
@@ -224,6 +252,8 @@ func setupModelText(t *testing.T, escalation time.Duration) *modelTextEnv {
 		{s.ChargeCard, effectful}, {s.SendNotice, ask(0)}, {s.ExportReport, ask(2 * time.Second)}, {s.DeleteAccount, never},
 		{s.ArchiveCase, oncekey.Policy{Effect: oncekey.Effectful, RequireStepID: true}}, {s.LookupStock, effectful},
 		{s.AwaitSignature, effectful},
+		{s.HoldOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: byOrderID, Lease: 3 * time.Second, WaitInFlight: -1}},
+		{s.ShipOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: byOrderID, Lease: time.Second, Retention: 2 * time.Second}},
 	} {
 		require.NoError(t, reg.Set(r.fn, r.p))
 	}
@@ -237,7 +267,7 @@ func setupModelText(t *testing.T, escalation time.Duration) *modelTextEnv {
 	w := sdkworker.New(e.c, e.tq, sdkworker.Options{})
 	w.RegisterWorkflow(ModelLoopWorkflow)
 	for _, fn := range []any{s.OpenTicket, s.BookCourier, s.RefundOrder, s.CancelOrder, s.ChargeCard, s.SendNotice,
-		s.ExportReport, s.DeleteAccount, s.ArchiveCase, s.LookupStock, s.AwaitSignature} {
+		s.ExportReport, s.DeleteAccount, s.ArchiveCase, s.LookupStock, s.AwaitSignature, s.HoldOrder, s.ShipOrder} {
 		w.RegisterActivity(fn)
 	}
 	require.NoError(t, w.Start())
@@ -480,4 +510,46 @@ func TestE2EModelReadsUnknownAfterEscalation(t *testing.T) {
 func detail(err error) string {
 	d, _ := interceptor.ErrorDetails(err)
 	return d.Message
+}
+
+// A call that finds its operation running in another workflow, and one whose operation is past
+// retention (a tombstone), read the texts for a model of in_flight and expired: nothing ran for
+// them, and the one effect is the first call's.
+func TestE2EModelReadsInFlightAndExpired(t *testing.T) {
+	t.Parallel()
+	e := setupModelText(t, 0)
+	act := func(tool, text, typ string, retryable bool) string {
+		return fmt.Sprintf("Error executing tool: activity error (type: %s, scheduledEventID: …, startedEventID: …, identity: …): %s (type: %s, retryable: %v)",
+			tool, text, typ, retryable)
+	}
+
+	holder := e.start(t, "modeltext-holder", LoopCall{Tool: "HoldOrder", Args: ShopArgs{OrderID: "H-1"}})
+	require.Eventually(t, func() bool { _, bodies := e.shop.count("HoldOrder"); return bodies == 1 }, 30*time.Second, 50*time.Millisecond)
+	waiter := e.start(t, "modeltext-in-flight", LoopCall{Tool: "HoldOrder", Args: ShopArgs{OrderID: "H-1"}})
+	out := answers(t, waiter)
+	e.assertFitForModel(t, "in flight", out[0], waiter, oncekey.ErrTypeInFlight, act("HoldOrder",
+		"Still running: the same call is in progress and nothing new was started. Wait retry_after_seconds, then make the "+
+			"same call again with the same arguments to get its result. retry_after_seconds: 1.", oncekey.ErrTypeInFlight, true))
+	close(e.shop.gate)
+	out = answers(t, holder)
+	require.Equal(t, "HoldOrder-1", out[0].Result)
+	effects, bodies := e.shop.count("HoldOrder")
+	require.Equal(t, 1, effects, "in flight: one effect, the holder's")
+	require.Equal(t, 1, bodies, "in flight: the waiting call ran nothing")
+
+	out = answers(t, e.start(t, "modeltext-ship", LoopCall{Tool: "ShipOrder", Args: ShopArgs{OrderID: "S-1"}}))
+	require.Equal(t, "ShipOrder-1", out[0].Result)
+	// Wait for the record to become a tombstone: past its 2 s retention, purged.
+	require.Eventually(t, func() bool {
+		res, err := e.store.Purge(context.Background(), &oncekey.PurgeParams{Rest: -1})
+		return err == nil && res.Tombstoned == 1
+	}, 30*time.Second, 100*time.Millisecond, "the record never became a tombstone")
+	expired := e.start(t, "modeltext-expired", LoopCall{Tool: "ShipOrder", Args: ShopArgs{OrderID: "S-1"}})
+	out = answers(t, expired)
+	e.assertFitForModel(t, "expired", out[0], expired, oncekey.ErrTypeExpired, act("ShipOrder",
+		"Too old: this operation is past the time its outcome is kept, so it was not done again. Ask the user before doing "+
+			"it as a new action.", oncekey.ErrTypeExpired, false))
+	effects, bodies = e.shop.count("ShipOrder")
+	require.Equal(t, 1, effects, "expired: never a silent second shipment")
+	require.Equal(t, 1, bodies)
 }
