@@ -37,7 +37,9 @@ type shop struct {
 	gate chan struct{}
 }
 
-func newShop() *shop { return &shop{effects: map[string]int{}, bodies: map[string]int{}, gate: make(chan struct{})} }
+func newShop() *shop {
+	return &shop{effects: map[string]int{}, bodies: map[string]int{}, gate: make(chan struct{})}
+}
 
 // ShopArgs are the arguments of every shop tool, as a model gives them.
 type ShopArgs struct {
