@@ -1,6 +1,7 @@
 package interceptor
 
 import (
+	"errors"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -19,7 +20,11 @@ func newError(msg, typ string, opts temporal.ApplicationErrorOptions, d Details)
 	if d.Message == "" {
 		d.Message = msg
 	}
-	if typ != oncekey.ErrTypeFailed && typ != oncekey.ErrTypeNotApplied && opts.Cause != nil {
+	switch {
+	case opts.Cause == nil:
+	case typ == oncekey.ErrTypeFailed || typ == oncekey.ErrTypeNotApplied:
+		opts.Cause = toolCause(opts.Cause)
+	default:
 		if c := operatorText(opts.Cause); !strings.Contains(d.Message, c) {
 			d.Message += ": " + c
 		}
@@ -28,6 +33,18 @@ func newError(msg, typ string, opts temporal.ApplicationErrorOptions, d Details)
 	opts.Details = []any{d}
 	probe := temporal.NewApplicationErrorWithOptions("", typ, opts)
 	return temporal.NewApplicationErrorWithOptions(oncekey.ErrorText(oncekey.Label(nil, probe)), typ, opts)
+}
+
+// toolCause is the cause a definite failure or a not-applied refusal carries to the workflow: the
+// tool's own application error when its error holds one (its type is the tool's), else an
+// application error of no type with the error's text, so that what the workflow prints is the
+// tool's words and no Go type name.
+func toolCause(err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr
+	}
+	return temporal.NewApplicationError(err.Error(), "")
 }
 
 // workflowError is the non-retryable error of type typ the workflow side returns (newError).
