@@ -411,6 +411,9 @@ func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 	require.Contains(t, out[0].Detail, "none waits for the key now: run the step again to start a new one")
 	require.Contains(t, out[0].Detail, "write the decision to the store with `oncekey resolve "+key+" --direct --schema support --namespace "+testNamespace+
 		" --tenant acme --epoch <epoch> --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
+	// What the workflow's err.Error() says is the text for a model, with none of that.
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeUnknown, oncekey.NextReconcile, "")+
+		" (type: oncekey.IndeterminateOutcome, retryable: false)", out[0].Err)
 	require.Empty(t, out[1].Err)
 	require.Equal(t, "T-1", out[1].Ticket.ID, "the second run of the step was settled by the resolution")
 	effects, bodies := ds.counts()
