@@ -157,8 +157,8 @@ func (e *FingerprintMismatchError) Error() string {
 	}
 	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments; nothing ran. "+
 		"For a new operation use a new step ID; if the difference is noise the model regenerates (a trace ID, a timestamp), "+
-		"exclude that field with Policy.Exclude; if the tool's contract changed, bump Policy.Version "+
-		"(a policy change applies to records made after it, not to this one)", e.OperationKey, e.Tool)
+		"exclude that field with Policy.Exclude; if the tool's contract changed, bump Policy.Version and list the old "+
+		"version in Policy.Previous, so that records made before the change are still answered", e.OperationKey, e.Tool)
 }
 
 func keyed(fp string) bool { return strings.HasPrefix(fp, KeyedFingerprintPrefix) }

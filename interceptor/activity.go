@@ -82,6 +82,9 @@ type call struct {
 	httpProof httpproof.Proof
 	// epoch is the epoch of the record marked unknown, for the resolve command in messages.
 	epoch int64
+	// cause is the error behind the call's last application error (appError), which an OnEvent
+	// hook reaches through Event.Err; nil for none.
+	cause error
 	// needsApproval: the policy's ApprovalPolicy.Required says the call needs a person's approval;
 	// summary is then what the person is shown, derived here from the policy and the arguments.
 	needsApproval bool
@@ -555,11 +558,10 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 			}
 			retry := pollAfter(c.policy, c.root.took.typical(c.tool), untilLease)
 			e := &oncekey.InFlightError{OperationKey: c.key, Tool: c.tool, RetryAfter: retry}
-			return nil, nil, temporal.NewApplicationErrorWithOptions(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
+			return nil, nil, newError(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
 				NextRetryDelay: retry,
-				Details:        []any{c.details("another attempt holds the claim", false)},
 				Category:       temporal.ApplicationErrorCategoryBenign,
-			})
+			}, c.details("another attempt holds the claim", false))
 		}
 		wait := min(backoff, time.Until(deadline))
 		backoff = min(backoff*2, 2*time.Second)
@@ -928,12 +930,12 @@ func (c *call) provenNotApplied(ctx context.Context, epoch int64, bodyErr error)
 	_ = errors.As(temporal.NewNonRetryableApplicationError(bodyErr.Error(), oncekey.ErrTypeNotApplied, nil), &typed)
 	c.rememberFailure(ctx, epoch, c.policy.RememberFailures && !p.Retryable, bodyErr, typed)
 	c.outcome = oncekey.OutcomeFailed
-	return temporal.NewApplicationErrorWithOptions(bodyErr.Error(), oncekey.ErrTypeNotApplied, temporal.ApplicationErrorOptions{
+	c.cause = bodyErr
+	return newError(bodyErr.Error(), oncekey.ErrTypeNotApplied, temporal.ApplicationErrorOptions{
 		NonRetryable:   !p.Retryable,
 		NextRetryDelay: p.RetryAfter,
 		Cause:          bodyErr,
-		Details:        []any{c.details(p.Reason(), false)},
-	})
+	}, c.details(p.Reason(), false))
 }
 
 // handOffRefused ends an Effectful or Transactional call whose body returned
@@ -1072,17 +1074,19 @@ func (c *call) details(reason string, replay bool) Details {
 }
 
 func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason string, replay bool) error {
+	c.cause = cause
 	return detailedError(msg, typ, nonRetryable, cause, c.details(reason, replay))
 }
 
-// detailedError is the call's application error of type typ with details d, in the benign
-// category when typ is an expected refusal.
+// detailedError is the call's application error of type typ with details d (newError: msg, the
+// operator's account, goes into d.Message), in the benign category when typ is an expected
+// refusal.
 func detailedError(msg, typ string, nonRetryable bool, cause error, d Details) error {
-	opts := temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, Cause: cause, Details: []any{d}}
+	opts := temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, Cause: cause}
 	if expectedRefusal(typ) {
 		opts.Category = temporal.ApplicationErrorCategoryBenign
 	}
-	return temporal.NewApplicationErrorWithOptions(msg, typ, opts)
+	return newError(msg, typ, opts, d)
 }
 
 // expectedRefusal reports whether an error of type typ is an answer the protocol gives in normal
@@ -1117,6 +1121,10 @@ func (c *call) report(ctx context.Context, err error) {
 	if errors.As(err, &appErr) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
+	if d, ok := ErrorDetails(err); ok && d.Message != "" {
+		// The error's message is the text for a model; the operator's account is here.
+		kv = append(kv, "detail", d.Message)
+	}
 	logger := c.logger(ctx)
 	if c.outcome == oncekey.OutcomeConflict {
 		// Expected, but usually a caller's mistake (a field the key misses, a field to Exclude):
@@ -1128,9 +1136,18 @@ func (c *call) report(ctx context.Context, err error) {
 	if f := c.root.opts.OnEvent; f != nil {
 		f(Event{
 			Tool: c.tool, KeyPrefix: keyPrefix(c.key), Tenant: c.op.Tenant, Effect: c.policy.Effect,
-			Outcome: c.outcome, Duration: time.Since(c.start), ClaimLatency: c.claimLatency, Err: err,
+			Outcome: c.outcome, Duration: time.Since(c.start), ClaimLatency: c.claimLatency, Err: c.eventErr(err),
 		})
 	}
+}
+
+// eventErr is Event.Err for the call's error err: err, through which errors.As also reaches the
+// cause its message leaves out (newError), when there is one.
+func (c *call) eventErr(err error) error {
+	if err == nil || c.cause == nil {
+		return err
+	}
+	return &causedError{err: err, cause: c.cause}
 }
 
 // leaseRenewer renews a claim's lease every Lease/3 while the body runs, until the attempt's

@@ -152,7 +152,7 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 		err = errors.New(req.Err)
 	}
 	if err != nil {
-		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf("oncekey: %s was not scheduled: %v", a.name, err),
+		return failedFuture(ctx, workflowError(fmt.Sprintf("oncekey: %s was not scheduled: %v", a.name, err),
 			oncekey.ErrTypeConfig, nil, Details{Tenant: a.tenant, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: "approval not asked"}))
 	}
 	if !req.Required {
@@ -308,7 +308,7 @@ func (a *approvalCall) undecided(key string, err error) error {
 		msg = fmt.Sprintf("oncekey: the approval workflow %s of %s ended without a decision (%v); nothing ran: call it again to ask anew",
 			id, a.name, err)
 	}
-	return temporal.NewNonRetryableApplicationError(msg, oncekey.ErrTypeApproval, err,
+	return workflowError(msg, oncekey.ErrTypeApproval, err,
 		Details{Tenant: a.tenant, OperationKey: key, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: reasonNotApproved})
 }
 
@@ -339,7 +339,7 @@ func (a *approvalCall) refusal(req approvalRequest, out reconcile.ApprovalOutput
 	if out.FingerprintMismatch || (out.Fingerprint != "" && out.Fingerprint != req.Fingerprint) {
 		e := &oncekey.FingerprintMismatchError{OperationKey: req.Key, Tool: a.name, Stored: out.Fingerprint, Got: req.Fingerprint}
 		d.Reason = "fingerprint mismatch"
-		return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeFingerprintMismatch, nil, d)
+		return workflowError(e.Error(), oncekey.ErrTypeFingerprintMismatch, nil, d)
 	}
 	if out.Status == oncekey.ApprovalApproved || (out.Status == oncekey.ApprovalReplaced && len(out.Arguments) > 0 && a.edit != nil) {
 		return nil
@@ -360,5 +360,5 @@ func (a *approvalCall) refusal(req approvalRequest, out reconcile.ApprovalOutput
 	}
 	e := &oncekey.ApprovalRequiredError{Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Status: out.Status,
 		Episode: out.Episode, DecidedBy: out.DecidedBy, Reason: out.Reason, EditedAs: out.EditedAs}
-	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeApproval, nil, d)
+	return workflowError(e.Error(), oncekey.ErrTypeApproval, nil, d)
 }

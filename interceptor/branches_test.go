@@ -64,8 +64,8 @@ func TestSuiteFailedIsRememberedAndReplayed(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeFailed, out[0].Type)
 	require.Contains(t, out[0].Err, "customer account closed")
 	require.Equal(t, oncekey.ErrTypeFailed, out[1].Type)
-	require.Contains(t, out[1].Err, "replaying the remembered failure")
-	require.Contains(t, out[1].Err, "customer account closed")
+	require.Contains(t, out[1].Detail, "replaying the remembered failure")
+	require.Contains(t, out[1].Detail, "customer account closed")
 	effects, bodies := ds.counts()
 	require.Equal(t, 0, effects)
 	require.Equal(t, 1, bodies, "the repeat got the stored failure without running")
@@ -83,7 +83,7 @@ func TestSuiteNonRetryableNotAppliedRemembered(t *testing.T) {
 	}})
 	require.Equal(t, oncekey.ErrTypeNotApplied, out[0].Type, "non-retryable: the workflow side does not re-schedule it")
 	require.Equal(t, oncekey.ErrTypeFailed, out[1].Type)
-	require.Contains(t, out[1].Err, "invalid customer")
+	require.Contains(t, out[1].Detail, "invalid customer")
 	_, bodies := ds.counts()
 	require.Equal(t, 1, bodies)
 }
@@ -244,7 +244,7 @@ func TestSuiteLocalActivityRefused(t *testing.T) {
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1, Local: true}}})
 	require.Equal(t, oncekey.ErrTypeConfig, out[0].Type)
-	require.Contains(t, out[0].Err, "local activity")
+	require.Contains(t, out[0].Detail, "local activity")
 	_, bodies := ds.counts()
 	require.Equal(t, 0, bodies)
 }
@@ -322,7 +322,7 @@ func TestSuiteVerifyFailureIsUnknownThenFailed(t *testing.T) {
 	})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Equal(t, oncekey.ErrTypeFailed, out[0].Type)
-	require.Contains(t, out[0].Err, "ticket voided by hand")
+	require.Contains(t, out[0].Detail, "ticket voided by hand")
 	_, bodies := ds.counts()
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
@@ -361,8 +361,8 @@ func TestSuiteEscalationTimeout(t *testing.T) {
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) { o.EscalationTimeout = time.Hour })
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
-	require.Contains(t, out[0].Err, "nobody resolved")
-	require.Contains(t, out[0].Err, "1h0m0s")
+	require.Contains(t, out[0].Detail, "nobody resolved")
+	require.Contains(t, out[0].Detail, "1h0m0s")
 	recs := s.records(t)
 	require.Equal(t, oncekey.StatusUnknown, recs[0].Status, "an escalation loses nothing: the record stays unknown")
 }
@@ -375,8 +375,8 @@ func TestSuiteEscalationTimeoutDefault(t *testing.T) {
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
-	require.Contains(t, out[0].Err, "nobody resolved")
-	require.Contains(t, out[0].Err, interceptor.DefaultEscalationTimeout.String())
+	require.Contains(t, out[0].Detail, "nobody resolved")
+	require.Contains(t, out[0].Detail, interceptor.DefaultEscalationTimeout.String())
 	require.Equal(t, oncekey.OutcomeUnknown, out[0].Label)
 	require.Equal(t, oncekey.NextReconcile, out[0].Next)
 	recs := s.records(t)
@@ -407,10 +407,13 @@ func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 	}})
 	key := s.records(t)[0].OperationKey
 	require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type)
-	require.Contains(t, out[0].Err, "nobody resolved")
-	require.Contains(t, out[0].Err, "none waits for the key now: run the step again to start a new one")
-	require.Contains(t, out[0].Err, "write the decision to the store with `oncekey resolve "+key+" --direct --schema support --namespace "+testNamespace+
+	require.Contains(t, out[0].Detail, "nobody resolved")
+	require.Contains(t, out[0].Detail, "none waits for the key now: run the step again to start a new one")
+	require.Contains(t, out[0].Detail, "write the decision to the store with `oncekey resolve "+key+" --direct --schema support --namespace "+testNamespace+
 		" --tenant acme --epoch <epoch> --applied --ref <receipt> --result '<result JSON>'` (it landed), or the same with `--not-applied` (it did not) or `--failed`")
+	// What the workflow's err.Error() says is the text for a model, with none of that.
+	require.Equal(t, oncekey.ModelText(oncekey.OutcomeUnknown, oncekey.NextReconcile, "")+
+		" (type: oncekey.IndeterminateOutcome, retryable: false)", out[0].Err)
 	require.Empty(t, out[1].Err)
 	require.Equal(t, "T-1", out[1].Ticket.ID, "the second run of the step was settled by the resolution")
 	effects, bodies := ds.counts()

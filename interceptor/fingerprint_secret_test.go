@@ -38,10 +38,10 @@ func TestSuiteFingerprintSecret(t *testing.T) {
 	plain := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: sharedStore})
 	out = plain.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Equal(t, oncekey.ErrTypeFingerprintMismatch, out[0].Type, out[0].Err)
-	require.Contains(t, out[0].Err, "FingerprintSecret")
-	require.NotContains(t, out[0].Err, strings.TrimPrefix(fp, "k1_")[:8])
-	require.False(t, regexp.MustCompile(`[0-9a-f]{12}`).MatchString(strings.ReplaceAll(out[0].Err, res.Records[0].OperationKey, "")),
-		"no digest digits: %s", out[0].Err)
+	require.Contains(t, out[0].Detail, "FingerprintSecret")
+	require.NotContains(t, out[0].Detail, strings.TrimPrefix(fp, "k1_")[:8])
+	require.False(t, regexp.MustCompile(`[0-9a-f]{12}`).MatchString(strings.ReplaceAll(out[0].Detail, res.Records[0].OperationKey, "")),
+		"no digest digits: %s", out[0].Detail)
 	effects, _ := ds.counts()
 	require.Equal(t, 1, effects)
 }

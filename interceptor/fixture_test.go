@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/interceptor"
 )
 
 // downstream is a fake downstream service the tests own. It counts its own effects (tickets it
@@ -173,6 +174,9 @@ type callResult struct {
 	Ticket Ticket `json:"ticket"`
 	Text   string `json:"text"`
 	Err    string `json:"err,omitempty"`
+	// Detail is the operator's account of the error (interceptor.Details.Message); Err, what
+	// the workflow's err.Error() says, is the text for a model.
+	Detail string `json:"detail,omitempty"`
 	Type   string `json:"type,omitempty"`
 	// Label and Next are oncekey.Label's status and next action for the error, computed in the
 	// workflow as a user's workflow would.
@@ -232,6 +236,9 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 		}
 		if err != nil {
 			r.Err = err.Error()
+			if d, ok := interceptor.ErrorDetails(err); ok {
+				r.Detail = d.Message
+			}
 			r.Type = errType(err)
 			tr := oncekey.Label(nil, err)
 			r.Label, r.Next = tr.Status, tr.NextAction

@@ -81,7 +81,7 @@ func TestSuiteHookPanicBeforeClaimIsConfigError(t *testing.T) {
 
 				require.Equal(t, oncekey.ErrTypeConfig, out[0].Type, out[0].Err)
 				for _, want := range []string{"CreateTicket", h.hook, "panicked", h.panic, "did not run"} {
-					require.Contains(t, out[0].Err, want)
+					require.Contains(t, out[0].Detail, want)
 				}
 				require.Equal(t, oncekey.OutcomeFailed, out[0].Label)
 				require.Equal(t, oncekey.NextStop, out[0].Next)
@@ -125,8 +125,10 @@ func TestActivityTenantHookPanicIsConfigError(t *testing.T) {
 	require.True(t, errors.As(err, &appErr), "%T: %v", err, err)
 	require.Equal(t, oncekey.ErrTypeConfig, appErr.Type())
 	require.True(t, appErr.NonRetryable())
+	d, ok := interceptor.ErrorDetails(err)
+	require.True(t, ok)
 	for _, want := range []string{"CreateTicket", "Options.Tenant", "panicked", "tenant lookup bug", "did not run"} {
-		require.Contains(t, appErr.Error(), want)
+		require.Contains(t, d.Message, want)
 	}
 	_, bodies := ds.counts()
 	require.Equal(t, 0, bodies)

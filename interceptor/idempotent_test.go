@@ -195,7 +195,7 @@ func TestSuiteIdempotentVerifyAlwaysRejects(t *testing.T) {
 	w := watch(s)
 	out := s.run(t, workflowInput{MaxAttempts: 2, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 	require.Equal(t, oncekey.ErrTypeUnsettled, out[0].Type, out[0].Err)
-	require.Contains(t, out[0].Err, "wrong queue")
+	require.Contains(t, out[0].Detail, "wrong queue")
 	effects, bodies := ds.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 2, bodies, "each attempt ran the body")

@@ -43,6 +43,10 @@ type Details struct {
 	// ModelMessage is what the person who decided the call's approval said to the model
 	// (oncekey.Approval.ModelMessage), for oncekey.Label to put into ToolResult.Message.
 	ModelMessage string `json:"model_message,omitempty"`
+	// Message is the operator's account of the error: what happened, with the tool, the operation
+	// key, the cause and what to do (an `oncekey resolve` command, a field to fix). The error's own
+	// message is the text for a model (oncekey.ErrorText), which carries none of it.
+	Message string `json:"message,omitempty"`
 }
 
 // ApprovalDetails is the approval request behind a refusal (Details.Approval), as the worker

@@ -32,15 +32,17 @@ type Event struct {
 	KeyPrefix string
 	Tenant    string
 	Effect    oncekey.Effect
-	// Outcome is the outcome label: applied, replayed, in_flight, rejected, unknown, expired or
-	// failed.
+	// Outcome is the outcome label: applied, replayed, in_flight, conflict, rejected, unknown,
+	// expired or failed.
 	Outcome oncekey.Outcome
 	// Duration is the time from the start of the interception to the answer, body included.
 	Duration time.Duration
 	// ClaimLatency is the time spent in Store.Claim round trips, repeats included (zero if none was
 	// made).
 	ClaimLatency time.Duration
-	// Err is the error returned to Temporal, nil on success.
+	// Err is the error returned to Temporal, nil on success. Its message is the text for a model
+	// (oncekey.ErrorText); ErrorDetails(Err).Message is the operator's account, and errors.As also
+	// reaches the error behind it (a store's, the body's) that the message leaves out.
 	Err error
 }
 

@@ -132,7 +132,7 @@ func (c *call) reconcileInput(cause error) (reconcile.Input, string) {
 		OperationKey:      c.key,
 		Tool:              c.tool,
 		StepID:            c.op.Step(),
-		Reason:            cause.Error(),
+		Reason:            operatorText(cause),
 		EscalationTimeout: c.root.opts.EscalationTimeout,
 		MetricsTenant:     c.root.opts.MetricsTenantTag,
 		SearchAttributes:  c.root.opts.SearchAttributes,

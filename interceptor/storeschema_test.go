@@ -61,9 +61,9 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 
 			require.Equal(t, oncekey.ErrTypeConfig, out[0].Type, out[0].Err)
 			require.Contains(t, out[0].Err, "retryable: false")
-			require.Contains(t, out[0].Err, "table oncekey_operations not found in the connection's search_path")
-			require.Contains(t, out[0].Err, "run pgstore.Migrate / pgstore.MigrateSchema (or `oncekey migrate [--schema S]`) on this database")
-			require.Contains(t, out[0].Err, "or set pgstore.Options.Schema to the schema you migrated")
+			require.Contains(t, out[0].Detail, "table oncekey_operations not found in the connection's search_path")
+			require.Contains(t, out[0].Detail, "run pgstore.Migrate / pgstore.MigrateSchema (or `oncekey migrate [--schema S]`) on this database")
+			require.Contains(t, out[0].Detail, "or set pgstore.Options.Schema to the schema you migrated")
 			require.NotContains(t, out[0].Err, oncekey.ErrTypeStoreUnavailable)
 			require.Equal(t, oncekey.OutcomeFailed, out[0].Label)
 			require.Equal(t, oncekey.NextStop, out[0].Next)

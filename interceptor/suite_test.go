@@ -283,8 +283,8 @@ func TestSuiteRequireStepID(t *testing.T) {
 		{StepID: "create_ticket", Tool: "CreateTicket", Req: req1},
 	}})
 	require.Equal(t, oncekey.ErrTypeConfig, out[0].Type)
-	require.Contains(t, out[0].Err, "WithStepID")
-	require.Contains(t, out[0].Err, "CreateTicket")
+	require.Contains(t, out[0].Detail, "WithStepID")
+	require.Contains(t, out[0].Detail, "CreateTicket")
 	require.Equal(t, oncekey.OutcomeFailed, out[0].Label, "Label reads the refusal made in workflow code")
 	require.Equal(t, oncekey.NextStop, out[0].Next)
 	require.Empty(t, out[1].Err)

@@ -39,9 +39,13 @@ func TestUndecidedSaysWhatToDo(t *testing.T) {
 		require.ErrorAs(t, err, &appErr)
 		require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
 		require.True(t, appErr.NonRetryable())
+		d, ok := ErrorDetails(err)
+		require.True(t, ok)
 		for _, w := range c.want {
-			require.Contains(t, err.Error(), w)
+			require.Contains(t, d.Message, w)
 		}
-		require.NotContains(t, err.Error(), c.notWants)
+		require.NotContains(t, d.Message, c.notWants)
+		require.Equal(t, oncekey.ModelText(oncekey.OutcomeRejected, oncekey.NextAsk, oncekey.ReasonNotApproved), appErr.Message(),
+			"the workflow's message is the text for a model")
 	}
 }

@@ -156,11 +156,11 @@ func (w *workflowOutbound) asReceived(ctx workflow.Context, activityType string,
 func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	r, _, claimed, err := w.resolve(activityType, args)
 	if err != nil {
-		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
+		return failedFuture(ctx, workflowError(err.Error(), oncekey.ErrTypeConfig, nil,
 			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	if claimed {
-		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
+		return failedFuture(ctx, workflowError(
 			fmt.Sprintf("oncekey: %s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", r.Tool, r.Policy.Effect),
 			oncekey.ErrTypeConfig, nil, Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "local activity"}))
 	}
@@ -170,20 +170,20 @@ func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityTy
 func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	r, doc, claimed, err := w.resolve(activityType, args)
 	if err != nil {
-		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
+		return failedFuture(ctx, workflowError(err.Error(), oncekey.ErrTypeConfig, nil,
 			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	if !claimed {
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	if r, doc, err = w.asReceived(ctx, activityType, args, r, doc); err != nil {
-		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeConfig, nil,
+		return failedFuture(ctx, workflowError(err.Error(), oncekey.ErrTypeConfig, nil,
 			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	p := r.Policy
 	stepID, hasStep := oncekey.StepID(ctx)
 	if p.Effect == oncekey.Effectful && p.RequireStepID && !hasStep {
-		return failedFuture(ctx, temporal.NewNonRetryableApplicationError(
+		return failedFuture(ctx, workflowError(
 			fmt.Sprintf("oncekey: %s requires an explicit step ID (Policy.RequireStepID): schedule it with ctx = oncekey.WithStepID(ctx, \"<stable step name>\")", r.Tool),
 			oncekey.ErrTypeConfig, nil, Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "missing step ID"}))
 	}
@@ -194,24 +194,24 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			if pl, err := dc.ToPayload(stepID); err == nil {
 				h[oncekey.HeaderStepID] = pl
 			} else {
-				return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode step ID header: "+err.Error(), oncekey.ErrTypeConfig, err))
+				return failedFuture(ctx, workflowError("oncekey: encode step ID header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 			}
 		}
 		if pl, err := dc.ToPayload(tenant); err == nil {
 			h[oncekey.HeaderTenant] = pl
 		} else {
-			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode tenant header: "+err.Error(), oncekey.ErrTypeConfig, err))
+			return failedFuture(ctx, workflowError("oncekey: encode tenant header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 		}
 		if pl, err := dc.ToPayload(json.RawMessage(doc)); err == nil {
 			h[oncekey.HeaderArgs] = pl
 		} else {
-			return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err))
+			return failedFuture(ctx, workflowError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 		}
 		if isCheck(ctx) {
 			// The check after a timeout (checkAfterTimeout): read the record, run nothing.
 			pl, err := dc.ToPayload(true)
 			if err != nil {
-				return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode check header: "+err.Error(), oncekey.ErrTypeConfig, err))
+				return failedFuture(ctx, workflowError("oncekey: encode check header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 			}
 			h[oncekey.HeaderCheck] = pl
 			return w.Next.ExecuteActivity(ctx, activityType, args...)
@@ -240,7 +240,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			// The call a person approved with edited arguments: the same tool, scheduled with
 			// them, pointing the worker at the original's approval (which the worker reads).
 			if r.Tool != activityType || len(args) != 1 {
-				return failedFuture(ctx, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				return failedFuture(ctx, workflowError(fmt.Sprintf(
 					"oncekey: %s was approved with edited arguments, but its activity takes its arguments in another shape (a Route, or several arguments); nothing ran", r.Tool),
 					oncekey.ErrTypeConfig, nil, Details{Tenant: tenant, OperationKey: original, Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "edit not schedulable"}))
 			}
@@ -253,7 +253,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 					name := hv.name
 					pl, err := dc.ToPayload(hv.v)
 					if err != nil {
-						return failedFuture(ctx, temporal.NewNonRetryableApplicationError("oncekey: encode header "+name+": "+err.Error(), oncekey.ErrTypeConfig, err))
+						return failedFuture(ctx, workflowError("oncekey: encode header "+name+": "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 					}
 					h[name] = pl
 				}
@@ -513,7 +513,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 					// Policy.Authorize before the stored result is replayed to it.
 					l.verifyRuns++
 					if l.verifyRuns > maxVerifyRuns {
-						s.SetError(temporal.NewNonRetryableApplicationError(
+						s.SetError(workflowError(
 							fmt.Sprintf("oncekey: %s was reconciled as applied, but running the step again to check this call against the record did not finish in %d tries: %v", l.tool, maxVerifyRuns, err),
 							oncekey.ErrTypeIndeterminate, err, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "applied decision not checked"}))
 						return
@@ -528,7 +528,8 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				}
 				ps, perr := payloadsOf(out.Result)
 				if perr != nil {
-					s.SetError(temporal.NewNonRetryableApplicationError("oncekey: resolved result of "+l.name+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr))
+					s.SetError(workflowError("oncekey: resolved result of "+l.name+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr,
+						Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "resolved result not decodable"}))
 					return
 				}
 				// The effect landed in an earlier attempt of this call: the result carries the outcome
@@ -546,7 +547,8 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				return
 			case reconcile.NotApplied:
 				logger.Info("oncekey: reconciled as not applied; running the tool again", "tool", l.name)
-				err = temporal.NewApplicationError("oncekey: "+l.name+" was reconciled as not applied", oncekey.ErrTypeNotApplied)
+				err = newError("oncekey: "+l.name+" was reconciled as not applied", oncekey.ErrTypeNotApplied, temporal.ApplicationErrorOptions{},
+					Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as not applied"})
 				// Run again after the user's backoff, inside the attempt bounds: a tool that keeps
 				// ending unknown and keeps being proven not applied must not loop without a pause.
 				delay = 0
@@ -555,9 +557,9 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				if msg == "" {
 					msg = "resolved as failed"
 				}
-				s.SetError(temporal.NewNonRetryableApplicationError(
+				s.SetError(workflowError(
 					fmt.Sprintf("oncekey: %s was reconciled as failed: %s", l.name, msg), oncekey.ErrTypeFailed, nil,
-					Details{Tenant: l.tenant, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
+					Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
 				return
 			}
 		} else if class != classRetry {
@@ -626,7 +628,7 @@ func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 	}
 	pl, err := l.w.root.opts.DataConverter.ToPayload(l.firstActivityID)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("oncekey: encode first activity ID header: "+err.Error(), oncekey.ErrTypeConfig, err)
+		return workflowError("oncekey: encode first activity ID header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(l.name))
 	}
 	h[oncekey.HeaderFirstActivityID] = pl
 	return nil
@@ -755,7 +757,7 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 		Tool:              l.name,
 		WorkflowID:        info.WorkflowExecution.ID,
 		StepID:            l.stepID,
-		Reason:            cause.Error(),
+		Reason:            operatorText(cause),
 		EscalationTimeout: l.w.root.opts.EscalationTimeout,
 		MetricsTenant:     l.w.root.opts.MetricsTenantTag,
 		SearchAttributes:  l.w.root.opts.SearchAttributes,
@@ -862,8 +864,8 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 	key, err := l.operationKey(ctx, cause)
 	l.reconciledKey = key
 	if err != nil {
-		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %v", l.name, err, cause),
+		return reconcile.Output{}, workflowError(
+			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %s", l.name, err, operatorText(cause)),
 			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
 	}
 	in, tq := l.reconcileInput(ctx, key, cause)
@@ -954,6 +956,12 @@ func (l *effectfulLoop) reconcileFailed(key string, err error) error {
 	e := &oncekey.IndeterminateOutcomeError{Namespace: l.namespace, Tenant: l.tenant, OperationKey: key, Tool: l.name,
 		Schema: l.w.root.storeSchema(), Unowned: true,
 		Cause: fmt.Errorf("reconciliation did not decide (%w) and none waits for the key now: run the step again to start a new one", err)}
-	return temporal.NewNonRetryableApplicationError(e.Error(), oncekey.ErrTypeIndeterminate, err,
+	return workflowError(e.Error(), oncekey.ErrTypeIndeterminate, err,
 		Details{Tenant: l.tenant, OperationKey: key, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
+}
+
+// headerDetails are the details of the error of a call of tool whose oncekey header did not
+// encode (the data converter refused the value).
+func headerDetails(tool string) Details {
+	return Details{Tool: tool, Outcome: oncekey.OutcomeRejected, Reason: "header not encodable"}
 }

@@ -216,7 +216,7 @@ func TestE2EApprovalTimedOut(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
-	require.Contains(t, appErr.Error(), "nobody approved CreateTicket in time")
+	require.Contains(t, detail(err), "nobody approved CreateTicket in time")
 	tr := oncekey.Label(nil, err)
 	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
 	require.Equal(t, oncekey.NextAsk, tr.NextAction)

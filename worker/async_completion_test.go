@@ -149,7 +149,7 @@ func TestE2EAsyncCompletionOfAnEffectfulToolIsRefused(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
 	require.Equal(t, oncekey.ErrTypeAsyncCompletion, appErr.Type())
-	require.Contains(t, appErr.Error(), "Register the part that waits for the completion as Idempotent or ReadOnly")
+	require.Contains(t, detail(err), "Register the part that waits for the completion as Idempotent or ReadOnly")
 	require.Equal(t, oncekey.OutcomeFailed, oncekey.Label(nil, err).Status)
 
 	err = e.c.CompleteActivity(context.Background(), x.token(t, 1), "APPROVED", nil)

@@ -242,7 +242,7 @@ func TestE2EStandaloneHeaderRefused(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeConfig, appErr.Type())
-	require.Contains(t, appErr.Error(), oncekey.HeaderStepID)
+	require.Contains(t, detail(err), oncekey.HeaderStepID)
 	requireRuns(t, l, 0, 0)
 	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
 	require.NoError(t, err)
