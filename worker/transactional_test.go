@@ -209,7 +209,7 @@ func TestTransactionalBodyErrorRollsBack(t *testing.T) {
 	}, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Delivered)
-	require.Equal(t, []string{e.record(t).OperationKey}, keys)
+	require.Equal(t, []string{pgstore.OutboxIdempotencyKey(e.record(t).Tenant, e.record(t).OperationKey, "receipt")}, keys)
 }
 
 // A body that outlives its attempt (it ignores its context): the retry takes the record over
