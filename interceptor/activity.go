@@ -677,6 +677,14 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 		return nil, c.lostClaim(lost)
 	}
+	if tx != nil && (panicked != nil || bodyErr != nil) {
+		// Rolled back now, so that a transaction the body ended itself is found before the
+		// claim is given back.
+		var misuse *oncekey.TxMisuseError
+		if errors.As(tx.Rollback(wctx), &misuse) || errors.As(bodyErr, &misuse) {
+			return nil, c.txMisused(wctx, epoch, misuse)
+		}
+	}
 	if panicked != nil {
 		perr := fmt.Errorf("%s panicked: %v", c.tool, panicked)
 		if effectful {
@@ -687,11 +695,6 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, perr
 	}
 	if bodyErr != nil {
-		var misuse *oncekey.TxMisuseError
-		if tx != nil && errors.As(bodyErr, &misuse) {
-			_ = tx.Rollback(wctx)
-			return nil, c.txMisused(wctx, epoch, misuse)
-		}
 		if errors.Is(bodyErr, activity.ErrResultPending) && c.policy.Effect != oncekey.Idempotent {
 			return nil, c.handOffRefused(wctx, epoch)
 		}
