@@ -511,7 +511,12 @@ func (c *call) checked(ctx context.Context, epoch int64) error {
 // existing handles a claim that found a record it could not acquire. It returns the answer (out
 // and err), or acquired when a later claim acquired the record after all.
 func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any, acquired *oncekey.ClaimResult, err error) {
-	deadline := time.Now().Add(c.policy.WaitInFlight)
+	wait := c.policy.WaitInFlight
+	if c.checkOnly(ctx) {
+		// A check after a timeout waits until the timed-out attempt's lease has run out.
+		wait = checkWait(c.policy)
+	}
+	deadline := time.Now().Add(wait)
 	backoff := 50 * time.Millisecond
 	for {
 		rec := res.Record

@@ -337,6 +337,66 @@ func TestTransactionalBodyCommitRefused(t *testing.T) {
 	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
 }
 
+// A body that ends its transaction through SQL and then fails: before, the statement committed
+// the first attempt's row at once, the rollback undid nothing, the claim was given back and the
+// retry wrote the row again (two rows). Through pgstore.Tx the statement is refused with a
+// TxMisuseError and not run, the first attempt's row rolls back with its failure, and the retry
+// writes once. Through Conn (which bypasses the checks) the row the statement committed cannot be
+// undone, but the ended transaction is found: the call fails, not retryable, and the record keeps
+// the failure, so nothing writes the row again.
+func TestTransactionalBodyEndingItsTransaction(t *testing.T) {
+	for _, tc := range []struct {
+		name, sql string
+		conn      bool
+		rows      int
+		bodies    int32
+		status    oncekey.Status
+	}{
+		{name: "COMMIT", sql: "COMMIT", rows: 1, bodies: 2, status: oncekey.StatusApplied},
+		{name: "END", sql: "END", rows: 1, bodies: 2, status: oncekey.StatusApplied},
+		{name: "commit; begin", sql: "commit; begin", rows: 1, bodies: 2, status: oncekey.StatusApplied},
+		{name: "Conn COMMIT", sql: "COMMIT", conn: true, rows: 1, bodies: 1, status: oncekey.StatusFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var refused error
+			cr := &credits{fault: func(ctx context.Context, attempt int32) error {
+				if attempt > 1 {
+					return nil
+				}
+				tx, _ := pgstore.Tx(ctx)
+				var err error
+				if tc.conn {
+					_, err = tx.Conn().Exec(ctx, tc.sql)
+				} else {
+					_, err = tx.Exec(ctx, tc.sql)
+				}
+				mu.Lock()
+				refused = err
+				mu.Unlock()
+				return errors.New("the rate service did not answer") // ignores the refusal, then fails
+			}}
+			e := setupTx(t, cr, oncekey.Policy{}, nil)
+			_, err := e.run(t, 1, false)
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.conn {
+				var appErr *temporal.ApplicationError
+				require.ErrorAs(t, err, &appErr)
+				require.Equal(t, oncekey.ErrTypeTxMisuse, appErr.Type())
+				require.NoError(t, refused)
+			} else {
+				require.NoError(t, err)
+				var misuse *oncekey.TxMisuseError
+				require.ErrorAs(t, refused, &misuse)
+			}
+			require.Equal(t, tc.bodies, cr.bodies.Load())
+			require.Equal(t, tc.rows, e.effects(t), "rows written")
+			require.Equal(t, tc.status, e.record(t).Status)
+		})
+	}
+}
+
 // memstore (like redisstore, tested in its module) cannot commit a tool's writes with its
 // record: a Transactional tool over it is refused when the worker is set up.
 func TestTransactionalRefusedOnMemstore(t *testing.T) {
