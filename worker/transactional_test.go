@@ -22,6 +22,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -398,6 +399,39 @@ func TestTransactionalBodyEndingItsTransaction(t *testing.T) {
 			require.Equal(t, tc.status, e.record(t).Status)
 		})
 	}
+}
+
+// A Transactional tool may ask for approval like the other claimed classes: nothing runs while
+// the approval waits; approved, the body runs once and its row commits with the record.
+func TestTransactionalWithApproval(t *testing.T) {
+	cr := &credits{}
+	e := setupTx(t, cr, oncekey.Policy{Approval: &oncekey.ApprovalPolicy{}}, nil)
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "tx-" + t.Name(), TaskQueue: e.tq,
+		WorkflowExecutionTimeout: 2 * time.Minute}, CreditWorkflow, CreditRequest{Account: "acme", Amount: 10}, 1, false)
+	require.NoError(t, err)
+	var a *oncekey.Approval
+	require.Eventually(t, func() bool {
+		res, err := e.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		if err != nil || len(res.Approvals) != 1 {
+			return false
+		}
+		a = res.Approvals[0]
+		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting
+	}, 30*time.Second, 100*time.Millisecond, "no approval came to wait for a person")
+	require.Equal(t, "AddCredit", a.Tool)
+	require.Equal(t, int32(0), cr.bodies.Load(), "the body ran before the approval")
+	require.Equal(t, 0, e.effects(t))
+
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: a.Tenant, DecidedBy: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	var got []CreditReceipt
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Len(t, got, 1)
+	require.Equal(t, int32(1), cr.bodies.Load())
+	require.Equal(t, 1, e.effects(t))
+	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
 }
 
 // memstore (like redisstore, tested in its module) cannot commit a tool's writes with its
