@@ -60,8 +60,8 @@ type StoreTx interface {
 // A use after the body returned (AfterReturn) is refused too, and is not run, but changes nothing
 // else: the call had ended, and what the body wrote before it returned committed or rolled back
 // with it. A transaction found ended when the body returned (Ended: a statement sent through
-// pgx.Tx.Conn, which the checks do not cover, committed or rolled it back) makes the call fail the
-// same way, but what the body wrote before that statement may have committed without the record:
+// pgx.Tx.Conn, which the checks do not cover, committed or rolled it back and left the connection
+// in no transaction) makes the call fail the same way, but what the body wrote before that statement may have committed without the record:
 // the record keeps the failure, so that no repeat runs the tool again.
 type TxMisuseError struct {
 	Tool string

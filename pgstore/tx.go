@@ -33,7 +33,8 @@ type txKey struct{}
 // use after the body returned is refused the same way (AfterReturn) and changes nothing else.
 // Begin (a savepoint) is refused without rolling back: run SAVEPOINT and ROLLBACK TO SAVEPOINT
 // with Exec instead. Conn and LargeObjects are the transaction's own and bypass these checks; a
-// transaction found ended through Conn when the body returns fails the call (Ended). Only the
+// transaction found ended through Conn when the body returns (the connection in no transaction)
+// fails the call (Ended), but one ended and begun again there is not found. Only the
 // writes made through it are covered: a call the body makes to another system is not.
 func Tx(ctx context.Context) (pgx.Tx, error) {
 	if t, ok := ctx.Value(txKey{}).(*bodyTx); ok {
