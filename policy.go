@@ -30,8 +30,8 @@ type Policy struct {
 	// Approval, if set, makes a person approve the call before its effect: the workflow waits
 	// durably for a decision on the operation key before the activity is scheduled (see
 	// ApprovalPolicy). Denied or timed out, the call fails as rejected (ApprovalRequiredError),
-	// non-retryable, and nothing runs. Only for Effectful and Idempotent tools; the worker's
-	// Store must be an ApprovalStore.
+	// non-retryable, and nothing runs. For the claimed classes (Effectful, Idempotent and
+	// Transactional; not ReadOnly, nor KeyOnly); the worker's Store must be an ApprovalStore.
 	Approval *ApprovalPolicy
 
 	// Authorize, if set, runs before an effect AND before a replay: a stored result is no way

@@ -40,28 +40,53 @@ type StoreTx interface {
 	// writes with it); a *TxMisuseError when the body misused the transaction (rolled back); any
 	// other error when the transaction did not commit or its outcome is not known: the caller
 	// settles it from the record (a release at p.Epoch that lands proves it did not commit; a
-	// record applied at p.Epoch proves it did), never by guessing.
+	// record applied at p.Epoch proves it did), never by guessing. A *TxMisuseError with Ended
+	// set means the body ended the transaction itself before: nothing was completed.
 	Commit(ctx context.Context, p *CompleteParams) (*Record, error)
 	// Rollback closes the transaction to the body and rolls it back. It is safe to call after
-	// Commit (it does nothing then) and more than once.
+	// Commit (it does nothing then) and more than once. Its first call returns a *TxMisuseError
+	// with Ended set when the body had ended the transaction itself (what it wrote before may
+	// have committed): the caller keeps the record from running the tool again.
 	Rollback(ctx context.Context) error
 }
 
 // TxMisuseError is what a Transactional tool's body gets when it misuses the transaction oncekey
-// gave it: it called Commit or Rollback (oncekey commits), used it after the body returned, or used
-// it from two goroutines at once. The transaction is then rolled back whatever the body returns, so
-// nothing is half-written, and the call fails, not retryable (ErrTypeTxMisuse): the bug is in the
-// tool.
+// gave it: it called Commit or Rollback (oncekey commits), sent a statement that ends the
+// transaction (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION, in any spelling, alone or among
+// other statements), or used the transaction from two goroutines at once. The refused call is not
+// run; the transaction is then rolled back whatever the body returns, so nothing it wrote is kept,
+// and the call fails, not retryable (ErrTypeTxMisuse): the bug is in the tool.
+//
+// A use after the body returned (AfterReturn) is refused too, and is not run, but changes nothing
+// else: the call had ended, and what the body wrote before it returned committed or rolled back
+// with it. A transaction found ended when the body returned (Ended: a statement sent through
+// pgx.Tx.Conn, which the checks do not cover, committed or rolled it back and left the connection
+// in no transaction) makes the call fail the same way, but what the body wrote before that statement may have committed without the record:
+// the record keeps the failure, so that no repeat runs the tool again.
 type TxMisuseError struct {
 	Tool string
-	// Op is the method of pgx.Tx the body called ("Commit", "Exec", …).
+	// Op is the method of pgx.Tx the body called ("Commit", "Exec", …) or the statement it sent
+	// ("COMMIT").
 	Op string
 	// Reason says what was wrong.
 	Reason string
+	// AfterReturn is true for a use after the body returned.
+	AfterReturn bool
+	// Ended is true when the transaction had been ended by the body when it returned.
+	Ended bool
 }
 
 func (e *TxMisuseError) Error() string {
-	return fmt.Sprintf("oncekey: %s: transaction misused: %s %s; oncekey rolls the transaction back, nothing was written", e.Tool, e.Op, e.Reason)
+	var then string
+	switch {
+	case e.Ended:
+		then = "what the body wrote before may have committed without the record, which keeps the failure so that no repeat runs the tool again"
+	case e.AfterReturn:
+		then = "it was not run; what the body wrote before it returned was committed or rolled back with the call"
+	default:
+		then = "it was not run, and oncekey rolls the whole transaction back: nothing the body wrote is kept"
+	}
+	return fmt.Sprintf("oncekey: %s: transaction misused: %s %s; %s", e.Tool, e.Op, e.Reason, then)
 }
 
 // TransactionalStoreError: a Transactional tool is registered, but the store cannot run it (it

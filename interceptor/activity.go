@@ -524,7 +524,12 @@ func (c *call) checked(ctx context.Context, epoch int64) error {
 // existing handles a claim that found a record it could not acquire. It returns the answer (out
 // and err), or acquired when a later claim acquired the record after all.
 func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any, acquired *oncekey.ClaimResult, err error) {
-	deadline := time.Now().Add(c.policy.WaitInFlight)
+	wait := c.policy.WaitInFlight
+	if c.checkOnly(ctx) {
+		// A check after a timeout waits until the timed-out attempt's lease has run out.
+		wait = checkWait(c.policy)
+	}
+	deadline := time.Now().Add(wait)
 	backoff := 50 * time.Millisecond
 	for {
 		rec := res.Record
@@ -691,6 +696,14 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		}
 		return nil, c.lostClaim(lost)
 	}
+	if tx != nil && (panicked != nil || bodyErr != nil) {
+		// Rolled back now, so that a transaction the body ended itself is found before the
+		// claim is given back.
+		var misuse *oncekey.TxMisuseError
+		if errors.As(tx.Rollback(wctx), &misuse) || errors.As(bodyErr, &misuse) {
+			return nil, c.txMisused(wctx, epoch, misuse)
+		}
+	}
 	if panicked != nil {
 		perr := fmt.Errorf("%s panicked: %v", c.tool, panicked)
 		if effectful {
@@ -701,11 +714,6 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, perr
 	}
 	if bodyErr != nil {
-		var misuse *oncekey.TxMisuseError
-		if tx != nil && errors.As(bodyErr, &misuse) {
-			_ = tx.Rollback(wctx)
-			return nil, c.txMisused(wctx, epoch, misuse)
-		}
 		if errors.Is(bodyErr, activity.ErrResultPending) && c.policy.Effect != oncekey.Idempotent {
 			return nil, c.handOffRefused(wctx, epoch)
 		}

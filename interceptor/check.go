@@ -2,6 +2,7 @@ package interceptor
 
 import (
 	"errors"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
@@ -33,9 +34,13 @@ func isCheck(ctx workflow.Context) bool {
 // running the tool, as the Effectful loop's re-run after an Applied decision does
 // (appliedThroughClaimChangeID): an applied record's result reaches the call as applied, reason
 // confirmed; a free record is answered with a retryable NotApplied error (nothing landed,
-// repeating is safe); a pending one with InFlight. A check that ends without oncekey's answer (it
-// timed out too, or no worker took it) leaves the first timeout as the call's error, and so does
-// a key that depends on the activity ID (the check is a new activity with an ID of its own).
+// repeating is safe); a pending one with InFlight. The check waits for a pending record as long as
+// the timed-out attempt's lease can keep it (checkWait: the lease and 5 s), with a
+// start-to-close timeout to match (checkTimeout), so a body that overran its timeout is waited
+// for: its transaction commits (applied) or its lease runs out and the check takes the record
+// over (NotApplied). A check that ends without oncekey's answer (no worker took it, or its worker
+// died) leaves the first timeout as the call's error, and so does a key that depends on the
+// activity ID (the check is a new activity with an ID of its own).
 func (c scheduled) checkAfterTimeout(ctx workflow.Context, f workflow.Future) workflow.Future {
 	if c.policy.KeyOnly {
 		// A key-only tool keeps no record to read: its timeout stays the call's error.
@@ -64,6 +69,14 @@ func (c scheduled) checkAfterTimeout(ctx workflow.Context, f workflow.Future) wo
 		}
 		rp.MaximumAttempts = 1
 		ao.RetryPolicy = rp
+		// The timed-out attempt's body may still hold the record (and, for a Transactional tool,
+		// its transaction) until its lease runs out: the check waits for that on the worker
+		// (checkWait), and gets the time to, whatever the call's own timeouts.
+		need := checkTimeout(c.policy)
+		ao.StartToCloseTimeout = max(ao.StartToCloseTimeout, need)
+		if ao.ScheduleToCloseTimeout > 0 {
+			ao.ScheduleToCloseTimeout = max(ao.ScheduleToCloseTimeout, need)
+		}
 		cctx := workflow.WithValue(workflow.WithActivityOptions(gctx, ao), checkKey{}, true)
 		var checked converter.RawValue
 		cerr := workflow.ExecuteActivity(cctx, c.tool, c.args...).Get(gctx, &checked)
@@ -78,6 +91,28 @@ func (c scheduled) checkAfterTimeout(ctx workflow.Context, f workflow.Future) wo
 	})
 	return out
 }
+
+// checkMargin is what the check waits beyond the lease (checkWait): the polls' backoff, and the
+// store's clock against the worker's. checkSlack is the check's time beyond its wait: the claim,
+// the release, the answer.
+const (
+	checkMargin = 5 * time.Second
+	checkSlack  = 10 * time.Second
+)
+
+// checkWait is how long the check of a call with policy p waits on the worker for a pending
+// record to settle or become free: the lease of the attempt that timed out (which stopped
+// renewing it when it timed out, so the record is settled or free by then), and checkMargin.
+func checkWait(p oncekey.Policy) time.Duration {
+	lease := p.Lease
+	if lease <= 0 {
+		lease = oncekey.DefaultLease
+	}
+	return lease + checkMargin
+}
+
+// checkTimeout is the start-to-close timeout of the check (at least): its wait and checkSlack.
+func checkTimeout(p oncekey.Policy) time.Duration { return checkWait(p) + checkSlack }
 
 // timedOutAfterStart reports whether err is a timeout of an activity that may have started its
 // tool: start-to-close, heartbeat or schedule-to-close (not schedule-to-start).

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/oncekey/oncekey"
 )
 
@@ -73,10 +75,20 @@ func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.Comple
 	return c.storeUnavailable("commit", errors.Join(commitErr, err))
 }
 
-// txMisused ends a call whose body misused its transaction (rolled back by then): the claim is
-// given back and the call fails, not retryable, with ErrTypeTxMisuse (the bug is in the tool).
+// txMisused ends a call whose body misused its transaction (rolled back by then): the call fails,
+// not retryable, with ErrTypeTxMisuse (the bug is in the tool). The claim is given back, as
+// nothing was written; but when the body had ended the transaction itself (misuse.Ended), what it
+// wrote before may have committed, and the record keeps the failure so that no repeat runs the
+// tool again.
 func (c *call) txMisused(ctx context.Context, epoch int64, misuse *oncekey.TxMisuseError) error {
-	c.release(ctx, epoch)
+	e := c.appError(misuse.Error(), oncekey.ErrTypeTxMisuse, true, misuse, "transaction misused", false)
+	if misuse.Ended {
+		var typed *temporal.ApplicationError
+		_ = errors.As(temporal.NewNonRetryableApplicationError(misuse.Error(), oncekey.ErrTypeTxMisuse, nil), &typed)
+		c.rememberFailure(ctx, epoch, true, misuse, typed)
+	} else {
+		c.release(ctx, epoch)
+	}
 	c.outcome = oncekey.OutcomeFailed
-	return c.appError(misuse.Error(), oncekey.ErrTypeTxMisuse, true, misuse, "transaction misused", false)
+	return e
 }

@@ -2,6 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,8 +16,9 @@ import (
 // The outbox: a Transactional tool that must reach another system (an e-mail, a webhook) writes
 // the message in its transaction (Enqueue), so the message exists exactly when the tool's other
 // writes and its record's completion committed. Store.Relay delivers each message at least
-// once, with the operation key as its Idempotency-Key, and records the delivery: where the
-// receiver deduplicates on that key, the message has its effect exactly once.
+// once, with an Idempotency-Key of its own (OutboxIdempotencyKey: derived from the operation key
+// and the topic), and records the delivery: where the receiver deduplicates on that key, each
+// message has its effect exactly once.
 //
 // The relay is a loop the worker runs (Relay), not a Temporal workflow: a message is created by
 // a database commit, not by a workflow event, so the table is what to watch; a workflow per
@@ -41,9 +45,34 @@ type OutboxMessage struct {
 }
 
 // IdempotencyKey is the key a delivery sends the receiver (an Idempotency-Key header, a message
-// ID): the operation key. A receiver that deduplicates on it acts once however often the relay
-// delivers.
-func (m *OutboxMessage) IdempotencyKey() string { return m.OperationKey }
+// ID): OutboxIdempotencyKey of the message's tenant, operation key and topic. It is the same at
+// every delivery of the message and differs between messages (two topics of one call have two
+// keys), so a receiver that deduplicates on it alone acts once per message however often the
+// relay delivers.
+func (m *OutboxMessage) IdempotencyKey() string {
+	return OutboxIdempotencyKey(m.Tenant, m.OperationKey, m.Topic)
+}
+
+// OutboxKeyPrefix starts every outbox message's Idempotency-Key. Changing it, or the derivation
+// of OutboxIdempotencyKey, makes a receiver act again on every message delivered again after the
+// change: both are pinned by a test.
+const OutboxKeyPrefix = "obx1_"
+
+// OutboxIdempotencyKey returns the Idempotency-Key of the outbox message of topic written by the
+// operation (tenant, operationKey): "obx1_" followed by the 64 lower-case hex digits of the
+// SHA-256 of the three, each encoded as its byte length (a big-endian uint64) and its bytes, as
+// the parts of an operation key are. A call writes at most one message per topic (Enqueue), so
+// the topic is what tells its messages apart. A receiver or an operator can derive it from a
+// record and a topic.
+func OutboxIdempotencyKey(tenant, operationKey, topic string) string {
+	var b []byte
+	for _, p := range [...]string{tenant, operationKey, topic} {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+		b = append(b, p...)
+	}
+	sum := sha256.Sum256(b)
+	return OutboxKeyPrefix + hex.EncodeToString(sum[:])
+}
 
 // RelayOptions configure Store.Relay and Store.RelayOnce. A nil *RelayOptions or a zero field
 // means the default.

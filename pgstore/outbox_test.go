@@ -13,40 +13,52 @@ import (
 	"github.com/oncekey/oncekey/pgstore"
 )
 
-// receiver is a fake downstream that deduplicates on the Idempotency-Key, counting deliveries
-// and effects; fail makes its next deliveries fail.
+// receiver is a fake downstream that deduplicates on the Idempotency-Key alone, as the docs tell
+// a receiver to, counting deliveries and effects (by operation key and topic, which it does not
+// read for deduplication); fail makes its next deliveries fail.
 type receiver struct {
 	mu         sync.Mutex
+	seen       map[string]bool // Idempotency-Keys acted on
 	deliveries map[string]int
 	effects    map[string]int
 	fail       int
 }
 
 func newReceiver() *receiver {
-	return &receiver{deliveries: map[string]int{}, effects: map[string]int{}}
+	return &receiver{seen: map[string]bool{}, deliveries: map[string]int{}, effects: map[string]int{}}
 }
 
 func (r *receiver) deliver(_ context.Context, m *pgstore.OutboxMessage) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.deliveries[m.IdempotencyKey()+"/"+m.Topic]++
+	r.deliveries[m.OperationKey+"/"+m.Topic]++
 	if r.fail > 0 {
 		r.fail--
 		return errors.New("smtp: 451 try again later")
 	}
-	r.effects[m.IdempotencyKey()+"/"+m.Topic] = 1
+	if r.seen[m.IdempotencyKey()] {
+		return nil // a repeat: acknowledged, not acted on
+	}
+	r.seen[m.IdempotencyKey()] = true
+	r.effects[m.OperationKey+"/"+m.Topic]++
 	return nil
 }
 
-// enqueueIn runs a Transactional call of key that writes a message, and commits it or not.
-func enqueueIn(t *testing.T, s *pgstore.Store, key string, commit bool) {
+// enqueueIn runs a Transactional call of key that writes a message for each topic (by default
+// "confirmation"), and commits it or not.
+func enqueueIn(t *testing.T, s *pgstore.Store, key string, commit bool, topics ...string) {
 	t.Helper()
+	if len(topics) == 0 {
+		topics = []string{"confirmation"}
+	}
 	c := txClaim(t, s, key, time.Minute)
 	require.True(t, c.Acquired)
 	stx, err := s.BeginTx(ctxT(t), &oncekey.BeginTxParams{Tenant: "t", OperationKey: key, Epoch: c.Record.Epoch, Tool: "credit"})
 	require.NoError(t, err)
 	ctx := stx.Context(ctxT(t))
-	require.NoError(t, pgstore.Enqueue(ctx, "confirmation", []byte(`{"to":"ada@example.com"}`)))
+	for _, topic := range topics {
+		require.NoError(t, pgstore.Enqueue(ctx, topic, []byte(`{"to":"ada@example.com"}`)))
+	}
 	if !commit {
 		require.NoError(t, stx.Rollback(ctx))
 		return
@@ -73,6 +85,51 @@ func TestOutboxDeliversCommittedMessagesOnly(t *testing.T) {
 	require.Zero(t, st.Pending)
 
 	require.ErrorIs(t, pgstore.Enqueue(context.Background(), "x", nil), pgstore.ErrNoTx)
+}
+
+// One call's messages of two topics each have their effect at a receiver that deduplicates on
+// the Idempotency-Key alone, however often the relay delivers them: each message has a key of
+// its own, the same at every delivery.
+func TestOutboxMessagesOfOneCallHaveTheirOwnKeys(t *testing.T) {
+	pool, s := setup(t)
+	enqueueIn(t, s, "k1", true, "email", "webhook")
+	r := newReceiver()
+	res, err := s.RelayOnce(ctxT(t), r.deliver, nil)
+	require.NoError(t, err)
+	require.Equal(t, pgstore.RelayResult{Found: 2, Delivered: 2}, res)
+	// The relay delivers both again (as after a pass that could not record its deliveries).
+	_, err = pool.Exec(ctxT(t), `UPDATE oncekey_outbox SET status = 'pending'`)
+	require.NoError(t, err)
+	res, err = s.RelayOnce(ctxT(t), r.deliver, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Delivered)
+	require.Equal(t, map[string]int{"k1/email": 2, "k1/webhook": 2}, r.deliveries)
+	require.Equal(t, map[string]int{"k1/email": 1, "k1/webhook": 1}, r.effects, "a message was lost or acted on twice")
+}
+
+// TestOutboxIdempotencyKeyPinned pins the outbox messages' Idempotency-Key format and values.
+//
+// CHANGING ANY VALUE HERE IS A BREAKING CHANGE: receivers deduplicate on these keys, so a
+// different derivation makes every receiver act again on each message the relay delivers again
+// after an upgrade (one whose delivery was not recorded), a second e-mail or webhook. A new
+// derivation needs a new prefix ("obx2_").
+func TestOutboxIdempotencyKeyPinned(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "obx1_", pgstore.OutboxKeyPrefix)
+	key := "ok1_3b0b7a1c5f2e4d6a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a"
+	for _, tc := range []struct{ tenant, key, topic, want string }{
+		{"acme", key, "email", "obx1_690cad52e3acf9f2a7c8289d94ad867eb18ccca2b8c0ca46b3a930d06188fac5"},
+		{"acme", key, "webhook", "obx1_ef442d23a817d3c92568f7e540223c938dfc350c31728fbdfd3f2ebebd275256"},
+		// Parts are length-prefixed: moving bytes from one to the next changes the key.
+		{"acme", key[:10], key[10:] + "email", "obx1_fa6b127c34724c8e6b57a553f77cbe57042504c656a89f8e566e7edb26e928de"},
+		{"", "", "", "obx1_9d908ecfb6b256def8b49a7c504e6c889c4b0e41fe6ce3e01863dd7b61a20aa0"},
+	} {
+		got := pgstore.OutboxIdempotencyKey(tc.tenant, tc.key, tc.topic)
+		require.Regexp(t, `^obx1_[0-9a-f]{64}$`, got)
+		m := &pgstore.OutboxMessage{Tenant: tc.tenant, OperationKey: tc.key, Topic: tc.topic}
+		require.Equal(t, got, m.IdempotencyKey())
+		require.Equal(t, tc.want, got, "%q %q %q", tc.tenant, tc.key, tc.topic)
+	}
 }
 
 // A delivery that keeps failing is retried with backoff, shown by OutboxStats and OutboxFailing,

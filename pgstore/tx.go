@@ -26,12 +26,16 @@ type txKey struct{}
 // Tx returns the transaction of the oncekey.Transactional tool whose body ctx is (or derives
 // from), or ErrNoTx. The body writes through it; oncekey commits the writes together with the
 // record's completion after the body returns, or rolls them back (an error, a panic, a lost
-// claim). The body must not call Commit or Rollback, keep the transaction after it returns, or
-// use it from two goroutines at once: each is refused with an *oncekey.TxMisuseError and the
-// whole transaction is rolled back. Begin (a savepoint) is refused the same way, without rolling
-// back: run SAVEPOINT with Exec instead. Conn and LargeObjects are the transaction's own and
-// bypass these checks. Only the writes made through it are covered: a call the body makes to
-// another system is not.
+// claim). The body must not call Commit or Rollback, send a statement that ends the transaction
+// (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION, alone or among other statements, through
+// Exec, Query, QueryRow, Prepare or SendBatch), or use it from two goroutines at once: each is
+// refused, not run, with an *oncekey.TxMisuseError, and the whole transaction is rolled back. A
+// use after the body returned is refused the same way (AfterReturn) and changes nothing else.
+// Begin (a savepoint) is refused without rolling back: run SAVEPOINT and ROLLBACK TO SAVEPOINT
+// with Exec instead. Conn and LargeObjects are the transaction's own and bypass these checks; a
+// transaction found ended through Conn when the body returns (the connection in no transaction)
+// fails the call (Ended), but one ended and begun again there is not found. Only the
+// writes made through it are covered: a call the body makes to another system is not.
 func Tx(ctx context.Context) (pgx.Tx, error) {
 	if t, ok := ctx.Value(txKey{}).(*bodyTx); ok {
 		return t, nil
@@ -68,6 +72,7 @@ type storeTx struct {
 	tx   pgx.Tx
 	key  string
 	body *bodyTx
+	done bool // Commit or Rollback ran
 }
 
 // Test hooks (export_test.go): beforeCommit runs between the completion and COMMIT, with the
@@ -87,7 +92,15 @@ func (t *storeTx) Context(ctx context.Context) context.Context {
 // ErrLostClaim; an error of COMMIT is returned as it is (wrapped), and the caller reads the
 // outcome back from the record.
 func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	if t.done {
+		return nil, pgx.ErrTxClosed
+	}
 	if misuse := t.body.close(); misuse != nil {
+		t.rollback(ctx)
+		return nil, misuse
+	}
+	if misuse := t.ended(); misuse != nil {
+		// The completion would run outside the body's transaction (in autocommit): refused.
 		t.rollback(ctx)
 		return nil, misuse
 	}
@@ -116,6 +129,7 @@ func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		if beforeCommit != nil {
 			beforeCommit(ctx, t.tx.Conn())
 		}
+		t.done = true
 		err = t.tx.Commit(ctx)
 		if err == nil && afterCommit != nil {
 			err = afterCommit()
@@ -133,16 +147,36 @@ func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	return rec, nil
 }
 
+// Rollback implements oncekey.StoreTx. It returns a *oncekey.TxMisuseError (Ended) when the
+// body had ended the transaction itself (see ended); the connection is given back either way.
 func (t *storeTx) Rollback(ctx context.Context) error {
 	t.body.close()
+	var misuse *oncekey.TxMisuseError
+	if !t.done {
+		t.done = true
+		misuse = t.ended()
+	}
 	err := t.tx.Rollback(context.WithoutCancel(ctx))
-	if errors.Is(err, pgx.ErrTxClosed) {
+	switch {
+	case misuse != nil:
+		return misuse
+	case errors.Is(err, pgx.ErrTxClosed):
 		return nil
 	}
 	return err
 }
 
 func (t *storeTx) rollback(ctx context.Context) { _ = t.Rollback(ctx) }
+
+// ended returns the misuse of a transaction the body ended itself (through Conn, as the statements
+// sent through the body's pgx.Tx are checked): the connection is in no transaction when the body
+// returns. A transaction in error ('E') is still the body's, and fails at the completion.
+func (t *storeTx) ended() *oncekey.TxMisuseError {
+	if t.tx.Conn().PgConn().TxStatus() != 'I' {
+		return nil
+	}
+	return &oncekey.TxMisuseError{Tool: t.body.tool, Op: "a statement sent through Conn", Reason: "ended the transaction (committed or rolled it back)", Ended: true}
+}
 
 // bodyTx is the pgx.Tx a Transactional body gets: the transaction, with the checks that refuse
 // a misuse (see Tx). A refused call records the misuse, so that Commit rolls back.
@@ -161,13 +195,20 @@ type bodyTx struct {
 
 var _ pgx.Tx = (*bodyTx)(nil)
 
-// enter starts a call named op, or refuses it with the misuse it is.
-func (b *bodyTx) enter(op string) error {
+// enter starts a call named op that sends the statements sqls, or refuses it with the misuse it is.
+func (b *bodyTx) enter(op string, sqls ...string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.closed {
+		for _, sql := range sqls {
+			if stmt, ends := endsTx(sql); ends {
+				return b.refuse(op, "sent "+stmt+", which ends the transaction (oncekey commits it with the record's completion; return an error to roll it back)")
+			}
+		}
+	}
 	switch {
 	case b.closed:
-		return b.refuse(op, "after the body returned")
+		return &oncekey.TxMisuseError{Tool: b.tool, Op: op, Reason: "was called after the body returned", AfterReturn: true}
 	case b.busy:
 		return b.refuse(op, "while another call on the transaction was running (the transaction was used from two goroutines at once)")
 	case b.misuse != nil:
@@ -185,8 +226,11 @@ func (b *bodyTx) leave() {
 
 // refuse records and returns the misuse; b.mu is held.
 func (b *bodyTx) refuse(op, reason string) error {
+	if b.closed {
+		return &oncekey.TxMisuseError{Tool: b.tool, Op: op, Reason: "was called after the body returned", AfterReturn: true}
+	}
 	e := &oncekey.TxMisuseError{Tool: b.tool, Op: op, Reason: reason}
-	if b.misuse == nil && !b.closed {
+	if b.misuse == nil {
 		b.misuse = e
 	}
 	return e
@@ -229,7 +273,11 @@ func (b *bodyTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []s
 }
 
 func (b *bodyTx) SendBatch(ctx context.Context, batch *pgx.Batch) pgx.BatchResults {
-	if err := b.enter("SendBatch"); err != nil {
+	sqls := make([]string, len(batch.QueuedQueries))
+	for i, q := range batch.QueuedQueries {
+		sqls[i] = q.SQL
+	}
+	if err := b.enter("SendBatch", sqls...); err != nil {
 		return errBatch{err}
 	}
 	return &bodyBatch{BatchResults: b.tx.SendBatch(ctx, batch), leave: sync.OnceFunc(b.leave)}
@@ -238,7 +286,7 @@ func (b *bodyTx) SendBatch(ctx context.Context, batch *pgx.Batch) pgx.BatchResul
 func (b *bodyTx) LargeObjects() pgx.LargeObjects { return b.tx.LargeObjects() }
 
 func (b *bodyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if err := b.enter("Prepare"); err != nil {
+	if err := b.enter("Prepare", sql); err != nil {
 		return nil, err
 	}
 	defer b.leave()
@@ -246,7 +294,7 @@ func (b *bodyTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stateme
 }
 
 func (b *bodyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := b.enter("Exec"); err != nil {
+	if err := b.enter("Exec", sql); err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	defer b.leave()
@@ -254,7 +302,7 @@ func (b *bodyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (b *bodyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := b.enter("Query"); err != nil {
+	if err := b.enter("Query", sql); err != nil {
 		return nil, err
 	}
 	rows, err := b.tx.Query(ctx, sql, args...)

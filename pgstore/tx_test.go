@@ -160,8 +160,9 @@ func TestTxMisuse(t *testing.T) {
 	}
 }
 
-// A body that keeps the transaction and uses it after it returned gets a TxMisuseError and
-// writes nothing; what it wrote before it returned committed.
+// A body that keeps the transaction and uses it after it returned gets a TxMisuseError saying
+// the late call was not run and what the body wrote before it returned went with the call (here
+// committed), and writes nothing.
 func TestTxUseAfterReturn(t *testing.T) {
 	pool, s := setupTx(t)
 	c, stx, tx, ctx := claimedWrite(t, s)
@@ -171,8 +172,110 @@ func TestTxUseAfterReturn(t *testing.T) {
 	_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
 	var misuse *oncekey.TxMisuseError
 	require.ErrorAs(t, err, &misuse)
+	require.True(t, misuse.AfterReturn)
+	require.Contains(t, err.Error(), "it was not run; what the body wrote before it returned was committed or rolled back with the call")
+	require.NotContains(t, err.Error(), "nothing the body wrote is kept")
 	require.ErrorAs(t, tx.QueryRow(ctx, `SELECT 1`).Scan(new(int)), &misuse)
+	require.ErrorAs(t, tx.Commit(ctx), &misuse)
+	require.True(t, misuse.AfterReturn)
 	require.Equal(t, 1, ledgerRows(t, pool))
+	rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.StatusApplied, rec.Status)
+}
+
+// A body that sends a statement ending the transaction, in any spelling and through any method,
+// is refused before it reaches the server: nothing it wrote commits, before or after, whether it
+// then fails (rollback) or returns (Commit, refused). Before the check, the statement committed
+// the first row at once, and the rollback undid nothing.
+func TestTxEndingStatementRefused(t *testing.T) {
+	sends := map[string]func(ctx context.Context, tx pgx.Tx, sql string) error{
+		"Exec": func(ctx context.Context, tx pgx.Tx, sql string) error { _, err := tx.Exec(ctx, sql); return err },
+		"Query": func(ctx context.Context, tx pgx.Tx, sql string) error {
+			rows, err := tx.Query(ctx, sql)
+			if err == nil {
+				rows.Close()
+				err = rows.Err()
+			}
+			return err
+		},
+		"QueryRow": func(ctx context.Context, tx pgx.Tx, sql string) error {
+			err := tx.QueryRow(ctx, sql).Scan()
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		},
+		"SendBatch": func(ctx context.Context, tx pgx.Tx, sql string) error {
+			b := &pgx.Batch{}
+			b.Queue(`SELECT 1`)
+			b.Queue(sql)
+			return tx.SendBatch(ctx, b).Close()
+		},
+		"Prepare": func(ctx context.Context, tx pgx.Tx, sql string) error {
+			if _, err := tx.Prepare(ctx, "ending", sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "ending")
+			return err
+		},
+	}
+	for _, sql := range []string{"COMMIT", "END", "commit; begin", "COMMIT AND CHAIN", "ROLLBACK", "abort", "/* done */ End Transaction"} {
+		for name, send := range sends {
+			for _, then := range []string{"fails", "returns"} {
+				t.Run(sql+"/"+name+"/"+then, func(t *testing.T) {
+					pool, s := setupTx(t)
+					c, stx, tx, ctx := claimedWrite(t, s)
+					err := send(ctx, tx, sql)
+					var misuse *oncekey.TxMisuseError
+					require.ErrorAs(t, err, &misuse)
+					require.False(t, misuse.Ended)
+					require.Contains(t, err.Error(), "ends the transaction")
+					// Whatever the body does next stays in the transaction, and is refused.
+					_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
+					require.ErrorAs(t, err, &misuse)
+					if then == "fails" {
+						require.NoError(t, stx.Rollback(ctxT(t)))
+					} else {
+						_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+						require.ErrorAs(t, err, &misuse)
+					}
+					require.Equal(t, 0, ledgerRows(t, pool), "a row committed without the record")
+					rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+					require.NoError(t, err)
+					require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written")
+				})
+			}
+		}
+	}
+}
+
+// A statement sent through Conn bypasses the checks and commits at once: that cannot be undone,
+// but it is found when the body returns, whether it fails (Rollback) or returns (Commit), as a
+// TxMisuseError with Ended set, and the completion is not written outside the transaction.
+func TestTxEndedThroughConn(t *testing.T) {
+	for _, then := range []string{"fails", "returns"} {
+		t.Run(then, func(t *testing.T) {
+			pool, s := setupTx(t)
+			c, stx, tx, ctx := claimedWrite(t, s)
+			_, err := tx.Conn().Exec(ctx, "COMMIT")
+			require.NoError(t, err)
+			var misuse *oncekey.TxMisuseError
+			if then == "fails" {
+				require.ErrorAs(t, stx.Rollback(ctxT(t)), &misuse)
+			} else {
+				_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+				require.ErrorAs(t, err, &misuse)
+			}
+			require.True(t, misuse.Ended)
+			require.Contains(t, misuse.Error(), "may have committed without the record")
+			require.NoError(t, stx.Rollback(ctxT(t)), "a second Rollback reports nothing")
+			require.Equal(t, 1, ledgerRows(t, pool), "the row the body committed itself")
+			rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+			require.NoError(t, err)
+			require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written outside the transaction")
+		})
+	}
 }
 
 // The backend ends between the completion and COMMIT (pg_terminate_backend, as a Postgres

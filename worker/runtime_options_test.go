@@ -186,6 +186,32 @@ func TestTransactionalTimeoutReadsTheRecordApplied(t *testing.T) {
 	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
 }
 
+// A Transactional body that overruns its start-to-close timeout (2 s) and keeps going, ignoring
+// its context, with a lease (5 s) longer than the timeout: the check after the timeout waits on
+// the worker until the lease has run out and takes the record over, so the call reads a definite
+// "not applied" (failed, poll: safe to repeat), never unknown. Before, the check ran within the
+// call's own 2 s start-to-close timeout, timed out while the lease still held the record, and the
+// call read unknown. No row: the body's transaction never commits.
+func TestTransactionalTimeoutCheckOutwaitsTheLease(t *testing.T) {
+	hang := make(chan struct{})
+	cr := &credits{fault: func(ctx context.Context, _ int32) error {
+		<-ctx.Done()
+		<-hang
+		return nil
+	}}
+	e := setupTx(t, cr, oncekey.Policy{Lease: 5 * time.Second}, nil)
+	t.Cleanup(func() { close(hang) })
+	run, err := e.c.ExecuteWorkflow(context.Background(), clientStart("tx-"+t.Name(), e.tq), LabelledCreditWorkflow, CreditRequest{Account: "acme", Amount: 10})
+	require.NoError(t, err)
+	var tr oncekey.ToolResult
+	require.NoError(t, run.Get(testCtx(t), &tr))
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status, "%+v", tr)
+	require.Equal(t, oncekey.NextPoll, tr.NextAction, "%+v", tr)
+	require.Equal(t, 0, e.effects(t))
+	require.Equal(t, int32(1), e.credits.bodies.Load(), "the check ran nothing")
+	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+}
+
 // The check header (oncekey.HeaderCheck) can only make the worker do less: a workflow worker
 // without oncekey's interceptor schedules an Effectful call with it, and the worker answers from
 // the record without running the body (a free record: NotApplied, the claim given back). The real

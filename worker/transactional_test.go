@@ -22,6 +22,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -37,12 +38,13 @@ type CreditReceipt struct {
 	Entry int64 `json:"entry"`
 }
 
-// credits is the Transactional tool. fault, when set, runs after the body's INSERT with the
-// attempt number and may return the body's error.
+// credits is the Transactional tool. fault, when set, runs after the body's INSERT (and its
+// outbox message, unless noOutbox) with the attempt number and may return the body's error.
 type credits struct {
-	bodies atomic.Int32
-	pid    atomic.Uint32 // the backend of the last body's transaction
-	fault  func(ctx context.Context, attempt int32) error
+	bodies   atomic.Int32
+	pid      atomic.Uint32 // the backend of the last body's transaction
+	fault    func(ctx context.Context, attempt int32) error
+	noOutbox bool
 }
 
 func (c *credits) AddCredit(ctx context.Context, in CreditRequest) (CreditReceipt, error) {
@@ -58,8 +60,10 @@ func (c *credits) AddCredit(ctx context.Context, in CreditRequest) (CreditReceip
 		key, in.Account, in.Amount).Scan(&out.Entry); err != nil {
 		return CreditReceipt{}, err
 	}
-	if err := pgstore.Enqueue(ctx, "receipt", []byte(in.Account)); err != nil {
-		return CreditReceipt{}, err
+	if !c.noOutbox {
+		if err := pgstore.Enqueue(ctx, "receipt", []byte(in.Account)); err != nil {
+			return CreditReceipt{}, err
+		}
 	}
 	if c.fault != nil {
 		if err := c.fault(ctx, activityAttempt(ctx)); err != nil {
@@ -209,7 +213,7 @@ func TestTransactionalBodyErrorRollsBack(t *testing.T) {
 	}, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Delivered)
-	require.Equal(t, []string{e.record(t).OperationKey}, keys)
+	require.Equal(t, []string{pgstore.OutboxIdempotencyKey(e.record(t).Tenant, e.record(t).OperationKey, "receipt")}, keys)
 }
 
 // A body that outlives its attempt (it ignores its context): the retry takes the record over
@@ -335,6 +339,99 @@ func TestTransactionalBodyCommitRefused(t *testing.T) {
 	require.Equal(t, int32(1), cr.bodies.Load(), "a misuse was retried")
 	require.Equal(t, 0, e.effects(t))
 	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+}
+
+// A body that ends its transaction through SQL and then fails: before, the statement committed
+// the first attempt's row at once, the rollback undid nothing, the claim was given back and the
+// retry wrote the row again (two rows). Through pgstore.Tx the statement is refused with a
+// TxMisuseError and not run, the first attempt's row rolls back with its failure, and the retry
+// writes once. Through Conn (which bypasses the checks) the row the statement committed cannot be
+// undone, but the ended transaction is found: the call fails, not retryable, and the record keeps
+// the failure, so nothing writes the row again.
+func TestTransactionalBodyEndingItsTransaction(t *testing.T) {
+	for _, tc := range []struct {
+		name, sql string
+		conn      bool
+		rows      int
+		bodies    int32
+		status    oncekey.Status
+	}{
+		{name: "COMMIT", sql: "COMMIT", rows: 1, bodies: 2, status: oncekey.StatusApplied},
+		{name: "END", sql: "END", rows: 1, bodies: 2, status: oncekey.StatusApplied},
+		{name: "commit; begin", sql: "commit; begin", rows: 1, bodies: 2, status: oncekey.StatusApplied},
+		{name: "Conn COMMIT", sql: "COMMIT", conn: true, rows: 1, bodies: 1, status: oncekey.StatusFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var refused error
+			cr := &credits{noOutbox: true, fault: func(ctx context.Context, attempt int32) error {
+				if attempt > 1 {
+					return nil
+				}
+				tx, _ := pgstore.Tx(ctx)
+				var err error
+				if tc.conn {
+					_, err = tx.Conn().Exec(ctx, tc.sql)
+				} else {
+					_, err = tx.Exec(ctx, tc.sql)
+				}
+				mu.Lock()
+				refused = err
+				mu.Unlock()
+				return errors.New("the rate service did not answer") // ignores the refusal, then fails
+			}}
+			e := setupTx(t, cr, oncekey.Policy{}, nil)
+			_, err := e.run(t, 1, false)
+			require.Equal(t, tc.rows, e.effects(t), "rows written")
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.conn {
+				var appErr *temporal.ApplicationError
+				require.ErrorAs(t, err, &appErr)
+				require.Equal(t, oncekey.ErrTypeTxMisuse, appErr.Type())
+				require.NoError(t, refused)
+			} else {
+				require.NoError(t, err)
+				var misuse *oncekey.TxMisuseError
+				require.ErrorAs(t, refused, &misuse)
+			}
+			require.Equal(t, tc.bodies, cr.bodies.Load())
+			require.Equal(t, tc.status, e.record(t).Status)
+		})
+	}
+}
+
+// A Transactional tool may ask for approval like the other claimed classes: nothing runs while
+// the approval waits; approved, the body runs once and its row commits with the record.
+func TestTransactionalWithApproval(t *testing.T) {
+	cr := &credits{}
+	e := setupTx(t, cr, oncekey.Policy{Approval: &oncekey.ApprovalPolicy{}}, nil)
+	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "tx-" + t.Name(), TaskQueue: e.tq,
+		WorkflowExecutionTimeout: 2 * time.Minute}, CreditWorkflow, CreditRequest{Account: "acme", Amount: 10}, 1, false)
+	require.NoError(t, err)
+	var a *oncekey.Approval
+	require.Eventually(t, func() bool {
+		res, err := e.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		if err != nil || len(res.Approvals) != 1 {
+			return false
+		}
+		a = res.Approvals[0]
+		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting
+	}, 30*time.Second, 100*time.Millisecond, "no approval came to wait for a person")
+	require.Equal(t, "AddCredit", a.Tool)
+	require.Equal(t, int32(0), cr.bodies.Load(), "the body ran before the approval")
+	require.Equal(t, 0, e.effects(t))
+
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: a.Tenant, DecidedBy: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	var got []CreditReceipt
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Len(t, got, 1)
+	require.Equal(t, int32(1), cr.bodies.Load())
+	require.Equal(t, 1, e.effects(t))
+	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
 }
 
 // memstore (like redisstore, tested in its module) cannot commit a tool's writes with its

@@ -96,7 +96,7 @@ func TestDemo(t *testing.T) {
 	// The Transactional tool: one row in the credit ledger per operation (counted in the table),
 	// never unknown, under the same fault schedule (failures before the commit, answers lost
 	// after it); and one confirmation e-mail per credit, delivered by the outbox relay with the
-	// operation key as its Idempotency-Key, however often the relay delivered it.
+	// message's Idempotency-Key, however often the relay delivered it.
 	credits := o.CreditOperations
 	require.Positive(t, credits, "gold customers are granted a goodwill credit")
 	ledger := o.PerService[desk.ServiceLedger]

@@ -153,8 +153,8 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, t.Run, in.RequestID, in.CustomerI
 }
 
 // deliverEmail is the outbox relay's deliver function: it posts the message to the e-mail
-// service with the operation key as its Idempotency-Key, so a message delivered again is not
-// sent again. It counts the deliveries and the attempts.
+// service with the message's own Idempotency-Key (derived from the operation key and the topic),
+// so a message delivered again is not sent again. It counts the deliveries and the attempts.
 func (t *Tools) deliverEmail(ctx context.Context, m *pgstore.OutboxMessage) error {
 	t.deliveryAttempts.Add(1)
 	if m.Topic != OutboxTopicEmail {
