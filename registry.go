@@ -171,14 +171,6 @@ func (r *Registry) InputType(tool string) (reflect.Type, bool) {
 // tool to run. Each tool it names then has its own policy (registered under the tool's name with
 // Set, SetAs or SetTool), operation key, fingerprint, retry treatment and reconciliation.
 type Route struct {
-	// Activity is the routed activity's function value (ToolExecutor, acts.CallMcpTool), optional.
-	// Its result type T, when it returns (T, error), is the result type of every tool the Route
-	// carries: a resolution of a routed tool's unknown outcome must decode into it (see
-	// Registry.CheckResult). Without it a routed tool's result type is the one its own
-	// registration gives (Set or SetAs with a function value), and otherwise unknown: no
-	// resolution is then checked.
-	Activity any
-
 	// Args is the dotted JSON path of the tool's own arguments inside the activity's arguments
 	// document, e.g. "Args" for CallMcpTool{Toolset, Tool, Args}; "" means the whole document.
 	// Keys, fingerprints, Exclude and ArgsKey paths of a routed tool address that part, so fields
@@ -197,7 +189,8 @@ type Route struct {
 	// well as on the worker, so it must be deterministic and must not block. Required; ToolAt
 	// builds the usual one.
 	Tool func(args json.RawMessage) (tool string, ok bool)
-	// result is Activity's result type, set by Registry.Route.
+	// result is the routed activity's result type, set by Registry.Route when it is given the
+	// activity's function value.
 	result reflect.Type
 }
 
@@ -225,25 +218,22 @@ func ToolAt(paths ...string) func(args json.RawMessage) (string, bool) {
 	}
 }
 
-// Route registers rt for the activity type activityType (its registered name). A Route replaces
-// any Route and is consulted before any policy registered under the same name. It returns a
-// *PolicyError when activityType is blank, rt.Tool is nil, rt.Activity is given but is not a
-// function, or rt.Fallback is invalid.
-func (r *Registry) Route(activityType string, rt Route) error {
-	if strings.TrimSpace(activityType) == "" {
-		return &PolicyError{Field: "activity", Reason: "empty activity name"}
+// Route registers rt for an activity type that carries many tools, given like Set's activity: as
+// its function value (the name derived as the Temporal SDK derives it), or as its registered
+// name. A Route replaces any Route and is consulted before any policy registered under the same
+// name. Given the function value of an activity returning (T, error), T is the result type of
+// every tool the Route carries (Registry.ResultTypeOf): a resolution of a routed tool's unknown
+// outcome must decode into it. It returns a *PolicyError when the activity is blank or its
+// function value cannot give its name (see Set), rt.Tool is nil, or rt.Fallback is invalid.
+func (r *Registry) Route(activity any, rt Route) error {
+	activityType, fnType, err := activityName(activity, true)
+	if err != nil {
+		return err
 	}
 	if rt.Tool == nil {
 		return &PolicyError{Tool: activityType, Field: "Route.Tool", Reason: "is required (oncekey.ToolAt(\"Tool\"), for instance)"}
 	}
-	rt.result = nil
-	if rt.Activity != nil {
-		_, fnType, err := activityName(rt.Activity, false)
-		if err != nil || fnType == nil {
-			return &PolicyError{Tool: activityType, Field: "Route.Activity", Reason: fmt.Sprintf("want the activity's function value, got %T", rt.Activity)}
-		}
-		rt.result = resultType(fnType)
-	}
+	rt.result = resultType(fnType)
 	if rt.Fallback.Effect == 0 {
 		rt.Fallback.Effect = Effectful
 	}

@@ -29,8 +29,9 @@ func (e *ResultTypeError) Error() string {
 func (e *ResultTypeError) Unwrap() error { return e.Err }
 
 // ResultTypeOf returns the result type of the tool a call of activityType names: for an
-// activity type with a Route whose Activity returns (T, error), T (the activity's result is what
-// every tool it carries returns); otherwise the tool's own (ResultType). activityType may be ""
+// activity type whose Route was registered with the function value of an activity returning
+// (T, error), T (the activity's result is what every tool it carries returns); otherwise the
+// tool's own (ResultType). activityType may be ""
 // (not known): the tool's own type is then returned. It returns false when neither is known.
 func (r *Registry) ResultTypeOf(activityType, tool string) (reflect.Type, bool) {
 	if activityType != "" {

@@ -56,16 +56,20 @@ func TestExampleResultDecodesIntoItsType(t *testing.T) {
 	require.Contains(t, string(oncekey.ExampleResult(reflect.TypeFor[receipt]())), `"id":"text","cents":0,"lines":["text"]`)
 }
 
-// A routed tool's result type is the routed activity's (Route.Activity), whatever the tool's own
-// registration says; without Route.Activity it is the tool's own, and unknown for SetTool.
+// A routed tool's result type is the routed activity's when the Route is given its function value,
+// whatever the tool's own registration says; given by name it is the tool's own, and unknown for
+// SetTool.
 func TestRoutedToolHasTheActivitysResultType(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	require.NoError(t, oncekey.SetTool[map[string]interface{}](reg, "open_ticket", oncekey.Policy{Effect: oncekey.Effectful}))
 	_, ok := reg.ResultTypeOf("toolExecutor", "open_ticket")
 	require.False(t, ok, "no Route yet: SetTool says nothing of the result")
+	require.NoError(t, reg.Route("toolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments"}))
+	_, ok = reg.ResultTypeOf("toolExecutor", "open_ticket")
+	require.False(t, ok, "a Route given by name does not know the activity's signature")
 	require.NoError(t, reg.CheckResult("toolExecutor", "open_ticket", json.RawMessage(`{"id":"T-1"}`)), "an unknown type is not checked")
 
-	require.NoError(t, reg.Route("toolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments", Activity: toolExecutor}))
+	require.NoError(t, reg.Route(toolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments"}))
 	typ, ok := reg.ResultTypeOf("toolExecutor", "open_ticket")
 	require.True(t, ok)
 	require.Equal(t, reflect.TypeFor[string](), typ)
@@ -96,16 +100,22 @@ func TestRoutedToolHasTheActivitysResultType(t *testing.T) {
 
 func createTicket(ctx context.Context, title string) (receipt, error) { return receipt{}, nil }
 
-// Route.Activity must be the activity's function value.
-func TestRouteActivityMustBeAFunction(t *testing.T) {
+func toolRunner(ctx context.Context, in toolExecutorInput) error { return nil }
+
+// Route takes the activity as Set does: a function value whose name cannot be the activity's is
+// refused; an activity returning only an error gives its tools no result type.
+func TestRouteTakesTheActivitysFunction(t *testing.T) {
 	reg := oncekey.NewRegistry()
-	err := reg.Route("toolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Activity: "toolExecutor"})
+	err := reg.Route(func(ctx context.Context, in toolExecutorInput) (string, error) { return "", nil }, oncekey.Route{Tool: oncekey.ToolAt("tool_name")})
 	var pe *oncekey.PolicyError
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, "Route.Activity", pe.Field)
-	require.False(t, reg.Routed("toolExecutor"))
-	require.NoError(t, reg.Route("toolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name"),
-		Activity: func(ctx context.Context, in toolExecutorInput) error { return nil }}))
-	_, ok := reg.ResultTypeOf("toolExecutor", "open_ticket")
+	require.Equal(t, "activity", pe.Field)
+	require.NoError(t, reg.Route(toolRunner, oncekey.Route{Tool: oncekey.ToolAt("tool_name")}))
+	require.True(t, reg.Routed("toolRunner"))
+	_, ok := reg.ResultTypeOf("toolRunner", "open_ticket")
 	require.False(t, ok, "an activity returning only an error has no result type")
+	require.NoError(t, reg.Route(toolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool_name")}))
+	require.NoError(t, reg.Route("toolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name")}))
+	_, ok = reg.ResultTypeOf("toolExecutor", "open_ticket")
+	require.False(t, ok, "a Route registered again by name forgets the signature")
 }

@@ -285,7 +285,7 @@ var registry = func() *oncekey.Registry {
 	must(r.Set(b.PostNote, oncekey.Policy{Effect: oncekey.Idempotent, Lease: 500 * time.Millisecond, Retention: time.Second, Tombstone: time.Hour}))
 	must(r.Set(b.WireMoney, oncekey.Policy{Effect: oncekey.Effectful}))
 	must(r.Set(b.ShipOrder, oncekey.Policy{Effect: oncekey.Effectful}))
-	must(r.Route("CallMcpTool", oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "args", Activity: b.CallMcpTool}))
+	must(r.Route("CallMcpTool", oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "args"}))
 	must(oncekey.SetTool[FileArgs](r, "read_file", oncekey.Policy{Effect: oncekey.ReadOnly}))
 	must(oncekey.SetTool[FileArgs](r, "delete_file", oncekey.Policy{Effect: oncekey.Effectful}))
 	return r

@@ -97,11 +97,11 @@ func TestResultOfAToolRegisteredByNameIsNotChecked(t *testing.T) {
 func toolExecutor(ctx context.Context, in map[string]any) (string, error) { return "", nil }
 
 // A routed tool (registered with SetTool, which says nothing of its result) has the routed
-// activity's result type (Route.Activity): the input names the activity type, and a resolution
+// activity's result type (its Route registered with the activity's function value): the input names the activity type, and a resolution
 // of another shape is refused by the signal's path as by the update's, until a string settles it.
 func TestResultOfARoutedToolIsCheckedAgainstTheActivitys(t *testing.T) {
 	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Route("ToolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "args", Activity: toolExecutor}))
+	require.NoError(t, reg.Route(toolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "args"}))
 	require.NoError(t, oncekey.SetTool[map[string]any](reg, "CreateTicket", oncekey.Policy{Effect: oncekey.Effectful}))
 	env, store := setup(t, reg)
 	epoch := claim(t, store, "ok1_k", time.Minute)
@@ -125,7 +125,7 @@ func TestResultOfARoutedToolIsCheckedAgainstTheActivitys(t *testing.T) {
 	}, 2*time.Minute)
 
 	routed := input
-	routed.ActivityType = "ToolExecutor"
+	routed.ActivityType = "toolExecutor"
 	env.ExecuteWorkflow(reconcile.WorkflowName, routed)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

@@ -111,7 +111,7 @@ func TestRoutedToolRefusesAResultOfTheWrongType(t *testing.T) {
 	d := &ticketDesk{}
 	s, _ := migratedAt(t, dbURL)
 	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Route("ToolExecutor", oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments", Activity: d.ToolExecutor}))
+	require.NoError(t, reg.Route(d.ToolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments"}))
 	require.NoError(t, oncekey.SetTool[map[string]interface{}](reg, "open_ticket", oncekey.Policy{Effect: oncekey.Effectful}))
 	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return "acme" },
 		DataConverter: converter.GetDefaultDataConverter()})
