@@ -203,6 +203,10 @@ type Route struct {
 	// is absent, not a string or blank in a call is a *RouteError naming the path and the members
 	// the arguments have.
 	ToolPaths []string
+
+	// result is the routed activity's result type, set by Registry.Route when it is given the
+	// activity's function value.
+	result reflect.Type
 }
 
 // ToolAt returns a Route.Tool function that names the tool by the strings at the dotted JSON
@@ -238,7 +242,9 @@ func ToolAt(paths ...string) func(args json.RawMessage) (string, bool) {
 // Given the function value, Route checks rt.ToolPaths and rt.Args against the activity's input
 // type: each must name a JSON member of it (as its json tags spell them), and a tool path a
 // string. Given a name, the input type is unknown, and a path that does not resolve is found at
-// the first call (a *RouteError, before anything is claimed).
+// the first call (a *RouteError, before anything is claimed). Given the function value of an
+// activity returning (T, error), T is also the result type of every tool the Route carries
+// (Registry.ResultTypeOf): a resolution of a routed tool's unknown outcome must decode into it.
 //
 // It returns a *PolicyError when the activity is blank or its function value cannot give its
 // name (see Set), when neither or both of rt.ToolPaths and rt.Tool are set, when a path has an
@@ -282,6 +288,7 @@ func (r *Registry) route(activityType string, fnType reflect.Type, rt Route) err
 	if err := checkRoute(activityType, fnType, rt); err != nil {
 		return err
 	}
+	rt.result = resultType(fnType)
 	if rt.Fallback.Effect == 0 {
 		rt.Fallback.Effect = Effectful
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -424,8 +423,11 @@ type RecordInput struct {
 	RecordRef
 	// Tool is the operation's registered activity name, for checking an Applied result against
 	// its declared result type. Empty: it is read from the record.
-	Tool       string               `json:"tool,omitempty"`
-	Resolution reconcile.Resolution `json:"resolution"`
+	Tool string `json:"tool,omitempty"`
+	// ActivityType is the activity type a Route named Tool from (reconcile.Input.ActivityType),
+	// whose result type then applies. Empty: the tool's own.
+	ActivityType string               `json:"activity_type,omitempty"`
+	Resolution   reconcile.Resolution `json:"resolution"`
 }
 
 // RecordResolution writes a Resolution to the store (reconcile.Record) and returns the decision
@@ -435,10 +437,11 @@ type RecordInput struct {
 // cannot be resolved is a non-retryable error of type ErrTypeInvalid; a record past
 // its retention (a tombstone) is a non-retryable error of type oncekey.ErrTypeExpired.
 //
-// An Applied result must decode (encoding/json) into the tool's declared result type when the
-// registry knows it (the tool was registered with its function value); otherwise the resolution
-// is refused with ErrTypeInvalid and the record is left as it was, since a stored result the
-// blocked workflow cannot decode would fail it for good. A tool registered by name is not checked.
+// An Applied result must decode (encoding/json) into the tool's result type when the registry
+// knows it (oncekey.Registry.CheckResult: the routed activity's, or the tool's own function
+// value's); otherwise the resolution is refused with ErrTypeInvalid and the record is left as it
+// was, since a stored result the blocked workflow cannot decode would fail it for good. A tool
+// whose result type is unknown (registered by name) is not checked.
 func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reconcile.Output, error) {
 	if err := reconciler(ctx, RecordResolutionName, in.OperationKey); err != nil {
 		return reconcile.Output{}, err
@@ -516,13 +519,8 @@ func (a *Activities) checkResult(ctx context.Context, in RecordInput) error {
 		}
 		tool = rec.Tool
 	}
-	t, ok := a.registry.ResultType(tool)
-	if !ok {
-		return nil
-	}
-	if err := json.Unmarshal(r.Result, reflect.New(t).Interface()); err != nil {
-		inv := &reconcile.InvalidResolutionError{Field: "Result", Reason: fmt.Sprintf(
-			"does not decode into %s's result type %s (%v); nothing was recorded", tool, t, err)}
+	if err := a.registry.CheckResult(in.ActivityType, tool, r.Result); err != nil {
+		inv := &reconcile.InvalidResolutionError{Field: "Result", Reason: err.Error() + "; nothing was recorded", Err: err}
 		return temporal.NewNonRetryableApplicationError(inv.Error(), ErrTypeInvalid, nil)
 	}
 	return nil

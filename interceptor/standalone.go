@@ -127,7 +127,7 @@ func (c *call) reconcileInput(cause error) (reconcile.Input, string) {
 	if tq == "" {
 		tq = c.info.TaskQueue
 	}
-	return reconcile.Input{
+	in := reconcile.Input{
 		Tenant:            c.op.Tenant,
 		OperationKey:      c.key,
 		Tool:              c.tool,
@@ -136,7 +136,11 @@ func (c *call) reconcileInput(cause error) (reconcile.Input, string) {
 		EscalationTimeout: c.root.opts.EscalationTimeout,
 		MetricsTenant:     c.root.opts.MetricsTenantTag,
 		SearchAttributes:  c.root.opts.SearchAttributes,
-	}, tq
+	}
+	if c.root.opts.Registry.Routed(c.info.ActivityType.Name) {
+		in.ActivityType = c.info.ActivityType.Name // the Route's result type applies to the tool it named
+	}
+	return in, tq
 }
 
 // startApproval starts (or joins) the approval workflow of the request the approval gate wrote,

@@ -762,6 +762,9 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 		MetricsTenant:     l.w.root.opts.MetricsTenantTag,
 		SearchAttributes:  l.w.root.opts.SearchAttributes,
 	}
+	if l.w.root.opts.Registry.Routed(l.tool) {
+		in.ActivityType = l.tool // the Route's result type applies to the tool it named
+	}
 	if op := l.operation(ctx, cause); in.StepID == "" && op.ActivityID != "" {
 		in.StepID = op.Step()
 	}

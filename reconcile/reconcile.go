@@ -167,6 +167,11 @@ type Input struct {
 	Tenant       string `json:"tenant"`
 	OperationKey string `json:"operation_key"`
 	Tool         string `json:"tool"`
+	// ActivityType is the activity type the tool was called through, when a Route named the tool
+	// (Tool is then the Route's name for it): a resolution's result is checked against that
+	// Route's result type (oncekey.Registry.CheckResult). Empty for a tool that is its own
+	// activity type, and in inputs made before it existed.
+	ActivityType string `json:"activity_type,omitempty"`
 	WorkflowID   string `json:"workflow_id"`
 	StepID       string `json:"step_id"`
 	// Reason says why the outcome is unknown (the error or timeout that ended the attempt).

@@ -1,11 +1,8 @@
 package workflows
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -304,7 +301,7 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 // such as a tombstone).
 func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) string {
 	var out reconcile.Output
-	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, Resolution: res}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, ActivityType: r.in.ActivityType, Resolution: res}).Get(ctx, &out)
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
@@ -351,18 +348,14 @@ func (r *reconciler) invalid(res reconcile.Resolution) string {
 	return ""
 }
 
-// resultProblem says why an Applied result does not decode into the tool's declared result
-// type, or "" (also when the type is unknown).
+// resultProblem says why an Applied result does not decode into the tool's result type
+// (oncekey.Registry.CheckResult), or "" (also when the type is unknown).
 func (r *reconciler) resultProblem(res reconcile.Resolution) string {
-	if res.Outcome != reconcile.Applied || len(bytes.TrimSpace(res.Result)) == 0 {
+	if res.Outcome != reconcile.Applied {
 		return ""
 	}
-	t, ok := r.reg.ResultType(r.in.Tool)
-	if !ok {
-		return ""
-	}
-	if err := json.Unmarshal(res.Result, reflect.New(t).Interface()); err != nil {
-		return fmt.Sprintf("the result does not decode into %s's result type %s (%v)", r.in.Tool, t, err)
+	if err := r.reg.CheckResult(r.in.ActivityType, r.in.Tool, res.Result); err != nil {
+		return err.Error()
 	}
 	return ""
 }

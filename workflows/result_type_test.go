@@ -92,3 +92,53 @@ func TestResultOfAToolRegisteredByNameIsNotChecked(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, oncekey.StatusApplied, rec.Status)
 }
+
+// toolExecutor is a routed activity: it carries every tool and answers with a string.
+func toolExecutor(ctx context.Context, in map[string]any) (string, error) { return "", nil }
+
+// A routed tool (registered with SetTool, which says nothing of its result) has the routed
+// activity's result type (its Route registered with the activity's function value): the input names the activity type, and a resolution
+// of another shape is refused by the signal's path as by the update's, until a string settles it.
+func TestResultOfARoutedToolIsCheckedAgainstTheActivitys(t *testing.T) {
+	reg := oncekey.NewRegistry()
+	require.NoError(t, reg.Route(toolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool"), Args: "args"}))
+	require.NoError(t, oncekey.SetTool[map[string]any](reg, "CreateTicket", oncekey.Policy{Effect: oncekey.Effectful}))
+	env, store := setup(t, reg)
+	epoch := claim(t, store, "ok1_k", time.Minute)
+	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	require.NoError(t, err)
+
+	var refused string
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`), ResolvedBy: "ada", Tenant: "t1"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(reconcile.QueryName)
+		require.NoError(t, err)
+		var st reconcile.StatusReport
+		require.NoError(t, v.Get(&st))
+		refused = st.LastInvalidSignal
+		rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+		require.NoError(t, err)
+		require.Equal(t, oncekey.StatusUnknown, rec.Status, "the refused resolution changed nothing")
+		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada", Tenant: "t1"})
+	}, 2*time.Minute)
+
+	routed := input
+	routed.ActivityType = "toolExecutor"
+	env.ExecuteWorkflow(reconcile.WorkflowName, routed)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var out reconcile.Output
+	require.NoError(t, env.GetWorkflowResult(&out))
+	require.Contains(t, refused, `does not decode into CreateTicket's result type string (json: cannot unmarshal object into Go value of type string); give JSON of that type, e.g. "text"; nothing was recorded`)
+	require.Equal(t, reconcile.Applied, out.Outcome)
+
+	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	require.NoError(t, err)
+	var ps commonpb.Payloads
+	require.NoError(t, proto.Unmarshal(rec.Result, &ps))
+	var got string
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(&ps, &got), "the blocked workflow can decode the stored result")
+	require.Equal(t, "T-1", got)
+}
