@@ -278,8 +278,9 @@ func TestE2EStandaloneUndecidedIsIndeterminate(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			l := newLedger(fault)
 			e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+			id := "charge-8-" + fault // the subtests run in parallel on one server
 			h, err := e.c.ExecuteActivity(context.Background(), client.StartActivityOptions{
-				ID: "charge-8", TaskQueue: e.tq, StartToCloseTimeout: 4 * time.Second,
+				ID: id, TaskQueue: e.tq, StartToCloseTimeout: 4 * time.Second,
 				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 			}, "CreateTicket", req)
 			require.NoError(t, err)
@@ -301,7 +302,7 @@ func TestE2EStandaloneUndecidedIsIndeterminate(t *testing.T) {
 			require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
 				Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
 			}))
-			again, err := e.executeStandalone(t, "charge-8", req)
+			again, err := e.executeStandalone(t, id, req)
 			require.NoError(t, err)
 			require.Equal(t, oncekey.OutcomeReplayed, again.Status)
 			require.Equal(t, landed, ticketOf(t, again))
@@ -330,17 +331,18 @@ func TestE2EStandaloneOtherArgumentsSameID(t *testing.T) {
 		requireRuns(t, l, 2, 2)
 	})
 	t.Run("ArgsKey", func(t *testing.T) {
+		const id = "conv-8/call_1" // the subtests run in parallel on one server
 		l := newLedger()
 		e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Key: oncekey.ArgsKey("customer")})
-		first, err := e.executeStandalone(t, "conv-7/call_1", req)
+		first, err := e.executeStandalone(t, id, req)
 		require.NoError(t, err)
 		require.Equal(t, oncekey.OutcomeApplied, first.Status)
-		_, err = e.executeStandalone(t, "conv-7/call_1", reworded)
+		_, err = e.executeStandalone(t, id, reworded)
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr)
 		require.Equal(t, oncekey.ErrTypeFingerprintMismatch, appErr.Type())
 		require.True(t, appErr.NonRetryable())
-		again, err := e.executeStandalone(t, "conv-7/call_1", req)
+		again, err := e.executeStandalone(t, id, req)
 		require.NoError(t, err)
 		require.Equal(t, oncekey.OutcomeReplayed, again.Status)
 		require.Equal(t, ticketOf(t, first), ticketOf(t, again))
