@@ -39,6 +39,10 @@ type Operation struct {
 	// client.ExecuteActivity, outside any workflow. WorkflowID, RunID, StepID and FirstActivityID
 	// are then empty, and ActivityID (the caller's stable ID, which Temporal's ID conflict and
 	// reuse policies also read) names the intended effect in the key of StepKey and ArgsKey.
+	// Under StepKey (the default) the arguments are part of the key too: a start under the same
+	// ActivityID with other arguments is another operation, and runs (a second effect). For one
+	// operation per ActivityID, key by it and the fields that name the effect (ArgsKey), or by
+	// the ActivityID alone (ExplicitKey).
 	Standalone bool
 	// Tool is the tool the call is for: the activity type, or for an activity type with a Route
 	// the tool its Route names (see ActivityType); a call the Route cannot name is never keyed.
@@ -125,8 +129,10 @@ type stepKey struct{}
 // For a standalone activity (Operation.Standalone) the key is (namespace, tenant, activity ID,
 // tool, the call's material arguments): the caller's activity ID names the intended effect, so a
 // second client.ExecuteActivity under the same ID with the same arguments replays, and one with
-// other arguments under that ID is another operation. An empty activity ID is an error wrapping
-// ErrNoKey.
+// other arguments under that ID is another operation, which runs: a second effect under one
+// activity ID (a chat turn run again with the model's arguments reworded). Where one activity ID
+// must be one effect, use ArgsKey with the fields that name it, or ExplicitKey returning
+// Operation.ActivityID. An empty activity ID is an error wrapping ErrNoKey.
 func StepKey() KeyStrategy { return stepKey{} }
 
 // keyPart is one named part of an operation key; the name appears in errors only.
@@ -166,7 +172,10 @@ type argsKey struct{ paths []string }
 
 // ArgsKey keys the operation by (namespace, tenant, workflow ID, tool, the named argument fields):
 // two calls with equal values of those fields in one workflow are one effect by declaration. For
-// a standalone activity (Operation.Standalone) the activity ID takes the workflow ID's place.
+// a standalone activity (Operation.Standalone) the activity ID takes the workflow ID's place:
+// starts under one activity ID with equal values of the fields are one operation, whatever else
+// their arguments say (a repeat with other arguments is refused with a fingerprint mismatch, not
+// run), where StepKey makes each set of arguments another operation.
 // Fields are dotted JSON paths into the activity's input ("Flight", "order.id"), checked by
 // Registry.Set against the input type; for an activity with more than one argument, the first
 // segment is the argument's index ("0.Flight"). Values are compared in canonical JSON (see

@@ -123,11 +123,15 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.
 		return a.Next.ExecuteActivity(ctx, in)
 	}
 	var res any
-	if err == nil {
-		res, err = c.run(ctx, in)
-		if err != nil && c.standalone() {
-			res, err = c.settleStandalone(ctx, in, err)
+	if err == nil && c.standalone() {
+		sctx, cancel := c.answerInTime(ctx)
+		res, err = c.run(sctx, in)
+		if err != nil {
+			res, err = c.settleStandalone(sctx, in, err)
 		}
+		cancel()
+	} else if err == nil {
+		res, err = c.run(ctx, in)
 	}
 	c.report(ctx, err)
 	return res, err
@@ -632,11 +636,18 @@ func anyPayloads(ps *commonpb.Payloads) any {
 	return ps
 }
 
+// replayFailure answers a repeat of a call whose record holds a definite failure, without running
+// the body: a non-retryable oncekey.Failed, or oncekey.AsyncCompletion when the failure is a
+// refused asynchronous completion (handOffRefused), as the first answer was.
 func (c *call) replayFailure(rec *oncekey.Record) error {
 	c.outcome = oncekey.OutcomeFailed
 	msg := failureMessage(rec.Failure)
+	typ := oncekey.ErrTypeFailed
+	if d, _ := failuredoc.Decode(rec.Failure); d.Type == oncekey.ErrTypeAsyncCompletion {
+		typ = oncekey.ErrTypeAsyncCompletion // a refused hand-off is given again under the type it was refused with
+	}
 	return c.appError(fmt.Sprintf("oncekey: %s (key %s) failed before; replaying the remembered failure without running it: %s", c.tool, c.key, msg),
-		oncekey.ErrTypeFailed, true, nil, "remembered failure", true)
+		typ, true, nil, "remembered failure", true)
 }
 
 func (c *call) unknownExisting(rec *oncekey.Record) error {

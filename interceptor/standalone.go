@@ -27,8 +27,10 @@ import (
 //     for its decision while the attempt lasts, then answers as the decision says through the
 //     claim: applied gives the stored result (labelled applied, reason confirmed), not applied
 //     runs the body again, failed gives the failure (reconcileStandalone). An attempt that ends
-//     before the decision fails with the IndeterminateOutcome error; the reconciliation goes on,
-//     and a later client.ExecuteActivity under the same ID (or a retry) finds what it decided;
+//     before the decision fails with the IndeterminateOutcome error, which reaches the caller
+//     because the body and the wait stop a margin before the attempt's deadline (answerInTime);
+//     the reconciliation goes on, and a later client.ExecuteActivity under the same ID (or a
+//     retry) finds what it decided;
 //   - an approval: the worker writes the request (the approval gate, as for any call), starts the
 //     approval workflow of the key itself and fails the call at once with the non-retryable
 //     oncekey.ApprovalPending error whose details name the request; the caller waits for that
@@ -69,6 +71,28 @@ func standaloneHeaders(ctx context.Context) error {
 // the claim after a reconciliation decided (not applied runs the body again, which may end
 // unknown again).
 const maxStandaloneRounds = 3
+
+// standaloneAnswerMargin is how long before its attempt's deadline a standalone activity stops
+// its body and its wait for a decision (answerInTime), at most: a quarter of the attempt's time
+// when that is shorter.
+const standaloneAnswerMargin = 2 * time.Second
+
+// answerInTime returns ctx with a deadline standaloneAnswerMargin (or a quarter of the attempt's
+// time) before the attempt's, for a standalone call: its answer, the non-retryable
+// IndeterminateOutcome error of an outcome nobody decided yet, must reach the server before the
+// server times the attempt out, else the caller gets Temporal's start-to-close timeout instead.
+// A workflow's call needs no margin: the workflow side reads a timeout as an unknown outcome.
+func (c *call) answerInTime(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	margin := standaloneAnswerMargin
+	if total := c.info.Deadline.Sub(c.info.StartedTime); total > 0 {
+		margin = min(margin, total/4)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-margin))
+}
 
 // standaloneStartTimeout bounds the start of a decision workflow from a standalone activity, from
 // a context detached from the attempt's (which may be over: a timed-out body).

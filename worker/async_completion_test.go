@@ -162,7 +162,9 @@ func TestE2EAsyncCompletionOfAnEffectfulToolIsRefused(t *testing.T) {
 
 	err = e.startExpense(t, id).Get(testCtx(t), nil)
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.Equal(t, oncekey.ErrTypeFailed, appErr.Type(), "the repeat gives the remembered refusal")
+	require.Equal(t, oncekey.ErrTypeAsyncCompletion, appErr.Type(), "the repeat gives the remembered refusal, under the type the docs pin")
+	require.True(t, appErr.NonRetryable())
+	require.Equal(t, oncekey.OutcomeFailed, oncekey.Label(nil, err).Status)
 	registrations, payments := x.counts()
 	require.Equal(t, 1, registrations, "the repeat did not run the body")
 	require.Equal(t, 0, payments)

@@ -2,10 +2,14 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"log"
 	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
+	nexuspb "go.temporal.io/api/nexus/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporalnexus"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -87,6 +91,52 @@ func Example_nexusOperations() {
 	w.RegisterWorkflow(RefundWorkflow)
 	w.RegisterActivity(IssueRefund)
 	if err := w.Run(sdkworker.InterruptCh()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// CreateNexusEndpoint creates the Nexus endpoint name, which routes its callers' requests to the
+// workers polling taskQueue in namespace, through the operator service; an endpoint that exists
+// already is left as it is. An operator does it once per endpoint, before any caller calls it
+// (`temporal operator nexus endpoint create` does the same); the tests create theirs with it.
+func CreateNexusEndpoint(ctx context.Context, c client.Client, name, namespace, taskQueue string) error {
+	_, err := c.OperatorService().CreateNexusEndpoint(ctx, &operatorservice.CreateNexusEndpointRequest{
+		Spec: &nexuspb.EndpointSpec{
+			Name: name,
+			Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{
+				Worker: &nexuspb.EndpointTarget_Worker{Namespace: namespace, TaskQueue: taskQueue},
+			}},
+		},
+	})
+	var exists *serviceerror.AlreadyExists
+	if errors.As(err, &exists) {
+		return nil
+	}
+	return err
+}
+
+// RefundCallerWorkflow calls the synchronous refund through the endpoint "payments". The
+// server sends the start to the handler; each request times out after the server's Nexus request
+// timeout (10 s by default), and the server sends it again, with the same request ID and
+// oncekey-key header, until the operation's ScheduleToCloseTimeout: that timeout is what leaves
+// room for the retry that replays a result the first request did not bring back.
+func RefundCallerWorkflow(ctx workflow.Context, in NexusRefundRequest) (NexusRefund, error) {
+	c := workflow.NewNexusClient("payments", "payments")
+	var r NexusRefund
+	err := c.ExecuteOperation(oncekey.WithStepID(ctx, "refund"), "refund", in,
+		workflow.NexusOperationOptions{ScheduleToCloseTimeout: 5 * time.Minute}).Get(ctx, &r)
+	return r, err
+}
+
+// The endpoint that routes the callers of the payments service to the worker above: created
+// once, by an operator, before the callers' first call.
+func Example_nexusEndpoint() {
+	c, err := client.Dial(client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := CreateNexusEndpoint(context.Background(), c, "payments", "default", "payments"); err != nil {
 		log.Fatal(err)
 	}
 }

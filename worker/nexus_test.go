@@ -3,16 +3,12 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"github.com/stretchr/testify/require"
-	nexuspb "go.temporal.io/api/nexus/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -41,15 +37,7 @@ func NexusTicketWorkflow(ctx workflow.Context, endpoint string, in TicketRequest
 // of namespace "default".
 func (e *e2e) createEndpoint(t *testing.T, name string) {
 	t.Helper()
-	_, err := e.c.OperatorService().CreateNexusEndpoint(context.Background(), &operatorservice.CreateNexusEndpointRequest{
-		Spec: &nexuspb.EndpointSpec{Name: name, Target: &nexuspb.EndpointTarget{Variant: &nexuspb.EndpointTarget_Worker_{
-			Worker: &nexuspb.EndpointTarget_Worker{Namespace: "default", TaskQueue: e.tq},
-		}}},
-	})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		require.NoError(t, err)
-	}
+	require.NoError(t, CreateNexusEndpoint(context.Background(), e.c, name, "default", e.tq))
 }
 
 // setupNexus is setupE2E with the create-ticket operation of the tickets service, Effectful,

@@ -266,3 +266,86 @@ func TestE2EStandaloneIdempotentRetried(t *testing.T) {
 	require.Equal(t, ticketOf(t, first), ticketOf(t, again))
 	requireRuns(t, l, 1, 2)
 }
+
+// An unknown outcome nobody decides while the attempt lasts, whether the body returned (its
+// response lost) or ran into the attempt's timeout (it hangs after committing): the attempt stops
+// its body and its wait a margin before the start-to-close timeout, so the caller gets the
+// documented non-retryable oncekey.IndeterminateOutcome error (unknown, next action reconcile),
+// not Temporal's timeout. The reconciliation goes on: resolved applied, a start under the same ID
+// replays the ticket. One effect.
+func TestE2EStandaloneUndecidedIsIndeterminate(t *testing.T) {
+	for _, fault := range []string{faultLostAfterCommit, faultHangAfterCommit} {
+		t.Run(fault, func(t *testing.T) {
+			l := newLedger(fault)
+			e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+			id := "charge-8-" + fault // the subtests run in parallel on one server
+			h, err := e.c.ExecuteActivity(context.Background(), client.StartActivityOptions{
+				ID: id, TaskQueue: e.tq, StartToCloseTimeout: 4 * time.Second,
+				RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+			}, "CreateTicket", req)
+			require.NoError(t, err)
+			err = h.Get(testCtx(t), nil)
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr, "not a timeout: %v", err)
+			require.Equal(t, oncekey.ErrTypeIndeterminate, appErr.Type())
+			require.True(t, appErr.NonRetryable())
+			tr := oncekey.Label(nil, err)
+			require.Equal(t, oncekey.OutcomeUnknown, tr.Status)
+			require.Equal(t, oncekey.NextReconcile, tr.NextAction)
+			requireRuns(t, l, 1, 1)
+
+			key := e.waitingKey(t)
+			landed, ok := l.lookup(key)
+			require.True(t, ok)
+			body, err := json.Marshal(landed)
+			require.NoError(t, err)
+			require.NoError(t, reconcile.Resolve(context.Background(), e.c, "default", key, reconcile.Resolution{
+				Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
+			}))
+			again, err := e.executeStandalone(t, id, req)
+			require.NoError(t, err)
+			require.Equal(t, oncekey.OutcomeReplayed, again.Status)
+			require.Equal(t, landed, ticketOf(t, again))
+			requireRuns(t, l, 1, 1)
+		})
+	}
+}
+
+// Other arguments under the same activity ID: by default (StepKey) another operation, so a chat
+// turn run again with the model's arguments reworded lands a second ticket; with
+// Policy.Key ArgsKey("customer") the activity ID and the customer are the operation, so the
+// reworded start is refused (oncekey.FingerprintMismatch, not retryable) and the first one's
+// start again replays: one ticket.
+func TestE2EStandaloneOtherArgumentsSameID(t *testing.T) {
+	reworded := req
+	reworded.Subject = "printer still on fire"
+	t.Run("StepKey", func(t *testing.T) {
+		l := newLedger()
+		e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
+		first, err := e.executeStandalone(t, "conv-7/call_1", req)
+		require.NoError(t, err)
+		second, err := e.executeStandalone(t, "conv-7/call_1", reworded)
+		require.NoError(t, err)
+		require.Equal(t, oncekey.OutcomeApplied, second.Status, "another operation")
+		require.NotEqual(t, first.OperationKey, second.OperationKey)
+		requireRuns(t, l, 2, 2)
+	})
+	t.Run("ArgsKey", func(t *testing.T) {
+		const id = "conv-8/call_1" // the subtests run in parallel on one server
+		l := newLedger()
+		e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Key: oncekey.ArgsKey("customer")})
+		first, err := e.executeStandalone(t, id, req)
+		require.NoError(t, err)
+		require.Equal(t, oncekey.OutcomeApplied, first.Status)
+		_, err = e.executeStandalone(t, id, reworded)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.Equal(t, oncekey.ErrTypeFingerprintMismatch, appErr.Type())
+		require.True(t, appErr.NonRetryable())
+		again, err := e.executeStandalone(t, id, req)
+		require.NoError(t, err)
+		require.Equal(t, oncekey.OutcomeReplayed, again.Status)
+		require.Equal(t, ticketOf(t, first), ticketOf(t, again))
+		requireRuns(t, l, 1, 1)
+	})
+}

@@ -47,9 +47,13 @@ func openRedis(ctx context.Context, a *app, u string) (recordStore, func(), erro
 	bad := func(format string, args ...any) error {
 		return fail(exitUsage, "%s %s: %s; want %s", a.storeSource(), printable(redactURL(u)), fmt.Sprintf(format, args...), redisURLHelp)
 	}
+	if strayAt(u) {
+		return nil, nil, bad("it holds an @ where a host, database or query belongs; %s", encodeHint)
+	}
 	parsed, err := url.Parse(u)
 	if err != nil {
-		return nil, nil, bad("%v", oneLine(errors.Unwrap(err)))
+		// Not url.Parse's text: it repeats the part of the URL it stopped at, the password's too.
+		return nil, nil, bad("not a URL Go can parse; %s", encodeHint)
 	}
 	q := parsed.Query()
 	opts := &redisstore.Options{Prefix: q.Get("prefix")}

@@ -118,9 +118,12 @@ func (a *app) poolAt(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if url == "" {
 		url = a.getenv("DATABASE_URL")
 	}
+	if strayAt(url) {
+		return nil, fail(exitUsage, "bad database URL %s: it holds an @ where a host or database belongs; %s", printable(redactURL(url)), encodeHint)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fail(exitUsage, "bad database URL: %v", err)
+		return nil, fail(exitUsage, "bad database URL %s: %s; %s", printable(redactURL(url)), parseConfigText(err), encodeHint)
 	}
 	// libpq variables are read by ParseConfig from the process environment.
 	pgstore.ConfigurePool(cfg, &pgstore.Options{Schema: a.schema})
@@ -153,6 +156,27 @@ func (a *app) poolAt(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	a.pg, a.where = t, t
 	return pool, nil
+}
+
+// parseConfigText says why pgx could not parse a connection string: pgx's own phrase ("failed to
+// parse as URL", "invalid port"), without the string and without the error under it, which can
+// repeat part of a password (pgx masks it on a best-effort basis only).
+func parseConfigText(err error) string {
+	const unknown = "pgx cannot parse it"
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) {
+		return unknown
+	}
+	c := *pce
+	c.ConnString = ""
+	text, ok := strings.CutPrefix(c.Error(), "cannot parse ``: ")
+	if inner := errors.Unwrap(pce); inner != nil && ok {
+		text, ok = strings.CutSuffix(text, " ("+inner.Error()+")")
+	}
+	if !ok || text == "" {
+		return unknown
+	}
+	return oneLine(errors.New(text))
 }
 
 // pgTarget is where the CLI connected: the server, the role, the database and the schema

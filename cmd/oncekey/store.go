@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/oncekey/oncekey"
@@ -61,10 +62,7 @@ func (a *app) opener(u string) (storeOpener, error) {
 	if a.databaseURL != "" {
 		return storeOpener{}, fail(exitUsage, "give the store once: %s names it, so drop --database-url (or put that URL in --store)", a.storeSource())
 	}
-	scheme, _, ok := strings.Cut(u, "://")
-	if !ok {
-		scheme = ""
-	}
+	scheme, _, _ := splitScheme(u)
 	scheme = strings.ToLower(scheme)
 	var known []string
 	for _, o := range storeOpeners {
@@ -107,14 +105,95 @@ func openPostgres(ctx context.Context, a *app, u string) (recordStore, func(), e
 	return pgstore.New(pool, &pgstore.Options{Schema: a.schema}), pool.Close, nil
 }
 
-// redactURL is u without its password, for messages.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		return u
+// splitScheme splits u at its "://": the scheme and the rest, ok true. A u without "://", or
+// whose text before it is not a scheme (a letter, then letters, digits, "+", "-" or "."), has
+// none: "", u, false (so a password that holds "://" is never taken for a scheme).
+func splitScheme(u string) (scheme, rest string, ok bool) {
+	scheme, rest, ok = strings.Cut(u, "://")
+	if !ok || !schemeRE.MatchString(scheme) {
+		return "", u, false
 	}
-	return p.Redacted()
+	return scheme, rest, true
 }
+
+var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// redacted stands in a printed store URL for what redactURL removes.
+const redacted = "xxxxx"
+
+var (
+	// dsnPasswordRE is a key=value of a Postgres connection string whose key ends in "password"
+	// (password, sslpassword), its value quoted ('a b', with \' and \\ escapes) or up to a space.
+	dsnPasswordRE = regexp.MustCompile(`(?i)[a-z_]*password\s*=\s*('(?:\\.|[^'\\])*'?|\S*)`)
+	// queryPairRE is a key=value of a URL's query (after "?" or "&", up to "&" or "#").
+	queryPairRE = regexp.MustCompile(`[?&]([^=&#]*)=([^&#]*)`)
+)
+
+// redactURL returns the store URL or Postgres connection string u as it is safe to print, in
+// every message, log line and output of the CLI and the inbox, whatever u's shape: everything
+// between "://" (the start, when u has no scheme) and the last "@", and the value of every
+// password key (password=, sslpassword=, in a connection string or a URL's query, its key
+// percent-decoded), replaced by xxxxx. It never parses u as a URL, so a URL that does not parse
+// (a "%" that is not an escape, a "/", "?", "#" or "@" in the password, an unclosed "[") loses
+// its password too; it may remove more than the password (the host, when the query holds an
+// "@"), never less.
+func redactURL(u string) string {
+	mask := make([]bool, len(u))
+	hide := func(from, to int) {
+		for i := from; i < to; i++ {
+			mask[i] = true
+		}
+	}
+	_, rest, isURL := splitScheme(u)
+	start := len(u) - len(rest)
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		hide(start, start+at)
+	}
+	for _, m := range dsnPasswordRE.FindAllStringSubmatchIndex(u, -1) {
+		hide(m[2], m[3])
+	}
+	if isURL {
+		for _, m := range queryPairRE.FindAllStringSubmatchIndex(u, -1) {
+			key, err := url.QueryUnescape(u[m[2]:m[3]])
+			if err != nil || strings.Contains(strings.ToLower(key), "pass") {
+				hide(m[4], m[5])
+			}
+		}
+	}
+	var b strings.Builder
+	for i := 0; i < len(u); i++ {
+		if !mask[i] {
+			b.WriteByte(u[i])
+			continue
+		}
+		b.WriteString(redacted)
+		for i+1 < len(u) && mask[i+1] {
+			i++
+		}
+	}
+	return b.String()
+}
+
+// strayAt reports whether a parser could take part of the user or password of the store URL u
+// for its host, port, path or query: u has an "@" after the first "/", "?" or "#" that follows
+// its "://", or more than one "@" before it (pgx ends the user and password at the first "@",
+// net/url at the last). Such a URL is refused unparsed, so no part of its password is ever
+// printed as a host, a database or a parser's complaint: the user and password must
+// percent-encode these characters.
+func strayAt(u string) bool {
+	_, rest, ok := splitScheme(u)
+	if !ok {
+		return false
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	return strings.Count(rest[:end], "@") > 1 || strings.Contains(rest[end:], "@")
+}
+
+// encodeHint says how to write a user or password that a URL cannot hold as it is.
+const encodeHint = "percent-encode each %, /, ?, #, @, :, [ and ] in the user and password (%25, %2F, %3F, %23, %40, %3A, %5B, %5D)"
 
 // isPostgres reports whether the store the flags and environment name is Postgres.
 func (a *app) isPostgres() bool {

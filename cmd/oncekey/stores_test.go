@@ -185,7 +185,7 @@ func TestStoreURLErrors(t *testing.T) {
 		want string
 	}{
 		{args: []string{"list", "--store", "mysql://app:secret@db/app"}, code: exitUsage,
-			want: "--store mysql://app:xxxxx@db/app is not a store URL the CLI opens (scheme \"mysql\"): give --store (or ONCEKEY_STORE) one of postgres://, postgresql://, redis://, rediss://, unix://"},
+			want: "--store mysql://xxxxx@db/app is not a store URL the CLI opens (scheme \"mysql\"): give --store (or ONCEKEY_STORE) one of postgres://, postgresql://, redis://, rediss://, unix://"},
 		{args: []string{"list"}, env: map[string]string{storeEnv: "127.0.0.1:6379"}, code: exitUsage, want: "ONCEKEY_STORE 127.0.0.1:6379 is not a store URL the CLI opens"},
 		{args: []string{"list", "--store", "redis://127.0.0.1:6379/0?prefx=a"}, code: exitUsage, want: "unexpected option: prefx; want redis://"},
 		{args: []string{"list", "--store", "redis://127.0.0.1:6379/0?buckets=none"}, code: exitUsage, want: "buckets=none is not a positive number"},

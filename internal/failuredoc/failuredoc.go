@@ -33,6 +33,15 @@ func (d Doc) Bytes() []byte {
 	return b
 }
 
+// Decode is the document stored as b; ok is false when b is not one (an older record's text),
+// and d then holds b as its Message.
+func Decode(b []byte) (d Doc, ok bool) {
+	if json.Unmarshal(b, &d) != nil {
+		return Doc{Message: string(b)}, false
+	}
+	return d, true
+}
+
 // Text is the message of a stored failure b: its "message", else its "reason", when b is a JSON
 // object; else b as text. Empty b is "".
 func Text(b []byte) string {
