@@ -188,7 +188,7 @@ func TestAuthorizationRevoked(t *testing.T) {
 	a := e.calls(runA)
 	require.Equal(t, oncekey.OutcomeApplied, a[0].Label.Status)
 	require.Equal(t, oncekey.OutcomeRejected, a[1].Label.Status, "%+v", a[1].Label)
-	require.Contains(t, a[1].Error, "not authorized")
+	require.Contains(t, a[1].Error, "(type: "+oncekey.ErrTypeUnauthorized+",")
 	require.Empty(t, a[1].Receipt.ID, "a stored result is no way around a revoked permission")
 
 	refused := faults.Request{RequestID: "refund-2", Customer: "c2", Subject: "refund", AmountCents: 700}

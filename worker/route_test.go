@@ -73,6 +73,8 @@ type ToolCallResult struct {
 	Error        string
 	ErrType      string
 	NonRetryable bool
+	// Detail is the operator's account in the failure's details (interceptor.Details.Message).
+	Detail string
 }
 
 // AgentToolsWorkflow runs each tool call through the one ToolExecutor activity, with the
@@ -91,6 +93,9 @@ func AgentToolsWorkflow(ctx workflow.Context, calls []ToolExecutorInput) ([]Tool
 			var ae *temporal.ApplicationError
 			if errors.As(err, &ae) {
 				r.ErrType, r.NonRetryable = ae.Type(), ae.NonRetryable()
+			}
+			if d, ok := interceptor.ErrorDetails(err); ok {
+				r.Detail = d.Message
 			}
 		}
 		out = append(out, r)
@@ -147,9 +152,10 @@ func TestE2ERouteWithPathsThatDoNotResolve(t *testing.T) {
 				require.Equal(t, oncekey.ErrTypeConfig, r.ErrType, "call %d: %s", i, r.Error)
 				require.True(t, r.NonRetryable, "call %d", i)
 				for _, s := range tc.says {
-					require.Contains(t, r.Error, s, "call %d", i)
+					require.Contains(t, r.Detail, s, "call %d: the details name the path and the members", i)
+					require.NotContains(t, r.Error, s, "call %d: what the model reads holds no operator detail", i)
 				}
-				require.Contains(t, r.Error, "nothing was claimed")
+				require.Contains(t, r.Detail, "nothing was claimed")
 			}
 			require.Empty(t, b.counts(), "no tool's service got a request: no call ran, none answered for another")
 			res, err := store.List(context.Background(), &oncekey.ListParams{})
