@@ -48,11 +48,12 @@ type Policy struct {
 	// IdempotencyKeyTransport proved about the requests its body sent in the attempt. Defaults to
 	// false: when the body returns an error (not marked NotApplied or Failed) and every request
 	// of a method that is not safe it sent through the transport never left, or was refused with
-	// 400, 401, 403, 404 or 422 (not retryable) or 409 or 429 (retryable, after Retry-After), the
-	// call ends as if the body had returned NotApplied of that error, instead of unknown. Set it
-	// for a tool whose body has effects the transport does not see (a database write, another
-	// client) before or beside its requests. Other effect classes give their claim back on any
-	// error and ignore it.
+	// 400, 401, 403, 404 or 422 (not retryable) or 429 (retryable, after Retry-After), the call
+	// ends as if the body had returned NotApplied of that error, instead of unknown. Set it for a
+	// tool whose body has effects the transport does not see (a database write, another client)
+	// before or beside its requests. A Route's Fallback (the policy of a tool nobody classified)
+	// never uses the proof, whatever this field says. Other effect classes give their claim back
+	// on any error and ignore it.
 	DisableHTTPProof bool
 
 	// Exclude names argument fields (dotted JSON paths into the activity's input) left out of the

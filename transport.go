@@ -28,14 +28,15 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 //
 // Inside an Effectful tool's body it also records, for the interceptor, what it can prove about
 // each request whose method is not safe (not GET, HEAD, OPTIONS or TRACE): that the request never
-// left (the connection, DNS lookup, TLS handshake or proxy failed, or the connection was lost
-// before the request's header was written whole), or that the server answered with a status
-// that says nothing was done (400, 401, 403, 404, 422: not retryable; 409, 429: retryable, after
-// Retry-After). When the body then returns an error, whatever error it is, and every such request
-// of the attempt is proven so, the call ends not applied instead of unknown, as if the body had
-// returned NotApplied; anything else (a 5xx or another status, an error after the header was
-// written, a timeout waiting for the answer, a request still in flight) proves nothing and the
-// outcome stays unknown. Policy.DisableHTTPProof turns this off for a tool whose body has effects
+// left (the connection, DNS lookup, TLS handshake or proxy failed before the transport had a
+// connection for it, or the transport reported the end of writing it with an error before its
+// header was written whole), or that the server answered with a status that says nothing was
+// done (400, 401, 403, 404, 422: not retryable; 429: retryable, after Retry-After). When the body
+// then returns an error, whatever error it is, and every such request of the attempt is proven
+// so, the call ends not applied instead of unknown, as if the body had returned NotApplied;
+// anything else (a 5xx, 409 or another status, an error after the header was written, a timeout
+// waiting for the answer, a request still in flight, or one the transport was still writing when
+// its round trip ended) proves nothing and the outcome stays unknown. Policy.DisableHTTPProof turns this off for a tool whose body has effects
 // the transport does not see. The proof relies on net/http's client trace (httptrace), which its
 // Transport reports for HTTP/1 and HTTP/2; through a Base that does not report it, only statuses
 // prove anything.

@@ -1,14 +1,15 @@
 package oncekey_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,27 +155,31 @@ func TestTransportProofNotSent(t *testing.T) {
 	t.Run("connection reset before the header was written", func(t *testing.T) {
 		t.Parallel()
 		srv := newResetting(t)
+		// The server resets the connection once the request's first byte reached it. The header
+		// is far larger than what the client's socket and the server's can hold, so writing it
+		// fails before it is whole, and net/http reports the end of the write with that error.
+		base := freshBase(t)
+		base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				err = conn.(*net.TCPConn).SetWriteBuffer(64 << 10)
+			}
+			return conn, err
+		}
 		ctx, proof := toolContext(t)
-		// The client takes the connection once the server has reset it; its header is larger
-		// than net/http's write buffer, so writing it fails before it is whole (or net/http sees
-		// the connection die before it writes at all). A header that fits the buffer is written
-		// into it whole before the flush fails, unless net/http saw the reset first: a race,
-		// and when the write wins the request proves nothing.
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { <-srv.reset }})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.addr+"/tickets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		req.Header.Set("X-Padding", strings.Repeat("p", 256<<10))
-		_, err = keyClient(freshBase(t)).Do(req)
+		req.Header.Set("X-Padding", strings.Repeat("p", 4<<20))
+		_, err = keyClient(base).Do(req)
 		require.Error(t, err)
 		require.Equal(t, httpproof.Proof{NotApplied: true, Retryable: true, Requests: 1}, proof())
 	})
 }
 
-// resetting accepts one connection and resets it (SO_LINGER 0) without reading from it: no
+// resetting accepts one connection, reads one byte from it and resets it (SO_LINGER 0): no
 // request reaches anything.
 type resetting struct {
-	addr  string
-	reset chan struct{}
+	addr string
 }
 
 func newResetting(t *testing.T) *resetting {
@@ -182,17 +187,16 @@ func newResetting(t *testing.T) *resetting {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
-	s := &resetting{addr: l.Addr().String(), reset: make(chan struct{})}
 	go func() {
 		conn, err := l.Accept()
 		if err != nil {
 			return
 		}
+		_, _ = conn.Read(make([]byte, 1))
 		_ = conn.(*net.TCPConn).SetLinger(0)
 		_ = conn.Close()
-		close(s.reset)
 	}()
-	return s
+	return &resetting{addr: l.Addr().String()}
 }
 
 func TestTransportProofStatuses(t *testing.T) {
@@ -207,14 +211,16 @@ func TestTransportProofStatuses(t *testing.T) {
 		{http.StatusForbidden, "", httpproof.Proof{NotApplied: true, Status: 403, Requests: 1}},
 		{http.StatusNotFound, "", httpproof.Proof{NotApplied: true, Status: 404, Requests: 1}},
 		{http.StatusUnprocessableEntity, "", httpproof.Proof{NotApplied: true, Status: 422, Requests: 1}},
-		{http.StatusConflict, "", httpproof.Proof{NotApplied: true, Retryable: true, Status: 409, Requests: 1}},
-		{http.StatusConflict, "2", httpproof.Proof{NotApplied: true, Retryable: true, Status: 409, RetryAfter: 2 * time.Second, Requests: 1}},
 		{http.StatusTooManyRequests, "7", httpproof.Proof{NotApplied: true, Retryable: true, Status: 429, RetryAfter: 7 * time.Second, Requests: 1}},
 		{http.StatusTooManyRequests, "soon", httpproof.Proof{NotApplied: true, Retryable: true, Status: 429, Requests: 1}},
 		// Statuses that prove nothing: the request was written and the server may have acted.
 		{http.StatusOK, "", httpproof.Proof{Requests: 1}},
 		{http.StatusCreated, "", httpproof.Proof{Requests: 1}},
 		{http.StatusFound, "", httpproof.Proof{Requests: 1}},
+		// 409: another request with the same key is still being processed (the IETF draft), so
+		// the operation may be under way.
+		{http.StatusConflict, "", httpproof.Proof{Requests: 1}},
+		{http.StatusConflict, "2", httpproof.Proof{Requests: 1}},
 		{http.StatusGone, "", httpproof.Proof{Requests: 1}},
 		{http.StatusInternalServerError, "", httpproof.Proof{Requests: 1}},
 		{http.StatusBadGateway, "", httpproof.Proof{Requests: 1}},
@@ -273,6 +279,95 @@ func TestTransportProofHTTP2(t *testing.T) {
 		})
 	}
 }
+
+// Over HTTP/2 net/http writes and flushes a request's header in a goroutine of its own and
+// reports WroteHeaders only after, and a round trip ends as soon as its context does. Here the
+// whole request (a POST without a body: one HEADERS frame) is on the wire when the client
+// connection's Write stalls; the server counts the request, the context ends, and the round trip
+// returns an error with no header reported written. The request may have had its effect: the
+// record must not call it not sent.
+func TestTransportProofHTTP2WriteStalled(t *testing.T) {
+	t.Parallel()
+	reached, release, stall := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	hits, proto := 0, ""
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		proto = r.Proto
+		mu.Unlock()
+		close(reached)
+		<-release
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true) // h2c with prior knowledge
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	base := freshBase(t)
+	base.Protocols = new(http.Protocols)
+	base.Protocols.SetUnencryptedHTTP2(true)
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stallingConn{Conn: conn, stall: stall}, nil
+	}
+	t.Cleanup(func() { close(stall) })
+
+	ctx, proof := toolContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/tickets/T-1/close", nil)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		res, err := keyClient(base).Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		done <- err
+	}()
+	<-reached
+	cancel() // the attempt's deadline, while the client is still writing the request
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Equal(t, httpproof.Proof{Requests: 1}, proof(), "the server had the request: it may have acted")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, hits)
+	require.Equal(t, "HTTP/2.0", proto)
+}
+
+// stallingConn is a client connection whose Write, once it has sent a request's HEADERS frame
+// (HTTP/2 frame type 1 on a stream other than 0), waits for stall to close before returning.
+type stallingConn struct {
+	net.Conn
+	stall <-chan struct{}
+}
+
+func (c *stallingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err == nil && sendsHeaders(b) {
+		<-c.stall
+	}
+	return n, err
+}
+
+// sendsHeaders reports whether b, the client's bytes of one write (the connection preface and
+// whole frames), holds a HEADERS frame of a stream.
+func sendsHeaders(b []byte) bool {
+	b = bytes.TrimPrefix(b, []byte(http2Preface))
+	for len(b) >= 9 {
+		length := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+		if b[3] == 1 && binary.BigEndian.Uint32(b[5:9])&0x7fffffff != 0 {
+			return true
+		}
+		b = b[min(len(b), 9+length):]
+	}
+	return false
+}
+
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 func TestTransportProofUnproven(t *testing.T) {
 	t.Parallel()
@@ -335,7 +430,7 @@ func TestTransportProofUnproven(t *testing.T) {
 			w.WriteHeader(http.StatusNotFound)
 		}))
 		t.Cleanup(srv.Close)
-		refused := newCounting(t, http.StatusConflict, "")
+		refused := newCounting(t, http.StatusTooManyRequests, "")
 		ctx, proof := toolContext(t)
 		client := keyClient(freshBase(t))
 		done := make(chan error, 1)
@@ -374,6 +469,7 @@ func TestTransportProofUnproven(t *testing.T) {
 func TestTransportProofSeveralRequests(t *testing.T) {
 	t.Parallel()
 	created := newCounting(t, http.StatusCreated, "")
+	limited := newCounting(t, http.StatusTooManyRequests, "")
 	conflict := newCounting(t, http.StatusConflict, "")
 	missing := newCounting(t, http.StatusNotFound, "")
 	unavailable := newCounting(t, http.StatusServiceUnavailable, "")
@@ -392,12 +488,13 @@ func TestTransportProofSeveralRequests(t *testing.T) {
 		sends [][2]string
 		want  httpproof.Proof
 	}{
-		{"first applied, second refused", [][2]string{{"POST", created.URL}, {"POST", conflict.URL}}, httpproof.Proof{Requests: 2}},
+		{"first applied, second refused", [][2]string{{"POST", created.URL}, {"POST", limited.URL}}, httpproof.Proof{Requests: 2}},
+		{"first refused, second 409", [][2]string{{"POST", missing.URL}, {"POST", conflict.URL}}, httpproof.Proof{Requests: 2}},
 		{"first applied, second not sent", [][2]string{{"PUT", created.URL}, {"DELETE", refused}}, httpproof.Proof{Requests: 2}},
 		{"first 503, second not sent", [][2]string{{"POST", unavailable.URL}, {"POST", refused}}, httpproof.Proof{Requests: 2}},
 		{"first refused, second not sent", [][2]string{{"POST", missing.URL}, {"POST", refused}}, httpproof.Proof{NotApplied: true, Retryable: true, Requests: 2}},
 		{"first not sent, second refused", [][2]string{{"POST", refused}, {"PATCH", missing.URL}}, httpproof.Proof{NotApplied: true, Status: 404, Requests: 2}},
-		{"a lookup, then refused", [][2]string{{"GET", lookup.URL}, {"POST", conflict.URL}}, httpproof.Proof{NotApplied: true, Retryable: true, Status: 409, Requests: 1}},
+		{"a lookup, then refused", [][2]string{{"GET", lookup.URL}, {"POST", limited.URL}}, httpproof.Proof{NotApplied: true, Retryable: true, Status: 429, Requests: 1}},
 		{"lookups only", [][2]string{{"GET", lookup.URL}, {"HEAD", refused}}, httpproof.Proof{}},
 		{"a method that is not safe, refused", [][2]string{{"PURGE", missing.URL}}, httpproof.Proof{NotApplied: true, Status: 404, Requests: 1}},
 		{"a method that is not safe, applied", [][2]string{{"PURGE", created.URL}}, httpproof.Proof{Requests: 1}},

@@ -61,6 +61,9 @@ type call struct {
 	// oncekey.NexusHeaderKey header, or the Nexus request ID); "" for an activity.
 	nexusKey string
 	policy   oncekey.Policy
+	// fallback: policy is the Route's Fallback (a tool nobody classified), which never uses what
+	// IdempotencyKeyTransport proved.
+	fallback bool
 	// tool is the tool's name (the activity type, or what its Route named); args is its arguments
 	// document in canonical JSON.
 	tool string
@@ -169,7 +172,7 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if err != nil {
 		return false, c.configError(err)
 	}
-	c.tool, c.policy, c.args = r.Tool, r.Policy, r.Args
+	c.tool, c.policy, c.args, c.fallback = r.Tool, r.Policy, r.Args, r.Fallback
 	return ok && r.Policy.Effect.Claimed(), nil
 }
 
@@ -921,7 +924,7 @@ func (c *call) bodyFailed(ctx context.Context, epoch int64, bodyErr error) error
 		c.rememberFailure(ctx, epoch, c.policy.RememberFailures && innerNonRetryable, bodyErr, appErr)
 		c.outcome = oncekey.OutcomeFailed
 		return c.appError(bodyErr.Error(), oncekey.ErrTypeNotApplied, innerNonRetryable, bodyErr, "not applied", false)
-	case c.policy.Effect == oncekey.Effectful && !c.policy.DisableHTTPProof && c.httpProof.NotApplied:
+	case c.policy.Effect == oncekey.Effectful && !c.policy.DisableHTTPProof && !c.fallback && c.httpProof.NotApplied:
 		return c.provenNotApplied(ctx, epoch, bodyErr)
 	case c.policy.Effect == oncekey.Effectful:
 		reason := "the tool returned an error"

@@ -132,6 +132,9 @@ func TestSuiteHTTPProof(t *testing.T) {
 		refused    bool  // the first run's request goes to a closed port
 		retryAfter string
 		policy     oncekey.Policy
+		// fallback: a Route names the call's tool "helpdesk.create", which has no policy, so the
+		// call runs under the Route's Fallback (Effectful) instead of policy
+		fallback bool
 		// what the call ends with, and what the helpdesk and the store saw
 		wantType     string
 		wantLabel    oncekey.Outcome
@@ -145,8 +148,11 @@ func TestSuiteHTTPProof(t *testing.T) {
 			wantBodies: 2, wantRequests: 1, wantTickets: 1, wantStatus: oncekey.StatusApplied},
 		{name: "429, then created", statuses: []int{429, 201}, retryAfter: "7",
 			wantBodies: 2, wantRequests: 2, wantTickets: 1, wantStatus: oncekey.StatusApplied},
-		{name: "409, then created", statuses: []int{409, 201},
-			wantBodies: 2, wantRequests: 2, wantTickets: 1, wantStatus: oncekey.StatusApplied},
+		// 409: a request with the same key still being processed, so the operation may be
+		// under way; the draft's answer proves nothing.
+		{name: "409 stays unknown", statuses: []int{409, 201},
+			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
 		{name: "429 until the attempts run out", statuses: []int{429},
 			wantType: oncekey.ErrTypeNotApplied, wantLabel: oncekey.OutcomeFailed, wantNext: oncekey.NextPoll,
 			wantBodies: 3, wantRequests: 3, wantStatus: oncekey.StatusReleased},
@@ -163,6 +169,14 @@ func TestSuiteHTTPProof(t *testing.T) {
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
 			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
 		{name: "connection refused with DisableHTTPProof", refused: true, statuses: []int{201}, policy: oncekey.Policy{DisableHTTPProof: true},
+			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
+			wantBodies: 1, wantRequests: 0, wantStatus: oncekey.StatusUnknown},
+		// A tool nobody classified (a Route's Fallback) is not proven by the transport: its body
+		// may have effects the transport does not see.
+		{name: "404 under a Route's Fallback", statuses: []int{404}, fallback: true,
+			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
+		{name: "connection refused under a Route's Fallback", refused: true, statuses: []int{201}, fallback: true,
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
 			wantBodies: 1, wantRequests: 0, wantStatus: oncekey.StatusUnknown},
 	} {
@@ -182,6 +196,11 @@ func TestSuiteHTTPProof(t *testing.T) {
 				// An unknown outcome nobody decides ends the call after this long (virtual time).
 				opts: func(o *interceptor.Options) { o.EscalationTimeout = time.Hour },
 			})
+			if tc.fallback {
+				require.NoError(t, s.reg.Route(tool.CreateTicket, oncekey.Route{
+					Tool: func(json.RawMessage) (string, bool) { return "helpdesk.create", true },
+				}))
+			}
 			start := s.env.Now()
 			out := s.run(t, workflowInput{MaxAttempts: 3, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
 			require.Equal(t, tc.wantType, out[0].Type, out[0].Err)

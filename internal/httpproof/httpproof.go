@@ -14,11 +14,13 @@ type Verdict int
 
 const (
 	// Unproven: the request may have reached the server and had an effect (a 2xx, 3xx or 5xx
-	// answer, other 4xx statuses, an error after its header was written, a request still in
-	// flight, or a transport that does not trace its connections).
+	// answer, 409 or another 4xx status, an error after its header was written, a request still
+	// in flight, including one whose round trip ended while the transport was still writing it,
+	// or a transport that does not trace its connections).
 	Unproven Verdict = iota
-	// NotSent: the request never left: it failed before its header was complete (no connection:
-	// dial, DNS, TLS handshake, proxy; or a connection lost before the header was written whole).
+	// NotSent: the request never left: it failed before the transport had a connection for it
+	// (dial, DNS, TLS handshake, proxy), or the transport reported the end of writing it
+	// (WroteRequest) with an error and no header written whole.
 	NotSent
 	// Refused: the server answered with a status that says it did nothing (Refusal).
 	Refused
@@ -27,13 +29,14 @@ const (
 // Refusal says whether status is one that says the server did nothing with the request, as the
 // IETF draft "The Idempotency-Key HTTP Header Field" and Stripe use them, and whether the same
 // request may succeed later: 400, 401, 403, 404 and 422 (a request the server will refuse again,
-// not retryable); 409 (a request with the same key still in progress) and 429 (too many
-// requests), retryable. Any other status proves nothing.
+// not retryable); 429 (too many requests), retryable. Any other status proves nothing, 409
+// included: in the draft it answers a request whose key another request still being processed
+// holds, so the operation may be under way.
 func Refusal(status int) (refused, retryable bool) {
 	switch status {
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity:
 		return true, false
-	case http.StatusConflict, http.StatusTooManyRequests:
+	case http.StatusTooManyRequests:
 		return true, true
 	}
 	return false, false
@@ -52,12 +55,19 @@ func Safe(method string) bool {
 // request is one request a Record follows.
 type request struct {
 	// traced: the transport reported looking for a connection (GetConn or GotConn), so its
-	// silence about writing is meaningful.
+	// silence about the connection is meaningful.
 	traced bool
+	// connected: the transport reported having a connection for the request (GotConn). From
+	// then on the request may be on the wire: over HTTP/2 the header is written and flushed
+	// before WroteHeaders fires, in a goroutine of its own that a round trip ending with its
+	// context does not wait for.
+	connected bool
 	// headers counts the times the request's header was written whole (WroteHeaders, or a
 	// WroteRequest without error): more than once means the transport sent it again inside one
 	// RoundTrip.
 	headers int
+	// wrote: WroteRequest fired (with or without error): the transport is done writing.
+	wrote bool
 	// done: the round trip returned, with failed (an error) or the answer's status and
 	// Retry-After.
 	done       bool
@@ -67,13 +77,17 @@ type request struct {
 	doneAt     time.Time
 }
 
-// verdict is what q proves.
+// verdict is what q proves. A failed round trip proves the request never left only when the
+// transport traced it and either never had a connection for it (the dial, DNS lookup, TLS
+// handshake or proxy failed, or the context ended first) or reported the end of writing it
+// (WroteRequest) with no header written whole; a request with a connection whose writing has
+// not ended is in flight.
 func (q *request) verdict() (v Verdict, retryable bool) {
 	switch {
 	case !q.done:
 		return Unproven, false
 	case q.failed:
-		if q.traced && q.headers == 0 {
+		if q.traced && q.headers == 0 && (!q.connected || q.wrote) {
 			return NotSent, true
 		}
 	case q.headers <= 1:
@@ -98,7 +112,7 @@ type Proof struct {
 	// such request either never left or was refused (safe methods do not count).
 	NotApplied bool
 	// Retryable: the request that finished last says the same request may succeed later (it
-	// never left, or its status is 409 or 429).
+	// never left, or its status is 429).
 	Retryable bool
 	// RetryAfter is that request's Retry-After (seconds or an HTTP date, from now); 0 when none.
 	RetryAfter time.Duration
@@ -139,14 +153,17 @@ func Track(req *http.Request) (*http.Request, func(*http.Response, error)) {
 	r.mu.Unlock()
 	trace := &httptrace.ClientTrace{
 		GetConn:      func(string) { r.update(func() { q.traced = true }) },
-		GotConn:      func(httptrace.GotConnInfo) { r.update(func() { q.traced = true }) },
+		GotConn:      func(httptrace.GotConnInfo) { r.update(func() { q.traced, q.connected = true, true }) },
 		WroteHeaders: func() { r.update(func() { q.headers++ }) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			// net/http reports WroteHeaders first, and an error here without it means the header
 			// was not written whole; a transport that reports only WroteRequest wrote it.
-			if info.Err == nil {
-				r.update(func() { q.headers = max(q.headers, 1) })
-			}
+			r.update(func() {
+				q.wrote = true
+				if info.Err == nil {
+					q.headers = max(q.headers, 1)
+				}
+			})
 		},
 	}
 	out := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
