@@ -191,8 +191,9 @@ type Route struct {
 	// Fallback is the policy of a call whose tool has no policy: the Route named a tool nobody
 	// registered. A zero Effect means Effectful, the safe default for tools nobody classified:
 	// an MCP server's annotations may suggest a class, never grant one. Its Exclude and ArgsKey
-	// paths address the tool's arguments and are not checked (their type is unknown). A call the
-	// Route cannot name gets no policy at all: it is a *RouteError.
+	// paths address the tool's arguments and are not checked (their type is unknown). The
+	// interceptor logs at Warn the first call of each tool that gets it. A call the Route cannot
+	// name gets no policy at all: it is a *RouteError.
 	Fallback Policy
 
 	// Tool names the tool of one call from the activity's arguments document (canonical JSON, see
