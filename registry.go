@@ -181,14 +181,19 @@ type Route struct {
 	// whole document. Keys, fingerprints, Exclude and ArgsKey paths of a routed tool address that
 	// part, so fields of the envelope (a call ID the framework makes up per proposal) are not
 	// part of the call's identity. A document with nothing at Args is a *RouteError (a member
-	// that is there and null gives the arguments null).
+	// that is there and null gives the arguments null), except where the Route was given the
+	// activity's function and the Args path ends at a struct field tagged omitempty or omitzero:
+	// the encoding leaves that member out of a call with empty (nil or {}) arguments, so an
+	// absent member there is the arguments null, and a call with {} and one with nil are one
+	// call.
 	Args string
 
 	// Fallback is the policy of a call whose tool has no policy: the Route named a tool nobody
 	// registered. A zero Effect means Effectful, the safe default for tools nobody classified:
 	// an MCP server's annotations may suggest a class, never grant one. Its Exclude and ArgsKey
-	// paths address the tool's arguments and are not checked (their type is unknown). A call the
-	// Route cannot name gets no policy at all: it is a *RouteError.
+	// paths address the tool's arguments and are not checked (their type is unknown). The
+	// interceptor logs at Warn the first call of each tool that gets it. A call the Route cannot
+	// name gets no policy at all: it is a *RouteError.
 	Fallback Policy
 
 	// Tool names the tool of one call from the activity's arguments document (canonical JSON, see
@@ -207,6 +212,9 @@ type Route struct {
 	// result is the routed activity's result type, set by Registry.Route when it is given the
 	// activity's function value.
 	result reflect.Type
+	// typed is true when the Route was given the activity's function value; argsOmittable when,
+	// besides, the Args path ends at a struct field tagged omitempty or omitzero.
+	typed, argsOmittable bool
 }
 
 // ToolAt returns a Route.Tool function that names the tool by the strings at the dotted JSON
@@ -289,6 +297,8 @@ func (r *Registry) route(activityType string, fnType reflect.Type, rt Route) err
 		return err
 	}
 	rt.result = resultType(fnType)
+	rt.typed = fnType != nil
+	rt.argsOmittable = rt.typed && rt.Args != "" && omittable(fnType, rt.Args)
 	if rt.Fallback.Effect == 0 {
 		rt.Fallback.Effect = Effectful
 	}
@@ -362,7 +372,7 @@ func (r *Registry) Resolve(activityType string, args json.RawMessage) (Resolved,
 		out.Policy, out.Fallback = p, false
 	}
 	if rt.Args != "" {
-		v, err := routePath(activityType, "Route.Args", rt.Args, d)
+		v, err := rt.argsOf(activityType, d)
 		if err != nil {
 			return Resolved{}, false, err
 		}

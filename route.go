@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/oncekey/oncekey/canonical"
 )
 
 // RouteError: a Route could not name the tool of one call, or find its arguments: a path of the
@@ -80,6 +82,52 @@ func (rt Route) toolOf(activityType string, raw json.RawMessage, doc any) (strin
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "."), nil
+}
+
+// argsOf returns the value at rt.Args in the decoded document doc: null when the member is absent
+// and the Route knows it for an omitempty (or omitzero) field, else a *RouteError for an absent
+// member, whose Reason names omitempty as a cause when the Route does not know the input type.
+func (rt Route) argsOf(activityType string, doc any) (any, error) {
+	v, err := routePath(activityType, "Route.Args", rt.Args, doc)
+	if err == nil || !absentMember(doc, rt.Args) {
+		return v, err
+	}
+	if rt.argsOmittable {
+		return nil, nil
+	}
+	if re, ok := err.(*RouteError); ok && !rt.typed {
+		re.Reason += "; an input field tagged omitempty leaves it out of a call with empty arguments: " +
+			"given the activity's function value, a Route reads that absence as null"
+	}
+	return nil, err
+}
+
+// absentMember reports whether the object holding the last segment of path in doc is there and
+// lacks that member.
+func absentMember(doc any, path string) bool {
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		var ok bool
+		if doc, ok = lookupPath(doc, path[:i]); !ok {
+			return false
+		}
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return false
+	}
+	_, has := m[lastSegment(path)]
+	return !has
+}
+
+// omittable reports whether the dotted path ends at a struct field of the arguments of fn tagged
+// omitempty or omitzero, which the encoding leaves out when it is empty (or zero).
+func omittable(fn reflect.Type, path string) bool {
+	parent, last := "", path
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		parent, last = path[:i], path[i+1:]
+	}
+	t := pathType(fn, parent)
+	return t != nil && canonical.StructFieldOmittable(t, last)
 }
 
 // routePath returns the value at the dotted path in the decoded document doc, or a *RouteError
@@ -165,8 +213,9 @@ func checkRoute(name string, fn reflect.Type, rt Route) error {
 	return nil
 }
 
-// pathType returns the type the dotted path names in the arguments of fn, or nil when the types
-// do not tell it (see walkTypeTo). The path has been checked with checkPath.
+// pathType returns the type the dotted path names in the arguments of fn ("": the one argument
+// of an activity that takes one), or nil when the types do not tell it (see walkTypeTo). The path
+// has been checked with checkPath.
 func pathType(fn reflect.Type, path string) reflect.Type {
 	var params []reflect.Type
 	for i := 0; i < fn.NumIn(); i++ {
@@ -175,10 +224,16 @@ func pathType(fn reflect.Type, path string) reflect.Type {
 		}
 		params = append(params, fn.In(i))
 	}
-	segs := strings.Split(path, ".")
+	var segs []string
+	if path != "" {
+		segs = strings.Split(path, ".")
+	}
 	if len(params) == 1 {
 		t, _ := walkTypeTo(params[0], segs)
 		return t
+	}
+	if len(segs) == 0 {
+		return nil
 	}
 	i, err := strconv.Atoi(segs[0])
 	if err != nil || i < 0 || i >= len(params) {

@@ -308,3 +308,109 @@ func TestRouteRefusesCallsItCannotName(t *testing.T) {
 	require.Equal(t, []string{"args", "name"}, re.Members, "the members of the object where the path stopped")
 	require.Contains(t, re.Reason, `no member "tool" in "call"`)
 }
+
+// OmitEmptyInput is ToolExecutorInput with its arguments tagged omitempty: a call with no
+// arguments ({} or nil) has no "arguments" member in its encoding.
+type OmitEmptyInput struct {
+	ToolName  string         `json:"tool_name"`
+	Arguments map[string]any `json:"arguments,omitempty"`
+}
+
+func OmitEmptyExecutor(ctx context.Context, in OmitEmptyInput) (string, error) { return "", nil }
+
+func OmitEmptyExecutorTwo(ctx context.Context, call string, in OmitEmptyInput) (string, error) {
+	return "", nil
+}
+
+// A Route given the function of an input whose Args field is tagged omitempty keys a call with no
+// arguments, {} or nil alike, with the arguments null; given only the activity's name, or for a
+// field without omitempty, an absent member is still refused.
+func TestRouteArgsOmitEmpty(t *testing.T) {
+	t.Parallel()
+	doc := func(args ...any) json.RawMessage {
+		b, err := oncekey.CanonicalArgs(args)
+		require.NoError(t, err)
+		return b
+	}
+	empty := doc(OmitEmptyInput{ToolName: "list_tickets", Arguments: map[string]any{}})
+	none := doc(OmitEmptyInput{ToolName: "list_tickets"})
+	require.JSONEq(t, `{"tool_name":"list_tickets"}`, string(empty), "omitempty leaves the member out")
+	require.JSONEq(t, `{"tool_name":"list_tickets"}`, string(none))
+
+	op := func(res oncekey.Resolved) oncekey.Operation {
+		return oncekey.Operation{Namespace: "default", Tenant: "t", WorkflowID: "w", RunID: "r", ActivityID: "1",
+			Tool: res.Tool, ActivityType: "OmitEmptyExecutor", ArgsJSON: res.Args}
+	}
+	for _, reg := range []struct {
+		name string
+		fn   func(r *oncekey.Registry) error
+		args func(OmitEmptyInput) json.RawMessage
+	}{
+		{"Route", func(r *oncekey.Registry) error {
+			return r.Route(OmitEmptyExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"})
+		}, func(in OmitEmptyInput) json.RawMessage { return doc(in) }},
+		{"RouteAs", func(r *oncekey.Registry) error {
+			return r.RouteAs("OmitEmptyExecutor", OmitEmptyExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"})
+		}, func(in OmitEmptyInput) json.RawMessage { return doc(in) }},
+		{"second argument", func(r *oncekey.Registry) error {
+			return r.RouteAs("OmitEmptyExecutor", OmitEmptyExecutorTwo, oncekey.Route{ToolPaths: []string{"1.tool_name"}, Args: "1.arguments"})
+		}, func(in OmitEmptyInput) json.RawMessage { return doc("call-1", in) }},
+	} {
+		t.Run(reg.name, func(t *testing.T) {
+			r := oncekey.NewRegistry()
+			require.NoError(t, reg.fn(r))
+			require.NoError(t, oncekey.SetTool[map[string]any](r, "list_tickets", oncekey.Policy{Effect: oncekey.ReadOnly}))
+			var keys []string
+			for _, args := range []map[string]any{{}, nil} {
+				res, ok, err := r.Resolve("OmitEmptyExecutor", reg.args(OmitEmptyInput{ToolName: "list_tickets", Arguments: args}))
+				require.NoError(t, err, "a zero-argument call is a call")
+				require.True(t, ok)
+				require.Equal(t, "list_tickets", res.Tool)
+				require.False(t, res.Fallback)
+				require.Equal(t, "null", string(res.Args), "an absent omitempty member is null")
+				keys = append(keys, mustKey(t, res.Policy, op(res)))
+			}
+			require.Equal(t, keys[0], keys[1], "{} and nil are one call")
+			res, _, err := r.Resolve("OmitEmptyExecutor", reg.args(OmitEmptyInput{ToolName: "list_tickets", Arguments: map[string]any{"status": "open"}}))
+			require.NoError(t, err)
+			require.JSONEq(t, `{"status":"open"}`, string(res.Args))
+			require.NotEqual(t, keys[0], mustKey(t, res.Policy, op(res)), "arguments that are there are the call's")
+		})
+	}
+
+	// Without omitempty the encoding always has the member: absent, it is still refused.
+	r := oncekey.NewRegistry()
+	require.NoError(t, r.Route(ToolExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	_, ok, err := r.Resolve("ToolExecutor", json.RawMessage(`{"tool_name":"list_tickets"}`))
+	var re *oncekey.RouteError
+	require.ErrorAs(t, err, &re)
+	require.False(t, ok)
+	require.Equal(t, "Route.Args", re.Field)
+	require.Equal(t, `no member "arguments"`, re.Reason, "the Route knows the input: omitempty is not the cause")
+
+	// By name the input type is unknown: refused, and the reason names omitempty as a cause.
+	r = oncekey.NewRegistry()
+	require.NoError(t, r.Route("OmitEmptyExecutor", oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	_, ok, err = r.Resolve("OmitEmptyExecutor", none)
+	require.ErrorAs(t, err, &re)
+	require.False(t, ok)
+	require.Equal(t, "Route.Args", re.Field)
+	require.Contains(t, re.Reason, `no member "arguments"`)
+	require.Contains(t, re.Error(), "omitempty")
+	require.Contains(t, re.Error(), "function value")
+
+	// Only the member itself may be absent: a missing parent object is still refused.
+	type outer struct {
+		Tool string          `json:"tool"`
+		Call *OmitEmptyInput `json:"call,omitempty"`
+	}
+	r = oncekey.NewRegistry()
+	require.NoError(t, r.RouteAs("Nested", func(context.Context, outer) (string, error) { return "", nil },
+		oncekey.Route{ToolPaths: []string{"tool"}, Args: "call.arguments"}))
+	res, _, err := r.Resolve("Nested", doc(outer{Tool: "list_tickets", Call: &OmitEmptyInput{}}))
+	require.NoError(t, err)
+	require.Equal(t, "null", string(res.Args))
+	_, _, err = r.Resolve("Nested", doc(outer{Tool: "list_tickets"}))
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, `no member "call"`, re.Reason)
+}

@@ -53,6 +53,24 @@ func StructField(t reflect.Type, name string) (reflect.Type, bool) {
 	return nil, false
 }
 
+// StructFieldOmittable reports whether Marshal may leave out the member named name of struct
+// type t (after following pointers): whether its field is tagged omitempty or omitzero. It is
+// false when t has no such member.
+func StructFieldOmittable(t reflect.Type, name string) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for _, f := range fieldsOf(t) {
+		if f.name == name {
+			return f.omitEmpty || f.omitZero
+		}
+	}
+	return false
+}
+
 // StructFields returns the JSON names Marshal writes for the members of struct type t (after
 // following pointers), in encoding/json's order; nil when t is not a struct.
 func StructFields(t reflect.Type) []string {

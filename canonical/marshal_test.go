@@ -268,3 +268,17 @@ func TestStructField(t *testing.T) {
 }
 
 func reflectType(v any) reflect.Type { return reflect.TypeOf(v) }
+
+func TestStructFieldOmittable(t *testing.T) {
+	t.Parallel()
+	type in struct {
+		Empty   map[string]any `json:"empty,omitempty"`
+		Zero    time.Time      `json:"zero,omitzero"`
+		Always  map[string]any `json:"always"`
+		Renamed string         `json:",omitempty"`
+	}
+	for name, want := range map[string]bool{"empty": true, "zero": true, "Renamed": true, "always": false, "nope": false} {
+		require.Equal(t, want, canonical.StructFieldOmittable(reflect.TypeFor[*in](), name), name)
+	}
+	require.False(t, canonical.StructFieldOmittable(reflect.TypeFor[map[string]any](), "empty"), "not a struct")
+}

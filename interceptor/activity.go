@@ -172,6 +172,9 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if err != nil {
 		return false, c.configError(err)
 	}
+	if r.Fallback {
+		c.root.fallback(c.logger(ctx), c.info.ActivityType.Name, r)
+	}
 	c.tool, c.policy, c.args, c.fallback = r.Tool, r.Policy, r.Args, r.Fallback
 	return ok && r.Policy.Effect.Claimed(), nil
 }

@@ -549,6 +549,51 @@ func TestSuiteNoPolicyLoggedOncePerType(t *testing.T) {
 	require.Contains(t, noPolicy[0], `Registry.SetAs("Untracked", fn, policy)`)
 }
 
+// A routed call naming a tool without a policy (a misspelt name: get_weather for get-weather)
+// runs under the Route's Fallback, and the worker says so at Warn once per activity type and
+// tool, naming the tool, the Fallback's class and the registered tools.
+func TestSuiteRouteFallbackLoggedOncePerTool(t *testing.T) {
+	ds := newDownstream()
+	logs := newCapture()
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		suite: func(s *testsuite.WorkflowTestSuite) { s.SetLogger(logs) },
+		opts: func(o *interceptor.Options) {
+			// LookupCustomer's one argument, a string, names the tool.
+			require.NoError(t, o.Registry.Route("LookupCustomer", oncekey.Route{Tool: func(args json.RawMessage) (string, bool) {
+				var name string
+				return name, json.Unmarshal(args, &name) == nil
+			}}))
+			require.NoError(t, oncekey.SetTool[string](o.Registry, "get-weather", oncekey.Policy{Effect: oncekey.ReadOnly}))
+		},
+	})
+	call := func(step, tool string) stepCall {
+		return stepCall{StepID: step, Tool: "LookupCustomer", Req: TicketRequest{Customer: tool}}
+	}
+	out := s.run(t, workflowInput{Calls: []stepCall{
+		call("s1", "get_weather"), call("s2", "get_weather"), call("s3", "get-weather"), call("s4", "send_fax"),
+	}})
+	for _, r := range out {
+		require.Empty(t, r.Err)
+	}
+	_, bodies := ds.counts()
+	require.Equal(t, 4, bodies, "the Fallback runs the call")
+	require.Len(t, s.records(t), 3, "the Fallback, Effectful, claims: s1, s2 and s4; the ReadOnly tool claims nothing")
+
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	var warned []string
+	for _, l := range logs.lines {
+		if strings.Contains(l, "which has no policy") {
+			warned = append(warned, l)
+		}
+	}
+	require.Len(t, warned, 2, "one line per tool, the first time: %q", warned)
+	require.True(t, strings.HasPrefix(warned[0], `WARN oncekey: LookupCustomer called tool "get_weather", which has no policy; `+
+		`it runs under the Route's Fallback, effectful.`), warned[0])
+	require.Contains(t, warned[0], "get-weather", "the registered tools are named")
+	require.Contains(t, warned[1], `"send_fax"`)
+}
+
 // schemaNamingStore is a store that names the schema of its table, as pgstore does.
 type schemaNamingStore struct{ oncekey.Store }
 

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
 	tinterceptor "go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
@@ -87,6 +90,10 @@ type root struct {
 	// unpoliced holds the activity types (task queue and name) that ran without a policy and
 	// were logged as such, so each is logged once.
 	unpoliced sync.Map
+	// fallbacks holds the routed tools (activity type and tool) that got their Route's Fallback
+	// and were logged as such, so each is logged once; fallbacksSeen counts them, to bound it.
+	fallbacks     sync.Map
+	fallbacksSeen atomic.Int64
 	// took keeps how long each tool's body takes, for the in_flight wait (pollAfter).
 	took durations
 }
@@ -183,4 +190,30 @@ func (r *root) noPolicy(ctx context.Context, info activity.Info) {
 		"To protect it, give it one: Registry.Set(fn, policy) for a function registered under its own name, "+
 		"Registry.SetAs(%q, fn, policy) for one registered under another name", name, name),
 		"activity_type", name, "task_queue", info.TaskQueue)
+}
+
+// maxFallbacksLogged bounds the routed tools fallback remembers: the names come from a model,
+// which may invent any number of them.
+const maxFallbacksLogged = 1024
+
+// fallback logs at Warn, once per activity type and tool (for the first maxFallbacksLogged of
+// them), that a routed call named a tool without a policy and runs under its Route's Fallback:
+// a tool whose policy is registered under another spelling (get-weather for get_weather) would
+// otherwise be treated as Effectful without a word.
+func (r *root) fallback(logger log.Logger, activityType string, res oncekey.Resolved) {
+	if _, seen := r.fallbacks.Load(activityType + "\x00" + res.Tool); seen || r.fallbacksSeen.Load() >= maxFallbacksLogged {
+		return
+	}
+	if _, seen := r.fallbacks.LoadOrStore(activityType+"\x00"+res.Tool, struct{}{}); seen {
+		return
+	}
+	r.fallbacksSeen.Add(1)
+	tools := r.opts.Registry.Tools()
+	slices.Sort(tools)
+	if len(tools) > 20 {
+		tools = append(tools[:20], "…")
+	}
+	logger.Warn(fmt.Sprintf("oncekey: %s called tool %q, which has no policy; it runs under the Route's Fallback, %s. "+
+		"If its policy is registered under another name, register it under this one (oncekey.SetTool)", activityType, res.Tool, res.Policy.Effect),
+		"activity_type", activityType, "tool", res.Tool, "fallback_effect", res.Policy.Effect.String(), "registered_tools", tools)
 }
