@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 )
 
 // The Transactional class's steps of call.execute: the body writes in a transaction the store
@@ -78,17 +79,50 @@ func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.Comple
 // txMisused ends a call whose body misused its transaction (rolled back by then): the call fails,
 // not retryable, with ErrTypeTxMisuse (the bug is in the tool). The claim is given back, as
 // nothing was written; but when the body had ended the transaction itself (misuse.Ended), what it
-// wrote before may have committed, and the record keeps the failure so that no repeat runs the
-// tool again.
+// wrote before may have committed, and the claim is never given back (see keepEnded).
 func (c *call) txMisused(ctx context.Context, epoch int64, misuse *oncekey.TxMisuseError) error {
 	e := c.appError(misuse.Error(), oncekey.ErrTypeTxMisuse, true, misuse, "transaction misused", false)
 	if misuse.Ended {
 		var typed *temporal.ApplicationError
 		_ = errors.As(temporal.NewNonRetryableApplicationError(misuse.Error(), oncekey.ErrTypeTxMisuse, nil), &typed)
-		c.rememberFailure(ctx, epoch, true, misuse, typed)
+		c.keepEnded(ctx, epoch, misuse, typed)
 	} else {
 		c.release(ctx, epoch)
 	}
 	c.outcome = oncekey.OutcomeFailed
 	return e
+}
+
+// keepEnded records the failure of a call whose body ended its transaction itself, so that no
+// repeat runs the tool again: the record is completed as failed at epoch (a repeat gets the
+// failure); when the store refuses that write, it is marked unknown at epoch (a repeat gets an
+// IndeterminateOutcome, and the record waits for a resolution) rather than released, as a
+// released claim would run the body again over what it may have committed. When that fails too,
+// the record stays pending, and a pending Transactional record whose lease ran out is taken over
+// by the next claim of its key (its transaction is presumed to have left nothing), which runs the
+// body again: the call's own error is not retryable, so only another call with the same key
+// does, and the failure is logged at error level with the key so that it is not silent.
+func (c *call) keepEnded(ctx context.Context, epoch int64, misuse *oncekey.TxMisuseError, appErr *temporal.ApplicationError) {
+	doc := failuredoc.Doc{Message: misuse.Error(), NonRetryable: true, Type: appErr.Type()}
+	s := c.root.opts.Store
+	_, err := s.Complete(ctx, &oncekey.CompleteParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
+		EffectReference: c.effectRef,
+	})
+	if err == nil {
+		return
+	}
+	reason := "the body ended its transaction itself (" + misuse.Error() + "); the failure could not be recorded: " + err.Error()
+	_, uerr := s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch,
+		Failure: failuredoc.Doc{Message: reason, Reason: "transaction ended by the body", EffectReference: c.effectRef}.Bytes(),
+	})
+	if uerr == nil {
+		c.logger(ctx).Warn("oncekey: the failure of a body that ended its transaction could not be recorded; the record was marked unknown",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+		return
+	}
+	c.logger(ctx).Error("oncekey: the failure of a body that ended its transaction could not be recorded, nor the record marked unknown; "+
+		"it stays pending, and a call with the same key after its lease ends runs the body again",
+		"tool", c.tool, "key_prefix", keyPrefix(c.key), "epoch", epoch, "error", errors.Join(err, uerr))
 }

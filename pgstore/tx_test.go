@@ -323,3 +323,52 @@ func TestTxClaimAsyncCommitStaysLocal(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctxT(t), `SHOW synchronous_commit`).Scan(&setting))
 	require.Equal(t, "on", setting)
 }
+
+// Statements whose COMMIT Postgres runs though a plain reading of their literals puts it inside
+// one: an escape string continued on a new line stays an escape string, and with
+// standard_conforming_strings off (which the body may set first) a plain literal reads backslash
+// escapes. On a connection of its own, each commits the row before it (the control); through
+// pgstore.Tx each is refused, and nothing commits. Before the check read literals that way, the
+// statement ran and the first row committed without the record.
+func TestTxHiddenEndingStatementRefused(t *testing.T) {
+	for _, tc := range []struct{ name, set, sql string }{
+		{"continued escape string", "", "INSERT INTO ledger VALUES ('k', 5); SELECT E'a'\n'b\\''; COMMIT; --'"},
+		{"standard_conforming_strings off", "SET standard_conforming_strings = off", "INSERT INTO ledger VALUES ('k', 5); SELECT 'a\\''; COMMIT; --'"},
+		{"set_config", "SELECT set_config('standard_conforming_strings', 'off', true)", "INSERT INTO ledger VALUES ('k', 5); SELECT 'a\\''; END; --'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, s := setupTx(t)
+			conn, err := pgx.ConnectConfig(ctxT(t), pool.Config().ConnConfig.Copy())
+			require.NoError(t, err)
+			defer conn.Close(context.Background())
+			ctl, err := conn.Begin(ctxT(t))
+			require.NoError(t, err)
+			if tc.set != "" {
+				_, err = ctl.Exec(ctxT(t), tc.set)
+				require.NoError(t, err)
+			}
+			_, err = ctl.Exec(ctxT(t), tc.sql)
+			require.NoError(t, err)
+			require.NoError(t, ctl.Rollback(ctxT(t)))
+			require.Equal(t, 1, ledgerRows(t, pool), "the control: Postgres ran the COMMIT")
+			_, err = pool.Exec(ctxT(t), `DELETE FROM ledger`)
+			require.NoError(t, err)
+
+			c, stx, tx, ctx := claimedWrite(t, s)
+			if tc.set != "" {
+				_, err = tx.Exec(ctx, tc.set)
+				require.NoError(t, err)
+			}
+			_, err = tx.Exec(ctx, tc.sql)
+			var misuse *oncekey.TxMisuseError
+			require.ErrorAs(t, err, &misuse)
+			require.Contains(t, err.Error(), "ends the transaction")
+			_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
+			require.ErrorAs(t, err, &misuse)
+			require.Equal(t, 0, ledgerRows(t, pool), "a row committed without the record")
+			rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+			require.NoError(t, err)
+			require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written")
+		})
+	}
+}

@@ -34,6 +34,19 @@ func TestEndsTx(t *testing.T) {
 		"SELECT 1 -- ; COMMIT\n; ROLLBACK":   "ROLLBACK",
 		"SELECT 1 /* ; COMMIT */ ; ROLLBACK": "ROLLBACK",
 		"ROLLBACK TRANSACTION":               "ROLLBACK",
+		// A literal continued on a new line keeps its mode: the escape string goes on.
+		"SELECT E'a'\n'b\\''; COMMIT; --'":          "COMMIT",
+		"SELECT E'a' -- c\n\v\t'b\\''; COMMIT; --'": "COMMIT",
+		"SELECT E'a'\r'b\\''; COMMIT; --'":          "COMMIT",
+		// With standard_conforming_strings off, a plain literal reads backslash escapes.
+		"SELECT 'a\\''; COMMIT; --'":  "COMMIT",
+		"SELECT N'a\\''; END; --'":    "END",
+		"SELECT 'a'\n'\\''; END; --'": "END",
+		// A bit string has neither: a doubled quote ends it, the next literal is a plain one.
+		"SELECT B'0''\\''; COMMIT; --'": "COMMIT",
+		"SELECT X'\\'; COMMIT; --'":     "COMMIT",
+		// A -- comment ends at \r too.
+		"SELECT 1; -- x\rCOMMIT": "COMMIT",
 
 		// Statements that keep the transaction.
 		"INSERT INTO ledger VALUES ('commit', 5)":            "",
@@ -55,7 +68,12 @@ func TestEndsTx(t *testing.T) {
 		"PREPARE p AS SELECT 1":                              "",
 		"DO $$BEGIN PERFORM 1; END$$":                        "",
 		"INSERT INTO t (x) VALUES (1) RETURNING x; SELECT 2": "",
-		"": "",
+		"SELECT 'a\\'":                                       "",
+		"SELECT 'a\\', 'commit'":                             "",
+		"SELECT U&'a\\'":                                     "",
+		"SELECT 1 AS x$$; SELECT 2; x$$":                     "",
+		"commit2":                                            "",
+		"":                                                   "",
 	} {
 		got, ends := endsTx(sql)
 		require.Equal(t, want, got, "%q", sql)

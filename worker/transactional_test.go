@@ -445,3 +445,63 @@ func TestTransactionalRefusedOnMemstore(t *testing.T) {
 	require.ErrorIs(t, err, interceptor.ErrConfig)
 	require.Contains(t, err.Error(), "use pgstore")
 }
+
+// failingWrites is the store with Complete (and MarkUnknown, when markUnknown) failing as an
+// unreachable store does.
+type failingWrites struct {
+	*pgstore.Store
+	markUnknown bool
+}
+
+func (f *failingWrites) Complete(context.Context, *oncekey.CompleteParams) (*oncekey.Record, error) {
+	return nil, &oncekey.StoreUnavailableError{Op: "complete", Err: errors.New("connection refused (the fault)")}
+}
+
+func (f *failingWrites) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+	if f.markUnknown {
+		return nil, &oncekey.StoreUnavailableError{Op: "mark unknown", Err: errors.New("connection refused (the fault)")}
+	}
+	return f.Store.MarkUnknown(ctx, p)
+}
+
+// A body that ended its transaction through Conn, on a store that cannot record the failure: the
+// record is marked unknown at the epoch, never released, so no repeat runs the body over the row
+// it committed. Before, the failed write fell back to a release, and the repeat (a second run of
+// the workflow, same key) ran the body again: two rows. When marking it unknown fails too, the
+// record stays pending (its lease runs out, and the next claim of the key takes it over).
+func TestTransactionalEndedFailureNotRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		markUnknown bool
+		status      oncekey.Status
+	}{
+		{"unknown", false, oncekey.StatusUnknown},
+		{"pending", true, oncekey.StatusPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := &credits{noOutbox: true, fault: func(ctx context.Context, _ int32) error {
+				tx, _ := pgstore.Tx(ctx)
+				_, err := tx.Conn().Exec(ctx, "COMMIT")
+				return err
+			}}
+			e := setupTx(t, cr, oncekey.Policy{}, func(s *pgstore.Store, _ *pgxpool.Pool) oncekey.Store {
+				return &failingWrites{Store: s, markUnknown: tc.markUnknown}
+			})
+			_, err := e.run(t, 1, false)
+			var appErr *temporal.ApplicationError
+			require.ErrorAs(t, err, &appErr)
+			require.Equal(t, oncekey.ErrTypeTxMisuse, appErr.Type())
+			require.Equal(t, int32(1), cr.bodies.Load())
+			require.Equal(t, 1, e.effects(t), "the row the body committed itself")
+			rec := e.record(t)
+			require.Equal(t, tc.status, rec.Status)
+			if tc.status == oncekey.StatusUnknown {
+				// A repeat of the call does not run the body again.
+				_, err = e.run(t, 1, false)
+				require.Error(t, err)
+				require.Equal(t, int32(1), cr.bodies.Load(), "the body ran again")
+				require.Equal(t, 1, e.effects(t))
+			}
+		})
+	}
+}
