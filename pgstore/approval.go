@@ -154,23 +154,49 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
 	return &a, nil
 }
 
-// wrapApproval is wrap for the statements that use the approvals table: with the records'
-// table in place, a missing approvals table means a schema migrated before 003_approvals, a
-// table not at the migration this build expects. (With neither table, wrap says the records'
-// table is missing, which is the whole story.) It asks the database once more, on this error
-// path only.
+// wrapApproval is wrap for the statements that use the tables beside the records' table (the
+// approvals, the outbox, the grants): with the records' table in place, a missing one means a
+// schema migrated before the migration that made it, a table not at the migration this build
+// expects, and the error names the earliest migration missing (a schema before 003_approvals
+// lacks the grants table too). With the records' table missing, wrap says so, which is the whole
+// story. It asks the database once more, on this error path only; if that fails, wrap
+// classifies err.
 func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" || !strings.Contains(pgErr.Message, "oncekey_approvals") {
+	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
+		return s.wrap(ctx, op, key, err)
+	}
+	beside := []struct{ name, table, migration string }{
+		{"oncekey_approvals", s.approvalTable, approvalMigration},
+		{"oncekey_outbox", s.outboxTable, outboxMigration},
+		{"oncekey_grants", s.grantTable(), grantMigration},
+	}
+	mentioned := false
+	for _, b := range beside {
+		mentioned = mentioned || strings.Contains(pgErr.Message, b.name+`"`)
+	}
+	if !mentioned {
 		return s.wrap(ctx, op, key, err)
 	}
 	var records bool
+	present := make([]bool, len(beside))
 	if ctx.Err() != nil || s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table).Scan(&records)
+		return s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL`,
+			s.table, beside[0].table, beside[1].table, beside[2].table).Scan(&records, &present[0], &present[1], &present[2])
 	}) != nil || !records {
 		return s.wrap(ctx, op, key, err)
 	}
-	return named(op, key, s.schemaError(ctx, op, tableOutdated, "there is no table oncekey_approvals beside it (migration "+approvalMigration+" is not applied)", err))
+	for i, b := range beside {
+		if !present[i] {
+			return s.outdated(ctx, op, key, "there is no table "+b.name+" beside it (migration "+b.migration+" is not applied)", err)
+		}
+	}
+	return s.wrap(ctx, op, key, err)
+}
+
+// outdated is the error for a table not at the migration this build expects, detail saying how.
+func (s *Store) outdated(ctx context.Context, op, key, detail string, err error) error {
+	return named(op, key, s.schemaError(ctx, op, tableOutdated, detail, err))
 }
 
 // RequestApproval implements oncekey.ApprovalStore in one statement, on the database clock.

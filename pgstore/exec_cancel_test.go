@@ -56,6 +56,10 @@ type gate struct {
 func newGate() *gate { return &gate{msg: -1, write: -1} }
 
 func (g *gate) dial(cfg *pgxpool.Config) {
+	// pgxpool pings a connection idle for more than a second when it is acquired: on a slow
+	// machine that ping's two messages would be read through the gate ahead of the call's, and
+	// the stall would land elsewhere in the call (or, inside a message without a body, never).
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	dial := cfg.ConnConfig.DialFunc
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)

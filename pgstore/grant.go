@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncekey/oncekey"
@@ -52,6 +53,9 @@ func scanGrant(row pgx.Row) (*oncekey.Grant, error) {
 // grantMigration names the migration that creates the grants table.
 const grantMigration = "008_grants"
 
+// grantScopeMigration names the migration that adds the grants' purge_at column.
+const grantScopeMigration = "009_grant_scope"
+
 // The conditions of ListGrantsParams.Status on the grants table, as of now().
 var grantStatusWhere = map[oncekey.GrantStatus]string{
 	oncekey.GrantActive:  `revoked_at IS NULL AND expires_at > now()`,
@@ -63,11 +67,16 @@ var grantStatusWhere = map[oncekey.GrantStatus]string{
 // grantPurgeWhere is Purge's condition on a grant: ended longer than its retention ago.
 const grantPurgeWhere = `(purge_at <= now())`
 
-// wrapGrant is wrap for the grant statements: a missing grants table (or grant_id column) with
-// the records' table in place means a schema migrated before 008_grants.
+// wrapGrant is wrap for the grant statements: a missing table beside the records' table is
+// told by wrapApproval (the earliest migration missing); a missing column of 008_grants or
+// 009_grant_scope means a schema migrated before it.
 func (s *Store) wrapGrant(ctx context.Context, op, key string, err error) error {
-	if problem, ok := schemaProblemOf(err); ok && problem == tableMissing || ok && strings.Contains(err.Error(), "grant_id") {
-		return named(op, key, s.schemaError(ctx, op, tableOutdated, "there is no table oncekey_grants beside it (migration "+grantMigration+" is not applied)", err))
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" {
+		for col, migration := range map[string]string{"grant_id": grantMigration, "purge_at": grantScopeMigration} {
+			if strings.Contains(pgErr.Message, col) {
+				return s.outdated(ctx, op, key, "the column "+col+" is missing (migration "+migration+" is not applied)", err)
+			}
+		}
 	}
 	return s.wrapApproval(ctx, op, key, err)
 }

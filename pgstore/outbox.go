@@ -34,6 +34,9 @@ const (
 	DefaultRelayMaxBackoff = 5 * time.Minute
 )
 
+// outboxMigration names the migration that creates the outbox table.
+const outboxMigration = "006_outbox"
+
 // OutboxMessage is one message the relay hands to its deliver function.
 type OutboxMessage struct {
 	Tenant       string

@@ -395,10 +395,21 @@ func TestStatementTimeoutAndCancel(t *testing.T) {
 	require.ErrorAs(t, err, &su)
 	require.Less(t, time.Since(start), 10*time.Second)
 
-	// The caller's context is honoured too.
+	// The caller's context is honoured too. The store without a timeout has its own pool,
+	// configured as ConfigurePool says: on the first pool the server's statement_timeout (300ms)
+	// could end the statement before cancel() does, and the cancel request pgx sent when the
+	// first complete's timeout passed could reach the server late, after that connection was
+	// handed out again, and cancel this statement (57014, with the caller's context still live).
+	slowOpts := &pgstore.Options{StatementTimeout: -1}
+	cfg := pool.Config()
+	delete(cfg.ConnConfig.RuntimeParams, "statement_timeout")
+	pgstore.ConfigurePool(cfg, slowOpts)
+	slowPool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(slowPool.Close)
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	slow := pgstore.New(pool, &pgstore.Options{StatementTimeout: -1})
+	slow := pgstore.New(slowPool, slowOpts)
 	go func() {
 		_, err := slow.Complete(cctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekey.StatusApplied, Result: []byte("canceled")})
 		done <- err

@@ -80,7 +80,7 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, pace *onc
 		return s.pool.QueryRow(ctx, step.plan).Scan(&found, &pages, &perPage)
 	})
 	if err != nil {
-		return s.wrapApproval(ctx, "purge", "", err)
+		return s.wrapGrant(ctx, "purge", "", err)
 	}
 	if !found {
 		return nil
@@ -105,7 +105,7 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, pace *onc
 			return err
 		})
 		if err != nil {
-			return s.wrapApproval(ctx, "purge", "", err)
+			return s.wrapGrant(ctx, "purge", "", err)
 		}
 		if done > 0 {
 			*count += done

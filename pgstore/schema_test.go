@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +227,39 @@ func TestCheckUnreachable(t *testing.T) {
 	var se *oncekey.StoreSchemaError
 	require.False(t, errors.As(err, &se))
 	require.True(t, strings.HasPrefix(err.Error(), "pgstore: check: "), err.Error())
+}
+
+// A schema migrated up to a version before the outbox, the grants or the grants' scope: the
+// calls that use what is missing fail with a StoreSchemaError naming the earliest migration
+// missing, never saying that the records' table itself is missing.
+func TestStoreBeforeGrantMigrations(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		version int
+		want    string
+		calls   []string
+	}{
+		{5, "there is no table oncekey_outbox beside it (migration 006_outbox is not applied)", []string{"forget", "purge preview"}},
+		{7, "there is no table oncekey_grants beside it (migration 008_grants is not applied)", []string{"forget", "purge preview", "list grants"}},
+		{8, "the column purge_at is missing (migration 009_grant_scope is not applied)", []string{"purge preview"}},
+	} {
+		t.Run(fmt.Sprint(c.version), func(t *testing.T) {
+			t.Parallel()
+			url, schema := testenv.PostgresURL(t)
+			pool := poolOn(t, url, bothPaths[0])
+			ctx := ctxT(t)
+			require.NoError(t, pgstore.Migrate(ctx, pool))
+			require.NoError(t, pgstore.MigrateDownSchema(ctx, pool, "", c.version))
+			s := pgstore.New(pool, nil)
+			errs := map[string]error{}
+			_, errs["forget"] = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+			_, errs["purge preview"] = s.PurgePreview(ctx)
+			_, errs["list grants"] = s.ListGrants(ctx, &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "create_ticket"})
+			for _, op := range c.calls {
+				se := requireSchemaError(t, errs[op], "", "table oncekey_operations in the connection's search_path ("+schema+
+					") is not at the migration this version of oncekey expects: "+c.want, "run pgstore.Migrate / pgstore.MigrateSchema")
+				require.Equal(t, op, se.Op)
+			}
+		})
+	}
 }
