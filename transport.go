@@ -24,7 +24,11 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 // anthropic-sdk-go retry twice by default) then send the same key, and a downstream that honours
 // it applies the request once. Against a downstream that does not, turn the SDK's retries off
 // (option.WithMaxRetries(0)): a lost response retried inside the attempt is a second effect that
-// oncekey cannot see.
+// oncekey cannot see. net/http itself treats a request with an Idempotency-Key header as safe to
+// send again, and resends it once when a reused keep-alive connection breaks before the answer:
+// in front of a downstream that does not deduplicate on the key, send the key under another
+// header instead, or give Base keep-alives off (docs/agent-loops.md, "Outgoing HTTP and SDK
+// retries").
 //
 // Inside an Effectful tool's body it also records, for the interceptor, what it can prove about
 // each request whose method is not safe (not GET, HEAD, OPTIONS or TRACE): that the request never
