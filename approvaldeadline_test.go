@@ -7,16 +7,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 func TestApprovalNearDeadline(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	a := &oncekey.Approval{Status: oncekey.ApprovalPending, RequestedAt: at, Deadline: at.Add(4 * time.Hour)}
+	a := &oncekeystore.Approval{Status: oncekeystore.ApprovalPending, RequestedAt: at, Deadline: at.Add(4 * time.Hour)}
 	require.False(t, a.NearDeadline(at.Add(2*time.Hour)))
 	require.False(t, a.NearDeadline(at.Add(3*time.Hour-time.Second)))
 	require.True(t, a.NearDeadline(at.Add(3*time.Hour)), "the last quarter of its wait")
 	require.False(t, a.NearDeadline(at.Add(4*time.Hour)), "past its deadline it reads timed out")
-	a.Status = oncekey.ApprovalApproved
+	a.Status = oncekeystore.ApprovalApproved
 	require.False(t, a.NearDeadline(at.Add(3*time.Hour+time.Minute)), "decided")
 }
 

@@ -11,17 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/oncekey/oncekey/canonical"
-	"github.com/oncekey/oncekey/internal/textcheck"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
-
-// ApprovalReplaced: a person approved the call with edited arguments. The call as proposed never
-// runs; the edit runs instead, as a new operation (Approval.EditedAs) with its own approval.
-// A repeat of the original call within Policy.Retention is refused, as for a denial.
-const ApprovalReplaced ApprovalStatus = "replaced"
-
-// MaxModelMessageBytes is the most a message for the model (Approval.ModelMessage) may hold, in
-// bytes of UTF-8.
-const MaxModelMessageBytes = 500
 
 // HeaderEditOf carries, on the call the workflow side schedules after a person approved a call
 // with edited arguments, the operation key of the original call (a string). The worker runs the
@@ -152,24 +143,6 @@ func ChangedMembers(original, edited json.RawMessage) []string {
 	return out
 }
 
-// ModelMessageProblem returns why s cannot be a message for the model (Approval.ModelMessage),
-// or "": at most MaxModelMessageBytes of valid UTF-8 plain text, without control characters
-// other than a line feed.
-func ModelMessageProblem(s string) string {
-	if reason := textcheck.Problem(s, MaxModelMessageBytes); reason != "" {
-		return reason
-	}
-	for _, r := range s {
-		if r == utf8.RuneError || (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Sprintf("holds the control character %q: a message for the model is plain text", r)
-		}
-	}
-	if strings.TrimSpace(s) != s {
-		return "starts or ends with white space"
-	}
-	return ""
-}
-
 // ApprovalSummary returns what the person approving op is shown: a.Summary's text, or
 // "<tool>, step <step> of workflow <id>" ("<tool> in workflow <id>" without a step ID, "<tool>,
 // standalone activity <id>" for a standalone activity), as the
@@ -191,11 +164,11 @@ func ApprovalSummary(a *ApprovalPolicy, op Operation) string {
 // ApprovalSummaryText returns s as the store keeps a summary (see ApprovalSummary).
 func ApprovalSummaryText(s string) string {
 	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
-	if len(s) <= MaxApprovalSummaryBytes {
+	if len(s) <= oncekeystore.MaxApprovalSummaryBytes {
 		return s
 	}
 	const ellipsis = "…"
-	cut := MaxApprovalSummaryBytes - len(ellipsis)
+	cut := oncekeystore.MaxApprovalSummaryBytes - len(ellipsis)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -50,7 +51,7 @@ func TestEditArguments(t *testing.T) {
 	require.ErrorContains(t, err, "no approval policy")
 
 	require.Equal(t, []string{"amount_cents", "note"}, ChangedMembers(json.RawMessage(`{"a":1,"amount_cents":2,"note":"x"}`), json.RawMessage(`{"a":1,"amount_cents":3}`)))
-	require.Empty(t, ModelMessageProblem("Ask billing.\nThey will call."))
-	require.NotEmpty(t, ModelMessageProblem("red\x1b[31m"))
-	require.NotEmpty(t, ModelMessageProblem(strings.Repeat("x", MaxModelMessageBytes+1)))
+	require.Empty(t, oncekeystore.ModelMessageProblem("Ask billing.\nThey will call."))
+	require.NotEmpty(t, oncekeystore.ModelMessageProblem("red\x1b[31m"))
+	require.NotEmpty(t, oncekeystore.ModelMessageProblem(strings.Repeat("x", oncekeystore.MaxModelMessageBytes+1)))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/jsondoc"
 )
 
 // ArgsMismatchError: the arguments document the workflow sent in the HeaderArgs header is not
@@ -61,11 +62,11 @@ func ExactArgs(tool string, args []any, header []byte) ([]byte, error) {
 	if bytes.Equal(exact, doc) {
 		return doc, nil
 	}
-	got, err := decodeDocument(doc)
+	got, err := jsondoc.Decode(doc)
 	if err != nil {
 		return nil, err
 	}
-	sent, err := decodeDocument(exact)
+	sent, err := jsondoc.Decode(exact)
 	if err != nil {
 		return nil, mismatch(".", "the header is not a JSON document")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Sentinel errors. Test with errors.Is.
@@ -14,11 +15,7 @@ var (
 	// ErrNoKey: an operation key could not be derived (an empty part, a missing field). The body
 	// did not run; nothing was claimed.
 	ErrNoKey = errors.New("oncekey: no operation key")
-	// ErrLostClaim: a write carried an epoch that is no longer the record's (another owner took
-	// over, or the claim was released or resolved). The write changed nothing.
-	ErrLostClaim = errors.New("oncekey: claim lost to a newer epoch")
-	// ErrNotFound: no record for the tenant and key.
-	ErrNotFound = errors.New("oncekey: record not found")
+
 	// ErrNotClaimed: SetEffectReference was called outside the body of a claimed tool (a
 	// ReadOnly tool or one without a policy, workflow code, a context not derived from the
 	// activity's) or after the body returned. Nothing was recorded.
@@ -46,7 +43,7 @@ const (
 	// ErrTypeApprovalPending: the worker asked a person to approve the call (it wrote the request
 	// to the store) and did not run it; the workflow side waits for the decision and schedules
 	// the call again once approved (ApprovalRequiredError with Status ApprovalPending).
-	ErrTypeApprovalPending = "oncekey.ApprovalPending"
+	ErrTypeApprovalPending = "oncekeystore.ApprovalPending"
 	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
 	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same
@@ -170,7 +167,7 @@ func keyed(fp string) bool { return strings.HasPrefix(fp, KeyedFingerprintPrefix
 type RepeatRefusedError struct {
 	OperationKey string
 	Tool         string
-	Status       Status
+	Status       oncekeystore.Status
 }
 
 func (e *RepeatRefusedError) Error() string {
@@ -206,60 +203,6 @@ type ExpiredOperationError struct {
 
 func (e *ExpiredOperationError) Error() string {
 	return fmt.Sprintf("oncekey: key %s for %s expired at %s; a new effect needs a new step ID", e.OperationKey, e.Tool, e.ExpiredAt.UTC().Format(time.RFC3339))
-}
-
-// StoreUnavailableError: the store could not be reached or failed. oncekey fails closed: the body
-// was not entered (or its outcome could not be recorded). Retryable.
-type StoreUnavailableError struct {
-	Op  string
-	Err error
-}
-
-func (e *StoreUnavailableError) Error() string {
-	return fmt.Sprintf("oncekey: store unavailable during %s: %v", e.Op, e.Err)
-}
-func (e *StoreUnavailableError) Unwrap() error { return e.Err }
-
-// StoreSchemaError: the store answered, but its table is not where the store looks for it, or
-// not at the migration this version of oncekey expects (the schema was never migrated, was
-// migrated under another name than the store was given, or by an older version). It is a
-// configuration mistake, not an outage: retrying cannot fix it, so it is never a
-// StoreUnavailableError. The interceptor fails the call non-retryably with application error
-// type ErrTypeConfig, without running the tool; nothing is recorded. Unwrap returns the
-// database's error, when there is one.
-type StoreSchemaError struct {
-	Op     string // the store call that found it: "claim", "check", …
-	Table  string // the table looked for, as the store names it
-	Reason string // what is wrong and where the store looked
-	Fix    string // what to do about it
-	// Elsewhere lists schemas of the same database that do hold a table of that name (at most
-	// five, sorted), when the store could find out: where the table probably is.
-	Elsewhere []string
-	Err       error
-}
-
-func (e *StoreSchemaError) Error() string {
-	msg := fmt.Sprintf("oncekey: store not set up (%s): %s", e.Op, e.Reason)
-	if e.Err != nil {
-		msg += fmt.Sprintf(" [%v]", e.Err)
-	}
-	if e.Fix != "" {
-		msg += "; " + e.Fix
-	}
-	return msg
-}
-func (e *StoreSchemaError) Unwrap() error { return e.Err }
-
-// ResultTooLargeError: the encoded result is larger than Policy.MaxResultBytes. It is never
-// truncated.
-type ResultTooLargeError struct {
-	OperationKey string
-	Tool         string
-	Size, Limit  int
-}
-
-func (e *ResultTooLargeError) Error() string {
-	return fmt.Sprintf("oncekey: result of %s (key %s) is %d bytes, over the %d-byte limit (Policy.MaxResultBytes)", e.Tool, e.OperationKey, e.Size, e.Limit)
 }
 
 // AsyncCompletionError: the body of an Effectful or Transactional tool returned
@@ -309,39 +252,6 @@ func (e *PolicyError) Error() string {
 		return fmt.Sprintf("oncekey: policy %s: %s", e.Field, e.Reason)
 	}
 	return fmt.Sprintf("oncekey: policy for %s: %s: %s", e.Tool, e.Field, e.Reason)
-}
-
-// StatusConflictError: a write (Resolve, for instance) is not allowed from the record's status.
-type StatusConflictError struct {
-	OperationKey string
-	Status       Status
-	Want         string
-}
-
-func (e *StatusConflictError) Error() string {
-	return fmt.Sprintf("oncekey: key %s is %s; %s", e.OperationKey, e.Status, e.Want)
-}
-
-// StaleDecisionError: a decision (Store.Resolve, a resolution) was made for an epoch of the record
-// that is no longer its own: the operation moved on (the decision's episode was settled and a later
-// attempt claimed the key), so the decision is not about what the record now says. Nothing was
-// written. Read the record again and decide on its current epoch.
-type StaleDecisionError struct {
-	OperationKey string
-	// Epoch is the epoch the decision was made on; Current is the record's epoch now, with
-	// Status its status.
-	Epoch, Current int64
-	Status         Status
-}
-
-func (e *StaleDecisionError) Error() string {
-	if e.Epoch == e.Current && e.Status == Status(ApprovalPending) {
-		return fmt.Sprintf("oncekey: the decision on key %s names another request than the one pending at episode %d: "+
-			"nothing was written; decide on the request the store holds (`oncekey approvals`)", e.OperationKey, e.Current)
-	}
-	return fmt.Sprintf("oncekey: the decision on key %s was made for epoch %d, but the operation has moved on to epoch %d (%s): "+
-		"nothing was written; look at the record again and decide for epoch %d if it still needs a decision",
-		e.OperationKey, e.Epoch, e.Current, e.Status, e.Current)
 }
 
 type notAppliedError struct{ err error }

@@ -3,11 +3,13 @@ package oncekey
 import (
 	"fmt"
 	"math"
+
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // MaxErrorTextBytes is the most bytes ErrorText returns: the longest text of the table of texts
-// for a model (300 bytes), the reviewer's message (MaxModelMessageBytes) and the words around them.
-const MaxErrorTextBytes = 300 + MaxModelMessageBytes + 100
+// for a model (300 bytes), the reviewer's message (oncekeystore.MaxModelMessageBytes) and the words around them.
+const MaxErrorTextBytes = 300 + oncekeystore.MaxModelMessageBytes + 100
 
 // ErrorText returns the message of an error oncekey returns to a workflow (the message of its
 // temporal.ApplicationError, which err.Error() prints and an agent loop may hand to its model),
@@ -22,7 +24,7 @@ func ErrorText(tr ToolResult) string {
 	if tr.Status == OutcomeInFlight && tr.RetryAfter > 0 {
 		text += fmt.Sprintf(" retry_after_seconds: %d.", int64(math.Ceil(tr.RetryAfter.Seconds())))
 	}
-	if tr.Message != "" && ModelMessageProblem(tr.Message) == "" {
+	if tr.Message != "" && oncekeystore.ModelMessageProblem(tr.Message) == "" {
 		text += " Reviewer's message: " + tr.Message
 	}
 	return text

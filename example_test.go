@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // RefundInput is the input of the IssueRefund tool below.
@@ -109,7 +110,7 @@ func ExampleWithStepID() {
 	for _, l := range lines {
 		fmt.Println(l)
 	}
-	recs, err := store.List(context.Background(), &oncekey.ListParams{})
+	recs, err := store.List(context.Background(), &oncekeystore.ListParams{})
 	if err != nil {
 		panic(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 func TestGrantRuleMatch(t *testing.T) {
@@ -31,11 +32,11 @@ func TestGrantRuleMatch(t *testing.T) {
 		`amount == "100"`:                     false,
 		`amount <= 100 and currency == "USD"`: false,
 	} {
-		r, err := oncekey.ParseGrantRule(rule)
+		r, err := oncekeystore.ParseGrantRule(rule)
 		require.NoError(t, err, rule)
 		require.Equal(t, want, r.Match(args), rule)
 	}
-	r, err := oncekey.ParseGrantRule("amount <= 100")
+	r, err := oncekeystore.ParseGrantRule("amount <= 100")
 	require.NoError(t, err)
 	require.False(t, r.Match([]byte(`not json`)))
 }
@@ -52,7 +53,7 @@ func TestGrantRuleSyntax(t *testing.T) {
 		"== 1":                    "want a dotted path",
 		"amount <= 100 and":       "want a dotted path",
 	} {
-		_, err := oncekey.ParseGrantRule(rule)
+		_, err := oncekeystore.ParseGrantRule(rule)
 		require.ErrorContains(t, err, want, rule)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 type sendV1 struct {
@@ -100,7 +101,7 @@ func TestPolicyOnHitKeyOnlyPreviousValidation(t *testing.T) {
 }
 
 func TestRepeatRefusedErrorSaysWhatToDo(t *testing.T) {
-	e := &oncekey.RepeatRefusedError{OperationKey: "ok1_abc", Tool: "Send", Status: oncekey.StatusApplied}
+	e := &oncekey.RepeatRefusedError{OperationKey: "ok1_abc", Tool: "Send", Status: oncekeystore.StatusApplied}
 	require.True(t, strings.Contains(e.Error(), "already applied") && strings.Contains(e.Error(), "oncekey show ok1_abc"), e.Error())
 }
 

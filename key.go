@@ -1,7 +1,6 @@
 package oncekey
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -15,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/jsondoc"
 )
 
 // KeyPrefix starts every printable operation key. The format is "ok1_" followed by 64 lower-case
@@ -210,7 +210,7 @@ func (k argsKey) parts(op Operation, _ []string) ([]keyPart, error) {
 		out = append(out, keyPart{"strategy", "args"}, keyPart{"workflow ID", op.WorkflowID}, keyPart{"tool", op.Tool})
 	}
 	for _, p := range k.paths {
-		v, ok := lookupPath(doc, p)
+		v, ok := jsondoc.Lookup(doc, p)
 		if !ok {
 			return nil, fmt.Errorf("%w: argument field %q of %s is absent", ErrNoKey, p, op.Tool)
 		}
@@ -305,7 +305,7 @@ func argsDocument(op Operation) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeDocument(b)
+	return jsondoc.Decode(b)
 }
 
 // argsJSON returns the canonical JSON of op's arguments document: ArgsJSON in canonical form
@@ -328,7 +328,7 @@ func materialArgs(op Operation, exclude []string) ([]byte, error) {
 	if err != nil || len(exclude) == 0 {
 		return b, err
 	}
-	doc, err := decodeDocument(b)
+	doc, err := jsondoc.Decode(b)
 	if err != nil {
 		return nil, err
 	}
@@ -339,17 +339,6 @@ func materialArgs(op Operation, exclude []string) ([]byte, error) {
 		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
 	}
 	return b, nil
-}
-
-// decodeDocument decodes canonical JSON with numbers kept as json.Number.
-func decodeDocument(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("oncekey: decode arguments: %w", err)
-	}
-	return doc, nil
 }
 
 // CanonicalArgs returns the canonical JSON (package canonical) of the arguments document of args:
@@ -363,29 +352,6 @@ func CanonicalArgs(args []any) ([]byte, error) {
 		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
 	}
 	return b, nil
-}
-
-func lookupPath(doc any, path string) (any, bool) {
-	cur := doc
-	for _, seg := range strings.Split(path, ".") {
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[seg]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 // deletePath removes the member at path from doc; an array element at the end of a path is set

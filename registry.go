@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/jsondoc"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Registry maps tool names (registered activity names) to policies. It is safe for concurrent use.
@@ -225,13 +227,13 @@ type Route struct {
 func ToolAt(paths ...string) func(args json.RawMessage) (string, bool) {
 	paths = slices.Clone(paths)
 	return func(args json.RawMessage) (string, bool) {
-		doc, err := decodeDocument(args)
+		doc, err := jsondoc.Decode(args)
 		if err != nil || len(paths) == 0 {
 			return "", false
 		}
 		parts := make([]string, 0, len(paths))
 		for _, p := range paths {
-			v, ok := lookupPath(doc, p)
+			v, ok := jsondoc.Lookup(doc, p)
 			s, isString := v.(string)
 			if !ok || !isString || blank(s) {
 				return "", false
@@ -359,7 +361,7 @@ func (r *Registry) Resolve(activityType string, args json.RawMessage) (Resolved,
 		p, ok := r.Policy(activityType)
 		return Resolved{Tool: activityType, Policy: p, Args: doc}, ok, nil
 	}
-	d, err := decodeDocument(doc)
+	d, err := jsondoc.Decode(doc)
 	if err != nil {
 		return Resolved{}, false, fmt.Errorf("oncekey: arguments of %s: %w", activityType, err)
 	}
@@ -708,4 +710,25 @@ func (r *Registry) Definitions(tools ...string) ([]ToolDefinition, error) {
 		out = append(out, ToolDefinition{Name: name, Description: desc, Input: in, Policy: p})
 	}
 	return out, nil
+}
+
+// CheckGrantRule parses rule and checks it against the input type of tool: every path names a
+// field of it (as Policy.Exclude paths are checked), and every literal can be a value there (a
+// number for an integer or float field, a string for a string or text-marshalled field, true or
+// false for a bool; null for any). A field whose type has its own MarshalJSON, or is
+// an interface, takes any literal. A tool registered by name only (no input type) checks the
+// syntax alone; an unknown tool is an error.
+func (r *Registry) CheckGrantRule(tool, rule string) error {
+	parsed, err := oncekeystore.ParseGrantRule(rule)
+	if err != nil || parsed == nil {
+		return err
+	}
+	if _, ok := r.Policy(tool); !ok {
+		return fmt.Errorf("no policy for the tool %q in the registry", tool)
+	}
+	in, ok := r.InputType(tool)
+	if !ok {
+		return nil
+	}
+	return parsed.CheckTypes(func(path []string) (reflect.Type, error) { return walkTypeTo(in, path) })
 }

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey/internal/errdetail"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Next actions in ToolResult.NextAction.
@@ -160,7 +161,7 @@ type ToolResult struct {
 	// Text is the fixed text for a model of Status, NextAction and Reason (ModelText).
 	Text string `json:"text"`
 	// Message is what the person who decided the call's approval said to the model (a denial's
-	// or a request for changes' message, at most MaxModelMessageBytes of plain text), or "". It
+	// or a request for changes' message, at most oncekeystore.MaxModelMessageBytes of plain text), or "". It
 	// is the person's words, kept apart from the reason recorded for operators.
 	Message string `json:"message,omitempty"`
 	// Arguments are the arguments the call ran with when a person changed them (reason edited),
@@ -311,9 +312,9 @@ func label(result any, err error) ToolResult {
 		repeat   *RepeatRefusedError
 		inf      *InFlightError
 		exp      *ExpiredOperationError
-		su       *StoreUnavailableError
-		schema   *StoreSchemaError
-		big      *ResultTooLargeError
+		su       *oncekeystore.StoreUnavailableError
+		schema   *oncekeystore.StoreSchemaError
+		big      *oncekeystore.ResultTooLargeError
 		approval *ApprovalRequiredError
 		appErr   *temporal.ApplicationError
 		timeout  *temporal.TimeoutError
@@ -354,16 +355,16 @@ func label(result any, err error) ToolResult {
 		// Nothing ran. A person's denial stands for the operation's repeats; a request nobody
 		// decided in time, or none at all, can be asked again.
 		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextAsk, ReasonNotApproved
-		if (approval != nil && approval.Status == ApprovalDenied) || details.Reason == approvalDeniedReason {
+		if (approval != nil && approval.Status == oncekeystore.ApprovalDenied) || details.Reason == approvalDeniedReason {
 			tr.NextAction, tr.Reason = NextStop, ReasonDenied
 		}
 		switch {
 		case details.Reason == changesRequestedReason:
 			tr.NextAction, tr.Reason = NextFix, ReasonChangesRequested
-		case (approval != nil && approval.Status == ApprovalReplaced) || details.Reason == approvalReplacedReason:
+		case (approval != nil && approval.Status == oncekeystore.ApprovalReplaced) || details.Reason == approvalReplacedReason:
 			tr.NextAction, tr.Reason = NextStop, ReasonEdited
 		}
-		if ModelMessageProblem(details.ModelMessage) == "" {
+		if oncekeystore.ModelMessageProblem(details.ModelMessage) == "" {
 			tr.Message = details.ModelMessage
 		}
 		if approval != nil {

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // details is the shape of the detail payload the interceptor attaches to its application errors.
@@ -73,7 +74,7 @@ func TestLabel(t *testing.T) {
 
 		{"indeterminate", &oncekey.IndeterminateOutcomeError{OperationKey: key, Tool: "T", Cause: cause}, oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, "unknown"},
 		{"indeterminate app error", activityError(appErr(oncekey.ErrTypeIndeterminate, true, details{OperationKey: key, Outcome: oncekey.OutcomeUnknown})), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
-		{"result too large", &oncekey.ResultTooLargeError{OperationKey: key, Size: 2, Limit: 1}, oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
+		{"result too large", &oncekeystore.ResultTooLargeError{OperationKey: key, Size: 2, Limit: 1}, oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
 		{"result too large app error", activityError(appErr(oncekey.ErrTypeResultTooLarge, true)), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 		{"result too large, effectful, unknown", activityError(appErr(oncekey.ErrTypeResultTooLarge, true, details{OperationKey: key, Tool: "T", Outcome: oncekey.OutcomeUnknown})), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, key, 0, false, ""},
 		{"result too large, idempotent, released", activityError(appErr(oncekey.ErrTypeResultTooLarge, true, details{OperationKey: key, Tool: "T", Outcome: oncekey.OutcomeFailed})), oncekey.OutcomeFailed, true, oncekey.NextStop, key, 0, false, ""},
@@ -82,9 +83,9 @@ func TestLabel(t *testing.T) {
 		{"cancelled", activityError(temporal.NewCanceledError()), oncekey.OutcomeUnknown, false, oncekey.NextReconcile, "", 0, false, ""},
 
 		{"fingerprint mismatch", &oncekey.FingerprintMismatchError{OperationKey: key, Stored: "a", Got: "b"}, oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, "different arguments"},
-		{"approval denied", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekey.ApprovalDenied, DecidedBy: "alice", Reason: "not this customer"}, oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, "denied approval by alice"},
+		{"approval denied", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekeystore.ApprovalDenied, DecidedBy: "alice", Reason: "not this customer"}, oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, "denied approval by alice"},
 		{"approval denied app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval denied"})), oncekey.OutcomeRejected, false, oncekey.NextStop, key, 0, false, ""},
-		{"approval timed out", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekey.ApprovalTimedOut}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "nobody approved"},
+		{"approval timed out", &oncekey.ApprovalRequiredError{OperationKey: key, Tool: "Refund", Status: oncekeystore.ApprovalTimedOut}, oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, "nobody approved"},
 		{"approval timed out app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "approval timed out"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"no approval app error", activityError(appErr(oncekey.ErrTypeApproval, true, details{OperationKey: key, Tool: "Refund", Outcome: oncekey.OutcomeRejected, Reason: "not approved"})), oncekey.OutcomeRejected, false, oncekey.NextAsk, key, 0, false, ""},
 		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, ""},
@@ -98,7 +99,7 @@ func TestLabel(t *testing.T) {
 		{"expired", &oncekey.ExpiredOperationError{OperationKey: key, ExpiredAt: time.Unix(0, 0)}, oncekey.OutcomeExpired, false, oncekey.NextAsk, key, 0, false, "expired"},
 		{"expired app error", activityError(appErr(oncekey.ErrTypeExpired, true)), oncekey.OutcomeExpired, false, oncekey.NextAsk, "", 0, false, ""},
 
-		{"store unavailable", &oncekey.StoreUnavailableError{Op: "claim", Err: cause}, oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, "store unavailable"},
+		{"store unavailable", &oncekeystore.StoreUnavailableError{Op: "claim", Err: cause}, oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, "store unavailable"},
 		{"store unavailable app error", activityError(appErr(oncekey.ErrTypeStoreUnavailable, false)), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, ""},
 		{"not applied", oncekey.NotApplied(cause), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, "503"},
 		{"not applied app error", activityError(appErr(oncekey.ErrTypeNotApplied, false)), oncekey.OutcomeFailed, true, oncekey.NextPoll, "", 0, false, ""},
@@ -201,7 +202,7 @@ func TestModelTexts(t *testing.T) {
 }
 
 // TestModelTextsTrueToTheCase pins what issue 25 found false or unhelpful: a result oncekey did
-// not record (a ReadOnly tool) is not told to stop calling; a first call confirmed by
+// not record (a oncekey.ReadOnly tool) is not told to stop calling; a first call confirmed by
 // reconciliation is not told it is a replay; the unknown text does not promise that anyone still
 // checks or will tell the user; the three causes of a refusal and a conflict each have a text.
 func TestModelTextsTrueToTheCase(t *testing.T) {
@@ -233,9 +234,9 @@ func TestModelTextsTrueToTheCase(t *testing.T) {
 	const key = "ok1_0000000000000000000000000000000000000000000000000000000000000003"
 	tr := oncekey.Label(nil, activityError(appErr(oncekey.ErrTypeUnauthorized, true, details{OperationKey: key})))
 	require.Equal(t, [3]string{"rejected", oncekey.NextStop, oncekey.ReasonNotAuthorized}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
-	tr = oncekey.Label(nil, &oncekey.ApprovalRequiredError{OperationKey: key, Status: oncekey.ApprovalTimedOut})
+	tr = oncekey.Label(nil, &oncekey.ApprovalRequiredError{OperationKey: key, Status: oncekeystore.ApprovalTimedOut})
 	require.Equal(t, [3]string{"rejected", oncekey.NextAsk, oncekey.ReasonNotApproved}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
-	tr = oncekey.Label(nil, &oncekey.ApprovalRequiredError{OperationKey: key, Status: oncekey.ApprovalDenied})
+	tr = oncekey.Label(nil, &oncekey.ApprovalRequiredError{OperationKey: key, Status: oncekeystore.ApprovalDenied})
 	require.Equal(t, [3]string{"rejected", oncekey.NextStop, oncekey.ReasonDenied}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
 	tr = oncekey.Label(nil, &oncekey.FingerprintMismatchError{OperationKey: key})
 	require.Equal(t, [3]string{"conflict", oncekey.NextFix, ""}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
@@ -244,7 +245,7 @@ func TestModelTextsTrueToTheCase(t *testing.T) {
 
 	// A repeat refused by OnHitFailFast is a conflict to stop on, with a text of its own.
 	for _, err := range []error{activityError(appErr(oncekey.ErrTypeRepeatRefused, true, details{OperationKey: key})),
-		&oncekey.RepeatRefusedError{OperationKey: key, Tool: "Pay", Status: oncekey.StatusApplied}} {
+		&oncekey.RepeatRefusedError{OperationKey: key, Tool: "Pay", Status: oncekeystore.StatusApplied}} {
 		tr = oncekey.Label(nil, err)
 		require.Equal(t, [3]string{"conflict", oncekey.NextStop, oncekey.ReasonRepeat}, [3]string{string(tr.Status), tr.NextAction, tr.Reason})
 		require.Equal(t, key, tr.OperationKey)
@@ -310,7 +311,7 @@ func TestLabelDetailsMadeInWorkflow(t *testing.T) {
 	require.Equal(t, key, tr.OperationKey)
 
 	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeResultTooLarge, true, details{OperationKey: key, Tool: "Lookup", Outcome: oncekey.OutcomeFailed}))
-	require.Equal(t, oncekey.OutcomeFailed, tr.Status, "an Idempotent tool's oversized result, read from Go-value details")
+	require.Equal(t, oncekey.OutcomeFailed, tr.Status, "an oncekey.Idempotent tool's oversized result, read from Go-value details")
 	require.True(t, tr.SafeToRepeat)
 
 	tr = oncekey.Label(nil, appErr(oncekey.ErrTypeFingerprintMismatch, true, &details{OperationKey: key, Replay: true}))

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/jsondoc"
 )
 
 // RouteError: a Route could not name the tool of one call, or find its arguments: a path of the
@@ -107,7 +108,7 @@ func (rt Route) argsOf(activityType string, doc any) (any, error) {
 func absentMember(doc any, path string) bool {
 	if i := strings.LastIndex(path, "."); i >= 0 {
 		var ok bool
-		if doc, ok = lookupPath(doc, path[:i]); !ok {
+		if doc, ok = jsondoc.Lookup(doc, path[:i]); !ok {
 			return false
 		}
 	}
@@ -135,7 +136,7 @@ func omittable(fn reflect.Type, path string) bool {
 func routePath(activityType, field, path string, doc any) (any, error) {
 	cur := doc
 	for i, seg := range strings.Split(path, ".") {
-		v, ok := lookupPath(cur, seg)
+		v, ok := jsondoc.Lookup(cur, seg)
 		if !ok {
 			reason := fmt.Sprintf("no member %q", seg)
 			if _, isArray := cur.([]any); isArray {
@@ -168,7 +169,7 @@ func objectMembers(v any) []string {
 // parentMembers returns the members of the object holding the last segment of path in doc.
 func parentMembers(doc any, path string) []string {
 	if i := strings.LastIndex(path, "."); i >= 0 {
-		doc, _ = lookupPath(doc, path[:i])
+		doc, _ = jsondoc.Lookup(doc, path[:i])
 	}
 	return objectMembers(doc)
 }

@@ -64,7 +64,7 @@ func TestRouteNamesTheToolAndItsArguments(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, oncekey.ReadOnly, res.Policy.Effect)
 
-	// Named, without a policy: the fallback, Effectful by default.
+	// Named, without a policy: the fallback, oncekey.Effectful by default.
 	unknown := del
 	unknown.Tool = "chmod"
 	res, ok, err = r.Resolve("CallMcpTool", doc(unknown))

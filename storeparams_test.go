@@ -9,14 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 func TestPurgeParamsDefaultsAndRest(t *testing.T) {
 	t.Parallel()
-	var p oncekey.PurgeParams
+	var p oncekeystore.PurgeParams
 	require.NoError(t, p.Validate())
-	require.Equal(t, oncekey.DefaultPurgeBatchSize, p.Batch())
+	require.Equal(t, oncekeystore.DefaultPurgeBatchSize, p.Batch())
 	require.Equal(t, 3*time.Millisecond, p.RestAfter(3*time.Millisecond), "by default a purge rests as long as its batch took")
 
 	p.Rest = 2.5
@@ -26,7 +26,7 @@ func TestPurgeParamsDefaultsAndRest(t *testing.T) {
 
 	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		p.Rest = bad
-		var ipe *oncekey.InvalidParamsError
+		var ipe *oncekeystore.InvalidParamsError
 		require.True(t, errors.As(p.Validate(), &ipe), "Rest %v", bad)
 		require.Equal(t, "Rest", ipe.Field)
 	}
@@ -38,7 +38,7 @@ func TestPurgePacerOwesThePausesItDidNotTake(t *testing.T) {
 	t.Parallel()
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	pace := (&oncekey.PurgeParams{}).Pacer()
+	pace := (&oncekeystore.PurgeParams{}).Pacer()
 	require.NoError(t, pace.Pause(canceled, 0), "nothing owed, nothing to wait for")
 	require.ErrorIs(t, pace.Pause(canceled, 20*time.Millisecond), context.Canceled)
 	require.ErrorIs(t, pace.Pause(canceled, 0), context.Canceled, "the pause not taken is still owed")
@@ -47,14 +47,14 @@ func TestPurgePacerOwesThePausesItDidNotTake(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), 15*time.Millisecond, "the owed pause is taken")
 	require.NoError(t, pace.Pause(canceled, 0), "and then nothing is owed")
 
-	off := (&oncekey.PurgeParams{Rest: -1}).Pacer()
+	off := (&oncekeystore.PurgeParams{Rest: -1}).Pacer()
 	require.NoError(t, off.Pause(canceled, time.Hour))
 }
 
 func TestListCursorRoundTrip(t *testing.T) {
 	t.Parallel()
-	r := &oncekey.Record{Tenant: "acme", OperationKey: "ok1_ab", UpdatedAt: time.UnixMicro(1_700_000_000_123_456)}
-	c, err := oncekey.ParseListCursor(oncekey.NextCursor(r))
+	r := &oncekeystore.Record{Tenant: "acme", OperationKey: "ok1_ab", UpdatedAt: time.UnixMicro(1_700_000_000_123_456)}
+	c, err := oncekeystore.ParseListCursor(oncekeystore.NextCursor(r))
 	require.NoError(t, err)
 	require.Equal(t, r.Tenant, c.Tenant)
 	require.Equal(t, r.OperationKey, c.OperationKey)
@@ -64,8 +64,8 @@ func TestListCursorRoundTrip(t *testing.T) {
 	later.OperationKey = "ok1_ac"
 	require.True(t, c.Before(&later))
 
-	_, err = oncekey.ParseListCursor("not a cursor")
-	var ipe *oncekey.InvalidParamsError
+	_, err = oncekeystore.ParseListCursor("not a cursor")
+	var ipe *oncekeystore.InvalidParamsError
 	require.True(t, errors.As(err, &ipe))
 	require.Equal(t, "Cursor", ipe.Field)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/failuredoc"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -38,7 +39,7 @@ const ErrTypeInvalid = "oncekey.InvalidResolution"
 
 // Activities are oncekey's own activities. Build them with New and register them with Register.
 type Activities struct {
-	store    oncekey.Store
+	store    oncekeystore.Store
 	registry *oncekey.Registry
 	dc       converter.DataConverter
 	sealer   oncekey.ResultSealer
@@ -66,13 +67,13 @@ type Options struct {
 // hooks); dc encodes results given by people or receipt lookups and must be the data converter
 // the workers use (nil means converter.GetDefaultDataConverter()). It returns an error when store
 // is nil.
-func New(store oncekey.Store, registry *oncekey.Registry, dc converter.DataConverter) (*Activities, error) {
+func New(store oncekeystore.Store, registry *oncekey.Registry, dc converter.DataConverter) (*Activities, error) {
 	return NewWithOptions(store, Options{DataConverter: dc, Registry: registry})
 }
 
 // NewWithOptions returns the activities over store configured by o. It returns an error when
 // store is nil.
-func NewWithOptions(store oncekey.Store, o Options) (*Activities, error) {
+func NewWithOptions(store oncekeystore.Store, o Options) (*Activities, error) {
 	if store == nil {
 		return nil, errors.New("activities: Store is required")
 	}
@@ -86,7 +87,7 @@ func NewWithOptions(store oncekey.Store, o Options) (*Activities, error) {
 // non-retryable error of type oncekey.ErrTypeConfig whose cause is the *oncekey.ResultSealError
 // (sealed and no ResultSealer configured, plain and one configured, or sealed for another
 // record); its message says which, and what to do.
-func (a *Activities) open(ctx context.Context, rec *oncekey.Record) (*oncekey.Record, error) {
+func (a *Activities) open(ctx context.Context, rec *oncekeystore.Record) (*oncekeystore.Record, error) {
 	if len(rec.Result) == 0 {
 		return rec, nil
 	}
@@ -134,7 +135,7 @@ const ErrTypeForeignRecord = "oncekey.ForeignRecord"
 // namespace than the one whose claim created rec (records written before the namespace was
 // stored, Namespace "", are not checked), or a request naming another tool. Outside an activity
 // (a direct call in a test or tool) only the tool is checked.
-func bound(ctx context.Context, rec *oncekey.Record, tool string) error {
+func bound(ctx context.Context, rec *oncekeystore.Record, tool string) error {
 	return boundTo(ctx, "record", rec.OperationKey, rec.Namespace, rec.Tool, tool)
 }
 
@@ -203,8 +204,8 @@ func calledBy(ctx context.Context, activityName, what, key, role, wantID, wantTy
 
 // get reads the record for ref, refused (see bound) when the caller may not act on it, with its
 // result opened (see open).
-func (a *Activities) get(ctx context.Context, ref RecordRef) (*oncekey.Record, error) {
-	rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
+func (a *Activities) get(ctx context.Context, ref RecordRef) (*oncekeystore.Record, error) {
+	rec, err := a.store.Get(ctx, &oncekeystore.GetParams{Tenant: ref.Tenant, OperationKey: ref.OperationKey})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +216,7 @@ func (a *Activities) get(ctx context.Context, ref RecordRef) (*oncekey.Record, e
 }
 
 // output is OutputOf(rec) with rec's result opened (see open).
-func (a *Activities) output(ctx context.Context, rec *oncekey.Record) (reconcile.Output, error) {
+func (a *Activities) output(ctx context.Context, rec *oncekeystore.Record) (reconcile.Output, error) {
 	rec, err := a.open(ctx, rec)
 	if err != nil {
 		return reconcile.Output{}, err
@@ -226,10 +227,10 @@ func (a *Activities) output(ctx context.Context, rec *oncekey.Record) (reconcile
 // Inspection is what Inspect found.
 type Inspection struct {
 	// Found is false when no record exists: no claim was ever made for the key.
-	Found        bool           `json:"found"`
-	Status       oncekey.Status `json:"status,omitempty"`
-	Epoch        int64          `json:"epoch,omitempty"`
-	LeaseExpired bool           `json:"lease_expired,omitempty"`
+	Found        bool                `json:"found"`
+	Status       oncekeystore.Status `json:"status,omitempty"`
+	Epoch        int64               `json:"epoch,omitempty"`
+	LeaseExpired bool                `json:"lease_expired,omitempty"`
 	// LeaseRemaining estimates how long a live lease still runs (store clock, measured on the
 	// worker against the record's update time). Zero when not pending or expired.
 	LeaseRemaining  time.Duration `json:"lease_remaining,omitempty"`
@@ -240,7 +241,7 @@ type Inspection struct {
 	Note            string        `json:"note,omitempty"`
 }
 
-func inspection(rec *oncekey.Record) Inspection {
+func inspection(rec *oncekeystore.Record) Inspection {
 	in := Inspection{
 		Found:           true,
 		Status:          rec.Status,
@@ -252,7 +253,7 @@ func inspection(rec *oncekey.Record) Inspection {
 		ResolvedBy:      rec.ResolvedBy,
 		Note:            rec.Note,
 	}
-	if rec.Status == oncekey.StatusPending && !rec.LeaseExpired && !rec.LeaseUntil.IsZero() && !rec.UpdatedAt.IsZero() {
+	if rec.Status == oncekeystore.StatusPending && !rec.LeaseExpired && !rec.LeaseUntil.IsZero() && !rec.UpdatedAt.IsZero() {
 		// Both times are on the store's clock; their difference is the lease granted at the last
 		// write. It over-estimates what remains, which only makes the caller wait longer.
 		in.LeaseRemaining = rec.LeaseUntil.Sub(rec.UpdatedAt)
@@ -272,7 +273,7 @@ func (a *Activities) Inspect(ctx context.Context, ref RecordRef) (Inspection, er
 
 func (a *Activities) inspect(ctx context.Context, ref RecordRef) (Inspection, error) {
 	rec, err := a.get(ctx, ref)
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		return Inspection{}, nil
 	}
 	var appErr *temporal.ApplicationError
@@ -303,12 +304,12 @@ func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Insp
 		if errors.As(err, &appErr) {
 			return Inspection{}, err
 		}
-		if !errors.Is(err, oncekey.ErrNotFound) {
+		if !errors.Is(err, oncekeystore.ErrNotFound) {
 			return Inspection{}, fmt.Errorf("activities: mark unknown %s: %w", in.OperationKey, err)
 		}
 	}
 	failure, _ := json.Marshal(map[string]string{"reason": in.Reason})
-	rec, err := a.store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
+	rec, err := a.store.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Epoch: in.Epoch, Failure: failure,
 	})
 	if err == nil {
@@ -317,8 +318,8 @@ func (a *Activities) MarkUnknown(ctx context.Context, in MarkUnknownInput) (Insp
 		}
 		return inspection(rec), nil
 	}
-	if !errors.Is(err, oncekey.ErrLostClaim) {
-		var conflict *oncekey.StatusConflictError
+	if !errors.Is(err, oncekeystore.ErrLostClaim) {
+		var conflict *oncekeystore.StatusConflictError
 		if !errors.As(err, &conflict) {
 			return Inspection{}, fmt.Errorf("activities: mark unknown %s: %w", in.OperationKey, err)
 		}
@@ -354,7 +355,7 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 		if errors.As(err, &appErr) {
 			return ReceiptOutput{}, err
 		}
-		if !errors.Is(err, oncekey.ErrNotFound) {
+		if !errors.Is(err, oncekeystore.ErrNotFound) {
 			return ReceiptOutput{}, fmt.Errorf("activities: receipt lookup for %s (key %s): %w", req.Tool, req.OperationKey, err)
 		}
 	}
@@ -366,7 +367,7 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 	if err != nil {
 		return ReceiptOutput{}, fmt.Errorf("activities: receipt lookup for %s (key %s): %w", req.Tool, req.OperationKey, err)
 	}
-	params := &oncekey.ResolveParams{
+	params := &oncekeystore.ResolveParams{
 		Tenant:          req.Tenant,
 		OperationKey:    req.OperationKey,
 		Epoch:           in.Epoch,
@@ -378,7 +379,7 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 	case oncekey.ReceiptNotFound:
 		return ReceiptOutput{}, nil
 	case oncekey.ReceiptApplied:
-		params.Status = oncekey.StatusApplied
+		params.Status = oncekeystore.StatusApplied
 		if rc.Result != nil {
 			ps, err := a.dc.ToPayloads(rc.Result)
 			if err != nil {
@@ -395,9 +396,9 @@ func (a *Activities) LookupReceipt(ctx context.Context, in ReceiptInput) (Receip
 			params.Result = b
 		}
 	case oncekey.ReceiptNotApplied:
-		params.Status = oncekey.StatusReleased
+		params.Status = oncekeystore.StatusReleased
 	case oncekey.ReceiptFailed:
-		params.Status = oncekey.StatusFailed
+		params.Status = oncekeystore.StatusFailed
 		params.Failure = failuredoc.Doc{Message: rc.Note, ResolvedBy: params.ResolvedBy}.Bytes()
 	default:
 		return ReceiptOutput{}, temporal.NewNonRetryableApplicationError(
@@ -433,7 +434,7 @@ type RecordInput struct {
 // RecordResolution writes a Resolution to the store (reconcile.Record) and returns the decision
 // as the reconciliation workflow's output. When the record was meanwhile settled another way
 // (applied, released or failed), that settlement is returned instead. A malformed resolution, one
-// the store refuses (*oncekey.InvalidParamsError, *oncekey.ResultTooLargeError) or a record that
+// the store refuses (*oncekeystore.InvalidParamsError, *oncekeystore.ResultTooLargeError) or a record that
 // cannot be resolved is a non-retryable error of type ErrTypeInvalid; a record past
 // its retention (a tombstone) is a non-retryable error of type oncekey.ErrTypeExpired.
 //
@@ -455,7 +456,7 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 		if errors.As(err, &appErr) {
 			return reconcile.Output{}, err
 		}
-		if !errors.Is(err, oncekey.ErrNotFound) {
+		if !errors.Is(err, oncekeystore.ErrNotFound) {
 			return reconcile.Output{}, fmt.Errorf("activities: record resolution %s: %w", in.OperationKey, err)
 		}
 	}
@@ -472,7 +473,7 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 		out.RequestID = in.Resolution.RequestID
 		return out, nil
 	}
-	var stale *oncekey.StaleDecisionError
+	var stale *oncekeystore.StaleDecisionError
 	if errors.As(err, &stale) {
 		// The decision is about an earlier (or later) episode of the operation than the record's:
 		// it must not settle this one.
@@ -485,8 +486,8 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 	if errors.As(err, &inv) {
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was recorded", ErrTypeInvalid, nil)
 	}
-	var conflict *oncekey.StatusConflictError
-	if errors.As(err, &conflict) && conflict.Status == oncekey.StatusExpired {
+	var conflict *oncekeystore.StatusConflictError
+	if errors.As(err, &conflict) && conflict.Status == oncekeystore.StatusExpired {
 		// Past retention: no resolution can be recorded any more, and what happened stays unknown.
 		return reconcile.Output{}, temporal.NewNonRetryableApplicationError(err.Error(), oncekey.ErrTypeExpired, nil)
 	}
@@ -510,8 +511,8 @@ func (a *Activities) checkResult(ctx context.Context, in RecordInput) error {
 	}
 	tool := in.Tool
 	if tool == "" {
-		rec, err := a.store.Get(ctx, &oncekey.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
-		if errors.Is(err, oncekey.ErrNotFound) {
+		rec, err := a.store.Get(ctx, &oncekeystore.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
+		if errors.Is(err, oncekeystore.ErrNotFound) {
 			return nil // Record reports it
 		}
 		if err != nil {
@@ -530,26 +531,26 @@ func (a *Activities) checkResult(ctx context.Context, in RecordInput) error {
 // failed it returns that settlement; other conflicts report ok=false; store trouble is returned
 // as an error (retryable).
 func (a *Activities) settled(ctx context.Context, ref RecordRef, resolveErr error) (reconcile.Output, bool, error) {
-	var conflict *oncekey.StatusConflictError
-	if !errors.As(resolveErr, &conflict) && !errors.Is(resolveErr, oncekey.ErrNotFound) {
+	var conflict *oncekeystore.StatusConflictError
+	if !errors.As(resolveErr, &conflict) && !errors.Is(resolveErr, oncekeystore.ErrNotFound) {
 		return reconcile.Output{}, false, resolveErr
 	}
 	rec, err := a.get(ctx, ref)
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		return reconcile.Output{}, false, nil
 	}
 	if err != nil {
 		return reconcile.Output{}, false, err
 	}
 	switch rec.Status {
-	case oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed:
+	case oncekeystore.StatusApplied, oncekeystore.StatusReleased, oncekeystore.StatusFailed:
 		return OutputOf(rec), true, nil
 	}
 	return reconcile.Output{}, false, nil
 }
 
 // OutputOf maps a settled record (applied, released, failed) to the reconciliation output.
-func OutputOf(rec *oncekey.Record) reconcile.Output {
+func OutputOf(rec *oncekeystore.Record) reconcile.Output {
 	out := reconcile.Output{
 		EffectReference: rec.EffectReference,
 		Note:            rec.Note,
@@ -557,10 +558,10 @@ func OutputOf(rec *oncekey.Record) reconcile.Output {
 		Epoch:           rec.Epoch,
 	}
 	switch rec.Status {
-	case oncekey.StatusApplied:
+	case oncekeystore.StatusApplied:
 		out.Outcome = reconcile.Applied
 		out.Result = rec.Result
-	case oncekey.StatusReleased:
+	case oncekeystore.StatusReleased:
 		out.Outcome = reconcile.NotApplied
 	default:
 		out.Outcome = reconcile.Failed
@@ -608,7 +609,7 @@ type AwaitOutput struct {
 // or unknown, whatever the workflow returned; an Err for a tombstone.
 func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, error) {
 	rec, err := a.get(ctx, in.Record)
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		return AwaitOutput{Done: true, Output: reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey",
 			Note: "no claim was recorded for the key; the tool never ran"}}, nil
 	}
@@ -616,9 +617,9 @@ func (a *Activities) awaited(ctx context.Context, in AwaitInput) (AwaitOutput, e
 		return AwaitOutput{}, err
 	}
 	switch rec.Status {
-	case oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed:
+	case oncekeystore.StatusApplied, oncekeystore.StatusReleased, oncekeystore.StatusFailed:
 		return AwaitOutput{Done: true, Output: OutputOf(rec)}, nil
-	case oncekey.StatusExpired:
+	case oncekeystore.StatusExpired:
 		return AwaitOutput{Done: true, Err: fmt.Sprintf("the record of key %s is past its retention (a tombstone): its outcome is unknown and can no longer be resolved", rec.OperationKey)}, nil
 	}
 	// Pending or unknown: another attempt claimed the key after the decision, or the workflow

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -40,7 +41,7 @@ type ApprovalAnswer struct {
 
 // answerOf is the stored approval a as the activities answer with it. (ApprovalAnswer.Created is
 // RequestApproval's of the earlier protocol; nothing sets it now.)
-func answerOf(a *oncekey.Approval) ApprovalAnswer {
+func answerOf(a *oncekeystore.Approval) ApprovalAnswer {
 	return ApprovalAnswer{ApprovalOutput: reconcile.ApprovalOutput{Status: a.Status, Episode: a.Episode, DecidedBy: a.DecidedBy,
 		DecidedAt: a.DecidedAt, Reason: a.Reason, Fingerprint: a.Fingerprint,
 		Message: a.ModelMessage, ChangesRequested: a.ChangesRequested, EditedAs: a.EditedAs},
@@ -53,11 +54,11 @@ func answerOf(a *oncekey.Approval) ApprovalAnswer {
 func (a ApprovalAnswer) Output() reconcile.ApprovalOutput { return a.ApprovalOutput }
 
 // approvals returns the store as an ApprovalStore, or a non-retryable oncekey.Config error.
-func (a *Activities) approvals() (oncekey.ApprovalStore, error) {
-	s, ok := a.store.(oncekey.ApprovalStore)
+func (a *Activities) approvals() (oncekeystore.ApprovalStore, error) {
+	s, ok := a.store.(oncekeystore.ApprovalStore)
 	if !ok {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"activities: the store (%T) keeps no approvals (oncekey.ApprovalStore): give the workers a store that does (pgstore, memstore, redisstore), or drop Policy.Approval", a.store),
+			"activities: the store (%T) keeps no approvals (oncekeystore.ApprovalStore): give the workers a store that does (pgstore, memstore, redisstore), or drop Policy.Approval", a.store),
 			oncekey.ErrTypeConfig, nil)
 	}
 	return s, nil
@@ -66,14 +67,14 @@ func (a *Activities) approvals() (oncekey.ApprovalStore, error) {
 // getApproval reads the approval of tenant's key from the store (which must be an ApprovalStore,
 // see approvals) and returns the store too; nil when it holds none. op names the read in a store
 // error, which is returned wrapped (retryable).
-func (a *Activities) getApproval(ctx context.Context, op, tenant, key string) (oncekey.ApprovalStore, *oncekey.Approval, error) {
+func (a *Activities) getApproval(ctx context.Context, op, tenant, key string) (oncekeystore.ApprovalStore, *oncekeystore.Approval, error) {
 	s, err := a.approvals()
 	if err != nil {
 		return nil, nil, err
 	}
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	ap, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		return s, nil, nil
 	case err != nil:
 		return nil, nil, fmt.Errorf("activities: %s %s: %w", op, key, err)
@@ -82,7 +83,7 @@ func (a *Activities) getApproval(ctx context.Context, op, tenant, key string) (o
 }
 
 // boundApproval refuses ap to a caller that may not act on it, as bound does for records.
-func boundApproval(ctx context.Context, ap *oncekey.Approval, tool string) error {
+func boundApproval(ctx context.Context, ap *oncekeystore.Approval, tool string) error {
 	return boundTo(ctx, "approval", ap.OperationKey, ap.Namespace, ap.Tool, tool)
 }
 
@@ -136,13 +137,13 @@ type DecideApprovalInput struct {
 	Episode      int64  `json:"episode"`
 	// Token is the token of the request decided (ApprovalAnswer.Token); another request's is
 	// refused.
-	Token     string                 `json:"token,omitempty"`
-	Status    oncekey.ApprovalStatus `json:"status"`
-	DecidedBy string                 `json:"decided_by,omitempty"`
-	Reason    string                 `json:"reason,omitempty"`
+	Token     string                      `json:"token,omitempty"`
+	Status    oncekeystore.ApprovalStatus `json:"status"`
+	DecidedBy string                      `json:"decided_by,omitempty"`
+	Reason    string                      `json:"reason,omitempty"`
 	// Retention is how long the decision is kept, from now.
 	Retention time.Duration `json:"retention"`
-	// Message and ChangesRequested are recorded with the decision (oncekey.Approval.
+	// Message and ChangesRequested are recorded with the decision (oncekeystore.Approval.
 	// ModelMessage, ChangesRequested).
 	Message          string `json:"message,omitempty"`
 	ChangesRequested bool   `json:"changes_requested,omitempty"`
@@ -154,7 +155,7 @@ type DecideApprovalInput struct {
 
 // recordedAs reports whether ap holds this decision as written: its episode, status, decider and
 // reason. It is how a retry knows its own write, whose answer was lost.
-func (in DecideApprovalInput) recordedAs(ap *oncekey.Approval) bool {
+func (in DecideApprovalInput) recordedAs(ap *oncekeystore.Approval) bool {
 	return ap.Episode == in.Episode && ap.Status == in.Status && ap.DecidedBy == in.DecidedBy && ap.Reason == in.Reason &&
 		ap.ModelMessage == in.Message
 }
@@ -188,15 +189,15 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 			return ApprovalAnswer{}, err
 		}
 	}
-	ap, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{
+	ap, err := s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Token: in.Token, Status: in.Status,
 		DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
 		ModelMessage: in.Message, ChangesRequested: in.ChangesRequested, EditedAs: e.key(),
 	})
 	var (
-		conflict *oncekey.ApprovalConflictError
-		stale    *oncekey.StaleDecisionError
-		inv      *oncekey.InvalidParamsError
+		conflict *oncekeystore.ApprovalConflictError
+		stale    *oncekeystore.StaleDecisionError
+		inv      *oncekeystore.InvalidParamsError
 	)
 	switch {
 	case err == nil:
@@ -208,7 +209,7 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 			ans = e.answer(ans)
 		}
 		return ans, nil
-	case errors.As(err, &stale), errors.As(err, &inv), errors.Is(err, oncekey.ErrNotFound):
+	case errors.As(err, &stale), errors.As(err, &inv), errors.Is(err, oncekeystore.ErrNotFound):
 		return ApprovalAnswer{}, temporal.NewNonRetryableApplicationError(err.Error()+"; nothing was written", ErrTypeInvalid, nil)
 	}
 	return ApprovalAnswer{}, fmt.Errorf("activities: decide approval %s: %w", in.OperationKey, err)
@@ -216,7 +217,7 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 
 // awaitApproval reads the approval a call waits on (in.Approval) and checks that it is of the
 // call's namespace and tool (boundApproval); nil when the store holds none.
-func (a *Activities) awaitApproval(ctx context.Context, in AwaitInput) (*oncekey.Approval, error) {
+func (a *Activities) awaitApproval(ctx context.Context, in AwaitInput) (*oncekeystore.Approval, error) {
 	_, ap, err := a.getApproval(ctx, "await approval", in.Approval.Tenant, in.Approval.OperationKey)
 	if err != nil || ap == nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -26,14 +27,14 @@ import (
 func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	store := memstore.New(nil)
 	ctx := context.Background()
-	res, err := store.RequestApproval(ctx, &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
+	res, err := store.RequestApproval(ctx, &oncekeystore.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund",
 		Fingerprint: "fp", Summary: "refund 120.00 EUR", Timeout: time.Hour})
 	require.NoError(t, err)
 	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
 	require.NoError(t, err)
 	request := reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "s", Timeout: time.Hour}
 	decide := activities.DecideApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Episode: 1,
-		Status: oncekey.ApprovalApproved, DecidedBy: "mallory", Retention: time.Hour}
+		Status: oncekeystore.ApprovalApproved, DecidedBy: "mallory", Retention: time.Hour}
 	inputs := map[string]any{activities.RequestApprovalName: request, activities.DecideApprovalName: decide}
 	for _, from := range []caller{
 		{id: "mallory", typ: reconcile.ApprovalWorkflowName},
@@ -47,7 +48,7 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 				"only for its approval workflow ("+reconcile.ApprovalWorkflowID("ok1_a"), "nothing was read or written")
 		}
 	}
-	after, err := store.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	after, err := store.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
 	require.Equal(t, res.Approval, after, "the approval is unchanged")
 
@@ -60,7 +61,7 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	require.NoError(t, err)
 	var ans activities.ApprovalAnswer
 	require.NoError(t, json.Unmarshal(out, &ans))
-	require.Equal(t, oncekey.ApprovalApproved, ans.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, ans.Status)
 	require.False(t, ans.Conflict)
 	out, err = callFrom(t, acts, own, activities.DecideApprovalName, decide)
 	require.NoError(t, err)
@@ -68,13 +69,13 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	require.False(t, ans.Conflict, "the same decision again (a retry whose answer was lost) finds itself written")
 	require.Equal(t, "mallory", ans.DecidedBy)
 	deny := decide
-	deny.Status, deny.DecidedBy, deny.Reason = oncekey.ApprovalDenied, "bob", "no"
+	deny.Status, deny.DecidedBy, deny.Reason = oncekeystore.ApprovalDenied, "bob", "no"
 	out, err = callFrom(t, acts, own, activities.DecideApprovalName, deny)
 	require.NoError(t, err)
 	ans = activities.ApprovalAnswer{}
 	require.NoError(t, json.Unmarshal(out, &ans))
 	require.True(t, ans.Conflict, "another decision finds the first")
-	require.Equal(t, oncekey.ApprovalApproved, ans.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, ans.Status)
 	require.Equal(t, "mallory", ans.DecidedBy)
 }
 
@@ -117,11 +118,11 @@ func TestRequestApprovalOnlyReadsTheWorkersRequest(t *testing.T) {
 		require.Contains(t, appErr.Error(), "no worker asked for approval of ok1_a")
 	}
 	noRequest()
-	_, err = store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
-	require.ErrorIs(t, err, oncekey.ErrNotFound, "nothing was written")
+	_, err = store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound, "nothing was written")
 
 	// A request of the earlier protocol (no worker token) is not a worker's either.
-	p := &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Namespace: "default-test-namespace", Tool: "Refund",
+	p := &oncekeystore.RequestApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Namespace: "default-test-namespace", Tool: "Refund",
 		Fingerprint: "fp", Summary: "refund 99999", Timeout: time.Hour}
 	_, err = store.RequestApproval(context.Background(), p)
 	require.NoError(t, err)
@@ -135,8 +136,8 @@ func TestRequestApprovalOnlyReadsTheWorkersRequest(t *testing.T) {
 	require.Equal(t, "refund 99999", ans.Summary, "the worker's summary, not the input's")
 	require.Equal(t, "w1_worker", ans.Token)
 	require.False(t, ans.Created)
-	require.Equal(t, oncekey.ApprovalPending, ans.Status)
-	after, err := store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	require.Equal(t, oncekeystore.ApprovalPending, ans.Status)
+	after, err := store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
 	require.Equal(t, res.Approval, after, "nothing was changed")
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // edit is an edit of a call's arguments that a person approved, as DecideApproval checked and
@@ -37,7 +38,7 @@ func (e *edit) answer(ans ApprovalAnswer) ApprovalAnswer {
 
 // approveEdit checks a person's edited arguments (in.Arguments) for the call cur asked about and
 // writes the edit's approval, before DecideApproval records cur as replaced by it (in.Status is
-// set to oncekey.ApprovalReplaced). Everything is derived here, on the worker, from the stored
+// set to oncekeystore.ApprovalReplaced). Everything is derived here, on the worker, from the stored
 // approval and the worker's Registry, never from the decision: the edit is of cur's tool, tenant,
 // namespace, workflow and step; its arguments decode into the tool's input type
 // (oncekey.EditArguments); its fingerprint and summary are computed as the worker computes a
@@ -46,17 +47,17 @@ func (e *edit) answer(ans ApprovalAnswer) ApprovalAnswer {
 // retries) and approved by the decision's decider. Arguments the tool cannot take, the call's own
 // arguments, or an approval no longer pending at in.Episode are non-retryable errors of type
 // ErrTypeInvalid, and nothing is written.
-func (a *Activities) approveEdit(ctx context.Context, s oncekey.ApprovalStore, cur *oncekey.Approval, in *DecideApprovalInput) (*edit, error) {
+func (a *Activities) approveEdit(ctx context.Context, s oncekeystore.ApprovalStore, cur *oncekeystore.Approval, in *DecideApprovalInput) (*edit, error) {
 	invalid := func(msg string) error {
 		return temporal.NewNonRetryableApplicationError(msg+"; nothing was written", ErrTypeInvalid, nil)
 	}
-	if in.Status != oncekey.ApprovalApproved {
+	if in.Status != oncekeystore.ApprovalApproved {
 		return nil, invalid("activities: only an approval takes edited arguments")
 	}
 	// replacedAlready: an earlier attempt of this activity recorded the replacement and its answer
 	// was lost; the edit is derived again for the answer, and nothing is written.
-	replacedAlready := cur.Status == oncekey.ApprovalReplaced && cur.Episode == in.Episode && cur.Token == in.Token
-	if !replacedAlready && (cur.Status != oncekey.ApprovalPending || cur.Episode != in.Episode || cur.Token != in.Token) {
+	replacedAlready := cur.Status == oncekeystore.ApprovalReplaced && cur.Episode == in.Episode && cur.Token == in.Token
+	if !replacedAlready && (cur.Status != oncekeystore.ApprovalPending || cur.Episode != in.Episode || cur.Token != in.Token) {
 		return nil, nil // DecideApproval answers it as stale or decided, without the edit.
 	}
 	doc, val, err := oncekey.EditArguments(a.registry, cur.Tool, in.Arguments)
@@ -81,13 +82,13 @@ func (a *Activities) approveEdit(ctx context.Context, s oncekey.ApprovalStore, c
 		if cur.EditedAs != key {
 			return nil, nil
 		}
-		if ed, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: cur.Tenant, OperationKey: key}); err != nil || ed.Fingerprint != fp {
+		if ed, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: cur.Tenant, OperationKey: key}); err != nil || ed.Fingerprint != fp {
 			return nil, nil // another edit's replacement: DecideApproval answers it as decided
 		}
-		in.Status = oncekey.ApprovalReplaced
+		in.Status = oncekeystore.ApprovalReplaced
 		return &edit{editKey: key, args: doc}, nil
 	}
-	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
+	res, err := s.RequestApproval(ctx, &oncekeystore.RequestApprovalParams{
 		Tenant: cur.Tenant, OperationKey: key, Namespace: cur.Namespace, Tool: cur.Tool, Fingerprint: fp,
 		WorkflowID: cur.WorkflowID, StepID: cur.StepID, Summary: summary, RequestToken: editRequestToken(ctx),
 		Token: "e1_" + cur.Token, Timeout: in.Retention, EditOf: cur.OperationKey,
@@ -99,15 +100,15 @@ func (a *Activities) approveEdit(ctx context.Context, s oncekey.ApprovalStore, c
 	if ed.Fingerprint != fp || ed.EditOf != cur.OperationKey || ed.Tool != cur.Tool || ed.Namespace != cur.Namespace {
 		return nil, invalid(fmt.Sprintf("activities: the key %s of the edit holds an approval of other arguments", key))
 	}
-	if ed.Status == oncekey.ApprovalPending {
-		_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: cur.Tenant, OperationKey: key, Episode: ed.Episode,
-			Token: ed.Token, Status: oncekey.ApprovalApproved, DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention})
-		var conflict *oncekey.ApprovalConflictError
-		if err != nil && !(errors.As(err, &conflict) && conflict.Approval != nil && conflict.Approval.Status == oncekey.ApprovalApproved) {
+	if ed.Status == oncekeystore.ApprovalPending {
+		_, err = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: cur.Tenant, OperationKey: key, Episode: ed.Episode,
+			Token: ed.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention})
+		var conflict *oncekeystore.ApprovalConflictError
+		if err != nil && !(errors.As(err, &conflict) && conflict.Approval != nil && conflict.Approval.Status == oncekeystore.ApprovalApproved) {
 			return nil, fmt.Errorf("activities: approve the edit %s: %w", key, err)
 		}
 	}
-	in.Status = oncekey.ApprovalReplaced
+	in.Status = oncekeystore.ApprovalReplaced
 	return &edit{editKey: key, args: doc}, nil
 }
 

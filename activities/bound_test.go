@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -55,15 +56,15 @@ func callFrom(t *testing.T, acts *activities.Activities, from caller, name strin
 
 // unknownRecord puts an unknown record (tenant t1, tool CreateTicket) claimed in namespace ns
 // under key into store and returns it.
-func unknownRecord(t *testing.T, store oncekey.Store, key, ns string) *oncekey.Record {
+func unknownRecord(t *testing.T, store oncekeystore.Store, key, ns string) *oncekeystore.Record {
 	t.Helper()
 	ctx := context.Background()
-	res, err := store.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: key, Namespace: ns, Tool: "CreateTicket", Fingerprint: "fp",
+	res, err := store.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: key, Namespace: ns, Tool: "CreateTicket", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
 	require.NoError(t, err)
-	_, err = store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: key, Epoch: res.Record.Epoch})
+	_, err = store.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: key, Epoch: res.Record.Epoch})
 	require.NoError(t, err)
-	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: key})
+	rec, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: key})
 	require.NoError(t, err)
 	return rec
 }
@@ -111,7 +112,7 @@ func TestActivitiesRefuseAForeignRecord(t *testing.T) {
 				_, err := callFrom(t, acts, reconciliationOf("ok1_f"), name, in)
 				requireForeign(t, err, name, c.want)
 			}
-			after, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_f"})
+			after, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_f"})
 			require.NoError(t, err)
 			require.Equal(t, before, after, "the record is unchanged")
 		})
@@ -139,7 +140,7 @@ func TestReconcilerActivitiesRefuseAnotherCaller(t *testing.T) {
 				"only for its reconciliation workflow ("+reconcile.WorkflowID("ok1_f"), "called by workflow \""+from.id+"\"", "nothing was read or written")
 		}
 	}
-	after, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_f"})
+	after, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_f"})
 	require.NoError(t, err)
 	require.Equal(t, before, after, "the record is unchanged")
 
@@ -148,7 +149,7 @@ func TestReconcilerActivitiesRefuseAnotherCaller(t *testing.T) {
 	var in activities.Inspection
 	require.NoError(t, json.Unmarshal(out, &in))
 	require.True(t, in.Found)
-	require.Equal(t, oncekey.StatusUnknown, in.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, in.Status)
 }
 
 // An activity started without a workflow (a standalone activity a client starts) has no

@@ -13,6 +13,7 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/internal/testing/sealtest"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -24,7 +25,7 @@ func CreateTicket(ctx context.Context, title string) (Ticket, error) { return Ti
 
 // unknownRecordActs puts an unknown record (tenant t1, key ok1_k, tool CreateTicket) into store
 // and returns the activities on store, with CreateTicket's policy registered.
-func unknownRecordActs(t *testing.T, store oncekey.Store) *activities.Activities {
+func unknownRecordActs(t *testing.T, store oncekeystore.Store) *activities.Activities {
 	t.Helper()
 	unknownRecord(t, store, "ok1_k", "")
 	reg := oncekey.NewRegistry()
@@ -49,9 +50,9 @@ func TestRecordResolutionChecksTheResultTypeFromTheRecord(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
 	require.True(t, appErr.NonRetryable())
-	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 
 	in.Resolution.Result = json.RawMessage(`{"id":"T-1"}`)
 	v, err := callFrom(t, acts, reconciliationOf("ok1_k"), activities.RecordResolutionName, in)
@@ -76,9 +77,9 @@ func TestRecordResolutionRefusedByTheStoreIsNotRetried(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
 	require.True(t, appErr.NonRetryable(), "%v", err)
-	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 }
 
 // With a ResultSealer, a resolution's result is stored sealed to its record, and the activities
@@ -101,7 +102,7 @@ func TestActivitiesSealWhatTheyStoreAndOpenWhatTheyRead(t *testing.T) {
 	plain, err := reconcile.EncodeResult(nil, json.RawMessage(`{"id":"T-1"}`))
 	require.NoError(t, err)
 	require.Equal(t, plain, out.Result, "the output carries the result opened")
-	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
 	require.True(t, oncekey.IsSealedResult(rec.Result), "stored sealed")
 
@@ -115,7 +116,7 @@ func TestActivitiesSealWhatTheyStoreAndOpenWhatTheyRead(t *testing.T) {
 	for _, result := range [][]byte{rec.Result, plain} {
 		mem := memstore.New(nil)
 		unknownRecord(t, mem, "ok1_j", "")
-		_, err := mem.Resolve(ctx, &oncekey.ResolveParams{Tenant: "t1", OperationKey: "ok1_j", Epoch: 1, Status: oncekey.StatusApplied, Result: result})
+		_, err := mem.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "t1", OperationKey: "ok1_j", Epoch: 1, Status: oncekeystore.StatusApplied, Result: result})
 		require.NoError(t, err)
 		acts, err := activities.NewWithOptions(mem, activities.Options{Registry: reg, ResultSealer: sealtest.Binder{}})
 		require.NoError(t, err)

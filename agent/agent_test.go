@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // requireModelText checks what a model reads: the fixed text of its status and next action, a
@@ -185,7 +186,7 @@ func TestMcpProxyToolsHaveTheirOwnPolicies(t *testing.T) {
 	recs := e.records(t)
 	require.Len(t, recs, 1)
 	require.Equal(t, "delete_file", recs[0].Tool)
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status)
 
 	// Retries: the Effectful tool's activities are scheduled with one attempt each; the ReadOnly
 	// tool's keep the workflow's retry policy (two attempts).

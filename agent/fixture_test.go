@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey/agent"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -301,7 +302,7 @@ type env struct {
 	c     client.Client
 	tq    string
 	b     *books
-	store oncekey.Store
+	store oncekeystore.Store
 
 	mu     sync.Mutex
 	events []interceptor.Event
@@ -356,9 +357,9 @@ func (e *env) run(t *testing.T, id string, in LoopInput) []Answer {
 }
 
 // records returns the store's records.
-func (e *env) records(t *testing.T) []*oncekey.Record {
+func (e *env) records(t *testing.T) []*oncekeystore.Record {
 	t.Helper()
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	return res.Records
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -529,10 +530,10 @@ func (h *hookInbound) ExecuteActivity(ctx context.Context, in *tinterceptor.Exec
 
 // BeginTx begins a Transactional call's transaction in the store, whose Commit calls PointTxCommit
 // before the completion and COMMIT, and PointCompleted after a COMMIT that recorded applied.
-func (s *hookStore) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.StoreTx, error) {
-	txs, ok := s.Store.(oncekey.TxStore)
+func (s *hookStore) BeginTx(ctx context.Context, p *oncekeystore.BeginTxParams) (oncekeystore.StoreTx, error) {
+	txs, ok := s.Store.(oncekeystore.TxStore)
 	if !ok {
-		return nil, &oncekey.TransactionalStoreError{Tool: p.Tool, Store: fmt.Sprintf("%T", s.Store)}
+		return nil, &oncekeystore.TransactionalStoreError{Tool: p.Tool, Store: fmt.Sprintf("%T", s.Store)}
 	}
 	tx, err := txs.BeginTx(ctx, p)
 	if err != nil {
@@ -542,14 +543,14 @@ func (s *hookStore) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (once
 }
 
 type hookTx struct {
-	oncekey.StoreTx
+	oncekeystore.StoreTx
 	tools *Tools
 }
 
-func (h *hookTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+func (h *hookTx) Commit(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	_ = h.tools.Hook(ctx, PointTxCommit, p.OperationKey, "")
 	rec, err := h.StoreTx.Commit(ctx, p)
-	if err == nil && p.Status == oncekey.StatusApplied {
+	if err == nil && p.Status == oncekeystore.StatusApplied {
 		_ = h.tools.Hook(ctx, PointCompleted, p.OperationKey, "")
 	}
 	return rec, err
@@ -557,13 +558,13 @@ func (h *hookTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*onceke
 
 // hookStore calls PointCompleted after a Complete that recorded applied.
 type hookStore struct {
-	oncekey.Store
+	oncekeystore.Store
 	tools *Tools
 }
 
-func (s *hookStore) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+func (s *hookStore) Complete(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	rec, err := s.Store.Complete(ctx, p)
-	if err == nil && p.Status == oncekey.StatusApplied {
+	if err == nil && p.Status == oncekeystore.StatusApplied {
 		_ = s.tools.Hook(ctx, PointCompleted, p.OperationKey, "")
 	}
 	return rec, err

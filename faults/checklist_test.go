@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -33,7 +34,7 @@ func TestSameKeyTwice(t *testing.T) {
 	require.Equal(t, 1, e.ds.Arrivals(key), "one request reached the downstream")
 	e.waitEvents(1, "replayed", outcome(faults.ToolCreate, oncekey.OutcomeReplayed))
 	require.Equal(t, 1, e.ds.CountEvents(outcome(faults.ToolCreate, oncekey.OutcomeApplied)))
-	require.Equal(t, oncekey.StatusApplied, e.get(key).Status)
+	require.Equal(t, oncekeystore.StatusApplied, e.get(key).Status)
 	e.check(1, 1)
 	e.note("one effect %s, one downstream request, second call replayed", out[0].Receipt.ID)
 }
@@ -61,7 +62,7 @@ func TestLostResponseAfterCommit(t *testing.T) {
 	require.Equal(t, landed, a[0].Receipt, "the workflow got the receipt the downstream committed")
 	require.Equal(t, 1, e.ds.Arrivals(keyA), "no blind second call")
 	rec := e.get(keyA)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "receipt:"+faults.ToolCreateReceipt, rec.ResolvedBy)
 	require.Equal(t, landed.ID, rec.EffectReference)
 
@@ -92,7 +93,7 @@ func TestTwoWorkersClaim(t *testing.T) {
 	}
 	e.waitEvents(1, "in_flight from the second worker", inFlightB)
 	rec := e.get(hit.Key)
-	require.Equal(t, oncekey.StatusPending, rec.Status, "the first worker owns the claim")
+	require.Equal(t, oncekeystore.StatusPending, rec.Status, "the first worker owns the claim")
 	require.Empty(t, e.ds.EffectsFor(hit.Key))
 	hold.Release()
 	a, b := e.calls(runA), e.calls(runB)
@@ -137,7 +138,7 @@ func TestChangedArguments(t *testing.T) {
 	rec := e.get(key)
 	require.Equal(t, fp(first), rec.Fingerprint, "the stored fingerprint is the first call's")
 	require.NotEqual(t, fp(changed), rec.Fingerprint)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, 1, e.ds.Arrivals(key))
 	e.check(2, 1)
 	e.note("stored fingerprint %.12s, incoming %.12s: rejected, 1 effect", rec.Fingerprint, fp(changed))
@@ -162,8 +163,8 @@ func TestNewKeySameArguments(t *testing.T) {
 	require.Len(t, e.ds.EffectsFor(k2), 1)
 	r1, r2 := e.get(k1), e.get(k2)
 	require.Equal(t, r1.Fingerprint, r2.Fingerprint, "the same arguments")
-	require.Equal(t, oncekey.StatusApplied, r1.Status)
-	require.Equal(t, oncekey.StatusApplied, r2.Status)
+	require.Equal(t, oncekeystore.StatusApplied, r1.Status)
+	require.Equal(t, oncekeystore.StatusApplied, r2.Status)
 	e.check(2, 2)
 	e.note("two keys, same fingerprint %.12s: two effects %s and %s, by design", r1.Fingerprint, out[0].Receipt.ID, out[1].Receipt.ID)
 }
@@ -182,7 +183,7 @@ func TestAuthorizationRevoked(t *testing.T) {
 	}})
 	keyA := e.key("applied", "refund")
 	require.Eventually(t, func() bool { return len(e.ds.EffectsFor(keyA)) == 1 }, 3*time.Minute, 50*time.Millisecond)
-	require.Eventually(t, func() bool { return e.get(keyA).Status == oncekey.StatusApplied }, 3*time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return e.get(keyA).Status == oncekeystore.StatusApplied }, 3*time.Minute, 50*time.Millisecond)
 	e.ds.Revoke("c1")
 	e.signal("applied")
 	a := e.calls(runA)
@@ -203,7 +204,7 @@ func TestAuthorizationRevoked(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeRejected, b[0].Label.Status, "%+v", b[0].Label)
 	require.Empty(t, e.ds.EffectsFor(keyB))
 	require.Equal(t, 1, e.ds.Arrivals(keyB), "the retry never reached the downstream")
-	require.Equal(t, oncekey.StatusReleased, e.get(keyB).Status)
+	require.Equal(t, oncekeystore.StatusReleased, e.get(keyB).Status)
 	e.check(2, 1)
 	e.note("repeat after revocation rejected without replay; retry after a refused attempt rejected before the downstream")
 }
@@ -219,13 +220,13 @@ func TestKeyAfterRetention(t *testing.T) {
 	run := e.startCalls("wf", faults.CallsInput{Calls: []faults.Call{call, late}})
 	key := e.key("wf", "create")
 	require.Eventually(t, func() bool {
-		rec, err := e.store.Get(e.ctx(time.Minute), &oncekey.GetParams{Tenant: "default", OperationKey: key})
-		return err == nil && rec.Status == oncekey.StatusApplied
+		rec, err := e.store.Get(e.ctx(time.Minute), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
+		return err == nil && rec.Status == oncekeystore.StatusApplied
 	}, 3*time.Minute, 50*time.Millisecond)
 	// Retention is under 3s on the database clock: purge until the record is a tombstone.
 	require.Eventually(t, func() bool {
-		_, err := e.store.Purge(e.ctx(time.Minute), &oncekey.PurgeParams{})
-		return err == nil && e.get(key).Status == oncekey.StatusExpired
+		_, err := e.store.Purge(e.ctx(time.Minute), &oncekeystore.PurgeParams{})
+		return err == nil && e.get(key).Status == oncekeystore.StatusExpired
 	}, time.Minute, 200*time.Millisecond)
 	tomb := e.get(key)
 	require.Nil(t, tomb.Result, "a tombstone keeps digests only")
@@ -271,7 +272,7 @@ func TestDelayedJob(t *testing.T) {
 	}
 	require.Equal(t, oncekey.OutcomeApplied, out.Labels[len(out.Labels)-1].Status)
 	rec := e.get(key)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	e.waitEvents(1, "replayed submission", outcome(faults.ToolExportSubmit, oncekey.OutcomeReplayed))
 	e.check(1, 1)
 	var states []string
@@ -300,7 +301,7 @@ func TestMalformedResult(t *testing.T) {
 	for _, id := range ids {
 		key := e.key(id, "create")
 		e.waitReconciling(key)
-		require.Equal(t, oncekey.StatusUnknown, e.get(key).Status, id)
+		require.Equal(t, oncekeystore.StatusUnknown, e.get(key).Status, id)
 		d, err := e.c.DescribeWorkflow(e.ctx(time.Minute), e.wfID(id), "")
 		require.NoError(t, err)
 		require.Equal(t, "Running", d.RawResponse.GetWorkflowExecutionInfo().GetStatus().String(), "%s: no success was inferred", id)
@@ -321,7 +322,7 @@ func TestMalformedResult(t *testing.T) {
 		require.Equal(t, landed, out[0].Receipt, "%s: the result is the ledger's, as resolved", id)
 		require.Equal(t, 1, e.ds.Arrivals(key), "%s: no second call", id)
 		rec := e.get(key)
-		require.Equal(t, oncekey.StatusApplied, rec.Status)
+		require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 		require.Equal(t, "faults-operator", rec.ResolvedBy)
 	}
 	e.check(3, 3)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -25,7 +26,7 @@ type killCase struct {
 	// a person, who decides with the CLI from the downstream's ledger.
 	tool string
 	// after is the record's status right after the kill.
-	after oncekey.Status
+	after oncekeystore.Status
 	// person is true when a person must resolve the operation (with the CLI).
 	person bool
 	// bodies is how many tool bodies the downstream sees in all.
@@ -34,34 +35,34 @@ type killCase struct {
 
 func TestKillAfterClaim(t *testing.T) {
 	runKill(t, killCase{scenario: "kill_after_claim", point: faults.PointClaimed, tool: faults.ToolCreate,
-		after: oncekey.StatusPending, person: true, bodies: 1})
+		after: oncekeystore.StatusPending, person: true, bodies: 1})
 }
 
 func TestKillInBody(t *testing.T) {
 	runKill(t, killCase{scenario: "kill_in_body", point: faults.PointBody, tool: faults.ToolCreate,
-		after: oncekey.StatusPending, person: true, bodies: 2})
+		after: oncekeystore.StatusPending, person: true, bodies: 2})
 }
 
 func TestKillAfterCommit(t *testing.T) {
 	runKill(t, killCase{scenario: "kill_after_commit", point: faults.PointAfterCommit, tool: faults.ToolCreate,
-		after: oncekey.StatusPending, person: true, bodies: 1})
+		after: oncekeystore.StatusPending, person: true, bodies: 1})
 }
 
 func TestKillAfterComplete(t *testing.T) {
 	runKill(t, killCase{scenario: "kill_after_complete", point: faults.PointCompleted, tool: faults.ToolCreate,
-		after: oncekey.StatusApplied, bodies: 1})
+		after: oncekeystore.StatusApplied, bodies: 1})
 }
 
 func TestKillWhileReconciling(t *testing.T) {
 	runKill(t, killCase{scenario: "kill_while_reconciling", tool: faults.ToolCreate,
-		after: oncekey.StatusUnknown, person: true, bodies: 1})
+		after: oncekeystore.StatusUnknown, person: true, bodies: 1})
 }
 
 // The fault table's "crash after the downstream committed, before the local record", for a tool
 // with a receipt lookup: the reconciliation finds the receipt by operation key, no person needed.
 func TestCrashAfterCommitReceipt(t *testing.T) {
 	runKill(t, killCase{scenario: "crash_after_commit_receipt", point: faults.PointAfterCommit, tool: faults.ToolCreateReceipt,
-		after: oncekey.StatusPending, bodies: 1})
+		after: oncekeystore.StatusPending, bodies: 1})
 }
 
 func runKill(t *testing.T, kc killCase) {
@@ -97,7 +98,7 @@ func runKill(t *testing.T, kc killCase) {
 	if kc.person {
 		e.waitReconciling(key)
 		rec := e.get(key)
-		require.Equal(t, oncekey.StatusUnknown, rec.Status, "unknown, with a reconciliation waiting")
+		require.Equal(t, oncekeystore.StatusUnknown, rec.Status, "unknown, with a reconciliation waiting")
 		require.Len(t, e.ds.EffectsFor(key), effectsAtKill, "nothing ran while it waited")
 		r := e.resolveCLI(key)
 		e.note("killed at %s; record unknown, reconciliation waiting; resolved %s with the CLI from the ledger", pointName(kc.point), r.Outcome)
@@ -111,7 +112,7 @@ func runKill(t *testing.T, kc killCase) {
 	require.Equal(t, 1, e.ds.Arrivals(key), "one request reached the downstream")
 	require.Equal(t, kc.bodies, e.ds.Bodies(key), "tool bodies entered")
 	rec := e.get(key)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	if !kc.person {
 		if kc.tool == faults.ToolCreateReceipt {
 			require.Equal(t, "receipt:"+kc.tool, rec.ResolvedBy)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -55,9 +56,9 @@ type linInput struct {
 	FP     string
 	Effect oncekey.Effect
 	Epoch  int64
-	Status oncekey.Status // complete: applied/failed; resolve: applied/released/failed
-	Lease  int64          // µs
-	Call   int64          // µs, wall clock
+	Status oncekeystore.Status // complete: applied/failed; resolve: applied/released/failed
+	Lease  int64               // µs
+	Call   int64               // µs, wall clock
 }
 
 type linOutput struct {
@@ -66,7 +67,7 @@ type linOutput struct {
 	TookOver     bool
 	Mismatch     bool
 	Expired      bool
-	Status       oncekey.Status
+	Status       oncekeystore.Status
 	Epoch        int64
 	FP           string
 	LeaseUntil   int64 // µs; 0 when none
@@ -77,7 +78,7 @@ type linOutput struct {
 // linState is the model of one record (porcupine partitions the history by key).
 type linState struct {
 	Exists           bool
-	Status           oncekey.Status
+	Status           oncekeystore.Status
 	Epoch            int64
 	FP               string
 	Effect           oncekey.Effect
@@ -111,7 +112,7 @@ func recOut(s linState) linOutput {
 func candidates(s linState, in linInput, ret int64) []candidate {
 	pendingAt := func(epoch int64) linState {
 		n := s
-		n.Exists, n.Status, n.Epoch = true, oncekey.StatusPending, epoch
+		n.Exists, n.Status, n.Epoch = true, oncekeystore.StatusPending, epoch
 		return n
 	}
 	var cs []candidate
@@ -121,25 +122,25 @@ func candidates(s linState, in linInput, ret int64) []candidate {
 		case !s.Exists:
 			n := pendingAt(1)
 			n.FP, n.Effect = in.FP, in.Effect
-			cs = append(cs, candidate{next: n, want: linOutput{Acquired: true, Status: oncekey.StatusPending, Epoch: 1, FP: in.FP}, newLease: true})
+			cs = append(cs, candidate{next: n, want: linOutput{Acquired: true, Status: oncekeystore.StatusPending, Epoch: 1, FP: in.FP}, newLease: true})
 		case s.FP != in.FP:
 			for _, c := range observe(s, in, ret) {
 				c.want.Mismatch = true
 				cs = append(cs, c)
 			}
-		case s.Status == oncekey.StatusReleased:
+		case s.Status == oncekeystore.StatusReleased:
 			n := pendingAt(s.Epoch + 1)
 			n.Effect = in.Effect
-			cs = append(cs, candidate{next: n, want: linOutput{Acquired: true, TookOver: true, Status: oncekey.StatusPending, Epoch: n.Epoch, FP: s.FP}, newLease: true})
-		case s.Status == oncekey.StatusPending:
+			cs = append(cs, candidate{next: n, want: linOutput{Acquired: true, TookOver: true, Status: oncekeystore.StatusPending, Epoch: n.Epoch, FP: s.FP}, newLease: true})
+		case s.Status == oncekeystore.StatusPending:
 			if s.canExpire(ret) {
 				if s.Effect == oncekey.Idempotent {
 					n := pendingAt(s.Epoch + 1)
 					n.Effect = in.Effect
-					cs = append(cs, candidate{next: n, want: linOutput{Acquired: true, TookOver: true, Status: oncekey.StatusPending, Epoch: n.Epoch, FP: s.FP}, newLease: true})
+					cs = append(cs, candidate{next: n, want: linOutput{Acquired: true, TookOver: true, Status: oncekeystore.StatusPending, Epoch: n.Epoch, FP: s.FP}, newLease: true})
 				} else {
 					n := s
-					n.Status, n.LeaseLo, n.LeaseHi = oncekey.StatusUnknown, 0, 0
+					n.Status, n.LeaseLo, n.LeaseHi = oncekeystore.StatusUnknown, 0, 0
 					cs = append(cs, candidate{next: n, want: recOut(n)})
 				}
 			}
@@ -153,7 +154,7 @@ func candidates(s linState, in linInput, ret int64) []candidate {
 		switch {
 		case !s.Exists:
 			cs = append(cs, candidate{next: s, want: linOutput{Err: "notfound"}})
-		case s.Status != oncekey.StatusPending || s.Epoch != in.Epoch:
+		case s.Status != oncekeystore.StatusPending || s.Epoch != in.Epoch:
 			cs = append(cs, candidate{next: s, want: linOutput{Err: "lost"}})
 		default:
 			n := s
@@ -164,9 +165,9 @@ func candidates(s linState, in linInput, ret int64) []candidate {
 			case "complete":
 				n.Status = in.Status
 			case "release":
-				n.Status = oncekey.StatusReleased
+				n.Status = oncekeystore.StatusReleased
 			case "unknown":
-				n.Status = oncekey.StatusUnknown
+				n.Status = oncekeystore.StatusUnknown
 			}
 			n.LeaseLo, n.LeaseHi = 0, 0
 			cs = append(cs, candidate{next: n, want: recOut(n)})
@@ -178,11 +179,11 @@ func candidates(s linState, in linInput, ret int64) []candidate {
 		case s.Epoch != in.Epoch:
 			// A decision for another epoch is stale (the store says so before anything else).
 			cs = append(cs, candidate{next: s, want: linOutput{Err: "stale"}})
-		case s.Status == oncekey.StatusUnknown || (s.Status == oncekey.StatusPending && s.canExpire(ret)):
+		case s.Status == oncekeystore.StatusUnknown || (s.Status == oncekeystore.StatusPending && s.canExpire(ret)):
 			n := s
 			n.Status, n.LeaseLo, n.LeaseHi = in.Status, 0, 0
 			cs = append(cs, candidate{next: n, want: recOut(n)})
-			if s.Status == oncekey.StatusPending && s.canLive(in.Call) {
+			if s.Status == oncekeystore.StatusPending && s.canLive(in.Call) {
 				cs = append(cs, candidate{next: s, want: linOutput{Err: "conflict"}})
 			}
 		default:
@@ -201,7 +202,7 @@ func candidates(s linState, in linInput, ret int64) []candidate {
 // observe is reading s as it stands: a pending record's lease may be judged expired or live,
 // within what the operation's interval allows.
 func observe(s linState, in linInput, ret int64) []candidate {
-	if s.Status != oncekey.StatusPending {
+	if s.Status != oncekeystore.StatusPending {
 		return []candidate{{next: s, want: recOut(s)}}
 	}
 	var cs []candidate
@@ -319,7 +320,7 @@ func linModel() porcupine.Model {
 			if !s.Exists {
 				return "absent"
 			}
-			if s.Status == oncekey.StatusPending {
+			if s.Status == oncekeystore.StatusPending {
 				return fmt.Sprintf("pending e%d %s lease [%d, %d]", s.Epoch, s.FP, s.LeaseLo, s.LeaseHi)
 			}
 			return fmt.Sprintf("%s e%d %s", s.Status, s.Epoch, s.FP)
@@ -347,33 +348,33 @@ func (r *linRecorder) do(client int, in linInput) linOutput {
 	in.Call = nowMicro()
 	callNs := time.Now().UnixNano()
 	var (
-		rec *oncekey.Record
-		cr  *oncekey.ClaimResult
+		rec *oncekeystore.Record
+		cr  *oncekeystore.ClaimResult
 		err error
 	)
 	switch in.Op {
 	case "claim":
-		cr, err = r.store.Claim(ctx, &oncekey.ClaimParams{Tenant: tenant, OperationKey: in.Key, Tool: "lin", Fingerprint: in.FP,
+		cr, err = r.store.Claim(ctx, &oncekeystore.ClaimParams{Tenant: tenant, OperationKey: in.Key, Tool: "lin", Fingerprint: in.FP,
 			Effect: in.Effect, Lease: time.Duration(in.Lease) * time.Microsecond, Retention: time.Hour, Tombstone: time.Hour})
 		if cr != nil {
 			rec = cr.Record
 		}
 	case "renew":
-		rec, err = r.store.Renew(ctx, &oncekey.RenewParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Lease: time.Duration(in.Lease) * time.Microsecond})
+		rec, err = r.store.Renew(ctx, &oncekeystore.RenewParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Lease: time.Duration(in.Lease) * time.Microsecond})
 	case "complete":
-		rec, err = r.store.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Status: in.Status, Result: []byte("r")})
+		rec, err = r.store.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Status: in.Status, Result: []byte("r")})
 	case "release":
-		rec, err = r.store.Release(ctx, &oncekey.ReleaseParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch})
+		rec, err = r.store.Release(ctx, &oncekeystore.ReleaseParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch})
 	case "unknown":
-		rec, err = r.store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch})
+		rec, err = r.store.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch})
 	case "resolve":
-		rec, err = r.store.Resolve(ctx, &oncekey.ResolveParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Status: in.Status, ResolvedBy: "lin"})
+		rec, err = r.store.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: tenant, OperationKey: in.Key, Epoch: in.Epoch, Status: in.Status, ResolvedBy: "lin"})
 	case "get":
-		rec, err = r.store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: in.Key})
+		rec, err = r.store.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: in.Key})
 	}
 	retNs := time.Now().UnixNano()
 	out := linOutput{Ret: nowMicro()}
-	var conflict *oncekey.StatusConflictError
+	var conflict *oncekeystore.StatusConflictError
 	switch {
 	case err == nil:
 		out.Status, out.Epoch, out.FP, out.LeaseExpired = rec.Status, rec.Epoch, rec.Fingerprint, rec.LeaseExpired
@@ -383,13 +384,13 @@ func (r *linRecorder) do(client int, in linInput) linOutput {
 		if cr != nil {
 			out.Acquired, out.TookOver, out.Mismatch, out.Expired = cr.Acquired, cr.TookOver, cr.FingerprintMismatch, cr.Expired
 		}
-	case errors.Is(err, oncekey.ErrLostClaim):
+	case errors.Is(err, oncekeystore.ErrLostClaim):
 		out.Err = "lost"
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		out.Err = "notfound"
 	case errors.As(err, &conflict):
 		out.Err = "conflict"
-	case errors.As(err, new(*oncekey.StaleDecisionError)):
+	case errors.As(err, new(*oncekeystore.StaleDecisionError)):
 		out.Err = "stale"
 	default:
 		out.Err = "ambiguous"
@@ -403,7 +404,7 @@ func (r *linRecorder) do(client int, in linInput) linOutput {
 	if out.TookOver {
 		r.count["takeover"]++
 	}
-	if in.Op == "claim" && out.Err == "" && !out.Acquired && out.Status == oncekey.StatusUnknown && out.Epoch > 0 {
+	if in.Op == "claim" && out.Err == "" && !out.Acquired && out.Status == oncekeystore.StatusUnknown && out.Epoch > 0 {
 		r.count["claim->unknown"]++
 	}
 	r.mu.Unlock()
@@ -420,8 +421,8 @@ type linSlot struct {
 
 func (s *linSlot) key(gen int64) string { return fmt.Sprintf("ok1_lin_%d_%d", s.id, gen) }
 
-func (s *linSlot) settled(gen int64, st oncekey.Status) {
-	if st == oncekey.StatusApplied || st == oncekey.StatusFailed {
+func (s *linSlot) settled(gen int64, st oncekeystore.Status) {
+	if st == oncekeystore.StatusApplied || st == oncekeystore.StatusFailed {
 		s.gen.CompareAndSwap(gen, gen+1)
 	}
 }
@@ -469,9 +470,9 @@ func linWorker(ctx context.Context, r *linRecorder, client int, slots []*linSlot
 			var in linInput
 			switch x := rng.IntN(100); {
 			case x < 35:
-				in = linInput{Op: "complete", Key: key, Epoch: epoch, Status: oncekey.StatusApplied}
+				in = linInput{Op: "complete", Key: key, Epoch: epoch, Status: oncekeystore.StatusApplied}
 			case x < 45:
-				in = linInput{Op: "complete", Key: key, Epoch: epoch, Status: oncekey.StatusFailed}
+				in = linInput{Op: "complete", Key: key, Epoch: epoch, Status: oncekeystore.StatusFailed}
 			case x < 70:
 				in = linInput{Op: "release", Key: key, Epoch: epoch}
 			case x < 85:
@@ -481,11 +482,11 @@ func linWorker(ctx context.Context, r *linRecorder, client int, slots []*linSlot
 			}
 			res := r.do(client, in)
 			s.settled(gen, res.Status)
-		case out.Status == oncekey.StatusUnknown || out.Status == oncekey.StatusPending:
+		case out.Status == oncekeystore.StatusUnknown || out.Status == oncekeystore.StatusPending:
 			if rng.IntN(2) == 0 {
-				st := oncekey.StatusReleased
+				st := oncekeystore.StatusReleased
 				if rng.IntN(5) == 0 {
-					st = oncekey.StatusApplied
+					st = oncekeystore.StatusApplied
 				}
 				res := r.do(client, linInput{Op: "resolve", Key: key, Epoch: out.Epoch, Status: st})
 				s.settled(gen, res.Status)
@@ -494,7 +495,7 @@ func linWorker(ctx context.Context, r *linRecorder, client int, slots []*linSlot
 		if out.Err == "" && rng.IntN(5) == 0 && out.Epoch > 0 {
 			// A stale (or current) owner's fenced write with an epoch seen on this key.
 			op := fenced[rng.IntN(len(fenced))]
-			in := linInput{Op: op, Key: key, Epoch: 1 + rng.Int64N(out.Epoch), Lease: lease, Status: oncekey.StatusApplied}
+			in := linInput{Op: op, Key: key, Epoch: 1 + rng.Int64N(out.Epoch), Lease: lease, Status: oncekeystore.StatusApplied}
 			res := r.do(client, in)
 			s.settled(gen, res.Status)
 		}
@@ -619,7 +620,7 @@ func TestLinearizabilityModelRejects(t *testing.T) {
 	}
 	claim := linInput{Op: "claim", FP: "a", Effect: oncekey.Idempotent}
 	acquired := func(epoch, at int64) linOutput {
-		return linOutput{Acquired: true, TookOver: epoch > 1, Status: oncekey.StatusPending, Epoch: epoch, FP: "a", LeaseUntil: at + L}
+		return linOutput{Acquired: true, TookOver: epoch > 1, Status: oncekeystore.StatusPending, Epoch: epoch, FP: "a", LeaseUntil: at + L}
 	}
 	cases := []struct {
 		name  string
@@ -629,7 +630,7 @@ func TestLinearizabilityModelRejects(t *testing.T) {
 		{"takeover after expiry", true, []porcupine.Operation{
 			op(0, 1000, 1100, claim, acquired(1, 1050)),
 			op(1, 300000, 300100, claim, acquired(2, 300050)),
-			op(0, 400000, 400100, linInput{Op: "complete", Epoch: 1, Status: oncekey.StatusApplied}, linOutput{Err: "lost"}),
+			op(0, 400000, 400100, linInput{Op: "complete", Epoch: 1, Status: oncekeystore.StatusApplied}, linOutput{Err: "lost"}),
 		}},
 		{"two owners at epoch 1", false, []porcupine.Operation{
 			op(0, 1000, 1100, claim, acquired(1, 1050)),
@@ -642,11 +643,11 @@ func TestLinearizabilityModelRejects(t *testing.T) {
 		{"stale epoch completes after a takeover", false, []porcupine.Operation{
 			op(0, 1000, 1100, claim, acquired(1, 1050)),
 			op(1, 300000, 300100, claim, acquired(2, 300050)),
-			op(0, 400000, 400100, linInput{Op: "complete", Epoch: 1, Status: oncekey.StatusApplied}, linOutput{Status: oncekey.StatusApplied, Epoch: 1}),
+			op(0, 400000, 400100, linInput{Op: "complete", Epoch: 1, Status: oncekeystore.StatusApplied}, linOutput{Status: oncekeystore.StatusApplied, Epoch: 1}),
 		}},
 		{"lease reported expired too early", false, []porcupine.Operation{
 			op(0, 1000, 1100, claim, acquired(1, 1050)),
-			op(1, 20000, 20100, linInput{Op: "get"}, linOutput{Status: oncekey.StatusPending, Epoch: 1, FP: "a", LeaseUntil: 1050 + L, LeaseExpired: true}),
+			op(1, 20000, 20100, linInput{Op: "get"}, linOutput{Status: oncekeystore.StatusPending, Epoch: 1, FP: "a", LeaseUntil: 1050 + L, LeaseExpired: true}),
 		}},
 	}
 	for _, c := range cases {

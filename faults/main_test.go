@@ -29,6 +29,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -230,9 +231,9 @@ func (e *env) key(id, step string) string {
 	return k
 }
 
-func (e *env) get(key string) *oncekey.Record {
+func (e *env) get(key string) *oncekeystore.Record {
 	e.t.Helper()
-	rec, err := e.store.Get(e.ctx(time.Minute), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(e.ctx(time.Minute), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(e.t, err)
 	return rec
 }
@@ -308,7 +309,7 @@ func (e *env) runOperator(ctx context.Context) *operator {
 	op := &operator{}
 	go func() {
 		for ctx.Err() == nil {
-			for _, rec := range e.list(ctx, oncekey.StatusUnknown) {
+			for _, rec := range e.list(ctx, oncekeystore.StatusUnknown) {
 				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				st, err := reconcile.Status(sctx, e.c, rec.OperationKey)
 				cancel()
@@ -338,9 +339,9 @@ func (e *env) runOperator(ctx context.Context) *operator {
 }
 
 // list returns every record with status (all records for ""); errors give what was read.
-func (e *env) list(ctx context.Context, status oncekey.Status) []*oncekey.Record {
-	var out []*oncekey.Record
-	p := oncekey.ListParams{Status: status, Limit: 1000}
+func (e *env) list(ctx context.Context, status oncekeystore.Status) []*oncekeystore.Record {
+	var out []*oncekeystore.Record
+	p := oncekeystore.ListParams{Status: status, Limit: 1000}
 	for {
 		res, err := e.store.List(ctx, &p)
 		if err != nil {
@@ -387,22 +388,22 @@ func (e *env) audit(ctx context.Context) auditResult {
 		seen[rec.OperationKey] = true
 		n := ledger[rec.OperationKey]
 		switch rec.Status {
-		case oncekey.StatusApplied:
+		case oncekeystore.StatusApplied:
 			if n == 0 {
 				a.lost++
 				a.problem("key %.16s is applied but the downstream has no effect", rec.OperationKey)
 			}
-		case oncekey.StatusReleased, oncekey.StatusFailed:
+		case oncekeystore.StatusReleased, oncekeystore.StatusFailed:
 			if n > 0 {
 				a.lost++
 				a.problem("key %.16s is %s but the downstream has %d effects", rec.OperationKey, rec.Status, n)
 			}
-		case oncekey.StatusPending:
+		case oncekeystore.StatusPending:
 			if rec.LeaseExpired && !reconciling(rec.OperationKey) {
 				a.stuck++
 				a.problem("key %.16s is pending with an expired lease and no reconciliation", rec.OperationKey)
 			}
-		case oncekey.StatusUnknown:
+		case oncekeystore.StatusUnknown:
 			if !reconciling(rec.OperationKey) {
 				a.stuck++
 				a.problem("key %.16s is unknown with no reconciliation running", rec.OperationKey)

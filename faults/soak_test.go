@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The soak: -faults.soak-ops operations (4 per workflow, half of them with a receipt lookup,
@@ -249,7 +250,7 @@ func (e *env) soak(cfg soakConfig) soakStats {
 	st.dropped, st.refused = inj[faults.FaultDropAfterCommit], inj[faults.FaultRefuseBeforeCommit]
 	st.kills = int(kills.Load())
 	st.replays = e.ds.CountEvents(func(ev faults.WorkerEvent) bool { return ev.Outcome == string(oncekey.OutcomeReplayed) })
-	for _, rec := range e.list(e.ctx(time.Minute), oncekey.StatusApplied) {
+	for _, rec := range e.list(e.ctx(time.Minute), oncekeystore.StatusApplied) {
 		if rec.ResolvedBy == "receipt:"+faults.ToolCreateReceipt {
 			st.receipts++
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The Transactional class (faults.ToolCredit) under crashes: its effect is a row the body writes
@@ -44,7 +45,7 @@ func TestTxKillInBody(t *testing.T) {
 	hit := e.waitHit(hold)
 	require.Equal(t, key, hit.Key)
 	w1.kill() // the body's row is written in the open transaction
-	require.Equal(t, oncekey.StatusPending, e.get(key).Status)
+	require.Equal(t, oncekeystore.StatusPending, e.get(key).Status)
 	require.Zero(t, e.credits(key), "the killed body's row committed")
 
 	e.child("w2", true)
@@ -52,7 +53,7 @@ func TestTxKillInBody(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeApplied, out[0].Label.Status, out[0].Error)
 	require.Equal(t, 1, e.credits(key))
 	require.Equal(t, 2, e.ds.Bodies(key), "tool bodies entered")
-	require.Equal(t, oncekey.StatusApplied, e.get(key).Status)
+	require.Equal(t, oncekeystore.StatusApplied, e.get(key).Status)
 	e.check(1, 1)
 	e.note("killed in the body with its row written: nothing committed; the retry took the record over after the lease and wrote once")
 }
@@ -66,7 +67,7 @@ func TestTxKillAfterCommit(t *testing.T) {
 	hit := e.waitHit(hold)
 	require.Equal(t, key, hit.Key)
 	w1.kill()
-	require.Equal(t, oncekey.StatusApplied, e.get(key).Status, "committed before the kill")
+	require.Equal(t, oncekeystore.StatusApplied, e.get(key).Status, "committed before the kill")
 	require.Equal(t, 1, e.credits(key))
 
 	e.child("w2", true)

@@ -13,8 +13,8 @@ import (
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -128,7 +128,7 @@ func StartWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		pool.Close()
 		return nil, err
 	}
-	var store oncekey.Store = pgstore.New(pool, nil)
+	var store oncekeystore.Store = pgstore.New(pool, nil)
 	if cfg.Hooks {
 		store = &hookStore{Store: store, tools: tools}
 	}

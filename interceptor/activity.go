@@ -21,6 +21,7 @@ import (
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/httpproof"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Metric names recorded through the activity's metrics handler, tagged with "tool" (and
@@ -202,8 +203,8 @@ func (c *call) run(ctx context.Context, in *tinterceptor.ExecuteActivityInput) (
 		return nil, c.configError(fmt.Errorf("%s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", c.tool, c.policy.Effect))
 	}
 	if c.policy.Effect == oncekey.Transactional {
-		if _, ok := c.root.opts.Store.(oncekey.TxStore); !ok {
-			return nil, c.configError(&oncekey.TransactionalStoreError{Tool: c.tool, Store: fmt.Sprintf("%T", c.root.opts.Store)})
+		if _, ok := c.root.opts.Store.(oncekeystore.TxStore); !ok {
+			return nil, c.configError(&oncekeystore.TransactionalStoreError{Tool: c.tool, Store: fmt.Sprintf("%T", c.root.opts.Store)})
 		}
 	}
 	if err := c.prepare(ctx, in); err != nil {
@@ -352,8 +353,8 @@ func (c *call) older(ctx context.Context) error {
 		return c.configError(err)
 	}
 	for _, id := range ids[1:] {
-		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: id.Key})
-		if errors.Is(err, oncekey.ErrNotFound) {
+		rec, err := c.root.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: c.op.Tenant, OperationKey: id.Key})
+		if errors.Is(err, oncekeystore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -377,7 +378,7 @@ func (c *call) followUp() bool {
 }
 
 // refuseRepeat answers a repeat of a settled operation for a policy that says OnHitFailFast.
-func (c *call) refuseRepeat(rec *oncekey.Record) error {
+func (c *call) refuseRepeat(rec *oncekeystore.Record) error {
 	c.outcome = oncekey.OutcomeConflict
 	e := &oncekey.RepeatRefusedError{OperationKey: c.key, Tool: c.tool, Status: rec.Status}
 	return c.appError(e.Error(), oncekey.ErrTypeRepeatRefused, true, nil, "repeat refused", false)
@@ -439,7 +440,7 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 }
 
 // claimRetries are the pauses before the repeats of a Claim that failed with an ambiguous
-// *oncekey.StoreUnavailableError (the statement may have committed and only its response been
+// *oncekeystore.StoreUnavailableError (the statement may have committed and only its response been
 // lost): two repeats with the same claim token, within the attempt's context.
 var claimRetries = [...]time.Duration{50 * time.Millisecond, 200 * time.Millisecond}
 
@@ -452,12 +453,12 @@ func newClaimToken() int64 {
 	}
 }
 
-// claim makes one claim. A claim that fails with a *oncekey.StoreUnavailableError is repeated
+// claim makes one claim. A claim that fails with a *oncekeystore.StoreUnavailableError is repeated
 // with the same token (see claimRetries): if the first statement committed, the repeat finds the
 // record it created and reports it acquired, instead of leaving it pending with nobody running.
-// Any other error (a *oncekey.StoreSchemaError among them) is not repeated.
-func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
-	p := &oncekey.ClaimParams{
+// Any other error (a *oncekeystore.StoreSchemaError among them) is not repeated.
+func (c *call) claim(ctx context.Context) (*oncekeystore.ClaimResult, error) {
+	p := &oncekeystore.ClaimParams{
 		Tenant:       c.op.Tenant,
 		OperationKey: c.key,
 		Namespace:    c.op.Namespace,
@@ -472,14 +473,14 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		Retention:    c.policy.Retention,
 		Tombstone:    c.policy.Tombstone,
 	}
-	once := func() (*oncekey.ClaimResult, error) {
+	once := func() (*oncekeystore.ClaimResult, error) {
 		t := time.Now()
 		defer func() { c.claimLatency += time.Since(t) }()
 		return c.root.opts.Store.Claim(ctx, p)
 	}
 	res, err := once()
 	for _, pause := range claimRetries {
-		var unavailable *oncekey.StoreUnavailableError
+		var unavailable *oncekeystore.StoreUnavailableError
 		if err == nil || !errors.As(err, &unavailable) {
 			break
 		}
@@ -495,7 +496,7 @@ func (c *call) claim(ctx context.Context) (*oncekey.ClaimResult, error) {
 		res, err = once()
 	}
 	if err != nil {
-		var inv *oncekey.InvalidParamsError
+		var inv *oncekeystore.InvalidParamsError
 		if errors.As(err, &inv) {
 			return nil, c.configError(err)
 		}
@@ -533,7 +534,7 @@ func (c *call) checked(ctx context.Context, epoch int64) error {
 
 // existing handles a claim that found a record it could not acquire. It returns the answer (out
 // and err), or acquired when a later claim acquired the record after all.
-func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any, acquired *oncekey.ClaimResult, err error) {
+func (c *call) existing(ctx context.Context, res *oncekeystore.ClaimResult) (out any, acquired *oncekeystore.ClaimResult, err error) {
 	wait := c.policy.WaitInFlight
 	if c.checkOnly(ctx) {
 		// A check after a timeout waits until the timed-out attempt's lease has run out.
@@ -544,24 +545,24 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 	for {
 		rec := res.Record
 		switch {
-		case res.Expired || rec.Status == oncekey.StatusExpired:
+		case res.Expired || rec.Status == oncekeystore.StatusExpired:
 			return nil, nil, c.expired(rec)
 		case res.FingerprintMismatch:
 			c.outcome = oncekey.OutcomeConflict
 			e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: rec.Fingerprint, Got: c.fp}
 			return nil, nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false)
 		}
-		if settled := rec.Status == oncekey.StatusApplied || rec.Status == oncekey.StatusFailed; settled &&
+		if settled := rec.Status == oncekeystore.StatusApplied || rec.Status == oncekeystore.StatusFailed; settled &&
 			c.policy.OnHit == oncekey.OnHitFailFast && !c.followUp() {
 			return nil, nil, c.refuseRepeat(rec)
 		}
 		switch rec.Status {
-		case oncekey.StatusApplied:
+		case oncekeystore.StatusApplied:
 			out, err := c.replay(ctx, rec)
 			return out, nil, err
-		case oncekey.StatusFailed:
+		case oncekeystore.StatusFailed:
 			return nil, nil, c.replayFailure(rec)
-		case oncekey.StatusUnknown:
+		case oncekeystore.StatusUnknown:
 			return nil, nil, c.unknownExisting(rec)
 		}
 		// Pending (another attempt holds a live claim) or released: wait, then look again.
@@ -589,11 +590,11 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 		if c.info.HeartbeatTimeout > 0 {
 			c.hb.keepAlive(ctx) // keeps an earlier attempt's details where it can
 		}
-		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+		rec, err := c.root.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 		if err != nil {
 			return nil, nil, c.storeFailed("get", err)
 		}
-		if rec.Status == oncekey.StatusReleased || (rec.Status == oncekey.StatusPending && rec.LeaseExpired) {
+		if rec.Status == oncekeystore.StatusReleased || (rec.Status == oncekeystore.StatusPending && rec.LeaseExpired) {
 			// Free, or its owner is gone: claim again (the store takes over or marks unknown).
 			res, err = c.claim(ctx)
 			if err != nil {
@@ -604,11 +605,11 @@ func (c *call) existing(ctx context.Context, res *oncekey.ClaimResult) (out any,
 			}
 			continue
 		}
-		res = &oncekey.ClaimResult{Record: rec, FingerprintMismatch: rec.Fingerprint != c.fp}
+		res = &oncekeystore.ClaimResult{Record: rec, FingerprintMismatch: rec.Fingerprint != c.fp}
 	}
 }
 
-func (c *call) replay(ctx context.Context, rec *oncekey.Record) (any, error) {
+func (c *call) replay(ctx context.Context, rec *oncekeystore.Record) (any, error) {
 	plain, err := oncekey.OpenResult(ctx, c.root.opts.ResultSealer, c.op.Tenant, c.key, rec.Result)
 	if err != nil {
 		// A sealed result without the sealer, a plain one with it, or one sealed for another record:
@@ -645,7 +646,7 @@ func anyPayloads(ps *commonpb.Payloads) any {
 // replayFailure answers a repeat of a call whose record holds a definite failure, without running
 // the body: a non-retryable oncekey.Failed, or oncekey.AsyncCompletion when the failure is a
 // refused asynchronous completion (handOffRefused), as the first answer was.
-func (c *call) replayFailure(rec *oncekey.Record) error {
+func (c *call) replayFailure(rec *oncekeystore.Record) error {
 	c.outcome = oncekey.OutcomeFailed
 	msg := failureMessage(rec.Failure)
 	typ := oncekey.ErrTypeFailed
@@ -656,7 +657,7 @@ func (c *call) replayFailure(rec *oncekey.Record) error {
 		typ, true, nil, "remembered failure", true)
 }
 
-func (c *call) unknownExisting(rec *oncekey.Record) error {
+func (c *call) unknownExisting(rec *oncekeystore.Record) error {
 	c.outcome, c.handOver = oncekey.OutcomeUnknown, true
 	cause := errors.New(failureMessage(rec.Failure))
 	e := &oncekey.IndeterminateOutcomeError{Namespace: c.op.Namespace, Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool,
@@ -664,7 +665,7 @@ func (c *call) unknownExisting(rec *oncekey.Record) error {
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, nil, "the outcome of an earlier attempt is unknown", true)
 }
 
-func (c *call) expired(rec *oncekey.Record) error {
+func (c *call) expired(rec *oncekeystore.Record) error {
 	c.outcome = oncekey.OutcomeExpired
 	e := &oncekey.ExpiredOperationError{OperationKey: c.key, Tool: c.tool, ExpiredAt: rec.ExpiresAt}
 	return c.appError(e.Error(), oncekey.ErrTypeExpired, true, nil, "expired", false)
@@ -676,7 +677,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	bodyCtx, readHTTPProof := httpproof.With(bodyCtx)
 	bodyCtx, cancelBody := context.WithCancelCause(bodyCtx)
 	defer cancelBody(nil)
-	var tx oncekey.StoreTx
+	var tx oncekeystore.StoreTx
 	if c.policy.Effect == oncekey.Transactional {
 		if tx, err = c.begin(ctx, epoch); err != nil {
 			return nil, err
@@ -716,7 +717,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if tx != nil && (panicked != nil || bodyErr != nil) {
 		// Rolled back now, so that a transaction the body ended itself is found before the
 		// claim is given back.
-		var misuse *oncekey.TxMisuseError
+		var misuse *oncekeystore.TxMisuseError
 		if errors.As(tx.Rollback(wctx), &misuse) || errors.As(bodyErr, &misuse) {
 			return nil, c.txMisused(wctx, epoch, misuse)
 		}
@@ -788,7 +789,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return nil, c.unsettled(wctx, epoch, err, "result does not seal")
 	}
 	if len(stored) > c.policy.MaxResultBytes {
-		e := &oncekey.ResultTooLargeError{OperationKey: c.key, Tool: c.tool, Size: len(stored), Limit: c.policy.MaxResultBytes}
+		e := &oncekeystore.ResultTooLargeError{OperationKey: c.key, Tool: c.tool, Size: len(stored), Limit: c.policy.MaxResultBytes}
 		if effectful {
 			// The effect happened but its result cannot be stored: the record is unknown, and the
 			// IndeterminateOutcome error makes the workflow side start its reconciliation at once,
@@ -800,8 +801,8 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		c.outcome = oncekey.OutcomeFailed
 		return nil, c.appError(e.Error(), oncekey.ErrTypeResultTooLarge, true, nil, "result too large", false)
 	}
-	complete := &oncekey.CompleteParams{
-		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusApplied, Result: stored,
+	complete := &oncekeystore.CompleteParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekeystore.StatusApplied, Result: stored,
 		EffectReference: c.effectRef,
 	}
 	if tx != nil {
@@ -817,7 +818,7 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		if effectful {
 			return nil, c.markUnknown(wctx, epoch, err, "the result could not be recorded")
 		}
-		if errors.Is(err, oncekey.ErrLostClaim) {
+		if errors.Is(err, oncekeystore.ErrLostClaim) {
 			// Fenced: another epoch owns the record. Nothing is ours to give back.
 			return nil, c.lostClaim(err)
 		}
@@ -989,8 +990,8 @@ func (c *call) rememberFailure(ctx context.Context, epoch int64, remember bool, 
 		if appErr != nil {
 			doc.Type = appErr.Type()
 		}
-		if _, err := c.root.opts.Store.Complete(ctx, &oncekey.CompleteParams{
-			Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
+		if _, err := c.root.opts.Store.Complete(ctx, &oncekeystore.CompleteParams{
+			Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekeystore.StatusFailed, Failure: doc.Bytes(),
 			EffectReference: c.effectRef,
 		}); err == nil {
 			return
@@ -1002,8 +1003,8 @@ func (c *call) rememberFailure(ctx context.Context, epoch int64, remember bool, 
 func (c *call) release(ctx context.Context, epoch int64) {
 	var err error
 	for i := range 3 {
-		_, err = c.root.opts.Store.Release(ctx, &oncekey.ReleaseParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch})
-		if err == nil || errors.Is(err, oncekey.ErrLostClaim) || ctx.Err() != nil {
+		_, err = c.root.opts.Store.Release(ctx, &oncekeystore.ReleaseParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch})
+		if err == nil || errors.Is(err, oncekeystore.ErrLostClaim) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(time.Duration(50<<i) * time.Millisecond)
@@ -1030,7 +1031,7 @@ func (c *call) unsettled(ctx context.Context, epoch int64, cause error, reason s
 // markUnknownOnly marks the record unknown; failures are logged (the record then stays pending
 // and becomes unknown on the next claim after its lease ends).
 func (c *call) markUnknownOnly(ctx context.Context, epoch int64, reason string) {
-	_, err := c.root.opts.Store.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
+	_, err := c.root.opts.Store.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch,
 		Failure: failuredoc.Doc{Message: reason, Reason: reason, EffectReference: c.effectRef}.Bytes(),
 	})
@@ -1055,12 +1056,12 @@ func (c *call) indeterminate(cause error, reason string) error {
 }
 
 // storeFailed turns a store error met during op into the call's error. A store whose table is
-// missing or not at the expected migration (*oncekey.StoreSchemaError) is a configuration
+// missing or not at the expected migration (*oncekeystore.StoreSchemaError) is a configuration
 // mistake that no retry can fix: the call fails non-retryably with ErrTypeConfig and the
 // store's error as the cause (so errors.As finds it on the worker, and its message, which
 // says what to do, reaches the workflow). Any other error is the store unavailable.
 func (c *call) storeFailed(op string, err error) error {
-	var schema *oncekey.StoreSchemaError
+	var schema *oncekeystore.StoreSchemaError
 	if !errors.As(err, &schema) {
 		return c.storeUnavailable(op, err)
 	}
@@ -1076,7 +1077,7 @@ func (c *call) storeUnavailable(op string, err error) error {
 	if c.outcome == "" {
 		c.outcome = oncekey.OutcomeFailed
 	}
-	e := &oncekey.StoreUnavailableError{Op: op, Err: err}
+	e := &oncekeystore.StoreUnavailableError{Op: op, Err: err}
 	return c.appError(e.Error(), oncekey.ErrTypeStoreUnavailable, false, nil, "store unavailable", false)
 }
 
@@ -1227,13 +1228,13 @@ func (c *call) renewInBackground(ctx context.Context, epoch int64, cancelBody co
 			case <-t.C:
 			}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-			_, err := c.root.opts.Store.Renew(rctx, &oncekey.RenewParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Lease: c.policy.Lease})
+			_, err := c.root.opts.Store.Renew(rctx, &oncekeystore.RenewParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Lease: c.policy.Lease})
 			cancel()
 			switch {
 			case err == nil:
 				lastOK = time.Now()
 				continue
-			case errors.Is(err, oncekey.ErrLostClaim):
+			case errors.Is(err, oncekeystore.ErrLostClaim):
 			case time.Since(lastOK) < c.policy.Lease:
 				c.logger(ctx).Warn("oncekey: lease renewal failed; retrying", "tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
 				continue

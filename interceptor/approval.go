@@ -16,6 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -90,7 +91,7 @@ func (a *approvalCall) viaWorker(ctx workflow.Context, schedule func(workflow.Co
 				s.SetError(err)
 				return
 			}
-			if out.Status == oncekey.ApprovalReplaced {
+			if out.Status == oncekeystore.ApprovalReplaced {
 				workflow.GetLogger(gctx).Info("oncekey: approved with edited arguments; scheduling the edit", "tool", a.name,
 					"key_prefix", keyPrefix(req.Key), "edit_key_prefix", keyPrefix(out.EditedAs), "decided_by", out.DecidedBy)
 				a.settleEdit(gctx, s, a.edit(gctx, out.Arguments, req.Key), out.Arguments)
@@ -166,7 +167,7 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 			s.SetError(err)
 			return
 		}
-		if out.Status == oncekey.ApprovalReplaced {
+		if out.Status == oncekeystore.ApprovalReplaced {
 			a.settleEdit(gctx, s, a.edit(gctx, out.Arguments, req.Key), out.Arguments)
 			return
 		}
@@ -341,19 +342,19 @@ func (a *approvalCall) refusal(req approvalRequest, out reconcile.ApprovalOutput
 		d.Reason = "fingerprint mismatch"
 		return workflowError(e.Error(), oncekey.ErrTypeFingerprintMismatch, nil, d)
 	}
-	if out.Status == oncekey.ApprovalApproved || (out.Status == oncekey.ApprovalReplaced && len(out.Arguments) > 0 && a.edit != nil) {
+	if out.Status == oncekeystore.ApprovalApproved || (out.Status == oncekeystore.ApprovalReplaced && len(out.Arguments) > 0 && a.edit != nil) {
 		return nil
 	}
 	d.ModelMessage = out.Message
 	switch out.Status {
-	case oncekey.ApprovalDenied:
+	case oncekeystore.ApprovalDenied:
 		d.Reason = reasonApprovalDenied
 		if out.ChangesRequested {
 			d.Reason = reasonChangesRequested
 		}
-	case oncekey.ApprovalReplaced:
+	case oncekeystore.ApprovalReplaced:
 		d.Reason = reasonApprovalReplaced
-	case oncekey.ApprovalTimedOut:
+	case oncekeystore.ApprovalTimedOut:
 		d.Reason = reasonApprovalTimedOut
 	default:
 		d.Reason = reasonNotApproved

@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -25,9 +26,9 @@ func withApproval(p oncekey.Policy, a oncekey.ApprovalPolicy) oncekey.Policy {
 	return p
 }
 
-func (s *suiteEnv) approvals(t *testing.T) []*oncekey.Approval {
+func (s *suiteEnv) approvals(t *testing.T) []*oncekeystore.Approval {
 	t.Helper()
-	res, err := s.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := s.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	return res.Approvals
 }
@@ -38,7 +39,7 @@ func (s *suiteEnv) decideWhenAsked(t *testing.T, d reconcile.Decision) {
 	t.Helper()
 	var poll func()
 	poll = func() {
-		res, err := s.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		res, err := s.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		require.NoError(t, err)
 		if len(res.Approvals) == 0 {
 			s.env.RegisterDelayedCallback(poll, time.Second)
@@ -102,7 +103,7 @@ func TestSuiteApprovalConfigErrors(t *testing.T) {
 func TestSuiteApprovalDeniedBySignal(t *testing.T) {
 	ds := newDownstream()
 	long := ""
-	for len(long) < 2*oncekey.MaxApprovalSummaryBytes {
+	for len(long) < 2*oncekeystore.MaxApprovalSummaryBytes {
 		long += "é"
 	}
 	s := setupSuite(t, ds, withApproval(oncekey.Policy{Effect: oncekey.Idempotent}, oncekey.ApprovalPolicy{
@@ -118,8 +119,8 @@ func TestSuiteApprovalDeniedBySignal(t *testing.T) {
 	require.Zero(t, bodies)
 	aps := s.approvals(t)
 	require.Len(t, aps, 1)
-	require.Equal(t, oncekey.ApprovalDenied, aps[0].Status)
-	require.LessOrEqual(t, len(aps[0].Summary), oncekey.MaxApprovalSummaryBytes)
+	require.Equal(t, oncekeystore.ApprovalDenied, aps[0].Status)
+	require.LessOrEqual(t, len(aps[0].Summary), oncekeystore.MaxApprovalSummaryBytes)
 	require.True(t, json.Valid([]byte(`"`+aps[0].Summary+`"`)))
 	require.Contains(t, aps[0].Summary, "…")
 }
@@ -144,7 +145,7 @@ func TestSuiteApprovalOfOtherArgumentsIsAFingerprintMismatch(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	aps := s.approvals(t)
 	require.Len(t, aps, 1)
-	require.Equal(t, oncekey.ApprovalApproved, aps[0].Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, aps[0].Status)
 }
 
 // The worker checks the stored approval under the claim, before the effect: a call that reaches
@@ -177,19 +178,19 @@ func TestActivityRefusesCallWithoutApproval(t *testing.T) {
 	_, bodies := ds.counts()
 	require.Zero(t, bodies)
 	require.NotNil(t, d.Approval)
-	require.Equal(t, oncekey.ApprovalPending, d.Approval.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, d.Approval.Status)
 	require.True(t, d.Approval.Created)
-	_, err = mem.Get(context.Background(), &oncekey.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
-	require.ErrorIs(t, err, oncekey.ErrNotFound, "nothing was claimed")
+	_, err = mem.Get(context.Background(), &oncekeystore.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound, "nothing was claimed")
 
 	// The request the worker wrote, with its summary and token; approved, the call runs.
-	ap, err := mem.GetApproval(context.Background(), &oncekey.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
+	ap, err := mem.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: d.Tenant, OperationKey: d.OperationKey})
 	require.NoError(t, err)
 	require.NotEmpty(t, ap.Token)
 	require.Equal(t, d.Approval.Summary, ap.Summary)
 	require.Equal(t, d.Approval.Fingerprint, ap.Fingerprint)
-	_, err = mem.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: d.Tenant, OperationKey: d.OperationKey,
-		Episode: ap.Episode, Token: ap.Token, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
+	_, err = mem.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: d.Tenant, OperationKey: d.OperationKey,
+		Episode: ap.Episode, Token: ap.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
 	require.NoError(t, err)
 	_, err = env.ExecuteActivity(ds.CreateTicket, req1)
 	require.NoError(t, err)
@@ -216,16 +217,16 @@ func TestSuiteApprovalOfAnotherToolOrNamespaceSaysWhatToDo(t *testing.T) {
 		"another namespace": {"other-namespace", "CreateTicket"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var seeded *oncekey.Approval
+			var seeded *oncekeystore.Approval
 			ds := newDownstream()
 			s := setupSuiteWith(t, ds, withApproval(oncekey.Policy{Effect: oncekey.Effectful}, oncekey.ApprovalPolicy{}), suiteConfig{
-				store: func(st oncekey.Store) oncekey.Store {
+				store: func(st oncekeystore.Store) oncekeystore.Store {
 					mem := st.(*memstore.Store)
-					res, err := mem.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key,
+					res, err := mem.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{Tenant: tenant, OperationKey: key,
 						Namespace: seed.ns, Tool: seed.tool, Fingerprint: "fp", Summary: "someone else's", Timeout: time.Hour})
 					require.NoError(t, err)
-					seeded, err = mem.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: tenant, OperationKey: key,
-						Episode: 1, Status: oncekey.ApprovalTimedOut, DecidedBy: "oncekey", Retention: time.Hour})
+					seeded, err = mem.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: tenant, OperationKey: key,
+						Episode: 1, Status: oncekeystore.ApprovalTimedOut, DecidedBy: "oncekey", Retention: time.Hour})
 					require.NoError(t, err)
 					require.True(t, res.Created)
 					return mem

@@ -13,6 +13,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The approval gate of a call whose policy asks for approval, on the worker: only a request the
@@ -25,7 +26,7 @@ import (
 // decides (the workflow side waits for the decision and schedules the call again), or the
 // decision or mismatch that stands. Nothing is claimed for a refused call.
 
-// newApprovalToken returns a fresh request token (oncekey.RequestApprovalParams.Token).
+// newApprovalToken returns a fresh request token (oncekeystore.RequestApprovalParams.Token).
 func newApprovalToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -34,8 +35,8 @@ func newApprovalToken() string {
 
 // authorises reports whether ap lets this call run: approved, for its fingerprint, namespace
 // and tool, asked by a worker, and showing the summary derived for these arguments.
-func (c *call) authorises(ap *oncekey.Approval) bool {
-	return ap != nil && ap.Status == oncekey.ApprovalApproved && ap.Fingerprint == c.fp && ap.Token != "" &&
+func (c *call) authorises(ap *oncekeystore.Approval) bool {
+	return ap != nil && ap.Status == oncekeystore.ApprovalApproved && ap.Fingerprint == c.fp && ap.Token != "" &&
 		ap.Summary == c.summary && ap.Namespace == c.op.Namespace && ap.Tool == c.tool
 }
 
@@ -47,16 +48,16 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 	if !c.needsApproval {
 		return nil
 	}
-	s, ok := c.root.opts.Store.(oncekey.ApprovalStore)
+	s, ok := c.root.opts.Store.(oncekeystore.ApprovalStore)
 	if !ok {
-		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekey.ApprovalStore), and %T does not", c.root.opts.Store))
+		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekeystore.ApprovalStore), and %T does not", c.root.opts.Store))
 	}
 	if c.editOf != "" {
 		return c.editApproval(ctx, s)
 	}
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+	ap, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		ap = nil
 	case err != nil:
 		return c.storeFailed("get approval", err)
@@ -70,12 +71,12 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 		supersede = ap.GrantID
 	}
 	if afterRecord {
-		rec, err := c.root.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
+		rec, err := c.root.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: c.op.Tenant, OperationKey: c.key})
 		switch {
-		case err == nil && (rec.Status == oncekey.StatusPending || rec.Status == oncekey.StatusApplied ||
-			rec.Status == oncekey.StatusFailed || rec.Status == oncekey.StatusUnknown):
+		case err == nil && (rec.Status == oncekeystore.StatusPending || rec.Status == oncekeystore.StatusApplied ||
+			rec.Status == oncekeystore.StatusFailed || rec.Status == oncekeystore.StatusUnknown):
 			return nil
-		case err != nil && !errors.Is(err, oncekey.ErrNotFound):
+		case err != nil && !errors.Is(err, oncekeystore.ErrNotFound):
 			return c.storeFailed("get", err)
 		}
 	}
@@ -98,15 +99,15 @@ func (c *call) approvedUnderClaim(ctx context.Context, epoch int64) error {
 // approval (oncekey.ErrTypeFingerprintMismatch) or another namespace's or tool's
 // (activities.ErrTypeForeignRecord); nil when the approval it finds authorises the call (decided
 // since it was read, or by a standing grant that covers the call). supersede names the grant of
-// an approval the worker found no longer covered (oncekey.RequestApprovalParams.SupersedeGrant).
-func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore, supersede string) error {
+// an approval the worker found no longer covered (oncekeystore.RequestApprovalParams.SupersedeGrant).
+func (c *call) ask(ctx context.Context, s oncekeystore.ApprovalStore, supersede string) error {
 	timeout := c.policy.Approval.RequestTimeout()
 	token := newApprovalToken()
-	res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{
+	res, err := s.RequestApproval(ctx, &oncekeystore.RequestApprovalParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Namespace: c.op.Namespace, Tool: c.tool, Fingerprint: c.fp,
 		WorkflowID: c.op.WorkflowID, StepID: c.op.StepID, Summary: c.summary, Token: token, Timeout: timeout, SupersedeGrant: supersede,
 	})
-	var inv *oncekey.InvalidParamsError
+	var inv *oncekeystore.InvalidParamsError
 	switch {
 	case errors.As(err, &inv):
 		return c.configError(err)
@@ -116,7 +117,7 @@ func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore, supersede strin
 		return c.storeUnavailable("request approval", errors.New("the store returned no approval"))
 	}
 	ap := res.Approval
-	if res.Created && ap.Status == oncekey.ApprovalPending && ap.Token == token && ap.Fingerprint == c.fp {
+	if res.Created && ap.Status == oncekeystore.ApprovalPending && ap.Token == token && ap.Fingerprint == c.fp {
 		// This attempt asked: a standing grant may decide it at once.
 		if ap, err = c.approveByGrant(ctx, ap); err != nil {
 			return err
@@ -143,17 +144,17 @@ func (c *call) ask(ctx context.Context, s oncekey.ApprovalStore, supersede strin
 	}
 	e := &oncekey.ApprovalRequiredError{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Status: ap.Status,
 		Episode: ap.Episode, DecidedBy: ap.DecidedBy, Reason: ap.Reason, EditedAs: ap.EditedAs}
-	if ap.Status == oncekey.ApprovalPending {
+	if ap.Status == oncekeystore.ApprovalPending {
 		d.Reason = "approval pending"
 		return c.refusal(e.Error(), oncekey.ErrTypeApprovalPending, d)
 	}
 	d.ModelMessage = ap.ModelMessage
 	switch {
-	case ap.Status == oncekey.ApprovalDenied && ap.ChangesRequested:
+	case ap.Status == oncekeystore.ApprovalDenied && ap.ChangesRequested:
 		d.Reason = reasonChangesRequested
-	case ap.Status == oncekey.ApprovalDenied:
+	case ap.Status == oncekeystore.ApprovalDenied:
 		d.Reason = reasonApprovalDenied
-	case ap.Status == oncekey.ApprovalReplaced:
+	case ap.Status == oncekeystore.ApprovalReplaced:
 		d.Reason = reasonApprovalReplaced
 	}
 	return c.refusal(e.Error(), oncekey.ErrTypeApproval, d)
@@ -189,16 +190,16 @@ func (c *call) editOfHeader(ctx context.Context) (string, error) {
 // of its fingerprint and summary, asked by a worker) and names the original (EditOf). It then
 // runs under the edit's key. Otherwise it is refused, oncekey.ErrTypeApproval, and nothing is
 // asked: an edit is approved by a person's decision on the original, never by a request.
-func (c *call) editApproval(ctx context.Context, s oncekey.ApprovalStore) error {
+func (c *call) editApproval(ctx context.Context, s oncekeystore.ApprovalStore) error {
 	refuse := func(why string) error {
 		c.outcome = oncekey.OutcomeRejected
 		d := c.details(reasonEditNotApproved, false)
 		return c.refusal(fmt.Sprintf("oncekey: %s did not run: it was scheduled as the edit of %s with other arguments, and %s; nothing was asked and nothing ran",
 			c.tool, c.editOf, why), oncekey.ErrTypeApproval, d)
 	}
-	get := func(key string) (*oncekey.Approval, error) {
-		ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: c.op.Tenant, OperationKey: key})
-		if errors.Is(err, oncekey.ErrNotFound) {
+	get := func(key string) (*oncekeystore.Approval, error) {
+		ap, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: c.op.Tenant, OperationKey: key})
+		if errors.Is(err, oncekeystore.ErrNotFound) {
 			return nil, nil
 		}
 		return ap, err
@@ -209,7 +210,7 @@ func (c *call) editApproval(ctx context.Context, s oncekey.ApprovalStore) error 
 		return c.storeFailed("get approval", err)
 	case orig == nil:
 		return refuse("the store holds no approval for that key")
-	case orig.Status != oncekey.ApprovalReplaced:
+	case orig.Status != oncekeystore.ApprovalReplaced:
 		return refuse(fmt.Sprintf("its approval is %s, not replaced by an edit", orig.Status))
 	case orig.Namespace != c.op.Namespace || orig.Tool != c.tool || orig.WorkflowID != c.op.WorkflowID || orig.StepID != c.op.StepID:
 		return refuse("its approval is of another namespace, tool, workflow or step")

@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -28,7 +29,7 @@ const testNamespace = "default-test-namespace"
 // unreachableClaims is real behind a mock whose first failing Claims fail as an unreachable store
 // would, after which exactly claims Claims go to real: Claim is not delegated, so a further one
 // fails the test.
-func unreachableClaims(t *testing.T, real oncekey.Store, failing, claims int) oncekey.Store {
+func unreachableClaims(t *testing.T, real oncekeystore.Store, failing, claims int) oncekeystore.Store {
 	t.Helper()
 	return faultAt(t, real, func(m *oncekeymock.Store) {
 		m.EXPECT().Claim(gomock.Any(), gomock.Any()).Return(nil, unreachable("claim")).Times(failing)
@@ -71,7 +72,7 @@ func TestSuiteFailedIsRememberedAndReplayed(t *testing.T) {
 	require.Equal(t, 1, bodies, "the repeat got the stored failure without running")
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusFailed, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusFailed, recs[0].Status)
 }
 
 func TestSuiteNonRetryableNotAppliedRemembered(t *testing.T) {
@@ -118,14 +119,14 @@ func TestSuiteAuthorizeRunsBeforeReplay(t *testing.T) {
 }
 
 // preClaim claims the operation the workflow will make, as another live attempt would.
-func preClaim(t *testing.T, store oncekey.Store, p oncekey.Policy, tenant string) (key string, epoch int64) {
+func preClaim(t *testing.T, store oncekeystore.Store, p oncekey.Policy, tenant string) (key string, epoch int64) {
 	t.Helper()
 	op := oncekey.Operation{Namespace: testNamespace, Tenant: tenant, Tool: "CreateTicket", Args: []any{req1}}
 	key, err := oncekey.Key(p, op)
 	require.NoError(t, err)
 	fp, err := oncekey.Fingerprint(p, op)
 	require.NoError(t, err)
-	res, err := store.Claim(context.Background(), &oncekey.ClaimParams{
+	res, err := store.Claim(context.Background(), &oncekeystore.ClaimParams{
 		Tenant: tenant, OperationKey: key, Tool: "CreateTicket", Fingerprint: fp, WorkflowID: "elsewhere", StepID: "elsewhere",
 		Effect: p.Effect, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour,
 	})
@@ -146,10 +147,10 @@ func TestSuiteWaitInFlightThenReplay(t *testing.T) {
 	ds := newDownstream()
 	p := oncekey.Policy{Effect: oncekey.Effectful, Key: requestKey, WaitInFlight: 5 * time.Second}
 	var beforeGet func()
-	s := setupSuiteWith(t, ds, p, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+	s := setupSuiteWith(t, ds, p, suiteConfig{store: func(real oncekeystore.Store) oncekeystore.Store {
 		return faultAt(t, real, func(m *oncekeymock.Store) {
 			// The first Get (the waiting attempt's first poll) runs beforeGet first.
-			m.EXPECT().Get(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, gp *oncekey.GetParams) (*oncekey.Record, error) {
+			m.EXPECT().Get(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, gp *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 				beforeGet()
 				return real.Get(ctx, gp)
 			}).Times(1)
@@ -162,7 +163,7 @@ func TestSuiteWaitInFlightThenReplay(t *testing.T) {
 	require.NoError(t, err)
 	// The other attempt finishes while this one waits: the first poll sees it applied.
 	beforeGet = func() {
-		_, err := s.store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: key, Epoch: epoch, Status: oncekey.StatusApplied, Result: storedBytes})
+		_, err := s.store.Complete(context.Background(), &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: key, Epoch: epoch, Status: oncekeystore.StatusApplied, Result: storedBytes})
 		require.NoError(t, err)
 	}
 	out := s.run(t, workflowInput{Tenant: "t1", Calls: []stepCall{{Tool: "CreateTicket", Req: req1}}})
@@ -189,7 +190,7 @@ func TestSuiteInFlightRescheduledThenGivesUp(t *testing.T) {
 
 func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
 	ds := newDownstream()
-	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(real oncekeystore.Store) oncekeystore.Store {
 		// Each attempt asks three times (a claim and two repeats): two attempts fail closed, and
 		// the third claims once (Claim is not delegated: seven claims in all, no more).
 		return unreachableClaims(t, real, 6, 1)
@@ -205,7 +206,7 @@ func TestSuiteStoreUnavailableFailsClosed(t *testing.T) {
 
 func TestSuiteStoreUnavailableIdempotentUsesTemporalRetries(t *testing.T) {
 	ds := newDownstream()
-	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, suiteConfig{store: func(real oncekeystore.Store) oncekeystore.Store {
 		// Two attempts of three claims each fail closed; Temporal retries, and the third claims once.
 		return unreachableClaims(t, real, 6, 1)
 	}})
@@ -253,7 +254,7 @@ func TestSuiteLocalActivityRefused(t *testing.T) {
 // workflow blocks, after checking (through the query) that it waits for a person.
 func resolveLater(t *testing.T, s *suiteEnv, r reconcile.Resolution, check func(reconcile.StatusReport)) {
 	s.env.RegisterDelayedCallback(func() {
-		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), s.store, oncekeystore.ListParams{})
 		require.NoError(t, err)
 		require.Len(t, res.Records, 1)
 		key := res.Records[0].OperationKey
@@ -326,7 +327,7 @@ func TestSuiteVerifyFailureIsUnknownThenFailed(t *testing.T) {
 	_, bodies := ds.counts()
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
-	require.Equal(t, oncekey.StatusFailed, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusFailed, recs[0].Status)
 	require.Equal(t, "erin", recs[0].ResolvedBy)
 }
 
@@ -335,7 +336,7 @@ func TestSuiteInvalidSignalIgnored(t *testing.T) {
 	s := setupSuite(t, ds, oncekey.Policy{Effect: oncekey.Effectful})
 	var key string
 	s.env.RegisterDelayedCallback(func() {
-		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), s.store, oncekeystore.ListParams{})
 		require.NoError(t, err)
 		key = res.Records[0].OperationKey
 		// A signal that bypassed Resolve's validation, and one for another tenant.
@@ -364,7 +365,7 @@ func TestSuiteEscalationTimeout(t *testing.T) {
 	require.Contains(t, out[0].Detail, "nobody resolved")
 	require.Contains(t, out[0].Detail, "1h0m0s")
 	recs := s.records(t)
-	require.Equal(t, oncekey.StatusUnknown, recs[0].Status, "an escalation loses nothing: the record stays unknown")
+	require.Equal(t, oncekeystore.StatusUnknown, recs[0].Status, "an escalation loses nothing: the record stays unknown")
 }
 
 // Without EscalationTimeout set, a reconciliation nobody decides ends after the default: the
@@ -380,7 +381,7 @@ func TestSuiteEscalationTimeoutDefault(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeUnknown, out[0].Label)
 	require.Equal(t, oncekey.NextReconcile, out[0].Next)
 	recs := s.records(t)
-	require.Equal(t, oncekey.StatusUnknown, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusUnknown, recs[0].Status)
 }
 
 // After an escalation no reconciliation waits for the key, so the error says to run the step
@@ -392,10 +393,10 @@ func TestSuiteEscalationThenRunTheStepAgain(t *testing.T) {
 	ds := newDownstream(faultLostAfterCommit)
 	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
 		opts:  func(o *interceptor.Options) { o.EscalationTimeout = time.Hour },
-		store: func(st oncekey.Store) oncekey.Store { return schemaNamingStore{st} },
+		store: func(st oncekeystore.Store) oncekeystore.Store { return schemaNamingStore{st} },
 	})
 	s.env.RegisterDelayedCallback(func() {
-		res, err := reconcile.List(context.Background(), s.store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), s.store, oncekeystore.ListParams{})
 		require.NoError(t, err)
 		require.Len(t, res.Records, 1)
 		s.env.SignalWorkflowByID(reconcile.WorkflowID(res.Records[0].OperationKey), reconcile.SignalName,
@@ -595,7 +596,7 @@ func TestSuiteRouteFallbackLoggedOncePerTool(t *testing.T) {
 }
 
 // schemaNamingStore is a store that names the schema of its table, as pgstore does.
-type schemaNamingStore struct{ oncekey.Store }
+type schemaNamingStore struct{ oncekeystore.Store }
 
 func (schemaNamingStore) Schema() string { return "support" }
 
@@ -616,5 +617,5 @@ func TestSuiteFailedIsNotRememberedByDefault(t *testing.T) {
 	require.Equal(t, 2, bodies, "the repeat ran the tool again")
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusReleased, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusReleased, recs[0].Status)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // A claim whose statement committed but whose response was lost is recognised when the
@@ -26,23 +27,23 @@ func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
 			t.Run(tc.name+"/"+eff.String(), func(t *testing.T) {
 				ds := newDownstream()
 				var (
-					real  oncekey.Store
-					first oncekey.ClaimParams
+					real  oncekeystore.Store
+					first oncekeystore.ClaimParams
 				)
 				s := setupSuiteWith(t, ds, oncekey.Policy{Effect: eff, WaitInFlight: -1}, suiteConfig{
-					store: func(mem oncekey.Store) oncekey.Store {
+					store: func(mem oncekeystore.Store) oncekeystore.Store {
 						real = tc.store(t, mem)
 						return faultAt(t, real, func(m *oncekeymock.Store) {
 							// The first Claim commits on the real store, and its response is lost.
-							m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+							m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 								first = *p
 								if _, err := real.Claim(ctx, p); err != nil {
 									return nil, err
 								}
-								return nil, &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("read tcp 127.0.0.1:5432: connection reset by peer")}
+								return nil, &oncekeystore.StoreUnavailableError{Op: "claim", Err: errors.New("read tcp 127.0.0.1:5432: connection reset by peer")}
 							}).Times(1)
 							// Exactly one repeat, with the first claim's token (Claim is not delegated).
-							m.EXPECT().Claim(gomock.Any(), gomock.Cond(func(p *oncekey.ClaimParams) bool {
+							m.EXPECT().Claim(gomock.Any(), gomock.Cond(func(p *oncekeystore.ClaimParams) bool {
 								return p.ClaimToken == first.ClaimToken
 							})).DoAndReturn(real.Claim).Times(1)
 						}, "Claim")
@@ -63,10 +64,10 @@ func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
 				require.Equal(t, 1, bodies, "the body ran exactly once")
 				require.Equal(t, 1, attempts, "the claim was repeated inside the attempt")
 				require.NotZero(t, first.ClaimToken, "the repeat carried the first claim's token (the mock's matcher)")
-				res, err := real.List(context.Background(), &oncekey.ListParams{})
+				res, err := real.List(context.Background(), &oncekeystore.ListParams{})
 				require.NoError(t, err)
 				require.Len(t, res.Records, 1)
-				require.Equal(t, oncekey.StatusApplied, res.Records[0].Status, "nothing is left pending or unknown")
+				require.Equal(t, oncekeystore.StatusApplied, res.Records[0].Status, "nothing is left pending or unknown")
 				require.EqualValues(t, 1, res.Records[0].Epoch)
 			})
 		}
@@ -77,7 +78,7 @@ func TestSuiteClaimResponseLostAfterCommit(t *testing.T) {
 // attempt fails closed (store unavailable, retryable) without running the body.
 func TestSuiteClaimRetryIsBounded(t *testing.T) {
 	ds := newDownstream()
-	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(real oncekey.Store) oncekey.Store {
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: func(real oncekeystore.Store) oncekeystore.Store {
 		// Each of the two attempts asks three times; Claim is not delegated, so a seventh fails the test.
 		return unreachableClaims(t, real, 2*3, 0)
 	}})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // refTickets wraps the downstream's CreateTicket into a tool that records the downstream's ID
@@ -64,10 +65,10 @@ func TestSuiteEffectReferenceStoredAndKeptOnReplay(t *testing.T) {
 			t.Run(tc.name+"/"+eff.String(), func(t *testing.T) {
 				ds := newDownstream()
 				rt := &refTickets{ds: ds}
-				var real oncekey.Store
+				var real oncekeystore.Store
 				s := setupSuiteWith(t, ds, oncekey.Policy{Effect: eff}, suiteConfig{
 					ticketTool: rt.CreateTicket,
-					store: func(mem oncekey.Store) oncekey.Store {
+					store: func(mem oncekeystore.Store) oncekeystore.Store {
 						real = tc.store(t, mem)
 						return real
 					},
@@ -84,10 +85,10 @@ func TestSuiteEffectReferenceStoredAndKeptOnReplay(t *testing.T) {
 				require.Equal(t, 1, effects)
 				require.Equal(t, 1, bodies, "the repeat did not run the tool")
 				require.Equal(t, []error{nil}, rt.answers())
-				res, err := real.List(context.Background(), &oncekey.ListParams{})
+				res, err := real.List(context.Background(), &oncekeystore.ListParams{})
 				require.NoError(t, err)
 				require.Len(t, res.Records, 1)
-				require.Equal(t, oncekey.StatusApplied, res.Records[0].Status)
+				require.Equal(t, oncekeystore.StatusApplied, res.Records[0].Status)
 				require.Equal(t, "T-1", res.Records[0].EffectReference, "the reference is stored and kept after the replay")
 			})
 		}
@@ -112,7 +113,7 @@ func TestSuiteEffectReferenceKeptWithFailed(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusFailed, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusFailed, recs[0].Status)
 	require.Equal(t, refusalID, recs[0].EffectReference)
 }
 
@@ -133,7 +134,7 @@ func TestSuiteEffectReferenceInUnknownFailure(t *testing.T) {
 	require.Equal(t, 1, effects)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusUnknown, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusUnknown, recs[0].Status)
 	var failure struct {
 		Reason          string `json:"reason"`
 		EffectReference string `json:"effect_reference"`

@@ -11,6 +11,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // With Options.FingerprintSecret the stored fingerprint is a keyed one ("k1_…"), a repeat with
@@ -20,7 +21,7 @@ func TestSuiteFingerprintSecret(t *testing.T) {
 	ds := newDownstream()
 	shared := memstore.New(nil)
 	secret := []byte("0123456789abcdef0123456789abcdef")
-	sharedStore := func(oncekey.Store) oncekey.Store { return shared }
+	sharedStore := func(oncekeystore.Store) oncekeystore.Store { return shared }
 	keyed := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{store: sharedStore,
 		opts: func(o *interceptor.Options) { o.FingerprintSecret = secret }})
 	out := keyed.run(t, workflowInput{Calls: []stepCall{
@@ -29,7 +30,7 @@ func TestSuiteFingerprintSecret(t *testing.T) {
 	}})
 	require.Empty(t, out[0].Err)
 	require.Empty(t, out[1].Err, "the repeat replays")
-	res, err := shared.List(context.Background(), &oncekey.ListParams{})
+	res, err := shared.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	fp := res.Records[0].Fingerprint

@@ -6,11 +6,11 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Standing grants on the worker. A call that needs approval and is covered by an active grant
-// (oncekey.GrantStore) is approved by the worker itself: it writes its request as for any
+// (oncekeystore.GrantStore) is approved by the worker itself: it writes its request as for any
 // call, then decides it under the grant (GrantStore.ApproveByGrant, which checks the grant again
 // in the same step as it writes the decision), and runs the call without waiting. Whether a grant
 // covers the call is decided here only, from the operation the worker derived: the call's
@@ -21,16 +21,16 @@ import (
 // under it, right before the effect; revoked or expired, the call is asked anew.
 
 // grantStore returns the worker's store as a GrantStore, or nil when it keeps no grants.
-func (c *call) grantStore() oncekey.GrantStore {
-	gs, _ := c.root.opts.Store.(oncekey.GrantStore)
+func (c *call) grantStore() oncekeystore.GrantStore {
+	gs, _ := c.root.opts.Store.(oncekeystore.GrantStore)
 	return gs
 }
 
 // covers reports whether g, as read, covers this call: active, its scope names the call's
 // namespace, tenant, tool and workflow, and its rule fits the tool's input type and matches the
 // call's arguments.
-func (c *call) covers(ctx context.Context, g *oncekey.Grant) bool {
-	if g == nil || g.Status != oncekey.GrantActive || !g.Scope(c.op.Namespace, c.op.Tenant, c.tool, c.op.WorkflowID) {
+func (c *call) covers(ctx context.Context, g *oncekeystore.Grant) bool {
+	if g == nil || g.Status != oncekeystore.GrantActive || !g.Scope(c.op.Namespace, c.op.Tenant, c.tool, c.op.WorkflowID) {
 		return false
 	}
 	if err := c.root.opts.Registry.CheckGrantRule(c.tool, g.Rule); err != nil {
@@ -38,13 +38,13 @@ func (c *call) covers(ctx context.Context, g *oncekey.Grant) bool {
 			"tool", c.tool, "grant", g.ID, "error", err.Error())
 		return false
 	}
-	rule, err := oncekey.ParseGrantRule(g.Rule)
+	rule, err := oncekeystore.ParseGrantRule(g.Rule)
 	return err == nil && rule.Match(c.args)
 }
 
 // grantStands reports whether an approval that authorises the call still does as far as grants
 // go: decided by a person (no GrantID), or under a grant that still covers the call.
-func (c *call) grantStands(ctx context.Context, ap *oncekey.Approval) (bool, error) {
+func (c *call) grantStands(ctx context.Context, ap *oncekeystore.Approval) (bool, error) {
 	if ap.GrantID == "" {
 		return true, nil
 	}
@@ -54,7 +54,7 @@ func (c *call) grantStands(ctx context.Context, ap *oncekey.Approval) (bool, err
 	}
 	g, err := gs.GetGrant(ctx, ap.GrantID)
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		return false, nil
 	case err != nil:
 		return false, c.storeFailed("get grant", err)
@@ -64,8 +64,8 @@ func (c *call) grantStands(ctx context.Context, ap *oncekey.Approval) (bool, err
 
 // coveringGrant returns the oldest active grant that covers the call, or nil. It reads the
 // active grants of the call's scope (namespace, tenant, tool) only, page after page.
-func (c *call) coveringGrant(ctx context.Context, gs oncekey.GrantStore) (*oncekey.Grant, error) {
-	p := &oncekey.ListGrantsParams{Namespace: c.op.Namespace, Tenant: c.op.Tenant, Tool: c.tool, Status: oncekey.GrantActive, Limit: oncekey.MaxListLimit}
+func (c *call) coveringGrant(ctx context.Context, gs oncekeystore.GrantStore) (*oncekeystore.Grant, error) {
+	p := &oncekeystore.ListGrantsParams{Namespace: c.op.Namespace, Tenant: c.op.Tenant, Tool: c.tool, Status: oncekeystore.GrantActive, Limit: oncekeystore.MaxListLimit}
 	for {
 		res, err := gs.ListGrants(ctx, p)
 		if err != nil {
@@ -87,7 +87,7 @@ func (c *call) coveringGrant(ctx context.Context, gs oncekey.GrantStore) (*oncek
 // grant that covers the call, and returns the approval as decided; ap unchanged when no grant
 // covers the call or the grant stopped covering it meanwhile (revoked in between: a person
 // decides then).
-func (c *call) approveByGrant(ctx context.Context, ap *oncekey.Approval) (*oncekey.Approval, error) {
+func (c *call) approveByGrant(ctx context.Context, ap *oncekeystore.Approval) (*oncekeystore.Approval, error) {
 	gs := c.grantStore()
 	if gs == nil {
 		return ap, nil
@@ -96,12 +96,12 @@ func (c *call) approveByGrant(ctx context.Context, ap *oncekey.Approval) (*oncek
 	if err != nil || g == nil {
 		return ap, err
 	}
-	got, err := gs.ApproveByGrant(ctx, &oncekey.ApproveByGrantParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey, Episode: ap.Episode,
+	got, err := gs.ApproveByGrant(ctx, &oncekeystore.ApproveByGrantParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey, Episode: ap.Episode,
 		Token: ap.Token, GrantID: g.ID, WorkflowID: c.op.WorkflowID, Retention: c.policy.Retention})
 	var (
-		na       *oncekey.GrantNotActiveError
-		conflict *oncekey.ApprovalConflictError
-		stale    *oncekey.StaleDecisionError
+		na       *oncekeystore.GrantNotActiveError
+		conflict *oncekeystore.ApprovalConflictError
+		stale    *oncekeystore.StaleDecisionError
 	)
 	switch {
 	case errors.As(err, &conflict), errors.As(err, &stale):

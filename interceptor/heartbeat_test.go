@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // heartbeatSpy is a worker interceptor installed before oncekey's: its activity outbound side
@@ -62,12 +63,12 @@ func (o *spyOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
 // renewCounter counts the lease renewals: oncekey's heartbeat ticks run with them (the same
 // Lease/3 period when the activity has no HeartbeatTimeout).
 type renewCounter struct {
-	oncekey.Store
+	oncekeystore.Store
 	mu    sync.Mutex
 	count int
 }
 
-func (r *renewCounter) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+func (r *renewCounter) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
 	r.mu.Lock()
 	r.count++
 	r.mu.Unlock()

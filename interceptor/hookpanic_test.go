@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // panickyRequest decodes like TicketRequest, but its MarshalJSON panics: the workflow sends a
@@ -132,7 +133,7 @@ func TestActivityTenantHookPanicIsConfigError(t *testing.T) {
 	}
 	_, bodies := ds.counts()
 	require.Equal(t, 0, bodies)
-	res, err := mem.List(context.Background(), &oncekey.ListParams{})
+	res, err := mem.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Empty(t, res.Records)
 }

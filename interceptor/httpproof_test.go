@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // helpdesk is a ticket service on loopback. Each request it reads is answered with the next of
@@ -142,43 +143,43 @@ func TestSuiteHTTPProof(t *testing.T) {
 		wantBodies   int
 		wantRequests int
 		wantTickets  int
-		wantStatus   oncekey.Status
+		wantStatus   oncekeystore.Status
 	}{
 		{name: "connection refused, then created", refused: true, statuses: []int{201},
-			wantBodies: 2, wantRequests: 1, wantTickets: 1, wantStatus: oncekey.StatusApplied},
+			wantBodies: 2, wantRequests: 1, wantTickets: 1, wantStatus: oncekeystore.StatusApplied},
 		{name: "429, then created", statuses: []int{429, 201}, retryAfter: "7",
-			wantBodies: 2, wantRequests: 2, wantTickets: 1, wantStatus: oncekey.StatusApplied},
+			wantBodies: 2, wantRequests: 2, wantTickets: 1, wantStatus: oncekeystore.StatusApplied},
 		// 409: a request with the same key still being processed, so the operation may be
 		// under way; the draft's answer proves nothing.
 		{name: "409 stays unknown", statuses: []int{409, 201},
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
-			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekeystore.StatusUnknown},
 		{name: "429 until the attempts run out", statuses: []int{429},
 			wantType: oncekey.ErrTypeNotApplied, wantLabel: oncekey.OutcomeFailed, wantNext: oncekey.NextPoll,
-			wantBodies: 3, wantRequests: 3, wantStatus: oncekey.StatusReleased},
+			wantBodies: 3, wantRequests: 3, wantStatus: oncekeystore.StatusReleased},
 		{name: "404", statuses: []int{404},
 			wantType: oncekey.ErrTypeNotApplied, wantLabel: oncekey.OutcomeFailed, wantNext: oncekey.NextStop,
-			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusReleased},
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekeystore.StatusReleased},
 		{name: "422, remembered", statuses: []int{422}, policy: oncekey.Policy{RememberFailures: true},
 			wantType: oncekey.ErrTypeNotApplied, wantLabel: oncekey.OutcomeFailed, wantNext: oncekey.NextStop,
-			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusFailed},
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekeystore.StatusFailed},
 		{name: "503 after the request was written", statuses: []int{503},
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
-			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekeystore.StatusUnknown},
 		{name: "404 with DisableHTTPProof", statuses: []int{404}, policy: oncekey.Policy{DisableHTTPProof: true},
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
-			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekeystore.StatusUnknown},
 		{name: "connection refused with DisableHTTPProof", refused: true, statuses: []int{201}, policy: oncekey.Policy{DisableHTTPProof: true},
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
-			wantBodies: 1, wantRequests: 0, wantStatus: oncekey.StatusUnknown},
+			wantBodies: 1, wantRequests: 0, wantStatus: oncekeystore.StatusUnknown},
 		// A tool nobody classified (a Route's Fallback) is not proven by the transport: its body
 		// may have effects the transport does not see.
 		{name: "404 under a Route's Fallback", statuses: []int{404}, fallback: true,
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
-			wantBodies: 1, wantRequests: 1, wantStatus: oncekey.StatusUnknown},
+			wantBodies: 1, wantRequests: 1, wantStatus: oncekeystore.StatusUnknown},
 		{name: "connection refused under a Route's Fallback", refused: true, statuses: []int{201}, fallback: true,
 			wantType: oncekey.ErrTypeIndeterminate, wantLabel: oncekey.OutcomeUnknown, wantNext: oncekey.NextReconcile,
-			wantBodies: 1, wantRequests: 0, wantStatus: oncekey.StatusUnknown},
+			wantBodies: 1, wantRequests: 0, wantStatus: oncekeystore.StatusUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // manualClock is a store clock that moves only when the test moves it, so a lease ends exactly
@@ -165,7 +166,7 @@ func TestSuiteUnsettledEndings(t *testing.T) {
 					require.Equal(t, "T-1", out[0].Ticket.ID)
 					require.Equal(t, 2, bodies, "Temporal's retry ran the body again")
 					require.Equal(t, 2, w.attempts)
-					require.Equal(t, oncekey.StatusApplied, recs[0].Status, "the record ends applied, not unknown")
+					require.Equal(t, oncekeystore.StatusApplied, recs[0].Status, "the record ends applied, not unknown")
 					require.Empty(t, w.children, "no reconciliation for an Idempotent tool")
 					require.Len(t, events, 2)
 					require.Equal(t, e.firstErr, errType(events[0].Err), "the first attempt failed retryably: %v", events[0].Err)
@@ -175,7 +176,7 @@ func TestSuiteUnsettledEndings(t *testing.T) {
 				}
 				require.Equal(t, oncekey.ErrTypeIndeterminate, out[0].Type, out[0].Err)
 				require.Equal(t, 1, bodies, "an Effectful body is never run again blindly")
-				require.Equal(t, oncekey.StatusUnknown, recs[0].Status)
+				require.Equal(t, oncekeystore.StatusUnknown, recs[0].Status)
 				require.Len(t, w.children, 1, "the unknown went to reconciliation")
 			})
 		}
@@ -201,7 +202,7 @@ func TestSuiteIdempotentVerifyAlwaysRejects(t *testing.T) {
 	require.Equal(t, 2, bodies, "each attempt ran the body")
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusReleased, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusReleased, recs[0].Status)
 	require.Empty(t, w.children)
 }
 
@@ -215,13 +216,13 @@ func TestSuiteIdempotentCompleteAndReleaseFailTakenOverAfterLease(t *testing.T) 
 	p := oncekey.Policy{Effect: oncekey.Idempotent, WaitInFlight: -1}
 	s := setupSuiteWith(t, ds, p, suiteConfig{
 		mem: &memstore.Options{Clock: clock.Now},
-		store: func(real oncekey.Store) oncekey.Store {
+		store: func(real oncekeystore.Store) oncekeystore.Store {
 			return faultAt(t, real, func(m *oncekeymock.Store) {
 				m.EXPECT().Complete(gomock.Any(), gomock.Any()).Return(nil, unreachable("complete")).Times(1)
 				// The first attempt tries to give the claim back three times, and no more (Release is
 				// not delegated); after the last failure the lease runs out.
 				m.EXPECT().Release(gomock.Any(), gomock.Any()).Return(nil, unreachable("release")).Times(2)
-				m.EXPECT().Release(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, *oncekey.ReleaseParams) (*oncekey.Record, error) {
+				m.EXPECT().Release(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, *oncekeystore.ReleaseParams) (*oncekeystore.Record, error) {
 					clock.advance(oncekey.DefaultLease + time.Second)
 					return nil, unreachable("release")
 				}).Times(1)
@@ -238,7 +239,7 @@ func TestSuiteIdempotentCompleteAndReleaseFailTakenOverAfterLease(t *testing.T) 
 	require.Equal(t, 2, w.attempts)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status, "taken over after the lease, never stuck")
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status, "taken over after the lease, never stuck")
 	require.EqualValues(t, 2, recs[0].Epoch, "the second attempt took the record over")
 	require.Empty(t, w.children)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/errdetail"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Details is the detail payload of the application errors oncekey returns
@@ -44,7 +45,7 @@ type Details struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Version     string `json:"version,omitempty"`
 	// ModelMessage is what the person who decided the call's approval said to the model
-	// (oncekey.Approval.ModelMessage), for oncekey.Label to put into ToolResult.Message.
+	// (oncekeystore.Approval.ModelMessage), for oncekey.Label to put into ToolResult.Message.
 	ModelMessage string `json:"model_message,omitempty"`
 	// Message is the operator's account of the error: what happened, with the tool, the operation
 	// key, the cause and what to do (an `oncekey resolve` command, a field to fix). The error's own
@@ -55,9 +56,9 @@ type Details struct {
 // ApprovalDetails is the approval request behind a refusal (Details.Approval), as the worker
 // wrote or found it in the store.
 type ApprovalDetails struct {
-	Status      oncekey.ApprovalStatus `json:"status"`
-	Episode     int64                  `json:"episode"`
-	Fingerprint string                 `json:"fingerprint"`
+	Status      oncekeystore.ApprovalStatus `json:"status"`
+	Episode     int64                       `json:"episode"`
+	Fingerprint string                      `json:"fingerprint"`
 	// Summary is the text the person is shown, derived on the worker (ApprovalPolicy.Summary).
 	Summary string `json:"summary"`
 	// Created: this attempt asked the episode.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -32,7 +33,7 @@ func TestAdversarialVerifyPanicAfterEffectIsReconciled(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status)
 	require.Equal(t, "dana", recs[0].ResolvedBy)
 }
 

@@ -13,13 +13,14 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // delegate makes every call of m that no earlier expectation took go to real, except for the
 // methods named in except: a call of one of those beyond its expectations fails the test, so
 // their expectations count the calls exactly.
-func delegate(m *oncekeymock.Store, real oncekey.Store, except ...string) {
+func delegate(m *oncekeymock.Store, real oncekeystore.Store, except ...string) {
 	on := func(method string) bool { return !slices.Contains(except, method) }
 	if on("Claim") {
 		m.EXPECT().Claim(gomock.Any(), gomock.Any()).DoAndReturn(real.Claim).AnyTimes()
@@ -53,9 +54,9 @@ func delegate(m *oncekeymock.Store, real oncekey.Store, except ...string) {
 	}
 }
 
-// faultAt returns a mock of oncekey.Store in front of real: fault sets the exact-point faults on
+// faultAt returns a mock of oncekeystore.Store in front of real: fault sets the exact-point faults on
 // it, and every other call goes to real (but for the methods in except, see delegate).
-func faultAt(t *testing.T, real oncekey.Store, fault func(m *oncekeymock.Store), except ...string) oncekey.Store {
+func faultAt(t *testing.T, real oncekeystore.Store, fault func(m *oncekeymock.Store), except ...string) oncekeystore.Store {
 	t.Helper()
 	m := oncekeymock.NewStore(gomock.NewController(t))
 	fault(m)
@@ -65,14 +66,14 @@ func faultAt(t *testing.T, real oncekey.Store, fault func(m *oncekeymock.Store),
 
 // unreachable is the error of a store that cannot be reached during op.
 func unreachable(op string) error {
-	return &oncekey.StoreUnavailableError{Op: op, Err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
+	return &oncekeystore.StoreUnavailableError{Op: op, Err: errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")}
 }
 
 // lostClaimSuite runs one Idempotent CreateTicket call, without Temporal retries, on a store whose
 // fault is set by fault on the mock before every other call is delegated to the memstore.
-func lostClaimSuite(t *testing.T, ds *downstream, p oncekey.Policy, tool any, fault func(m *oncekeymock.Store, real oncekey.Store)) (*suiteEnv, callResult) {
+func lostClaimSuite(t *testing.T, ds *downstream, p oncekey.Policy, tool any, fault func(m *oncekeymock.Store, real oncekeystore.Store)) (*suiteEnv, callResult) {
 	t.Helper()
-	s := setupSuiteWith(t, ds, p, suiteConfig{ticketTool: tool, store: func(real oncekey.Store) oncekey.Store {
+	s := setupSuiteWith(t, ds, p, suiteConfig{ticketTool: tool, store: func(real oncekeystore.Store) oncekeystore.Store {
 		return faultAt(t, real, func(m *oncekeymock.Store) { fault(m, real) })
 	}})
 	out := s.run(t, workflowInput{Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}, MaxAttempts: 1})
@@ -83,10 +84,10 @@ func lostClaimSuite(t *testing.T, ds *downstream, p oncekey.Policy, tool any, fa
 // the lost-claim error, not StoreUnavailable: the store answered.
 func TestLostClaimOnCompleteIsItsOwnError(t *testing.T) {
 	ds := newDownstream()
-	_, r := lostClaimSuite(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, nil, func(m *oncekeymock.Store, real oncekey.Store) {
-		m.EXPECT().Complete(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+	_, r := lostClaimSuite(t, ds, oncekey.Policy{Effect: oncekey.Idempotent}, nil, func(m *oncekeymock.Store, real oncekeystore.Store) {
+		m.EXPECT().Complete(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 			// Another owner takes the record (here: a release, as after a takeover) before the write lands.
-			if _, err := real.Release(ctx, &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: p.Epoch}); err != nil {
+			if _, err := real.Release(ctx, &oncekeystore.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: p.Epoch}); err != nil {
 				return nil, err
 			}
 			return real.Complete(ctx, p)
@@ -105,9 +106,9 @@ func TestLostClaimOnCompleteIsItsOwnError(t *testing.T) {
 func TestLostClaimNoticedByTheRenewerIsItsOwnError(t *testing.T) {
 	ds := newDownstream()
 	slow := &stoppedTickets{started: make(chan struct{}, 1)}
-	_, r := lostClaimSuite(t, ds, oncekey.Policy{Effect: oncekey.Idempotent, Lease: 300 * time.Millisecond}, slow.CreateTicket, func(m *oncekeymock.Store, real oncekey.Store) {
-		m.EXPECT().Renew(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
-			return nil, fmt.Errorf("memstore: renew %s at epoch %d: %w", p.OperationKey, p.Epoch, oncekey.ErrLostClaim)
+	_, r := lostClaimSuite(t, ds, oncekey.Policy{Effect: oncekey.Idempotent, Lease: 300 * time.Millisecond}, slow.CreateTicket, func(m *oncekeymock.Store, real oncekeystore.Store) {
+		m.EXPECT().Renew(gomock.Any(), gomock.Any()).DoAndReturn(func(ctx context.Context, p *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
+			return nil, fmt.Errorf("memstore: renew %s at epoch %d: %w", p.OperationKey, p.Epoch, oncekeystore.ErrLostClaim)
 		}).Times(1)
 	})
 	<-slow.started
@@ -140,6 +141,6 @@ func TestOversizedEffectfulResultIsReconciledAtOnce(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	rec := s.records(t)
 	require.Len(t, rec, 1)
-	require.Equal(t, oncekey.StatusFailed, rec[0].Status)
+	require.Equal(t, oncekeystore.StatusFailed, rec[0].Status)
 	require.Equal(t, "dana", rec[0].ResolvedBy)
 }

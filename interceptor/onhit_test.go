@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // OnHitFailFast: a repeat of a settled operation (the same step, or an identical call without a
@@ -41,7 +42,7 @@ func TestSuiteFailFastRefusesRepeat(t *testing.T) {
 			require.Equal(t, 1, bodies)
 			recs := s.records(t)
 			require.Len(t, recs, 1)
-			require.Equal(t, oncekey.StatusApplied, recs[0].Status, "the record is untouched")
+			require.Equal(t, oncekeystore.StatusApplied, recs[0].Status, "the record is untouched")
 			require.Equal(t, int64(1), recs[0].Epoch)
 		})
 	}
@@ -62,7 +63,7 @@ func TestSuiteFailFastRefusesRepeatOfFailure(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusFailed, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusFailed, recs[0].Status)
 }
 
 // The call's own follow-up is not a repeat: an Effectful call whose response was lost is
@@ -131,7 +132,7 @@ func TestSuitePreviousVersionReplaysOlderRecord(t *testing.T) {
 
 // testPreviousVersion runs the Version migration against the store store gives, for a call with
 // step ID stepID (or none).
-func testPreviousVersion(t *testing.T, store func(t *testing.T, mem oncekey.Store) oncekey.Store, stepID string) {
+func testPreviousVersion(t *testing.T, store func(t *testing.T, mem oncekeystore.Store) oncekeystore.Store, stepID string) {
 	t.Helper()
 	ds := newDownstream()
 	shared := newSharedStore(t, store)
@@ -167,7 +168,7 @@ func testPreviousVersion(t *testing.T, store func(t *testing.T, mem oncekey.Stor
 	require.Empty(t, out[0].Err)
 	effects, _ = ds.counts()
 	require.Equal(t, 2, effects)
-	recs, err := shared(nil).List(context.Background(), &oncekey.ListParams{})
+	recs, err := shared(nil).List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	versions := map[string]int{}
 	for _, r := range recs.Records {
@@ -186,10 +187,10 @@ func (s *suiteEnv) policy(t *testing.T) oncekey.Policy {
 
 // newSharedStore returns a suiteConfig.store that hands every suite the one store store makes
 // (the first suite's memstore, or a pgstore), so that workers of two versions see one store.
-func newSharedStore(t *testing.T, store func(t *testing.T, mem oncekey.Store) oncekey.Store) func(oncekey.Store) oncekey.Store {
+func newSharedStore(t *testing.T, store func(t *testing.T, mem oncekeystore.Store) oncekeystore.Store) func(oncekeystore.Store) oncekeystore.Store {
 	t.Helper()
-	var st oncekey.Store
-	return func(mem oncekey.Store) oncekey.Store {
+	var st oncekeystore.Store
+	return func(mem oncekeystore.Store) oncekeystore.Store {
 		if st == nil {
 			st = store(t, mem)
 		}

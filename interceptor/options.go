@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // TenantInfo is what Options.Tenant sees of the workflow an operation belongs to.
@@ -141,7 +142,7 @@ type Options struct {
 	SearchAttributes bool
 
 	// Store keeps the records. Required.
-	Store oncekey.Store
+	Store oncekeystore.Store
 
 	// Tenant, if set, names the tenant of a workflow that did not set one with oncekey.WithTenant.
 	// It must be deterministic (it runs in workflow code). Defaults to the namespace.
@@ -165,7 +166,7 @@ type Options struct {
 type ConfigError struct {
 	Field  string
 	Reason string
-	// Err is the typed error behind Reason, when there is one (a *oncekey.TransactionalStoreError
+	// Err is the typed error behind Reason, when there is one (a *oncekeystore.TransactionalStoreError
 	// for a Transactional tool over a store that cannot run it); Unwrap returns it.
 	Err error
 }
@@ -196,12 +197,12 @@ func (o *Options) validate() error {
 	if n := len(o.FingerprintSecret); n > 0 && n < MinFingerprintSecretBytes {
 		return &ConfigError{Field: "FingerprintSecret", Reason: fmt.Sprintf("is %d bytes; give at least %d random bytes", n, MinFingerprintSecretBytes)}
 	}
-	if _, ok := o.Store.(oncekey.TxStore); !ok {
+	if _, ok := o.Store.(oncekeystore.TxStore); !ok {
 		tools := o.Registry.Tools()
 		slices.Sort(tools)
 		for _, tool := range tools {
 			if p, ok := o.Registry.Policy(tool); ok && p.Effect == oncekey.Transactional {
-				e := &oncekey.TransactionalStoreError{Tool: tool, Store: fmt.Sprintf("%T", o.Store)}
+				e := &oncekeystore.TransactionalStoreError{Tool: tool, Store: fmt.Sprintf("%T", o.Store)}
 				return &ConfigError{Field: "Store", Reason: e.Error(), Err: e}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // An Effectful call without an explicit step ID that the workflow side re-schedules (each run a
@@ -37,7 +38,7 @@ func TestSuiteRerunsWithoutStepIDKeepTheFirstKey(t *testing.T) {
 	require.Equal(t, ds.keys[0], ds.keys[2], "the second re-run kept the first attempt's key")
 	recs := s.records(t)
 	require.Len(t, recs, 1, "one logical call, one record")
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status)
 	require.Equal(t, ds.keys[0], recs[0].OperationKey)
 	require.Equal(t, runID+"/"+ids[0], recs[0].StepID)
 	// The key is the call identity: workflow ID, tool and arguments, whatever the activity ID.

@@ -11,6 +11,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/sealtest"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // sealedSuite is a suite whose store is shared (so a second worker, with or without a sealer,
@@ -18,17 +19,17 @@ import (
 func sealedSuite(t *testing.T, shared *memstore.Store, ds *downstream, sealer oncekey.ResultSealer) *suiteEnv {
 	t.Helper()
 	return setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
-		store: func(oncekey.Store) oncekey.Store { return shared },
+		store: func(oncekeystore.Store) oncekeystore.Store { return shared },
 		opts:  func(o *interceptor.Options) { o.ResultSealer = sealer },
 	})
 }
 
 func storedResult(t *testing.T, s *memstore.Store) []byte {
 	t.Helper()
-	res, err := s.List(context.Background(), &oncekey.ListParams{})
+	res, err := s.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
-	require.Equal(t, oncekey.StatusApplied, res.Records[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, res.Records[0].Status)
 	return res.Records[0].Result
 }
 

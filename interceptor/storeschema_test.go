@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -22,7 +23,7 @@ import (
 // configuration mistake, not an outage: the tool fails at once, non-retryably, with the config
 // error type and the store's message saying what to do; the body never runs; the claim is
 // neither repeated inside the attempt nor re-scheduled; errors.As finds the
-// *oncekey.StoreSchemaError in the error the interceptor returns; Label says failed/stop.
+// *oncekeystore.StoreSchemaError in the error the interceptor returns; Label says failed/stop.
 func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Postgres")
@@ -42,7 +43,7 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 			)
 			ds := newDownstream()
 			s := setupSuiteWith(t, ds, oncekey.Policy{Effect: eff}, suiteConfig{
-				store: func(oncekey.Store) oncekey.Store { return cs },
+				store: func(oncekeystore.Store) oncekeystore.Store { return cs },
 				opts: func(o *interceptor.Options) {
 					o.OnEvent = func(ev interceptor.Event) {
 						mu.Lock()
@@ -78,10 +79,10 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 			ev := events[0]
 			mu.Unlock()
 			require.Equal(t, oncekey.OutcomeFailed, ev.Outcome)
-			var se *oncekey.StoreSchemaError
+			var se *oncekeystore.StoreSchemaError
 			require.ErrorAs(t, ev.Err, &se, "errors.As reaches the store's error through the interceptor's")
 			require.Equal(t, "claim", se.Op)
-			var su *oncekey.StoreUnavailableError
+			var su *oncekeystore.StoreUnavailableError
 			require.False(t, errors.As(ev.Err, &su))
 			tr := oncekey.Label(nil, ev.Err)
 			require.Equal(t, oncekey.OutcomeFailed, tr.Status)
@@ -90,7 +91,7 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 
 			// Nothing was left behind: once the schema is migrated, the store is empty.
 			require.NoError(t, pgstore.Migrate(context.Background(), pool))
-			res, err := real.List(context.Background(), &oncekey.ListParams{})
+			res, err := real.List(context.Background(), &oncekeystore.ListParams{})
 			require.NoError(t, err)
 			require.Empty(t, res.Records)
 		})

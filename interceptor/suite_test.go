@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -30,10 +31,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // the one the test runs against, given the suite's memstore.
 var suiteStores = []struct {
 	name  string
-	store func(t *testing.T, mem oncekey.Store) oncekey.Store
+	store func(t *testing.T, mem oncekeystore.Store) oncekeystore.Store
 }{
-	{"memstore", func(t *testing.T, mem oncekey.Store) oncekey.Store { return mem }},
-	{"pgstore", func(t *testing.T, _ oncekey.Store) oncekey.Store {
+	{"memstore", func(t *testing.T, mem oncekeystore.Store) oncekeystore.Store { return mem }},
+	{"pgstore", func(t *testing.T, _ oncekeystore.Store) oncekeystore.Store {
 		if testing.Short() {
 			t.Skip("needs Postgres")
 		}
@@ -55,7 +56,7 @@ type suiteEnv struct {
 // suiteConfig adjusts setupSuite.
 type suiteConfig struct {
 	suite func(*testsuite.WorkflowTestSuite)
-	store func(oncekey.Store) oncekey.Store // wraps memstore (fault injection)
+	store func(oncekeystore.Store) oncekeystore.Store // wraps memstore (fault injection)
 	// fault, if set, puts a gomock mock of the store in front of it (after store), with the
 	// exact-point faults fault sets; every other call goes through (faultAt).
 	fault func(*oncekeymock.Store)
@@ -93,7 +94,7 @@ func setupSuiteWith(t *testing.T, ds *downstream, ticketPolicy oncekey.Policy, c
 	require.NoError(t, reg.Set(ticketTool, ticketPolicy))
 	require.NoError(t, reg.Set(ds.LookupCustomer, oncekey.Policy{Effect: oncekey.ReadOnly}))
 	mem := memstore.New(cfg.mem)
-	var store oncekey.Store = mem
+	var store oncekeystore.Store = mem
 	if cfg.store != nil {
 		store = cfg.store(mem)
 	}
@@ -134,9 +135,9 @@ func (s *suiteEnv) run(t *testing.T, in workflowInput) []callResult {
 	return out
 }
 
-func (s *suiteEnv) records(t *testing.T) []*oncekey.Record {
+func (s *suiteEnv) records(t *testing.T) []*oncekeystore.Record {
 	t.Helper()
-	res, err := s.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := s.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	return res.Records
 }
@@ -173,7 +174,7 @@ func TestSuiteEffectfulReplaySameStep(t *testing.T) {
 	require.Equal(t, 1, bodies, "the repeat never entered the body")
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status)
 	require.Equal(t, []string{recs[0].OperationKey}, ds.keys, "the body saw its operation key")
 }
 
@@ -201,7 +202,7 @@ func TestSuiteFingerprintMismatchRejected(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status, "the record is untouched")
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status, "the record is untouched")
 
 	logs.mu.Lock()
 	defer logs.mu.Unlock()
@@ -243,7 +244,7 @@ func TestSuiteIdempotentRetriedAfterPlainError(t *testing.T) {
 	require.Equal(t, 3, bodies, "Temporal retried the body after each plain error")
 	recs := s.records(t)
 	require.Len(t, recs, 1)
-	require.Equal(t, oncekey.StatusApplied, recs[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, recs[0].Status)
 }
 
 func TestSuiteNotAppliedRescheduledByWorkflow(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/failuredoc"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The Transactional class's steps of call.execute: the body writes in a transaction the store
@@ -18,8 +19,8 @@ import (
 
 // begin begins the body's transaction for the record held at epoch. A store that cannot begin
 // it gets the claim back, and the attempt fails with a retryable StoreUnavailable.
-func (c *call) begin(ctx context.Context, epoch int64) (oncekey.StoreTx, error) {
-	tx, err := c.root.opts.Store.(oncekey.TxStore).BeginTx(ctx, &oncekey.BeginTxParams{
+func (c *call) begin(ctx context.Context, epoch int64) (oncekeystore.StoreTx, error) {
+	tx, err := c.root.opts.Store.(oncekeystore.TxStore).BeginTx(ctx, &oncekeystore.BeginTxParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Lease: c.policy.Lease, Tool: c.tool,
 	})
 	if err != nil {
@@ -39,28 +40,28 @@ func (c *call) begin(ctx context.Context, epoch int64) (oncekey.StoreTx, error) 
 // epoch proves it did, and the call answers applied. A store that answers neither way leaves the
 // record as it is (applied, or pending until its lease ends and the next claim takes it over) and
 // the attempt fails with a retryable StoreUnavailable: the retry reads the answer from the record.
-func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.CompleteParams) error {
+func (c *call) commit(ctx context.Context, tx oncekeystore.StoreTx, p *oncekeystore.CompleteParams) error {
 	_, commitErr := tx.Commit(ctx, p)
-	var misuse *oncekey.TxMisuseError
+	var misuse *oncekeystore.TxMisuseError
 	switch {
 	case commitErr == nil:
 		return nil
 	case errors.As(commitErr, &misuse):
 		return c.txMisused(ctx, p.Epoch, misuse)
-	case errors.Is(commitErr, oncekey.ErrLostClaim):
+	case errors.Is(commitErr, oncekeystore.ErrLostClaim):
 		return c.lostClaim(commitErr)
 	}
 	s := c.root.opts.Store
-	_, err := s.Release(ctx, &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: p.Epoch})
+	_, err := s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: p.Epoch})
 	if err == nil {
 		c.outcome = oncekey.OutcomeFailed
 		return c.appError(fmt.Sprintf("oncekey: %s (key %s) did not commit (%v); nothing was written, and the claim was given back so that a retry runs it again",
 			c.tool, c.key, commitErr), oncekey.ErrTypeNotApplied, false, commitErr, "transaction not committed", false)
 	}
-	if errors.Is(err, oncekey.ErrLostClaim) {
-		rec, gerr := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+	if errors.Is(err, oncekeystore.ErrLostClaim) {
+		rec, gerr := s.Get(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 		switch {
-		case gerr == nil && rec.Epoch == p.Epoch && rec.Status == oncekey.StatusApplied:
+		case gerr == nil && rec.Epoch == p.Epoch && rec.Status == oncekeystore.StatusApplied:
 			c.logger(ctx).Info("oncekey: the commit's answer was lost; the record shows it committed",
 				"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", commitErr)
 			return nil
@@ -80,7 +81,7 @@ func (c *call) commit(ctx context.Context, tx oncekey.StoreTx, p *oncekey.Comple
 // not retryable, with ErrTypeTxMisuse (the bug is in the tool). The claim is given back, as
 // nothing was written; but when the body had ended the transaction itself (misuse.Ended), what it
 // wrote before may have committed, and the claim is never given back (see keepEnded).
-func (c *call) txMisused(ctx context.Context, epoch int64, misuse *oncekey.TxMisuseError) error {
+func (c *call) txMisused(ctx context.Context, epoch int64, misuse *oncekeystore.TxMisuseError) error {
 	e := c.appError(misuse.Error(), oncekey.ErrTypeTxMisuse, true, misuse, "transaction misused", false)
 	if misuse.Ended {
 		var typed *temporal.ApplicationError
@@ -102,18 +103,18 @@ func (c *call) txMisused(ctx context.Context, epoch int64, misuse *oncekey.TxMis
 // by the next claim of its key (its transaction is presumed to have left nothing), which runs the
 // body again: the call's own error is not retryable, so only another call with the same key
 // does, and the failure is logged at error level with the key so that it is not silent.
-func (c *call) keepEnded(ctx context.Context, epoch int64, misuse *oncekey.TxMisuseError, appErr *temporal.ApplicationError) {
+func (c *call) keepEnded(ctx context.Context, epoch int64, misuse *oncekeystore.TxMisuseError, appErr *temporal.ApplicationError) {
 	doc := failuredoc.Doc{Message: misuse.Error(), NonRetryable: true, Type: appErr.Type()}
 	s := c.root.opts.Store
-	_, err := s.Complete(ctx, &oncekey.CompleteParams{
-		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekey.StatusFailed, Failure: doc.Bytes(),
+	_, err := s.Complete(ctx, &oncekeystore.CompleteParams{
+		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Status: oncekeystore.StatusFailed, Failure: doc.Bytes(),
 		EffectReference: c.effectRef,
 	})
 	if err == nil {
 		return
 	}
 	reason := "the body ended its transaction itself (" + misuse.Error() + "); the failure could not be recorded: " + err.Error()
-	_, uerr := s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{
+	_, uerr := s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{
 		Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch,
 		Failure: failuredoc.Doc{Message: reason, Reason: "transaction ended by the body", EffectReference: c.effectRef}.Bytes(),
 	})

@@ -1,4 +1,4 @@
-// Package memstore is an in-memory oncekey.Store for tests and single-process programs.
+// Package memstore is an in-memory oncekeystore.Store for tests and single-process programs.
 //
 // It keeps records in a map guarded by one mutex and judges leases and retention on its own
 // clock (Options.Clock). It behaves like pgstore in every respect storetest checks; like

@@ -4,21 +4,21 @@ import (
 	"context"
 	"time"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
-var _ oncekey.GrantStore = (*Store)(nil)
+var _ oncekeystore.GrantStore = (*Store)(nil)
 
 // supersedes reports whether the request p names the grant a was approved under as no longer
-// live (oncekey.RequestApprovalParams.SupersedeGrant).
-func supersedes(a *oncekey.Approval, p *oncekey.RequestApprovalParams) bool {
-	return p.SupersedeGrant != "" && a.Status == oncekey.ApprovalApproved && a.GrantID == p.SupersedeGrant
+// live (oncekeystore.RequestApprovalParams.SupersedeGrant).
+func supersedes(a *oncekeystore.Approval, p *oncekeystore.RequestApprovalParams) bool {
+	return p.SupersedeGrant != "" && a.Status == oncekeystore.ApprovalApproved && a.GrantID == p.SupersedeGrant
 }
 
 // grant is a standing grant as the store keeps it: the grant and how long it is kept once it
 // has ended (CreateGrantParams.Retention).
 type grant struct {
-	oncekey.Grant
+	oncekeystore.Grant
 	retention time.Duration
 }
 
@@ -62,65 +62,65 @@ func (s *Store) forgetGrants(tenant string) int64 {
 }
 
 // viewGrant returns a copy of g for a caller, as it reads at now.
-func viewGrant(g *grant, now time.Time) *oncekey.Grant {
+func viewGrant(g *grant, now time.Time) *oncekeystore.Grant {
 	c := g.Grant
 	c.ReadAsOf(now)
 	return &c
 }
 
-// CreateGrant implements oncekey.GrantStore.
-func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (*oncekey.Grant, error) {
+// CreateGrant implements oncekeystore.GrantStore.
+func (s *Store) CreateGrant(ctx context.Context, p *oncekeystore.CreateGrantParams) (*oncekeystore.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "create grant", "", func(now time.Time) (*oncekey.Grant, error) {
+	return locked(ctx, s, "create grant", "", func(now time.Time) (*oncekeystore.Grant, error) {
 		if s.grants == nil {
 			s.grants = make(map[string]*grant)
 		}
-		g := &grant{Grant: oncekey.Grant{ID: oncekey.NewGrantID(), Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
+		g := &grant{Grant: oncekeystore.Grant{ID: oncekeystore.NewGrantID(), Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
 			Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, CreatedAt: now, ExpiresAt: now.Add(p.Duration)}, retention: p.KeepFor()}
 		s.grants[g.ID] = g
 		return viewGrant(g, now), nil
 	})
 }
 
-// RevokeGrant implements oncekey.GrantStore.
-func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
+// RevokeGrant implements oncekeystore.GrantStore.
+func (s *Store) RevokeGrant(ctx context.Context, p *oncekeystore.RevokeGrantParams) (*oncekeystore.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "revoke grant"
-	return locked(ctx, s, op, p.ID, func(now time.Time) (*oncekey.Grant, error) {
+	return locked(ctx, s, op, p.ID, func(now time.Time) (*oncekeystore.Grant, error) {
 		g, ok := s.grants[p.ID]
 		if !ok {
-			return nil, wrap(op, p.ID, oncekey.ErrNotFound)
+			return nil, wrap(op, p.ID, oncekeystore.ErrNotFound)
 		}
-		if viewGrant(g, now).Status == oncekey.GrantActive {
+		if viewGrant(g, now).Status == oncekeystore.GrantActive {
 			g.RevokedAt, g.RevokedBy = now, p.RevokedBy
 		}
 		return viewGrant(g, now), nil
 	})
 }
 
-// GetGrant implements oncekey.GrantStore.
-func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error) {
+// GetGrant implements oncekeystore.GrantStore.
+func (s *Store) GetGrant(ctx context.Context, id string) (*oncekeystore.Grant, error) {
 	const op = "get grant"
-	return locked(ctx, s, op, id, func(now time.Time) (*oncekey.Grant, error) {
+	return locked(ctx, s, op, id, func(now time.Time) (*oncekeystore.Grant, error) {
 		g, ok := s.grants[id]
 		if !ok {
-			return nil, wrap(op, id, oncekey.ErrNotFound)
+			return nil, wrap(op, id, oncekeystore.ErrNotFound)
 		}
 		return viewGrant(g, now), nil
 	})
 }
 
-// ListGrants implements oncekey.GrantStore.
-func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*oncekey.ListGrantsResult, error) {
+// ListGrants implements oncekeystore.GrantStore.
+func (s *Store) ListGrants(ctx context.Context, p *oncekeystore.ListGrantsParams) (*oncekeystore.ListGrantsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "list grants", "", func(now time.Time) (*oncekey.ListGrantsResult, error) {
-		all := make([]*oncekey.Grant, 0, len(s.grants))
+	return locked(ctx, s, "list grants", "", func(now time.Time) (*oncekeystore.ListGrantsResult, error) {
+		all := make([]*oncekeystore.Grant, 0, len(s.grants))
 		for _, g := range s.grants {
 			all = append(all, viewGrant(g, now))
 		}
@@ -128,29 +128,29 @@ func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*o
 	})
 }
 
-// ApproveByGrant implements oncekey.GrantStore: the grant is checked and the decision written
+// ApproveByGrant implements oncekeystore.GrantStore: the grant is checked and the decision written
 // under the store's lock, so a revoke lands before or after it.
-func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantParams) (*oncekey.Approval, error) {
+func (s *Store) ApproveByGrant(ctx context.Context, p *oncekeystore.ApproveByGrantParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "approve by grant"
-	return existing(ctx, s, s.approvals, op, p.Tenant, p.OperationKey, func(a *oncekey.Approval, now time.Time) (*oncekey.Approval, error) {
-		var g *oncekey.Grant
+	return existing(ctx, s, s.approvals, op, p.Tenant, p.OperationKey, func(a *oncekeystore.Approval, now time.Time) (*oncekeystore.Approval, error) {
+		var g *oncekeystore.Grant
 		if raw, ok := s.grants[p.GrantID]; ok {
 			g = viewGrant(raw, now)
 		}
-		if e := oncekey.NotActive(p.GrantID, g, a.Namespace, a.Tenant, a.Tool, p.WorkflowID); e != nil {
+		if e := oncekeystore.NotActive(p.GrantID, g, a.Namespace, a.Tenant, a.Tool, p.WorkflowID); e != nil {
 			return nil, wrap(op, p.OperationKey, e)
 		}
 		switch {
 		case a.Episode != p.Episode, a.Token != p.Token:
-			return nil, wrap(op, p.OperationKey, &oncekey.StaleDecisionError{
-				OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekey.Status(viewApproval(a, now).Status)})
-		case a.Status != oncekey.ApprovalPending || a.Overdue(now):
-			return nil, wrap(op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: viewApproval(a, now)})
+			return nil, wrap(op, p.OperationKey, &oncekeystore.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekeystore.Status(viewApproval(a, now).Status)})
+		case a.Status != oncekeystore.ApprovalPending || a.Overdue(now):
+			return nil, wrap(op, p.OperationKey, &oncekeystore.ApprovalConflictError{Approval: viewApproval(a, now)})
 		}
-		*a = oncekey.GrantApproval(*a, g, now, p.Retention)
+		*a = oncekeystore.GrantApproval(*a, g, now, p.Retention)
 		return viewApproval(a, now), nil
 	})
 }

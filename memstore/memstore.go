@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // DefaultMaxResultBytes is the largest Result or Failure the store accepts when
@@ -22,22 +22,22 @@ type Options struct {
 	Clock func() time.Time
 
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
-	// refused with *oncekey.ResultTooLargeError and nothing changes. Defaults to 16 MiB.
+	// refused with *oncekeystore.ResultTooLargeError and nothing changes. Defaults to 16 MiB.
 	MaxResultBytes int
 }
 
-// Store is an in-memory oncekey.Store. It is safe for concurrent use. The zero value is not
+// Store is an in-memory oncekeystore.Store. It is safe for concurrent use. The zero value is not
 // usable; call New.
 type Store struct {
 	now      func() time.Time
 	maxBytes int
 
 	mu   sync.Mutex
-	recs map[pk]*oncekey.Record
+	recs map[pk]*oncekeystore.Record
 	// tokens holds the claim token of the claim that last acquired each record.
 	tokens map[pk]int64
 	// approvals holds the approval of each operation key that has one.
-	approvals map[pk]*oncekey.Approval
+	approvals map[pk]*oncekeystore.Approval
 	// approvalTokens holds the request token of the request that asked each approval's current
 	// episode (0: a request without one, which no repeat matches).
 	approvalTokens map[pk]int64
@@ -48,14 +48,14 @@ type Store struct {
 type pk struct{ tenant, key string }
 
 var (
-	_ oncekey.Store         = (*Store)(nil)
-	_ oncekey.ApprovalStore = (*Store)(nil)
+	_ oncekeystore.Store         = (*Store)(nil)
+	_ oncekeystore.ApprovalStore = (*Store)(nil)
 )
 
 // New returns an empty Store. opts may be nil.
 func New(opts *Options) *Store {
-	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekey.Record), tokens: make(map[pk]int64),
-		approvals: make(map[pk]*oncekey.Approval), approvalTokens: make(map[pk]int64)}
+	s := &Store{now: time.Now, maxBytes: DefaultMaxResultBytes, recs: make(map[pk]*oncekeystore.Record), tokens: make(map[pk]int64),
+		approvals: make(map[pk]*oncekeystore.Approval), approvalTokens: make(map[pk]int64)}
 	if opts != nil {
 		if opts.Clock != nil {
 			s.now = opts.Clock
@@ -79,19 +79,19 @@ func cloneBytes(b []byte) []byte {
 }
 
 // view returns a copy of r for a caller, with LeaseExpired judged at now.
-func view(r *oncekey.Record, now time.Time) *oncekey.Record {
+func view(r *oncekeystore.Record, now time.Time) *oncekeystore.Record {
 	c := *r
 	c.Result = cloneBytes(r.Result)
 	c.Failure = cloneBytes(r.Failure)
-	c.LeaseExpired = r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil)
+	c.LeaseExpired = r.Status == oncekeystore.StatusPending && !now.Before(r.LeaseUntil)
 	return &c
 }
 
-// checkSize refuses the first of bs over Options.MaxResultBytes with *oncekey.ResultTooLargeError.
+// checkSize refuses the first of bs over Options.MaxResultBytes with *oncekeystore.ResultTooLargeError.
 func (s *Store) checkSize(op, key string, bs ...[]byte) error {
 	for _, b := range bs {
 		if len(b) > s.maxBytes {
-			return wrap(op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+			return wrap(op, key, &oncekeystore.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
 		}
 	}
 	return nil
@@ -118,19 +118,19 @@ func locked[T any](ctx context.Context, s *Store, op, key string, fn func(now ti
 }
 
 // existing returns fn's answer on the item of m (records or approvals) at (tenant, key), run as
-// locked does; without such an item it is oncekey.ErrNotFound.
+// locked does; without such an item it is oncekeystore.ErrNotFound.
 func existing[T any](ctx context.Context, s *Store, m map[pk]T, op, tenant, key string, fn func(v T, now time.Time) (T, error)) (T, error) {
 	return locked(ctx, s, op, key, func(now time.Time) (T, error) {
 		v, ok := m[pk{tenant, key}]
 		if !ok {
-			return v, wrap(op, key, oncekey.ErrNotFound)
+			return v, wrap(op, key, oncekeystore.ErrNotFound)
 		}
 		return fn(v, now)
 	})
 }
 
 // get is Get and GetApproval: the item of m at p's key as view shows it at the store's now.
-func get[T any](ctx context.Context, s *Store, m map[pk]T, op string, p *oncekey.GetParams, view func(v T, now time.Time) T) (T, error) {
+func get[T any](ctx context.Context, s *Store, m map[pk]T, op string, p *oncekeystore.GetParams, view func(v T, now time.Time) T) (T, error) {
 	if err := p.Validate(); err != nil {
 		var none T
 		return none, err
@@ -170,7 +170,7 @@ func list[T any, C interface{ Before(T) bool }](ctx context.Context, s *Store, o
 
 // purgeSteps runs each step's batches (a batch does at most n and says how many) until one does
 // fewer than n, adding each batch's count to the step's counter of res and reporting progress.
-func purgeSteps(ctx context.Context, p *oncekey.PurgeParams, res *oncekey.PurgeResult, n int, steps []purgeStep) error {
+func purgeSteps(ctx context.Context, p *oncekeystore.PurgeParams, res *oncekeystore.PurgeResult, n int, steps []purgeStep) error {
 	for _, step := range steps {
 		for {
 			if err := ctx.Err(); err != nil {
@@ -199,27 +199,27 @@ type purgeStep struct {
 	count *int64
 }
 
-// Claim implements oncekey.Store.
-func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+// Claim implements oncekeystore.Store.
+func (s *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, wrap("claim", "", err)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "claim", "", func(now time.Time) (*oncekey.ClaimResult, error) { return s.claim(p, now), nil })
+	return locked(ctx, s, "claim", "", func(now time.Time) (*oncekeystore.ClaimResult, error) { return s.claim(p, now), nil })
 }
 
 // claim is Claim under the lock, at now.
-func (s *Store) claim(p *oncekey.ClaimParams, now time.Time) *oncekey.ClaimResult {
+func (s *Store) claim(p *oncekeystore.ClaimParams, now time.Time) *oncekeystore.ClaimResult {
 	k := pk{p.Tenant, p.OperationKey}
 	r, ok := s.recs[k]
-	fresh := func(epoch int64) *oncekey.Record {
+	fresh := func(epoch int64) *oncekeystore.Record {
 		exp := now.Add(p.Retention)
-		return &oncekey.Record{
+		return &oncekeystore.Record{
 			Tenant: p.Tenant, OperationKey: p.OperationKey, Namespace: p.Namespace, Tool: p.Tool, Version: p.Version,
 			Fingerprint: p.Fingerprint, WorkflowID: p.WorkflowID, StepID: p.StepID, Effect: p.Effect,
-			Status: oncekey.StatusPending, Epoch: epoch, LeaseUntil: now.Add(p.Lease),
+			Status: oncekeystore.StatusPending, Epoch: epoch, LeaseUntil: now.Add(p.Lease),
 			CreatedAt: now, UpdatedAt: now, ExpiresAt: exp, TombstoneUntil: exp.Add(p.Tombstone),
 		}
 	}
@@ -228,56 +228,56 @@ func (s *Store) claim(p *oncekey.ClaimParams, now time.Time) *oncekey.ClaimResul
 		r = fresh(1)
 		s.recs[k] = r
 		s.tokens[k] = token(p)
-		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}
+		return &oncekeystore.ClaimResult{Acquired: true, Record: view(r, now)}
 	case !now.Before(r.TombstoneUntil) && !unsettled(r):
 		// The tombstone window is over: the key is free again.
 		r = fresh(r.Epoch + 1)
 		s.recs[k] = r
 		s.tokens[k] = token(p)
-		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}
+		return &oncekeystore.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}
 	case pastRetention(r, now):
-		return &oncekey.ClaimResult{Expired: true, Record: view(r, now)}
+		return &oncekeystore.ClaimResult{Expired: true, Record: view(r, now)}
 	case r.Fingerprint != p.Fingerprint:
-		return &oncekey.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}
+		return &oncekeystore.ClaimResult{FingerprintMismatch: true, Record: view(r, now)}
 	}
-	leaseOver := r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil)
-	if r.Status == oncekey.StatusPending && !leaseOver && p.ClaimToken != 0 && s.tokens[k] == p.ClaimToken {
+	leaseOver := r.Status == oncekeystore.StatusPending && !now.Before(r.LeaseUntil)
+	if r.Status == oncekeystore.StatusPending && !leaseOver && p.ClaimToken != 0 && s.tokens[k] == p.ClaimToken {
 		// The repeat of the claim that acquired the record: acquired, at the same epoch.
-		return &oncekey.ClaimResult{Acquired: true, Record: view(r, now)}
+		return &oncekeystore.ClaimResult{Acquired: true, Record: view(r, now)}
 	}
 	switch {
-	case r.Status == oncekey.StatusReleased || (leaseOver && r.Effect == oncekey.Idempotent):
-		r.Status = oncekey.StatusPending
+	case r.Status == oncekeystore.StatusReleased || (leaseOver && r.Effect == oncekeystore.Idempotent):
+		r.Status = oncekeystore.StatusPending
 		r.Epoch++
 		r.Effect = p.Effect
 		r.LeaseUntil = now.Add(p.Lease)
 		r.Result, r.Failure, r.EffectReference, r.ResolvedBy, r.Note = nil, nil, "", "", ""
 		r.UpdatedAt = now
 		s.tokens[k] = token(p)
-		return &oncekey.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}
+		return &oncekeystore.ClaimResult{Acquired: true, TookOver: true, Record: view(r, now)}
 	case leaseOver:
 		// Effectful and its owner is gone: the effect may have landed. The epoch stays.
-		r.Status = oncekey.StatusUnknown
+		r.Status = oncekeystore.StatusUnknown
 		r.LeaseUntil = time.Time{}
 		r.UpdatedAt = now
 	}
-	return &oncekey.ClaimResult{Record: view(r, now)}
+	return &oncekeystore.ClaimResult{Record: view(r, now)}
 }
 
 // unsettled reports whether r has no known outcome yet (pending or unknown): such a record is
 // never purged and never past retention, however old.
-func unsettled(r *oncekey.Record) bool {
-	return r.Status == oncekey.StatusPending || r.Status == oncekey.StatusUnknown
+func unsettled(r *oncekeystore.Record) bool {
+	return r.Status == oncekeystore.StatusPending || r.Status == oncekeystore.StatusUnknown
 }
 
 // pastRetention reports whether r is a tombstone or a settled record past its retention.
-func pastRetention(r *oncekey.Record, now time.Time) bool {
-	return r.Status == oncekey.StatusExpired || (!now.Before(r.ExpiresAt) && !unsettled(r))
+func pastRetention(r *oncekeystore.Record, now time.Time) bool {
+	return r.Status == oncekeystore.StatusExpired || (!now.Before(r.ExpiresAt) && !unsettled(r))
 }
 
 // settle gives r its outcome st at now: no lease, and retention counting from now
 // (settleRetention).
-func settle(r *oncekey.Record, st oncekey.Status, now time.Time) {
+func settle(r *oncekeystore.Record, st oncekeystore.Status, now time.Time) {
 	r.Status = st
 	r.LeaseUntil = time.Time{}
 	settleRetention(r, now)
@@ -285,14 +285,14 @@ func settle(r *oncekey.Record, st oncekey.Status, now time.Time) {
 
 // settleRetention restarts r's retention and tombstone windows at now, with the lengths the
 // claim gave them: retention counts from when a record settles.
-func settleRetention(r *oncekey.Record, now time.Time) {
+func settleRetention(r *oncekeystore.Record, now time.Time) {
 	ret, tw := r.ExpiresAt.Sub(r.CreatedAt), r.TombstoneUntil.Sub(r.ExpiresAt)
 	r.ExpiresAt = now.Add(ret)
 	r.TombstoneUntil = r.ExpiresAt.Add(tw)
 }
 
 // token returns the claim token of p, or a random one when p leaves it to the store.
-func token(p *oncekey.ClaimParams) int64 {
+func token(p *oncekeystore.ClaimParams) int64 {
 	if p.ClaimToken != 0 {
 		return p.ClaimToken
 	}
@@ -300,10 +300,10 @@ func token(p *oncekey.ClaimParams) int64 {
 }
 
 // fenced runs write on the record held at (tenant, key, epoch) if it is pending, under the lock.
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, write func(r *oncekey.Record, now time.Time)) (*oncekey.Record, error) {
-	return existing(ctx, s, s.recs, op, tenant, key, func(r *oncekey.Record, now time.Time) (*oncekey.Record, error) {
-		if r.Epoch != epoch || r.Status != oncekey.StatusPending {
-			return nil, wrap(op, fmt.Sprintf("%s at epoch %d", key, epoch), oncekey.ErrLostClaim)
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, write func(r *oncekeystore.Record, now time.Time)) (*oncekeystore.Record, error) {
+	return existing(ctx, s, s.recs, op, tenant, key, func(r *oncekeystore.Record, now time.Time) (*oncekeystore.Record, error) {
+		if r.Epoch != epoch || r.Status != oncekeystore.StatusPending {
+			return nil, wrap(op, fmt.Sprintf("%s at epoch %d", key, epoch), oncekeystore.ErrLostClaim)
 		}
 		write(r, now)
 		r.UpdatedAt = now
@@ -311,26 +311,26 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64,
 	})
 }
 
-// Renew implements oncekey.Store.
-func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+// Renew implements oncekeystore.Store.
+func (s *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
+	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekeystore.Record, now time.Time) {
 		r.LeaseUntil = now.Add(p.Lease)
 	})
 }
 
-// Complete implements oncekey.Store. Result and Failure over Options.MaxResultBytes are refused
-// with *oncekey.ResultTooLargeError and change nothing.
-func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+// Complete implements oncekeystore.Store. Result and Failure over Options.MaxResultBytes are refused
+// with *oncekeystore.ResultTooLargeError and change nothing.
+func (s *Store) Complete(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.checkSize("complete", p.OperationKey, p.Result, p.Failure); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
+	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekeystore.Record, now time.Time) {
 		r.Result = cloneBytes(p.Result)
 		r.Failure = cloneBytes(p.Failure)
 		r.EffectReference = p.EffectReference
@@ -338,53 +338,53 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	})
 }
 
-// Release implements oncekey.Store.
-func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+// Release implements oncekeystore.Store.
+func (s *Store) Release(ctx context.Context, p *oncekeystore.ReleaseParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
-		settle(r, oncekey.StatusReleased, now)
+	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekeystore.Record, now time.Time) {
+		settle(r, oncekeystore.StatusReleased, now)
 	})
 }
 
-// MarkUnknown implements oncekey.Store.
-func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+// MarkUnknown implements oncekeystore.Store.
+func (s *Store) MarkUnknown(ctx context.Context, p *oncekeystore.MarkUnknownParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.checkSize("mark unknown", p.OperationKey, p.Failure); err != nil {
 		return nil, err
 	}
-	return s.fenced(ctx, "mark unknown", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekey.Record, now time.Time) {
-		r.Status = oncekey.StatusUnknown
+	return s.fenced(ctx, "mark unknown", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekeystore.Record, now time.Time) {
+		r.Status = oncekeystore.StatusUnknown
 		r.Failure = cloneBytes(p.Failure)
 		r.LeaseUntil = time.Time{}
 	})
 }
 
-// Resolve implements oncekey.Store.
-func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+// Resolve implements oncekeystore.Store.
+func (s *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
 		return nil, err
 	}
-	return existing(ctx, s, s.recs, "resolve", p.Tenant, p.OperationKey, func(r *oncekey.Record, now time.Time) (*oncekey.Record, error) {
+	return existing(ctx, s, s.recs, "resolve", p.Tenant, p.OperationKey, func(r *oncekeystore.Record, now time.Time) (*oncekeystore.Record, error) {
 		expired := pastRetention(r, now)
-		resolvable := r.Status == oncekey.StatusUnknown ||
-			(r.Status == oncekey.StatusPending && !now.Before(r.LeaseUntil))
+		resolvable := r.Status == oncekeystore.StatusUnknown ||
+			(r.Status == oncekeystore.StatusPending && !now.Before(r.LeaseUntil))
 		if !expired && r.Epoch != p.Epoch {
-			return nil, wrap("resolve", p.OperationKey, &oncekey.StaleDecisionError{
+			return nil, wrap("resolve", p.OperationKey, &oncekeystore.StaleDecisionError{
 				OperationKey: p.OperationKey, Epoch: p.Epoch, Current: r.Epoch, Status: r.Status})
 		}
 		if expired || !resolvable {
 			st := r.Status
 			if expired {
-				st = oncekey.StatusExpired
+				st = oncekeystore.StatusExpired
 			}
-			return nil, wrap("resolve", p.OperationKey, &oncekey.StatusConflictError{
+			return nil, wrap("resolve", p.OperationKey, &oncekeystore.StatusConflictError{
 				OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
 		}
 		r.Result = cloneBytes(p.Result)
@@ -398,27 +398,27 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	})
 }
 
-// Get implements oncekey.Store.
-func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+// Get implements oncekeystore.Store.
+func (s *Store) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	return get(ctx, s, s.recs, "get", p, view)
 }
 
-// List implements oncekey.Store. Records come in (UpdatedAt, Tenant, OperationKey) order; the
+// List implements oncekeystore.Store. Records come in (UpdatedAt, Tenant, OperationKey) order; the
 // cursor is the last record's sort key, so a record that is not updated while a caller pages
 // appears exactly once, and a record updated meanwhile moves to the end (it may appear again
 // there) without making any other record be skipped or repeated.
-func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+func (s *Store) List(ctx context.Context, p *oncekeystore.ListParams) (*oncekeystore.ListResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	recs, next, err := list(ctx, s, "list", s.recs, p.After, view, func(r *oncekey.Record) bool {
+	recs, next, err := list(ctx, s, "list", s.recs, p.After, view, func(r *oncekeystore.Record) bool {
 		return matches([]string{string(p.Status), p.Tenant, p.Tool, p.WorkflowID}, string(r.Status), r.Tenant, r.Tool, r.WorkflowID) &&
 			(p.UpdatedSince.IsZero() || !r.UpdatedAt.Before(p.UpdatedSince))
-	}, lessRecord, p.PageSize(), oncekey.NextCursor)
+	}, lessRecord, p.PageSize(), oncekeystore.NextCursor)
 	if err != nil {
 		return nil, err
 	}
-	return &oncekey.ListResult{Records: recs, Next: next}, nil
+	return &oncekeystore.ListResult{Records: recs, Next: next}, nil
 }
 
 // matches reports whether an item's values (status, tenant, tool, workflow ID) pass a listing's
@@ -433,18 +433,18 @@ func matches(filters []string, values ...string) bool {
 }
 
 // lessRecord orders records as List returns them: (UpdatedAt, Tenant, OperationKey).
-func lessRecord(a, b *oncekey.Record) bool {
-	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
+func lessRecord(a, b *oncekeystore.Record) bool {
+	return oncekeystore.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
-// Purge implements oncekey.Store. Each batch takes the lock once and touches at most
+// Purge implements oncekeystore.Store. Each batch takes the lock once and touches at most
 // p.BatchSize records (or approvals); claims run between batches. After the records it deletes
 // the decided approvals past their ExpiresAt.
-func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+func (s *Store) Purge(ctx context.Context, p *oncekeystore.PurgeParams) (*oncekeystore.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var res oncekey.PurgeResult
+	var res oncekeystore.PurgeResult
 	err := purgeSteps(ctx, p, &res, p.Batch(), []purgeStep{
 		{func(n int) int { return s.purgeBatch(n, false) }, &res.Tombstoned},
 		{func(n int) int { return s.purgeBatch(n, true) }, &res.Deleted},
@@ -482,7 +482,7 @@ func (s *Store) unsettledPastRetention() (int64, time.Time) {
 // purgeBatch deletes (deleting) tombstones past their window, or turns records past retention
 // into tombstones, at most n of them, and returns how many.
 func (s *Store) purgeBatch(n int, deleting bool) int {
-	return sweep(s, s.recs, n, func(k pk, r *oncekey.Record, now time.Time) bool {
+	return sweep(s, s.recs, n, func(k pk, r *oncekeystore.Record, now time.Time) bool {
 		switch {
 		case unsettled(r):
 			return false // no outcome known yet: kept until it settles, however old
@@ -492,11 +492,11 @@ func (s *Store) purgeBatch(n int, deleting bool) int {
 			}
 			delete(s.recs, k)
 			delete(s.tokens, k)
-		case !now.Before(r.ExpiresAt) && r.Status != oncekey.StatusExpired:
+		case !now.Before(r.ExpiresAt) && r.Status != oncekeystore.StatusExpired:
 			if deleting {
 				return false
 			}
-			r.Status = oncekey.StatusExpired
+			r.Status = oncekeystore.StatusExpired
 			r.Result, r.Failure, r.EffectReference, r.Note = nil, nil, "", ""
 			r.LeaseUntil = time.Time{}
 			r.UpdatedAt = now
@@ -526,13 +526,13 @@ func sweep[T any](s *Store, m map[pk]T, n int, do func(k pk, v T, now time.Time)
 	return done
 }
 
-// Forget implements oncekey.Store: it deletes the tenant's records, approvals and grants.
-func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+// Forget implements oncekeystore.Store: it deletes the tenant's records, approvals and grants.
+func (s *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*oncekeystore.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return locked(ctx, s, "forget", "", func(time.Time) (*oncekey.ForgetResult, error) {
-		return &oncekey.ForgetResult{
+	return locked(ctx, s, "forget", "", func(time.Time) (*oncekeystore.ForgetResult, error) {
+		return &oncekeystore.ForgetResult{
 			Deleted:          forget(s.recs, s.tokens, p.Tenant),
 			ApprovalsDeleted: forget(s.approvals, s.approvalTokens, p.Tenant),
 			GrantsDeleted:    s.forgetGrants(p.Tenant),

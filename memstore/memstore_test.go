@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/storetest"
 )
 
@@ -38,8 +38,8 @@ func setup(t *testing.T) (*memstore.Store, *fakeClock) {
 	return memstore.New(&memstore.Options{Clock: clk.Now}), clk
 }
 
-func claimParams(key string, eff oncekey.Effect) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{
+func claimParams(key string, eff oncekeystore.Effect) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{
 		Tenant: "t1", OperationKey: key, Tool: "create_ticket", Version: "1", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "step", Effect: eff,
 		Lease: 30 * time.Second, Retention: time.Hour, Tombstone: 2 * time.Hour,
@@ -51,43 +51,43 @@ func TestFakeClockLeaseAndRetention(t *testing.T) {
 	ctx := context.Background()
 	s, clk := setup(t)
 
-	res, err := s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	res, err := s.Claim(ctx, claimParams("ok1_a", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.True(t, res.Acquired)
 	require.Equal(t, int64(1), res.Record.Epoch)
 
 	clk.Advance(29 * time.Second)
-	res, err = s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	res, err = s.Claim(ctx, claimParams("ok1_a", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.False(t, res.Acquired, "a live lease on the store's clock is not taken")
 	require.False(t, res.Record.LeaseExpired)
 
 	clk.Advance(time.Second)
-	res, err = s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	res, err = s.Claim(ctx, claimParams("ok1_a", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.True(t, res.Acquired && res.TookOver)
 	require.Equal(t, int64(2), res.Record.Epoch)
 
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_a", Epoch: 2, Status: oncekey.StatusApplied, Result: []byte("r")})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: "ok1_a", Epoch: 2, Status: oncekeystore.StatusApplied, Result: []byte("r")})
 	require.NoError(t, err)
 
 	clk.Advance(time.Hour)
-	res, err = s.Claim(ctx, claimParams("ok1_a", oncekey.Idempotent))
+	res, err = s.Claim(ctx, claimParams("ok1_a", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.True(t, res.Expired)
 	require.False(t, res.Acquired)
 
-	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	pr, err := s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), pr.Tombstoned)
-	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusExpired, got.Status)
+	require.Equal(t, oncekeystore.StatusExpired, got.Status)
 	require.Nil(t, got.Result)
 	require.Equal(t, "fp", got.Fingerprint)
 
 	clk.Advance(2 * time.Hour)
-	p := claimParams("ok1_a", oncekey.Effectful)
+	p := claimParams("ok1_a", oncekeystore.Effectful)
 	p.Fingerprint = "fp2"
 	res, err = s.Claim(ctx, p)
 	require.NoError(t, err)
@@ -104,17 +104,17 @@ func TestCallerClockAheadCannotTakeLiveLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clk := setup(t)
-	first, err := s.Claim(ctx, claimParams("ok1_skew", oncekey.Idempotent))
+	first, err := s.Claim(ctx, claimParams("ok1_skew", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	callerNow := clk.Now().Add(60 * time.Second)
 	require.True(t, callerNow.After(first.Record.LeaseUntil), "on the caller's clock the lease looks over")
-	res, err := s.Claim(ctx, claimParams("ok1_skew", oncekey.Idempotent))
+	res, err := s.Claim(ctx, claimParams("ok1_skew", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.False(t, res.Acquired)
 	require.False(t, res.Record.LeaseExpired)
 	require.Equal(t, int64(1), res.Record.Epoch)
 	clk.Advance(30 * time.Second)
-	res, err = s.Claim(ctx, claimParams("ok1_skew", oncekey.Idempotent))
+	res, err = s.Claim(ctx, claimParams("ok1_skew", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.True(t, res.Acquired, "once the store's clock passes the lease, it is taken over")
 }
@@ -128,7 +128,7 @@ func TestConcurrentClaimOneAcquires(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := s.Claim(context.Background(), claimParams("ok1_c", oncekey.Effectful))
+			res, err := s.Claim(context.Background(), claimParams("ok1_c", oncekeystore.Effectful))
 			if err == nil && res.Acquired {
 				acquired.Add(1)
 			}
@@ -139,24 +139,24 @@ func TestConcurrentClaimOneAcquires(t *testing.T) {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store { return memstore.New(nil) })
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store { return memstore.New(nil) })
 }
 
 func TestResultLimit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := memstore.New(&memstore.Options{MaxResultBytes: 8})
-	r, err := s.Claim(ctx, claimParams("ok1_big", oncekey.Effectful))
+	r, err := s.Claim(ctx, claimParams("ok1_big", oncekeystore.Effectful))
 	require.NoError(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 9)})
-	var tooLarge *oncekey.ResultTooLargeError
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekeystore.StatusApplied, Result: make([]byte, 9)})
+	var tooLarge *oncekeystore.ResultTooLargeError
 	require.ErrorAs(t, err, &tooLarge)
 	require.Equal(t, 9, tooLarge.Size)
 	require.Equal(t, 8, tooLarge.Limit)
-	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_big"})
+	got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_big"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusPending, got.Status, "a refused result changes nothing")
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 8)})
+	require.Equal(t, oncekeystore.StatusPending, got.Status, "a refused result changes nothing")
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: "ok1_big", Epoch: r.Record.Epoch, Status: oncekeystore.StatusApplied, Result: make([]byte, 8)})
 	require.NoError(t, err)
 }
 
@@ -167,9 +167,9 @@ func TestApprovalFakeClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, clk := setup(t)
-	ask := func(key string) *oncekey.ApprovalResult {
+	ask := func(key string) *oncekeystore.ApprovalResult {
 		t.Helper()
-		res, err := s.RequestApproval(ctx, &oncekey.RequestApprovalParams{Tenant: "t1", OperationKey: key, Tool: "refund",
+		res, err := s.RequestApproval(ctx, &oncekeystore.RequestApprovalParams{Tenant: "t1", OperationKey: key, Tool: "refund",
 			Fingerprint: "fp", Summary: "refund 120.00 EUR", Timeout: time.Hour})
 		require.NoError(t, err)
 		return res
@@ -182,21 +182,21 @@ func TestApprovalFakeClock(t *testing.T) {
 	clk.Advance(30 * time.Minute)
 	res := ask("ok1_a")
 	require.False(t, res.Created, "before its deadline, undecided: still the same pending request")
-	require.Equal(t, oncekey.ApprovalPending, res.Approval.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, res.Approval.Status)
 
-	d, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: 1,
-		Status: oncekey.ApprovalDenied, DecidedBy: "ada", Reason: "no", Retention: 24 * time.Hour})
+	d, err := s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: 1,
+		Status: oncekeystore.ApprovalDenied, DecidedBy: "ada", Reason: "no", Retention: 24 * time.Hour})
 	require.NoError(t, err)
 	require.True(t, d.DecidedAt.Equal(start.Add(30*time.Minute)))
 	require.True(t, d.ExpiresAt.Equal(start.Add(30*time.Minute+24*time.Hour)))
 	ask("ok1_b")
-	_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_b", Episode: 1,
-		Status: oncekey.ApprovalApproved, Retention: 24 * time.Hour})
+	_, err = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_b", Episode: 1,
+		Status: oncekeystore.ApprovalApproved, Retention: 24 * time.Hour})
 	require.NoError(t, err)
 
 	clk.Advance(24*time.Hour - time.Microsecond)
 	require.False(t, ask("ok1_a").Created, "denied again within retention")
-	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	pr, err := s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Zero(t, pr.ApprovalsDeleted)
 
@@ -204,24 +204,24 @@ func TestApprovalFakeClock(t *testing.T) {
 	res = ask("ok1_a")
 	require.True(t, res.Created, "past retention: asked anew")
 	require.Equal(t, int64(2), res.Approval.Episode)
-	pr, err = s.Purge(ctx, &oncekey.PurgeParams{})
+	pr, err = s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), pr.ApprovalsDeleted, "the approved one, left alone past retention")
-	_, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_b"})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
-	got, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	_, err = s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_b"})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+	got, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalPending, got.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, got.Status)
 
 	// Undecided at its deadline, to the microsecond: it reads as timed out then, not before.
 	clk.Advance(time.Hour - time.Microsecond)
-	got, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	got, err = s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalPending, got.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, got.Status)
 	clk.Advance(time.Microsecond)
-	got, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	got, err = s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalTimedOut, got.Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, got.Status)
 	require.True(t, got.DecidedAt.Equal(got.Deadline))
 	res = ask("ok1_a")
 	require.True(t, res.Created, "past its deadline: asked anew")

@@ -46,7 +46,7 @@ const (
 	// ApprovalPolicy.Timeout, which denies the call when it passes.
 	ApprovalOldestWait = "oncekey_approval_oldest_wait_seconds"
 	// ApprovalsNearDeadline is a gauge: how many pending approvals are in the last quarter of
-	// their wait (oncekey.Approval.NearDeadline), tagged TagTool. Sampled with ApprovalsWaiting;
+	// their wait (oncekeystore.Approval.NearDeadline), tagged TagTool. Sampled with ApprovalsWaiting;
 	// alert on it above 0 to have them decided before they are timed out or escalated.
 	ApprovalsNearDeadline = "oncekey_approvals_near_deadline"
 	// ApprovalsEscalated counts approval requests escalated undecided past their policy's Timeout

@@ -6,7 +6,7 @@ import (
 	context "context"
 	reflect "reflect"
 
-	oncekey "github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	gomock "go.uber.org/mock/gomock"
 )
 
@@ -35,10 +35,10 @@ func (m *ApprovalStore) EXPECT() *ApprovalStoreMockRecorder {
 }
 
 // DecideApproval mocks base method.
-func (m *ApprovalStore) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+func (m *ApprovalStore) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprovalParams) (*oncekeystore.Approval, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "DecideApproval", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Approval)
+	ret0, _ := ret[0].(*oncekeystore.Approval)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -50,10 +50,10 @@ func (mr *ApprovalStoreMockRecorder) DecideApproval(ctx, p any) *gomock.Call {
 }
 
 // GetApproval mocks base method.
-func (m *ApprovalStore) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+func (m *ApprovalStore) GetApproval(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Approval, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "GetApproval", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Approval)
+	ret0, _ := ret[0].(*oncekeystore.Approval)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -65,10 +65,10 @@ func (mr *ApprovalStoreMockRecorder) GetApproval(ctx, p any) *gomock.Call {
 }
 
 // ListApprovals mocks base method.
-func (m *ApprovalStore) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+func (m *ApprovalStore) ListApprovals(ctx context.Context, p *oncekeystore.ListApprovalsParams) (*oncekeystore.ListApprovalsResult, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ListApprovals", ctx, p)
-	ret0, _ := ret[0].(*oncekey.ListApprovalsResult)
+	ret0, _ := ret[0].(*oncekeystore.ListApprovalsResult)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -80,10 +80,10 @@ func (mr *ApprovalStoreMockRecorder) ListApprovals(ctx, p any) *gomock.Call {
 }
 
 // RequestApproval mocks base method.
-func (m *ApprovalStore) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+func (m *ApprovalStore) RequestApproval(ctx context.Context, p *oncekeystore.RequestApprovalParams) (*oncekeystore.ApprovalResult, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "RequestApproval", ctx, p)
-	ret0, _ := ret[0].(*oncekey.ApprovalResult)
+	ret0, _ := ret[0].(*oncekeystore.ApprovalResult)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }

@@ -1,18 +1,18 @@
 package oncekeymock_test
 
 import (
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/oncekeymock"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The mocks implement their interfaces, and a struct embedding both is a store that keeps
 // approvals, as the package doc says.
 var (
-	_ oncekey.Store         = (*oncekeymock.Store)(nil)
-	_ oncekey.ApprovalStore = (*oncekeymock.ApprovalStore)(nil)
+	_ oncekeystore.Store         = (*oncekeymock.Store)(nil)
+	_ oncekeystore.ApprovalStore = (*oncekeymock.ApprovalStore)(nil)
 	_ interface {
-		oncekey.Store
-		oncekey.ApprovalStore
+		oncekeystore.Store
+		oncekeystore.ApprovalStore
 	} = struct {
 		*oncekeymock.Store
 		*oncekeymock.ApprovalStore

@@ -6,7 +6,7 @@ import (
 	context "context"
 	reflect "reflect"
 
-	oncekey "github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	gomock "go.uber.org/mock/gomock"
 )
 
@@ -35,10 +35,10 @@ func (m *Store) EXPECT() *StoreMockRecorder {
 }
 
 // Claim mocks base method.
-func (m *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+func (m *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Claim", ctx, p)
-	ret0, _ := ret[0].(*oncekey.ClaimResult)
+	ret0, _ := ret[0].(*oncekeystore.ClaimResult)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -50,10 +50,10 @@ func (mr *StoreMockRecorder) Claim(ctx, p any) *gomock.Call {
 }
 
 // Complete mocks base method.
-func (m *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+func (m *Store) Complete(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Complete", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Record)
+	ret0, _ := ret[0].(*oncekeystore.Record)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -65,10 +65,10 @@ func (mr *StoreMockRecorder) Complete(ctx, p any) *gomock.Call {
 }
 
 // Forget mocks base method.
-func (m *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+func (m *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*oncekeystore.ForgetResult, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Forget", ctx, p)
-	ret0, _ := ret[0].(*oncekey.ForgetResult)
+	ret0, _ := ret[0].(*oncekeystore.ForgetResult)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -80,10 +80,10 @@ func (mr *StoreMockRecorder) Forget(ctx, p any) *gomock.Call {
 }
 
 // Get mocks base method.
-func (m *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+func (m *Store) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Get", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Record)
+	ret0, _ := ret[0].(*oncekeystore.Record)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -95,10 +95,10 @@ func (mr *StoreMockRecorder) Get(ctx, p any) *gomock.Call {
 }
 
 // List mocks base method.
-func (m *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+func (m *Store) List(ctx context.Context, p *oncekeystore.ListParams) (*oncekeystore.ListResult, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "List", ctx, p)
-	ret0, _ := ret[0].(*oncekey.ListResult)
+	ret0, _ := ret[0].(*oncekeystore.ListResult)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -110,10 +110,10 @@ func (mr *StoreMockRecorder) List(ctx, p any) *gomock.Call {
 }
 
 // MarkUnknown mocks base method.
-func (m *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+func (m *Store) MarkUnknown(ctx context.Context, p *oncekeystore.MarkUnknownParams) (*oncekeystore.Record, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "MarkUnknown", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Record)
+	ret0, _ := ret[0].(*oncekeystore.Record)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -125,10 +125,10 @@ func (mr *StoreMockRecorder) MarkUnknown(ctx, p any) *gomock.Call {
 }
 
 // Purge mocks base method.
-func (m *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+func (m *Store) Purge(ctx context.Context, p *oncekeystore.PurgeParams) (*oncekeystore.PurgeResult, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Purge", ctx, p)
-	ret0, _ := ret[0].(*oncekey.PurgeResult)
+	ret0, _ := ret[0].(*oncekeystore.PurgeResult)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -140,10 +140,10 @@ func (mr *StoreMockRecorder) Purge(ctx, p any) *gomock.Call {
 }
 
 // Release mocks base method.
-func (m *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+func (m *Store) Release(ctx context.Context, p *oncekeystore.ReleaseParams) (*oncekeystore.Record, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Release", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Record)
+	ret0, _ := ret[0].(*oncekeystore.Record)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -155,10 +155,10 @@ func (mr *StoreMockRecorder) Release(ctx, p any) *gomock.Call {
 }
 
 // Renew mocks base method.
-func (m *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+func (m *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Renew", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Record)
+	ret0, _ := ret[0].(*oncekeystore.Record)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -170,10 +170,10 @@ func (mr *StoreMockRecorder) Renew(ctx, p any) *gomock.Call {
 }
 
 // Resolve mocks base method.
-func (m *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+func (m *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*oncekeystore.Record, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "Resolve", ctx, p)
-	ret0, _ := ret[0].(*oncekey.Record)
+	ret0, _ := ret[0].(*oncekeystore.Record)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
-var _ oncekey.ApprovalStore = (*Store)(nil)
+var _ oncekeystore.ApprovalStore = (*Store)(nil)
 
 // approvalCols is the select list of an approval, in the order scanApproval scans it: an
-// overdue one ({overdue}) as it reads, timed out at its deadline (oncekey.Approval.ReadAsOf).
+// overdue one ({overdue}) as it reads, timed out at its deadline (oncekeystore.Approval.ReadAsOf).
 const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workflow_id, step_id, summary,
     CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
     CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
@@ -49,12 +49,12 @@ const (
 // statusAsRead keeps the approvals whose status, as they read, is status (none: all); pending
 // and timed out are conditions of their own, which keeps the partial index on pending approvals
 // usable.
-func (l *listing) statusAsRead(status oncekey.ApprovalStatus) {
+func (l *listing) statusAsRead(status oncekeystore.ApprovalStatus) {
 	switch status {
 	case "":
-	case oncekey.ApprovalPending:
+	case oncekeystore.ApprovalPending:
 		l.where = append(l.where, "(status = 'pending' AND deadline > now())")
-	case oncekey.ApprovalTimedOut:
+	case oncekeystore.ApprovalTimedOut:
 		l.where = append(l.where, "(status = 'timed_out' OR "+approvalOverdue+")")
 	default:
 		l.where = append(l.where, "status = "+l.arg(string(status)))
@@ -70,13 +70,13 @@ const approvalMigration = "003_approvals"
 func approvalReplacer(a string) *strings.Replacer {
 	return strings.NewReplacer("{a}", a, "{cols}", fill(approvalCols), "{anew}", fill(approvalAnew),
 		"{late}", fill(`(deadline <= now() AND $4 <> 'timed_out')`),
-		"{decider}", quoteLiteral(oncekey.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekey.ApprovalOverdueReason))
+		"{decider}", quoteLiteral(oncekeystore.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekeystore.ApprovalOverdueReason))
 }
 
 // fill replaces the overdue condition and its literals in q.
 func fill(q string) string {
 	return strings.NewReplacer("{overdue}", approvalOverdue, "{ostatus}", approvalStatus,
-		"{decider}", quoteLiteral(oncekey.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekey.ApprovalOverdueReason)).Replace(q)
+		"{decider}", quoteLiteral(oncekeystore.ApprovalTimeoutDecider), "{overdueReason}", quoteLiteral(oncekeystore.ApprovalOverdueReason)).Replace(q)
 }
 
 // quoteLiteral returns s as an SQL string literal.
@@ -132,9 +132,9 @@ RETURNING {cols}, {late} AS late`)
 }
 
 // scanApproval scans one row of approvalCols (then extra) into an approval.
-func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
+func scanApproval(row pgx.Row, extra ...any) (*oncekeystore.Approval, error) {
 	var (
-		a                    oncekey.Approval
+		a                    oncekeystore.Approval
 		status               string
 		decidedAt, expiresAt pgtype.Timestamptz
 	)
@@ -144,7 +144,7 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekey.Approval, error) {
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	a.Status = oncekey.ApprovalStatus(status)
+	a.Status = oncekeystore.ApprovalStatus(status)
 	if decidedAt.Valid {
 		a.DecidedAt = decidedAt.Time
 	}
@@ -199,18 +199,18 @@ func (s *Store) outdated(ctx context.Context, op, key, detail string, err error)
 	return named(op, key, s.schemaError(ctx, op, tableOutdated, detail, err))
 }
 
-// RequestApproval implements oncekey.ApprovalStore in one statement, on the database clock.
+// RequestApproval implements oncekeystore.ApprovalStore in one statement, on the database clock.
 // Without p.RequestToken it writes a random token, which no other request repeats.
-func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+func (s *Store) RequestApproval(ctx context.Context, p *oncekeystore.RequestApprovalParams) (*oncekeystore.ApprovalResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	token := tokenOr(p.RequestToken)
 	var (
-		res oncekey.ApprovalResult
+		res oncekeystore.ApprovalResult
 		err error
 	)
-	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
+	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
 			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token, p.EditOf, p.SupersedeGrant), &res.Created)
 	})
@@ -220,18 +220,18 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	return &res, nil
 }
 
-// DecideApproval implements oncekey.ApprovalStore: one UPDATE conditional on the episode, the
+// DecideApproval implements oncekeystore.ApprovalStore: one UPDATE conditional on the episode, the
 // request's token and status pending. When it changes nothing, a second read says why: ErrNotFound,
-// *oncekey.StaleDecisionError (the approval is at another episode or request) or
-// *oncekey.ApprovalConflictError (it is decided). A person's decision on an overdue approval
-// writes the timeout instead and is answered *oncekey.ApprovalConflictError with it.
-func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+// *oncekeystore.StaleDecisionError (the approval is at another episode or request) or
+// *oncekeystore.ApprovalConflictError (it is decided). A person's decision on an overdue approval
+// writes the timeout instead and is answered *oncekeystore.ApprovalConflictError with it.
+func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprovalParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "decide approval"
 	var late bool
-	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekey.Approval, error) {
+	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekeystore.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
 			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token, p.ModelMessage, p.ChangesRequested, p.EditedAs), &late)
 	}, func() error {
@@ -240,57 +240,57 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 		case gerr != nil:
 			return gerr
 		case cur.Episode != p.Episode, cur.Token != p.Token:
-			return fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
-				OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekey.Status(cur.Status)})
+			return fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekeystore.StaleDecisionError{
+				OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekeystore.Status(cur.Status)})
 		}
-		return fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: cur})
+		return fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekeystore.ApprovalConflictError{Approval: cur})
 	})
 	if err != nil {
 		return nil, err
 	}
 	if late {
-		return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: a})
+		return nil, fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekeystore.ApprovalConflictError{Approval: a})
 	}
 	return a, nil
 }
 
-// GetApproval implements oncekey.ApprovalStore.
-func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+// GetApproval implements oncekeystore.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return s.getApproval(ctx, "get approval", p.Tenant, p.OperationKey)
 }
 
-// getApproval reads an approval; pgx.ErrNoRows becomes oncekey.ErrNotFound here and only here.
+// getApproval reads an approval; pgx.ErrNoRows becomes oncekeystore.ErrNotFound here and only here.
 // Errors are wrapped and name op.
-func (s *Store) getApproval(ctx context.Context, op, tenant, key string) (*oncekey.Approval, error) {
-	return queryOne(ctx, s, op, key, s.wrapApproval, func(ctx context.Context) (*oncekey.Approval, error) {
+func (s *Store) getApproval(ctx context.Context, op, tenant, key string) (*oncekeystore.Approval, error) {
+	return queryOne(ctx, s, op, key, s.wrapApproval, func(ctx context.Context) (*oncekeystore.Approval, error) {
 		return scanApproval(s.pool.QueryRow(ctx, s.getApprovalSQL, tenant, key))
-	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound) })
+	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekeystore.ErrNotFound) })
 }
 
-// ListApprovals implements oncekey.ApprovalStore with keyset pagination in (requested_at,
+// ListApprovals implements oncekeystore.ApprovalStore with keyset pagination in (requested_at,
 // tenant, operation_key) order, one statement per page. An approval asked anew while a caller
 // pages moves to the end (it may appear again there) without making another be skipped or
 // repeated.
-func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+func (s *Store) ListApprovals(ctx context.Context, p *oncekeystore.ListApprovalsParams) (*oncekeystore.ListApprovalsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	l := listing{sortCol: "requested_at"}
 	l.statusAsRead(p.Status)
 	l.filter("", p.Tenant, p.Tool, p.WorkflowID)
-	as, next, err := readPage(ctx, s, &l, p.PageSize(), page[*oncekey.Approval, oncekey.ApprovalCursor]{
-		op: "list approvals", cols: fill(approvalCols), table: s.approvalTable, wrap: s.wrapApproval, next: oncekey.NextApprovalCursor,
-		after: p.After, key: func(c oncekey.ApprovalCursor) (time.Time, string, string) {
+	as, next, err := readPage(ctx, s, &l, p.PageSize(), page[*oncekeystore.Approval, oncekeystore.ApprovalCursor]{
+		op: "list approvals", cols: fill(approvalCols), table: s.approvalTable, wrap: s.wrapApproval, next: oncekeystore.NextApprovalCursor,
+		after: p.After, key: func(c oncekeystore.ApprovalCursor) (time.Time, string, string) {
 			return c.RequestedAt, c.Tenant, c.OperationKey
 		},
-		rows: func(rows pgx.Rows) ([]*oncekey.Approval, error) {
-			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekey.Approval, error) { return scanApproval(row) })
+		rows: func(rows pgx.Rows) ([]*oncekeystore.Approval, error) {
+			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekeystore.Approval, error) { return scanApproval(row) })
 		}})
 	if err != nil {
 		return nil, err
 	}
-	return &oncekey.ListApprovalsResult{Approvals: as, Next: next}, nil
+	return &oncekeystore.ListApprovalsResult{Approvals: as, Next: next}, nil
 }

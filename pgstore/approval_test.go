@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -18,15 +18,15 @@ import (
 func approvalCalls(ctx context.Context, s *pgstore.Store) map[string]error {
 	out := map[string]error{}
 	_, out["request approval"] = s.RequestApproval(ctx, approvalParams("ok1_schema"))
-	_, out["decide approval"] = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_schema",
-		Episode: 1, Status: oncekey.ApprovalApproved, Retention: time.Hour})
-	_, out["get approval"] = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_schema"})
-	_, out["list approvals"] = s.ListApprovals(ctx, &oncekey.ListApprovalsParams{})
+	_, out["decide approval"] = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_schema",
+		Episode: 1, Status: oncekeystore.ApprovalApproved, Retention: time.Hour})
+	_, out["get approval"] = s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_schema"})
+	_, out["list approvals"] = s.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{})
 	return out
 }
 
-func approvalParams(key string) *oncekey.RequestApprovalParams {
-	return &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: key, Namespace: "default", Tool: "refund",
+func approvalParams(key string) *oncekeystore.RequestApprovalParams {
+	return &oncekeystore.RequestApprovalParams{Tenant: "acme", OperationKey: key, Namespace: "default", Tool: "refund",
 		Fingerprint: "fp", WorkflowID: "wf", StepID: "step", Summary: "refund 120.00 EUR on order 42", Timeout: time.Hour}
 }
 
@@ -46,7 +46,7 @@ func TestStoreBeforeApprovalMigration(t *testing.T) {
 			require.NoError(t, pgstore.MigrateDownSchema(ctx, pool, "", 2))
 			s := pgstore.New(pool, nil)
 
-			res, err := s.Claim(ctx, claimParams("ok1_old", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_old", oncekeystore.Effectful))
 			require.NoError(t, err, "records work without the approvals table")
 			require.True(t, res.Acquired)
 
@@ -54,8 +54,8 @@ func TestStoreBeforeApprovalMigration(t *testing.T) {
 				") is not at the migration this version of oncekey expects: there is no table oncekey_approvals beside it (migration 003_approvals is not applied)",
 				"run pgstore.Migrate / pgstore.MigrateSchema"}
 			calls := approvalCalls(ctx, s)
-			_, calls["purge"] = s.Purge(ctx, &oncekey.PurgeParams{})
-			_, calls["forget"] = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+			_, calls["purge"] = s.Purge(ctx, &oncekeystore.PurgeParams{})
+			_, calls["forget"] = s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 			_, calls["purge preview"] = s.PurgePreview(ctx)
 			for op, err := range calls {
 				se := requireSchemaError(t, err, "42P01", want...)
@@ -68,9 +68,9 @@ func TestStoreBeforeApprovalMigration(t *testing.T) {
 			for op, err := range approvalCalls(ctx, s) {
 				require.NoError(t, err, op)
 			}
-			a, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_schema"})
+			a, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_schema"})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.ApprovalApproved, a.Status)
+			require.Equal(t, oncekeystore.ApprovalApproved, a.Status)
 		})
 	}
 }
@@ -82,9 +82,9 @@ func TestApprovalCallsAreOneRoundTrip(t *testing.T) {
 	pool, writes, stmts := countingPool(t)
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
-	decide := func(key string, episode int64) (*oncekey.Approval, error) {
-		return s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: episode,
-			Status: oncekey.ApprovalApproved, DecidedBy: "ada", Retention: time.Hour})
+	decide := func(key string, episode int64) (*oncekeystore.Approval, error) {
+		return s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: episode,
+			Status: oncekeystore.ApprovalApproved, DecidedBy: "ada", Retention: time.Hour})
 	}
 	// Warm the connection's statement cache (pgx prepares a statement on its first use).
 	_, err := s.RequestApproval(ctx, approvalParams("ok1_warm"))
@@ -93,7 +93,7 @@ func TestApprovalCallsAreOneRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	_, err = decide("ok1_warm", 1)
 	require.Error(t, err)
-	_, err = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "nobody"})
+	_, err = s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "nobody"})
 	require.NoError(t, err)
 
 	measure := func(what string, want int64, fn func()) {
@@ -119,16 +119,16 @@ func TestApprovalCallsAreOneRoundTrip(t *testing.T) {
 	})
 	measure("decide again: refused, and read once to say why", 2, func() {
 		_, err := decide("ok1_one", 1)
-		var ce *oncekey.ApprovalConflictError
+		var ce *oncekeystore.ApprovalConflictError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "ada", ce.Approval.DecidedBy)
 	})
 	measure("get", 1, func() {
-		_, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_one"})
+		_, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_one"})
 		require.NoError(t, err)
 	})
 	measure("forget of records and approvals", 1, func() {
-		res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+		res, err := s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), res.ApprovalsDeleted)
 	})
@@ -144,8 +144,8 @@ func TestApprovalPurgePreviewAndClock(t *testing.T) {
 		key := fmt.Sprintf("ok1_purge_%d", i)
 		_, err := s.RequestApproval(ctx, approvalParams(key))
 		require.NoError(t, err)
-		_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
-			Status: oncekey.ApprovalDenied, Reason: "no", Retention: time.Hour})
+		_, err = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+			Status: oncekeystore.ApprovalDenied, Reason: "no", Retention: time.Hour})
 		require.NoError(t, err)
 	}
 	_, err := s.RequestApproval(ctx, approvalParams("ok1_pending"))
@@ -162,7 +162,7 @@ WHERE operation_key IN ('ok1_purge_0', 'ok1_purge_1')`)
 	pv, err := s.PurgePreview(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), pv.ApprovalDeletes)
-	res, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	res, err := s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.ApprovalsDeleted)
 	var left []string

@@ -12,16 +12,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
 // benchClaim is the claim the benchmarks make; key varies.
-func benchClaim(key string) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{Tenant: "bench", OperationKey: key, Tool: "create_ticket", Version: "v1",
+func benchClaim(key string) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{Tenant: "bench", OperationKey: key, Tool: "create_ticket", Version: "v1",
 		Fingerprint: "3f8a1c0e9b7d6a5f4e3d2c1b0a99887766554433221100ffeeddccbbaa998877",
-		WorkflowID:  "bench-workflow", StepID: "record_issue", Effect: oncekey.Effectful,
+		WorkflowID:  "bench-workflow", StepID: "record_issue", Effect: oncekeystore.Effectful,
 		Lease: 30 * time.Second, Retention: 7 * 24 * time.Hour, Tombstone: 30 * 24 * time.Hour}
 }
 
@@ -43,8 +43,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 			if err != nil || !c.Acquired {
 				b.Fatalf("claim %s: %v %+v", key, err, c)
 			}
-			if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "bench", OperationKey: key, Epoch: c.Record.Epoch,
-				Status: oncekey.StatusApplied, Result: result, Failure: []byte{}, EffectReference: "T-1042"}); err != nil {
+			if _, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "bench", OperationKey: key, Epoch: c.Record.Epoch,
+				Status: oncekeystore.StatusApplied, Result: result, Failure: []byte{}, EffectReference: "T-1042"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -61,8 +61,8 @@ func BenchmarkReplay(b *testing.B) {
 		key := "r" + strconv.Itoa(i)
 		c, err := s.Claim(ctx, benchClaim(key))
 		require.NoError(b, err)
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "bench", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: result, Failure: []byte{}, EffectReference: "T-1042"})
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "bench", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: result, Failure: []byte{}, EffectReference: "T-1042"})
 		require.NoError(b, err)
 	}
 	var n atomic.Int64
@@ -74,7 +74,7 @@ func BenchmarkReplay(b *testing.B) {
 		for pb.Next() {
 			key := "r" + strconv.FormatInt(n.Add(1)%keys, 10)
 			c, err := s.Claim(ctx, benchClaim(key))
-			if err != nil || c.Acquired || c.Record.Status != oncekey.StatusApplied {
+			if err != nil || c.Acquired || c.Record.Status != oncekeystore.StatusApplied {
 				b.Fatalf("replay %s: %v %+v", key, err, c)
 			}
 		}

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/coalesce"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Coalescing (Options.Coalesce). Concurrent claims of one Store, and concurrent completions,
@@ -53,13 +53,13 @@ const coalesceFlights = 2
 // claimOut is a claim's answer: the record, whether the claim acquired it, and whether it is
 // past retention.
 type claimOut struct {
-	rec               *oncekey.Record
+	rec               *oncekeystore.Record
 	acquired, expired bool
 }
 
 type (
 	claimCall    = coalesce.Call[[]arg, claimOut]
-	completeCall = coalesce.Call[[]arg, *oncekey.Record]
+	completeCall = coalesce.Call[[]arg, *oncekeystore.Record]
 )
 
 // refused reports whether Postgres refused a multi-row statement itself (its transaction rolled
@@ -99,7 +99,7 @@ WHERE tenant = b_tenant AND operation_key = b_key AND epoch = b_epoch AND status
 RETURNING tenant, operation_key, {cols}`)
 	s.claims = &coalesce.Queue[[]arg, claimOut]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
 		One: s.claimOne, Key: callKey, Many: s.claimMany, Refused: refused}
-	s.completes = &coalesce.Queue[[]arg, *oncekey.Record]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
+	s.completes = &coalesce.Queue[[]arg, *oncekeystore.Record]{Flights: coalesceFlights, MaxCalls: coalesceMaxRows,
 		MaxBytes: coalesceMaxBytes, One: s.completeOne, Key: callKey, Size: completeSize, Many: s.completeMany, Refused: refused}
 }
 
@@ -116,12 +116,12 @@ func (s *Store) claimOne(ctx context.Context, args []arg) (claimOut, error) {
 }
 
 // completeOne sends a completion alone (completeSQL).
-func (s *Store) completeOne(ctx context.Context, args []arg) (*oncekey.Record, error) {
+func (s *Store) completeOne(ctx context.Context, args []arg) (*oncekeystore.Record, error) {
 	return s.writeOne(ctx, s.completeSQL, args)
 }
 
 // claimVia runs a claim (claimSQL's args) coalesced if the store coalesces, else alone.
-func (s *Store) claimVia(ctx context.Context, args []arg) (*oncekey.Record, bool, bool, error) {
+func (s *Store) claimVia(ctx context.Context, args []arg) (*oncekeystore.Record, bool, bool, error) {
 	if s.claims == nil {
 		return s.claimWith(ctx, s.claimSQL, args)
 	}
@@ -131,7 +131,7 @@ func (s *Store) claimVia(ctx context.Context, args []arg) (*oncekey.Record, bool
 
 // writeVia runs a fenced write: a completion coalesced if the store coalesces, anything else
 // (and every write of a store that does not) alone.
-func (s *Store) writeVia(ctx context.Context, query *stmt, args []arg) (*oncekey.Record, error) {
+func (s *Store) writeVia(ctx context.Context, query *stmt, args []arg) (*oncekeystore.Record, error) {
 	if s.completes == nil || query != s.completeSQL {
 		return s.writeOne(ctx, query, args)
 	}
@@ -171,7 +171,7 @@ func (s *Store) claimMany(ctx context.Context, batch []*claimCall) error {
 		}
 		err := queryMany(ctx, s, s.claimManySQL, params, batch, func(c *claimCall, d *recordDest, token int64, past bool) {
 			rec := d.record()
-			c.Out = claimOut{rec: rec, acquired: token == c.In[11].i && rec.Status == oncekey.StatusPending, expired: past}
+			c.Out = claimOut{rec: rec, acquired: token == c.In[11].i && rec.Status == oncekeystore.StatusPending, expired: past}
 		}, true)
 		if err != nil {
 			return err

@@ -12,15 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/storeload"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/storetest"
 )
 
 // The conformance suite with every claim and completion sent through the multi-row statements.
 func TestConformanceCoalescedStatements(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		pool, _ := setup(t)
 		return pgstore.NewAlwaysCoalesced(pool)
 	})
@@ -29,7 +29,7 @@ func TestConformanceCoalescedStatements(t *testing.T) {
 // The conformance suite with Options.Coalesce as a user sets it: calls alone when nothing is in
 // flight, together when they arrive at once.
 func TestConformanceCoalesced(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		pool, _ := setup(t)
 		return pgstore.New(pool, &pgstore.Options{Coalesce: true})
 	})
@@ -43,8 +43,8 @@ func coalesced(t *testing.T) (*pgxpool.Pool, *pgstore.Store, context.Context) {
 	return pool, pgstore.NewCoalescedOneFlight(pool), ctxT(t)
 }
 
-func coalescedClaim(tenant, key, tool string) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Fingerprint: "fp", Effect: oncekey.Effectful,
+func coalescedClaim(tenant, key, tool string) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Fingerprint: "fp", Effect: oncekeystore.Effectful,
 		Lease: 30e9, Retention: 3600e9, Tombstone: 3600e9}
 }
 
@@ -74,12 +74,12 @@ func queued(t *testing.T, s *pgstore.Store, claims, completes int) {
 }
 
 type claimOut struct {
-	res *oncekey.ClaimResult
+	res *oncekeystore.ClaimResult
 	err error
 }
 
 // claimAsync claims p on s in a goroutine; the answer comes on the channel.
-func claimAsync(ctx context.Context, s *pgstore.Store, p *oncekey.ClaimParams) <-chan claimOut {
+func claimAsync(ctx context.Context, s *pgstore.Store, p *oncekeystore.ClaimParams) <-chan claimOut {
 	ch := make(chan claimOut, 1)
 	go func() {
 		res, err := s.Claim(ctx, p)
@@ -99,8 +99,8 @@ func TestCoalescedClaimVerdicts(t *testing.T) {
 	require.NoError(t, err)
 	applied, err := s.Claim(ctx, coalescedClaim(tenant, "applied", "t"))
 	require.NoError(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: "applied", Epoch: applied.Record.Epoch,
-		Status: oncekey.StatusApplied, Result: []byte("r")})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: "applied", Epoch: applied.Record.Epoch,
+		Status: oncekeystore.StatusApplied, Result: []byte("r")})
 	require.NoError(t, err)
 	pending, err := s.Claim(ctx, coalescedClaim(tenant, "pending", "t"))
 	require.NoError(t, err)
@@ -112,7 +112,7 @@ func TestCoalescedClaimVerdicts(t *testing.T) {
 
 	mismatch := coalescedClaim(tenant, "applied", "t")
 	mismatch.Fingerprint = "other"
-	calls := []*oncekey.ClaimParams{coalescedClaim(tenant, "new-1", "t"), coalescedClaim(tenant, "applied", "t"), mismatch,
+	calls := []*oncekeystore.ClaimParams{coalescedClaim(tenant, "new-1", "t"), coalescedClaim(tenant, "applied", "t"), mismatch,
 		coalescedClaim(tenant, "pending", "t"), coalescedClaim(tenant, "new-2", "t"), coalescedClaim(tenant, "new-2", "t")}
 	outs := make([]<-chan claimOut, len(calls))
 	for i, p := range calls {
@@ -135,12 +135,12 @@ func TestCoalescedClaimVerdicts(t *testing.T) {
 	require.Equal(t, "new-1", got[0].res.Record.OperationKey)
 	require.Equal(t, tenant, got[0].res.Record.Tenant)
 	require.False(t, got[1].res.Acquired)
-	require.Equal(t, oncekey.StatusApplied, got[1].res.Record.Status)
+	require.Equal(t, oncekeystore.StatusApplied, got[1].res.Record.Status)
 	require.Equal(t, []byte("r"), got[1].res.Record.Result)
 	require.True(t, got[2].res.FingerprintMismatch)
 	require.False(t, got[3].res.Acquired)
 	require.Equal(t, pending.Record.Epoch, got[3].res.Record.Epoch)
-	require.Equal(t, oncekey.StatusPending, got[3].res.Record.Status)
+	require.Equal(t, oncekeystore.StatusPending, got[3].res.Record.Status)
 	// The same key twice: one acquires, the other finds it pending, at epoch 1 both.
 	require.True(t, got[4].res.Acquired != got[5].res.Acquired, "exactly one of two claims of new-2 acquires")
 	require.Equal(t, int64(1), got[4].res.Record.Epoch)
@@ -179,7 +179,7 @@ func TestCoalescedBadRowFailsAlone(t *testing.T) {
 			var pgErr *pgconn.PgError
 			require.ErrorAs(t, o.err, &pgErr)
 			require.Equal(t, "23514", pgErr.Code)
-			require.False(t, errors.As(o.err, new(*oncekey.StoreUnavailableError)), "a refused row is not an unreachable store: %v", o.err)
+			require.False(t, errors.As(o.err, new(*oncekeystore.StoreUnavailableError)), "a refused row is not an unreachable store: %v", o.err)
 			continue
 		}
 		require.NoError(t, o.err, "call %d", i)
@@ -207,9 +207,9 @@ func TestCoalescedCompleteVerdicts(t *testing.T) {
 	complete := func(key string, epoch int64, result string) <-chan error {
 		ch := make(chan error, 1)
 		go func() {
-			r, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: epoch,
-				Status: oncekey.StatusApplied, Result: []byte(result)})
-			if err == nil && (r.Status != oncekey.StatusApplied || string(r.Result) != result || r.OperationKey != key || r.Tenant != tenant) {
+			r, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: epoch,
+				Status: oncekeystore.StatusApplied, Result: []byte(result)})
+			if err == nil && (r.Status != oncekeystore.StatusApplied || string(r.Result) != result || r.OperationKey != key || r.Tenant != tenant) {
 				err = fmt.Errorf("complete %s: record %+v", key, r)
 			}
 			ch <- err
@@ -231,12 +231,12 @@ func TestCoalescedCompleteVerdicts(t *testing.T) {
 	require.NoError(t, <-first)
 	require.NoError(t, <-a)
 	require.NoError(t, <-b)
-	require.ErrorIs(t, <-stale, oncekey.ErrLostClaim)
-	require.ErrorIs(t, <-missing, oncekey.ErrNotFound)
-	r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: "stale"})
+	require.ErrorIs(t, <-stale, oncekeystore.ErrLostClaim)
+	require.ErrorIs(t, <-missing, oncekeystore.ErrNotFound)
+	r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: "stale"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusPending, r.Status)
-	r, err = s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: "b"})
+	require.Equal(t, oncekeystore.StatusPending, r.Status)
+	r, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: "b"})
 	require.NoError(t, err)
 	require.Equal(t, []byte{}, r.Result, "an empty result stays empty, not NULL")
 	_, _, cb, cr := s.CoalesceStats()
@@ -266,8 +266,8 @@ func TestCoalescedCanceledWhileQueued(t *testing.T) {
 	k := <-kept
 	require.NoError(t, k.err)
 	require.True(t, k.res.Acquired)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: "gone"})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: "gone"})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 }
 
 // Many concurrent claims and completions of new keys: every one acquired and stored, each with

@@ -1,8 +1,8 @@
-// Package pgstore is the Postgres oncekey.Store, on pgx/v5 pgxpool.
+// Package pgstore is the Postgres oncekeystore.Store, on pgx/v5 pgxpool.
 //
 // Leases, retention and tombstones are judged on the database clock (now()). Claim is one
 // INSERT … ON CONFLICT … RETURNING statement; Renew, Complete, Release and MarkUnknown are one
-// UPDATE each, conditional on the epoch. It is an oncekey.ApprovalStore too (table
+// UPDATE each, conditional on the epoch. It is an oncekeystore.ApprovalStore too (table
 // oncekey_approvals, migration 003): RequestApproval is one INSERT … ON CONFLICT, DecideApproval
 // one UPDATE conditional on the episode. Migrate applies the embedded, versioned migrations
 // under an advisory lock. It must not import memstore, the interceptor or any Temporal package.
@@ -14,7 +14,7 @@
 //   - A released record stays bound to its fingerprint: only a claim with the same fingerprint
 //     acquires it; another gets FingerprintMismatch.
 //   - Results and failures over Options.MaxResultBytes (16 MiB by default) are refused with
-//     *oncekey.ResultTooLargeError, never truncated.
+//     *oncekeystore.ResultTooLargeError, never truncated.
 //   - There is no change notification: a caller waiting for another attempt's claim polls
 //     (Claim or Get) with bounded backoff (50 ms doubling to 2 s, within Policy.WaitInFlight,
 //     10 s by default). LISTEN/NOTIFY was left out on purpose: a NOTIFY from Complete would put
@@ -43,8 +43,8 @@
 //
 // A table that is missing where the store looks for it (Options.Schema, or the search_path when
 // Schema is "") or not at the expected migration is a configuration mistake, not an outage:
-// every call then fails with an error wrapping *oncekey.StoreSchemaError (Postgres's 42P01,
-// 3F000, 42703 or 42883), never *oncekey.StoreUnavailableError, and its message says what to do.
+// every call then fails with an error wrapping *oncekeystore.StoreSchemaError (Postgres's 42P01,
+// 3F000, 42703 or 42883), never *oncekeystore.StoreUnavailableError, and its message says what to do.
 //
 // Setting it up: https://github.com/oncekey/oncekey/blob/main/docs/stores.md#postgres-pgstore
 // Migrations, purge and retention: https://github.com/oncekey/oncekey/blob/main/docs/operating.md

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // unavailable reports whether err means the database could not be reached, went away, or is
@@ -52,10 +52,10 @@ func unavailable(err error) bool {
 		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "closed pool") || strings.Contains(err.Error(), "conn closed")
 }
 
-// wrapErr names the operation and wraps an unreachable database in *oncekey.StoreUnavailableError.
+// wrapErr names the operation and wraps an unreachable database in *oncekeystore.StoreUnavailableError.
 func wrapErr(op, key string, err error) error {
 	if unavailable(err) {
-		err = &oncekey.StoreUnavailableError{Op: op, Err: err}
+		err = &oncekeystore.StoreUnavailableError{Op: op, Err: err}
 	}
 	return named(op, key, err)
 }

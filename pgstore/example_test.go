@@ -7,19 +7,19 @@ import (
 	"os"
 	"time"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
 // A store on a pool opened with the same options: NewPool sets the server-side statement
-// timeout, Migrate creates or upgrades the table, and New returns the oncekey.Store to give to
+// timeout, Migrate creates or upgrades the table, and New returns the oncekeystore.Store to give to
 // the interceptor. (It needs Postgres, so it is compiled but not run.)
 func ExampleNew() {
 	ctx := context.Background()
 	opts := &pgstore.Options{StatementTimeout: 5 * time.Second}
 	pool, err := pgstore.NewPool(ctx, os.Getenv("DATABASE_URL"), opts) // "" = PGHOST, PGUSER, …
 	if err != nil {
-		log.Fatal(err) // wraps *oncekey.StoreUnavailableError when the server is unreachable
+		log.Fatal(err) // wraps *oncekeystore.StoreUnavailableError when the server is unreachable
 	}
 	defer pool.Close()
 	if err := pgstore.Migrate(ctx, pool); err != nil {
@@ -27,7 +27,7 @@ func ExampleNew() {
 	}
 	store := pgstore.New(pool, opts)
 
-	unknown, err := store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 10})
+	unknown, err := store.List(ctx, &oncekeystore.ListParams{Status: oncekeystore.StatusUnknown, Limit: 10})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,8 +47,8 @@ func ExampleStore_Check() {
 	defer pool.Close()
 	store := pgstore.New(pool, opts)
 	if err := store.Check(ctx); err != nil {
-		// *oncekey.StoreSchemaError: the table is missing or not migrated, and the message says
-		// what to do; *oncekey.StoreUnavailableError: the server cannot be reached.
+		// *oncekeystore.StoreSchemaError: the table is missing or not migrated, and the message says
+		// what to do; *oncekeystore.StoreUnavailableError: the server cannot be reached.
 		log.Fatal(err)
 	}
 	// Give store to the interceptor (worker.NewPlugin, interceptor.New).

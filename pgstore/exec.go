@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // stmt is one of the store's single-row statements: its text, the name it is prepared under
@@ -87,7 +87,7 @@ var binaryFormat = []int16{pgtype.BinaryFormatCode}
 // ./pgstore/internal/benchcmd prints the client CPU per call). A
 // configured pgx.QueryTracer still sees the statement. In any other mode (a pool set up for
 // PgBouncer with the simple protocol, say) the statement goes through pgx.Conn.Query.
-func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...any) (*oncekey.Record, error) {
+func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...any) (*oncekeystore.Record, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...
 
 // queryRecordOn is queryRecord on conn (a Transactional call's transaction runs its completion
 // on the transaction's connection), prepared as queryRecord says when prepared is true.
-func (s *Store) queryRecordOn(ctx context.Context, conn *pgx.Conn, prepared bool, st *stmt, args []arg, extra ...any) (*oncekey.Record, error) {
+func (s *Store) queryRecordOn(ctx context.Context, conn *pgx.Conn, prepared bool, st *stmt, args []arg, extra ...any) (*oncekeystore.Record, error) {
 	var err error
 	d := new(recordDest)
 	var buf recordDests

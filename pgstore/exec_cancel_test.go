@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -24,7 +24,7 @@ import (
 // while the statement is prepared, while it is sent, while its row is read, after the row and
 // before the server's ReadyForQuery, and while a statement that DISCARD ALL dropped behind the
 // store's back is prepared again. Each time the call fails with an error wrapping
-// *oncekey.StoreUnavailableError and the context's error, the pooled connection is not handed
+// *oncekeystore.StoreUnavailableError and the context's error, the pooled connection is not handed
 // out again half-read (the next call on the one-connection pool works), and the record is left
 // where its owner can go on: a claim repeated with the same token acquires it.
 //
@@ -343,8 +343,8 @@ type cancelOp struct {
 
 func cancelKey(i int) string { return fmt.Sprintf("ok1_cancel_%05d", i) }
 
-func cancelClaim(i int) *oncekey.ClaimParams {
-	p := claimParams(cancelKey(i), oncekey.Effectful)
+func cancelClaim(i int) *oncekeystore.ClaimParams {
+	p := claimParams(cancelKey(i), oncekeystore.Effectful)
 	p.ClaimToken = int64(1000 + i)
 	return p
 }
@@ -363,8 +363,8 @@ var cancelOps = []cancelOp{
 			require.NoError(t, err)
 			require.True(t, res.Acquired, "the repeated claim acquires")
 			require.Equal(t, int64(1), res.Record.Epoch)
-			_, err = s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: "acme", OperationKey: cancelKey(i), Epoch: 1,
-				Status: oncekey.StatusApplied, Result: []byte("done")})
+			_, err = s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: cancelKey(i), Epoch: 1,
+				Status: oncekeystore.StatusApplied, Result: []byte("done")})
 			require.NoError(t, err)
 		},
 	},
@@ -376,20 +376,20 @@ var cancelOps = []cancelOp{
 			require.True(t, res.Acquired)
 		},
 		call: func(ctx context.Context, s *pgstore.Store, i int) error {
-			_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: cancelKey(i), Epoch: 1,
-				Status: oncekey.StatusApplied, Result: []byte("result")})
+			_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: cancelKey(i), Epoch: 1,
+				Status: oncekeystore.StatusApplied, Result: []byte("result")})
 			return err
 		},
 		check: func(t *testing.T, s *pgstore.Store, i int) {
 			// Either the complete landed, or the record is still pending for its owner.
-			r, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "acme", OperationKey: cancelKey(i)})
+			r, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "acme", OperationKey: cancelKey(i)})
 			require.NoError(t, err)
 			switch r.Status {
-			case oncekey.StatusApplied:
+			case oncekeystore.StatusApplied:
 				require.Equal(t, "result", string(r.Result))
-			case oncekey.StatusPending:
-				_, err = s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: "acme", OperationKey: cancelKey(i), Epoch: 1,
-					Status: oncekey.StatusApplied, Result: []byte("result")})
+			case oncekeystore.StatusPending:
+				_, err = s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: cancelKey(i), Epoch: 1,
+					Status: oncekeystore.StatusApplied, Result: []byte("result")})
 				require.NoError(t, err)
 			default:
 				t.Fatalf("record %s after a canceled complete", r.Status)
@@ -403,13 +403,13 @@ var cancelOps = []cancelOp{
 			require.NoError(t, err)
 		},
 		call: func(ctx context.Context, s *pgstore.Store, i int) error {
-			_, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: cancelKey(i)})
+			_, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: cancelKey(i)})
 			return err
 		},
 		check: func(t *testing.T, s *pgstore.Store, i int) {
-			r, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "acme", OperationKey: cancelKey(i)})
+			r, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "acme", OperationKey: cancelKey(i)})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusPending, r.Status)
+			require.Equal(t, oncekeystore.StatusPending, r.Status)
 		},
 	},
 }
@@ -442,10 +442,10 @@ func requireCanceledUnavailable(t *testing.T, err error, want error, what string
 	t.Helper()
 	require.Error(t, err, what)
 	require.ErrorIs(t, err, want, "%s: %v", what, err)
-	var su *oncekey.StoreUnavailableError
+	var su *oncekeystore.StoreUnavailableError
 	require.ErrorAs(t, err, &su, "%s: %v", what, err)
-	require.NotErrorIs(t, err, oncekey.ErrLostClaim, what)
-	require.NotErrorIs(t, err, oncekey.ErrNotFound, what)
+	require.NotErrorIs(t, err, oncekeystore.ErrLostClaim, what)
+	require.NotErrorIs(t, err, oncekeystore.ErrNotFound, what)
 }
 
 func TestContextEndsAtEveryPointOfACall(t *testing.T) {
@@ -580,7 +580,7 @@ func TestContextEndsWhileALargeResultIsSent(t *testing.T) {
 			// two-core machine can take longer, and the cancel under test comes from the context.
 			s := pgstore.New(pool, &pgstore.Options{StatementTimeout: time.Minute})
 			ctx := ctxT(t)
-			res, err := s.Claim(ctx, claimParams("ok1_large", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_large", oncekeystore.Effectful))
 			require.NoError(t, err)
 			big := make([]byte, pgstore.DefaultMaxResultBytes)
 			for i := range big {
@@ -595,8 +595,8 @@ func TestContextEndsWhileALargeResultIsSent(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := s.Complete(cctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_large", Epoch: res.Record.Epoch,
-					Status: oncekey.StatusApplied, Result: big})
+				_, err := s.Complete(cctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_large", Epoch: res.Record.Epoch,
+					Status: oncekeystore.StatusApplied, Result: big})
 				done <- err
 			}()
 			select {
@@ -609,14 +609,14 @@ func TestContextEndsWhileALargeResultIsSent(t *testing.T) {
 			g.disarm()
 			requireCanceledUnavailable(t, err, context.Canceled, "write stalled")
 			terminate(t, pid)
-			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_large"})
+			r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_large"})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusPending, r.Status)
-			done2, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_large", Epoch: res.Record.Epoch,
-				Status: oncekey.StatusApplied, Result: big})
+			require.Equal(t, oncekeystore.StatusPending, r.Status)
+			done2, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_large", Epoch: res.Record.Epoch,
+				Status: oncekeystore.StatusApplied, Result: big})
 			require.NoError(t, err)
 			require.Equal(t, big, done2.Result)
-			got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_large"})
+			got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_large"})
 			require.NoError(t, err)
 			require.Equal(t, big, got.Result)
 		})

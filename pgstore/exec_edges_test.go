@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -83,19 +83,19 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 				for _, asFailure := range []bool{false, true} {
 					what := fmt.Sprintf("%s as failure=%v", r.name, asFailure)
 					k := key()
-					res, err := s.Claim(ctx, claimParams(k, oncekey.Effectful))
+					res, err := s.Claim(ctx, claimParams(k, oncekeystore.Effectful))
 					require.NoError(t, err)
-					cp := &oncekey.CompleteParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Status: oncekey.StatusApplied, Result: r.b}
+					cp := &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied, Result: r.b}
 					if asFailure {
-						cp.Status, cp.Result, cp.Failure = oncekey.StatusFailed, nil, r.b
+						cp.Status, cp.Result, cp.Failure = oncekeystore.StatusFailed, nil, r.b
 					}
 					done, err := s.Complete(ctx, cp)
 					require.NoError(t, err, what)
-					got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: k})
+					got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: k})
 					require.NoError(t, err, what)
-					replay, err := s.Claim(ctx, claimParams(k, oncekey.Effectful))
+					replay, err := s.Claim(ctx, claimParams(k, oncekeystore.Effectful))
 					require.NoError(t, err, what)
-					for _, rec := range []*oncekey.Record{done, got, replay.Record} {
+					for _, rec := range []*oncekeystore.Record{done, got, replay.Record} {
 						if asFailure {
 							requireSameBytes(t, r.b, rec.Failure, what+": failure")
 							require.Nil(t, rec.Result, what)
@@ -107,20 +107,20 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 
 					// Mark unknown with the bytes as the failure, then resolve with them.
 					k = key()
-					res, err = s.Claim(ctx, claimParams(k, oncekey.Effectful))
+					res, err = s.Claim(ctx, claimParams(k, oncekeystore.Effectful))
 					require.NoError(t, err)
-					m, err := s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Failure: r.b})
+					m, err := s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Failure: r.b})
 					require.NoError(t, err, what)
 					requireSameBytes(t, r.b, m.Failure, what+": mark unknown")
-					rp := &oncekey.ResolveParams{Tenant: "acme", OperationKey: k, Epoch: m.Epoch, Status: oncekey.StatusApplied, Result: r.b, ResolvedBy: "op"}
+					rp := &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: k, Epoch: m.Epoch, Status: oncekeystore.StatusApplied, Result: r.b, ResolvedBy: "op"}
 					if asFailure {
-						rp.Status, rp.Result, rp.Failure = oncekey.StatusFailed, nil, r.b
+						rp.Status, rp.Result, rp.Failure = oncekeystore.StatusFailed, nil, r.b
 					}
 					rv, err := s.Resolve(ctx, rp)
 					require.NoError(t, err, what)
-					got, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: k})
+					got, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: k})
 					require.NoError(t, err, what)
-					for _, rec := range []*oncekey.Record{rv, got} {
+					for _, rec := range []*oncekeystore.Record{rv, got} {
 						if asFailure {
 							requireSameBytes(t, r.b, rec.Failure, what+": resolved failure")
 						} else {
@@ -131,21 +131,21 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 			}
 			over := append(full, 0)
 			k := key()
-			res, err := s.Claim(ctx, claimParams(k, oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams(k, oncekeystore.Effectful))
 			require.NoError(t, err)
-			_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Status: oncekey.StatusApplied, Result: over})
-			var tooLarge *oncekey.ResultTooLargeError
+			_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: k, Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied, Result: over})
+			var tooLarge *oncekeystore.ResultTooLargeError
 			require.ErrorAs(t, err, &tooLarge)
 
 			for i, txt := range texts {
-				p := claimParams(key(), oncekey.Effectful)
+				p := claimParams(key(), oncekeystore.Effectful)
 				p.Tenant = "tenant " + txt
 				p.OperationKey += txt
 				p.Tool, p.Version, p.WorkflowID, p.StepID, p.Fingerprint = "tool"+txt, txt, txt, "step"+txt, "fp"+txt
 				res, err := s.Claim(ctx, p)
 				require.NoError(t, err, "text %d", i)
 				require.True(t, res.Acquired)
-				for _, rec := range []*oncekey.Record{res.Record} {
+				for _, rec := range []*oncekeystore.Record{res.Record} {
 					require.Equal(t, p.Tenant, rec.Tenant)
 					require.Equal(t, p.OperationKey, rec.OperationKey)
 					require.Equal(t, p.Tool, rec.Tool)
@@ -154,14 +154,14 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 					require.Equal(t, p.StepID, rec.StepID)
 					require.Equal(t, p.Fingerprint, rec.Fingerprint)
 				}
-				_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1})
+				_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1})
 				require.NoError(t, err)
-				rv, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1, Status: oncekey.StatusApplied,
+				rv, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1, Status: oncekeystore.StatusApplied,
 					EffectReference: "ref" + txt, ResolvedBy: "by" + txt, Note: txt})
 				require.NoError(t, err, "text %d", i)
-				got, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+				got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 				require.NoError(t, err)
-				for _, rec := range []*oncekey.Record{rv, got} {
+				for _, rec := range []*oncekeystore.Record{rv, got} {
 					require.Equal(t, p.Tenant, rec.Tenant)
 					require.Equal(t, p.OperationKey, rec.OperationKey)
 					require.Equal(t, "ref"+txt, rec.EffectReference)
@@ -174,29 +174,29 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 			// Epochs at the top of bigint: fenced writes carry them exactly; one more
 			// takeover is refused by the database, not wrapped around, and changes nothing.
 			k = key()
-			p := claimParams(k, oncekey.Idempotent)
+			p := claimParams(k, oncekeystore.Idempotent)
 			_, err = s.Claim(ctx, p)
 			require.NoError(t, err)
 			_, err = pool.Exec(ctx, `UPDATE oncekey_operations SET epoch = $1 WHERE operation_key = $2`, int64(math.MaxInt64), k)
 			require.NoError(t, err)
-			_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: k, Epoch: math.MaxInt64 - 1, Lease: time.Minute})
-			require.ErrorIs(t, err, oncekey.ErrLostClaim)
-			rn, err := s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: k, Epoch: math.MaxInt64, Lease: time.Minute})
+			_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: k, Epoch: math.MaxInt64 - 1, Lease: time.Minute})
+			require.ErrorIs(t, err, oncekeystore.ErrLostClaim)
+			rn, err := s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: k, Epoch: math.MaxInt64, Lease: time.Minute})
 			require.NoError(t, err)
 			require.Equal(t, int64(math.MaxInt64), rn.Epoch)
-			_, err = s.Release(ctx, &oncekey.ReleaseParams{Tenant: "acme", OperationKey: k, Epoch: math.MaxInt64})
+			_, err = s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: "acme", OperationKey: k, Epoch: math.MaxInt64})
 			require.NoError(t, err)
 			_, err = s.Claim(ctx, p)
 			require.Error(t, err, "a takeover past the largest epoch")
-			var su *oncekey.StoreUnavailableError
+			var su *oncekeystore.StoreUnavailableError
 			require.False(t, errors.As(err, &su), "an out-of-range epoch is not an outage: %v", err)
-			got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: k})
+			got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: k})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusReleased, got.Status)
+			require.Equal(t, oncekeystore.StatusReleased, got.Status)
 			require.Equal(t, int64(math.MaxInt64), got.Epoch)
 
 			// The longest windows a time.Duration holds.
-			p = claimParams(key(), oncekey.Effectful)
+			p = claimParams(key(), oncekeystore.Effectful)
 			p.Lease, p.Retention, p.Tombstone = math.MaxInt64, math.MaxInt64, math.MaxInt64
 			res, err = s.Claim(ctx, p)
 			require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestValuesAtTheEdgesInEveryExecMode(t *testing.T) {
 			// (about 285 years): this lease may land a microsecond off.
 			want := res.Record.CreatedAt.Add(time.Duration(math.MaxInt64).Truncate(time.Microsecond))
 			require.WithinDuration(t, want, res.Record.LeaseUntil, time.Microsecond)
-			_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: p.OperationKey, Epoch: 1, Lease: math.MaxInt64})
+			_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: p.OperationKey, Epoch: 1, Lease: math.MaxInt64})
 			require.NoError(t, err)
 		})
 	}
@@ -248,17 +248,17 @@ func TestTwoSchemasOnOneConnection(t *testing.T) {
 		stores[i] = pgstore.New(pool, &pgstore.Options{Schema: sc})
 	}
 	for i, s := range stores {
-		p := claimParams("ok1_same", oncekey.Effectful)
+		p := claimParams("ok1_same", oncekeystore.Effectful)
 		p.Fingerprint = fmt.Sprintf("fp%d", i)
 		res, err := s.Claim(ctx, p)
 		require.NoError(t, err)
 		require.True(t, res.Acquired, "store %d acquires in its own table", i)
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_same", Epoch: 1, Status: oncekey.StatusApplied,
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_same", Epoch: 1, Status: oncekeystore.StatusApplied,
 			Result: []byte(fmt.Sprintf("result %d", i))})
 		require.NoError(t, err)
 	}
 	for i := len(stores) - 1; i >= 0; i-- {
-		got, err := stores[i].Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_same"})
+		got, err := stores[i].Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_same"})
 		require.NoError(t, err)
 		require.Equal(t, fmt.Sprintf("fp%d", i), got.Fingerprint)
 		require.Equal(t, fmt.Sprintf("result %d", i), string(got.Result))
@@ -292,14 +292,14 @@ func TestDiscardAllOnEveryRelease(t *testing.T) {
 	ctx := ctxT(t)
 	for i := range 5 {
 		k := fmt.Sprintf("ok1_reset_%d", i)
-		res, err := s.Claim(ctx, claimParams(k, oncekey.Effectful))
+		res, err := s.Claim(ctx, claimParams(k, oncekeystore.Effectful))
 		require.NoError(t, err, "claim %d", i)
 		require.True(t, res.Acquired)
-		_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: k, Epoch: 1, Lease: time.Minute})
+		_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: k, Epoch: 1, Lease: time.Minute})
 		require.NoError(t, err, "renew %d", i)
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: k, Epoch: 1, Status: oncekey.StatusApplied, Result: []byte("r")})
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: k, Epoch: 1, Status: oncekeystore.StatusApplied, Result: []byte("r")})
 		require.NoError(t, err, "complete %d", i)
-		got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: k})
+		got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: k})
 		require.NoError(t, err, "get %d", i)
 		require.Equal(t, "r", string(got.Result))
 	}
@@ -319,22 +319,22 @@ func TestTableRecreatedUnderPreparedStatements(t *testing.T) {
 	ctx := ctxT(t)
 	require.NoError(t, pgstore.Migrate(ctx, pool))
 	s := pgstore.New(pool, nil)
-	_, err = s.Claim(ctx, claimParams("ok1_old", oncekey.Effectful))
+	_, err = s.Claim(ctx, claimParams("ok1_old", oncekeystore.Effectful))
 	require.NoError(t, err)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_old"})
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_old"})
 	require.NoError(t, err)
 
 	require.NoError(t, pgstore.MigrateDownSchema(ctx, pool, schema, 0))
-	_, err = s.Claim(ctx, claimParams("ok1_gone", oncekey.Effectful))
+	_, err = s.Claim(ctx, claimParams("ok1_gone", oncekeystore.Effectful))
 	require.Error(t, err)
 	require.NoError(t, pgstore.Migrate(ctx, pool))
 
-	res, err := s.Claim(ctx, claimParams("ok1_old", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_old", oncekeystore.Effectful))
 	require.NoError(t, err)
 	require.True(t, res.Acquired, "the new table is empty")
-	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_old"})
+	got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_old"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusPending, got.Status)
+	require.Equal(t, oncekeystore.StatusPending, got.Status)
 }
 
 // backendPID returns the server process of the pool's one connection.
@@ -347,7 +347,7 @@ func backendPID(t *testing.T, pool *pgxpool.Pool) uint32 {
 }
 
 // The pooled connection's backend is terminated between calls: the next call fails closed
-// (*oncekey.StoreUnavailableError) or succeeds, and the one after it works on a new connection.
+// (*oncekeystore.StoreUnavailableError) or succeeds, and the one after it works on a new connection.
 func TestBackendTerminatedBetweenCalls(t *testing.T) {
 	t.Parallel()
 	for _, mode := range bothPaths {
@@ -356,21 +356,21 @@ func TestBackendTerminatedBetweenCalls(t *testing.T) {
 			pool := newPool(t, oneConn(mode))
 			s := pgstore.New(pool, nil)
 			ctx := ctxT(t)
-			res, err := s.Claim(ctx, claimParams("ok1_term", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_term", oncekeystore.Effectful))
 			require.NoError(t, err)
 			for i := range 3 {
 				pid := backendPID(t, pool)
 				terminate(t, pid)
-				_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_term", Epoch: res.Record.Epoch, Lease: time.Minute})
+				_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_term", Epoch: res.Record.Epoch, Lease: time.Minute})
 				if err != nil {
-					var su *oncekey.StoreUnavailableError
+					var su *oncekeystore.StoreUnavailableError
 					require.ErrorAs(t, err, &su, "round %d: %v", i, err)
 				}
-				_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_term", Epoch: res.Record.Epoch, Lease: time.Minute})
+				_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_term", Epoch: res.Record.Epoch, Lease: time.Minute})
 				require.NoError(t, err, "round %d: the call after works", i)
 				require.NotEqual(t, pid, backendPID(t, pool))
 			}
-			_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_term", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied})
+			_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_term", Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied})
 			require.NoError(t, err)
 		})
 	}
@@ -386,7 +386,7 @@ func TestBackendTerminatedDuringACall(t *testing.T) {
 			pool := newPool(t, oneConn(mode))
 			s := pgstore.New(pool, nil)
 			ctx := ctxT(t)
-			res, err := s.Claim(ctx, claimParams("ok1_locked", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_locked", oncekeystore.Effectful))
 			require.NoError(t, err)
 			pid := backendPID(t, pool)
 			other := testenv.Postgres(t) // the lock holder; it names the table with its schema
@@ -400,8 +400,8 @@ func TestBackendTerminatedDuringACall(t *testing.T) {
 
 			done := make(chan error, 1)
 			go func() {
-				_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: res.Record.Epoch,
-					Status: oncekey.StatusApplied, Result: []byte("late")})
+				_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: res.Record.Epoch,
+					Status: oncekeystore.StatusApplied, Result: []byte("late")})
 				done <- err
 			}()
 			require.Eventually(t, func() bool {
@@ -411,16 +411,16 @@ func TestBackendTerminatedDuringACall(t *testing.T) {
 			}, 10*time.Second, 10*time.Millisecond, "the complete never waited on the row lock")
 			terminate(t, pid)
 			err = <-done
-			var su *oncekey.StoreUnavailableError
+			var su *oncekeystore.StoreUnavailableError
 			require.ErrorAs(t, err, &su, "%v", err)
 			require.NoError(t, tx.Rollback(ctx))
 
-			got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_locked"})
+			got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_locked"})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusPending, got.Status)
+			require.Equal(t, oncekeystore.StatusPending, got.Status)
 			require.Nil(t, got.Result)
-			_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: res.Record.Epoch,
-				Status: oncekey.StatusApplied, Result: []byte("owner")})
+			_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: res.Record.Epoch,
+				Status: oncekeystore.StatusApplied, Result: []byte("owner")})
 			require.NoError(t, err)
 		})
 	}
@@ -450,9 +450,9 @@ func TestServerStatementTimeoutKeepsTheConnection(t *testing.T) {
 	// The client-side limit is left out so that only the server's statement_timeout acts.
 	s := pgstore.New(pool, &pgstore.Options{StatementTimeout: -1})
 	ctx := ctxT(t)
-	res, err := s.Claim(ctx, claimParams("ok1_slow", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_slow", oncekeystore.Effectful))
 	require.NoError(t, err)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_slow"})
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_slow"})
 	require.NoError(t, err)
 	pid := backendPID(t, pool)
 
@@ -467,26 +467,26 @@ func TestServerStatementTimeoutKeepsTheConnection(t *testing.T) {
 
 	for _, call := range []func() error{
 		func() error {
-			_, err := s.Claim(ctx, claimParams("ok1_slow", oncekey.Effectful))
+			_, err := s.Claim(ctx, claimParams("ok1_slow", oncekeystore.Effectful))
 			return err
 		},
 		func() error {
-			_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_slow", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied})
+			_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_slow", Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied})
 			return err
 		},
 	} {
 		err := call()
-		var su *oncekey.StoreUnavailableError
+		var su *oncekeystore.StoreUnavailableError
 		require.ErrorAs(t, err, &su, "%v", err)
 		require.NotErrorIs(t, err, context.DeadlineExceeded, "the server stopped it, not the client")
 		// The same connection answers the next call.
-		got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_slow"})
+		got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_slow"})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.StatusPending, got.Status)
+		require.Equal(t, oncekeystore.StatusPending, got.Status)
 		require.Equal(t, pid, backendPID(t, pool))
 	}
 	require.NoError(t, tx.Rollback(ctx))
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_slow", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_slow", Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
 	require.Equal(t, pid, backendPID(t, pool))
 }
@@ -530,15 +530,15 @@ func TestConcurrentMixedCalls(t *testing.T) {
 						errs <- fmt.Errorf("worker %d: "+format, append([]any{w}, args...)...)
 					}
 					typed := func(err error) bool {
-						var conflict *oncekey.StatusConflictError
-						var stale *oncekey.StaleDecisionError
-						return err == nil || errors.Is(err, oncekey.ErrLostClaim) || errors.Is(err, oncekey.ErrNotFound) || errors.As(err, &conflict) || errors.As(err, &stale)
+						var conflict *oncekeystore.StatusConflictError
+						var stale *oncekeystore.StaleDecisionError
+						return err == nil || errors.Is(err, oncekeystore.ErrLostClaim) || errors.Is(err, oncekeystore.ErrNotFound) || errors.As(err, &conflict) || errors.As(err, &stale)
 					}
 					for i := range opsEach {
 						key := keyOf(i, rng.IntN(keys))
-						eff := oncekey.Idempotent
+						eff := oncekeystore.Idempotent
 						if rng.IntN(2) == 0 {
-							eff = oncekey.Effectful
+							eff = oncekeystore.Effectful
 						}
 						p := claimParams(key, eff)
 						p.Lease = time.Duration(1+rng.IntN(20)) * time.Millisecond
@@ -564,16 +564,16 @@ func TestConcurrentMixedCalls(t *testing.T) {
 							epoch = max(1, epoch+int64(rng.IntN(3))-1) // a stale, current or future owner
 						}
 						op := rng.IntN(10)
-						if res.Record.Status == oncekey.StatusUnknown && op < 5 {
+						if res.Record.Status == oncekeystore.StatusUnknown && op < 5 {
 							op = 10
 						}
 						var werr error
 						switch {
 						case op < 5:
 							result := fmt.Sprintf("w%d-op%d-e%d", w, i, epoch)
-							var rec *oncekey.Record
-							rec, werr = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: key, Epoch: epoch,
-								Status: oncekey.StatusApplied, Result: []byte(result)})
+							var rec *oncekeystore.Record
+							rec, werr = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: key, Epoch: epoch,
+								Status: oncekeystore.StatusApplied, Result: []byte(result)})
 							if werr == nil {
 								id := fmt.Sprintf("%s/%d", key, epoch)
 								mu.Lock()
@@ -585,26 +585,26 @@ func TestConcurrentMixedCalls(t *testing.T) {
 									fail("%s: two completes landed: %q and %q", id, prev, result)
 									return
 								}
-								if string(rec.Result) != result || rec.Epoch != epoch || rec.Status != oncekey.StatusApplied {
+								if string(rec.Result) != result || rec.Epoch != epoch || rec.Status != oncekeystore.StatusApplied {
 									fail("%s: complete returned %s %d %q", id, rec.Status, rec.Epoch, rec.Result)
 									return
 								}
 							}
 						case op < 6:
-							_, werr = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Lease: time.Millisecond})
+							_, werr = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Lease: time.Millisecond})
 						case op < 7:
-							_, werr = s.Release(ctx, &oncekey.ReleaseParams{Tenant: "acme", OperationKey: key, Epoch: epoch})
+							_, werr = s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: "acme", OperationKey: key, Epoch: epoch})
 							if werr == nil {
 								mu.Lock()
 								landed["release"]++
 								mu.Unlock()
 							}
 						case op < 8:
-							_, werr = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Failure: []byte("lost")})
+							_, werr = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Failure: []byte("lost")})
 						case op < 10:
-							var rec *oncekey.Record
-							rec, werr = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
-							if werr == nil && rec.Status == oncekey.StatusApplied {
+							var rec *oncekeystore.Record
+							rec, werr = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
+							if werr == nil && rec.Status == oncekeystore.StatusApplied {
 								mu.Lock()
 								want, ok := written[fmt.Sprintf("%s/%d", key, rec.Epoch)]
 								mu.Unlock()
@@ -614,11 +614,11 @@ func TestConcurrentMixedCalls(t *testing.T) {
 								}
 							}
 						default:
-							st := oncekey.StatusReleased
+							st := oncekeystore.StatusReleased
 							if rng.IntN(2) == 0 {
-								st = oncekey.StatusFailed
+								st = oncekeystore.StatusFailed
 							}
-							_, werr = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Status: st, ResolvedBy: "op"})
+							_, werr = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: epoch, Status: st, ResolvedBy: "op"})
 							if werr == nil {
 								mu.Lock()
 								landed["resolve"]++
@@ -655,11 +655,11 @@ func TestConcurrentMixedCalls(t *testing.T) {
 			// Every record's epoch was acquired by a claim, and an applied record holds what its
 			// writer sent.
 			for key, m := range acquired {
-				got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+				got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 				require.NoError(t, err)
 				_, ok := m[got.Epoch]
 				require.True(t, ok, "%s: epoch %d was never acquired", key, got.Epoch)
-				if got.Status == oncekey.StatusApplied {
+				if got.Status == oncekeystore.StatusApplied {
 					require.Equal(t, written[fmt.Sprintf("%s/%d", key, got.Epoch)], string(got.Result))
 				}
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -28,10 +28,10 @@ func TestPreparedStatementsDroppedBehindTheStore(t *testing.T) {
 			pool := newPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns, cfg.MinConns = 1, 1 })
 			s := pgstore.New(pool, nil)
 			ctx := ctxT(t)
-			first, err := s.Claim(ctx, claimParams("ok1_before", oncekey.Effectful))
+			first, err := s.Claim(ctx, claimParams("ok1_before", oncekeystore.Effectful))
 			require.NoError(t, err)
 			require.True(t, first.Acquired)
-			_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_before"})
+			_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_before"})
 			require.NoError(t, err)
 
 			if reset == "pgx DeallocateAll" {
@@ -44,13 +44,13 @@ func TestPreparedStatementsDroppedBehindTheStore(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_before"})
+			_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_before"})
 			require.NoError(t, err, "get after %s", reset)
-			res, err := s.Claim(ctx, claimParams("ok1_after", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_after", oncekeystore.Effectful))
 			require.NoError(t, err, "claim after %s", reset)
 			require.True(t, res.Acquired)
-			_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_before", Epoch: first.Record.Epoch,
-				Status: oncekey.StatusApplied, Result: []byte("r")})
+			_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_before", Epoch: first.Record.Epoch,
+				Status: oncekeystore.StatusApplied, Result: []byte("r")})
 			require.NoError(t, err, "complete after %s", reset)
 		})
 	}
@@ -65,18 +65,18 @@ func TestResolveAfterATextColumnBecomesVarchar(t *testing.T) {
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
 	for _, key := range []string{"ok1_a", "ok1_b"} {
-		res, err := s.Claim(ctx, claimParams(key, oncekey.Effectful))
+		res, err := s.Claim(ctx, claimParams(key, oncekeystore.Effectful))
 		require.NoError(t, err)
-		_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: res.Record.Epoch})
+		_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: res.Record.Epoch})
 		require.NoError(t, err)
 	}
-	_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_a", Epoch: 1, Status: oncekey.StatusApplied, Note: "before"})
+	_, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: "ok1_a", Epoch: 1, Status: oncekeystore.StatusApplied, Note: "before"})
 	require.NoError(t, err)
 
 	_, err = pool.Exec(ctx, `ALTER TABLE oncekey_operations ALTER COLUMN note TYPE varchar(4000)`)
 	require.NoError(t, err)
 
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_b", Epoch: 1, Status: oncekey.StatusApplied, Note: "after"})
+	r, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: "ok1_b", Epoch: 1, Status: oncekeystore.StatusApplied, Note: "after"})
 	require.NoError(t, err)
 	require.Equal(t, "after", r.Note)
 }
@@ -129,26 +129,26 @@ func TestTracerSeesCommandTags(t *testing.T) {
 		require.Equal(t, start, end.sql, "%s: end in the context start returned", what)
 		return end
 	}
-	res, err := s.Claim(ctx, claimParams("ok1_traced", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_traced", oncekeystore.Effectful))
 	require.NoError(t, err)
 	e := next("claim")
 	require.NoError(t, e.err)
 	require.Equal(t, "INSERT 0 1", e.tag.String(), "claim")
 
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_traced", Epoch: res.Record.Epoch, Lease: time.Minute})
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_traced", Epoch: res.Record.Epoch, Lease: time.Minute})
 	require.NoError(t, err)
 	e = next("renew")
 	require.NoError(t, e.err)
 	require.Equal(t, "UPDATE 1", e.tag.String(), "renew")
 
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_traced"})
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_traced"})
 	require.NoError(t, err)
 	e = next("get")
 	require.Equal(t, "SELECT 1", e.tag.String(), "get")
 
 	// A fenced write at a stale epoch finds no row (then a get finds the record).
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_traced", Epoch: res.Record.Epoch + 1, Lease: time.Minute})
-	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_traced", Epoch: res.Record.Epoch + 1, Lease: time.Minute})
+	require.ErrorIs(t, err, oncekeystore.ErrLostClaim)
 	require.Len(t, tr.ends, 2)
 	e = <-tr.ends
 	<-tr.ends

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -48,18 +48,18 @@ func TestPrepareTracedOncePerConnection(t *testing.T) {
 	})
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
-	res, err := s.Claim(ctx, claimParams("ok1_warm", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_warm", oncekeystore.Effectful))
 	require.NoError(t, err)
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: res.Record.Epoch, Lease: time.Minute})
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: res.Record.Epoch, Lease: time.Minute})
 	require.NoError(t, err)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_warm"})
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_warm"})
 	require.NoError(t, err)
 
 	q0, p0 := tr.queries.Load(), tr.prepares.Load()
 	for range 10 {
-		_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: res.Record.Epoch, Lease: time.Minute})
+		_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: res.Record.Epoch, Lease: time.Minute})
 		require.NoError(t, err)
-		_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_warm"})
+		_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_warm"})
 		require.NoError(t, err)
 	}
 	require.Equal(t, int64(20), tr.queries.Load()-q0, "statements traced")

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/storetest"
 )
@@ -24,7 +24,7 @@ func TestConformanceOtherExecModes(t *testing.T) {
 			continue
 		}
 		t.Run(mode.String(), func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) oncekey.Store {
+			storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 				pool := newPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 				return pgstore.New(pool, nil)
 			})
@@ -40,21 +40,21 @@ func TestPreparedStatementsSurviveAColumnTypeChange(t *testing.T) {
 	pool := newPool(t, func(cfg *pgxpool.Config) { cfg.MaxConns, cfg.MinConns = 1, 1 })
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
-	first, err := s.Claim(ctx, claimParams("ok1_before", oncekey.Effectful))
+	first, err := s.Claim(ctx, claimParams("ok1_before", oncekeystore.Effectful))
 	require.NoError(t, err)
 	require.True(t, first.Acquired)
 
 	_, err = pool.Exec(ctx, `ALTER TABLE oncekey_operations ALTER COLUMN note TYPE varchar(4000)`)
 	require.NoError(t, err)
 
-	res, err := s.Claim(ctx, claimParams("ok1_after", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_after", oncekeystore.Effectful))
 	require.NoError(t, err)
 	require.True(t, res.Acquired)
-	again, err := s.Claim(ctx, claimParams("ok1_before", oncekey.Effectful))
+	again, err := s.Claim(ctx, claimParams("ok1_before", oncekeystore.Effectful))
 	require.NoError(t, err)
 	require.False(t, again.Acquired)
 	require.Equal(t, first.Record.Epoch, again.Record.Epoch)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_after", Epoch: res.Record.Epoch,
-		Status: oncekey.StatusApplied, Result: []byte("r")})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_after", Epoch: res.Record.Epoch,
+		Status: oncekeystore.StatusApplied, Result: []byte("r")})
 	require.NoError(t, err)
 }

@@ -2,7 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"github.com/oncekey/oncekey"
+
+	"github.com/oncekey/oncekey/oncekeystore"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +45,6 @@ func (s *Store) CoalesceQueued() (claims, completes int) {
 }
 
 // ListGrantsSQL returns the statement and arguments ListGrants runs for p.
-func ListGrantsSQL(s *Store, p *oncekey.ListGrantsParams) (string, []any, error) {
+func ListGrantsSQL(s *Store, p *oncekeystore.ListGrantsParams) (string, []any, error) {
 	return s.listGrantsSQL(p)
 }

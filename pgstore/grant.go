@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
-var _ oncekey.GrantStore = (*Store)(nil)
+var _ oncekeystore.GrantStore = (*Store)(nil)
 
 // grantCols is the select list of a grant, in the order scanGrant scans it, with its status as
 // it reads now.
@@ -33,9 +33,9 @@ func (s *Store) grantSQL(q string) string {
 	return strings.NewReplacer("{g}", s.grantTable(), "{a}", s.approvalTable, "{cols}", grantCols).Replace(q)
 }
 
-func scanGrant(row pgx.Row) (*oncekey.Grant, error) {
+func scanGrant(row pgx.Row) (*oncekeystore.Grant, error) {
 	var (
-		g       oncekey.Grant
+		g       oncekeystore.Grant
 		revoked pgtype.Timestamptz
 		status  string
 	)
@@ -46,7 +46,7 @@ func scanGrant(row pgx.Row) (*oncekey.Grant, error) {
 	if revoked.Valid {
 		g.RevokedAt = revoked.Time
 	}
-	g.Status = oncekey.GrantStatus(status)
+	g.Status = oncekeystore.GrantStatus(status)
 	return &g, nil
 }
 
@@ -57,11 +57,11 @@ const grantMigration = "008_grants"
 const grantScopeMigration = "009_grant_scope"
 
 // The conditions of ListGrantsParams.Status on the grants table, as of now().
-var grantStatusWhere = map[oncekey.GrantStatus]string{
-	oncekey.GrantActive:  `revoked_at IS NULL AND expires_at > now()`,
-	oncekey.GrantRevoked: `revoked_at IS NOT NULL`,
-	oncekey.GrantExpired: `revoked_at IS NULL AND expires_at <= now()`,
-	oncekey.GrantEnded:   `(revoked_at IS NOT NULL OR expires_at <= now())`,
+var grantStatusWhere = map[oncekeystore.GrantStatus]string{
+	oncekeystore.GrantActive:  `revoked_at IS NULL AND expires_at > now()`,
+	oncekeystore.GrantRevoked: `revoked_at IS NOT NULL`,
+	oncekeystore.GrantExpired: `revoked_at IS NULL AND expires_at <= now()`,
+	oncekeystore.GrantEnded:   `(revoked_at IS NOT NULL OR expires_at <= now())`,
 }
 
 // grantPurgeWhere is Purge's condition on a grant: ended longer than its retention ago.
@@ -81,8 +81,8 @@ func (s *Store) wrapGrant(ctx context.Context, op, key string, err error) error 
 	return s.wrapApproval(ctx, op, key, err)
 }
 
-// CreateGrant implements oncekey.GrantStore, on the database clock.
-func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (*oncekey.Grant, error) {
+// CreateGrant implements oncekeystore.GrantStore, on the database clock.
+func (s *Store) CreateGrant(ctx context.Context, p *oncekeystore.CreateGrantParams) (*oncekeystore.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -90,8 +90,8 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now() + $9::bigint * interval '1 microsecond',
     now() + ($9::bigint + $10::bigint) * interval '1 microsecond')
 RETURNING {cols}`)
-	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
-		return scanGrant(s.pool.QueryRow(ctx, q, oncekey.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
+	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Grant, error) {
+		return scanGrant(s.pool.QueryRow(ctx, q, oncekeystore.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
 			p.CreatedBy, p.Reason, micros(p.Duration), micros(p.KeepFor())))
 	})
 	if err != nil {
@@ -100,11 +100,11 @@ RETURNING {cols}`)
 	return g, nil
 }
 
-// RevokeGrant implements oncekey.GrantStore: one UPDATE of an active grant; a grant it does not
+// RevokeGrant implements oncekeystore.GrantStore: one UPDATE of an active grant; a grant it does not
 // change is read and returned as it is; the revoke moves purge_at to the revoke's time plus the
 // grant's retention. The UPDATE takes the grant's row lock, which
 // ApproveByGrant holds (FOR SHARE) while it decides: a revoke commits before or after it.
-func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
+func (s *Store) RevokeGrant(ctx context.Context, p *oncekeystore.RevokeGrantParams) (*oncekeystore.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (
 UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2, purge_at = clock_timestamp() + (purge_at - expires_at)
 FROM locked WHERE id = locked.locked_id AND revoked_at IS NULL AND expires_at > now()
 RETURNING {cols}`)
-	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Grant, error) {
+	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Grant, error) {
 		return scanGrant(s.pool.QueryRow(ctx, q, p.ID, p.RevokedBy))
 	})
 	switch {
@@ -130,19 +130,19 @@ RETURNING {cols}`)
 	return g, nil
 }
 
-// GetGrant implements oncekey.GrantStore.
-func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error) {
+// GetGrant implements oncekeystore.GrantStore.
+func (s *Store) GetGrant(ctx context.Context, id string) (*oncekeystore.Grant, error) {
 	const op = "get grant"
 	q := s.grantSQL(`SELECT {cols} FROM {g} WHERE id = $1`)
-	return queryOne(ctx, s, op, id, s.wrapGrant, func(ctx context.Context) (*oncekey.Grant, error) {
+	return queryOne(ctx, s, op, id, s.wrapGrant, func(ctx context.Context) (*oncekeystore.Grant, error) {
 		return scanGrant(s.pool.QueryRow(ctx, q, id))
-	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, id, oncekey.ErrNotFound) })
+	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, id, oncekeystore.ErrNotFound) })
 }
 
-// ListGrants implements oncekey.GrantStore in one statement, whose conditions are only the
+// ListGrants implements oncekeystore.GrantStore in one statement, whose conditions are only the
 // filters p sets, so that the planner picks the index for them: the worker's lookup of one
 // scope's active grants reads oncekey_grants_active_idx over the unexpired grants of the scope.
-func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*oncekey.ListGrantsResult, error) {
+func (s *Store) ListGrants(ctx context.Context, p *oncekeystore.ListGrantsParams) (*oncekeystore.ListGrantsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -150,27 +150,27 @@ func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*o
 	if err != nil {
 		return nil, err
 	}
-	gs, err := callFor(ctx, s, func(ctx context.Context) ([]*oncekey.Grant, error) {
+	gs, err := callFor(ctx, s, func(ctx context.Context) ([]*oncekeystore.Grant, error) {
 		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
-		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekey.Grant, error) { return scanGrant(row) })
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*oncekeystore.Grant, error) { return scanGrant(row) })
 	})
 	if err != nil {
 		return nil, s.wrapGrant(ctx, "list grants", "", err)
 	}
-	res := &oncekey.ListGrantsResult{Grants: gs}
+	res := &oncekeystore.ListGrantsResult{Grants: gs}
 	if len(gs) > p.PageSize() {
 		res.Grants = gs[:p.PageSize()]
-		res.Next = oncekey.NextGrantCursor(res.Grants[len(res.Grants)-1])
+		res.Next = oncekeystore.NextGrantCursor(res.Grants[len(res.Grants)-1])
 	}
 	return res, nil
 }
 
 // listGrantsSQL returns ListGrants' statement for p (valid) and its arguments: one page and one
 // grant more, which says whether there is a next page.
-func (s *Store) listGrantsSQL(p *oncekey.ListGrantsParams) (string, []any, error) {
+func (s *Store) listGrantsSQL(p *oncekeystore.ListGrantsParams) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -202,10 +202,10 @@ func (s *Store) listGrantsSQL(p *oncekey.ListGrantsParams) (string, []any, error
 	return s.grantSQL(q), args, nil
 }
 
-// ApproveByGrant implements oncekey.GrantStore in one transaction: it reads the grant FOR SHARE
+// ApproveByGrant implements oncekeystore.GrantStore in one transaction: it reads the grant FOR SHARE
 // (a revoke waits for it, or it for the revoke), checks it covers the approval, and decides the
 // pending request as DecideApproval would, naming the grant.
-func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantParams) (*oncekey.Approval, error) {
+func (s *Store) ApproveByGrant(ctx context.Context, p *oncekeystore.ApproveByGrantParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -216,13 +216,13 @@ func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantPar
 WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending' AND deadline > now()
 RETURNING {cols}`)
 	var refused error
-	a, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Approval, error) {
+	a, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Approval, error) {
 		refused = nil
-		var out *oncekey.Approval
+		var out *oncekeystore.Approval
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			cur, err := scanApproval(tx.QueryRow(ctx, s.getApprovalSQL, p.Tenant, p.OperationKey))
 			if errors.Is(err, pgx.ErrNoRows) {
-				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, oncekey.ErrNotFound)
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, oncekeystore.ErrNotFound)
 				return nil
 			}
 			if err != nil {
@@ -232,21 +232,21 @@ RETURNING {cols}`)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			if e := oncekey.NotActive(p.GrantID, g, cur.Namespace, cur.Tenant, cur.Tool, p.WorkflowID); e != nil {
+			if e := oncekeystore.NotActive(p.GrantID, g, cur.Namespace, cur.Tenant, cur.Tool, p.WorkflowID); e != nil {
 				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, e)
 				return nil
 			}
 			out, err = scanApproval(tx.QueryRow(ctx, decide, p.Tenant, p.OperationKey, p.Episode, g.CreatedBy,
-				oncekey.GrantReason(g.ID), g.ID, micros(p.Retention), p.Token))
+				oncekeystore.GrantReason(g.ID), g.ID, micros(p.Retention), p.Token))
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			switch {
 			case cur.Episode != p.Episode, cur.Token != p.Token:
-				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.StaleDecisionError{
-					OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekey.Status(cur.Status)})
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekeystore.StaleDecisionError{
+					OperationKey: p.OperationKey, Epoch: p.Episode, Current: cur.Episode, Status: oncekeystore.Status(cur.Status)})
 			default:
-				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekey.ApprovalConflictError{Approval: cur})
+				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, &oncekeystore.ApprovalConflictError{Approval: cur})
 			}
 			return nil
 		})

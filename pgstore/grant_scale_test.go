@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -33,13 +33,13 @@ SELECT 'g1_' || lpad(i::text, 32, '0'), 'default',
     now() + interval '30 days'
 FROM generate_series(1, 20000) i`)
 	require.NoError(t, err)
-	active, err := s.CreateGrant(ctx, &oncekey.CreateGrantParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund",
+	active, err := s.CreateGrant(ctx, &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund",
 		CreatedBy: "ada", Duration: time.Hour})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE oncekey_grants`)
 	require.NoError(t, err)
 
-	p := &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekey.GrantActive, Limit: oncekey.MaxListLimit}
+	p := &oncekeystore.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekeystore.GrantActive, Limit: oncekeystore.MaxListLimit}
 	res, err := s.ListGrants(ctx, p)
 	require.NoError(t, err)
 	require.Len(t, res.Grants, 1)

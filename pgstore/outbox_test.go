@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -53,7 +53,7 @@ func enqueueIn(t *testing.T, s *pgstore.Store, key string, commit bool, topics .
 	}
 	c := txClaim(t, s, key, time.Minute)
 	require.True(t, c.Acquired)
-	stx, err := s.BeginTx(ctxT(t), &oncekey.BeginTxParams{Tenant: "t", OperationKey: key, Epoch: c.Record.Epoch, Tool: "credit"})
+	stx, err := s.BeginTx(ctxT(t), &oncekeystore.BeginTxParams{Tenant: "t", OperationKey: key, Epoch: c.Record.Epoch, Tool: "credit"})
 	require.NoError(t, err)
 	ctx := stx.Context(ctxT(t))
 	for _, topic := range topics {
@@ -63,7 +63,7 @@ func enqueueIn(t *testing.T, s *pgstore.Store, key string, commit bool, topics .
 		require.NoError(t, stx.Rollback(ctx))
 		return
 	}
-	_, err = stx.Commit(ctxT(t), &oncekey.CompleteParams{Tenant: "t", OperationKey: key, Epoch: c.Record.Epoch, Status: oncekey.StatusApplied})
+	_, err = stx.Commit(ctxT(t), &oncekeystore.CompleteParams{Tenant: "t", OperationKey: key, Epoch: c.Record.Epoch, Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
 }
 
@@ -205,7 +205,7 @@ func TestOutboxConcurrentRelays(t *testing.T) {
 func TestOutboxForget(t *testing.T) {
 	pool, s := setup(t)
 	enqueueIn(t, s, "k1", true)
-	_, err := s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "t"})
+	_, err := s.Forget(ctxT(t), &oncekeystore.ForgetParams{Tenant: "t"})
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, pool.QueryRow(ctxT(t), `SELECT count(*) FROM oncekey_outbox`).Scan(&n))

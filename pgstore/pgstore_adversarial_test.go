@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // A claim whose body is still running when the record's retention ends (a long body, or a
@@ -17,8 +17,8 @@ import (
 func TestAdversarialPurgeLeavesALiveClaimAlone(t *testing.T) {
 	pool, s := setup(t)
 	ctx := ctxT(t)
-	p := &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_live", Tool: "CreateTicket", Fingerprint: "fp",
-		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekey.Effectful,
+	p := &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: "ok1_live", Tool: "CreateTicket", Fingerprint: "fp",
+		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekeystore.Effectful,
 		Lease: time.Minute, Retention: 200 * time.Millisecond, Tombstone: time.Hour}
 	res, err := s.Claim(ctx, p)
 	require.NoError(t, err)
@@ -30,24 +30,24 @@ func TestAdversarialPurgeLeavesALiveClaimAlone(t *testing.T) {
 		return err == nil && past
 	}, 10*time.Second, 20*time.Millisecond)
 
-	pr, err := s.Purge(ctx, &oncekey.PurgeParams{})
+	pr, err := s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Zero(t, pr.Tombstoned, "a record under a live lease is not purged")
 
 	// The owner finishes: its result is recorded.
-	rec, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: res.Record.Epoch,
-		Status: oncekey.StatusApplied, Result: []byte("ticket T-1")})
+	rec, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: res.Record.Epoch,
+		Status: oncekeystore.StatusApplied, Result: []byte("ticket T-1")})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 
 	// Once settled, its retention counts from the settling, and it is purged as usual after it.
 	require.True(t, rec.ExpiresAt.After(rec.UpdatedAt))
 	require.Eventually(t, func() bool {
-		pr, err = s.Purge(ctx, &oncekey.PurgeParams{})
+		pr, err = s.Purge(ctx, &oncekeystore.PurgeParams{})
 		require.NoError(t, err)
 		return pr.Tombstoned == 1
 	}, 10*time.Second, 20*time.Millisecond)
-	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+	got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusExpired, got.Status)
+	require.Equal(t, oncekeystore.StatusExpired, got.Status)
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/storetest"
 )
@@ -34,7 +34,7 @@ func setup(t testing.TB) (*pgxpool.Pool, *pgstore.Store) {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		_, s := setup(t)
 		return s
 	})
@@ -83,8 +83,8 @@ func oneConn(mode pgx.QueryExecMode, more ...func(cfg *pgxpool.Config)) func(cfg
 	}
 }
 
-func claimParams(key string, eff oncekey.Effect) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{
+func claimParams(key string, eff oncekeystore.Effect) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{
 		Tenant: "acme", OperationKey: key, Tool: "create_ticket", Version: "v1", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "step", Effect: eff,
 		Lease: 30 * time.Second, Retention: time.Hour, Tombstone: time.Hour,
@@ -106,7 +106,7 @@ func TestClaimConcurrentOneAcquires(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				res, err := s.Claim(context.Background(), claimParams(key, oncekey.Effectful))
+				res, err := s.Claim(context.Background(), claimParams(key, oncekeystore.Effectful))
 				switch {
 				case err != nil:
 					errs <- err
@@ -179,12 +179,12 @@ func TestClaimAndCompleteAreOneRoundTrip(t *testing.T) {
 	s := pgstore.New(pool, nil)
 	ctx := ctxT(t)
 	// Warm the connection's statement cache (the first use of a statement also prepares it).
-	warm, err := s.Claim(ctx, claimParams("ok1_warm", oncekey.Effectful))
+	warm, err := s.Claim(ctx, claimParams("ok1_warm", oncekeystore.Effectful))
 	require.NoError(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: warm.Record.Epoch, Status: oncekey.StatusApplied})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: warm.Record.Epoch, Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: warm.Record.Epoch, Lease: time.Second})
-	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_warm", Epoch: warm.Record.Epoch, Lease: time.Second})
+	require.ErrorIs(t, err, oncekeystore.ErrLostClaim)
 
 	measure := func(what string, fn func()) {
 		t.Helper()
@@ -193,28 +193,28 @@ func TestClaimAndCompleteAreOneRoundTrip(t *testing.T) {
 		require.Equal(t, int64(1), stmts.n.Load()-s0, "%s: statements", what)
 		require.Equal(t, int64(1), writes.Load()-w0, "%s: round trips", what)
 	}
-	var rec *oncekey.Record
+	var rec *oncekeystore.Record
 	measure("claim of a new key", func() {
-		res, err := s.Claim(ctx, claimParams("ok1_one", oncekey.Effectful))
+		res, err := s.Claim(ctx, claimParams("ok1_one", oncekeystore.Effectful))
 		require.NoError(t, err)
 		require.True(t, res.Acquired)
 		rec = res.Record
 	})
 	measure("claim of a pending key", func() {
-		res, err := s.Claim(ctx, claimParams("ok1_one", oncekey.Effectful))
+		res, err := s.Claim(ctx, claimParams("ok1_one", oncekeystore.Effectful))
 		require.NoError(t, err)
 		require.False(t, res.Acquired)
 	})
 	measure("renew", func() {
-		_, err := s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_one", Epoch: rec.Epoch, Lease: time.Minute})
+		_, err := s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_one", Epoch: rec.Epoch, Lease: time.Minute})
 		require.NoError(t, err)
 	})
 	measure("complete", func() {
-		_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_one", Epoch: rec.Epoch, Status: oncekey.StatusApplied, Result: []byte("r")})
+		_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_one", Epoch: rec.Epoch, Status: oncekeystore.StatusApplied, Result: []byte("r")})
 		require.NoError(t, err)
 	})
 	measure("claim replaying an applied key", func() {
-		res, err := s.Claim(ctx, claimParams("ok1_one", oncekey.Effectful))
+		res, err := s.Claim(ctx, claimParams("ok1_one", oncekeystore.Effectful))
 		require.NoError(t, err)
 		require.Equal(t, "r", string(res.Record.Result))
 	})
@@ -259,7 +259,7 @@ func TestMigrateConcurrently(t *testing.T) {
 
 	// The named schema works through Options.Schema from a pool whose search_path is elsewhere.
 	s := pgstore.New(pools[1], &pgstore.Options{Schema: named})
-	res, err := s.Claim(ctxT(t), claimParams("ok1_named", oncekey.Idempotent))
+	res, err := s.Claim(ctxT(t), claimParams("ok1_named", oncekeystore.Idempotent))
 	require.NoError(t, err)
 	require.True(t, res.Acquired)
 	var n int
@@ -296,30 +296,30 @@ func TestUnreachableIsStoreUnavailable(t *testing.T) {
 	ctx := ctxT(t)
 	check := func(what string, err error) {
 		t.Helper()
-		var su *oncekey.StoreUnavailableError
+		var su *oncekeystore.StoreUnavailableError
 		require.ErrorAs(t, err, &su, "%s: %v", what, err)
-		require.NotErrorIs(t, err, oncekey.ErrLostClaim)
-		require.NotErrorIs(t, err, oncekey.ErrNotFound)
+		require.NotErrorIs(t, err, oncekeystore.ErrLostClaim)
+		require.NotErrorIs(t, err, oncekeystore.ErrNotFound)
 	}
-	_, err = s.Claim(ctx, claimParams("ok1_x", oncekey.Effectful))
+	_, err = s.Claim(ctx, claimParams("ok1_x", oncekeystore.Effectful))
 	check("claim", err)
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1, Lease: time.Second})
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1, Lease: time.Second})
 	check("renew", err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1, Status: oncekey.StatusApplied})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1, Status: oncekeystore.StatusApplied})
 	check("complete", err)
-	_, err = s.Release(ctx, &oncekey.ReleaseParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1})
+	_, err = s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1})
 	check("release", err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1})
 	check("mark unknown", err)
-	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1, Status: oncekey.StatusApplied})
+	_, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: "ok1_x", Epoch: 1, Status: oncekeystore.StatusApplied})
 	check("resolve", err)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_x"})
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_x"})
 	check("get", err)
-	_, err = s.List(ctx, &oncekey.ListParams{})
+	_, err = s.List(ctx, &oncekeystore.ListParams{})
 	check("list", err)
-	_, err = s.Purge(ctx, &oncekey.PurgeParams{})
+	_, err = s.Purge(ctx, &oncekeystore.PurgeParams{})
 	check("purge", err)
-	_, err = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	_, err = s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 	check("forget", err)
 	check("migrate", pgstore.Migrate(ctx, pool))
 }
@@ -330,7 +330,7 @@ func TestLeaseOnDatabaseClock(t *testing.T) {
 	ctx := ctxT(t)
 	var before, after time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before))
-	res, err := s.Claim(ctx, claimParams("ok1_clock", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_clock", oncekeystore.Effectful))
 	require.NoError(t, err)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&after))
 	r := res.Record
@@ -341,9 +341,9 @@ func TestLeaseOnDatabaseClock(t *testing.T) {
 	// is expired whatever the caller's clock says.
 	_, err = pool.Exec(ctx, `UPDATE oncekey_operations SET lease_until = now() - interval '1 microsecond' WHERE operation_key = 'ok1_clock'`)
 	require.NoError(t, err)
-	res, err = s.Claim(ctx, claimParams("ok1_clock", oncekey.Effectful))
+	res, err = s.Claim(ctx, claimParams("ok1_clock", oncekeystore.Effectful))
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Record.Status)
 }
 
 func TestResultLimit(t *testing.T) {
@@ -351,17 +351,17 @@ func TestResultLimit(t *testing.T) {
 	pool, _ := setup(t)
 	s := pgstore.New(pool, &pgstore.Options{MaxResultBytes: 1024})
 	ctx := ctxT(t)
-	res, err := s.Claim(ctx, claimParams("ok1_big", oncekey.Effectful))
+	res, err := s.Claim(ctx, claimParams("ok1_big", oncekeystore.Effectful))
 	require.NoError(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_big", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 1025)})
-	var tooLarge *oncekey.ResultTooLargeError
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_big", Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied, Result: make([]byte, 1025)})
+	var tooLarge *oncekeystore.ResultTooLargeError
 	require.ErrorAs(t, err, &tooLarge)
 	require.Equal(t, 1025, tooLarge.Size)
 	require.Equal(t, 1024, tooLarge.Limit)
-	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_big"})
+	got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_big"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusPending, got.Status, "a refused result changes nothing")
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_big", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied, Result: make([]byte, 1024)})
+	require.Equal(t, oncekeystore.StatusPending, got.Status, "a refused result changes nothing")
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_big", Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied, Result: make([]byte, 1024)})
 	require.NoError(t, err)
 }
 
@@ -384,14 +384,14 @@ func TestStatementTimeoutAndCancel(t *testing.T) {
 	pool := newPool(t, func(cfg *pgxpool.Config) { pgstore.ConfigurePool(cfg, opts) })
 	s := pgstore.New(pool, opts)
 	ctx := ctxT(t)
-	_, err := s.Claim(ctx, claimParams("ok1_locked", oncekey.Effectful))
+	_, err := s.Claim(ctx, claimParams("ok1_locked", oncekeystore.Effectful))
 	require.NoError(t, err)
 	release := lockRow(t, pool, "ok1_locked")
 
 	// A complete stuck behind a row lock fails after the statement timeout, fail-closed.
 	start := time.Now()
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekey.StatusApplied, Result: []byte("timed out")})
-	var su *oncekey.StoreUnavailableError
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekeystore.StatusApplied, Result: []byte("timed out")})
+	var su *oncekeystore.StoreUnavailableError
 	require.ErrorAs(t, err, &su)
 	require.Less(t, time.Since(start), 10*time.Second)
 
@@ -411,7 +411,7 @@ func TestStatementTimeoutAndCancel(t *testing.T) {
 	done := make(chan error, 1)
 	slow := pgstore.New(slowPool, slowOpts)
 	go func() {
-		_, err := slow.Complete(cctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekey.StatusApplied, Result: []byte("canceled")})
+		_, err := slow.Complete(cctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekeystore.StatusApplied, Result: []byte("canceled")})
 		done <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -431,11 +431,11 @@ func TestStatementTimeoutAndCancel(t *testing.T) {
 		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
 		return waiting == 0
 	}, 10*time.Second, 10*time.Millisecond)
-	got, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_locked"})
+	got, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_locked"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusPending, got.Status)
+	require.Equal(t, oncekeystore.StatusPending, got.Status)
 	require.Nil(t, got.Result)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekey.StatusApplied, Result: []byte("owner")})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: "ok1_locked", Epoch: 1, Status: oncekeystore.StatusApplied, Result: []byte("owner")})
 	require.NoError(t, err)
 }
 
@@ -444,11 +444,11 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 	pool, s := setup(t)
 	ctx := ctxT(t)
 	for i := range 5 {
-		p := claimParams(fmt.Sprintf("ok1_p%d", i), oncekey.Effectful)
+		p := claimParams(fmt.Sprintf("ok1_p%d", i), oncekeystore.Effectful)
 		p.Retention = 100 * time.Millisecond
 		res, err := s.Claim(ctx, p)
 		require.NoError(t, err)
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: p.OperationKey, Epoch: res.Record.Epoch, Status: oncekey.StatusApplied})
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: p.OperationKey, Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied})
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
@@ -457,11 +457,11 @@ func TestPurgeSkipsLockedRows(t *testing.T) {
 		return n == 5
 	}, 10*time.Second, 10*time.Millisecond)
 	release := lockRow(t, pool, "ok1_p2")
-	res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2})
+	res, err := s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: 2})
 	require.NoError(t, err, "purge does not wait for a row a claim holds")
 	require.Equal(t, int64(4), res.Tombstoned)
 	release()
-	res, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2})
+	res, err = s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: 2})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Tombstoned, "the skipped row is purged next time")
 }
@@ -486,7 +486,7 @@ FROM generate_series(1, 5000) AS g`)
 	var unsettled int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oncekey_operations WHERE status IN ('pending', 'unknown')`).Scan(&unsettled))
 	var prev int64
-	res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 100, Rest: -1, Progress: func(r oncekey.PurgeResult) {
+	res, err := s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: 100, Rest: -1, Progress: func(r oncekeystore.PurgeResult) {
 		require.LessOrEqual(t, r.Deleted-prev, int64(100), "a batch deletes at most BatchSize records")
 		prev = r.Deleted
 	}})

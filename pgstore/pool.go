@@ -42,7 +42,7 @@ func ConfigurePool(cfg *pgxpool.Config, opts *Options) {
 
 // NewPool opens a pool for a Store: it parses connString ("" means the libpq environment
 // defaults, PGHOST, PGUSER and so on), applies ConfigurePool with opts, and pings the server
-// once. An unreachable server is an error wrapping *oncekey.StoreUnavailableError; the pool is
+// once. An unreachable server is an error wrapping *oncekeystore.StoreUnavailableError; the pool is
 // closed then. Pass the same opts to New.
 func NewPool(ctx context.Context, connString string, opts *Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)

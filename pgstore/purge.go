@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // purgeStep is one step of Purge on one table: plan tells whether any row of the table meets
@@ -70,7 +70,7 @@ const purgeLockTimeout = "50ms"
 
 // purgeWalk runs step over its table, adding the rows it changed to *count and its batches to
 // res, pausing after each batch with pace.
-func (s *Store) purgeWalk(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, step purgeStep, count *int64, res *oncekey.PurgeResult) error {
+func (s *Store) purgeWalk(ctx context.Context, p *oncekeystore.PurgeParams, pace *oncekeystore.PurgePacer, step purgeStep, count *int64, res *oncekeystore.PurgeResult) error {
 	var (
 		found   bool
 		pages   int64

@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/testing/shelltest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -25,8 +25,8 @@ func TestMissingSchemaCommandQuotesHostileNames(t *testing.T) {
 			continue // not a name Postgres takes
 		}
 		s := pgstore.New(pool, &pgstore.Options{Schema: "s-" + v})
-		_, err := s.Claim(ctxT(t), claimParams("ok1_q", oncekey.Effectful))
-		var se *oncekey.StoreSchemaError
+		_, err := s.Claim(ctxT(t), claimParams("ok1_q", oncekeystore.Effectful))
+		var se *oncekeystore.StoreSchemaError
 		require.True(t, errors.As(err, &se), "%q: %v", v, err)
 		var cmd string
 		for i, part := range strings.Split(se.Fix, "`") {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Scanning a row with pgx's Rows.Scan plans every column again for every query (a type-map
@@ -184,8 +184,8 @@ func timestamptz(oid uint32, raw []byte) (time.Time, bool) {
 }
 
 // statuses are the values of the status column.
-var statuses = [...]string{string(oncekey.StatusPending), string(oncekey.StatusApplied), string(oncekey.StatusFailed),
-	string(oncekey.StatusUnknown), string(oncekey.StatusReleased), string(oncekey.StatusExpired)}
+var statuses = [...]string{string(oncekeystore.StatusPending), string(oncekeystore.StatusApplied), string(oncekeystore.StatusFailed),
+	string(oncekeystore.StatusUnknown), string(oncekeystore.StatusReleased), string(oncekeystore.StatusExpired)}
 
 // knownString returns the text arg or status equal to b, if there is one. Text has the same
 // bytes in the binary and text formats.
@@ -208,7 +208,7 @@ func knownString(b []byte, args []arg) (string, bool) {
 
 // recordDest holds a record being scanned and the destinations of its columns.
 type recordDest struct {
-	r          oncekey.Record
+	r          oncekeystore.Record
 	effect     int16
 	status     string
 	leaseUntil pgtype.Timestamptz
@@ -249,9 +249,9 @@ func (d *recordDest) bind(buf *recordDests, keyed bool, extra ...any) []any {
 	return append(dest, extra...)
 }
 
-func (d *recordDest) record() *oncekey.Record {
-	d.r.Effect = oncekey.Effect(d.effect)
-	d.r.Status = oncekey.Status(d.status)
+func (d *recordDest) record() *oncekeystore.Record {
+	d.r.Effect = oncekeystore.Effect(d.effect)
+	d.r.Status = oncekeystore.Status(d.status)
 	if d.leaseUntil.Valid {
 		d.r.LeaseUntil = d.leaseUntil.Time
 	}

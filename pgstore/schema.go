@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // schemaProblem is what is wrong with the store's table when Postgres says it is not what the
@@ -52,8 +52,8 @@ func schemaProblemOf(err error) (schemaProblem, bool) {
 }
 
 // wrap names the operation and classifies err: a missing or outdated table becomes
-// *oncekey.StoreSchemaError (see schemaError), an unreachable database
-// *oncekey.StoreUnavailableError (see wrapErr).
+// *oncekeystore.StoreSchemaError (see schemaError), an unreachable database
+// *oncekeystore.StoreUnavailableError (see wrapErr).
 func (s *Store) wrap(ctx context.Context, op, key string, err error) error {
 	problem, ok := schemaProblemOf(err)
 	if !ok {
@@ -83,7 +83,7 @@ const schemaSettingSQL = `SELECT current_database()::text, current_setting('sear
 // connection's search_path when Schema is ""), and what to do. It asks the database once more
 // for the search_path and the schemas that do hold the table; if that fails too, the message
 // goes without them.
-func (s *Store) schemaError(ctx context.Context, op string, problem schemaProblem, detail string, dbErr error) *oncekey.StoreSchemaError {
+func (s *Store) schemaError(ctx context.Context, op string, problem schemaProblem, detail string, dbErr error) *oncekeystore.StoreSchemaError {
 	var set schemaSetting
 	known := ctx.Err() == nil && s.call(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, schemaSettingSQL, s.schema).Scan(&set.database, &set.searchPath, &set.schemaExists, &set.holders)
@@ -133,7 +133,7 @@ func (s *Store) schemaError(ctx context.Context, op string, problem schemaProble
 		}
 		fix += fmt.Sprintf(" (%s has %s in schema %s)", db, table, strings.Join(quoted, ", "))
 	}
-	e := &oncekey.StoreSchemaError{Op: op, Table: s.table, Reason: reason, Fix: fix, Err: dbErr}
+	e := &oncekeystore.StoreSchemaError{Op: op, Table: s.table, Reason: reason, Fix: fix, Err: dbErr}
 	if problem == tableMissing && known {
 		e.Elsewhere = set.holders[:min(len(set.holders), 5)]
 	}
@@ -150,10 +150,10 @@ func (s *Store) schemaError(ctx context.Context, op string, problem schemaProble
 // Call it once at startup, after migrating if the program migrates, so that a store given the
 // wrong schema stops the program there instead of failing every tool call.
 //
-// It returns nil when the store is ready; an error wrapping *oncekey.StoreSchemaError when the
+// It returns nil when the store is ready; an error wrapping *oncekeystore.StoreSchemaError when the
 // table or its migrations table is missing or migrations are pending (its message names the
 // table, where the store looked and what to do); an error wrapping
-// *oncekey.StoreUnavailableError when Postgres cannot be reached; another error (insufficient
+// *oncekeystore.StoreUnavailableError when Postgres cannot be reached; another error (insufficient
 // privileges, say) otherwise.
 func (s *Store) Check(ctx context.Context) error {
 	migs, err := loadMigrations()

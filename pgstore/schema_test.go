@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -30,15 +30,15 @@ func poolOn(t *testing.T, url string, mode pgx.QueryExecMode) *pgxpool.Pool {
 	return pool
 }
 
-// requireSchemaError asserts that err is a *oncekey.StoreSchemaError, never a
-// *oncekey.StoreUnavailableError, that it still wraps the server's error with code, and that its
+// requireSchemaError asserts that err is a *oncekeystore.StoreSchemaError, never a
+// *oncekeystore.StoreUnavailableError, that it still wraps the server's error with code, and that its
 // message contains every one of want.
-func requireSchemaError(t *testing.T, err error, code string, want ...string) *oncekey.StoreSchemaError {
+func requireSchemaError(t *testing.T, err error, code string, want ...string) *oncekeystore.StoreSchemaError {
 	t.Helper()
 	require.Error(t, err)
-	var su *oncekey.StoreUnavailableError
+	var su *oncekeystore.StoreUnavailableError
 	require.False(t, errors.As(err, &su), "a missing table is not an unreachable store: %v", err)
-	var se *oncekey.StoreSchemaError
+	var se *oncekeystore.StoreSchemaError
 	require.ErrorAs(t, err, &se)
 	if code != "" {
 		var pgErr *pgconn.PgError
@@ -53,18 +53,18 @@ func requireSchemaError(t *testing.T, err error, code string, want ...string) *o
 
 // everyCall runs each of the store's calls once and returns their errors by name.
 func everyCall(ctx context.Context, s *pgstore.Store) map[string]error {
-	key := claimParams("ok1_schema", oncekey.Effectful)
+	key := claimParams("ok1_schema", oncekeystore.Effectful)
 	out := map[string]error{}
 	_, out["claim"] = s.Claim(ctx, key)
-	_, out["renew"] = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Lease: time.Minute})
-	_, out["complete"] = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Status: oncekey.StatusApplied})
-	_, out["release"] = s.Release(ctx, &oncekey.ReleaseParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1})
-	_, out["mark unknown"] = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1})
-	_, out["resolve"] = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Status: oncekey.StatusApplied, ResolvedBy: "op"})
-	_, out["get"] = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key.OperationKey})
-	_, out["list"] = s.List(ctx, &oncekey.ListParams{})
-	_, out["purge"] = s.Purge(ctx, &oncekey.PurgeParams{})
-	_, out["forget"] = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	_, out["renew"] = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Lease: time.Minute})
+	_, out["complete"] = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Status: oncekeystore.StatusApplied})
+	_, out["release"] = s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1})
+	_, out["mark unknown"] = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1})
+	_, out["resolve"] = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: key.OperationKey, Epoch: 1, Status: oncekeystore.StatusApplied, ResolvedBy: "op"})
+	_, out["get"] = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: key.OperationKey})
+	_, out["list"] = s.List(ctx, &oncekeystore.ListParams{})
+	_, out["purge"] = s.Purge(ctx, &oncekeystore.PurgeParams{})
+	_, out["forget"] = s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 	_, out["purge preview"] = s.PurgePreview(ctx)
 	_, out["stats"] = s.Stats(ctx, "")
 	for op, err := range approvalCalls(ctx, s) {
@@ -102,7 +102,7 @@ func TestStoreOnSchemaNeverMigrated(t *testing.T) {
 				"or set pgstore.Options.Schema to the schema you migrated",
 				`has oncekey_operations in schema `,
 			}
-			_, err := s.Claim(ctx, claimParams("ok1_first", oncekey.Effectful))
+			_, err := s.Claim(ctx, claimParams("ok1_first", oncekeystore.Effectful))
 			se := requireSchemaError(t, err, "42P01", fix...)
 			require.Contains(t, se.Fix, `"`+migrated+`"`, "the schema that has the table is named")
 			t.Logf("claim: %v", err)
@@ -118,7 +118,7 @@ func TestStoreOnSchemaNeverMigrated(t *testing.T) {
 
 			require.NoError(t, pgstore.Migrate(ctx, pool))
 			require.NoError(t, s.Check(ctx), "the same Store, no restart")
-			res, err := s.Claim(ctx, claimParams("ok1_first", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_first", oncekeystore.Effectful))
 			require.NoError(t, err)
 			require.True(t, res.Acquired)
 		})
@@ -142,19 +142,19 @@ func TestStoreOnNamedSchemaNeverMigrated(t *testing.T) {
 				`run pgstore.MigrateSchema(ctx, pool, "` + empty + `") (or ` + "`oncekey migrate --schema " + empty + "`" + `) on this database`,
 				"or set pgstore.Options.Schema to the schema you migrated",
 			}
-			_, err := s.Claim(ctx, claimParams("ok1_named", oncekey.Effectful))
+			_, err := s.Claim(ctx, claimParams("ok1_named", oncekeystore.Effectful))
 			requireSchemaError(t, err, "42P01", fix...)
 			requireSchemaError(t, s.Check(ctx), "", fix...)
 
 			missing := empty + "_missing"
 			gone := pgstore.New(pool, &pgstore.Options{Schema: missing})
-			_, err = gone.Claim(ctx, claimParams("ok1_named", oncekey.Effectful))
+			_, err = gone.Claim(ctx, claimParams("ok1_named", oncekeystore.Effectful))
 			requireSchemaError(t, err, "42P01", `schema "`+missing+`" (pgstore.Options.Schema) does not exist`)
 			requireSchemaError(t, gone.Check(ctx), "", `schema "`+missing+`" (pgstore.Options.Schema) does not exist`)
 
 			require.NoError(t, pgstore.MigrateSchema(ctx, pool, empty))
 			require.NoError(t, s.Check(ctx))
-			res, err := s.Claim(ctx, claimParams("ok1_named", oncekey.Effectful))
+			res, err := s.Claim(ctx, claimParams("ok1_named", oncekeystore.Effectful))
 			require.NoError(t, err)
 			require.True(t, res.Acquired)
 		})
@@ -178,7 +178,7 @@ func TestStoreOnOutdatedSchema(t *testing.T) {
 
 			_, err := pool.Exec(ctx, `ALTER TABLE oncekey_operations DROP COLUMN note`)
 			require.NoError(t, err)
-			_, err = s.Claim(ctx, claimParams("ok1_old", oncekey.Effectful))
+			_, err = s.Claim(ctx, claimParams("ok1_old", oncekeystore.Effectful))
 			requireSchemaError(t, err, "42703", "table oncekey_operations in the connection's search_path ("+schema+
 				") is not at the migration this version of oncekey expects",
 				"run pgstore.Migrate / pgstore.MigrateSchema")
@@ -205,10 +205,10 @@ func TestTransactionalClaimBeforeMigration005(t *testing.T) {
 	require.NoError(t, pgstore.Migrate(ctx, pool))
 	require.NoError(t, pgstore.MigrateDownSchema(ctx, pool, "", 4))
 	s := pgstore.New(pool, nil)
-	_, err := s.Claim(ctx, claimParams("ok1_tx_old", oncekey.Transactional))
+	_, err := s.Claim(ctx, claimParams("ok1_tx_old", oncekeystore.Transactional))
 	requireSchemaError(t, err, "23514", "table oncekey_operations in the connection's search_path ("+schema+
 		") is not at the migration this version of oncekey expects", "run pgstore.Migrate / pgstore.MigrateSchema")
-	c, err := s.Claim(ctx, claimParams("ok1_fx_old", oncekey.Effectful))
+	c, err := s.Claim(ctx, claimParams("ok1_fx_old", oncekeystore.Effectful))
 	require.NoError(t, err)
 	require.True(t, c.Acquired)
 }
@@ -222,9 +222,9 @@ func TestCheckUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	err = pgstore.New(pool, nil).Check(ctxT(t))
-	var su *oncekey.StoreUnavailableError
+	var su *oncekeystore.StoreUnavailableError
 	require.ErrorAs(t, err, &su)
-	var se *oncekey.StoreSchemaError
+	var se *oncekeystore.StoreSchemaError
 	require.False(t, errors.As(err, &se))
 	require.True(t, strings.HasPrefix(err.Error(), "pgstore: check: "), err.Error())
 }
@@ -252,9 +252,9 @@ func TestStoreBeforeGrantMigrations(t *testing.T) {
 			require.NoError(t, pgstore.MigrateDownSchema(ctx, pool, "", c.version))
 			s := pgstore.New(pool, nil)
 			errs := map[string]error{}
-			_, errs["forget"] = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+			_, errs["forget"] = s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 			_, errs["purge preview"] = s.PurgePreview(ctx)
-			_, errs["list grants"] = s.ListGrants(ctx, &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "create_ticket"})
+			_, errs["list grants"] = s.ListGrants(ctx, &oncekeystore.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "create_ticket"})
 			for _, op := range c.calls {
 				se := requireSchemaError(t, errs[op], "", "table oncekey_operations in the connection's search_path ("+schema+
 					") is not at the migration this version of oncekey expects: "+c.want, "run pgstore.Migrate / pgstore.MigrateSchema")

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/coalesce"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Defaults of Options.
@@ -35,7 +35,7 @@ type Options struct {
 	Coalesce bool
 
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
-	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
+	// refused with *oncekeystore.ResultTooLargeError before anything is sent, and nothing changes.
 	// The interceptor enforces the tighter Policy.MaxResultBytes (1 MiB by default) first; this
 	// is the store's own guard. Defaults to 16 MiB.
 	MaxResultBytes int
@@ -43,13 +43,13 @@ type Options struct {
 	// Schema is the Postgres schema holding the table oncekey_operations; it must have been
 	// migrated with MigrateSchema(ctx, pool, Schema). Defaults to "", which means unqualified
 	// names resolved through the connection's search_path (Migrate uses the same). If the table
-	// is not there, every call fails with an error wrapping *oncekey.StoreSchemaError (not
+	// is not there, every call fails with an error wrapping *oncekeystore.StoreSchemaError (not
 	// retryable); Store.Check finds it at startup.
 	Schema string
 
 	// StatementTimeout bounds each store call (one statement, or two on an error path). When it
 	// passes, pgx cancels the statement on the server and the call fails with an error wrapping
-	// *oncekey.StoreUnavailableError and context.DeadlineExceeded. A server-side limit can be
+	// *oncekeystore.StoreUnavailableError and context.DeadlineExceeded. A server-side limit can be
 	// added with the connection parameter statement_timeout. Defaults to 10s; negative means no
 	// limit beyond the caller's context.
 	StatementTimeout time.Duration
@@ -62,7 +62,7 @@ type Options struct {
 	TxPool *pgxpool.Pool
 }
 
-// Store is the Postgres oncekey.Store. It is safe for concurrent use and holds no connection
+// Store is the Postgres oncekeystore.Store. It is safe for concurrent use and holds no connection
 // of its own: every call borrows one from the pool, so a Store outlives database restarts.
 type Store struct {
 	pool     *pgxpool.Pool
@@ -87,18 +87,18 @@ type Store struct {
 	// claims and completes gather concurrent calls into one statement (Options.Coalesce;
 	// nil without it): see coalesce.go.
 	claims                        *coalesce.Queue[[]arg, claimOut]
-	completes                     *coalesce.Queue[[]arg, *oncekey.Record]
+	completes                     *coalesce.Queue[[]arg, *oncekeystore.Record]
 	claimManySQL, completeManySQL string
 }
 
 var (
-	_ oncekey.Store          = (*Store)(nil)
-	_ oncekey.StoreInspector = (*Store)(nil)
+	_ oncekeystore.Store          = (*Store)(nil)
+	_ oncekeystore.StoreInspector = (*Store)(nil)
 )
 
 // New returns a Store on pool. opts may be nil. The pool's schema must be migrated (Migrate or
 // MigrateSchema) before the first call; Check tells whether it is. A call that finds the table
-// missing or older than this build returns an error wrapping *oncekey.StoreSchemaError, and works
+// missing or older than this build returns an error wrapping *oncekeystore.StoreSchemaError, and works
 // as soon as the schema is migrated, without a new Store.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
 	s := &Store{pool: pool, txPool: pool, maxBytes: DefaultMaxResultBytes, timeout: DefaultStatementTimeout, table: "oncekey_operations",
@@ -350,7 +350,7 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 func (s *Store) checkSize(op, key string, bs ...[]byte) error {
 	for _, b := range bs {
 		if len(b) > s.maxBytes {
-			return fmt.Errorf("pgstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+			return fmt.Errorf("pgstore: %s %s: %w", op, key, &oncekeystore.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
 		}
 	}
 	return nil
@@ -365,16 +365,16 @@ func tokenOr(token int64) int64 {
 	return token
 }
 
-// Claim implements oncekey.Store in one statement (ClaimSQL), judged on the database clock.
+// Claim implements oncekeystore.Store in one statement (ClaimSQL), judged on the database clock.
 // A pending Effectful record whose lease ran out becomes unknown at its current epoch; a
 // released record is acquired only by a claim with its fingerprint.
-func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	token := tokenOr(p.ClaimToken)
 	var (
-		res               oncekey.ClaimResult
+		res               oncekeystore.ClaimResult
 		acquired, expired bool
 		err               error
 	)
@@ -382,7 +382,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 		textArg(p.Tool), textArg(p.Version), textArg(p.Fingerprint), textArg(p.WorkflowID), textArg(p.StepID),
 		smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
 		bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)}
-	if p.Effect == oncekey.Transactional {
+	if p.Effect == oncekeystore.Transactional {
 		// A Transactional claim commits without waiting for its flush (TransactionalClaimSQL),
 		// so it is never coalesced with claims that do.
 		res.Record, acquired, expired, err = s.claimWith(ctx, s.claimTxSQL, args)
@@ -401,20 +401,20 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 
 // fenced runs a write conditional on (tenant, key, epoch, pending). Zero rows is ErrLostClaim,
 // or ErrNotFound when a second read finds no record at all (error path only).
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...arg) (*oncekey.Record, error) {
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, query *stmt, args ...arg) (*oncekeystore.Record, error) {
 	r, err := s.writeVia(ctx, query, args)
 	return noRow(ctx, op, key, s.wrap, r, err, func() error {
-		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekey.ErrNotFound) {
-			return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekey.ErrNotFound)
+		if _, gerr := s.get(ctx, tenant, key); errors.Is(gerr, oncekeystore.ErrNotFound) {
+			return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekeystore.ErrNotFound)
 		}
-		return fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2].i, oncekey.ErrLostClaim)
+		return fmt.Errorf("pgstore: %s %s at epoch %d: %w", op, key, args[2].i, oncekeystore.ErrLostClaim)
 	})
 }
 
 // claimWith runs the claim statement query (claimSQL, or claimTxSQL for a Transactional tool)
 // for args on its own, reporting whether the claim acquired the record and whether it is past
 // retention.
-func (s *Store) claimWith(ctx context.Context, query *stmt, args []arg) (r *oncekey.Record, acquired, expired bool, err error) {
+func (s *Store) claimWith(ctx context.Context, query *stmt, args []arg) (r *oncekeystore.Record, acquired, expired bool, err error) {
 	err = s.call(ctx, func(ctx context.Context) error {
 		var err error
 		r, err = s.queryRecord(ctx, query, args, &acquired, &expired)
@@ -424,8 +424,8 @@ func (s *Store) claimWith(ctx context.Context, query *stmt, args []arg) (r *once
 }
 
 // writeOne runs the fenced write query for args on its own.
-func (s *Store) writeOne(ctx context.Context, query *stmt, args []arg) (*oncekey.Record, error) {
-	var r *oncekey.Record
+func (s *Store) writeOne(ctx context.Context, query *stmt, args []arg) (*oncekeystore.Record, error) {
+	var r *oncekeystore.Record
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
 		r, err = s.queryRecord(ctx, query, args)
@@ -434,8 +434,8 @@ func (s *Store) writeOne(ctx context.Context, query *stmt, args []arg) (*oncekey
 	return r, err
 }
 
-// Renew implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
-func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+// Renew implements oncekeystore.Store: one UPDATE conditional on the epoch and status pending.
+func (s *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -443,10 +443,10 @@ func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Rec
 		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), bigintArg(micros(p.Lease)))
 }
 
-// Complete implements oncekey.Store: one UPDATE conditional on the epoch and status pending,
+// Complete implements oncekeystore.Store: one UPDATE conditional on the epoch and status pending,
 // storing Result and Failure byte-for-byte (nil is NULL, empty is empty). A Result or Failure
-// over Options.MaxResultBytes is refused with *oncekey.ResultTooLargeError.
-func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+// over Options.MaxResultBytes is refused with *oncekeystore.ResultTooLargeError.
+func (s *Store) Complete(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -458,8 +458,8 @@ func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference))
 }
 
-// Release implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
-func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+// Release implements oncekeystore.Store: one UPDATE conditional on the epoch and status pending.
+func (s *Store) Release(ctx context.Context, p *oncekeystore.ReleaseParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -467,8 +467,8 @@ func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey
 		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch))
 }
 
-// MarkUnknown implements oncekey.Store: one UPDATE conditional on the epoch and status pending.
-func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+// MarkUnknown implements oncekeystore.Store: one UPDATE conditional on the epoch and status pending.
+func (s *Store) MarkUnknown(ctx context.Context, p *oncekeystore.MarkUnknownParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -479,19 +479,19 @@ func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (
 		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), byteaArg(p.Failure))
 }
 
-// Resolve implements oncekey.Store: one UPDATE at p.Epoch allowed from unknown, or from pending
+// Resolve implements oncekeystore.Store: one UPDATE at p.Epoch allowed from unknown, or from pending
 // with a lease expired on the database clock, within retention. Otherwise it returns
-// *oncekey.StaleDecisionError (the record is at another epoch),
-// *oncekey.StatusConflictError (Status expired for a record past retention) or ErrNotFound,
+// *oncekeystore.StaleDecisionError (the record is at another epoch),
+// *oncekeystore.StatusConflictError (Status expired for a record past retention) or ErrNotFound,
 // found by a second read on that error path, and changes nothing.
-func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+func (s *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
 		return nil, err
 	}
-	return queryOne(ctx, s, "resolve", p.OperationKey, s.wrap, func(ctx context.Context) (*oncekey.Record, error) {
+	return queryOne(ctx, s, "resolve", p.OperationKey, s.wrap, func(ctx context.Context) (*oncekeystore.Record, error) {
 		return s.queryRecord(ctx, s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
 			textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference),
 			textArg(p.ResolvedBy), textArg(p.Note), bigintArg(p.Epoch)})
@@ -502,19 +502,19 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 		}
 		st := cur.Status
 		if pastRetention {
-			st = oncekey.StatusExpired
+			st = oncekeystore.StatusExpired
 		}
 		if !pastRetention && cur.Epoch != p.Epoch {
-			return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
+			return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekeystore.StaleDecisionError{
 				OperationKey: p.OperationKey, Epoch: p.Epoch, Current: cur.Epoch, Status: cur.Status})
 		}
-		return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
+		return fmt.Errorf("pgstore: resolve %s: %w", p.OperationKey, &oncekeystore.StatusConflictError{
 			OperationKey: p.OperationKey, Status: st, Want: "only unknown records and pending records with an expired lease can be resolved"})
 	})
 }
 
-// Get implements oncekey.Store.
-func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+// Get implements oncekeystore.Store.
+func (s *Store) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -525,39 +525,39 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 	return r, nil
 }
 
-func (s *Store) get(ctx context.Context, tenant, key string) (*oncekey.Record, error) {
+func (s *Store) get(ctx context.Context, tenant, key string) (*oncekeystore.Record, error) {
 	r, _, err := s.getRetention(ctx, tenant, key)
 	return r, err
 }
 
 // getRetention reads a record and whether it is past retention; pgx.ErrNoRows becomes
-// oncekey.ErrNotFound here and only here.
-func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekey.Record, bool, error) {
+// oncekeystore.ErrNotFound here and only here.
+func (s *Store) getRetention(ctx context.Context, tenant, key string) (*oncekeystore.Record, bool, error) {
 	var past bool
-	r, err := callFor(ctx, s, func(ctx context.Context) (*oncekey.Record, error) {
+	r, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Record, error) {
 		return s.queryRecord(ctx, s.getSQL, []arg{textArg(tenant), textArg(key)}, &past)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, oncekey.ErrNotFound
+		return nil, false, oncekeystore.ErrNotFound
 	}
 	if err != nil {
 		if problem, ok := schemaProblemOf(err); ok {
 			return nil, false, s.schemaError(ctx, "get", problem, "", err)
 		}
 		if unavailable(err) {
-			return nil, false, &oncekey.StoreUnavailableError{Op: "get", Err: err}
+			return nil, false, &oncekeystore.StoreUnavailableError{Op: "get", Err: err}
 		}
 		return nil, false, err
 	}
 	return r, past, nil
 }
 
-// List implements oncekey.Store with keyset pagination in (updated_at, tenant, operation_key)
+// List implements oncekeystore.Store with keyset pagination in (updated_at, tenant, operation_key)
 // order. The cursor is the last record's sort key, so a record that is not updated while a
 // caller pages appears exactly once; a record updated meanwhile moves to the end (it may appear
 // again there) without making any other record be skipped or repeated. Each page is one
 // statement; pages are not one snapshot.
-func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+func (s *Store) List(ctx context.Context, p *oncekeystore.ListParams) (*oncekeystore.ListResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -566,12 +566,14 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if !p.UpdatedSince.IsZero() {
 		l.where = append(l.where, "updated_at >= "+l.arg(p.UpdatedSince))
 	}
-	recs, next, err := readPage(ctx, s, &l, p.PageSize(), page[*oncekey.Record, oncekey.ListCursor]{
-		op: "list", cols: recordCols, table: s.table, wrap: s.wrap, next: oncekey.NextCursor,
-		after: p.After, key: func(c oncekey.ListCursor) (time.Time, string, string) { return c.UpdatedAt, c.Tenant, c.OperationKey },
-		rows: func(rows pgx.Rows) ([]*oncekey.Record, error) {
+	recs, next, err := readPage(ctx, s, &l, p.PageSize(), page[*oncekeystore.Record, oncekeystore.ListCursor]{
+		op: "list", cols: recordCols, table: s.table, wrap: s.wrap, next: oncekeystore.NextCursor,
+		after: p.After, key: func(c oncekeystore.ListCursor) (time.Time, string, string) {
+			return c.UpdatedAt, c.Tenant, c.OperationKey
+		},
+		rows: func(rows pgx.Rows) ([]*oncekeystore.Record, error) {
 			var (
-				recs []*oncekey.Record
+				recs []*oncekeystore.Record
 				buf  recordDests
 			)
 			for rows.Next() {
@@ -586,7 +588,7 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err != nil {
 		return nil, err
 	}
-	return &oncekey.ListResult{Records: recs, Next: next}, nil
+	return &oncekeystore.ListResult{Records: recs, Next: next}, nil
 }
 
 // page is what readPage reads: the columns and table of a listing's rows, how they scan, and
@@ -669,7 +671,7 @@ func (l *listing) query(cols, table string, n int) string {
 	return q + " ORDER BY " + l.sortCol + ", tenant, operation_key LIMIT " + l.arg(n)
 }
 
-// Purge implements oncekey.Store. It first turns records past retention into tombstones
+// Purge implements oncekeystore.Store. It first turns records past retention into tombstones
 // (status expired; result, failure, effect reference and note cleared; digests, epoch and
 // windows kept), never a pending or unknown record, then deletes tombstones and settled records
 // past their window, then deletes the decided approvals past their retention (never a pending
@@ -683,11 +685,11 @@ func (l *listing) query(cols, table string, n int) string {
 // so claims keep most of the server while a large purge runs.
 // Batches counts statements that changed at least one row; p.Progress is called after each.
 // On an error the counts so far are returned with it.
-func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+func (s *Store) Purge(ctx context.Context, p *oncekeystore.PurgeParams) (*oncekeystore.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var res oncekey.PurgeResult
+	var res oncekeystore.PurgeResult
 	pace := p.Pacer()
 	for _, step := range []struct {
 		purgeStep
@@ -711,14 +713,14 @@ func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.Pur
 	return &res, nil
 }
 
-// Forget implements oncekey.Store: one statement deleting every record, every approval, every
+// Forget implements oncekeystore.Store: one statement deleting every record, every approval, every
 // outbox message (delivered or not: the tenant is forgotten) and every standing grant (active or
 // not) of the tenant.
-func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+func (s *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*oncekeystore.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var res oncekey.ForgetResult
+	var res oncekeystore.ForgetResult
 	err := s.call(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, s.forgetSQL, p.Tenant).Scan(&res.Deleted, &res.ApprovalsDeleted, &res.GrantsDeleted)
 	})
@@ -732,8 +734,8 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 // tombstone and delete now, by the conditions Purge itself uses. It reads the whole table (a
 // sequential scan at millions of rows takes seconds); rows locked by a running claim, which
 // Purge would skip until its next run, are counted.
-func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error) {
-	var pv oncekey.PurgePreview
+func (s *Store) PurgePreview(ctx context.Context) (*oncekeystore.PurgePreview, error) {
+	var pv oncekeystore.PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
 		var oldest *time.Time
 		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes, &pv.GrantDeletes); err != nil {
@@ -752,8 +754,8 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error)
 
 // Stats counts records by tenant, tool and status in one statement (of tenant only, unless it
 // is ""), ordered by tenant, tool and status. Counting reads every matching row.
-func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, error) {
-	var out []oncekey.StatsRow
+func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekeystore.StatsRow, error) {
+	var out []oncekeystore.StatsRow
 	err := s.call(ctx, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, s.statsSQL, tenant)
@@ -761,11 +763,11 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, e
 			return err
 		}
 		var (
-			r      oncekey.StatsRow
+			r      oncekeystore.StatsRow
 			status string
 		)
 		_, err = pgx.ForEachRow(rows, []any{&r.Tenant, &r.Tool, &status, &r.Count, &r.OldestUpdate}, func() error {
-			r.Status = oncekey.Status(status)
+			r.Status = oncekeystore.Status(status)
 			out = append(out, r)
 			return nil
 		})

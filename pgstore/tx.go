@@ -11,25 +11,25 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // ErrNoTx is what Tx returns for a context that carries no transaction: the caller is not the
-// body of an oncekey.Transactional tool running on a pgstore Store.
-var ErrNoTx = errors.New("pgstore: no transaction in the context: pgstore.Tx is for the body of an oncekey.Transactional tool")
+// body of an oncekeystore.Transactional tool running on a pgstore Store.
+var ErrNoTx = errors.New("pgstore: no transaction in the context: pgstore.Tx is for the body of an oncekeystore.Transactional tool")
 
-var _ oncekey.TxStore = (*Store)(nil)
+var _ oncekeystore.TxStore = (*Store)(nil)
 
 // txKey is the context key of a Transactional body's transaction.
 type txKey struct{}
 
-// Tx returns the transaction of the oncekey.Transactional tool whose body ctx is (or derives
+// Tx returns the transaction of the oncekeystore.Transactional tool whose body ctx is (or derives
 // from), or ErrNoTx. The body writes through it; oncekey commits the writes together with the
 // record's completion after the body returns, or rolls them back (an error, a panic, a lost
 // claim). The body must not call Commit or Rollback, send a statement that ends the transaction
 // (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION, alone or among other statements, through
 // Exec, Query, QueryRow, Prepare or SendBatch), or use it from two goroutines at once: each is
-// refused, not run, with an *oncekey.TxMisuseError, and the whole transaction is rolled back. A
+// refused, not run, with an *oncekeystore.TxMisuseError, and the whole transaction is rolled back. A
 // use after the body returned is refused the same way (AfterReturn) and changes nothing else.
 // Begin (a savepoint) is refused without rolling back: run SAVEPOINT and ROLLBACK TO SAVEPOINT
 // with Exec instead. Conn and LargeObjects are the transaction's own and bypass these checks; a
@@ -43,12 +43,12 @@ func Tx(ctx context.Context) (pgx.Tx, error) {
 	return nil, ErrNoTx
 }
 
-// BeginTx implements oncekey.TxStore: it begins a transaction on Options.TxPool (or the store's
+// BeginTx implements oncekeystore.TxStore: it begins a transaction on Options.TxPool (or the store's
 // pool) in which the server ends the session if it stays idle longer than p.Lease
 // (idle_in_transaction_session_timeout, set for this transaction only), so a body that hangs
-// past its lease holds no locks for long. An error wraps *oncekey.StoreUnavailableError when the
+// past its lease holds no locks for long. An error wraps *oncekeystore.StoreUnavailableError when the
 // server cannot be reached.
-func (s *Store) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.StoreTx, error) {
+func (s *Store) BeginTx(ctx context.Context, p *oncekeystore.BeginTxParams) (oncekeystore.StoreTx, error) {
 	begin := "BEGIN"
 	if ms := p.Lease.Milliseconds(); ms > 0 {
 		// One round trip: pgx sends a BeginQuery with the simple protocol.
@@ -66,7 +66,7 @@ func (s *Store) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.
 	return &storeTx{s: s, tx: tx, key: p.OperationKey, body: &bodyTx{tx: tx, tool: p.Tool, s: s, tenant: p.Tenant, key: p.OperationKey}}, nil
 }
 
-// storeTx is one Transactional call's transaction (oncekey.StoreTx).
+// storeTx is one Transactional call's transaction (oncekeystore.StoreTx).
 type storeTx struct {
 	s    *Store
 	tx   pgx.Tx
@@ -87,11 +87,11 @@ func (t *storeTx) Context(ctx context.Context) context.Context {
 	return context.WithValue(ctx, txKey{}, t.body)
 }
 
-// Commit implements oncekey.StoreTx: the completion (CompleteSQL at p.Epoch) and COMMIT, on the
+// Commit implements oncekeystore.StoreTx: the completion (CompleteSQL at p.Epoch) and COMMIT, on the
 // transaction's connection. A completion that matches no row rolls everything back and returns
 // ErrLostClaim; an error of COMMIT is returned as it is (wrapped), and the caller reads the
 // outcome back from the record.
-func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+func (t *storeTx) Commit(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	if t.done {
 		return nil, pgx.ErrTxClosed
 	}
@@ -118,7 +118,7 @@ func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 		ctx, cancel = context.WithTimeout(ctx, t.s.timeout)
 		defer cancel()
 	}
-	var rec *oncekey.Record
+	var rec *oncekeystore.Record
 	err := func() error {
 		var err error
 		rec, err = t.s.queryRecordOn(ctx, t.tx.Conn(), false, t.s.completeSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
@@ -139,7 +139,7 @@ func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		t.rollback(ctx)
-		return nil, fmt.Errorf("pgstore: complete %s at epoch %d: the transaction was rolled back: %w", p.OperationKey, p.Epoch, oncekey.ErrLostClaim)
+		return nil, fmt.Errorf("pgstore: complete %s at epoch %d: the transaction was rolled back: %w", p.OperationKey, p.Epoch, oncekeystore.ErrLostClaim)
 	case err != nil:
 		t.rollback(ctx)
 		return nil, t.s.wrap(ctx, "commit", p.OperationKey, err)
@@ -147,11 +147,11 @@ func (t *storeTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncek
 	return rec, nil
 }
 
-// Rollback implements oncekey.StoreTx. It returns a *oncekey.TxMisuseError (Ended) when the
+// Rollback implements oncekeystore.StoreTx. It returns a *oncekeystore.TxMisuseError (Ended) when the
 // body had ended the transaction itself (see ended); the connection is given back either way.
 func (t *storeTx) Rollback(ctx context.Context) error {
 	t.body.close()
-	var misuse *oncekey.TxMisuseError
+	var misuse *oncekeystore.TxMisuseError
 	if !t.done {
 		t.done = true
 		misuse = t.ended()
@@ -171,11 +171,11 @@ func (t *storeTx) rollback(ctx context.Context) { _ = t.Rollback(ctx) }
 // ended returns the misuse of a transaction the body ended itself (through Conn, as the statements
 // sent through the body's pgx.Tx are checked): the connection is in no transaction when the body
 // returns. A transaction in error ('E') is still the body's, and fails at the completion.
-func (t *storeTx) ended() *oncekey.TxMisuseError {
+func (t *storeTx) ended() *oncekeystore.TxMisuseError {
 	if t.tx.Conn().PgConn().TxStatus() != 'I' {
 		return nil
 	}
-	return &oncekey.TxMisuseError{Tool: t.body.tool, Op: "a statement sent through Conn", Reason: "ended the transaction (committed or rolled it back)", Ended: true}
+	return &oncekeystore.TxMisuseError{Tool: t.body.tool, Op: "a statement sent through Conn", Reason: "ended the transaction (committed or rolled it back)", Ended: true}
 }
 
 // bodyTx is the pgx.Tx a Transactional body gets: the transaction, with the checks that refuse
@@ -190,7 +190,7 @@ type bodyTx struct {
 	mu     sync.Mutex
 	busy   bool // a call on the connection is running (a Query's rows are open)
 	closed bool // the body returned: oncekey owns the transaction again
-	misuse *oncekey.TxMisuseError
+	misuse *oncekeystore.TxMisuseError
 }
 
 var _ pgx.Tx = (*bodyTx)(nil)
@@ -208,7 +208,7 @@ func (b *bodyTx) enter(op string, sqls ...string) error {
 	}
 	switch {
 	case b.closed:
-		return &oncekey.TxMisuseError{Tool: b.tool, Op: op, Reason: "was called after the body returned", AfterReturn: true}
+		return &oncekeystore.TxMisuseError{Tool: b.tool, Op: op, Reason: "was called after the body returned", AfterReturn: true}
 	case b.busy:
 		return b.refuse(op, "while another call on the transaction was running (the transaction was used from two goroutines at once)")
 	case b.misuse != nil:
@@ -227,9 +227,9 @@ func (b *bodyTx) leave() {
 // refuse records and returns the misuse; b.mu is held.
 func (b *bodyTx) refuse(op, reason string) error {
 	if b.closed {
-		return &oncekey.TxMisuseError{Tool: b.tool, Op: op, Reason: "was called after the body returned", AfterReturn: true}
+		return &oncekeystore.TxMisuseError{Tool: b.tool, Op: op, Reason: "was called after the body returned", AfterReturn: true}
 	}
-	e := &oncekey.TxMisuseError{Tool: b.tool, Op: op, Reason: reason}
+	e := &oncekeystore.TxMisuseError{Tool: b.tool, Op: op, Reason: reason}
 	if b.misuse == nil {
 		b.misuse = e
 	}
@@ -238,18 +238,18 @@ func (b *bodyTx) refuse(op, reason string) error {
 
 // close hands the transaction back to oncekey and returns the misuse the body made, if any. A
 // call still running (from a goroutine the body left behind) is a misuse too.
-func (b *bodyTx) close() *oncekey.TxMisuseError {
+func (b *bodyTx) close() *oncekeystore.TxMisuseError {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.busy && b.misuse == nil && !b.closed {
-		b.misuse = &oncekey.TxMisuseError{Tool: b.tool, Op: "a call", Reason: "was still running when the body returned"}
+		b.misuse = &oncekeystore.TxMisuseError{Tool: b.tool, Op: "a call", Reason: "was still running when the body returned"}
 	}
 	b.closed = true
 	return b.misuse
 }
 
 func (b *bodyTx) Begin(context.Context) (pgx.Tx, error) {
-	return nil, &oncekey.TxMisuseError{Tool: b.tool, Op: "Begin", Reason: "is not offered (run SAVEPOINT and ROLLBACK TO SAVEPOINT with Exec)"}
+	return nil, &oncekeystore.TxMisuseError{Tool: b.tool, Op: "Begin", Reason: "is not offered (run SAVEPOINT and ROLLBACK TO SAVEPOINT with Exec)"}
 }
 
 func (b *bodyTx) Commit(context.Context) error {

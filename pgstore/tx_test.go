@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -27,10 +27,10 @@ func setupTx(t *testing.T) (*pgxpool.Pool, *pgstore.Store) {
 	return pool, s
 }
 
-func txClaim(t *testing.T, s *pgstore.Store, key string, lease time.Duration) *oncekey.ClaimResult {
+func txClaim(t *testing.T, s *pgstore.Store, key string, lease time.Duration) *oncekeystore.ClaimResult {
 	t.Helper()
-	res, err := s.Claim(ctxT(t), &oncekey.ClaimParams{Tenant: "t", OperationKey: key, Tool: "credit", Fingerprint: "fp",
-		Effect: oncekey.Transactional, Lease: lease, Retention: time.Hour, Tombstone: time.Hour})
+	res, err := s.Claim(ctxT(t), &oncekeystore.ClaimParams{Tenant: "t", OperationKey: key, Tool: "credit", Fingerprint: "fp",
+		Effect: oncekeystore.Transactional, Lease: lease, Retention: time.Hour, Tombstone: time.Hour})
 	require.NoError(t, err)
 	return res
 }
@@ -43,9 +43,9 @@ func ledgerRows(t *testing.T, pool *pgxpool.Pool) int {
 }
 
 // begin begins key's transaction at epoch and returns it with the body's pgx.Tx.
-func begin(t *testing.T, s *pgstore.Store, key string, epoch int64) (oncekey.StoreTx, pgx.Tx, context.Context) {
+func begin(t *testing.T, s *pgstore.Store, key string, epoch int64) (oncekeystore.StoreTx, pgx.Tx, context.Context) {
 	t.Helper()
-	stx, err := s.BeginTx(ctxT(t), &oncekey.BeginTxParams{Tenant: "t", OperationKey: key, Epoch: epoch, Lease: time.Minute, Tool: "credit"})
+	stx, err := s.BeginTx(ctxT(t), &oncekeystore.BeginTxParams{Tenant: "t", OperationKey: key, Epoch: epoch, Lease: time.Minute, Tool: "credit"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = stx.Rollback(context.Background()) })
 	ctx := stx.Context(ctxT(t))
@@ -55,7 +55,7 @@ func begin(t *testing.T, s *pgstore.Store, key string, epoch int64) (oncekey.Sto
 }
 
 // claimedWrite claims "k", begins its transaction and writes one ledger row in it.
-func claimedWrite(t *testing.T, s *pgstore.Store) (*oncekey.ClaimResult, oncekey.StoreTx, pgx.Tx, context.Context) {
+func claimedWrite(t *testing.T, s *pgstore.Store) (*oncekeystore.ClaimResult, oncekeystore.StoreTx, pgx.Tx, context.Context) {
 	t.Helper()
 	c := txClaim(t, s, "k", time.Minute)
 	stx, tx, ctx := begin(t, s, "k", c.Record.Epoch)
@@ -64,8 +64,8 @@ func claimedWrite(t *testing.T, s *pgstore.Store) (*oncekey.ClaimResult, oncekey
 	return c, stx, tx, ctx
 }
 
-func applied(epoch int64) *oncekey.CompleteParams {
-	return &oncekey.CompleteParams{Tenant: "t", OperationKey: "k", Epoch: epoch, Status: oncekey.StatusApplied, Result: []byte("r")}
+func applied(epoch int64) *oncekeystore.CompleteParams {
+	return &oncekeystore.CompleteParams{Tenant: "t", OperationKey: "k", Epoch: epoch, Status: oncekeystore.StatusApplied, Result: []byte("r")}
 }
 
 func TestTxCommitsWritesWithCompletion(t *testing.T) {
@@ -78,12 +78,12 @@ func TestTxCommitsWritesWithCompletion(t *testing.T) {
 	require.Equal(t, 0, ledgerRows(t, pool), "the body's write is visible before the commit")
 	rec, err := stx.Commit(ctxT(t), applied(c.Record.Epoch))
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, 1, ledgerRows(t, pool))
 
 	again := txClaim(t, s, "k", time.Minute)
 	require.False(t, again.Acquired)
-	require.Equal(t, oncekey.StatusApplied, again.Record.Status, "a repeat replays")
+	require.Equal(t, oncekeystore.StatusApplied, again.Record.Status, "a repeat replays")
 	require.Equal(t, []byte("r"), again.Record.Result)
 
 	_, err = pgstore.Tx(context.Background())
@@ -100,7 +100,7 @@ func TestTxStaleEpochRollsBack(t *testing.T) {
 	_, err := tx.Exec(ctxT(t), `INSERT INTO ledger VALUES ('k', 5)`)
 	require.NoError(t, err)
 
-	var taken *oncekey.ClaimResult
+	var taken *oncekeystore.ClaimResult
 	require.Eventually(t, func() bool {
 		taken = txClaim(t, s, "k", time.Minute)
 		return taken.Acquired
@@ -109,11 +109,11 @@ func TestTxStaleEpochRollsBack(t *testing.T) {
 	require.Equal(t, c.Record.Epoch+1, taken.Record.Epoch)
 
 	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
-	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+	require.ErrorIs(t, err, oncekeystore.ErrLostClaim)
 	require.Equal(t, 0, ledgerRows(t, pool), "the stale attempt's write committed")
-	rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+	rec, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "t", OperationKey: "k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusPending, rec.Status)
+	require.Equal(t, oncekeystore.StatusPending, rec.Status)
 	require.Equal(t, taken.Record.Epoch, rec.Epoch)
 }
 
@@ -145,7 +145,7 @@ func TestTxMisuse(t *testing.T) {
 			pool, s := setupTx(t)
 			c, stx, tx, ctx := claimedWrite(t, s)
 			err := tc.misuse(ctx, tx)
-			var misuse *oncekey.TxMisuseError
+			var misuse *oncekeystore.TxMisuseError
 			require.ErrorAs(t, err, &misuse)
 			// Further use is refused too, and oncekey's commit rolls everything back.
 			_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
@@ -153,9 +153,9 @@ func TestTxMisuse(t *testing.T) {
 			_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
 			require.ErrorAs(t, err, &misuse)
 			require.Equal(t, 0, ledgerRows(t, pool), "a misused transaction left writes")
-			rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+			rec, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "t", OperationKey: "k"})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written")
+			require.Equal(t, oncekeystore.StatusPending, rec.Status, "the completion was written")
 		})
 	}
 }
@@ -170,7 +170,7 @@ func TestTxUseAfterReturn(t *testing.T) {
 	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `INSERT INTO ledger VALUES ('k', 6)`)
-	var misuse *oncekey.TxMisuseError
+	var misuse *oncekeystore.TxMisuseError
 	require.ErrorAs(t, err, &misuse)
 	require.True(t, misuse.AfterReturn)
 	require.Contains(t, err.Error(), "it was not run; what the body wrote before it returned was committed or rolled back with the call")
@@ -179,9 +179,9 @@ func TestTxUseAfterReturn(t *testing.T) {
 	require.ErrorAs(t, tx.Commit(ctx), &misuse)
 	require.True(t, misuse.AfterReturn)
 	require.Equal(t, 1, ledgerRows(t, pool))
-	rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+	rec, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "t", OperationKey: "k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 }
 
 // A body that sends a statement ending the transaction, in any spelling and through any method,
@@ -227,7 +227,7 @@ func TestTxEndingStatementRefused(t *testing.T) {
 					pool, s := setupTx(t)
 					c, stx, tx, ctx := claimedWrite(t, s)
 					err := send(ctx, tx, sql)
-					var misuse *oncekey.TxMisuseError
+					var misuse *oncekeystore.TxMisuseError
 					require.ErrorAs(t, err, &misuse)
 					require.False(t, misuse.Ended)
 					require.Contains(t, err.Error(), "ends the transaction")
@@ -241,9 +241,9 @@ func TestTxEndingStatementRefused(t *testing.T) {
 						require.ErrorAs(t, err, &misuse)
 					}
 					require.Equal(t, 0, ledgerRows(t, pool), "a row committed without the record")
-					rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+					rec, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "t", OperationKey: "k"})
 					require.NoError(t, err)
-					require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written")
+					require.Equal(t, oncekeystore.StatusPending, rec.Status, "the completion was written")
 				})
 			}
 		}
@@ -260,7 +260,7 @@ func TestTxEndedThroughConn(t *testing.T) {
 			c, stx, tx, ctx := claimedWrite(t, s)
 			_, err := tx.Conn().Exec(ctx, "COMMIT")
 			require.NoError(t, err)
-			var misuse *oncekey.TxMisuseError
+			var misuse *oncekeystore.TxMisuseError
 			if then == "fails" {
 				require.ErrorAs(t, stx.Rollback(ctxT(t)), &misuse)
 			} else {
@@ -271,9 +271,9 @@ func TestTxEndedThroughConn(t *testing.T) {
 			require.Contains(t, misuse.Error(), "may have committed without the record")
 			require.NoError(t, stx.Rollback(ctxT(t)), "a second Rollback reports nothing")
 			require.Equal(t, 1, ledgerRows(t, pool), "the row the body committed itself")
-			rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+			rec, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "t", OperationKey: "k"})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written outside the transaction")
+			require.Equal(t, oncekeystore.StatusPending, rec.Status, "the completion was written outside the transaction")
 		})
 	}
 }
@@ -291,9 +291,9 @@ func TestTxBackendEndsBeforeCommit(t *testing.T) {
 	}, nil)()
 	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
 	require.Error(t, err)
-	require.NotErrorIs(t, err, oncekey.ErrLostClaim)
+	require.NotErrorIs(t, err, oncekeystore.ErrLostClaim)
 	require.Equal(t, 0, ledgerRows(t, pool))
-	_, err = s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: "t", OperationKey: "k", Epoch: c.Record.Epoch})
+	_, err = s.Release(ctxT(t), &oncekeystore.ReleaseParams{Tenant: "t", OperationKey: "k", Epoch: c.Record.Epoch})
 	require.NoError(t, err, "the record is not pending at the epoch: the transaction committed")
 }
 
@@ -307,7 +307,7 @@ func TestTxAbortedByBodyError(t *testing.T) {
 	require.Error(t, err)
 	_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
 	require.Error(t, err)
-	require.False(t, errors.Is(err, oncekey.ErrLostClaim))
+	require.False(t, errors.Is(err, oncekeystore.ErrLostClaim))
 	require.Equal(t, 0, ledgerRows(t, pool))
 }
 
@@ -360,15 +360,15 @@ func TestTxHiddenEndingStatementRefused(t *testing.T) {
 				require.NoError(t, err)
 			}
 			_, err = tx.Exec(ctx, tc.sql)
-			var misuse *oncekey.TxMisuseError
+			var misuse *oncekeystore.TxMisuseError
 			require.ErrorAs(t, err, &misuse)
 			require.Contains(t, err.Error(), "ends the transaction")
 			_, err = stx.Commit(ctxT(t), applied(c.Record.Epoch))
 			require.ErrorAs(t, err, &misuse)
 			require.Equal(t, 0, ledgerRows(t, pool), "a row committed without the record")
-			rec, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "t", OperationKey: "k"})
+			rec, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "t", OperationKey: "k"})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusPending, rec.Status, "the completion was written")
+			require.Equal(t, oncekeystore.StatusPending, rec.Status, "the completion was written")
 		})
 	}
 }

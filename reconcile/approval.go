@@ -10,15 +10,15 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/textcheck"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Names of the approval workflow (oncekey.ApprovalPolicy): its registered type, workflow IDs,
 // update, signal and query.
 const (
 	// ApprovalWorkflowName is the registered name of the approval workflow.
-	ApprovalWorkflowName = "oncekey.Approval"
+	ApprovalWorkflowName = "oncekeystore.Approval"
 	// ApprovalWorkflowIDPrefix starts every approval workflow ID.
 	ApprovalWorkflowIDPrefix = "oncekey-approval-"
 	// DecideUpdateName is the Workflow Update that carries a Decision to the approval workflow
@@ -54,12 +54,12 @@ const (
 const MaxEditBytes = 64 << 10
 
 // Status returns the approval status the decision is recorded as.
-func (k DecisionKind) Status() oncekey.ApprovalStatus {
+func (k DecisionKind) Status() oncekeystore.ApprovalStatus {
 	switch k {
 	case Approve:
-		return oncekey.ApprovalApproved
+		return oncekeystore.ApprovalApproved
 	case Deny, RequestChanges:
-		return oncekey.ApprovalDenied
+		return oncekeystore.ApprovalDenied
 	}
 	return ""
 }
@@ -75,7 +75,7 @@ type Decision struct {
 	// Tenant is the tenant of the operation. Required: the workflow refuses a decision naming
 	// another tenant.
 	Tenant string `json:"tenant"`
-	// Episode is the approval's episode the decision is for (oncekey.Approval.Episode, as `oncekey
+	// Episode is the approval's episode the decision is for (oncekeystore.Approval.Episode, as `oncekey
 	// approvals` prints it); 0 means the pending one. A decision for another episode is refused,
 	// so one delivered late cannot land on a later request.
 	Episode int64 `json:"episode,omitempty"`
@@ -89,13 +89,13 @@ type Decision struct {
 	// fresh one.
 	RequestID string `json:"request_id,omitempty"`
 	// Message is what the model reads with the call's result (oncekey.ToolResult.Message): plain
-	// text, at most oncekey.MaxModelMessageBytes, kept apart from Reason, which may hold operator
+	// text, at most oncekeystore.MaxModelMessageBytes, kept apart from Reason, which may hold operator
 	// detail and never reaches the model. Required to request changes; optional otherwise.
 	Message string `json:"message,omitempty"`
 	// Arguments, with Approve only, approves the call with these arguments instead of the
 	// model's: one JSON object, at most MaxEditBytes, that the worker checks against the tool's
 	// input type before the decision is recorded (oncekey.EditArguments). The call as proposed
-	// is settled as replaced (oncekey.ApprovalReplaced), and the edit runs as a new operation
+	// is settled as replaced (oncekeystore.ApprovalReplaced), and the edit runs as a new operation
 	// (oncekey.EditKey) in its place. Tool, tenant and namespace are the approval's: an edit
 	// cannot change them.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -131,7 +131,7 @@ func (d Decision) Validate() error {
 	if d.Decision == RequestChanges && strings.TrimSpace(d.Message) == "" {
 		return &InvalidDecisionError{Field: "Message", Reason: "a request for changes needs a message for the model saying what to change"}
 	}
-	if reason := oncekey.ModelMessageProblem(d.Message); reason != "" {
+	if reason := oncekeystore.ModelMessageProblem(d.Message); reason != "" {
 		return &InvalidDecisionError{Field: "Message", Reason: reason}
 	}
 	if err := d.ValidateArguments(); err != nil {
@@ -222,8 +222,8 @@ type ApprovalContinued struct {
 // update: the approval's decision.
 type ApprovalOutput struct {
 	// Status is approved, denied or timed_out.
-	Status  oncekey.ApprovalStatus `json:"status"`
-	Episode int64                  `json:"episode"`
+	Status  oncekeystore.ApprovalStatus `json:"status"`
+	Episode int64                       `json:"episode"`
 	// Created reports that the request was pending when this workflow read it, so the decision is
 	// this workflow's; false when it found the approval decided already. (The worker makes the
 	// request; in histories of the earlier protocol, Created reports that this workflow asked.)
@@ -268,13 +268,13 @@ type ApprovalReport struct {
 	StepID       string        `json:"step_id,omitempty"`
 	Summary      string        `json:"summary"`
 	// Status and Episode are the approval's, once requested; a decision names Episode.
-	Status      oncekey.ApprovalStatus `json:"status,omitempty"`
-	Episode     int64                  `json:"episode,omitempty"`
-	RequestedAt time.Time              `json:"requested_at,omitzero"`
-	Deadline    time.Time              `json:"deadline,omitzero"`
-	DecidedBy   string                 `json:"decided_by,omitempty"`
-	DecidedAt   time.Time              `json:"decided_at,omitzero"`
-	Reason      string                 `json:"reason,omitempty"`
+	Status      oncekeystore.ApprovalStatus `json:"status,omitempty"`
+	Episode     int64                       `json:"episode,omitempty"`
+	RequestedAt time.Time                   `json:"requested_at,omitzero"`
+	Deadline    time.Time                   `json:"deadline,omitzero"`
+	DecidedBy   string                      `json:"decided_by,omitempty"`
+	DecidedAt   time.Time                   `json:"decided_at,omitzero"`
+	Reason      string                      `json:"reason,omitempty"`
 	// Message and ChangesRequested are what the decision told the model (Decision.Message, and
 	// whether it was RequestChanges); EditedAs is the operation key of the edit a person approved
 	// in place of the call (Decision.Arguments). Empty until decided so.
@@ -374,7 +374,7 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 func decidedAsSent(key string, out *ApprovalOutput, d Decision) error {
 	want := d.Decision.Status()
 	if len(d.Arguments) > 0 {
-		want = oncekey.ApprovalReplaced
+		want = oncekeystore.ApprovalReplaced
 	}
 	if out.Status == want && out.RequestID == d.RequestID {
 		return nil

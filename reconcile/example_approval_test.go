@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -30,8 +30,8 @@ func ExampleDecide() {
 	}
 	defer c.Close()
 
-	waiting, err := pgstore.New(pool, nil).ListApprovals(ctx, &oncekey.ListApprovalsParams{
-		Status: oncekey.ApprovalPending, Tenant: "acme", Tool: "IssueRefund",
+	waiting, err := pgstore.New(pool, nil).ListApprovals(ctx, &oncekeystore.ListApprovalsParams{
+		Status: oncekeystore.ApprovalPending, Tenant: "acme", Tool: "IssueRefund",
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -31,7 +31,7 @@ func ExampleResolve() {
 	}
 	defer c.Close()
 
-	waiting, err := reconcile.List(ctx, pgstore.New(pool, nil), oncekey.ListParams{Tenant: "acme", Tool: "CreateTicket"})
+	waiting, err := reconcile.List(ctx, pgstore.New(pool, nil), oncekeystore.ListParams{Tenant: "acme", Tool: "CreateTicket"})
 	if err != nil {
 		log.Fatal(err)
 	}

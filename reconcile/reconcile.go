@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/textcheck"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Names of the reconciliation workflow's signal, update, query and registered type.
@@ -61,14 +62,14 @@ func (o ResolutionOutcome) Valid() bool {
 }
 
 // Status returns the record status the outcome is written as: applied, released or failed.
-func (o ResolutionOutcome) Status() oncekey.Status {
+func (o ResolutionOutcome) Status() oncekeystore.Status {
 	switch o {
 	case Applied:
-		return oncekey.StatusApplied
+		return oncekeystore.StatusApplied
 	case NotApplied:
-		return oncekey.StatusReleased
+		return oncekeystore.StatusReleased
 	case Failed:
-		return oncekey.StatusFailed
+		return oncekeystore.StatusFailed
 	}
 	return ""
 }
@@ -78,7 +79,7 @@ func (o ResolutionOutcome) Status() oncekey.Status {
 type Resolution struct {
 	// Outcome is the decision. Required.
 	Outcome ResolutionOutcome `json:"outcome"`
-	// Epoch is the record's epoch the decision was made on: oncekey.Record.Epoch, or
+	// Epoch is the record's epoch the decision was made on: oncekeystore.Record.Epoch, or
 	// StatusReport.Epoch of the reconciliation workflow, as read while the outcome was unknown
 	// (`oncekey show` and `oncekey list` print it). Required. The workflow and Store.Resolve refuse a
 	// decision for another epoch (the operation has moved on: that episode was settled and a later
@@ -263,7 +264,7 @@ const (
 )
 
 // Values of SearchAttributeStatus on the approval workflow, which sets them in this order. A
-// decided approval's value is its oncekey.ApprovalStatus.
+// decided approval's value is its oncekeystore.ApprovalStatus.
 const (
 	// SearchStatusRequestingApproval: the workflow asks the store (ApprovalStateRequesting); a
 	// repeat of a decided call goes from here to its decision without waiting.
@@ -273,9 +274,9 @@ const (
 	SearchStatusWaitingForApproval = "waiting_for_approval"
 	// SearchStatusApproved, SearchStatusDenied and SearchStatusTimedOut: decided
 	// (ApprovalStateDecided), by a person or by the deadline.
-	SearchStatusApproved = string(oncekey.ApprovalApproved)
-	SearchStatusDenied   = string(oncekey.ApprovalDenied)
-	SearchStatusTimedOut = string(oncekey.ApprovalTimedOut)
+	SearchStatusApproved = string(oncekeystore.ApprovalApproved)
+	SearchStatusDenied   = string(oncekeystore.ApprovalDenied)
+	SearchStatusTimedOut = string(oncekeystore.ApprovalTimedOut)
 	// SearchStatusOtherArguments: the key's approval was asked for other arguments
 	// (ApprovalOutput.FingerprintMismatch); nothing was asked for this call, and it is refused.
 	SearchStatusOtherArguments = "fingerprint_mismatch"
@@ -291,7 +292,7 @@ type StatusReport struct {
 	StepID       string `json:"step_id"`
 	Reason       string `json:"reason,omitempty"`
 	// RecordStatus is the record's status at the last inspection.
-	RecordStatus oncekey.Status `json:"record_status,omitempty"`
+	RecordStatus oncekeystore.Status `json:"record_status,omitempty"`
 	// Epoch is the record's epoch at the last inspection: once State is StateWaiting, the epoch a
 	// Resolution must name.
 	Epoch int64 `json:"epoch,omitempty"`
@@ -690,9 +691,9 @@ func (r *StatusReport) lastRefused() (requestID, reason string) {
 
 // List returns a page of records waiting for reconciliation: p's filters, with Status defaulting
 // to unknown. It is Store.List with that default; store errors are returned wrapped.
-func List(ctx context.Context, s oncekey.Store, p oncekey.ListParams) (*oncekey.ListResult, error) {
+func List(ctx context.Context, s oncekeystore.Store, p oncekeystore.ListParams) (*oncekeystore.ListResult, error) {
 	if p.Status == "" {
-		p.Status = oncekey.StatusUnknown
+		p.Status = oncekeystore.StatusUnknown
 	}
 	res, err := s.List(ctx, &p)
 	if err != nil {

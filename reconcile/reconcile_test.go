@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -31,7 +32,7 @@ func TestWorkflowIDPinned(t *testing.T) {
 // changing them strands every pending approval. This test pins them.
 func TestApprovalNamesPinned(t *testing.T) {
 	require.Equal(t, "oncekey-approval-ok1_abc", reconcile.ApprovalWorkflowID("ok1_abc"))
-	require.Equal(t, "oncekey.Approval", reconcile.ApprovalWorkflowName)
+	require.Equal(t, "oncekeystore.Approval", reconcile.ApprovalWorkflowName)
 	require.Equal(t, "oncekey.decide", reconcile.DecideUpdateName)
 	require.Equal(t, "oncekey.decide", reconcile.DecideSignalName)
 	require.Equal(t, "oncekey.approval", reconcile.ApprovalQueryName)
@@ -113,13 +114,13 @@ func TestEncodeResultDecodesIntoDeclaredType(t *testing.T) {
 	require.Nil(t, b)
 }
 
-func unknownRecord(t *testing.T, s oncekey.Store, key string) {
+func unknownRecord(t *testing.T, s oncekeystore.Store, key string) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: "t1", OperationKey: key, Tool: "CreateTicket", Fingerprint: "fp",
+	res, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: key, Tool: "CreateTicket", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "s", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
 	require.NoError(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: key, Epoch: res.Record.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: key, Epoch: res.Record.Epoch})
 	require.NoError(t, err)
 }
 
@@ -130,7 +131,7 @@ func TestRecordAndList(t *testing.T) {
 	unknownRecord(t, s, "ok1_b")
 	unknownRecord(t, s, "ok1_c")
 
-	page, err := reconcile.List(ctx, s, oncekey.ListParams{})
+	page, err := reconcile.List(ctx, s, oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 3)
 
@@ -138,7 +139,7 @@ func TestRecordAndList(t *testing.T) {
 		Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1","seq":1}`), EffectReference: "T-1", ResolvedBy: "alice", Note: "seen in the helpdesk",
 	})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "alice", rec.ResolvedBy)
 	require.Equal(t, "T-1", rec.EffectReference)
 	ps := &commonpb.Payloads{}
@@ -149,23 +150,23 @@ func TestRecordAndList(t *testing.T) {
 
 	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_b", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "bob"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, rec.Status)
+	require.Equal(t, oncekeystore.StatusReleased, rec.Status)
 
 	rec, err = reconcile.Record(ctx, s, nil, "t1", "ok1_c", reconcile.Resolution{Epoch: 1, Outcome: reconcile.Failed, Note: "voided"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusFailed, rec.Status)
+	require.Equal(t, oncekeystore.StatusFailed, rec.Status)
 	require.Contains(t, string(rec.Failure), "voided")
 
-	page, err = reconcile.List(ctx, s, oncekey.ListParams{})
+	page, err = reconcile.List(ctx, s, oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Empty(t, page.Records, "nothing is waiting any more")
 
 	// A second decision on a settled record is refused by the store and changes nothing.
 	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied})
-	var conflict *oncekey.StatusConflictError
+	var conflict *oncekeystore.StatusConflictError
 	require.ErrorAs(t, err, &conflict)
 	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_missing", reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied})
-	require.True(t, errors.Is(err, oncekey.ErrNotFound))
+	require.True(t, errors.Is(err, oncekeystore.ErrNotFound))
 	var inv *reconcile.InvalidResolutionError
 	_, err = reconcile.Record(ctx, s, nil, "t1", "ok1_a", reconcile.Resolution{Epoch: 1, Outcome: "maybe"})
 	require.ErrorAs(t, err, &inv)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/failuredoc"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // EncodeResult turns a JSON result given by a person into the stored form of an activity
@@ -47,10 +48,10 @@ func EncodeResult(dc converter.DataConverter, jsonResult json.RawMessage) ([]byt
 // effect reference and, for Applied, the result encoded by EncodeResult. The reconciliation
 // workflow records its decisions with it; an operator may use it when no reconciliation workflow
 // is running. It returns *InvalidResolutionError for a malformed r, also when the store refuses r
-// as given (*oncekey.InvalidParamsError, *oncekey.ResultTooLargeError, kept in the chain), and the
-// store's other errors (*oncekey.StaleDecisionError when the record has moved on from r.Epoch,
-// *oncekey.StatusConflictError when the record is not unknown, oncekey.ErrNotFound) wrapped.
-func Record(ctx context.Context, s oncekey.Store, dc converter.DataConverter, tenant, key string, r Resolution) (*oncekey.Record, error) {
+// as given (*oncekeystore.InvalidParamsError, *oncekeystore.ResultTooLargeError, kept in the chain), and the
+// store's other errors (*oncekeystore.StaleDecisionError when the record has moved on from r.Epoch,
+// *oncekeystore.StatusConflictError when the record is not unknown, oncekeystore.ErrNotFound) wrapped.
+func Record(ctx context.Context, s oncekeystore.Store, dc converter.DataConverter, tenant, key string, r Resolution) (*oncekeystore.Record, error) {
 	return RecordWithOptions(ctx, s, tenant, key, r, RecordOptions{DataConverter: dc})
 }
 
@@ -68,12 +69,12 @@ type RecordOptions struct {
 
 // RecordWithOptions is Record with the result's encoding and sealing configured by o. A sealer's
 // error is returned as a *oncekey.ResultSealError, and nothing is written.
-func RecordWithOptions(ctx context.Context, s oncekey.Store, tenant, key string, r Resolution, o RecordOptions) (*oncekey.Record, error) {
+func RecordWithOptions(ctx context.Context, s oncekeystore.Store, tenant, key string, r Resolution, o RecordOptions) (*oncekeystore.Record, error) {
 	dc := o.DataConverter
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	p := &oncekey.ResolveParams{
+	p := &oncekeystore.ResolveParams{
 		Tenant:          tenant,
 		OperationKey:    key,
 		Epoch:           r.Epoch,
@@ -101,8 +102,8 @@ func RecordWithOptions(ctx context.Context, s oncekey.Store, tenant, key string,
 	}
 	rec, err := s.Resolve(ctx, p)
 	var (
-		params *oncekey.InvalidParamsError
-		tooBig *oncekey.ResultTooLargeError
+		params *oncekeystore.InvalidParamsError
+		tooBig *oncekeystore.ResultTooLargeError
 	)
 	switch {
 	case err == nil:

@@ -26,7 +26,7 @@ var (
 	SearchAttributeTenant = temporal.NewSearchAttributeKeyKeyword("OncekeyTenant")
 	// SearchAttributeWaitingSince (Datetime) is when the workflow started waiting for a person;
 	// unset before. On an approval workflow it is when the approval was asked
-	// (oncekey.Approval.RequestedAt, the store's clock), set once the workflow waits for it.
+	// (oncekeystore.Approval.RequestedAt, the store's clock), set once the workflow waits for it.
 	SearchAttributeWaitingSince = temporal.NewSearchAttributeKeyTime("OncekeyWaitingSince")
 )
 

@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
-var _ oncekey.ApprovalStore = (*Store)(nil)
+var _ oncekeystore.ApprovalStore = (*Store)(nil)
 
 // readApproval reads the reply {code, now, fields...} of the approval script op on key:
 // ErrNotFound for code "N", else the approval; errors name op and key.
-func readApproval(op, key string, v []any) (*oncekey.Approval, error) {
+func readApproval(op, key string, v []any) (*oncekeystore.Approval, error) {
 	if len(v) > 0 && str(v[0]) == "N" {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, oncekey.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, oncekeystore.ErrNotFound)
 	}
 	a, err := decodeReplyOf(v, lua.ApprovalFields, decodeApproval)
 	if err != nil {
@@ -25,12 +25,12 @@ func readApproval(op, key string, v []any) (*oncekey.Approval, error) {
 }
 
 // decodeApproval reads the fields of AF, as the approval reads at now (µs, the server's clock):
-// an overdue one timed out (oncekey.Approval.ReadAsOf).
-func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
+// an overdue one timed out (oncekeystore.Approval.ReadAsOf).
+func decodeApproval(f []any, now int64) (*oncekeystore.Approval, error) {
 	d := fields{f: f, what: "approval"}
-	a := &oncekey.Approval{
+	a := &oncekeystore.Approval{
 		Tenant: str(f[0]), OperationKey: str(f[1]), Namespace: str(f[2]), Tool: str(f[3]), Fingerprint: str(f[4]),
-		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekey.ApprovalStatus(str(f[8])),
+		WorkflowID: str(f[5]), StepID: str(f[6]), Summary: str(f[7]), Status: oncekeystore.ApprovalStatus(str(f[8])),
 		Episode: d.num(9), RequestedAt: d.at(10), Deadline: d.at(11), DecidedAt: d.at(12), DecidedBy: str(f[13]), Reason: str(f[14]),
 		ExpiresAt: d.at(15), Token: str(f[16]), ModelMessage: str(f[17]), ChangesRequested: str(f[18]) == "1",
 		EditOf: str(f[19]), EditedAs: str(f[20]), GrantID: str(f[21]),
@@ -39,11 +39,11 @@ func decodeApproval(f []any, now int64) (*oncekey.Approval, error) {
 	return a, d.err(8)
 }
 
-// RequestApproval implements oncekey.ApprovalStore in one script, on the server's clock. The
+// RequestApproval implements oncekeystore.ApprovalStore in one script, on the server's clock. The
 // request token is p.RequestToken, or a random one without it; a request repeated by the client
 // library after a lost reply carries the same token, so it reports the episode it asked
 // (Created) as a repeat with p.RequestToken does.
-func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+func (s *Store) RequestApproval(ctx context.Context, p *oncekeystore.RequestApprovalParams) (*oncekeystore.ApprovalResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,14 +62,14 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalP
 	if err != nil {
 		return nil, err
 	}
-	return &oncekey.ApprovalResult{Created: str(v[0]) == "C", Approval: a}, nil
+	return &oncekeystore.ApprovalResult{Created: str(v[0]) == "C", Approval: a}, nil
 }
 
-// DecideApproval implements oncekey.ApprovalStore in one script, fenced by the episode and the
+// DecideApproval implements oncekeystore.ApprovalStore in one script, fenced by the episode and the
 // pending status. A person's decision on an overdue approval writes the timeout it reads as
-// instead and is answered *oncekey.ApprovalConflictError with it. A decision repeated by the client library after a lost reply carries the
-// same write token, so it reports the decision instead of *oncekey.ApprovalConflictError.
-func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+// instead and is answered *oncekeystore.ApprovalConflictError with it. A decision repeated by the client library after a lost reply carries the
+// same write token, so it reports the decision instead of *oncekeystore.ApprovalConflictError.
+func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprovalParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalPar
 	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
 	v, err := s.run(ctx, op, p.OperationKey, lua.DecideApproval, []string{keys[0], keys[3]},
 		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token(), p.Token,
-		oncekey.ApprovalTimeoutDecider, oncekey.ApprovalOverdueReason, p.ModelMessage, flag(p.ChangesRequested), p.EditedAs)
+		oncekeystore.ApprovalTimeoutDecider, oncekeystore.ApprovalOverdueReason, p.ModelMessage, flag(p.ChangesRequested), p.EditedAs)
 	if err != nil {
 		return nil, err
 	}
@@ -100,21 +100,21 @@ func flag(b bool) string {
 }
 
 // refusedDecision is the error of a decision script's code: S (the approval a is at another
-// episode or request than episode) a *oncekey.StaleDecisionError, C (it is not pending) an
-// *oncekey.ApprovalConflictError; nil for any other code.
-func refusedDecision(op, key, code string, episode int64, a *oncekey.Approval) error {
+// episode or request than episode) a *oncekeystore.StaleDecisionError, C (it is not pending) an
+// *oncekeystore.ApprovalConflictError; nil for any other code.
+func refusedDecision(op, key, code string, episode int64, a *oncekeystore.Approval) error {
 	switch code {
 	case "S":
-		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.StaleDecisionError{
-			OperationKey: key, Epoch: episode, Current: a.Episode, Status: oncekey.Status(a.Status)})
+		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekeystore.StaleDecisionError{
+			OperationKey: key, Epoch: episode, Current: a.Episode, Status: oncekeystore.Status(a.Status)})
 	case "C":
-		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ApprovalConflictError{Approval: a})
+		return fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekeystore.ApprovalConflictError{Approval: a})
 	}
 	return nil
 }
 
-// GetApproval implements oncekey.ApprovalStore.
-func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+// GetApproval implements oncekeystore.ApprovalStore.
+func (s *Store) GetApproval(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,15 +126,15 @@ func (s *Store) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey
 	return readApproval(op, p.OperationKey, v)
 }
 
-// ListApprovals implements oncekey.ApprovalStore with keyset pagination in (requested at,
+// ListApprovals implements oncekeystore.ApprovalStore with keyset pagination in (requested at,
 // tenant, operation key) order, merging the buckets' approval indexes (a tenant's, with
 // ListApprovalsParams.Tenant) page by page as List does. An approval asked anew while a caller
 // pages moves to the end.
-func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+func (s *Store) ListApprovals(ctx context.Context, p *oncekeystore.ListApprovalsParams) (*oncekeystore.ListApprovalsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	l := &listing[*oncekey.Approval]{op: "list approvals", items: approvalItems, cursor: p.Cursor,
+	l := &listing[*oncekeystore.Approval]{op: "list approvals", items: approvalItems, cursor: p.Cursor,
 		tenant: p.Tenant, status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID,
 		index: func(b string) string {
 			if p.Tenant != "" {
@@ -146,29 +146,29 @@ func (s *Store) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParam
 	if err != nil {
 		return nil, err
 	}
-	return &oncekey.ListApprovalsResult{Approvals: out, Next: next}, nil
+	return &oncekeystore.ListApprovalsResult{Approvals: out, Next: next}, nil
 }
 
 // approvalsAfter reads a ListApprovals cursor as the sort key it resumes after.
 func approvalsAfter(cursor string) (sortKey, error) {
-	c, err := oncekey.ParseApprovalCursor(cursor)
+	c, err := oncekeystore.ParseApprovalCursor(cursor)
 	return sortKey{c.RequestedAt, c.Tenant, c.OperationKey}, err
 }
 
 // lessApproval orders approvals as ListApprovals returns them: (RequestedAt, Tenant,
 // OperationKey), byte-wise.
-func lessApproval(a, b *oncekey.Approval) bool {
-	return oncekey.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
+func lessApproval(a, b *oncekeystore.Approval) bool {
+	return oncekeystore.ApprovalCursor{RequestedAt: a.RequestedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
 // approvalItems is how ListApprovals reads approvals.
-var approvalItems = items[*oncekey.Approval]{script: lua.ListApprovals, prefix: ":ap:", fields: lua.ApprovalFields,
-	decode: decodeApproval, less: lessApproval, next: oncekey.NextApprovalCursor, after: approvalsAfter}
+var approvalItems = items[*oncekeystore.Approval]{script: lua.ListApprovals, prefix: ":ap:", fields: lua.ApprovalFields,
+	decode: decodeApproval, less: lessApproval, next: oncekeystore.NextApprovalCursor, after: approvalsAfter}
 
 // purgeApprovals deletes the decided approvals past their retention, at most n per batch (one
 // script per bucket that has work, in one pipeline), adding to res and calling progress after
 // each batch that deleted any. It rests between full batches with pace, the run's (Purge).
-func (s *Store) purgeApprovals(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, res *oncekey.PurgeResult) error {
+func (s *Store) purgeApprovals(ctx context.Context, p *oncekeystore.PurgeParams, pace *oncekeystore.PurgePacer, res *oncekeystore.PurgeResult) error {
 	n := p.Batch()
 	left, err := s.due(ctx, ":apexp")
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/storetest"
 )
@@ -106,7 +106,7 @@ func TestConformanceCluster(t *testing.T) {
 	ctx := ctxT(t)
 	require.NoError(t, s.Check(ctx))
 	for i := range 64 {
-		_, err := s.Claim(ctx, claimParams(fmt.Sprintf("ok1_spread_%d", i), oncekey.Idempotent))
+		_, err := s.Claim(ctx, claimParams(fmt.Sprintf("ok1_spread_%d", i), oncekeystore.Idempotent))
 		require.NoError(t, err)
 	}
 	for _, a := range addrs {
@@ -116,16 +116,16 @@ func TestConformanceCluster(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, size, "node %s holds some of the records", a)
 	}
-	lr, err := s.List(ctx, &oncekey.ListParams{Tenant: "acme", Limit: 1000})
+	lr, err := s.List(ctx, &oncekeystore.ListParams{Tenant: "acme", Limit: 1000})
 	require.NoError(t, err)
 	require.Len(t, lr.Records, 64)
-	fr, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	fr, err := s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, int64(64), fr.Deleted)
 
 	// Subtests run in parallel; the cluster is thrown away at the end, so prefixes need no cleanup.
 	var n atomic.Int64
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		s, err := redisstore.New(rdb, &redisstore.Options{Prefix: fmt.Sprintf("conformance-%d:", n.Add(1))})
 		require.NoError(t, err)
 		return s

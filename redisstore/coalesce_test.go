@@ -5,15 +5,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/storeload"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/storetest"
 )
 
 // The conformance suite with every claim and fenced write sent in a pipeline.
 func TestConformanceCoalescedPipelines(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		s, _ := setup(t, &redisstore.Options{Coalesce: true})
 		s.AlwaysCoalesce()
 		return s
@@ -22,7 +22,7 @@ func TestConformanceCoalescedPipelines(t *testing.T) {
 
 // The conformance suite with Options.Coalesce as a user sets it.
 func TestConformanceCoalesced(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		s, _ := setup(t, &redisstore.Options{Coalesce: true})
 		return s
 	})

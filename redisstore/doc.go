@@ -1,4 +1,4 @@
-// Package redisstore is an oncekey.Store on Redis 7 (github.com/redis/go-redis/v9), for teams
+// Package redisstore is an oncekeystore.Store on Redis 7 (github.com/redis/go-redis/v9), for teams
 // whose shared state is Redis. It gives a weaker promise than pgstore: Redis acknowledges a
 // write before it is on disk (appendfsync everysec or no) and before any replica has it, so a
 // crash or a failover can lose a claim or an applied record, and a repeat of the call then runs
@@ -26,12 +26,12 @@
 //     records past their windows from the time indexes in batches, and Forget walks the
 //     tenant's index in batches: no call scans the keyspace or holds the server for long.
 //   - Results and failures are stored byte for byte; nil and empty stay distinct. Results over
-//     Options.MaxResultBytes (16 MiB by default) are refused with *oncekey.ResultTooLargeError.
+//     Options.MaxResultBytes (16 MiB by default) are refused with *oncekeystore.ResultTooLargeError.
 //   - go-redis sends a command again when the connection breaks after it was sent. A claim
 //     carries its claim token, and each fenced write and resolution a write token, so the
 //     repeat of one whose reply was lost reports what the first did (acquired, written), not a
 //     live claim or ErrLostClaim.
-//   - It is an oncekey.ApprovalStore too: an approval is one hash in the bucket of its operation
+//   - It is an oncekeystore.ApprovalStore too: an approval is one hash in the bucket of its operation
 //     key, with indexes of its own there (by request, per tenant, by end of retention).
 //     RequestApproval and DecideApproval are one script each, on the server's clock, carrying a
 //     request and a write token like the record scripts; ListApprovals, Purge and Forget walk the

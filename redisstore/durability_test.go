@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 )
 
@@ -69,7 +69,7 @@ func TestCrashLosesClaimsWithoutFsync(t *testing.T) {
 			s, err := redisstore.New(rdb, nil)
 			require.NoError(t, err)
 			ctx := ctxT(t)
-			p := claimParams("ok1_crash", oncekey.Effectful)
+			p := claimParams("ok1_crash", oncekeystore.Effectful)
 			first, err := s.Claim(ctx, p)
 			require.NoError(t, err)
 			require.True(t, first.Acquired)
@@ -84,8 +84,8 @@ func TestCrashLosesClaimsWithoutFsync(t *testing.T) {
 			require.NoError(t, err)
 			if tc.survives {
 				require.False(t, again.Acquired, "the claim survived the crash: the repeat finds it in flight")
-				require.Equal(t, oncekey.StatusPending, again.Record.Status)
-				_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: first.Record.Epoch, Status: oncekey.StatusApplied})
+				require.Equal(t, oncekeystore.StatusPending, again.Record.Status)
+				_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: first.Record.Epoch, Status: oncekeystore.StatusApplied})
 				require.NoError(t, err)
 			} else {
 				require.True(t, again.Acquired, "the claim was lost with the crash: the repeat acquires the key again")

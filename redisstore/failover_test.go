@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 )
 
@@ -113,9 +113,9 @@ sentinel failover-timeout m 10000
 					return
 				}
 				key := fmt.Sprintf("op-%06d", i)
-				p := claimParams(key, oncekey.Effectful)
+				p := claimParams(key, oncekeystore.Effectful)
 				p.ClaimToken = i
-				var c *oncekey.ClaimResult
+				var c *oncekeystore.ClaimResult
 				for c == nil && ctx.Err() == nil {
 					var err error
 					if c, err = store.Claim(ctx, p); err != nil {
@@ -137,14 +137,14 @@ sentinel failover-timeout m 10000
 					killed <- struct{}{}
 				}
 				for ctx.Err() == nil {
-					_, err := store.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: key, Epoch: c.Record.Epoch, Status: oncekey.StatusApplied})
+					_, err := store.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: key, Epoch: c.Record.Epoch, Status: oncekeystore.StatusApplied})
 					if err == nil {
 						mu.Lock()
 						completed[key] = true
 						mu.Unlock()
 						break
 					}
-					if !errors.As(err, new(*oncekey.StoreUnavailableError)) {
+					if !errors.As(err, new(*oncekeystore.StoreUnavailableError)) {
 						break // fenced out or gone: the record is no longer ours to complete
 					}
 					failed.Add(1)
@@ -164,11 +164,11 @@ sentinel failover-timeout m 10000
 	// A repeat of every acknowledged operation, as a retry from another worker would make it.
 	lostClaims, lostCompletions, double := 0, 0, 0
 	for key, epoch := range claimed {
-		rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+		rec, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 		switch {
-		case errors.Is(err, oncekey.ErrNotFound):
+		case errors.Is(err, oncekeystore.ErrNotFound):
 			lostClaims++
-			p := claimParams(key, oncekey.Effectful)
+			p := claimParams(key, oncekeystore.Effectful)
 			again, err := store.Claim(ctx, p)
 			require.NoError(t, err)
 			require.True(t, again.Acquired, "%s: Redis forgot the claim, so the repeat acquires the key again", key)
@@ -177,7 +177,7 @@ sentinel failover-timeout m 10000
 			double++
 		case err != nil:
 			t.Fatalf("get %s: %v", key, err)
-		case completed[key] && rec.Status != oncekey.StatusApplied:
+		case completed[key] && rec.Status != oncekeystore.StatusApplied:
 			lostCompletions++
 		}
 	}

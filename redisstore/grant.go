@@ -9,15 +9,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
-var _ oncekey.GrantStore = (*Store)(nil)
+var _ oncekeystore.GrantStore = (*Store)(nil)
 
 // decodeGrants reads the reply {now, reads, fields of lua.GrantFields per grant...} of the grant
 // listing scripts, each grant as it reads at now, and counts the reads (grantReads).
-func (s *Store) decodeGrants(v []any) ([]*oncekey.Grant, error) {
+func (s *Store) decodeGrants(v []any) ([]*oncekeystore.Grant, error) {
 	n := len(lua.GrantFields)
 	if len(v) < 2 || (len(v)-2)%n != 0 {
 		return nil, fmt.Errorf("grants reply of %d values", len(v))
@@ -28,11 +28,11 @@ func (s *Store) decodeGrants(v []any) ([]*oncekey.Grant, error) {
 	}
 	reads, _ := v[1].(int64)
 	s.grantReads.Add(reads)
-	var out []*oncekey.Grant
+	var out []*oncekeystore.Grant
 	for i := 2; i < len(v); i += n {
 		f := v[i : i+n]
 		d := fields{f: f, what: "grant"}
-		g := &oncekey.Grant{ID: str(f[0]), Namespace: str(f[1]), Tenant: str(f[2]), Tool: str(f[3]), WorkflowID: str(f[4]), Rule: str(f[5]),
+		g := &oncekeystore.Grant{ID: str(f[0]), Namespace: str(f[1]), Tenant: str(f[2]), Tool: str(f[3]), WorkflowID: str(f[4]), Rule: str(f[5]),
 			CreatedBy: str(f[6]), Reason: str(f[7]), CreatedAt: d.at(8), ExpiresAt: d.at(9), RevokedAt: d.at(10), RevokedBy: str(f[11])}
 		if d.bad != nil {
 			return nil, d.bad
@@ -44,7 +44,7 @@ func (s *Store) decodeGrants(v []any) ([]*oncekey.Grant, error) {
 }
 
 // grants runs a grant listing script and decodes its reply.
-func (s *Store) grants(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]*oncekey.Grant, error) {
+func (s *Store) grants(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) ([]*oncekeystore.Grant, error) {
 	v, err := s.run(ctx, op, "", script, keys, args...)
 	if err != nil {
 		return nil, err
@@ -56,13 +56,13 @@ func (s *Store) grants(ctx context.Context, op string, script *redis.Script, key
 	return gs, nil
 }
 
-// CreateGrant implements oncekey.GrantStore in one script, on the server's clock: the grant and
+// CreateGrant implements oncekeystore.GrantStore in one script, on the server's clock: the grant and
 // its entries in every index.
-func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (*oncekey.Grant, error) {
+func (s *Store) CreateGrant(ctx context.Context, p *oncekeystore.CreateGrantParams) (*oncekeystore.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	id := oncekey.NewGrantID()
+	id := oncekeystore.NewGrantID()
 	keys := []string{lua.GrantKey(s.prefix, id), lua.GrantIndex(s.prefix, "gall"), lua.GrantIndex(s.prefix, "gact"),
 		lua.GrantIndex(s.prefix, "gs", p.Namespace, p.Tenant, p.Tool), lua.GrantIndex(s.prefix, "gn", p.Namespace),
 		lua.GrantIndex(s.prefix, "gt", p.Tenant), lua.GrantIndex(s.prefix, "gpurge"), lua.GrantIndex(s.prefix, "ga", p.Namespace, p.Tenant)}
@@ -73,11 +73,11 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekey.CreateGrantParams) (
 	return s.GetGrant(ctx, id)
 }
 
-// GetGrant implements oncekey.GrantStore.
-func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error) {
+// GetGrant implements oncekeystore.GrantStore.
+func (s *Store) GetGrant(ctx context.Context, id string) (*oncekeystore.Grant, error) {
 	const op = "get grant"
 	if id == "" {
-		return nil, fmt.Errorf("redisstore: %s: %w", op, oncekey.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: %s: %w", op, oncekeystore.ErrNotFound)
 	}
 	// gall is not read: it names the grants' slot, so that a cluster runs the script there.
 	gs, err := s.grants(ctx, op, lua.GetGrants, []string{lua.GrantIndex(s.prefix, "gall")}, lua.GrantBase(s.prefix)+":g:", id)
@@ -85,25 +85,25 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekey.Grant, error)
 		return nil, err
 	}
 	if len(gs) == 0 {
-		return nil, fmt.Errorf("redisstore: %s %s: %w", op, id, oncekey.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, id, oncekeystore.ErrNotFound)
 	}
 	return gs[0], nil
 }
 
-// ListGrants implements oncekey.GrantStore in one script over the narrowest index for p's
+// ListGrants implements oncekeystore.GrantStore in one script over the narrowest index for p's
 // filters. The active grants are read from an index of those not revoked, by expiry: the
 // scope's own (gs) when p names namespace, tenant and tool (the worker's lookup), which holds
 // that scope's grants only; the namespace and tenant's (ga) when p names those two; else every
 // scope's (gact); the page is then cut here. Other
 // statuses walk the grants by creation time from the cursor, those of the tenant (gt), else of
 // the namespace (gn), else all (gall), until the page is full.
-func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*oncekey.ListGrantsResult, error) {
+func (s *Store) ListGrants(ctx context.Context, p *oncekeystore.ListGrantsParams) (*oncekeystore.ListGrantsResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "list grants"
 	base := lua.GrantBase(s.prefix) + ":g:"
-	if p.Status == oncekey.GrantActive {
+	if p.Status == oncekeystore.GrantActive {
 		index := lua.GrantIndex(s.prefix, "gact")
 		switch {
 		case p.Namespace != "" && p.Tenant != "" && p.Tool != "":
@@ -141,7 +141,7 @@ func (s *Store) ListGrants(ctx context.Context, p *oncekey.ListGrantsParams) (*o
 
 // markRevoked sets the revoke marker of g in every bucket (one pipeline; a marker outlives the
 // grant's expiry by a day): from then on ApproveByGrant refuses under it.
-func (s *Store) markRevoked(ctx context.Context, op string, g *oncekey.Grant) error {
+func (s *Store) markRevoked(ctx context.Context, op string, g *oncekeystore.Grant) error {
 	ttl := (time.Until(g.ExpiresAt) + 24*time.Hour).Milliseconds()
 	calls := make([]call, len(s.bases))
 	for i, b := range s.bases {
@@ -151,17 +151,17 @@ func (s *Store) markRevoked(ctx context.Context, op string, g *oncekey.Grant) er
 	return err
 }
 
-// RevokeGrant implements oncekey.GrantStore: it sets the grant's revoke marker in every bucket
+// RevokeGrant implements oncekeystore.GrantStore: it sets the grant's revoke marker in every bucket
 // (one pipeline; a marker outlives the grant's expiry by a day), then writes the revoke on the
 // grant itself, taking it out of the indexes of active grants. ApproveByGrant checks the marker of its bucket in the script that decides, so
 // once RevokeGrant returns no approval is recorded under the grant.
-func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (*oncekey.Grant, error) {
+func (s *Store) RevokeGrant(ctx context.Context, p *oncekeystore.RevokeGrantParams) (*oncekeystore.Grant, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "revoke grant"
 	g, err := s.GetGrant(ctx, p.ID)
-	if err != nil || g.Status != oncekey.GrantActive {
+	if err != nil || g.Status != oncekeystore.GrantActive {
 		return g, err
 	}
 	if err := s.markRevoked(ctx, op, g); err != nil {
@@ -175,36 +175,36 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekey.RevokeGrantParams) (
 	return s.GetGrant(ctx, p.ID)
 }
 
-// ApproveByGrant implements oncekey.GrantStore: the grant is read (its scope and expiry never
+// ApproveByGrant implements oncekeystore.GrantStore: the grant is read (its scope and expiry never
 // change), and one script in the approval's bucket checks the revoke marker, the expiry on the
 // server's clock and the approval, and decides.
-func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantParams) (*oncekey.Approval, error) {
+func (s *Store) ApproveByGrant(ctx context.Context, p *oncekeystore.ApproveByGrantParams) (*oncekeystore.Approval, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	const op = "approve by grant"
 	g, err := s.GetGrant(ctx, p.GrantID)
-	var gr *oncekey.Grant
+	var gr *oncekeystore.Grant
 	switch {
 	case err == nil:
 		gr = g
-	case !errors.Is(err, oncekey.ErrNotFound):
+	case !errors.Is(err, oncekeystore.ErrNotFound):
 		return nil, err
 	}
-	wrapNA := func(e *oncekey.GrantNotActiveError) error {
+	wrapNA := func(e *oncekeystore.GrantNotActiveError) error {
 		return fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, e)
 	}
 	if gr == nil || (gr.WorkflowID != "" && gr.WorkflowID != p.WorkflowID) {
-		ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		ap, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 		if err != nil {
 			return nil, err
 		}
-		return nil, wrapNA(oncekey.NotActive(p.GrantID, gr, ap.Namespace, ap.Tenant, ap.Tool, p.WorkflowID))
+		return nil, wrapNA(oncekeystore.NotActive(p.GrantID, gr, ap.Namespace, ap.Tenant, ap.Tool, p.WorkflowID))
 	}
 	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
 	mark := lua.GrantMark(s.layout.Bucket(p.Tenant, p.OperationKey), p.GrantID)
 	v, err := s.run(ctx, op, p.OperationKey, lua.ApproveByGrant, []string{keys[0], keys[3], mark},
-		p.Tenant, p.OperationKey, p.Episode, p.Token, gr.ID, gr.CreatedBy, oncekey.GrantReason(gr.ID), p.Retention.Microseconds(),
+		p.Tenant, p.OperationKey, p.Episode, p.Token, gr.ID, gr.CreatedBy, oncekeystore.GrantReason(gr.ID), p.Retention.Microseconds(),
 		gr.ExpiresAt.UnixMicro(), gr.Namespace, gr.Tenant, gr.Tool)
 	if err != nil {
 		return nil, err
@@ -219,15 +219,15 @@ func (s *Store) ApproveByGrant(ctx context.Context, p *oncekey.ApproveByGrantPar
 		if err != nil {
 			return nil, err
 		}
-		if g.Status == oncekey.GrantActive {
-			g.Status = oncekey.GrantRevoked // the revoke is under way: its marker is set
+		if g.Status == oncekeystore.GrantActive {
+			g.Status = oncekeystore.GrantRevoked // the revoke is under way: its marker is set
 		}
-		return nil, wrapNA(&oncekey.GrantNotActiveError{GrantID: p.GrantID, Grant: g, Reason: "revoked"})
+		return nil, wrapNA(&oncekeystore.GrantNotActiveError{GrantID: p.GrantID, Grant: g, Reason: "revoked"})
 	case "X":
-		gr.Status = oncekey.GrantExpired
-		return nil, wrapNA(&oncekey.GrantNotActiveError{GrantID: p.GrantID, Grant: gr, Reason: "expired"})
+		gr.Status = oncekeystore.GrantExpired
+		return nil, wrapNA(&oncekeystore.GrantNotActiveError{GrantID: p.GrantID, Grant: gr, Reason: "expired"})
 	case "O":
-		return nil, wrapNA(&oncekey.GrantNotActiveError{GrantID: p.GrantID, Grant: gr, Reason: "another scope"})
+		return nil, wrapNA(&oncekeystore.GrantNotActiveError{GrantID: p.GrantID, Grant: gr, Reason: "another scope"})
 	}
 	if err := refusedDecision(op, p.OperationKey, str(v[0]), p.Episode, a); err != nil {
 		return nil, err
@@ -260,7 +260,7 @@ func (s *Store) reindexGrants(ctx context.Context, op string, n int) (int64, err
 
 // purgeGrants deletes the grants that ended longer than their retention ago, n per script, and
 // adds them to res.GrantsDeleted.
-func (s *Store) purgeGrants(ctx context.Context, p *oncekey.PurgeParams, pace *oncekey.PurgePacer, res *oncekey.PurgeResult) error {
+func (s *Store) purgeGrants(ctx context.Context, p *oncekeystore.PurgeParams, pace *oncekeystore.PurgePacer, res *oncekeystore.PurgeResult) error {
 	n := p.Batch()
 	if _, err := s.reindexGrants(ctx, "purge", n); err != nil {
 		return err
@@ -300,14 +300,14 @@ func (s *Store) forgetGrants(ctx context.Context, tenant string) (int64, error) 
 	}
 	// The tenant's grants by its own index (gt), whatever their status: the walk reads the
 	// tenant's grants only.
-	p := &oncekey.ListGrantsParams{Tenant: tenant, Limit: oncekey.MaxListLimit}
+	p := &oncekeystore.ListGrantsParams{Tenant: tenant, Limit: oncekeystore.MaxListLimit}
 	for {
 		res, err := s.ListGrants(ctx, p)
 		if err != nil {
 			return 0, err
 		}
 		for _, g := range res.Grants {
-			if g.Status != oncekey.GrantActive {
+			if g.Status != oncekeystore.GrantActive {
 				continue
 			}
 			if err := s.markRevoked(ctx, "forget", g); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 )
 
@@ -27,7 +27,7 @@ func TestGrantLookupReadsItsScopeOnly(t *testing.T) {
 	t.Cleanup(func() { unlinkAll(t, rdb, pre) })
 	s, err := redisstore.New(rdb, &redisstore.Options{Prefix: pre})
 	require.NoError(t, err)
-	mk := func(n int, p func(i int) *oncekey.CreateGrantParams, revoke bool) {
+	mk := func(n int, p func(i int) *oncekeystore.CreateGrantParams, revoke bool) {
 		var wg sync.WaitGroup
 		errs := make(chan error, 16)
 		for w := range 16 {
@@ -37,7 +37,7 @@ func TestGrantLookupReadsItsScopeOnly(t *testing.T) {
 				for i := w; i < n; i += 16 {
 					g, err := s.CreateGrant(ctx, p(i))
 					if err == nil && revoke {
-						_, err = s.RevokeGrant(ctx, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+						_, err = s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
 					}
 					if err != nil {
 						errs <- err
@@ -50,19 +50,19 @@ func TestGrantLookupReadsItsScopeOnly(t *testing.T) {
 		close(errs)
 		require.NoError(t, <-errs)
 	}
-	scope := func(tenant, tool string, d time.Duration) *oncekey.CreateGrantParams {
-		return &oncekey.CreateGrantParams{Namespace: "default", Tenant: tenant, Tool: tool, CreatedBy: "ada", Duration: d}
+	scope := func(tenant, tool string, d time.Duration) *oncekeystore.CreateGrantParams {
+		return &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: tenant, Tool: tool, CreatedBy: "ada", Duration: d}
 	}
-	mk(13500, func(i int) *oncekey.CreateGrantParams {
+	mk(13500, func(i int) *oncekeystore.CreateGrantParams {
 		return scope(fmt.Sprintf("tenant-%d", i%100), fmt.Sprintf("tool-%d", i%7), time.Hour)
 	}, false)
-	mk(6000, func(int) *oncekey.CreateGrantParams { return scope("acme", "IssueRefund", time.Microsecond) }, false)
-	mk(500, func(int) *oncekey.CreateGrantParams { return scope("acme", "IssueRefund", time.Hour) }, true)
-	var active *oncekey.Grant
+	mk(6000, func(int) *oncekeystore.CreateGrantParams { return scope("acme", "IssueRefund", time.Microsecond) }, false)
+	mk(500, func(int) *oncekeystore.CreateGrantParams { return scope("acme", "IssueRefund", time.Hour) }, true)
+	var active *oncekeystore.Grant
 	active, err = s.CreateGrant(ctx, scope("acme", "IssueRefund", time.Hour))
 	require.NoError(t, err)
 
-	p := &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekey.GrantActive, Limit: oncekey.MaxListLimit}
+	p := &oncekeystore.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekeystore.GrantActive, Limit: oncekeystore.MaxListLimit}
 	before := s.GrantReads()
 	res, err := s.ListGrants(ctx, p)
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestGrantLookupReadsItsScopeOnly(t *testing.T) {
 	// The inbox's page of a tenant's active grants reads that namespace and tenant's active
 	// grants only.
 	before = s.GrantReads()
-	res, err = s.ListGrants(ctx, &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Status: oncekey.GrantActive})
+	res, err = s.ListGrants(ctx, &oncekeystore.ListGrantsParams{Namespace: "default", Tenant: "acme", Status: oncekeystore.GrantActive})
 	require.NoError(t, err)
 	require.Len(t, res.Grants, 1)
 	require.Equal(t, int64(1), s.GrantReads()-before)
@@ -166,7 +166,7 @@ func TestGrantOfAnEarlierVersionReindexed(t *testing.T) {
 	s, err := redisstore.New(rdb, &redisstore.Options{Prefix: pre})
 	require.NoError(t, err)
 	legacy := func() string {
-		id := oncekey.NewGrantID()
+		id := oncekeystore.NewGrantID()
 		now := time.Now()
 		base := pre + "{grants}"
 		require.NoError(t, rdb.HSet(ctx, base+":g:"+id, "id", id, "ns", "default", "t", "acme", "tool", "IssueRefund", "wf", "", "rule", "",
@@ -176,12 +176,12 @@ func TestGrantOfAnEarlierVersionReindexed(t *testing.T) {
 	}
 	id := legacy()
 
-	scope := &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekey.GrantActive}
+	scope := &oncekeystore.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund", Status: oncekeystore.GrantActive}
 	res, err := s.ListGrants(ctx, scope)
 	require.NoError(t, err)
 	require.Empty(t, res.Grants, "not in the scope's index yet")
 
-	_, err = s.Purge(ctx, &oncekey.PurgeParams{})
+	_, err = s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	res, err = s.ListGrants(ctx, scope)
 	require.NoError(t, err)
@@ -190,11 +190,11 @@ func TestGrantOfAnEarlierVersionReindexed(t *testing.T) {
 
 	// Forget finds one that no Purge indexed yet, too.
 	other := legacy()
-	fr, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	fr, err := s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), fr.GrantsDeleted)
 	for _, id := range []string{id, other} {
 		_, err = s.GetGrant(ctx, id)
-		require.ErrorIs(t, err, oncekey.ErrNotFound)
+		require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 	}
 }

@@ -7,22 +7,22 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
-var _ oncekey.StoreInspector = (*Store)(nil)
+var _ oncekeystore.StoreInspector = (*Store)(nil)
 
 // inspectScan is how many index entries one inspection script looks at.
 const inspectScan = 1000
 
-// Stats implements oncekey.StoreInspector: it reads every record's tenant, tool, status and
+// Stats implements oncekeystore.StoreInspector: it reads every record's tenant, tool, status and
 // update time through the buckets' update-ordered indexes (the tenant's with tenant set), at
 // most 1,000 entries per script, one script per bucket per round trip, and counts them. It is
 // not one snapshot: a record updated while it counts may be counted twice or not at all.
-func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, error) {
+func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekeystore.StatsRow, error) {
 	type group struct{ tenant, tool, status string }
-	rows := map[group]*oncekey.StatsRow{}
+	rows := map[group]*oncekeystore.StatsRow{}
 	kind, index := "a", ":all"
 	if tenant != "" {
 		kind, index = "t", ":t:"+tenant
@@ -62,7 +62,7 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, e
 				}
 				r := rows[g]
 				if r == nil {
-					r = &oncekey.StatsRow{Tenant: g.tenant, Tool: g.tool, Status: oncekey.Status(g.status)}
+					r = &oncekeystore.StatsRow{Tenant: g.tenant, Tool: g.tool, Status: oncekeystore.Status(g.status)}
 					rows[g] = r
 				}
 				r.Count++
@@ -73,7 +73,7 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, e
 		}
 		todo = again
 	}
-	out := make([]oncekey.StatsRow, 0, len(rows))
+	out := make([]oncekeystore.StatsRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
@@ -90,16 +90,16 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekey.StatsRow, e
 	return out, nil
 }
 
-// PurgePreview implements oncekey.StoreInspector: it reads the server's clock once and walks the
+// PurgePreview implements oncekeystore.StoreInspector: it reads the server's clock once and walks the
 // due entries of each bucket's purge indexes (end of retention, end of the tombstone window,
 // decided approvals by end of retention), judging each as Purge's scripts would at that time,
 // at most 1,000 entries per script, one script per bucket per round trip.
-func (s *Store) PurgePreview(ctx context.Context) (*oncekey.PurgePreview, error) {
+func (s *Store) PurgePreview(ctx context.Context) (*oncekeystore.PurgePreview, error) {
 	now, err := s.rdb.Time(ctx).Result()
 	if err != nil {
 		return nil, wrapErr("purge preview", "", err)
 	}
-	pv := &oncekey.PurgePreview{Now: now}
+	pv := &oncekeystore.PurgePreview{Now: now}
 	nowUS := strconv.FormatInt(now.UnixMicro(), 10)
 	for _, step := range []struct {
 		index, base, kind string

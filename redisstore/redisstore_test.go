@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/storetest"
 )
@@ -95,7 +95,7 @@ func setup(t testing.TB, opts *redisstore.Options) (*redisstore.Store, *redis.Cl
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		s, _ := setup(t, nil)
 		return s
 	})
@@ -104,7 +104,7 @@ func TestConformance(t *testing.T) {
 // One bucket: every record and index in one hash slot, the case where a purge batch, a listing
 // page and a tenant's deletion find everything in one script.
 func TestConformanceOneBucket(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) oncekey.Store {
+	storetest.Run(t, func(t *testing.T) oncekeystore.Store {
 		s, _ := setup(t, &redisstore.Options{Buckets: 1})
 		return s
 	})
@@ -116,8 +116,8 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func claimParams(key string, eff oncekey.Effect) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{Tenant: "acme", OperationKey: key, Tool: "create_ticket", Version: "v1",
+func claimParams(key string, eff oncekeystore.Effect) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{Tenant: "acme", OperationKey: key, Tool: "create_ticket", Version: "v1",
 		Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-1", StepID: "s1", Effect: eff,
 		Lease: 30 * time.Second, Retention: time.Hour, Tombstone: time.Hour}
 }
@@ -132,7 +132,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		"MaxResultBytes": {MaxResultBytes: -1},
 	} {
 		_, err := redisstore.New(rdb, &o)
-		var ie *oncekey.InvalidParamsError
+		var ie *oncekeystore.InvalidParamsError
 		require.ErrorAs(t, err, &ie, field)
 		require.Equal(t, field, ie.Field)
 	}
@@ -147,19 +147,19 @@ func TestKeysShareTheBucketHashTag(t *testing.T) {
 	s, rdb := setup(t, &redisstore.Options{Buckets: 4})
 	ctx := ctxT(t)
 	for i := range 20 {
-		p := claimParams("ok1_tag_"+string(rune('a'+i)), oncekey.Effectful)
+		p := claimParams("ok1_tag_"+string(rune('a'+i)), oncekeystore.Effectful)
 		p.Tenant = []string{"acme", "globex", "a{b}c"}[i%3]
 		c, err := s.Claim(ctx, p)
 		require.NoError(t, err)
 		if i%2 == 0 {
-			_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch})
+			_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch})
 			require.NoError(t, err)
 		}
 		if i%3 == 0 {
 			a, err := s.RequestApproval(ctx, approvalParams(p.Tenant, p.OperationKey))
 			require.NoError(t, err)
-			_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: p.Tenant, OperationKey: p.OperationKey,
-				Episode: a.Approval.Episode, Status: oncekey.ApprovalApproved, Retention: time.Hour})
+			_, err = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: p.Tenant, OperationKey: p.OperationKey,
+				Episode: a.Approval.Episode, Status: oncekeystore.ApprovalApproved, Retention: time.Hour})
 			require.NoError(t, err)
 		}
 	}
@@ -250,7 +250,7 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	ctx := ctxT(t)
 	require.NoError(t, s.Check(ctx)) // scripts cached: the first call is the EVALSHA itself
 
-	p := claimParams("ok1_lost_reply", oncekey.Effectful)
+	p := claimParams("ok1_lost_reply", oncekeystore.Effectful)
 	proxy.armed.Store(true)
 	c, err := s.Claim(ctx, p)
 	require.NoError(t, err)
@@ -259,29 +259,29 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	require.Equal(t, int64(1), c.Record.Epoch)
 
 	proxy.armed.Store(true)
-	done, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
-		Status: oncekey.StatusApplied, Result: []byte("T-1"), EffectReference: "T-1"})
+	done, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
+		Status: oncekeystore.StatusApplied, Result: []byte("T-1"), EffectReference: "T-1"})
 	require.NoError(t, err, "the repeated complete reports the write that landed")
 	require.Equal(t, int32(2), proxy.drops.Load())
-	require.Equal(t, oncekey.StatusApplied, done.Status)
+	require.Equal(t, oncekeystore.StatusApplied, done.Status)
 	require.Equal(t, "T-1", string(done.Result))
 
 	// The write token is the call's own: another complete at that epoch is still fenced off.
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
-		Status: oncekey.StatusApplied, Result: []byte("T-2")})
-	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
+		Status: oncekeystore.StatusApplied, Result: []byte("T-2")})
+	require.ErrorIs(t, err, oncekeystore.ErrLostClaim)
 
 	// The same for a resolution.
-	q := claimParams("ok1_lost_reply_resolve", oncekey.Effectful)
+	q := claimParams("ok1_lost_reply_resolve", oncekeystore.Effectful)
 	c, err = s.Claim(ctx, q)
 	require.NoError(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: c.Record.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: c.Record.Epoch})
 	require.NoError(t, err)
 	proxy.armed.Store(true)
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: c.Record.Epoch, Status: oncekey.StatusApplied, ResolvedBy: "alice"})
+	r, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: c.Record.Epoch, Status: oncekeystore.StatusApplied, ResolvedBy: "alice"})
 	require.NoError(t, err)
 	require.Equal(t, int32(3), proxy.drops.Load())
-	require.Equal(t, oncekey.StatusApplied, r.Status)
+	require.Equal(t, oncekeystore.StatusApplied, r.Status)
 
 	// The same for an approval: the repeated request reports the episode it asked, the repeated
 	// decision the decision that landed.
@@ -295,23 +295,23 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, again.Created, "another request shares the pending episode")
 	proxy.armed.Store(true)
-	d := &oncekey.DecideApprovalParams{Tenant: q.Tenant, OperationKey: "ok1_lost_reply_approval", Episode: 1,
-		Status: oncekey.ApprovalApproved, DecidedBy: "ada", Retention: time.Hour}
+	d := &oncekeystore.DecideApprovalParams{Tenant: q.Tenant, OperationKey: "ok1_lost_reply_approval", Episode: 1,
+		Status: oncekeystore.ApprovalApproved, DecidedBy: "ada", Retention: time.Hour}
 	a, err := s.DecideApproval(ctx, d)
 	require.NoError(t, err, "the repeated decision reports the decision that landed")
 	require.Equal(t, int32(5), proxy.drops.Load())
-	require.Equal(t, oncekey.ApprovalApproved, a.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, a.Status)
 	_, err = s.DecideApproval(ctx, d)
-	var ce *oncekey.ApprovalConflictError
+	var ce *oncekeystore.ApprovalConflictError
 	require.ErrorAs(t, err, &ce, "another decision is refused")
 }
 
-func approvalParams(tenant, key string) *oncekey.RequestApprovalParams {
-	return &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key, Namespace: "default", Tool: "refund",
+func approvalParams(tenant, key string) *oncekeystore.RequestApprovalParams {
+	return &oncekeystore.RequestApprovalParams{Tenant: tenant, OperationKey: key, Namespace: "default", Tool: "refund",
 		Fingerprint: "fp", WorkflowID: "wf", StepID: "step", Summary: "refund 120.00 EUR", Timeout: time.Hour}
 }
 
-// A Redis that is not there is a *oncekey.StoreUnavailableError, for every kind of call.
+// A Redis that is not there is a *oncekeystore.StoreUnavailableError, for every kind of call.
 func TestUnreachableIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -323,23 +323,23 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	s, err := redisstore.New(rdb, nil)
 	require.NoError(t, err)
 	ctx := ctxT(t)
-	var ue *oncekey.StoreUnavailableError
-	_, err = s.Claim(ctx, claimParams("ok1_nowhere", oncekey.Effectful))
+	var ue *oncekeystore.StoreUnavailableError
+	_, err = s.Claim(ctx, claimParams("ok1_nowhere", oncekeystore.Effectful))
 	require.ErrorAs(t, err, &ue)
-	_, err = s.List(ctx, &oncekey.ListParams{})
+	_, err = s.List(ctx, &oncekeystore.ListParams{})
 	require.ErrorAs(t, err, &ue)
-	_, err = s.Purge(ctx, &oncekey.PurgeParams{})
+	_, err = s.Purge(ctx, &oncekeystore.PurgeParams{})
 	require.ErrorAs(t, err, &ue)
-	_, err = s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	_, err = s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 	require.ErrorAs(t, err, &ue)
 	_, err = s.RequestApproval(ctx, approvalParams("acme", "ok1_nowhere"))
 	require.ErrorAs(t, err, &ue)
-	_, err = s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_nowhere", Episode: 1,
-		Status: oncekey.ApprovalDenied, Retention: time.Hour})
+	_, err = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_nowhere", Episode: 1,
+		Status: oncekeystore.ApprovalDenied, Retention: time.Hour})
 	require.ErrorAs(t, err, &ue)
-	_, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: "ok1_nowhere"})
+	_, err = s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: "ok1_nowhere"})
 	require.ErrorAs(t, err, &ue)
-	_, err = s.ListApprovals(ctx, &oncekey.ListApprovalsParams{})
+	_, err = s.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{})
 	require.ErrorAs(t, err, &ue)
 	require.ErrorAs(t, s.Check(ctx), &ue)
 }
@@ -349,26 +349,26 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 func TestScriptCacheFlushed(t *testing.T) {
 	s, rdb := setup(t, nil)
 	ctx := ctxT(t)
-	p := claimParams("ok1_flush", oncekey.Idempotent)
+	p := claimParams("ok1_flush", oncekeystore.Idempotent)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
 	c, err := s.Claim(ctx, p)
 	require.NoError(t, err)
 	require.True(t, c.Acquired)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	lr, err := s.List(ctx, &oncekey.ListParams{Tenant: "acme"})
+	lr, err := s.List(ctx, &oncekeystore.ListParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Len(t, lr.Records, 1)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
 	_, err = s.RequestApproval(ctx, approvalParams("acme", p.OperationKey))
 	require.NoError(t, err)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	al, err := s.ListApprovals(ctx, &oncekey.ListApprovalsParams{Tenant: "acme"})
+	al, err := s.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Len(t, al.Approvals, 1)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	fr, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: "acme"})
+	fr, err := s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ForgetResult{Deleted: 1, ApprovalsDeleted: 1}, *fr)
+	require.Equal(t, oncekeystore.ForgetResult{Deleted: 1, ApprovalsDeleted: 1}, *fr)
 }
 
 // A listing whose filter matches few records among many reads the index a bounded chunk at a
@@ -379,7 +379,7 @@ func TestListFilterScansInChunks(t *testing.T) {
 	ctx := ctxT(t)
 	var want []string
 	for i := range 2600 {
-		p := claimParams(fmt.Sprintf("ok1_chunk_%05d", i), oncekey.Idempotent)
+		p := claimParams(fmt.Sprintf("ok1_chunk_%05d", i), oncekeystore.Idempotent)
 		if i%1000 == 999 || i == 2599 {
 			p.Tool = "refund"
 			want = append(want, p.OperationKey)
@@ -388,7 +388,7 @@ func TestListFilterScansInChunks(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var got []string
-	lp := oncekey.ListParams{Tool: "refund", Limit: 2}
+	lp := oncekeystore.ListParams{Tool: "refund", Limit: 2}
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 10)
 		res, err := s.List(ctx, &lp)
@@ -411,16 +411,16 @@ func TestPurgeSkipsLiveClaimsPastRetention(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t, &redisstore.Options{Buckets: 1})
 	ctx := ctxT(t)
-	var live, settled []*oncekey.ClaimParams
+	var live, settled []*oncekeystore.ClaimParams
 	for i := range 12 {
-		p := claimParams(fmt.Sprintf("ok1_skip_%02d", i), oncekey.Effectful)
+		p := claimParams(fmt.Sprintf("ok1_skip_%02d", i), oncekeystore.Effectful)
 		p.Retention = 200 * time.Millisecond
 		c, err := s.Claim(ctx, p)
 		require.NoError(t, err)
 		if i%3 == 0 {
 			settled = append(settled, p)
-			_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
-				Status: oncekey.StatusApplied, Result: []byte("r")})
+			_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: c.Record.Epoch,
+				Status: oncekeystore.StatusApplied, Result: []byte("r")})
 			require.NoError(t, err)
 		} else {
 			live = append(live, p) // pending, its 30 s lease outlives the retention
@@ -430,28 +430,28 @@ func TestPurgeSkipsLiveClaimsPastRetention(t *testing.T) {
 		c, err := s.Claim(ctx, settled[len(settled)-1])
 		return err == nil && c.Expired
 	}, 15*time.Second, 20*time.Millisecond)
-	res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2, Rest: -1})
+	res, err := s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: 2, Rest: -1})
 	require.NoError(t, err)
 	require.Equal(t, int64(len(settled)), res.Tombstoned)
 	for _, p := range settled {
-		r, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.StatusExpired, r.Status)
+		require.Equal(t, oncekeystore.StatusExpired, r.Status)
 	}
 	for _, p := range live {
-		r, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.StatusPending, r.Status, "a live claim is left to its owner")
+		require.Equal(t, oncekeystore.StatusPending, r.Status, "a live claim is left to its owner")
 	}
 	require.Equal(t, int64(len(live)), res.Unsettled, "the live claims past retention are counted")
 	// Settled later: its retention counts from the settling, after which a purge takes it.
-	r, err := s.Get(ctx, &oncekey.GetParams{Tenant: live[0].Tenant, OperationKey: live[0].OperationKey})
+	r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: live[0].Tenant, OperationKey: live[0].OperationKey})
 	require.NoError(t, err)
-	done, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+	done, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
 	require.True(t, done.ExpiresAt.After(done.UpdatedAt), "retention restarts at the settling")
 	require.Eventually(t, func() bool {
-		res, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: 2, Rest: -1})
+		res, err = s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: 2, Rest: -1})
 		require.NoError(t, err)
 		return res.Tombstoned == 1
 	}, 15*time.Second, 20*time.Millisecond)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/coalesce"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
 
@@ -48,7 +48,7 @@ type Options struct {
 	Coalesce bool
 
 	// MaxResultBytes is the largest Result or Failure (each) the store accepts; a larger one is
-	// refused with *oncekey.ResultTooLargeError before anything is sent, and nothing changes.
+	// refused with *oncekeystore.ResultTooLargeError before anything is sent, and nothing changes.
 	// Defaults to 16 MiB.
 	MaxResultBytes int
 
@@ -57,7 +57,7 @@ type Options struct {
 	Prefix string
 }
 
-// Store is the Redis oncekey.Store. It is safe for concurrent use; it holds no connection of its
+// Store is the Redis oncekeystore.Store. It is safe for concurrent use; it holds no connection of its
 // own beyond the client's pool.
 type Store struct {
 	rdb      redis.UniversalClient
@@ -73,11 +73,11 @@ type Store struct {
 	grantReads atomic.Int64
 }
 
-var _ oncekey.Store = (*Store)(nil)
+var _ oncekeystore.Store = (*Store)(nil)
 
 // New returns a Store on rdb (a *redis.Client, *redis.ClusterClient or failover client). opts
 // may be nil. It sends nothing; Check tells whether the server is there and new enough. An
-// option out of range is an *oncekey.InvalidParamsError (Op "new").
+// option out of range is an *oncekeystore.InvalidParamsError (Op "new").
 func New(rdb redis.UniversalClient, opts *Options) (*Store, error) {
 	o := Options{}
 	if opts != nil {
@@ -94,13 +94,13 @@ func New(rdb redis.UniversalClient, opts *Options) (*Store, error) {
 	}
 	switch {
 	case rdb == nil:
-		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "rdb", Reason: "is nil"}
+		return nil, &oncekeystore.InvalidParamsError{Op: "new", Field: "rdb", Reason: "is nil"}
 	case o.Buckets < 0 || o.Buckets > MaxBuckets:
-		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "Buckets", Reason: fmt.Sprintf("%d is outside 1..%d", o.Buckets, MaxBuckets)}
+		return nil, &oncekeystore.InvalidParamsError{Op: "new", Field: "Buckets", Reason: fmt.Sprintf("%d is outside 1..%d", o.Buckets, MaxBuckets)}
 	case o.MaxResultBytes < 0:
-		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "MaxResultBytes", Reason: "is negative"}
+		return nil, &oncekeystore.InvalidParamsError{Op: "new", Field: "MaxResultBytes", Reason: "is negative"}
 	case strings.ContainsAny(o.Prefix, "{}"):
-		return nil, &oncekey.InvalidParamsError{Op: "new", Field: "Prefix", Reason: "must not contain '{' or '}' (the hash tag follows it)"}
+		return nil, &oncekeystore.InvalidParamsError{Op: "new", Field: "Prefix", Reason: "must not contain '{' or '}' (the hash tag follows it)"}
 	}
 	s := &Store{rdb: rdb, maxBytes: o.MaxResultBytes, prefix: o.Prefix, layout: lua.NewLayout(o.Prefix, o.Buckets)}
 	s.bases = s.layout.Bases
@@ -116,7 +116,7 @@ func (s *Store) Prefix() string { return s.prefix }
 // Check pings the server, refuses a Redis older than 7 (scripts that read TIME and then write
 // need replication by effects, the only mode since 7.0), and loads the scripts (on every
 // primary of a cluster). Call it at startup. An unreachable server is an error wrapping
-// *oncekey.StoreUnavailableError; an old one an error naming the version found.
+// *oncekeystore.StoreUnavailableError; an old one an error naming the version found.
 func (s *Store) Check(ctx context.Context) error {
 	info, err := s.rdb.Info(ctx, "server").Result()
 	if err != nil {
@@ -144,13 +144,13 @@ func (s *Store) recordKeys(tenant, key string, purge bool) []string {
 }
 
 // blobArgs returns the script arguments of the byte fields bs (a flag and a value each: see
-// bytesArgs), or a *oncekey.ResultTooLargeError of op on key for the first over
+// bytesArgs), or a *oncekeystore.ResultTooLargeError of op on key for the first over
 // Options.MaxResultBytes.
 func (s *Store) blobArgs(op, key string, bs ...[]byte) ([]any, error) {
 	args := make([]any, 0, 2*len(bs))
 	for _, b := range bs {
 		if len(b) > s.maxBytes {
-			return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekey.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
+			return nil, fmt.Errorf("redisstore: %s %s: %w", op, key, &oncekeystore.ResultTooLargeError{OperationKey: key, Size: len(b), Limit: s.maxBytes})
 		}
 		flag, v := bytesArgs(b)
 		args = append(args, flag, v)
@@ -191,11 +191,11 @@ func (s *Store) run(ctx context.Context, op, key string, script *redis.Script, k
 	return v, nil
 }
 
-// Claim implements oncekey.Store in one script, judged on the server's clock. A pending
+// Claim implements oncekeystore.Store in one script, judged on the server's clock. A pending
 // Effectful record whose lease ran out becomes unknown at its current epoch; a released record
 // is acquired only by a claim with its fingerprint. A claim repeated by the client library after
 // a lost reply carries the same claim token, so it reports the record it acquired.
-func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim %s: %w", p.OperationKey, err)
 	}
-	return &oncekey.ClaimResult{
+	return &oncekeystore.ClaimResult{
 		Acquired:            code == "A" || code == "T" || code == "S",
 		TookOver:            code == "T",
 		Expired:             code == "E",
@@ -228,7 +228,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.Cla
 // library's repeat of a write whose reply was lost reports the write instead of ErrLostClaim.
 // The script's arguments after op are args, then the byte fields blobs (see blobArgs: one over
 // Options.MaxResultBytes is refused, and nothing is sent).
-func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args []any, blobs ...[]byte) (*oncekey.Record, error) {
+func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args []any, blobs ...[]byte) (*oncekeystore.Record, error) {
 	name := op
 	if op == "unknown" {
 		name = "mark unknown"
@@ -244,9 +244,9 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64,
 	}
 	switch str(v[0]) {
 	case "N":
-		return nil, fmt.Errorf("redisstore: %s %s: %w", name, key, oncekey.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: %s %s: %w", name, key, oncekeystore.ErrNotFound)
 	case "L":
-		return nil, fmt.Errorf("redisstore: %s %s at epoch %d: %w", name, key, epoch, oncekey.ErrLostClaim)
+		return nil, fmt.Errorf("redisstore: %s %s at epoch %d: %w", name, key, epoch, oncekeystore.ErrLostClaim)
 	}
 	r, err := decodeReply(v)
 	if err != nil {
@@ -255,45 +255,45 @@ func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64,
 	return r, nil
 }
 
-// Renew implements oncekey.Store.
-func (s *Store) Renew(ctx context.Context, p *oncekey.RenewParams) (*oncekey.Record, error) {
+// Renew implements oncekeystore.Store.
+func (s *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, []any{p.Lease.Microseconds()})
 }
 
-// Complete implements oncekey.Store in one script. Result and Failure over
-// Options.MaxResultBytes are refused with *oncekey.ResultTooLargeError and change nothing.
-func (s *Store) Complete(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+// Complete implements oncekeystore.Store in one script. Result and Failure over
+// Options.MaxResultBytes are refused with *oncekeystore.ResultTooLargeError and change nothing.
+func (s *Store) Complete(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return s.fenced(ctx, "complete", p.Tenant, p.OperationKey, p.Epoch, []any{string(p.Status), p.EffectReference}, p.Result, p.Failure)
 }
 
-// Release implements oncekey.Store.
-func (s *Store) Release(ctx context.Context, p *oncekey.ReleaseParams) (*oncekey.Record, error) {
+// Release implements oncekeystore.Store.
+func (s *Store) Release(ctx context.Context, p *oncekeystore.ReleaseParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return s.fenced(ctx, "release", p.Tenant, p.OperationKey, p.Epoch, nil)
 }
 
-// MarkUnknown implements oncekey.Store. A Failure over Options.MaxResultBytes is refused with
-// *oncekey.ResultTooLargeError and changes nothing.
-func (s *Store) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+// MarkUnknown implements oncekeystore.Store. A Failure over Options.MaxResultBytes is refused with
+// *oncekeystore.ResultTooLargeError and changes nothing.
+func (s *Store) MarkUnknown(ctx context.Context, p *oncekeystore.MarkUnknownParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return s.fenced(ctx, "unknown", p.Tenant, p.OperationKey, p.Epoch, nil, p.Failure)
 }
 
-// Resolve implements oncekey.Store in one script: an unknown record, or a pending one whose
+// Resolve implements oncekeystore.Store in one script: an unknown record, or a pending one whose
 // lease ran out on the server's clock, at p.Epoch takes the decision; a record at another epoch
-// is a *oncekey.StaleDecisionError, any other (a record past retention reports status expired)
-// a *oncekey.StatusConflictError, and neither changes anything.
-func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey.Record, error) {
+// is a *oncekeystore.StaleDecisionError, any other (a record past retention reports status expired)
+// a *oncekeystore.StatusConflictError, and neither changes anything.
+func (s *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -308,21 +308,21 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	}
 	switch str(v[0]) {
 	case "N":
-		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, oncekey.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, oncekeystore.ErrNotFound)
 	case "S":
 		var cur int64
 		if len(v) > 2 {
 			cur, _ = strconv.ParseInt(str(v[2]), 10, 64)
 		}
-		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, &oncekey.StaleDecisionError{
-			OperationKey: p.OperationKey, Epoch: p.Epoch, Current: cur, Status: oncekey.Status(str(v[1]))})
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, &oncekeystore.StaleDecisionError{
+			OperationKey: p.OperationKey, Epoch: p.Epoch, Current: cur, Status: oncekeystore.Status(str(v[1]))})
 	case "C":
 		var st string
 		if len(v) > 1 {
 			st = str(v[1])
 		}
-		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, &oncekey.StatusConflictError{
-			OperationKey: p.OperationKey, Status: oncekey.Status(st), Want: "only unknown records and pending records with an expired lease can be resolved"})
+		return nil, fmt.Errorf("redisstore: resolve %s: %w", p.OperationKey, &oncekeystore.StatusConflictError{
+			OperationKey: p.OperationKey, Status: oncekeystore.Status(st), Want: "only unknown records and pending records with an expired lease can be resolved"})
 	}
 	r, err := decodeReply(v)
 	if err != nil {
@@ -331,9 +331,9 @@ func (s *Store) Resolve(ctx context.Context, p *oncekey.ResolveParams) (*oncekey
 	return r, nil
 }
 
-// Get implements oncekey.Store: one script, so that LeaseExpired is judged on the server's
+// Get implements oncekeystore.Store: one script, so that LeaseExpired is judged on the server's
 // clock.
-func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+func (s *Store) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 		return nil, err
 	}
 	if str(v[0]) == "N" {
-		return nil, fmt.Errorf("redisstore: get %s: %w", p.OperationKey, oncekey.ErrNotFound)
+		return nil, fmt.Errorf("redisstore: get %s: %w", p.OperationKey, oncekeystore.ErrNotFound)
 	}
 	r, err := decodeReply(v)
 	if err != nil {
@@ -358,7 +358,7 @@ func (s *Store) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record,
 const recordFields = lua.RecordFields
 
 // decodeReply reads {code, now, fields...} of a record.
-func decodeReply(v []any) (*oncekey.Record, error) {
+func decodeReply(v []any) (*oncekeystore.Record, error) {
 	return decodeReplyOf(v, recordFields, decodeRecord)
 }
 
@@ -377,16 +377,16 @@ func decodeReplyOf[T any](v []any, n int, decode func(f []any, now int64) (T, er
 }
 
 // decodeRecord reads the fields of F, with LeaseExpired judged at now (µs, server clock).
-func decodeRecord(f []any, now int64) (*oncekey.Record, error) {
+func decodeRecord(f []any, now int64) (*oncekeystore.Record, error) {
 	d := fields{f: f, what: "record", absentIsZero: true}
-	r := &oncekey.Record{
+	r := &oncekeystore.Record{
 		Tenant: str(f[0]), OperationKey: str(f[1]), Tool: str(f[2]), Version: str(f[3]), Fingerprint: str(f[4]),
-		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekey.Effect(d.num(7)), Status: oncekey.Status(str(f[8])),
+		WorkflowID: str(f[5]), StepID: str(f[6]), Effect: oncekeystore.Effect(d.num(7)), Status: oncekeystore.Status(str(f[8])),
 		Epoch: d.num(9), LeaseUntil: d.at(10), Result: bytesOf(f[11]), Failure: bytesOf(f[12]), EffectReference: str(f[13]),
 		CreatedAt: d.at(14), UpdatedAt: d.at(15), ExpiresAt: d.at(16), TombstoneUntil: d.at(17), ResolvedBy: str(f[18]), Note: str(f[19]),
 		Namespace: str(f[20]),
 	}
-	r.LeaseExpired = r.Status == oncekey.StatusPending && f[10] != nil && now >= d.num(10)
+	r.LeaseExpired = r.Status == oncekeystore.StatusPending && f[10] != nil && now >= d.num(10)
 	return r, d.err(8)
 }
 
@@ -476,10 +476,10 @@ func unavailable(err error) bool {
 	return false
 }
 
-// wrapErr names the operation and wraps an unreachable server in *oncekey.StoreUnavailableError.
+// wrapErr names the operation and wraps an unreachable server in *oncekeystore.StoreUnavailableError.
 func wrapErr(op, key string, err error) error {
 	if unavailable(err) {
-		err = &oncekey.StoreUnavailableError{Op: op, Err: err}
+		err = &oncekeystore.StoreUnavailableError{Op: op, Err: err}
 	}
 	if key == "" {
 		return fmt.Errorf("redisstore: %s: %w", op, err)
@@ -561,8 +561,8 @@ type items[T any] struct {
 }
 
 // recordItems is how List reads records.
-var recordItems = items[*oncekey.Record]{script: lua.List, prefix: ":r:", fields: recordFields, decode: decodeRecord,
-	less: less, next: oncekey.NextCursor, after: recordsAfter}
+var recordItems = items[*oncekeystore.Record]{script: lua.List, prefix: ":r:", fields: recordFields, decode: decodeRecord,
+	less: less, next: oncekeystore.NextCursor, after: recordsAfter}
 
 // listing is what a List or ListApprovals page reads: the streams of the buckets, what they
 // hold, the filters and where the page starts.
@@ -653,7 +653,7 @@ func (l *listing[T]) fill(st *stream[T], v []any) error {
 	return nil
 }
 
-// List implements oncekey.Store with keyset pagination in (updated_at, tenant, operation_key)
+// List implements oncekeystore.Store with keyset pagination in (updated_at, tenant, operation_key)
 // order. Each bucket keeps its records in that order in an index (per tenant with
 // ListParams.Tenant; the unknown records with Status unknown; else all); a page merges the
 // buckets' indexes, each read by scripts that look at a bounded number of entries (1,000) and
@@ -661,17 +661,17 @@ func (l *listing[T]) fill(st *stream[T], v []any) error {
 // sort key, so a record that is not updated while a caller pages appears exactly once; a record
 // updated meanwhile moves to the end (it may appear again there) without making any other
 // record be skipped or repeated. Pages are not one snapshot.
-func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListResult, error) {
+func (s *Store) List(ctx context.Context, p *oncekeystore.ListParams) (*oncekeystore.ListResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	l := &listing[*oncekey.Record]{op: "list", items: recordItems, cursor: p.Cursor, since: p.UpdatedSince,
+	l := &listing[*oncekeystore.Record]{op: "list", items: recordItems, cursor: p.Cursor, since: p.UpdatedSince,
 		tenant: p.Tenant, status: string(p.Status), tool: p.Tool, workflowID: p.WorkflowID,
 		index: func(b string) string {
 			switch {
 			case p.Tenant != "":
 				return b + ":t:" + p.Tenant
-			case p.Status == oncekey.StatusUnknown:
+			case p.Status == oncekeystore.StatusUnknown:
 				return b + ":unk"
 			}
 			return b + ":all"
@@ -680,17 +680,17 @@ func (s *Store) List(ctx context.Context, p *oncekey.ListParams) (*oncekey.ListR
 	if err != nil {
 		return nil, err
 	}
-	return &oncekey.ListResult{Records: out, Next: next}, nil
+	return &oncekeystore.ListResult{Records: out, Next: next}, nil
 }
 
 // less orders records as List returns them: (UpdatedAt, Tenant, OperationKey), byte-wise.
-func less(a, b *oncekey.Record) bool {
-	return oncekey.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
+func less(a, b *oncekeystore.Record) bool {
+	return oncekeystore.ListCursor{UpdatedAt: a.UpdatedAt, Tenant: a.Tenant, OperationKey: a.OperationKey}.Before(b)
 }
 
 // recordsAfter reads a List cursor as the sort key it resumes after.
 func recordsAfter(cursor string) (sortKey, error) {
-	c, err := oncekey.ParseListCursor(cursor)
+	c, err := oncekeystore.ParseListCursor(cursor)
 	return sortKey{c.UpdatedAt, c.Tenant, c.OperationKey}, err
 }
 
@@ -752,7 +752,7 @@ func keysetFrom(tenant string, after *sortKey, since time.Time) string {
 	return from
 }
 
-// Purge implements oncekey.Store. It first turns records past retention into tombstones
+// Purge implements oncekeystore.Store. It first turns records past retention into tombstones
 // (status expired; result, failure, effect reference and note cleared; digests, epoch and
 // windows kept), leaving pending records under a live lease to their owner, then deletes
 // tombstones past their window, then deletes the decided approvals past their retention (never
@@ -762,14 +762,14 @@ func keysetFrom(tenant string, after *sortKey, since time.Time) string {
 // the batch's duration, through one PurgeParams.Pacer for the run (a pause that overslept
 // shortens the next). Batches counts batches that changed at least one record; p.Progress is
 // called after each. On an error the counts so far are returned with it.
-func (s *Store) Purge(ctx context.Context, p *oncekey.PurgeParams) (*oncekey.PurgeResult, error) {
+func (s *Store) Purge(ctx context.Context, p *oncekeystore.PurgeParams) (*oncekeystore.PurgeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	n := p.Batch()
 	// One pacer for the whole run: what a pause overslept counts against the next one.
 	pace := p.Pacer()
-	var res oncekey.PurgeResult
+	var res oncekeystore.PurgeResult
 	for _, deleting := range []bool{false, true} {
 		index := ":exp"
 		if deleting {
@@ -919,10 +919,10 @@ func b2i(b bool) int {
 // forgetBatch is how many records one Forget script deletes at most.
 const forgetBatch = 200
 
-// Forget implements oncekey.Store: every grant of the tenant (ended first: forgetGrants), then
+// Forget implements oncekeystore.Store: every grant of the tenant (ended first: forgetGrants), then
 // every record, then every approval of the tenant, is deleted through the tenant's index in each bucket, at most 200 per script, one
 // script per bucket per round trip.
-func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.ForgetResult, error) {
+func (s *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*oncekeystore.ForgetResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -930,18 +930,18 @@ func (s *Store) Forget(ctx context.Context, p *oncekey.ForgetParams) (*oncekey.F
 	// approvals deleted below are all there are.
 	grants, err := s.forgetGrants(ctx, p.Tenant)
 	if err != nil {
-		return &oncekey.ForgetResult{GrantsDeleted: grants}, err
+		return &oncekeystore.ForgetResult{GrantsDeleted: grants}, err
 	}
 	deleted, err := s.drain(ctx, func(b string) call {
 		return call{lua.Forget, []string{b + ":t:" + p.Tenant, b + ":all", b + ":unk", b + ":exp", b + ":tomb"}, []any{b + ":r:", p.Tenant, forgetBatch}}
 	})
 	if err != nil {
-		return &oncekey.ForgetResult{Deleted: deleted, GrantsDeleted: grants}, err
+		return &oncekeystore.ForgetResult{Deleted: deleted, GrantsDeleted: grants}, err
 	}
 	approvals, err := s.drain(ctx, func(b string) call {
 		return call{lua.ForgetApprovals, []string{b + ":apt:" + p.Tenant, b + ":apall", b + ":apexp"}, []any{b + ":ap:", p.Tenant, forgetBatch}}
 	})
-	return &oncekey.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals, GrantsDeleted: grants}, err
+	return &oncekeystore.ForgetResult{Deleted: deleted, ApprovalsDeleted: approvals, GrantsDeleted: grants}, err
 }
 
 // drain runs the deleting script of mk in every bucket, in one pipeline per round, until each

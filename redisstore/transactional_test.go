@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 func AddCredit(context.Context, string) (string, error) { return "", nil }
@@ -17,9 +18,9 @@ func AddCredit(context.Context, string) (string, error) { return "", nil }
 func TestTransactionalRefused(t *testing.T) {
 	s, _ := setup(t, nil)
 	reg := oncekey.NewRegistry()
-	require.NoError(t, reg.Set(AddCredit, oncekey.Policy{Effect: oncekey.Transactional}))
+	require.NoError(t, reg.Set(AddCredit, oncekey.Policy{Effect: oncekeystore.Transactional}))
 	_, err := interceptor.New(interceptor.Options{Store: s, Registry: reg})
-	var refused *oncekey.TransactionalStoreError
+	var refused *oncekeystore.TransactionalStoreError
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, "AddCredit", refused.Tool)
 	require.Contains(t, err.Error(), "use pgstore")

@@ -11,13 +11,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // approvalTests are the subtests of RunApprovals.
 var approvalTests = []struct {
 	name string
-	fn   func(t *testing.T, s oncekey.ApprovalStore)
+	fn   func(t *testing.T, s oncekeystore.ApprovalStore)
 }{
 	{"Create", testApprovalCreate},
 	{"SharedPending", testApprovalSharedPending},
@@ -51,10 +51,10 @@ var approvalTests = []struct {
 
 // RunApprovals runs the approval subtests of the conformance suite against stores made by
 // newStore, which is called once per subtest and must return an empty store cleaned up with
-// t.Cleanup. Run calls it for a store that implements oncekey.ApprovalStore; call it yourself
+// t.Cleanup. Run calls it for a store that implements oncekeystore.ApprovalStore; call it yourself
 // only to run the approval subtests alone. Subtests run in parallel, on the store's clock at
 // real speed, like Run's.
-func RunApprovals(t *testing.T, newStore func(t *testing.T) oncekey.ApprovalStore) {
+func RunApprovals(t *testing.T, newStore func(t *testing.T) oncekeystore.ApprovalStore) {
 	t.Helper()
 	for _, tc := range approvalTests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,15 +65,15 @@ func RunApprovals(t *testing.T, newStore func(t *testing.T) oncekey.ApprovalStor
 }
 
 // runApprovalsIfImplemented runs RunApprovals under the subtest "Approval" when the stores
-// newStore makes implement oncekey.ApprovalStore, and skips it (saying so) otherwise.
-func runApprovalsIfImplemented(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
+// newStore makes implement oncekeystore.ApprovalStore, and skips it (saying so) otherwise.
+func runApprovalsIfImplemented(t *testing.T, newStore func(t *testing.T) oncekeystore.Store) {
 	t.Run("Approval", func(t *testing.T) {
 		t.Parallel()
-		if _, ok := newStore(t).(oncekey.ApprovalStore); !ok {
-			t.Skip("the store does not implement oncekey.ApprovalStore: no approval subtests")
+		if _, ok := newStore(t).(oncekeystore.ApprovalStore); !ok {
+			t.Skip("the store does not implement oncekeystore.ApprovalStore: no approval subtests")
 		}
-		RunApprovals(t, func(t *testing.T) oncekey.ApprovalStore {
-			return newStore(t).(oncekey.ApprovalStore)
+		RunApprovals(t, func(t *testing.T) oncekeystore.ApprovalStore {
+			return newStore(t).(oncekeystore.ApprovalStore)
 		})
 	})
 }
@@ -81,15 +81,15 @@ func runApprovalsIfImplemented(t *testing.T, newStore func(t *testing.T) oncekey
 // ---- helpers -------------------------------------------------------------------------------
 
 // approvalParams returns request params for a fresh key in tenant "acme".
-func approvalParams() *oncekey.RequestApprovalParams {
-	return &oncekey.RequestApprovalParams{
+func approvalParams() *oncekeystore.RequestApprovalParams {
+	return &oncekeystore.RequestApprovalParams{
 		Tenant: "acme", OperationKey: newKey(), Namespace: "ns-a", Tool: "refund",
 		Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-1", StepID: "refund_order",
 		Summary: "refund 120.00 EUR on order 42", Timeout: time.Hour,
 	}
 }
 
-func request(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalParams) *oncekey.ApprovalResult {
+func request(t *testing.T, s oncekeystore.ApprovalStore, p *oncekeystore.RequestApprovalParams) *oncekeystore.ApprovalResult {
 	t.Helper()
 	res := do(t, s.RequestApproval, p)
 	require.NotNil(t, res.Approval)
@@ -97,43 +97,43 @@ func request(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalPa
 }
 
 // requestNew asks for approval of p's key and requires a new pending episode.
-func requestNew(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalParams) *oncekey.Approval {
+func requestNew(t *testing.T, s oncekeystore.ApprovalStore, p *oncekeystore.RequestApprovalParams) *oncekeystore.Approval {
 	t.Helper()
 	res := request(t, s, p)
 	require.True(t, res.Created, "request of %s did not create a pending episode: %+v", p.OperationKey, res.Approval)
-	require.Equal(t, oncekey.ApprovalPending, res.Approval.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, res.Approval.Status)
 	return res.Approval
 }
 
-func decision(a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.DecideApprovalParams {
-	return &oncekey.DecideApprovalParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token,
+func decision(a *oncekeystore.Approval, st oncekeystore.ApprovalStatus) *oncekeystore.DecideApprovalParams {
+	return &oncekeystore.DecideApprovalParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token,
 		Status: st, DecidedBy: "alice@example.com", Reason: "checked the order", Retention: time.Hour}
 }
 
-func decide(t *testing.T, s oncekey.ApprovalStore, a *oncekey.Approval, st oncekey.ApprovalStatus) *oncekey.Approval {
+func decide(t *testing.T, s oncekeystore.ApprovalStore, a *oncekeystore.Approval, st oncekeystore.ApprovalStatus) *oncekeystore.Approval {
 	t.Helper()
 	return do(t, s.DecideApproval, decision(a, st))
 }
 
-func getApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string) *oncekey.Approval {
+func getApproval(t *testing.T, s oncekeystore.ApprovalStore, tenant, key string) *oncekeystore.Approval {
 	t.Helper()
-	return do(t, s.GetApproval, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	return do(t, s.GetApproval, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 }
 
-func requireNoApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string) {
+func requireNoApproval(t *testing.T, s oncekeystore.ApprovalStore, tenant, key string) {
 	t.Helper()
-	_, err := s.GetApproval(ctxT(t), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err := s.GetApproval(ctxT(t), &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 }
 
 // requireSameApproval asserts two reads of an approval are equal in every field.
-func requireSameApproval(t *testing.T, want, got *oncekey.Approval) {
+func requireSameApproval(t *testing.T, want, got *oncekeystore.Approval) {
 	t.Helper()
 	requireSameFields(t, want, got)
 }
 
 // requirePendingFrom asserts a is a fresh pending episode asked with p.
-func requirePendingFrom(t *testing.T, p *oncekey.RequestApprovalParams, a *oncekey.Approval) {
+func requirePendingFrom(t *testing.T, p *oncekeystore.RequestApprovalParams, a *oncekeystore.Approval) {
 	t.Helper()
 	require.Equal(t, p.Tenant, a.Tenant)
 	require.Equal(t, p.OperationKey, a.OperationKey)
@@ -144,7 +144,7 @@ func requirePendingFrom(t *testing.T, p *oncekey.RequestApprovalParams, a *oncek
 	require.Equal(t, p.StepID, a.StepID)
 	require.Equal(t, p.Summary, a.Summary)
 	require.Equal(t, p.Token, a.Token)
-	require.Equal(t, oncekey.ApprovalPending, a.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, a.Status)
 	require.False(t, a.RequestedAt.IsZero())
 	require.Equal(t, p.Timeout, a.Deadline.Sub(a.RequestedAt), "the deadline is the timeout from the request, on the store's clock")
 	require.True(t, a.DecidedAt.IsZero(), "DecidedAt while pending: %s", a.DecidedAt)
@@ -153,9 +153,9 @@ func requirePendingFrom(t *testing.T, p *oncekey.RequestApprovalParams, a *oncek
 	require.Empty(t, a.Reason)
 }
 
-func requireApprovalConflict(t *testing.T, err error) *oncekey.ApprovalConflictError {
+func requireApprovalConflict(t *testing.T, err error) *oncekeystore.ApprovalConflictError {
 	t.Helper()
-	var ce *oncekey.ApprovalConflictError
+	var ce *oncekeystore.ApprovalConflictError
 	require.ErrorAs(t, err, &ce)
 	require.NotNil(t, ce.Approval)
 	return ce
@@ -163,7 +163,7 @@ func requireApprovalConflict(t *testing.T, err error) *oncekey.ApprovalConflictE
 
 // ---- request and decide --------------------------------------------------------------------
 
-func testApprovalCreate(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalCreate(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	p.Timeout = 90*time.Minute + 1234567*time.Microsecond
 	res := request(t, s, p)
@@ -177,12 +177,12 @@ func testApprovalCreate(t *testing.T, s oncekey.ApprovalStore) {
 
 // A repeat or a re-proposal of the call while its approval is pending shares it: nothing
 // changes, whoever asks (another workflow, another summary, another timeout).
-func testApprovalSharedPending(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalSharedPending(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	a := requestNew(t, s, p)
 	q := *p
 	q.WorkflowID, q.StepID, q.Summary, q.Namespace, q.Timeout = "wf-2", "again", "another summary", "ns-b", time.Minute
-	for _, r := range []*oncekey.RequestApprovalParams{p, &q} {
+	for _, r := range []*oncekeystore.RequestApprovalParams{p, &q} {
 		res := request(t, s, r)
 		require.False(t, res.Created)
 		requireSameApproval(t, a, res.Approval)
@@ -190,21 +190,21 @@ func testApprovalSharedPending(t *testing.T, s oncekey.ApprovalStore) {
 	requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
 }
 
-func testApprovalConcurrentRequests(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalConcurrentRequests(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
-	raceOne(t, 16, func(int) (*oncekey.ApprovalResult, error) {
+	raceOne(t, 16, func(int) (*oncekeystore.ApprovalResult, error) {
 		q := *p
 		return s.RequestApproval(context.Background(), &q)
-	}, func(res *oncekey.ApprovalResult) bool { return res.Created }, func(res *oncekey.ApprovalResult) error {
-		if res.Approval.Episode != 1 || res.Approval.Status != oncekey.ApprovalPending {
+	}, func(res *oncekeystore.ApprovalResult) bool { return res.Created }, func(res *oncekeystore.ApprovalResult) error {
+		if res.Approval.Episode != 1 || res.Approval.Status != oncekeystore.ApprovalPending {
 			return fmt.Errorf("unexpected approval %+v", res.Approval)
 		}
 		return nil
 	})
 }
 
-func testApprovalDecide(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied} {
+func testApprovalDecide(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied} {
 		p := approvalParams()
 		a := requestNew(t, s, p)
 		d := decision(a, st)
@@ -231,11 +231,11 @@ func testApprovalDecide(t *testing.T, s oncekey.ApprovalStore) {
 
 // A decided approval is not decided again: ApprovalConflictError carries it as it is, and
 // nothing changes.
-func testApprovalConflict(t *testing.T, s oncekey.ApprovalStore) {
-	for _, first := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+func testApprovalConflict(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, first := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut} {
 		a := requestNew(t, s, approvalParams())
 		done := decide(t, s, a, first)
-		for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+		for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut} {
 			d := decision(a, st)
 			d.DecidedBy, d.Reason = "mallory", "late"
 			_, err := s.DecideApproval(ctxT(t), d)
@@ -247,19 +247,19 @@ func testApprovalConflict(t *testing.T, s oncekey.ApprovalStore) {
 	}
 }
 
-func testApprovalConcurrentDecisions(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalConcurrentDecisions(t *testing.T, s oncekeystore.ApprovalStore) {
 	a := requestNew(t, s, approvalParams())
 	var (
-		landed    []*oncekey.Approval
+		landed    []*oncekeystore.Approval
 		conflicts int
 		errs      []error
 	)
-	race(12, func(i int) (*oncekey.Approval, error) {
-		d := decision(a, []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut}[i%3])
+	race(12, func(i int) (*oncekeystore.Approval, error) {
+		d := decision(a, []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut}[i%3])
 		d.DecidedBy = fmt.Sprintf("decider-%d", i)
 		return s.DecideApproval(context.Background(), d)
-	}, func(out *oncekey.Approval, err error) {
-		var ce *oncekey.ApprovalConflictError
+	}, func(out *oncekeystore.Approval, err error) {
+		var ce *oncekeystore.ApprovalConflictError
 		switch {
 		case err == nil:
 			landed = append(landed, out)
@@ -276,12 +276,12 @@ func testApprovalConcurrentDecisions(t *testing.T, s oncekey.ApprovalStore) {
 }
 
 // A decision names the episode it was made for: delivered again after the approval was asked
-// anew, it is refused with *oncekey.StaleDecisionError and changes nothing.
-func testApprovalStaleEpisode(t *testing.T, s oncekey.ApprovalStore) {
+// anew, it is refused with *oncekeystore.StaleDecisionError and changes nothing.
+func testApprovalStaleEpisode(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	first := requestNew(t, s, p)
-	late := decision(first, oncekey.ApprovalApproved)
-	decide(t, s, first, oncekey.ApprovalTimedOut)
+	late := decision(first, oncekeystore.ApprovalApproved)
+	decide(t, s, first, oncekeystore.ApprovalTimedOut)
 	second := requestNew(t, s, p)
 	require.Equal(t, int64(2), second.Episode)
 
@@ -289,37 +289,37 @@ func testApprovalStaleEpisode(t *testing.T, s oncekey.ApprovalStore) {
 		d := *late
 		d.Episode = ep
 		_, err := s.DecideApproval(ctxT(t), &d)
-		var stale *oncekey.StaleDecisionError
+		var stale *oncekeystore.StaleDecisionError
 		require.ErrorAs(t, err, &stale, "a decision for episode %d", ep)
 		require.Equal(t, ep, stale.Epoch)
 		require.Equal(t, int64(2), stale.Current)
 		require.Equal(t, p.OperationKey, stale.OperationKey)
 		requireSameApproval(t, second, getApproval(t, s, p.Tenant, p.OperationKey))
 	}
-	out := decide(t, s, second, oncekey.ApprovalApproved)
+	out := decide(t, s, second, oncekeystore.ApprovalApproved)
 	require.Equal(t, int64(2), out.Episode)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 }
 
 // A worker's request stores its token with the episode it asks, and a decision must name it: a
-// decision for the episode with another token, or none, is a *oncekey.StaleDecisionError and
+// decision for the episode with another token, or none, is a *oncekeystore.StaleDecisionError and
 // changes nothing.
-func testApprovalWorkerToken(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalWorkerToken(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	p.Token = "worker-token-1"
 	a := requestNew(t, s, p)
 	requirePendingFrom(t, p, a)
 	for _, tok := range []string{"", "worker-token-2", "WORKER-TOKEN-1"} {
-		d := decision(a, oncekey.ApprovalApproved)
+		d := decision(a, oncekeystore.ApprovalApproved)
 		d.Token = tok
 		_, err := s.DecideApproval(ctxT(t), d)
-		var stale *oncekey.StaleDecisionError
+		var stale *oncekeystore.StaleDecisionError
 		require.ErrorAs(t, err, &stale, "a decision with token %q", tok)
 		require.Equal(t, a.Episode, stale.Current)
 		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
 	}
-	out := decide(t, s, a, oncekey.ApprovalApproved)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	out := decide(t, s, a, oncekeystore.ApprovalApproved)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	require.Equal(t, p.Token, out.Token)
 }
 
@@ -328,12 +328,12 @@ func testApprovalWorkerToken(t *testing.T, s oncekey.ApprovalStore) {
 // denied or timed-out approval of another fingerprint; the same summary under another worker
 // token, a denial of its fingerprint, a pending or approved approval of another, and a request
 // without a token change nothing.
-func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved} {
+func testApprovalWorkerAsksAnew(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalPending, oncekeystore.ApprovalApproved} {
 		t.Run(string(st), func(t *testing.T) {
 			old := approvalParams() // the earlier protocol: no token
 			a := requestNew(t, s, old)
-			if st == oncekey.ApprovalApproved {
+			if st == oncekeystore.ApprovalApproved {
 				a = decide(t, s, a, st)
 			}
 			w := *old
@@ -352,8 +352,8 @@ func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 			require.False(t, res3.Created, "a request without a token never asks anew a worker's")
 			requireSameApproval(t, res.Approval, res3.Approval)
 
-			if st == oncekey.ApprovalApproved {
-				decide(t, s, res.Approval, oncekey.ApprovalApproved)
+			if st == oncekeystore.ApprovalApproved {
+				decide(t, s, res.Approval, oncekeystore.ApprovalApproved)
 			}
 			other := w
 			other.Token, other.Summary = "worker-3", "refund 1.00 EUR on order 42"
@@ -363,12 +363,12 @@ func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 			require.Equal(t, a.Episode+2, res4.Approval.Episode)
 		})
 	}
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalPending, oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut} {
 		t.Run("other fingerprint "+string(st), func(t *testing.T) {
 			first := approvalParams()
 			first.Token = "worker-1"
 			a := requestNew(t, s, first)
-			if st != oncekey.ApprovalPending {
+			if st != oncekeystore.ApprovalPending {
 				a = decide(t, s, a, st)
 			}
 			other := *first
@@ -379,7 +379,7 @@ func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 			require.False(t, res.Created, "a request without a token never asks anew another fingerprint's approval")
 			requireSameApproval(t, a, res.Approval)
 			res = request(t, s, &other)
-			if st == oncekey.ApprovalPending || st == oncekey.ApprovalApproved {
+			if st == oncekeystore.ApprovalPending || st == oncekeystore.ApprovalApproved {
 				require.False(t, res.Created, "a pending or approved approval of another fingerprint stands")
 				requireSameApproval(t, a, res.Approval)
 				return
@@ -391,7 +391,7 @@ func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 	}
 	t.Run("denied", func(t *testing.T) {
 		old := approvalParams()
-		a := decide(t, s, requestNew(t, s, old), oncekey.ApprovalDenied)
+		a := decide(t, s, requestNew(t, s, old), oncekeystore.ApprovalDenied)
 		w := *old
 		w.Token, w.Summary = "worker-1", "another summary"
 		res := request(t, s, &w)
@@ -402,14 +402,14 @@ func testApprovalWorkerAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 
 // A timed-out approval is asked anew by the next request: a new pending episode, with the new
 // request's fields and timeout and no trace of the old decision.
-func testApprovalTimedOut(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalTimedOut(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	first := requestNew(t, s, p)
-	to := decision(first, oncekey.ApprovalTimedOut)
+	to := decision(first, oncekeystore.ApprovalTimedOut)
 	to.DecidedBy, to.Reason = "oncekey (approval timeout)", ""
 	timedOut, err := s.DecideApproval(ctxT(t), to)
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalTimedOut, timedOut.Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, timedOut.Status)
 	require.Equal(t, "oncekey (approval timeout)", timedOut.DecidedBy)
 
 	q := *p
@@ -430,11 +430,11 @@ func testApprovalTimedOut(t *testing.T, s oncekey.ApprovalStore) {
 
 // An approval of another fingerprint is another call under the same key: RequestApproval returns
 // it unchanged, whatever its state, and the caller refuses the call as a mismatch.
-func testApprovalFingerprint(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+func testApprovalFingerprint(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalPending, oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut} {
 		p := approvalParams()
 		a := requestNew(t, s, p)
-		if st != oncekey.ApprovalPending {
+		if st != oncekeystore.ApprovalPending {
 			a = decide(t, s, a, st)
 		}
 		q := *p
@@ -450,11 +450,11 @@ func testApprovalFingerprint(t *testing.T, s oncekey.ApprovalStore) {
 // An approval's namespace and tool are never changed by a request: one of another namespace or
 // tool is returned unchanged, whatever its state (a timed-out one or one past retention too, which
 // a request of its own namespace and tool asks anew), and the caller refuses the call.
-func testApprovalNamespaceTool(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalTimedOut} {
+func testApprovalNamespaceTool(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalPending, oncekeystore.ApprovalApproved, oncekeystore.ApprovalTimedOut} {
 		p := approvalParams()
 		a := requestNew(t, s, p)
-		if st != oncekey.ApprovalPending {
+		if st != oncekeystore.ApprovalPending {
 			d := decision(a, st)
 			d.Retention = 100 * time.Millisecond
 			var err error
@@ -467,24 +467,24 @@ func testApprovalNamespaceTool(t *testing.T, s oncekey.ApprovalStore) {
 		// Past retention a request of the approval's own namespace and tool would ask anew; the
 		// others still change nothing.
 		past := time.Now().Add(200 * time.Millisecond)
-		for _, q := range []*oncekey.RequestApprovalParams{&otherNS, &otherTool} {
+		for _, q := range []*oncekeystore.RequestApprovalParams{&otherNS, &otherTool} {
 			res := request(t, s, q)
 			require.False(t, res.Created, "a request of namespace %q, tool %q asked the %s approval of %q, %q anew",
 				q.Namespace, q.Tool, st, p.Namespace, p.Tool)
 			requireSameApproval(t, a, res.Approval)
 		}
-		if st == oncekey.ApprovalApproved {
+		if st == oncekeystore.ApprovalApproved {
 			require.Eventually(t, func() bool { return time.Now().After(past) }, waitFor, pollEvery)
-			for _, q := range []*oncekey.RequestApprovalParams{&otherNS, &otherTool} {
+			for _, q := range []*oncekeystore.RequestApprovalParams{&otherNS, &otherTool} {
 				res := request(t, s, q)
 				require.False(t, res.Created, "past retention, a request of namespace %q, tool %q asked anew", q.Namespace, q.Tool)
 				requireSameApproval(t, a, res.Approval)
 			}
 		}
 		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
-		if st != oncekey.ApprovalPending {
+		if st != oncekeystore.ApprovalPending {
 			// The approval's own namespace and tool ask anew (after retention for the approved one).
-			var res *oncekey.ApprovalResult
+			var res *oncekeystore.ApprovalResult
 			require.Eventually(t, func() bool { res = request(t, s, p); return res.Created }, waitFor, pollEvery)
 			requirePendingFrom(t, p, res.Approval)
 			require.Equal(t, int64(2), res.Approval.Episode)
@@ -494,7 +494,7 @@ func testApprovalNamespaceTool(t *testing.T, s oncekey.ApprovalStore) {
 
 // A request whose answer was lost is repeated with its RequestToken: the repeat reports that it
 // asked (Created) and changes nothing; a request with another token, or none, did not ask.
-func testApprovalRequestToken(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalRequestToken(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	p.RequestToken = 0x5eed0001
 	a := requestNew(t, s, p)
@@ -527,8 +527,8 @@ func testApprovalRequestToken(t *testing.T, s oncekey.ApprovalStore) {
 // A repeat of the request that asked an episode reports it asked after a decision too, and
 // changes nothing: a timed-out episode is not asked anew by its own repeat. A request with another
 // token asks the timed-out approval anew, and from then on the first token's repeat did not ask.
-func testApprovalRequestTokenDecided(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut} {
+func testApprovalRequestTokenDecided(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut} {
 		p := approvalParams()
 		p.RequestToken = 0x70ca1
 		done := decide(t, s, requestNew(t, s, p), st)
@@ -536,7 +536,7 @@ func testApprovalRequestTokenDecided(t *testing.T, s oncekey.ApprovalStore) {
 		require.True(t, res.Created, "the repeat of the request that asked the %s episode", st)
 		requireSameApproval(t, done, res.Approval)
 		requireSameApproval(t, done, getApproval(t, s, p.Tenant, p.OperationKey))
-		if st != oncekey.ApprovalTimedOut {
+		if st != oncekeystore.ApprovalTimedOut {
 			continue
 		}
 		q := *p
@@ -554,8 +554,8 @@ func testApprovalRequestTokenDecided(t *testing.T, s oncekey.ApprovalStore) {
 
 // A decided approval past its retention is asked anew, at the next episode, by a request with
 // its fingerprint; a request with another fingerprint still changes nothing.
-func testApprovalRetention(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied} {
+func testApprovalRetention(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied} {
 		p := approvalParams()
 		d := decision(requestNew(t, s, p), st)
 		d.Retention = 300 * time.Millisecond
@@ -565,7 +565,7 @@ func testApprovalRetention(t *testing.T, s oncekey.ApprovalStore) {
 
 		other := *p
 		other.Fingerprint = strings.Repeat("cd", 32)
-		var res *oncekey.ApprovalResult
+		var res *oncekeystore.ApprovalResult
 		require.Eventually(t, func() bool {
 			res = request(t, s, &other)
 			require.False(t, res.Created, "another fingerprint never asks anew")
@@ -585,7 +585,7 @@ func testApprovalRetention(t *testing.T, s oncekey.ApprovalStore) {
 
 // ---- list ----------------------------------------------------------------------------------
 
-func approvalKeys(as []*oncekey.Approval) []string {
+func approvalKeys(as []*oncekeystore.Approval) []string {
 	out := make([]string, len(as))
 	for i, a := range as {
 		out[i] = a.Tenant + "/" + a.OperationKey
@@ -593,13 +593,13 @@ func approvalKeys(as []*oncekey.Approval) []string {
 	return out
 }
 
-func listAllApprovals(t *testing.T, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams) []*oncekey.Approval {
+func listAllApprovals(t *testing.T, s oncekeystore.ApprovalStore, p oncekeystore.ListApprovalsParams) []*oncekeystore.Approval {
 	t.Helper()
 	return slices.Concat(pages(t, s.ListApprovals, p, approvalCursor, approvalPage)...)
 }
 
 // requireRequestOrder asserts as is in ListApprovals' order: (RequestedAt, Tenant, OperationKey).
-func requireRequestOrder(t *testing.T, as []*oncekey.Approval) {
+func requireRequestOrder(t *testing.T, as []*oncekeystore.Approval) {
 	t.Helper()
 	for i := 1; i < len(as); i++ {
 		a, b := as[i-1], as[i]
@@ -609,19 +609,19 @@ func requireRequestOrder(t *testing.T, as []*oncekey.Approval) {
 	}
 }
 
-func testApprovalListFilters(t *testing.T, s oncekey.ApprovalStore) {
-	statuses := []oncekey.ApprovalStatus{oncekey.ApprovalPending, oncekey.ApprovalApproved, oncekey.ApprovalPending,
-		oncekey.ApprovalPending, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut, oncekey.ApprovalDenied}
+func testApprovalListFilters(t *testing.T, s oncekeystore.ApprovalStore) {
+	statuses := []oncekeystore.ApprovalStatus{oncekeystore.ApprovalPending, oncekeystore.ApprovalApproved, oncekeystore.ApprovalPending,
+		oncekeystore.ApprovalPending, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut, oncekeystore.ApprovalDenied}
 	requireListFilters(t, func(i int, tenant, tool, wf string) (string, string) {
 		p := approvalParams()
 		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
 		a := requestNew(t, s, p)
-		if statuses[i] != oncekey.ApprovalPending {
+		if statuses[i] != oncekeystore.ApprovalPending {
 			decide(t, s, a, statuses[i])
 		}
 		return tenant + "/" + p.OperationKey, string(statuses[i])
 	}, func(lp filter) []string {
-		got := listAllApprovals(t, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalStatus(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
+		got := listAllApprovals(t, s, oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalStatus(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
 		requireRequestOrder(t, got)
 		for _, a := range got {
 			requireSameApproval(t, getApproval(t, s, a.Tenant, a.OperationKey), a)
@@ -630,25 +630,25 @@ func testApprovalListFilters(t *testing.T, s oncekey.ApprovalStore) {
 	})
 }
 
-func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
-	var made []*oncekey.Approval
+func testApprovalListPagination(t *testing.T, s oncekeystore.ApprovalStore) {
+	var made []*oncekeystore.Approval
 	for range 23 {
 		made = append(made, requestNew(t, s, approvalParams()))
 	}
-	got := requirePaged(t, pages(t, s.ListApprovals, oncekey.ListApprovalsParams{Limit: 5}, approvalCursor, approvalPage), 5, 5)
+	got := requirePaged(t, pages(t, s.ListApprovals, oncekeystore.ListApprovalsParams{Limit: 5}, approvalCursor, approvalPage), 5, 5)
 	require.ElementsMatch(t, approvalKeys(made), approvalKeys(got), "each approval exactly once")
 	require.Len(t, got, 23)
 	requireRequestOrder(t, got)
 
 	// An approval asked anew while a caller pages moves to the end; no other is skipped or
 	// repeated.
-	lp := oncekey.ListApprovalsParams{Limit: 4}
+	lp := oncekeystore.ListApprovalsParams{Limit: 4}
 	res, err := s.ListApprovals(ctxT(t), &lp)
 	require.NoError(t, err)
 	seen := approvalKeys(res.Approvals)
 	moved := got[10]
-	decide(t, s, moved, oncekey.ApprovalTimedOut)
-	again := requestNew(t, s, &oncekey.RequestApprovalParams{Tenant: moved.Tenant, OperationKey: moved.OperationKey,
+	decide(t, s, moved, oncekeystore.ApprovalTimedOut)
+	again := requestNew(t, s, &oncekeystore.RequestApprovalParams{Tenant: moved.Tenant, OperationKey: moved.OperationKey,
 		Namespace: moved.Namespace, Tool: moved.Tool, Fingerprint: moved.Fingerprint, Timeout: time.Hour})
 	require.Equal(t, int64(2), again.Episode)
 	lp.Cursor = res.Next
@@ -665,47 +665,47 @@ func testApprovalListPagination(t *testing.T, s oncekey.ApprovalStore) {
 	requireDefaultPages(t, s.ListApprovals, approvalCursor, approvalPage, 103)
 }
 
-func testApprovalListInvalid(t *testing.T, s oncekey.ApprovalStore) {
-	requireListInvalid(t, s.ListApprovals, func(p *oncekey.ListApprovalsParams) *int { return &p.Limit }, approvalCursor)
-	for _, st := range []oncekey.ApprovalStatus{"all", "applied", "bogus"} {
-		_, err := s.ListApprovals(ctxT(t), &oncekey.ListApprovalsParams{Status: st})
+func testApprovalListInvalid(t *testing.T, s oncekeystore.ApprovalStore) {
+	requireListInvalid(t, s.ListApprovals, func(p *oncekeystore.ListApprovalsParams) *int { return &p.Limit }, approvalCursor)
+	for _, st := range []oncekeystore.ApprovalStatus{"all", "applied", "bogus"} {
+		_, err := s.ListApprovals(ctxT(t), &oncekeystore.ListApprovalsParams{Status: st})
 		requireInvalid(t, err, "Status")
 	}
 }
 
 // ---- tenants, purge, forget ----------------------------------------------------------------
 
-func testApprovalTenants(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalTenants(t *testing.T, s oncekeystore.ApprovalStore) {
 	a := approvalParams()
 	b := *a
 	b.Tenant, b.Fingerprint = "globex", strings.Repeat("99", 32)
 	ra := requestNew(t, s, a)
 	rb := requestNew(t, s, &b)
 	require.Equal(t, int64(1), rb.Episode, "the same key under another tenant is another approval")
-	decide(t, s, ra, oncekey.ApprovalApproved)
-	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", a.OperationKey).Status)
+	decide(t, s, ra, oncekeystore.ApprovalApproved)
+	require.Equal(t, oncekeystore.ApprovalPending, getApproval(t, s, "globex", a.OperationKey).Status)
 	require.Equal(t, b.Fingerprint, getApproval(t, s, "globex", a.OperationKey).Fingerprint)
-	require.Equal(t, oncekey.ApprovalApproved, getApproval(t, s, "acme", a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, getApproval(t, s, "acme", a.OperationKey).Status)
 
 	// A decision is tenant-scoped: under a tenant without the key, there is nothing to decide.
-	d := decision(rb, oncekey.ApprovalDenied)
+	d := decision(rb, oncekeystore.ApprovalDenied)
 	d.Tenant = "umbrella"
 	_, err := s.DecideApproval(ctxT(t), d)
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 	requireNoApproval(t, s, "umbrella", a.OperationKey)
-	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", a.OperationKey).Status)
-	lr := listAllApprovals(t, s, oncekey.ListApprovalsParams{Tenant: "globex"})
+	require.Equal(t, oncekeystore.ApprovalPending, getApproval(t, s, "globex", a.OperationKey).Status)
+	lr := listAllApprovals(t, s, oncekeystore.ListApprovalsParams{Tenant: "globex"})
 	require.Equal(t, []string{"globex/" + a.OperationKey}, approvalKeys(lr))
 }
 
 // Purge deletes the decided approvals past their retention, in batches, and never a pending
 // one, however old.
-func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
-	st := s.(oncekey.Store)
-	var gone []*oncekey.Approval
+func testApprovalPurge(t *testing.T, s oncekeystore.ApprovalStore) {
+	st := s.(oncekeystore.Store)
+	var gone []*oncekeystore.Approval
 	for i := range 7 {
 		d := decision(requestNew(t, s, approvalParams()),
-			[]oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied, oncekey.ApprovalTimedOut}[i%3])
+			[]oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied, oncekeystore.ApprovalTimedOut}[i%3])
 		d.Retention = 200 * time.Millisecond
 		a, err := s.DecideApproval(ctxT(t), d)
 		require.NoError(t, err)
@@ -714,12 +714,12 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 	pp := approvalParams()
 	pp.Timeout = 100 * time.Millisecond // past its deadline soon: it reads timed out, and no decision is written to purge
 	pending := requestNew(t, s, pp)
-	kept := decide(t, s, requestNew(t, s, approvalParams()), oncekey.ApprovalApproved)
+	kept := decide(t, s, requestNew(t, s, approvalParams()), oncekeystore.ApprovalApproved)
 	// A record beside them: the record steps of Purge leave it alone.
-	rp := params(oncekey.Effectful)
+	rp := params(oncekeystore.Effectful)
 	rec := acquire(t, st, rp)
 
-	total := purgeUntil(t, st, 3, func(total oncekey.PurgeResult) bool { return total.ApprovalsDeleted >= 7 })
+	total := purgeUntil(t, st, 3, func(total oncekeystore.PurgeResult) bool { return total.ApprovalsDeleted >= 7 })
 	require.Equal(t, int64(7), total.ApprovalsDeleted, "the decided approvals past retention, each once")
 	require.Zero(t, total.Tombstoned, "no record was past retention")
 	require.Zero(t, total.Deleted)
@@ -732,13 +732,13 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 
 	// Batches of at most BatchSize, each reported.
 	for range 5 {
-		d := decision(requestNew(t, s, approvalParams()), oncekey.ApprovalDenied)
+		d := decision(requestNew(t, s, approvalParams()), oncekeystore.ApprovalDenied)
 		d.Retention = 100 * time.Millisecond
 		_, err := s.DecideApproval(ctxT(t), d)
 		require.NoError(t, err)
 	}
 	last := approvalParams()
-	d := decision(requestNew(t, s, last), oncekey.ApprovalDenied)
+	d := decision(requestNew(t, s, last), oncekeystore.ApprovalDenied)
 	d.Retention = 100 * time.Millisecond
 	lastDone, err := s.DecideApproval(ctxT(t), d)
 	require.NoError(t, err)
@@ -746,8 +746,8 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 	// turned it pending again, so five are left for Purge.
 	require.Eventually(t, func() bool { return request(t, s, last).Created }, waitFor, pollEvery)
 	require.NotEqual(t, lastDone.Episode, getApproval(t, s, last.Tenant, last.OperationKey).Episode)
-	var progress []oncekey.PurgeResult
-	res, err := st.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 2, Progress: func(r oncekey.PurgeResult) { progress = append(progress, r) }})
+	var progress []oncekeystore.PurgeResult
+	res, err := st.Purge(ctxT(t), &oncekeystore.PurgeParams{BatchSize: 2, Progress: func(r oncekeystore.PurgeResult) { progress = append(progress, r) }})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), res.ApprovalsDeleted)
 	require.GreaterOrEqual(t, res.Batches, 3)
@@ -757,39 +757,39 @@ func testApprovalPurge(t *testing.T, s oncekey.ApprovalStore) {
 		require.LessOrEqual(t, pr.ApprovalsDeleted-prev, int64(2), "a batch deletes at most BatchSize approvals")
 		prev = pr.ApprovalsDeleted
 	}
-	require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, last.Tenant, last.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, getApproval(t, s, last.Tenant, last.OperationKey).Status)
 }
 
-func testApprovalForget(t *testing.T, s oncekey.ApprovalStore) {
-	st := s.(oncekey.Store)
-	var keep []*oncekey.RequestApprovalParams
+func testApprovalForget(t *testing.T, s oncekeystore.ApprovalStore) {
+	st := s.(oncekeystore.Store)
+	var keep []*oncekeystore.RequestApprovalParams
 	for i := range 5 {
 		p := approvalParams()
 		a := requestNew(t, s, p)
 		if i%2 == 0 {
-			decide(t, s, a, oncekey.ApprovalApproved)
+			decide(t, s, a, oncekeystore.ApprovalApproved)
 		}
 		q := *p
 		q.Tenant = "globex"
 		requestNew(t, s, &q)
 		keep = append(keep, &q)
 	}
-	rp := params(oncekey.Effectful)
+	rp := params(oncekeystore.Effectful)
 	acquire(t, st, rp)
-	res, err := st.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
+	res, err := st.Forget(ctxT(t), &oncekeystore.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Deleted, "the tenant's one record")
 	require.Equal(t, int64(5), res.ApprovalsDeleted, "the tenant's five approvals")
 	for _, q := range keep {
 		requireNoApproval(t, s, "acme", q.OperationKey)
-		require.Equal(t, oncekey.ApprovalPending, getApproval(t, s, "globex", q.OperationKey).Status)
+		require.Equal(t, oncekeystore.ApprovalPending, getApproval(t, s, "globex", q.OperationKey).Status)
 	}
 	requireForgotten(t, st, "acme")
 }
 
 // ---- exact storage and bad input -----------------------------------------------------------
 
-func testApprovalTextFields(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalTextFields(t *testing.T, s oncekeystore.ApprovalStore) {
 	odd := `O'Brien "quoted" \back\slash\\ \x00 $1 %s _% ; DROP TABLE x; -- Ünïcødé 漢字 🙂 ` + "\t\n\r"
 	long := strings.Repeat("é'\"\\%_ü漢字🙂", 10*1024/19+1)
 	for _, v := range []string{odd, long} {
@@ -798,43 +798,43 @@ func testApprovalTextFields(t *testing.T, s oncekey.ApprovalStore) {
 		p.OperationKey = newKey() + v
 		p.Namespace, p.Tool, p.WorkflowID, p.StepID = "ns "+v, "tool "+v, "wf "+v, "step "+v
 		p.Summary = "summary " + v
-		if len(p.Summary) > oncekey.MaxApprovalSummaryBytes {
+		if len(p.Summary) > oncekeystore.MaxApprovalSummaryBytes {
 			p.Summary = odd
 		}
 		a := requestNew(t, s, p)
 		requirePendingFrom(t, p, a)
 		requireSameApproval(t, a, getApproval(t, s, p.Tenant, p.OperationKey))
-		d := decision(a, oncekey.ApprovalDenied)
+		d := decision(a, oncekeystore.ApprovalDenied)
 		d.DecidedBy, d.Reason = "by "+v, "reason "+v
 		out, err := s.DecideApproval(ctxT(t), d)
 		require.NoError(t, err)
 		require.Equal(t, "by "+v, out.DecidedBy)
 		require.Equal(t, "reason "+v, out.Reason)
 		requireSameApproval(t, out, getApproval(t, s, p.Tenant, p.OperationKey))
-		lr := listAllApprovals(t, s, oncekey.ListApprovalsParams{Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID})
+		lr := listAllApprovals(t, s, oncekeystore.ListApprovalsParams{Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID})
 		require.Equal(t, []string{p.Tenant + "/" + p.OperationKey}, approvalKeys(lr))
 		requireSameApproval(t, out, lr[0])
 	}
 	// A summary of exactly MaxApprovalSummaryBytes is kept whole.
 	p := approvalParams()
-	p.Summary = strings.Repeat("漢", oncekey.MaxApprovalSummaryBytes/3) + strings.Repeat("x", oncekey.MaxApprovalSummaryBytes%3)
-	require.Len(t, p.Summary, oncekey.MaxApprovalSummaryBytes)
+	p.Summary = strings.Repeat("漢", oncekeystore.MaxApprovalSummaryBytes/3) + strings.Repeat("x", oncekeystore.MaxApprovalSummaryBytes%3)
+	require.Len(t, p.Summary, oncekeystore.MaxApprovalSummaryBytes)
 	require.Equal(t, p.Summary, requestNew(t, s, p).Summary)
 }
 
-func testApprovalInvalidParams(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalInvalidParams(t *testing.T, s oncekeystore.ApprovalStore) {
 	ctx := ctxT(t)
 	requireRefusedTexts(t, approvalParams,
-		func(p *oncekey.RequestApprovalParams) error { _, err := s.RequestApproval(ctx, p); return err },
-		func(p *oncekey.RequestApprovalParams) error {
-			_, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		func(p *oncekeystore.RequestApprovalParams) error { _, err := s.RequestApproval(ctx, p); return err },
+		func(p *oncekeystore.RequestApprovalParams) error {
+			_, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 			return err
 		})
-	for field, mut := range map[string]func(p *oncekey.RequestApprovalParams){
-		"Summary": func(p *oncekey.RequestApprovalParams) {
-			p.Summary = strings.Repeat("x", oncekey.MaxApprovalSummaryBytes+1)
+	for field, mut := range map[string]func(p *oncekeystore.RequestApprovalParams){
+		"Summary": func(p *oncekeystore.RequestApprovalParams) {
+			p.Summary = strings.Repeat("x", oncekeystore.MaxApprovalSummaryBytes+1)
 		},
-		"Timeout": func(p *oncekey.RequestApprovalParams) { p.Timeout = 0 },
+		"Timeout": func(p *oncekeystore.RequestApprovalParams) { p.Timeout = 0 },
 	} {
 		p := approvalParams()
 		mut(p)
@@ -845,19 +845,19 @@ func testApprovalInvalidParams(t *testing.T, s oncekey.ApprovalStore) {
 		}
 	}
 	a := requestNew(t, s, approvalParams())
-	for field, mut := range map[string]func(d *oncekey.DecideApprovalParams){
-		"Tenant":    func(d *oncekey.DecideApprovalParams) { d.Tenant = "" },
-		"Episode":   func(d *oncekey.DecideApprovalParams) { d.Episode = 0 },
-		"Status":    func(d *oncekey.DecideApprovalParams) { d.Status = oncekey.ApprovalPending },
-		"DecidedBy": func(d *oncekey.DecideApprovalParams) { d.DecidedBy = "bad\x00" },
-		"Retention": func(d *oncekey.DecideApprovalParams) { d.Retention = -time.Second },
+	for field, mut := range map[string]func(d *oncekeystore.DecideApprovalParams){
+		"Tenant":    func(d *oncekeystore.DecideApprovalParams) { d.Tenant = "" },
+		"Episode":   func(d *oncekeystore.DecideApprovalParams) { d.Episode = 0 },
+		"Status":    func(d *oncekeystore.DecideApprovalParams) { d.Status = oncekeystore.ApprovalPending },
+		"DecidedBy": func(d *oncekeystore.DecideApprovalParams) { d.DecidedBy = "bad\x00" },
+		"Retention": func(d *oncekeystore.DecideApprovalParams) { d.Retention = -time.Second },
 	} {
-		d := decision(a, oncekey.ApprovalApproved)
+		d := decision(a, oncekeystore.ApprovalApproved)
 		mut(d)
 		_, err := s.DecideApproval(ctx, d)
 		requireInvalid(t, err, field)
 	}
-	for _, st := range []oncekey.ApprovalStatus{"", "applied", "bogus"} {
+	for _, st := range []oncekeystore.ApprovalStatus{"", "applied", "bogus"} {
 		_, err := s.DecideApproval(ctx, decision(a, st))
 		requireInvalid(t, err, "Status")
 	}
@@ -865,14 +865,14 @@ func testApprovalInvalidParams(t *testing.T, s oncekey.ApprovalStore) {
 
 	missing := *a
 	missing.OperationKey = newKey()
-	_, err := s.DecideApproval(ctx, decision(&missing, oncekey.ApprovalApproved))
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err := s.DecideApproval(ctx, decision(&missing, oncekeystore.ApprovalApproved))
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 	requireNoApproval(t, s, a.Tenant, missing.OperationKey)
-	_, err = s.GetApproval(ctx, &oncekey.GetParams{Tenant: a.Tenant})
+	_, err = s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: a.Tenant})
 	requireInvalid(t, err, "OperationKey")
 }
 
-func testApprovalContextCanceled(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalContextCanceled(t *testing.T, s oncekeystore.ApprovalStore) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p := approvalParams()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The approval subtests of a request whose deadline passed while it was pending, with no
@@ -17,31 +17,31 @@ import (
 // requestOverdue asks a worker's request for approval of p's key with a short timeout and waits,
 // on the store's clock, until it reads as timed out; it returns the pending episode as asked and
 // the approval as it reads then.
-func requestOverdue(t *testing.T, s oncekey.ApprovalStore, p *oncekey.RequestApprovalParams) (asked, overdue *oncekey.Approval) {
+func requestOverdue(t *testing.T, s oncekeystore.ApprovalStore, p *oncekeystore.RequestApprovalParams) (asked, overdue *oncekeystore.Approval) {
 	t.Helper()
 	p.Timeout = shortLease
 	asked = requestNew(t, s, p)
 	require.Eventually(t, func() bool {
 		overdue = getApproval(t, s, p.Tenant, p.OperationKey)
-		return overdue.Status != oncekey.ApprovalPending
+		return overdue.Status != oncekeystore.ApprovalPending
 	}, waitFor, pollEvery, "the request never read as timed out after its deadline")
 	return asked, overdue
 }
 
 // requireOverdueOf asserts a is the pending episode asked, as it reads past its deadline: timed
-// out at the deadline by oncekey.ApprovalTimeoutDecider, nothing else changed, no retention yet.
-func requireOverdueOf(t *testing.T, asked, a *oncekey.Approval) {
+// out at the deadline by oncekeystore.ApprovalTimeoutDecider, nothing else changed, no retention yet.
+func requireOverdueOf(t *testing.T, asked, a *oncekeystore.Approval) {
 	t.Helper()
 	want := *asked
-	want.Status, want.DecidedAt, want.DecidedBy, want.Reason = oncekey.ApprovalTimedOut, asked.Deadline,
-		oncekey.ApprovalTimeoutDecider, oncekey.ApprovalOverdueReason
+	want.Status, want.DecidedAt, want.DecidedBy, want.Reason = oncekeystore.ApprovalTimedOut, asked.Deadline,
+		oncekeystore.ApprovalTimeoutDecider, oncekeystore.ApprovalOverdueReason
 	requireSameApproval(t, &want, a)
 }
 
 // A pending approval past its deadline reads as timed out, through GetApproval and
 // ListApprovals (whose status filter takes it as timed out, not pending), with its episode,
 // token and fields otherwise as asked; one decided before its deadline stays as decided.
-func testApprovalOverdueReadsTimedOut(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalOverdueReadsTimedOut(t *testing.T, s oncekeystore.ApprovalStore) {
 	p := approvalParams()
 	p.Token = "worker-1"
 	asked, overdue := requestOverdue(t, s, p)
@@ -53,20 +53,20 @@ func testApprovalOverdueReadsTimedOut(t *testing.T, s oncekey.ApprovalStore) {
 	waiting := requestNew(t, s, live)
 	approved := approvalParams()
 	approved.Token, approved.Timeout = "worker-3", shortLease
-	decided := decide(t, s, requestNew(t, s, approved), oncekey.ApprovalApproved)
+	decided := decide(t, s, requestNew(t, s, approved), oncekeystore.ApprovalApproved)
 	require.Eventually(t, func() bool { return time.Now().After(decided.Deadline.Add(shortLease)) }, waitFor, pollEvery)
 	requireSameApproval(t, decided, getApproval(t, s, approved.Tenant, approved.OperationKey))
 
 	for _, tc := range []struct {
-		status oncekey.ApprovalStatus
-		want   []*oncekey.Approval
+		status oncekeystore.ApprovalStatus
+		want   []*oncekeystore.Approval
 	}{
-		{"", []*oncekey.Approval{overdue, waiting, decided}},
-		{oncekey.ApprovalPending, []*oncekey.Approval{waiting}},
-		{oncekey.ApprovalTimedOut, []*oncekey.Approval{overdue}},
-		{oncekey.ApprovalApproved, []*oncekey.Approval{decided}},
+		{"", []*oncekeystore.Approval{overdue, waiting, decided}},
+		{oncekeystore.ApprovalPending, []*oncekeystore.Approval{waiting}},
+		{oncekeystore.ApprovalTimedOut, []*oncekeystore.Approval{overdue}},
+		{oncekeystore.ApprovalApproved, []*oncekeystore.Approval{decided}},
 	} {
-		got := listAllApprovals(t, s, oncekey.ListApprovalsParams{Status: tc.status})
+		got := listAllApprovals(t, s, oncekeystore.ListApprovalsParams{Status: tc.status})
 		require.Equal(t, approvalKeys(tc.want), approvalKeys(got), "status %q", tc.status)
 		for i := range got {
 			requireSameApproval(t, tc.want[i], got[i])
@@ -79,7 +79,7 @@ func testApprovalOverdueReadsTimedOut(t *testing.T, s oncekey.ApprovalStore) {
 // fingerprint, so a request nobody waits on holds its key no longer than its timeout. A request
 // without a token of another fingerprint, or one of another namespace or tool, changes nothing
 // and gets it as it reads; the repeat of the request that asked it learns that it asked.
-func testApprovalOverdueAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
+func testApprovalOverdueAsksAnew(t *testing.T, s oncekeystore.ApprovalStore) {
 	t.Run("own fingerprint", func(t *testing.T) {
 		for _, token := range []string{"worker-2", ""} {
 			p := approvalParams()
@@ -108,7 +108,7 @@ func testApprovalOverdueAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 		otherNS, otherTool := legit, legit
 		otherNS.Token, otherNS.Namespace = "worker-ns", "ns-b"
 		otherTool.Token, otherTool.Tool = "worker-tool", "wire"
-		for _, q := range []*oncekey.RequestApprovalParams{&legit, &otherNS, &otherTool} {
+		for _, q := range []*oncekeystore.RequestApprovalParams{&legit, &otherNS, &otherTool} {
 			res := request(t, s, q)
 			require.False(t, res.Created, "namespace %q, tool %q, token %q asked anew", q.Namespace, q.Tool, q.Token)
 			requireOverdueOf(t, asked, res.Approval)
@@ -125,12 +125,12 @@ func testApprovalOverdueAsksAnew(t *testing.T, s oncekey.ApprovalStore) {
 
 // A person's decision that arrives after the deadline of the pending episode it names does not
 // land: the store writes the timeout the approval reads as (decided at the deadline by
-// oncekey.ApprovalTimeoutDecider, kept for the decision's retention) and answers
-// *oncekey.ApprovalConflictError with it; a decision sent again gets the same. A timeout
+// oncekeystore.ApprovalTimeoutDecider, kept for the decision's retention) and answers
+// *oncekeystore.ApprovalConflictError with it; a decision sent again gets the same. A timeout
 // decision (the approval workflow's) is written as given; a decision for another episode or
 // request is stale, as before the deadline.
-func testApprovalOverdueDecision(t *testing.T, s oncekey.ApprovalStore) {
-	for _, st := range []oncekey.ApprovalStatus{oncekey.ApprovalApproved, oncekey.ApprovalDenied} {
+func testApprovalOverdueDecision(t *testing.T, s oncekeystore.ApprovalStore) {
+	for _, st := range []oncekeystore.ApprovalStatus{oncekeystore.ApprovalApproved, oncekeystore.ApprovalDenied} {
 		p := approvalParams()
 		p.Token = "worker-1"
 		asked, _ := requestOverdue(t, s, p)
@@ -138,7 +138,7 @@ func testApprovalOverdueDecision(t *testing.T, s oncekey.ApprovalStore) {
 		stale := decision(asked, st)
 		stale.Token = "another-request"
 		_, err := s.DecideApproval(ctxT(t), stale)
-		var se *oncekey.StaleDecisionError
+		var se *oncekeystore.StaleDecisionError
 		require.ErrorAs(t, err, &se, "%s for another request", st)
 
 		d := decision(asked, st)
@@ -159,11 +159,11 @@ func testApprovalOverdueDecision(t *testing.T, s oncekey.ApprovalStore) {
 	p := approvalParams()
 	p.Token = "worker-1"
 	asked, _ := requestOverdue(t, s, p)
-	d := decision(asked, oncekey.ApprovalTimedOut)
-	d.DecidedBy, d.Reason = oncekey.ApprovalTimeoutDecider, "nobody decided within 300ms"
+	d := decision(asked, oncekeystore.ApprovalTimedOut)
+	d.DecidedBy, d.Reason = oncekeystore.ApprovalTimeoutDecider, "nobody decided within 300ms"
 	out, err := s.DecideApproval(ctxT(t), d)
 	require.NoError(t, err, "the approval workflow's timeout is written as given")
-	require.Equal(t, oncekey.ApprovalTimedOut, out.Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, out.Status)
 	require.Equal(t, d.Reason, out.Reason)
 	require.False(t, out.DecidedAt.Before(asked.Deadline))
 	require.Equal(t, d.Retention, out.ExpiresAt.Sub(out.DecidedAt))

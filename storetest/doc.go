@@ -1,5 +1,5 @@
-// Package storetest is the conformance suite that defines a correct oncekey.Store, and of an
-// oncekey.ApprovalStore for stores that keep approvals (RunApprovals, which Run calls for them).
+// Package storetest is the conformance suite that defines a correct oncekeystore.Store, and of an
+// oncekeystore.ApprovalStore for stores that keep approvals (RunApprovals, which Run calls for them).
 //
 // Every store's own tests call Run. It imports only the root package and testing libraries; it
 // must not import any store implementation.

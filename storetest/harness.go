@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The harness both halves of the suite (records and approvals) share: bounded contexts, fresh
@@ -51,10 +52,10 @@ func pages[P, R, T any](t *testing.T, list func(context.Context, *P) (*R, error)
 }
 
 // The cursor and the page of List and ListApprovals, for pages.
-func listCursor(p *oncekey.ListParams) *string                   { return &p.Cursor }
-func listPage(r *oncekey.ListResult) ([]*oncekey.Record, string) { return r.Records, r.Next }
-func approvalCursor(p *oncekey.ListApprovalsParams) *string      { return &p.Cursor }
-func approvalPage(r *oncekey.ListApprovalsResult) ([]*oncekey.Approval, string) {
+func listCursor(p *oncekeystore.ListParams) *string                        { return &p.Cursor }
+func listPage(r *oncekeystore.ListResult) ([]*oncekeystore.Record, string) { return r.Records, r.Next }
+func approvalCursor(p *oncekeystore.ListApprovalsParams) *string           { return &p.Cursor }
+func approvalPage(r *oncekeystore.ListApprovalsResult) ([]*oncekeystore.Approval, string) {
 	return r.Approvals, r.Next
 }
 
@@ -76,16 +77,16 @@ func requireDefaultPages[P, R, T any](t *testing.T, list func(context.Context, *
 	var p P
 	byPage := pages(t, list, p, cursor, page)
 	require.Len(t, byPage, 2)
-	require.Len(t, byPage[0], oncekey.DefaultListLimit)
-	require.Len(t, byPage[1], n-oncekey.DefaultListLimit)
+	require.Len(t, byPage[0], oncekeystore.DefaultListLimit)
+	require.Len(t, byPage[1], n-oncekeystore.DefaultListLimit)
 }
 
 // requireListInvalid asserts list refuses a Limit (limit points at it) over MaxListLimit or
-// negative, and a cursor (cursor points at it) no store issued, with *oncekey.InvalidParamsError.
+// negative, and a cursor (cursor points at it) no store issued, with *oncekeystore.InvalidParamsError.
 func requireListInvalid[P, R any](t *testing.T, list func(context.Context, *P) (R, error), limit func(*P) *int, cursor func(*P) *string) {
 	t.Helper()
 	for field, set := range map[string]func(p *P){
-		"Limit":  func(p *P) { *limit(p) = oncekey.MaxListLimit + 1 },
+		"Limit":  func(p *P) { *limit(p) = oncekeystore.MaxListLimit + 1 },
 		"Cursor": func(p *P) { *cursor(p) = "not a cursor!" },
 	} {
 		var p P
@@ -111,7 +112,7 @@ func setField(p any, name string, v any) {
 }
 
 // requireRefusedTexts asserts call refuses p with each of badTexts (fresh makes p) with
-// *oncekey.InvalidParamsError naming the field, and that the refused call stored nothing
+// *oncekeystore.InvalidParamsError naming the field, and that the refused call stored nothing
 // (stored reads it back).
 func requireRefusedTexts[P any](t *testing.T, fresh func() *P, call func(p *P) error, stored func(p *P) error) {
 	t.Helper()
@@ -120,18 +121,18 @@ func requireRefusedTexts[P any](t *testing.T, fresh func() *P, call func(p *P) e
 		setField(p, field, v)
 		requireInvalid(t, call(p), field)
 		if key := reflect.ValueOf(p).Elem().FieldByName("OperationKey").String(); key != "" && field != "Tenant" {
-			require.ErrorIs(t, stored(p), oncekey.ErrNotFound, "a refused call stores nothing")
+			require.ErrorIs(t, stored(p), oncekeystore.ErrNotFound, "a refused call stores nothing")
 		}
 	}
 }
 
 // purgeUntil purges s in batches of batch until done says the running totals are all it waits
 // for, and returns them.
-func purgeUntil(t *testing.T, s oncekey.Store, batch int, done func(total oncekey.PurgeResult) bool) oncekey.PurgeResult {
+func purgeUntil(t *testing.T, s oncekeystore.Store, batch int, done func(total oncekeystore.PurgeResult) bool) oncekeystore.PurgeResult {
 	t.Helper()
-	var total oncekey.PurgeResult
+	var total oncekeystore.PurgeResult
 	require.Eventually(t, func() bool {
-		res, err := s.Purge(context.Background(), &oncekey.PurgeParams{BatchSize: batch})
+		res, err := s.Purge(context.Background(), &oncekeystore.PurgeParams{BatchSize: batch})
 		require.NoError(t, err)
 		total.Tombstoned += res.Tombstoned
 		total.Deleted += res.Deleted
@@ -144,18 +145,18 @@ func purgeUntil(t *testing.T, s oncekey.Store, batch int, done func(total onceke
 
 // requireForgotten asserts the tenant has nothing left in s: no record listed (and no
 // approval, in an ApprovalStore; no grant, in a GrantStore), and forgetting it again deletes nothing.
-func requireForgotten(t *testing.T, s oncekey.Store, tenant string) {
+func requireForgotten(t *testing.T, s oncekeystore.Store, tenant string) {
 	t.Helper()
-	require.Empty(t, slices.Concat(pages(t, s.List, oncekey.ListParams{Tenant: tenant}, listCursor, listPage)...))
-	if as, ok := s.(oncekey.ApprovalStore); ok {
-		require.Empty(t, slices.Concat(pages(t, as.ListApprovals, oncekey.ListApprovalsParams{Tenant: tenant}, approvalCursor, approvalPage)...))
+	require.Empty(t, slices.Concat(pages(t, s.List, oncekeystore.ListParams{Tenant: tenant}, listCursor, listPage)...))
+	if as, ok := s.(oncekeystore.ApprovalStore); ok {
+		require.Empty(t, slices.Concat(pages(t, as.ListApprovals, oncekeystore.ListApprovalsParams{Tenant: tenant}, approvalCursor, approvalPage)...))
 	}
-	if gs, ok := s.(oncekey.GrantStore); ok {
-		require.Empty(t, do(t, gs.ListGrants, &oncekey.ListGrantsParams{Tenant: tenant}).Grants)
+	if gs, ok := s.(oncekeystore.GrantStore); ok {
+		require.Empty(t, do(t, gs.ListGrants, &oncekeystore.ListGrantsParams{Tenant: tenant}).Grants)
 	}
-	res, err := s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: tenant})
+	res, err := s.Forget(ctxT(t), &oncekeystore.ForgetParams{Tenant: tenant})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ForgetResult{}, *res)
+	require.Equal(t, oncekeystore.ForgetResult{}, *res)
 }
 
 // raceOne calls call from n goroutines at once (race) and requires no error, exactly one
@@ -193,7 +194,7 @@ func do[P, R any](t *testing.T, fn func(context.Context, P) (R, error), p P) R {
 	return r
 }
 
-// requireSameFields asserts two reads (two *oncekey.Record or two *oncekey.Approval) are equal in
+// requireSameFields asserts two reads (two *oncekeystore.Record or two *oncekeystore.Approval) are equal in
 // every field but those named in skip: times by time.Time.Equal (stores read them in other
 // locations), byte slices exactly (requireBytes), the rest by require.Equal.
 func requireSameFields(t *testing.T, want, got any, skip ...string) {
@@ -224,7 +225,7 @@ func requireBytes(t *testing.T, want, got []byte, what string) {
 
 func requireInvalid(t *testing.T, err error, field string) {
 	t.Helper()
-	var ie *oncekey.InvalidParamsError
+	var ie *oncekeystore.InvalidParamsError
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, field, ie.Field)
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Short windows the suite waits out on the store's own clock. A store's clock must run at real
@@ -29,13 +29,13 @@ const (
 // subtest and must return an empty store that is cleaned up with t.Cleanup. Subtests run in
 // parallel. The suite uses real time: leases, retention and tombstone windows of a few hundred
 // milliseconds, waited out on the store's clock (through Get and Claim) with a bound. When the
-// stores implement oncekey.ApprovalStore, the subtest "Approval" runs RunApprovals on them too
+// stores implement oncekeystore.ApprovalStore, the subtest "Approval" runs RunApprovals on them too
 // (and is skipped, saying so, when they do not).
-func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) oncekeystore.Store) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s oncekey.Store)
+		fn   func(t *testing.T, s oncekeystore.Store)
 	}{
 		{"ClaimNew", testClaimNew},
 		{"LeaseIsExact", testLeaseIsExact},
@@ -91,27 +91,27 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekey.Store) {
 // ---- helpers -------------------------------------------------------------------------------
 
 // params returns claim params for a fresh key in tenant "acme".
-func params(eff oncekey.Effect) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{
+func params(eff oncekeystore.Effect) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{
 		Tenant: "acme", OperationKey: newKey(), Namespace: "ns-a", Tool: "create_ticket", Version: "v1",
 		Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-1", StepID: "record_issue",
 		Effect: eff, Lease: longLease, Retention: time.Hour, Tombstone: 2 * time.Hour,
 	}
 }
 
-func claim(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.ClaimResult {
+func claim(t *testing.T, s oncekeystore.Store, p *oncekeystore.ClaimParams) *oncekeystore.ClaimResult {
 	t.Helper()
 	res := do(t, s.Claim, p)
 	require.NotNil(t, res.Record)
 	return res
 }
 
-func get(t *testing.T, s oncekey.Store, tenant, key string) *oncekey.Record {
+func get(t *testing.T, s oncekeystore.Store, tenant, key string) *oncekeystore.Record {
 	t.Helper()
-	return do(t, s.Get, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	return do(t, s.Get, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 }
 
-func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Record {
+func acquire(t *testing.T, s oncekeystore.Store, p *oncekeystore.ClaimParams) *oncekeystore.Record {
 	t.Helper()
 	res := claim(t, s, p)
 	require.True(t, res.Acquired, "claim of %s not acquired: %+v", p.OperationKey, res)
@@ -121,7 +121,7 @@ func acquire(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) *oncekey.Rec
 // expiredClaim acquires a fresh key of eff with a short lease and waits until the lease ran out
 // on the store's clock. It returns the params (their lease long again, for the next claim) and
 // the record acquired.
-func expiredClaim(t *testing.T, s oncekey.Store, eff oncekey.Effect) (*oncekey.ClaimParams, *oncekey.Record) {
+func expiredClaim(t *testing.T, s oncekeystore.Store, eff oncekeystore.Effect) (*oncekeystore.ClaimParams, *oncekeystore.Record) {
 	t.Helper()
 	p := params(eff)
 	p.Lease = shortLease
@@ -132,7 +132,7 @@ func expiredClaim(t *testing.T, s oncekey.Store, eff oncekey.Effect) (*oncekey.C
 }
 
 // requireFound asserts what a claim found or did: res's flags are want's (its Record aside).
-func requireFound(t *testing.T, want oncekey.ClaimResult, res *oncekey.ClaimResult, msgAndArgs ...any) {
+func requireFound(t *testing.T, want oncekeystore.ClaimResult, res *oncekeystore.ClaimResult, msgAndArgs ...any) {
 	t.Helper()
 	got := *res
 	got.Record = nil
@@ -141,7 +141,7 @@ func requireFound(t *testing.T, want oncekey.ClaimResult, res *oncekey.ClaimResu
 
 // requireLeft asserts a fenced write (its answer r and err) left the record in st, without a
 // lease.
-func requireLeft(t *testing.T, st oncekey.Status, r *oncekey.Record, err error) {
+func requireLeft(t *testing.T, st oncekeystore.Status, r *oncekeystore.Record, err error) {
 	t.Helper()
 	require.NoError(t, err)
 	require.Equal(t, st, r.Status)
@@ -149,7 +149,7 @@ func requireLeft(t *testing.T, st oncekey.Status, r *oncekey.Record, err error) 
 }
 
 // requireOutcome asserts r is in st with the failure failure.
-func requireOutcome(t *testing.T, r *oncekey.Record, st oncekey.Status, failure string) {
+func requireOutcome(t *testing.T, r *oncekeystore.Record, st oncekeystore.Status, failure string) {
 	t.Helper()
 	require.Equal(t, st, r.Status)
 	require.Equal(t, failure, string(r.Failure))
@@ -157,7 +157,7 @@ func requireOutcome(t *testing.T, r *oncekey.Record, st oncekey.Status, failure 
 
 // requireObserved claims p again and requires that the claim observes want as it stands: not
 // acquired, the same record. It returns the claim's result.
-func requireObserved(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams, want *oncekey.Record) *oncekey.ClaimResult {
+func requireObserved(t *testing.T, s oncekeystore.Store, p *oncekeystore.ClaimParams, want *oncekeystore.Record) *oncekeystore.ClaimResult {
 	t.Helper()
 	res := claim(t, s, p)
 	require.False(t, res.Acquired)
@@ -165,26 +165,26 @@ func requireObserved(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams, want
 	return res
 }
 
-func complete(t *testing.T, s oncekey.Store, r *oncekey.Record, st oncekey.Status, result, failure []byte) *oncekey.Record {
+func complete(t *testing.T, s oncekeystore.Store, r *oncekeystore.Record, st oncekeystore.Status, result, failure []byte) *oncekeystore.Record {
 	t.Helper()
-	out, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey,
+	out, err := s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: r.Tenant, OperationKey: r.OperationKey,
 		Epoch: r.Epoch, Status: st, Result: result, Failure: failure, EffectReference: "ref-" + r.OperationKey[:8]})
 	require.NoError(t, err)
 	return out
 }
 
 // waitLeaseExpired waits until the store's clock says the pending record's lease ran out.
-func waitLeaseExpired(t *testing.T, s oncekey.Store, tenant, key string) {
+func waitLeaseExpired(t *testing.T, s oncekeystore.Store, tenant, key string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		r, err := s.Get(context.Background(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+		r, err := s.Get(context.Background(), &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 		return err == nil && r.LeaseExpired
 	}, waitFor, pollEvery, "lease of %s never expired", key)
 }
 
 // waitExpired waits until a claim of a settled (non-pending) record reports it past retention.
 // Such a claim changes nothing.
-func waitExpired(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) {
+func waitExpired(t *testing.T, s oncekeystore.Store, p *oncekeystore.ClaimParams) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		res, err := s.Claim(context.Background(), p)
@@ -193,7 +193,7 @@ func waitExpired(t *testing.T, s oncekey.Store, p *oncekey.ClaimParams) {
 }
 
 // requireSame asserts two reads of a record are equal in everything but LeaseExpired.
-func requireSame(t *testing.T, want, got *oncekey.Record) {
+func requireSame(t *testing.T, want, got *oncekeystore.Record) {
 	t.Helper()
 	requireSameFields(t, want, got, "LeaseExpired")
 }
@@ -201,27 +201,27 @@ func requireSame(t *testing.T, want, got *oncekey.Record) {
 func requireLost(t *testing.T, err error) {
 	t.Helper()
 	require.Error(t, err)
-	require.ErrorIs(t, err, oncekey.ErrLostClaim)
+	require.ErrorIs(t, err, oncekeystore.ErrLostClaim)
 }
 
-func requireConflict(t *testing.T, err error) *oncekey.StatusConflictError {
+func requireConflict(t *testing.T, err error) *oncekeystore.StatusConflictError {
 	t.Helper()
-	var ce *oncekey.StatusConflictError
+	var ce *oncekeystore.StatusConflictError
 	require.ErrorAs(t, err, &ce)
 	return ce
 }
 
 // ---- claim ---------------------------------------------------------------------------------
 
-func testClaimNew(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimNew(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	res := claim(t, s, p)
 	require.True(t, res.Acquired)
 	require.False(t, res.TookOver)
 	require.False(t, res.FingerprintMismatch)
 	require.False(t, res.Expired)
 	r := res.Record
-	require.Equal(t, oncekey.StatusPending, r.Status)
+	require.Equal(t, oncekeystore.StatusPending, r.Status)
 	require.Equal(t, int64(1), r.Epoch)
 	require.Equal(t, p.Tenant, r.Tenant)
 	require.Equal(t, p.OperationKey, r.OperationKey)
@@ -230,7 +230,7 @@ func testClaimNew(t *testing.T, s oncekey.Store) {
 	require.Equal(t, p.Fingerprint, r.Fingerprint)
 	require.Equal(t, p.WorkflowID, r.WorkflowID)
 	require.Equal(t, p.StepID, r.StepID)
-	require.Equal(t, oncekey.Effectful, r.Effect)
+	require.Equal(t, oncekeystore.Effectful, r.Effect)
 	require.False(t, r.LeaseExpired)
 	require.Nil(t, r.Result)
 	require.Nil(t, r.Failure)
@@ -241,9 +241,9 @@ func testClaimNew(t *testing.T, s oncekey.Store) {
 	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testLeaseIsExact(t *testing.T, s oncekey.Store) {
+func testLeaseIsExact(t *testing.T, s oncekeystore.Store) {
 	for _, lease := range []time.Duration{1500 * time.Millisecond, 1234567 * time.Microsecond, 200 * time.Millisecond} {
-		p := params(oncekey.Idempotent)
+		p := params(oncekeystore.Idempotent)
 		p.Lease = lease
 		p.Retention = 36*time.Hour + 250*time.Millisecond
 		p.Tombstone = 1500 * time.Millisecond
@@ -251,30 +251,30 @@ func testLeaseIsExact(t *testing.T, s oncekey.Store) {
 		require.Equal(t, lease, r.LeaseUntil.Sub(r.UpdatedAt), "a %s lease is stored as %s", lease, lease)
 		require.Equal(t, p.Retention, r.ExpiresAt.Sub(r.CreatedAt))
 		require.Equal(t, p.Tombstone, r.TombstoneUntil.Sub(r.ExpiresAt))
-		rn, err := s.Renew(ctxT(t), &oncekey.RenewParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Lease: lease})
+		rn, err := s.Renew(ctxT(t), &oncekeystore.RenewParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch, Lease: lease})
 		require.NoError(t, err)
 		require.Equal(t, lease, rn.LeaseUntil.Sub(rn.UpdatedAt))
 	}
 }
 
-func testClaimPendingLive(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimPendingLive(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	first := acquire(t, s, p)
-	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
+	for _, eff := range []oncekeystore.Effect{oncekeystore.Effectful, oncekeystore.Idempotent} {
 		q := *p
 		q.Effect = eff
 		res := requireObserved(t, s, &q, first)
-		requireFound(t, oncekey.ClaimResult{}, res)
+		requireFound(t, oncekeystore.ClaimResult{}, res)
 		require.False(t, res.Record.LeaseExpired, "a %s lease is live on the store's clock", longLease)
 	}
 }
 
-func testClaimPendingExpiredIdempotent(t *testing.T, s oncekey.Store) {
-	p, first := expiredClaim(t, s, oncekey.Idempotent)
+func testClaimPendingExpiredIdempotent(t *testing.T, s oncekeystore.Store) {
+	p, first := expiredClaim(t, s, oncekeystore.Idempotent)
 	res := claim(t, s, p)
-	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
+	requireFound(t, oncekeystore.ClaimResult{Acquired: true, TookOver: true}, res)
 	require.Equal(t, first.Epoch+1, res.Record.Epoch)
-	require.Equal(t, oncekey.StatusPending, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusPending, res.Record.Status)
 	require.False(t, res.Record.LeaseExpired)
 	require.Equal(t, longLease, res.Record.LeaseUntil.Sub(res.Record.UpdatedAt))
 	require.True(t, first.CreatedAt.Equal(res.Record.CreatedAt), "a takeover keeps creation and retention")
@@ -282,37 +282,37 @@ func testClaimPendingExpiredIdempotent(t *testing.T, s oncekey.Store) {
 	requireSame(t, res.Record, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testClaimPendingExpiredEffectful(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimPendingExpiredEffectful(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	p.Lease = shortLease
 	first := acquire(t, s, p)
 	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
 	res := claim(t, s, p)
 	require.False(t, res.Acquired, "the dead owner may have reached the downstream: no takeover")
 	require.False(t, res.TookOver)
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Record.Status)
 	require.Equal(t, first.Epoch, res.Record.Epoch, "marking unknown keeps the epoch")
 	require.True(t, res.Record.LeaseUntil.IsZero())
 	marked := get(t, s, p.Tenant, p.OperationKey)
 	requireSame(t, res.Record, marked)
 
 	// A further claim changes nothing, even for a caller that calls the tool Idempotent now.
-	p.Effect = oncekey.Idempotent
+	p.Effect = oncekeystore.Idempotent
 	again := claim(t, s, p)
 	require.False(t, again.Acquired)
 	requireSame(t, marked, again.Record)
 
 	// The old owner cannot write any more.
-	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: first.Epoch, Status: oncekey.StatusApplied, Result: []byte("late")})
+	_, err := s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: first.Epoch, Status: oncekeystore.StatusApplied, Result: []byte("late")})
 	requireLost(t, err)
 	requireSame(t, marked, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testClaimApplied(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimApplied(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
-	done := complete(t, s, r, oncekey.StatusApplied, []byte(`{"ticket":"T-1"}`), nil)
-	require.Equal(t, oncekey.StatusApplied, done.Status)
+	done := complete(t, s, r, oncekeystore.StatusApplied, []byte(`{"ticket":"T-1"}`), nil)
+	require.Equal(t, oncekeystore.StatusApplied, done.Status)
 	require.True(t, done.LeaseUntil.IsZero())
 	require.False(t, done.LeaseExpired)
 	res := claim(t, s, p)
@@ -324,32 +324,32 @@ func testClaimApplied(t *testing.T, s oncekey.Store) {
 	require.Equal(t, "ref-"+p.OperationKey[:8], res.Record.EffectReference)
 }
 
-func testClaimFailed(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Idempotent)
+func testClaimFailed(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Idempotent)
 	r := acquire(t, s, p)
-	done := complete(t, s, r, oncekey.StatusFailed, nil, []byte("card declined"))
-	requireOutcome(t, requireObserved(t, s, p, done).Record, oncekey.StatusFailed, "card declined")
+	done := complete(t, s, r, oncekeystore.StatusFailed, nil, []byte("card declined"))
+	requireOutcome(t, requireObserved(t, s, p, done).Record, oncekeystore.StatusFailed, "card declined")
 }
 
-func testClaimUnknown(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimUnknown(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
-	marked, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("timeout")})
-	requireLeft(t, oncekey.StatusUnknown, marked, err)
-	requireOutcome(t, requireObserved(t, s, p, marked).Record, oncekey.StatusUnknown, "timeout")
+	marked, err := s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("timeout")})
+	requireLeft(t, oncekeystore.StatusUnknown, marked, err)
+	requireOutcome(t, requireObserved(t, s, p, marked).Record, oncekeystore.StatusUnknown, "timeout")
 }
 
-func testClaimReleased(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimReleased(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
-	rel, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
-	requireLeft(t, oncekey.StatusReleased, rel, err)
+	rel, err := s.Release(ctxT(t), &oncekeystore.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	requireLeft(t, oncekeystore.StatusReleased, rel, err)
 	res := claim(t, s, p)
-	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
+	requireFound(t, oncekeystore.ClaimResult{Acquired: true, TookOver: true}, res)
 	require.Equal(t, r.Epoch+1, res.Record.Epoch)
-	require.Equal(t, oncekey.StatusPending, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusPending, res.Record.Status)
 	// The old epoch cannot release the new claim.
-	_, err = s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	_, err = s.Release(ctxT(t), &oncekeystore.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 	requireLost(t, err)
 	requireSame(t, res.Record, get(t, s, p.Tenant, p.OperationKey))
 }
@@ -372,13 +372,13 @@ func newToken() int64 {
 // A Claim repeated with its token (its response was lost after the statement committed) finds
 // the pending record it created and reports it acquired at the same epoch; any other claim,
 // including one that lets the store pick a token, still sees a live claim.
-func testClaimSameToken(t *testing.T, s oncekey.Store) {
-	for _, eff := range []oncekey.Effect{oncekey.Effectful, oncekey.Idempotent} {
+func testClaimSameToken(t *testing.T, s oncekeystore.Store) {
+	for _, eff := range []oncekeystore.Effect{oncekeystore.Effectful, oncekeystore.Idempotent} {
 		p := params(eff)
 		p.ClaimToken = newToken()
 		first := acquire(t, s, p)
 		again := claim(t, s, p)
-		requireFound(t, oncekey.ClaimResult{Acquired: true}, again, "the repeat of the claim recognises its own record")
+		requireFound(t, oncekeystore.ClaimResult{Acquired: true}, again, "the repeat of the claim recognises its own record")
 		require.Equal(t, first.Epoch, again.Record.Epoch, "no new epoch")
 		requireSame(t, first, again.Record)
 		requireSame(t, first, get(t, s, p.Tenant, p.OperationKey))
@@ -393,37 +393,37 @@ func testClaimSameToken(t *testing.T, s oncekey.Store) {
 		requireSame(t, first, res.Record)
 
 		// The epoch the repeat reported is the one that owns the record.
-		done := complete(t, s, again.Record, oncekey.StatusApplied, []byte("ok"), nil)
-		require.Equal(t, oncekey.StatusApplied, done.Status)
+		done := complete(t, s, again.Record, oncekeystore.StatusApplied, []byte("ok"), nil)
+		require.Equal(t, oncekeystore.StatusApplied, done.Status)
 	}
 }
 
 // A token acquires nothing but the pending record it created: once the record is settled, or its
 // Effectful lease ran out (unknown), a repeat with the same token is an ordinary claim of that
 // record.
-func testClaimSameTokenSettled(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testClaimSameTokenSettled(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	p.ClaimToken = newToken()
 	r := acquire(t, s, p)
-	done := complete(t, s, r, oncekey.StatusApplied, []byte("T-1"), nil)
+	done := complete(t, s, r, oncekeystore.StatusApplied, []byte("T-1"), nil)
 	res := claim(t, s, p)
 	require.False(t, res.Acquired, "an applied record is replayed, not acquired")
 	requireSame(t, done, res.Record)
 
-	p = params(oncekey.Effectful)
+	p = params(oncekeystore.Effectful)
 	p.ClaimToken = newToken()
 	p.Lease = shortLease
 	r = acquire(t, s, p)
 	waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
 	res = claim(t, s, p)
 	require.False(t, res.Acquired, "the lease ran out: the outcome is unknown even for its owner")
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Record.Status)
 	require.Equal(t, r.Epoch, res.Record.Epoch)
 
-	p = params(oncekey.Effectful)
+	p = params(oncekeystore.Effectful)
 	p.ClaimToken = newToken()
 	r = acquire(t, s, p)
-	_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	_, err := s.Release(ctxT(t), &oncekeystore.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 	require.NoError(t, err)
 	res = claim(t, s, p)
 	require.True(t, res.Acquired, "a released record is free to take")
@@ -431,143 +431,143 @@ func testClaimSameTokenSettled(t *testing.T, s oncekey.Store) {
 	require.Equal(t, r.Epoch+1, res.Record.Epoch)
 }
 
-func testFingerprintMismatch(t *testing.T, s oncekey.Store) {
+func testFingerprintMismatch(t *testing.T, s oncekeystore.Store) {
 	other := strings.Repeat("cd", 32)
-	mismatch := func(p *oncekey.ClaimParams) {
+	mismatch := func(p *oncekeystore.ClaimParams) {
 		t.Helper()
 		before := get(t, s, p.Tenant, p.OperationKey)
 		q := *p
 		q.Fingerprint = other
 		q.Lease = longLease
 		res := requireObserved(t, s, &q, before)
-		requireFound(t, oncekey.ClaimResult{FingerprintMismatch: true}, res)
+		requireFound(t, oncekeystore.ClaimResult{FingerprintMismatch: true}, res)
 		require.Equal(t, p.Fingerprint, res.Record.Fingerprint, "the stored fingerprint is reported")
 		requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 	}
 
 	// While the first claim is still pending.
-	pending := params(oncekey.Effectful)
+	pending := params(oncekeystore.Effectful)
 	acquire(t, s, pending)
 	mismatch(pending)
 
-	applied := params(oncekey.Effectful)
-	complete(t, s, acquire(t, s, applied), oncekey.StatusApplied, []byte("r"), nil)
+	applied := params(oncekeystore.Effectful)
+	complete(t, s, acquire(t, s, applied), oncekeystore.StatusApplied, []byte("r"), nil)
 	mismatch(applied)
 
 	// A released record stays bound to its fingerprint: only the same operation may take it.
-	released := params(oncekey.Effectful)
+	released := params(oncekeystore.Effectful)
 	rr := acquire(t, s, released)
-	_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: rr.Tenant, OperationKey: rr.OperationKey, Epoch: rr.Epoch})
+	_, err := s.Release(ctxT(t), &oncekeystore.ReleaseParams{Tenant: rr.Tenant, OperationKey: rr.OperationKey, Epoch: rr.Epoch})
 	require.NoError(t, err)
 	mismatch(released)
 
 	// An expired lease is not taken over by a different operation, nor marked unknown.
-	for _, eff := range []oncekey.Effect{oncekey.Idempotent, oncekey.Effectful} {
+	for _, eff := range []oncekeystore.Effect{oncekeystore.Idempotent, oncekeystore.Effectful} {
 		exp := params(eff)
 		exp.Lease = shortLease
 		acquire(t, s, exp)
 		waitLeaseExpired(t, s, exp.Tenant, exp.OperationKey)
 		mismatch(exp)
-		require.Equal(t, oncekey.StatusPending, get(t, s, exp.Tenant, exp.OperationKey).Status)
+		require.Equal(t, oncekeystore.StatusPending, get(t, s, exp.Tenant, exp.OperationKey).Status)
 	}
 }
 
 // ---- fencing -------------------------------------------------------------------------------
 
-func testFencing(t *testing.T, s oncekey.Store) {
-	p, old := expiredClaim(t, s, oncekey.Idempotent)
+func testFencing(t *testing.T, s oncekeystore.Store) {
+	p, old := expiredClaim(t, s, oncekeystore.Idempotent)
 	res := claim(t, s, p)
-	requireFound(t, oncekey.ClaimResult{Acquired: true, TookOver: true}, res)
+	requireFound(t, oncekeystore.ClaimResult{Acquired: true, TookOver: true}, res)
 	owner := res.Record
 	ctx := ctxT(t)
 	k := func() (string, string) { return p.Tenant, p.OperationKey }
 
 	tenant, key := k()
-	_, err := s.Renew(ctx, &oncekey.RenewParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Lease: time.Hour})
+	_, err := s.Renew(ctx, &oncekeystore.RenewParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Lease: time.Hour})
 	requireLost(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Status: oncekey.StatusApplied, Result: []byte("stale")})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Status: oncekeystore.StatusApplied, Result: []byte("stale")})
 	requireLost(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Status: oncekey.StatusFailed, Failure: []byte("stale")})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch, Status: oncekeystore.StatusFailed, Failure: []byte("stale")})
 	requireLost(t, err)
-	_, err = s.Release(ctx, &oncekey.ReleaseParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch})
+	_, err = s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch})
 	requireLost(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: old.Epoch})
 	requireLost(t, err)
 	// A future epoch is no better.
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: owner.Epoch + 1, Status: oncekey.StatusApplied})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: key, Epoch: owner.Epoch + 1, Status: oncekeystore.StatusApplied})
 	requireLost(t, err)
 	requireSame(t, owner, get(t, s, tenant, key))
 
 	// The current owner's writes still work.
-	done := complete(t, s, owner, oncekey.StatusApplied, []byte("fresh"), nil)
+	done := complete(t, s, owner, oncekeystore.StatusApplied, []byte("fresh"), nil)
 	require.Equal(t, "fresh", string(done.Result))
 	require.Equal(t, owner.Epoch, done.Epoch)
 }
 
-func testFencedWritesNeedPending(t *testing.T, s oncekey.Store) {
+func testFencedWritesNeedPending(t *testing.T, s oncekeystore.Store) {
 	ctx := ctxT(t)
-	p := params(oncekey.Effectful)
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
-	done := complete(t, s, r, oncekey.StatusApplied, []byte("once"), nil)
+	done := complete(t, s, r, oncekeystore.StatusApplied, []byte("once"), nil)
 	// The owner's own epoch cannot write again once the record is settled.
-	_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied, Result: []byte("twice")})
+	_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusApplied, Result: []byte("twice")})
 	requireLost(t, err)
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Lease: time.Minute})
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Lease: time.Minute})
 	requireLost(t, err)
-	_, err = s.Release(ctx, &oncekey.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	_, err = s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 	requireLost(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 	requireLost(t, err)
 	requireSame(t, done, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testFencedMissing(t *testing.T, s oncekey.Store) {
+func testFencedMissing(t *testing.T, s oncekeystore.Store) {
 	ctx := ctxT(t)
 	key := newKey()
-	_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: "acme", OperationKey: key, Epoch: 1, Lease: time.Second})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: key})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
-	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekeystore.StatusApplied})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: "acme", OperationKey: key, Epoch: 1, Lease: time.Second})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+	_, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekeystore.StatusApplied})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 }
 
-func testRenew(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testRenew(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	p.Lease = shortLease
 	r := acquire(t, s, p)
-	rn, err := s.Renew(ctxT(t), &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Lease: longLease})
+	rn, err := s.Renew(ctxT(t), &oncekeystore.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Lease: longLease})
 	require.NoError(t, err)
 	require.Equal(t, r.Epoch, rn.Epoch)
-	require.Equal(t, oncekey.StatusPending, rn.Status)
+	require.Equal(t, oncekeystore.StatusPending, rn.Status)
 	require.Equal(t, longLease, rn.LeaseUntil.Sub(rn.UpdatedAt))
 	require.True(t, rn.LeaseUntil.After(r.LeaseUntil))
 	// A renewed lease is live: a second claim neither takes over nor marks unknown.
 	res := claim(t, s, p)
 	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusPending, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusPending, res.Record.Status)
 	require.False(t, res.Record.LeaseExpired)
 
 	// An owner whose lease ran out but was not taken over may still renew.
-	q := params(oncekey.Idempotent)
+	q := params(oncekeystore.Idempotent)
 	q.Lease = shortLease
 	r2 := acquire(t, s, q)
 	waitLeaseExpired(t, s, q.Tenant, q.OperationKey)
-	rn2, err := s.Renew(ctxT(t), &oncekey.RenewParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: r2.Epoch, Lease: longLease})
+	rn2, err := s.Renew(ctxT(t), &oncekeystore.RenewParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: r2.Epoch, Lease: longLease})
 	require.NoError(t, err)
 	require.False(t, rn2.LeaseExpired)
 }
 
 // ---- retention and tombstones --------------------------------------------------------------
 
-func testRetentionTombstone(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testRetentionTombstone(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	p.Retention = 300 * time.Millisecond
 	p.Tombstone = time.Hour
 	r := acquire(t, s, p)
-	done := complete(t, s, r, oncekey.StatusApplied, []byte("result"), nil)
+	done := complete(t, s, r, oncekeystore.StatusApplied, []byte("result"), nil)
 	waitExpired(t, s, p)
 
 	// A late duplicate past retention is refused, not re-run, whether or not Purge ran, and
@@ -579,13 +579,13 @@ func testRetentionTombstone(t *testing.T, s oncekey.Store) {
 	require.False(t, res.Acquired)
 	require.False(t, res.FingerprintMismatch)
 
-	pr, err := s.Purge(ctxT(t), &oncekey.PurgeParams{})
+	pr, err := s.Purge(ctxT(t), &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), pr.Tombstoned)
 	require.Equal(t, int64(0), pr.Deleted)
 
 	tomb := get(t, s, p.Tenant, p.OperationKey)
-	require.Equal(t, oncekey.StatusExpired, tomb.Status)
+	require.Equal(t, oncekeystore.StatusExpired, tomb.Status)
 	require.Nil(t, tomb.Result, "a tombstone keeps digests only")
 	require.Nil(t, tomb.Failure)
 	require.Empty(t, tomb.EffectReference)
@@ -603,24 +603,24 @@ func testRetentionTombstone(t *testing.T, s oncekey.Store) {
 	requireSame(t, tomb, get(t, s, p.Tenant, p.OperationKey))
 
 	// A tombstone cannot be resolved.
-	_, err = s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: tomb.Epoch, Status: oncekey.StatusApplied})
+	_, err = s.Resolve(ctxT(t), &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: tomb.Epoch, Status: oncekeystore.StatusApplied})
 	requireConflict(t, err)
 }
 
-func testTombstoneExpiry(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testTombstoneExpiry(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	p.Retention = 200 * time.Millisecond
 	p.Tombstone = 200 * time.Millisecond
 	r := acquire(t, s, p)
-	complete(t, s, r, oncekey.StatusApplied, []byte("old result"), nil)
+	complete(t, s, r, oncekeystore.StatusApplied, []byte("old result"), nil)
 
 	q := *p
 	q.Fingerprint = strings.Repeat("12", 32)
 	q.Tool = "send_email"
-	q.Effect = oncekey.Idempotent
+	q.Effect = oncekeystore.Idempotent
 	q.Retention = time.Hour
 	q.Tombstone = time.Hour
-	var res *oncekey.ClaimResult
+	var res *oncekeystore.ClaimResult
 	require.Eventually(t, func() bool {
 		var err error
 		res, err = s.Claim(context.Background(), &q)
@@ -633,33 +633,33 @@ func testTombstoneExpiry(t *testing.T, s oncekey.Store) {
 	require.True(t, res.TookOver)
 	n := res.Record
 	require.Equal(t, r.Epoch+1, n.Epoch, "the epoch keeps counting so old owners stay fenced")
-	require.Equal(t, oncekey.StatusPending, n.Status)
+	require.Equal(t, oncekeystore.StatusPending, n.Status)
 	require.Equal(t, q.Fingerprint, n.Fingerprint)
 	require.Equal(t, "send_email", n.Tool)
-	require.Equal(t, oncekey.Idempotent, n.Effect)
+	require.Equal(t, oncekeystore.Idempotent, n.Effect)
 	require.Nil(t, n.Result)
 	require.Empty(t, n.EffectReference)
 	require.True(t, n.CreatedAt.After(r.CreatedAt))
 	require.Equal(t, time.Hour, n.ExpiresAt.Sub(n.CreatedAt))
-	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+	_, err := s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusApplied})
 	requireLost(t, err)
 }
 
 // ---- tenants -------------------------------------------------------------------------------
 
-func testTenants(t *testing.T, s oncekey.Store) {
-	a := params(oncekey.Effectful)
+func testTenants(t *testing.T, s oncekeystore.Store) {
+	a := params(oncekeystore.Effectful)
 	b := *a
 	b.Tenant = "globex"
 	b.Fingerprint = strings.Repeat("99", 32)
 	ra := acquire(t, s, a)
 	rb := acquire(t, s, &b)
 	require.Equal(t, int64(1), rb.Epoch, "the same key under another tenant is another record")
-	complete(t, s, ra, oncekey.StatusApplied, []byte("a"), nil)
-	require.Equal(t, oncekey.StatusPending, get(t, s, "globex", a.OperationKey).Status)
+	complete(t, s, ra, oncekeystore.StatusApplied, []byte("a"), nil)
+	require.Equal(t, oncekeystore.StatusPending, get(t, s, "globex", a.OperationKey).Status)
 	require.Equal(t, b.Fingerprint, get(t, s, "globex", a.OperationKey).Fingerprint)
 	require.Equal(t, "a", string(get(t, s, "acme", a.OperationKey).Result))
-	complete(t, s, rb, oncekey.StatusApplied, []byte("b"), nil)
+	complete(t, s, rb, oncekeystore.StatusApplied, []byte("b"), nil)
 	// Each tenant's replay sees its own result only.
 	require.Equal(t, "a", string(claim(t, s, a).Record.Result))
 	require.Equal(t, "b", string(claim(t, s, &b).Record.Result))
@@ -670,14 +670,14 @@ func testTenants(t *testing.T, s oncekey.Store) {
 	require.Nil(t, rc.Result)
 	require.Equal(t, int64(1), rc.Epoch)
 	// Fenced writes are tenant-scoped too.
-	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: "umbrella", OperationKey: a.OperationKey, Epoch: 1, Status: oncekey.StatusApplied})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err := s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: "umbrella", OperationKey: a.OperationKey, Epoch: 1, Status: oncekeystore.StatusApplied})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 }
 
-func testForget(t *testing.T, s oncekey.Store) {
-	var keep []*oncekey.ClaimParams
+func testForget(t *testing.T, s oncekeystore.Store) {
+	var keep []*oncekeystore.ClaimParams
 	for i := range 5 {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		acquire(t, s, p)
 		q := *p
 		q.Tenant = "globex"
@@ -685,23 +685,23 @@ func testForget(t *testing.T, s oncekey.Store) {
 		keep = append(keep, &q)
 		if i%2 == 0 {
 			r := get(t, s, "acme", p.OperationKey)
-			complete(t, s, r, oncekey.StatusApplied, []byte("x"), nil)
+			complete(t, s, r, oncekeystore.StatusApplied, []byte("x"), nil)
 		}
 	}
-	res, err := s.Forget(ctxT(t), &oncekey.ForgetParams{Tenant: "acme"})
+	res, err := s.Forget(ctxT(t), &oncekeystore.ForgetParams{Tenant: "acme"})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), res.Deleted)
 	for _, q := range keep {
-		_, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: "acme", OperationKey: q.OperationKey})
-		require.ErrorIs(t, err, oncekey.ErrNotFound)
-		require.Equal(t, oncekey.StatusPending, get(t, s, "globex", q.OperationKey).Status)
+		_, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: "acme", OperationKey: q.OperationKey})
+		require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+		require.Equal(t, oncekeystore.StatusPending, get(t, s, "globex", q.OperationKey).Status)
 	}
 	requireForgotten(t, s, "acme")
 }
 
 // ---- list ----------------------------------------------------------------------------------
 
-func keysOf(rs []*oncekey.Record) []string {
+func keysOf(rs []*oncekeystore.Record) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.Tenant + "/" + r.OperationKey
@@ -710,8 +710,8 @@ func keysOf(rs []*oncekey.Record) []string {
 }
 
 // sortedByUpdate sorts records the way List returns them: (UpdatedAt, Tenant, OperationKey).
-func sortedByUpdate(rs []*oncekey.Record) []*oncekey.Record {
-	out := append([]*oncekey.Record(nil), rs...)
+func sortedByUpdate(rs []*oncekeystore.Record) []*oncekeystore.Record {
+	out := append([]*oncekeystore.Record(nil), rs...)
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if !a.UpdatedAt.Equal(b.UpdatedAt) {
@@ -725,43 +725,43 @@ func sortedByUpdate(rs []*oncekey.Record) []*oncekey.Record {
 	return out
 }
 
-func listAll(t *testing.T, s oncekey.Store, p oncekey.ListParams) []*oncekey.Record {
+func listAll(t *testing.T, s oncekeystore.Store, p oncekeystore.ListParams) []*oncekeystore.Record {
 	t.Helper()
 	return slices.Concat(pages(t, s.List, p, listCursor, listPage)...)
 }
 
-func testListFilters(t *testing.T, s oncekey.Store) {
-	statuses := []oncekey.Status{oncekey.StatusUnknown, oncekey.StatusApplied, oncekey.StatusUnknown, oncekey.StatusUnknown,
-		oncekey.StatusPending, oncekey.StatusReleased, oncekey.StatusFailed}
-	var all []*oncekey.ClaimParams
+func testListFilters(t *testing.T, s oncekeystore.Store) {
+	statuses := []oncekeystore.Status{oncekeystore.StatusUnknown, oncekeystore.StatusApplied, oncekeystore.StatusUnknown, oncekeystore.StatusUnknown,
+		oncekeystore.StatusPending, oncekeystore.StatusReleased, oncekeystore.StatusFailed}
+	var all []*oncekeystore.ClaimParams
 	requireListFilters(t, func(i int, tenant, tool, wf string) (string, string) {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		p.Tenant, p.Tool, p.WorkflowID = tenant, tool, wf
 		r := acquire(t, s, p)
 		switch st := statuses[i]; st {
-		case oncekey.StatusApplied, oncekey.StatusFailed:
+		case oncekeystore.StatusApplied, oncekeystore.StatusFailed:
 			complete(t, s, r, st, []byte("x"), nil)
-		case oncekey.StatusUnknown:
-			_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+		case oncekeystore.StatusUnknown:
+			_, err := s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 			require.NoError(t, err)
-		case oncekey.StatusReleased:
-			_, err := s.Release(ctxT(t), &oncekey.ReleaseParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+		case oncekeystore.StatusReleased:
+			_, err := s.Release(ctxT(t), &oncekeystore.ReleaseParams{Tenant: tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 			require.NoError(t, err)
 		}
 		all = append(all, p)
 		return tenant + "/" + p.OperationKey, string(statuses[i])
 	}, func(lp filter) []string {
-		got := listAll(t, s, oncekey.ListParams{Status: oncekey.Status(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
+		got := listAll(t, s, oncekeystore.ListParams{Status: oncekeystore.Status(lp.status), Tenant: lp.tenant, Tool: lp.tool, WorkflowID: lp.wf})
 		for i := 1; i < len(got); i++ {
 			require.False(t, got[i].UpdatedAt.Before(got[i-1].UpdatedAt), "oldest update first")
 		}
 		return keysOf(got)
 	})
-	require.Empty(t, listAll(t, s, oncekey.ListParams{Status: oncekey.StatusExpired}))
+	require.Empty(t, listAll(t, s, oncekeystore.ListParams{Status: oncekeystore.StatusExpired}))
 
 	// UpdatedSince keeps records updated at or after the time, on the store's clock.
 	mid := get(t, s, all[3].Tenant, all[3].OperationKey)
-	got := listAll(t, s, oncekey.ListParams{UpdatedSince: mid.UpdatedAt})
+	got := listAll(t, s, oncekeystore.ListParams{UpdatedSince: mid.UpdatedAt})
 	require.Contains(t, keysOf(got), mid.Tenant+"/"+mid.OperationKey)
 	for _, r := range got {
 		require.False(t, r.UpdatedAt.Before(mid.UpdatedAt))
@@ -772,40 +772,40 @@ func testListFilters(t *testing.T, s oncekey.Store) {
 	}
 }
 
-func testListPagination(t *testing.T, s oncekey.Store) {
-	var made []*oncekey.Record
+func testListPagination(t *testing.T, s oncekeystore.Store) {
+	var made []*oncekeystore.Record
 	for range 23 {
-		made = append(made, acquire(t, s, params(oncekey.Idempotent)))
+		made = append(made, acquire(t, s, params(oncekeystore.Idempotent)))
 	}
 	want := keysOf(sortedByUpdate(made))
-	got := requirePaged(t, pages(t, s.List, oncekey.ListParams{Limit: 5}, listCursor, listPage), 5, 5)
+	got := requirePaged(t, pages(t, s.List, oncekeystore.ListParams{Limit: 5}, listCursor, listPage), 5, 5)
 	require.Equal(t, want, keysOf(got), "each record exactly once, in update order")
 
 	// The default page size is 100.
 	for range 80 {
-		acquire(t, s, params(oncekey.Idempotent))
+		acquire(t, s, params(oncekeystore.Idempotent))
 	}
 	requireDefaultPages(t, s.List, listCursor, listPage, 103)
-	res, err := s.List(ctxT(t), &oncekey.ListParams{Limit: oncekey.MaxListLimit})
+	res, err := s.List(ctxT(t), &oncekeystore.ListParams{Limit: oncekeystore.MaxListLimit})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 103)
 }
 
-func testListPaginationUpdates(t *testing.T, s oncekey.Store) {
-	var recs []*oncekey.Record
+func testListPaginationUpdates(t *testing.T, s oncekeystore.Store) {
+	var recs []*oncekeystore.Record
 	for range 12 {
-		recs = append(recs, acquire(t, s, params(oncekey.Effectful)))
+		recs = append(recs, acquire(t, s, params(oncekeystore.Effectful)))
 	}
 	recs = sortedByUpdate(recs)
-	lp := oncekey.ListParams{Limit: 4}
+	lp := oncekeystore.ListParams{Limit: 4}
 	res, err := s.List(ctxT(t), &lp)
 	require.NoError(t, err)
 	require.Equal(t, keysOf(recs[:4]), keysOf(res.Records))
 	seen := keysOf(res.Records)
 
 	// While paging, update one record already seen and one not yet seen.
-	complete(t, s, recs[1], oncekey.StatusApplied, []byte("x"), nil)
-	complete(t, s, recs[6], oncekey.StatusApplied, []byte("y"), nil)
+	complete(t, s, recs[1], oncekeystore.StatusApplied, []byte("x"), nil)
+	complete(t, s, recs[6], oncekeystore.StatusApplied, []byte("y"), nil)
 	lp.Cursor = res.Next
 	rest := listAll(t, s, lp)
 	seen = append(seen, keysOf(rest)...)
@@ -823,48 +823,48 @@ func testListPaginationUpdates(t *testing.T, s oncekey.Store) {
 			require.Equal(t, 1, count[k], "record %d must be neither skipped nor repeated", i)
 		}
 	}
-	require.Equal(t, keysOf([]*oncekey.Record{recs[1], recs[6]}), seen[len(seen)-2:], "updated records move to the end")
+	require.Equal(t, keysOf([]*oncekeystore.Record{recs[1], recs[6]}), seen[len(seen)-2:], "updated records move to the end")
 }
 
-func testListInvalid(t *testing.T, s oncekey.Store) {
-	requireListInvalid(t, s.List, func(p *oncekey.ListParams) *int { return &p.Limit }, listCursor)
-	_, err := s.List(ctxT(t), &oncekey.ListParams{Status: "bogus"})
+func testListInvalid(t *testing.T, s oncekeystore.Store) {
+	requireListInvalid(t, s.List, func(p *oncekeystore.ListParams) *int { return &p.Limit }, listCursor)
+	_, err := s.List(ctxT(t), &oncekeystore.ListParams{Status: "bogus"})
 	requireInvalid(t, err, "Status")
 }
 
 // ---- purge ---------------------------------------------------------------------------------
 
-func testPurgeTombstones(t *testing.T, s oncekey.Store) {
-	var expiring, unknown []*oncekey.ClaimParams
-	var last *oncekey.ClaimParams
+func testPurgeTombstones(t *testing.T, s oncekeystore.Store) {
+	var expiring, unknown []*oncekeystore.ClaimParams
+	var last *oncekeystore.ClaimParams
 	for i := range 25 {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		p.Retention = 300 * time.Millisecond
 		p.Tombstone = time.Hour
 		r := acquire(t, s, p)
 		switch i % 3 {
 		case 0:
-			complete(t, s, r, oncekey.StatusApplied, []byte("r"), nil)
+			complete(t, s, r, oncekeystore.StatusApplied, []byte("r"), nil)
 			expiring = append(expiring, p)
 		case 1:
-			complete(t, s, r, oncekey.StatusFailed, nil, []byte("f"))
+			complete(t, s, r, oncekeystore.StatusFailed, nil, []byte("f"))
 			expiring = append(expiring, p)
 		default:
-			_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+			_, err := s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 			require.NoError(t, err)
 			unknown = append(unknown, p)
 		}
 		last = p
 	}
-	live := params(oncekey.Effectful)
+	live := params(oncekeystore.Effectful)
 	acquire(t, s, live)
 	for _, p := range expiring {
 		waitExpired(t, s, p)
 	}
 	// The last record settled after every unknown one was created: those are past retention too.
 	require.Equal(t, expiring[len(expiring)-1], last)
-	var progress []oncekey.PurgeResult
-	res, err := s.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 10, Progress: func(r oncekey.PurgeResult) { progress = append(progress, r) }})
+	var progress []oncekeystore.PurgeResult
+	res, err := s.Purge(ctxT(t), &oncekeystore.PurgeParams{BatchSize: 10, Progress: func(r oncekeystore.PurgeResult) { progress = append(progress, r) }})
 	require.NoError(t, err)
 	require.Equal(t, int64(17), res.Tombstoned, "the settled records only")
 	require.Equal(t, int64(0), res.Deleted)
@@ -884,19 +884,19 @@ func testPurgeTombstones(t *testing.T, s oncekey.Store) {
 	require.True(t, res.OldestUnsettled.Equal(first.CreatedAt), "oldest %s, want %s", res.OldestUnsettled, first.CreatedAt)
 	for _, p := range expiring {
 		r := get(t, s, p.Tenant, p.OperationKey)
-		require.Equal(t, oncekey.StatusExpired, r.Status)
+		require.Equal(t, oncekeystore.StatusExpired, r.Status)
 		require.Nil(t, r.Result)
 		require.Nil(t, r.Failure)
 	}
 	for _, p := range unknown {
-		require.Equal(t, oncekey.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status, "an unknown outcome never expires unresolved")
+		require.Equal(t, oncekeystore.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status, "an unknown outcome never expires unresolved")
 	}
-	require.Equal(t, oncekey.StatusPending, get(t, s, live.Tenant, live.OperationKey).Status)
+	require.Equal(t, oncekeystore.StatusPending, get(t, s, live.Tenant, live.OperationKey).Status)
 
 	// Nothing left to do but the unknown records, which are left again.
-	res, err = s.Purge(ctxT(t), &oncekey.PurgeParams{BatchSize: 10})
+	res, err = s.Purge(ctxT(t), &oncekeystore.PurgeParams{BatchSize: 10})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.PurgeResult{Unsettled: 8, OldestUnsettled: res.OldestUnsettled}, *res)
+	require.Equal(t, oncekeystore.PurgeResult{Unsettled: 8, OldestUnsettled: res.OldestUnsettled}, *res)
 	require.True(t, res.OldestUnsettled.Equal(first.CreatedAt))
 }
 
@@ -904,43 +904,43 @@ func testPurgeTombstones(t *testing.T, s oncekey.Store) {
 // retention and even their tombstone window are never purged; a repeat still sees them as they
 // are (not expired), an unknown one can still be resolved, and the resolution's retention counts
 // from then.
-func testUnsettledNeverExpire(t *testing.T, s oncekey.Store) {
-	mk := func(lease time.Duration) (*oncekey.ClaimParams, *oncekey.Record) {
-		p := params(oncekey.Effectful)
+func testUnsettledNeverExpire(t *testing.T, s oncekeystore.Store) {
+	mk := func(lease time.Duration) (*oncekeystore.ClaimParams, *oncekeystore.Record) {
+		p := params(oncekeystore.Effectful)
 		p.Lease, p.Retention, p.Tombstone = lease, 100*time.Millisecond, 200*time.Millisecond
 		return p, acquire(t, s, p)
 	}
 	unk, ru := mk(longLease)
-	_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Epoch: ru.Epoch})
+	_, err := s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Epoch: ru.Epoch})
 	require.NoError(t, err)
 	running, _ := mk(longLease)
 	abandoned, _ := mk(shortLease)
 	// A settled sibling created after them: once it is deleted, all three are past their windows.
-	sib := params(oncekey.Effectful)
+	sib := params(oncekeystore.Effectful)
 	sib.Retention, sib.Tombstone = 100*time.Millisecond, 200*time.Millisecond
-	complete(t, s, acquire(t, s, sib), oncekey.StatusApplied, []byte("r"), nil)
-	var total oncekey.PurgeResult
+	complete(t, s, acquire(t, s, sib), oncekeystore.StatusApplied, []byte("r"), nil)
+	var total oncekeystore.PurgeResult
 	require.Eventually(t, func() bool {
-		res, err := s.Purge(context.Background(), &oncekey.PurgeParams{})
+		res, err := s.Purge(context.Background(), &oncekeystore.PurgeParams{})
 		require.NoError(t, err)
 		total.Tombstoned += res.Tombstoned
 		total.Deleted += res.Deleted
 		total.Unsettled = res.Unsettled
-		_, gerr := s.Get(context.Background(), &oncekey.GetParams{Tenant: sib.Tenant, OperationKey: sib.OperationKey})
-		return errors.Is(gerr, oncekey.ErrNotFound)
+		_, gerr := s.Get(context.Background(), &oncekeystore.GetParams{Tenant: sib.Tenant, OperationKey: sib.OperationKey})
+		return errors.Is(gerr, oncekeystore.ErrNotFound)
 	}, waitFor, pollEvery, "the settled sibling was never deleted")
 	require.Equal(t, int64(1), total.Deleted, "only the settled sibling")
 	require.Equal(t, int64(3), total.Unsettled)
 
-	require.Equal(t, oncekey.StatusUnknown, get(t, s, unk.Tenant, unk.OperationKey).Status)
-	require.Equal(t, oncekey.StatusPending, get(t, s, running.Tenant, running.OperationKey).Status)
-	require.Equal(t, oncekey.StatusPending, get(t, s, abandoned.Tenant, abandoned.OperationKey).Status)
+	require.Equal(t, oncekeystore.StatusUnknown, get(t, s, unk.Tenant, unk.OperationKey).Status)
+	require.Equal(t, oncekeystore.StatusPending, get(t, s, running.Tenant, running.OperationKey).Status)
+	require.Equal(t, oncekeystore.StatusPending, get(t, s, abandoned.Tenant, abandoned.OperationKey).Status)
 
 	// A repeat of the unknown one observes it unknown: not expired, not a fresh claim.
 	res := claim(t, s, unk)
 	require.False(t, res.Expired)
 	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Record.Status)
 	// A repeat of the running one waits for its owner, who can still record what it did.
 	res = claim(t, s, running)
 	require.False(t, res.Expired)
@@ -948,17 +948,17 @@ func testUnsettledNeverExpire(t *testing.T, s oncekey.Store) {
 	// The abandoned Effectful one becomes unknown, as within retention.
 	res = claim(t, s, abandoned)
 	require.False(t, res.Expired)
-	require.Equal(t, oncekey.StatusUnknown, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Record.Status)
 
 	// The unknown one is resolved; its retention counts from the resolution.
-	rr, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Epoch: res.Record.Epoch, Status: oncekey.StatusApplied, Result: []byte("found"), ResolvedBy: "ada"})
+	rr, err := s.Resolve(ctxT(t), &oncekeystore.ResolveParams{Tenant: unk.Tenant, OperationKey: unk.OperationKey, Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied, Result: []byte("found"), ResolvedBy: "ada"})
 	require.NoError(t, err)
 	require.True(t, rr.ExpiresAt.After(rr.UpdatedAt), "retention restarts at the resolution: %s <= %s", rr.ExpiresAt, rr.UpdatedAt)
 	require.Equal(t, 100*time.Millisecond, rr.ExpiresAt.Sub(rr.UpdatedAt).Round(time.Millisecond))
 	require.Equal(t, 200*time.Millisecond, rr.TombstoneUntil.Sub(rr.ExpiresAt).Round(time.Millisecond))
 	res = claim(t, s, unk)
 	require.False(t, res.Expired, "a repeat right after the resolution replays it")
-	require.Equal(t, oncekey.StatusApplied, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusApplied, res.Record.Status)
 	require.Equal(t, "found", string(res.Record.Result))
 	// Settled now, it expires like any settled record.
 	waitExpired(t, s, unk)
@@ -966,52 +966,52 @@ func testUnsettledNeverExpire(t *testing.T, s oncekey.Store) {
 
 // testRetentionFromSettling: a record's retention counts from when it settles, not from its
 // claim: a body that ran longer than the retention still leaves a record a repeat replays.
-func testRetentionFromSettling(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testRetentionFromSettling(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	p.Retention, p.Tombstone = 300*time.Millisecond, time.Hour
 	r := acquire(t, s, p)
 	// A sibling claimed after it, settled at once: once it expires, p's claim is past its
 	// retention too.
-	sib := params(oncekey.Effectful)
+	sib := params(oncekeystore.Effectful)
 	sib.Retention, sib.Tombstone = 300*time.Millisecond, time.Hour
-	complete(t, s, acquire(t, s, sib), oncekey.StatusApplied, nil, nil)
+	complete(t, s, acquire(t, s, sib), oncekeystore.StatusApplied, nil, nil)
 	waitExpired(t, s, sib)
-	done := complete(t, s, r, oncekey.StatusApplied, []byte("late"), nil)
+	done := complete(t, s, r, oncekeystore.StatusApplied, []byte("late"), nil)
 	require.Equal(t, 300*time.Millisecond, done.ExpiresAt.Sub(done.UpdatedAt).Round(time.Millisecond))
 	res := claim(t, s, p)
 	require.False(t, res.Expired)
 	require.Equal(t, "late", string(res.Record.Result))
-	pr, err := s.Purge(ctxT(t), &oncekey.PurgeParams{})
+	pr, err := s.Purge(ctxT(t), &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, get(t, s, p.Tenant, p.OperationKey).Status, "purge %+v", pr)
+	require.Equal(t, oncekeystore.StatusApplied, get(t, s, p.Tenant, p.OperationKey).Status, "purge %+v", pr)
 	waitExpired(t, s, p)
 }
 
-func testPurgeDeletes(t *testing.T, s oncekey.Store) {
-	var gone []*oncekey.ClaimParams
+func testPurgeDeletes(t *testing.T, s oncekeystore.Store) {
+	var gone []*oncekeystore.ClaimParams
 	for range 7 {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		p.Retention = 100 * time.Millisecond
 		p.Tombstone = 200 * time.Millisecond
-		complete(t, s, acquire(t, s, p), oncekey.StatusApplied, []byte("r"), nil)
+		complete(t, s, acquire(t, s, p), oncekeystore.StatusApplied, []byte("r"), nil)
 		gone = append(gone, p)
 	}
-	live := params(oncekey.Effectful)
-	complete(t, s, acquire(t, s, live), oncekey.StatusApplied, []byte("keep"), nil)
+	live := params(oncekeystore.Effectful)
+	complete(t, s, acquire(t, s, live), oncekeystore.StatusApplied, []byte("keep"), nil)
 
-	total := purgeUntil(t, s, 3, func(total oncekey.PurgeResult) bool { return total.Deleted >= 7 })
+	total := purgeUntil(t, s, 3, func(total oncekeystore.PurgeResult) bool { return total.Deleted >= 7 })
 	require.Equal(t, int64(7), total.Deleted)
 	require.LessOrEqual(t, total.Tombstoned, int64(7))
 	for _, p := range gone {
-		_, err := s.Get(ctxT(t), &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
-		require.ErrorIs(t, err, oncekey.ErrNotFound)
+		_, err := s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 	}
 	require.Equal(t, "keep", string(get(t, s, live.Tenant, live.OperationKey).Result))
 }
 
 // ---- exact storage -------------------------------------------------------------------------
 
-func testResultBytes(t *testing.T, s oncekey.Store) {
+func testResultBytes(t *testing.T, s oncekeystore.Store) {
 	every := make([]byte, 512)
 	for i := range every {
 		every[i] = byte(i)
@@ -1021,17 +1021,17 @@ func testResultBytes(t *testing.T, s oncekey.Store) {
 	for _, tc := range []struct {
 		name            string
 		result, failure []byte
-		st              oncekey.Status
+		st              oncekeystore.Status
 	}{
-		{"all byte values", every, nil, oncekey.StatusApplied},
-		{"empty result", []byte{}, nil, oncekey.StatusApplied},
-		{"nil result", nil, nil, oncekey.StatusApplied},
-		{"empty failure", nil, []byte{}, oncekey.StatusFailed},
-		{"failure bytes", nil, every, oncekey.StatusFailed},
-		{"1 MiB random", big, nil, oncekey.StatusApplied},
-		{"invalid UTF-8 and NUL", []byte{0, 0xff, 0xfe, '\\', '\'', 0}, nil, oncekey.StatusApplied},
+		{"all byte values", every, nil, oncekeystore.StatusApplied},
+		{"empty result", []byte{}, nil, oncekeystore.StatusApplied},
+		{"nil result", nil, nil, oncekeystore.StatusApplied},
+		{"empty failure", nil, []byte{}, oncekeystore.StatusFailed},
+		{"failure bytes", nil, every, oncekeystore.StatusFailed},
+		{"1 MiB random", big, nil, oncekeystore.StatusApplied},
+		{"invalid UTF-8 and NUL", []byte{0, 0xff, 0xfe, '\\', '\'', 0}, nil, oncekeystore.StatusApplied},
 	} {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		done := complete(t, s, acquire(t, s, p), tc.st, tc.result, tc.failure)
 		requireBytes(t, tc.result, done.Result, tc.name+": Complete result")
 		requireBytes(t, tc.failure, done.Failure, tc.name+": Complete failure")
@@ -1042,9 +1042,9 @@ func testResultBytes(t *testing.T, s oncekey.Store) {
 		requireBytes(t, tc.result, res.Record.Result, tc.name+": replayed result")
 	}
 	// The store keeps its own copy: a caller changing its slice afterwards changes nothing.
-	p := params(oncekey.Effectful)
+	p := params(oncekeystore.Effectful)
 	buf := []byte("original")
-	complete(t, s, acquire(t, s, p), oncekey.StatusApplied, buf, nil)
+	complete(t, s, acquire(t, s, p), oncekeystore.StatusApplied, buf, nil)
 	copy(buf, "XXXXXXXX")
 	r := get(t, s, p.Tenant, p.OperationKey)
 	require.Equal(t, "original", string(r.Result))
@@ -1053,31 +1053,31 @@ func testResultBytes(t *testing.T, s oncekey.Store) {
 }
 
 // DefaultResultLimit is the largest Result or Failure a store must accept with its default
-// options; one byte more must be refused with *oncekey.ResultTooLargeError, changing nothing.
+// options; one byte more must be refused with *oncekeystore.ResultTooLargeError, changing nothing.
 const DefaultResultLimit = 16 << 20
 
-func testResultLimit(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testResultLimit(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
 	over := make([]byte, DefaultResultLimit+1)
-	var tooLarge *oncekey.ResultTooLargeError
-	_, err := s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied, Result: over})
+	var tooLarge *oncekeystore.ResultTooLargeError
+	_, err := s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusApplied, Result: over})
 	require.ErrorAs(t, err, &tooLarge)
 	require.Equal(t, DefaultResultLimit+1, tooLarge.Size)
 	require.Equal(t, DefaultResultLimit, tooLarge.Limit)
-	_, err = s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusFailed, Failure: over})
+	_, err = s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusFailed, Failure: over})
 	require.ErrorAs(t, err, &tooLarge)
-	_, err = s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: over})
+	_, err = s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: over})
 	require.ErrorAs(t, err, &tooLarge)
 	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testTextFields(t *testing.T, s oncekey.Store) {
+func testTextFields(t *testing.T, s oncekeystore.Store) {
 	long := strings.Repeat("é'\"\\%_ü漢字🙂", 10*1024/19+1)
 	require.Greater(t, len(long), 10*1024)
 	odd := `O'Brien "quoted" \back\slash\\ \x00 $1 %s _% ; DROP TABLE x; -- Ünïcødé 漢字 🙂 ` + "\t\n\r"
 	for _, v := range []string{odd, long} {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		p.Tenant = "tenant " + v
 		p.OperationKey = newKey() + v
 		p.Tool, p.Version, p.WorkflowID, p.StepID = "tool "+v, "v "+v, "wf "+v, "step "+v
@@ -1090,40 +1090,40 @@ func testTextFields(t *testing.T, s oncekey.Store) {
 		require.Equal(t, p.Version, got.Version)
 		require.Equal(t, p.WorkflowID, got.WorkflowID)
 		require.Equal(t, p.StepID, got.StepID)
-		_, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+		_, err := s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 		require.NoError(t, err)
-		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch,
-			Status: oncekey.StatusApplied, EffectReference: "ref " + v, ResolvedBy: "by " + v, Note: "note " + v})
+		res, err := s.Resolve(ctxT(t), &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch,
+			Status: oncekeystore.StatusApplied, EffectReference: "ref " + v, ResolvedBy: "by " + v, Note: "note " + v})
 		require.NoError(t, err)
 		got = get(t, s, p.Tenant, p.OperationKey)
 		requireSame(t, res, got)
 		require.Equal(t, "ref "+v, got.EffectReference)
 		require.Equal(t, "by "+v, got.ResolvedBy)
 		require.Equal(t, "note "+v, got.Note)
-		lr := listAll(t, s, oncekey.ListParams{Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID})
+		lr := listAll(t, s, oncekeystore.ListParams{Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID})
 		require.Equal(t, []string{p.Tenant + "/" + p.OperationKey}, keysOf(lr))
 	}
 }
 
 // ---- resolve -------------------------------------------------------------------------------
 
-func unknownRecord(t *testing.T, s oncekey.Store) (*oncekey.ClaimParams, *oncekey.Record) {
+func unknownRecord(t *testing.T, s oncekeystore.Store) (*oncekeystore.ClaimParams, *oncekeystore.Record) {
 	t.Helper()
-	p := params(oncekey.Effectful)
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
-	m, err := s.MarkUnknown(ctxT(t), &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("lost response")})
+	m, err := s.MarkUnknown(ctxT(t), &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Failure: []byte("lost response")})
 	require.NoError(t, err)
 	return p, m
 }
 
-func testResolveUnknown(t *testing.T, s oncekey.Store) {
+func testResolveUnknown(t *testing.T, s oncekeystore.Store) {
 	ctx := ctxT(t)
 	// Applied, with a result and an effect reference: the next claim replays it.
 	p, m := unknownRecord(t, s)
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusApplied,
+	r, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekeystore.StatusApplied,
 		Result: []byte(`{"ticket":"T-9"}`), EffectReference: "T-9", ResolvedBy: "alice@example.com", Note: "found it in the desk"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, r.Status)
+	require.Equal(t, oncekeystore.StatusApplied, r.Status)
 	require.Equal(t, m.Epoch, r.Epoch)
 	require.Equal(t, "alice@example.com", r.ResolvedBy)
 	require.Equal(t, "found it in the desk", r.Note)
@@ -1135,10 +1135,10 @@ func testResolveUnknown(t *testing.T, s oncekey.Store) {
 
 	// Released (not applied): the next claim acquires at a new epoch.
 	p, m = unknownRecord(t, s)
-	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusReleased,
+	r, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekeystore.StatusReleased,
 		ResolvedBy: "bob", Note: "downstream has no such ticket"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, r.Status)
+	require.Equal(t, oncekeystore.StatusReleased, r.Status)
 	require.Equal(t, "bob", r.ResolvedBy)
 	res = claim(t, s, p)
 	require.True(t, res.Acquired)
@@ -1147,105 +1147,105 @@ func testResolveUnknown(t *testing.T, s oncekey.Store) {
 
 	// Failed.
 	p, m = unknownRecord(t, s)
-	r, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusFailed,
+	r, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekeystore.StatusFailed,
 		Failure: []byte("rejected downstream"), ResolvedBy: "carol", Note: "declined"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusFailed, r.Status)
+	require.Equal(t, oncekeystore.StatusFailed, r.Status)
 	require.Equal(t, "rejected downstream", string(r.Failure))
 	res = claim(t, s, p)
 	require.False(t, res.Acquired)
-	require.Equal(t, oncekey.StatusFailed, res.Record.Status)
+	require.Equal(t, oncekeystore.StatusFailed, res.Record.Status)
 
 	// Resolved once: a second resolution is refused and changes nothing.
 	before := get(t, s, p.Tenant, p.OperationKey)
-	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusApplied, ResolvedBy: "mallory"})
+	_, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekeystore.StatusApplied, ResolvedBy: "mallory"})
 	ce := requireConflict(t, err)
-	require.Equal(t, oncekey.StatusFailed, ce.Status)
+	require.Equal(t, oncekeystore.StatusFailed, ce.Status)
 	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testResolveExpiredPending(t *testing.T, s oncekey.Store) {
-	for _, st := range []oncekey.Status{oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed} {
-		p := params(oncekey.Effectful)
+func testResolveExpiredPending(t *testing.T, s oncekeystore.Store) {
+	for _, st := range []oncekeystore.Status{oncekeystore.StatusApplied, oncekeystore.StatusReleased, oncekeystore.StatusFailed} {
+		p := params(oncekeystore.Effectful)
 		p.Lease = shortLease
 		r := acquire(t, s, p)
 		waitLeaseExpired(t, s, p.Tenant, p.OperationKey)
-		res, err := s.Resolve(ctxT(t), &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: st,
+		res, err := s.Resolve(ctxT(t), &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: st,
 			Result: []byte("r"), ResolvedBy: "receipt lookup", Note: "by operation key"})
 		require.NoError(t, err, "resolve pending with an expired lease to %s", st)
 		require.Equal(t, st, res.Status)
 		require.True(t, res.LeaseUntil.IsZero())
 		require.Equal(t, "receipt lookup", res.ResolvedBy)
 		// The owner whose lease expired has lost the record.
-		_, err = s.Complete(ctxT(t), &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekey.StatusApplied})
+		_, err = s.Complete(ctxT(t), &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusApplied})
 		requireLost(t, err)
 		c := claim(t, s, p)
-		require.Equal(t, st == oncekey.StatusReleased, c.Acquired)
+		require.Equal(t, st == oncekeystore.StatusReleased, c.Acquired)
 	}
 }
 
-func testResolveRefused(t *testing.T, s oncekey.Store) {
+func testResolveRefused(t *testing.T, s oncekeystore.Store) {
 	ctx := ctxT(t)
-	refuse := func(p *oncekey.ClaimParams, want oncekey.Status) {
+	refuse := func(p *oncekeystore.ClaimParams, want oncekeystore.Status) {
 		t.Helper()
 		before := get(t, s, p.Tenant, p.OperationKey)
-		for _, st := range []oncekey.Status{oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed} {
-			_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: before.Epoch, Status: st, Result: []byte("z"), ResolvedBy: "x", Note: "y"})
+		for _, st := range []oncekeystore.Status{oncekeystore.StatusApplied, oncekeystore.StatusReleased, oncekeystore.StatusFailed} {
+			_, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: before.Epoch, Status: st, Result: []byte("z"), ResolvedBy: "x", Note: "y"})
 			ce := requireConflict(t, err)
 			require.Equal(t, want, ce.Status)
 			require.Equal(t, p.OperationKey, ce.OperationKey)
 		}
 		requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 	}
-	live := params(oncekey.Effectful)
+	live := params(oncekeystore.Effectful)
 	acquire(t, s, live)
-	refuse(live, oncekey.StatusPending)
+	refuse(live, oncekeystore.StatusPending)
 
-	applied := params(oncekey.Effectful)
-	complete(t, s, acquire(t, s, applied), oncekey.StatusApplied, []byte("a"), nil)
-	refuse(applied, oncekey.StatusApplied)
+	applied := params(oncekeystore.Effectful)
+	complete(t, s, acquire(t, s, applied), oncekeystore.StatusApplied, []byte("a"), nil)
+	refuse(applied, oncekeystore.StatusApplied)
 
-	failed := params(oncekey.Effectful)
-	complete(t, s, acquire(t, s, failed), oncekey.StatusFailed, nil, []byte("f"))
-	refuse(failed, oncekey.StatusFailed)
+	failed := params(oncekeystore.Effectful)
+	complete(t, s, acquire(t, s, failed), oncekeystore.StatusFailed, nil, []byte("f"))
+	refuse(failed, oncekeystore.StatusFailed)
 
-	released := params(oncekey.Effectful)
+	released := params(oncekeystore.Effectful)
 	r := acquire(t, s, released)
-	_, err := s.Release(ctx, &oncekey.ReleaseParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch})
+	_, err := s.Release(ctx, &oncekeystore.ReleaseParams{Tenant: r.Tenant, OperationKey: r.OperationKey, Epoch: r.Epoch})
 	require.NoError(t, err)
-	refuse(released, oncekey.StatusReleased)
+	refuse(released, oncekeystore.StatusReleased)
 
 	// Only applied, released and failed are decisions.
 	p, _ := unknownRecord(t, s)
-	for _, st := range []oncekey.Status{oncekey.StatusPending, oncekey.StatusUnknown, oncekey.StatusExpired, ""} {
-		_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1, Status: st})
+	for _, st := range []oncekeystore.Status{oncekeystore.StatusPending, oncekeystore.StatusUnknown, oncekeystore.StatusExpired, ""} {
+		_, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 1, Status: st})
 		requireInvalid(t, err, "Status")
 	}
-	require.Equal(t, oncekey.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status)
+	require.Equal(t, oncekeystore.StatusUnknown, get(t, s, p.Tenant, p.OperationKey).Status)
 }
 
 // A decision names the epoch it was made on. Once the operation has moved on (the episode was
 // settled not applied and a later attempt claimed the key and ended unknown again), the same
-// decision delivered again is refused with *oncekey.StaleDecisionError and changes nothing; a
+// decision delivered again is refused with *oncekeystore.StaleDecisionError and changes nothing; a
 // decision for the current epoch lands.
-func testResolveStale(t *testing.T, s oncekey.Store) {
+func testResolveStale(t *testing.T, s oncekeystore.Store) {
 	ctx := ctxT(t)
 	p, m := unknownRecord(t, s)
-	first := &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekey.StatusReleased, ResolvedBy: "alice"}
+	first := &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch, Status: oncekeystore.StatusReleased, ResolvedBy: "alice"}
 	_, err := s.Resolve(ctx, first)
 	require.NoError(t, err)
 	again := acquire(t, s, p)
 	require.Equal(t, m.Epoch+1, again.Epoch)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: again.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: again.Epoch})
 	require.NoError(t, err)
 	before := get(t, s, p.Tenant, p.OperationKey)
 
 	_, err = s.Resolve(ctx, first)
-	var stale *oncekey.StaleDecisionError
+	var stale *oncekeystore.StaleDecisionError
 	require.ErrorAs(t, err, &stale)
 	require.Equal(t, m.Epoch, stale.Epoch)
 	require.Equal(t, again.Epoch, stale.Current)
-	require.Equal(t, oncekey.StatusUnknown, stale.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, stale.Status)
 	require.Contains(t, err.Error(), "moved on")
 	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 
@@ -1256,29 +1256,29 @@ func testResolveStale(t *testing.T, s oncekey.Store) {
 	require.ErrorAs(t, err, &stale)
 	requireSame(t, before, get(t, s, p.Tenant, p.OperationKey))
 
-	_, err = s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekey.StatusReleased})
+	_, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Status: oncekeystore.StatusReleased})
 	requireInvalid(t, err, "Epoch")
 
-	r, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: again.Epoch, Status: oncekey.StatusFailed, ResolvedBy: "bob"})
+	r, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: again.Epoch, Status: oncekeystore.StatusFailed, ResolvedBy: "bob"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusFailed, r.Status)
+	require.Equal(t, oncekeystore.StatusFailed, r.Status)
 	require.Equal(t, again.Epoch, r.Epoch)
 }
 
 // The record keeps the namespace of the claim that created it: a later claim of the same key
 // from another namespace (same fingerprint) does not rewrite it.
-func testNamespaceKept(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
+func testNamespaceKept(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
 	require.Equal(t, "ns-a", r.Namespace)
-	complete(t, s, r, oncekey.StatusApplied, []byte("a"), nil)
+	complete(t, s, r, oncekeystore.StatusApplied, []byte("a"), nil)
 	q := *p
 	q.Namespace = "ns-b"
 	res := claim(t, s, &q)
 	require.False(t, res.Acquired)
 	require.Equal(t, "ns-a", res.Record.Namespace)
 	require.Equal(t, "ns-a", get(t, s, p.Tenant, p.OperationKey).Namespace)
-	lr := listAll(t, s, oncekey.ListParams{Tenant: p.Tenant, WorkflowID: p.WorkflowID})
+	lr := listAll(t, s, oncekeystore.ListParams{Tenant: p.Tenant, WorkflowID: p.WorkflowID})
 	for _, rec := range lr {
 		if rec.OperationKey == p.OperationKey {
 			require.Equal(t, "ns-a", rec.Namespace)
@@ -1288,75 +1288,75 @@ func testNamespaceKept(t *testing.T, s oncekey.Store) {
 
 // ---- bad input and concurrency -------------------------------------------------------------
 
-func testInvalidParams(t *testing.T, s oncekey.Store) {
+func testInvalidParams(t *testing.T, s oncekeystore.Store) {
 	ctx := ctxT(t)
-	requireRefusedTexts(t, func() *oncekey.ClaimParams { return params(oncekey.Effectful) },
-		func(p *oncekey.ClaimParams) error { _, err := s.Claim(ctx, p); return err },
-		func(p *oncekey.ClaimParams) error {
-			_, err := s.Get(ctx, &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+	requireRefusedTexts(t, func() *oncekeystore.ClaimParams { return params(oncekeystore.Effectful) },
+		func(p *oncekeystore.ClaimParams) error { _, err := s.Claim(ctx, p); return err },
+		func(p *oncekeystore.ClaimParams) error {
+			_, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
 			return err
 		})
-	for field, mut := range map[string]func(p *oncekey.ClaimParams){
-		"Effect":    func(p *oncekey.ClaimParams) { p.Effect = oncekey.ReadOnly },
-		"Lease":     func(p *oncekey.ClaimParams) { p.Lease = 0 },
-		"Retention": func(p *oncekey.ClaimParams) { p.Retention = -time.Second },
-		"Tombstone": func(p *oncekey.ClaimParams) { p.Tombstone = 0 },
+	for field, mut := range map[string]func(p *oncekeystore.ClaimParams){
+		"Effect":    func(p *oncekeystore.ClaimParams) { p.Effect = oncekeystore.ReadOnly },
+		"Lease":     func(p *oncekeystore.ClaimParams) { p.Lease = 0 },
+		"Retention": func(p *oncekeystore.ClaimParams) { p.Retention = -time.Second },
+		"Tombstone": func(p *oncekeystore.ClaimParams) { p.Tombstone = 0 },
 	} {
-		p := params(oncekey.Effectful)
+		p := params(oncekeystore.Effectful)
 		mut(p)
 		_, err := s.Claim(ctx, p)
 		requireInvalid(t, err, field)
-		_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: p.OperationKey})
+		_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: p.OperationKey})
 		if p.OperationKey != "" {
-			require.ErrorIs(t, err, oncekey.ErrNotFound, "a refused claim stores nothing")
+			require.ErrorIs(t, err, oncekeystore.ErrNotFound, "a refused claim stores nothing")
 		}
 	}
-	p := params(oncekey.Effectful)
+	p := params(oncekeystore.Effectful)
 	r := acquire(t, s, p)
-	for _, st := range []oncekey.Status{oncekey.StatusPending, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired, ""} {
-		_, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: st})
+	for _, st := range []oncekeystore.Status{oncekeystore.StatusPending, oncekeystore.StatusUnknown, oncekeystore.StatusReleased, oncekeystore.StatusExpired, ""} {
+		_, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch, Status: st})
 		requireInvalid(t, err, "Status")
 	}
-	_, err := s.Renew(ctx, &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 0, Lease: time.Second})
+	_, err := s.Renew(ctx, &oncekeystore.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: 0, Lease: time.Second})
 	requireInvalid(t, err, "Epoch")
-	_, err = s.Renew(ctx, &oncekey.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
+	_, err = s.Renew(ctx, &oncekeystore.RenewParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: r.Epoch})
 	requireInvalid(t, err, "Lease")
-	_, err = s.Purge(ctx, &oncekey.PurgeParams{BatchSize: -1})
+	_, err = s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: -1})
 	requireInvalid(t, err, "BatchSize")
-	_, err = s.Forget(ctx, &oncekey.ForgetParams{})
+	_, err = s.Forget(ctx, &oncekeystore.ForgetParams{})
 	requireInvalid(t, err, "Tenant")
 	requireSame(t, r, get(t, s, p.Tenant, p.OperationKey))
 }
 
-func testConcurrentClaim(t *testing.T, s oncekey.Store) {
-	p := params(oncekey.Effectful)
-	raceOne(t, 32, func(int) (*oncekey.ClaimResult, error) {
+func testConcurrentClaim(t *testing.T, s oncekeystore.Store) {
+	p := params(oncekeystore.Effectful)
+	raceOne(t, 32, func(int) (*oncekeystore.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
-	}, func(res *oncekey.ClaimResult) bool { return res.Acquired }, func(res *oncekey.ClaimResult) error {
-		if res.Record.Status != oncekey.StatusPending || res.Record.Epoch != 1 {
+	}, func(res *oncekeystore.ClaimResult) bool { return res.Acquired }, func(res *oncekeystore.ClaimResult) error {
+		if res.Record.Status != oncekeystore.StatusPending || res.Record.Epoch != 1 {
 			return fmt.Errorf("unexpected record %+v", res.Record)
 		}
 		return nil
 	})
 }
 
-func testConcurrentTakeover(t *testing.T, s oncekey.Store) {
-	p, _ := expiredClaim(t, s, oncekey.Idempotent)
-	won := raceOne(t, 16, func(int) (*oncekey.ClaimResult, error) {
+func testConcurrentTakeover(t *testing.T, s oncekeystore.Store) {
+	p, _ := expiredClaim(t, s, oncekeystore.Idempotent)
+	won := raceOne(t, 16, func(int) (*oncekeystore.ClaimResult, error) {
 		q := *p
 		return s.Claim(context.Background(), &q)
-	}, func(res *oncekey.ClaimResult) bool { return res.Acquired }, func(*oncekey.ClaimResult) error { return nil })
+	}, func(res *oncekeystore.ClaimResult) bool { return res.Acquired }, func(*oncekeystore.ClaimResult) error { return nil })
 	require.Equal(t, int64(2), won.Record.Epoch, "exactly one takeover, at epoch 2")
 }
 
-func testContextCanceled(t *testing.T, s oncekey.Store) {
+func testContextCanceled(t *testing.T, s oncekeystore.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	p := params(oncekey.Effectful)
+	p := params(oncekeystore.Effectful)
 	_, err := s.Claim(ctx, p)
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
-	_, err = s.Get(ctxT(t), &oncekey.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
+	_, err = s.Get(ctxT(t), &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -92,7 +93,7 @@ func TestE2EActivityPauseBeforeTheDownstreamGivesTheClaimBack(t *testing.T) {
 	e.pauseRunningActivity(t, "activity-pause-before", func() bool { _, bodies := l.counts(); return bodies == 1 })
 	e.pausedBodyGaveItsClaimBack(t, "activity-pause-before", run, l)
 
-	res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{Status: oncekey.StatusApplied})
+	res, err := reconcile.List(context.Background(), e.store, oncekeystore.ListParams{Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	require.EqualValues(t, 2, res.Records[0].Epoch, "the second run claimed the released record")
@@ -248,7 +249,7 @@ func (e *e2e) pausedBodyGaveItsClaimBack(t *testing.T, id string, run client.Wor
 	t.Helper()
 	ctx := context.Background()
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(ctx, e.store, oncekey.ListParams{Status: oncekey.StatusReleased})
+		res, err := reconcile.List(ctx, e.store, oncekeystore.ListParams{Status: oncekeystore.StatusReleased})
 		return err == nil && len(res.Records) == 1
 	}, 20*time.Second, 50*time.Millisecond, "the paused body did not give its claim back")
 	effects, _ := l.counts()

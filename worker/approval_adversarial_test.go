@@ -24,6 +24,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -46,14 +47,14 @@ func (e *e2e) restartWith(t *testing.T, p oncekey.Policy) {
 
 // timeOut runs TicketWorkflow as id to its end with nobody deciding (e's policy has a short
 // approval timeout) and returns the timed-out approval.
-func (e *e2e) timeOut(t *testing.T, id string) *oncekey.Approval {
+func (e *e2e) timeOut(t *testing.T, id string) *oncekeystore.Approval {
 	t.Helper()
 	err := e.start(t, id, req, 10*time.Second).Get(testCtx(t), nil)
 	require.Contains(t, detail(err), "nobody approved")
-	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Approvals, 1)
-	require.Equal(t, oncekey.ApprovalTimedOut, res.Approvals[0].Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, res.Approvals[0].Status)
 	return res.Approvals[0]
 }
 
@@ -83,21 +84,21 @@ func (e *e2e) otherNamespace(t *testing.T, p oncekey.Policy) (client.Client, str
 
 // approvalFaults is a store whose DecideApproval a test can interfere with at one exact point.
 type approvalFaults struct {
-	oncekey.Store
+	oncekeystore.Store
 	// afterDecide, if set, runs after the store wrote a decision; an error it returns is what
 	// the activity sees instead of the answer (the response lost after the write).
-	afterDecide func(*oncekey.Approval) error
+	afterDecide func(*oncekeystore.Approval) error
 	// beforeDecide, if set, runs before the decision reaches the store.
-	beforeDecide func(*oncekey.DecideApprovalParams)
+	beforeDecide func(*oncekeystore.DecideApprovalParams)
 }
 
-func (s *approvalFaults) as() oncekey.ApprovalStore { return s.Store.(oncekey.ApprovalStore) }
+func (s *approvalFaults) as() oncekeystore.ApprovalStore { return s.Store.(oncekeystore.ApprovalStore) }
 
-func (s *approvalFaults) RequestApproval(ctx context.Context, p *oncekey.RequestApprovalParams) (*oncekey.ApprovalResult, error) {
+func (s *approvalFaults) RequestApproval(ctx context.Context, p *oncekeystore.RequestApprovalParams) (*oncekeystore.ApprovalResult, error) {
 	return s.as().RequestApproval(ctx, p)
 }
 
-func (s *approvalFaults) DecideApproval(ctx context.Context, p *oncekey.DecideApprovalParams) (*oncekey.Approval, error) {
+func (s *approvalFaults) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprovalParams) (*oncekeystore.Approval, error) {
 	if f := s.beforeDecide; f != nil {
 		f(p)
 	}
@@ -110,11 +111,11 @@ func (s *approvalFaults) DecideApproval(ctx context.Context, p *oncekey.DecideAp
 	return a, err
 }
 
-func (s *approvalFaults) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+func (s *approvalFaults) GetApproval(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Approval, error) {
 	return s.as().GetApproval(ctx, p)
 }
 
-func (s *approvalFaults) ListApprovals(ctx context.Context, p *oncekey.ListApprovalsParams) (*oncekey.ListApprovalsResult, error) {
+func (s *approvalFaults) ListApprovals(ctx context.Context, p *oncekeystore.ListApprovalsParams) (*oncekeystore.ListApprovalsResult, error) {
 	return s.as().ListApprovals(ctx, p)
 }
 
@@ -125,22 +126,22 @@ func TestE2EApprovalDecideResponseLostIsOneDecision(t *testing.T) {
 	l := newLedger()
 	var decides, lost atomic.Int32
 	faults := &approvalFaults{
-		beforeDecide: func(*oncekey.DecideApprovalParams) { decides.Add(1) },
-		afterDecide: func(*oncekey.Approval) error {
+		beforeDecide: func(*oncekeystore.DecideApprovalParams) { decides.Add(1) },
+		afterDecide: func(*oncekeystore.Approval) error {
 			if lost.Add(1) == 1 {
 				return errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
 			}
 			return nil
 		},
 	}
-	e := setupE2E(t, l, approvalPolicy(0), func(s oncekey.Store) oncekey.Store { faults.Store = s; return faults })
+	e := setupE2E(t, l, approvalPolicy(0), func(s oncekeystore.Store) oncekeystore.Store { faults.Store = s; return faults })
 	run := e.start(t, "approval-decide-lost", req, 10*time.Second)
 	a := e.pendingApproval(t)
 	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{
 		Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice", RequestID: "approve-lost",
 	})
 	require.NoError(t, err, "the decision was recorded; Decide must not call it refused")
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	require.Equal(t, "approve-lost", out.RequestID)
 	require.Equal(t, "alice", out.DecidedBy)
 	require.Equal(t, int32(2), decides.Load(), "the activity retried once after the lost answer")
@@ -148,7 +149,7 @@ func TestE2EApprovalDecideResponseLostIsOneDecision(t *testing.T) {
 	require.NoError(t, run.Get(testCtx(t), nil))
 	requireRuns(t, l, 1, 1)
 	stored := e.approval(t, a.OperationKey)
-	require.Equal(t, oncekey.ApprovalApproved, stored.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, stored.Status)
 	require.Equal(t, "alice", stored.DecidedBy)
 	require.Equal(t, int64(1), stored.Episode)
 }
@@ -231,7 +232,7 @@ func TestE2EApprovalSameDecisionByUpdateAndSignal(t *testing.T) {
 	var res reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(context.Background(), id, "").Get(testCtx(t), &res))
 	require.Equal(t, "twice-1", res.RequestID)
-	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, e.approval(t, a.OperationKey).Status)
 }
 
 // The workflow's worker is down when the decision lands (the approval workflow runs on its own
@@ -250,7 +251,7 @@ func TestE2EApprovalDecidedWhileWorkflowWorkerDownRunsOnce(t *testing.T) {
 	e.approve(t, a.OperationKey, "alice")
 	var out reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	requireRuns(t, l, 0, 0)
 	e.startWorker(t)
 	require.NoError(t, run.Get(testCtx(t), nil))
@@ -291,7 +292,7 @@ func TestE2EApprovalWorkflowTerminatedFailsWaitersAndAsksAnew(t *testing.T) {
 		require.Equal(t, oncekey.NextAsk, tr.NextAction)
 	}
 	requireRuns(t, l, 0, 0)
-	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status)
 
 	again := e.startAgent(t, "approval-terminated", 1)
 	require.Eventually(t, func() bool {
@@ -367,21 +368,21 @@ func TestE2EApprovalWorkflowResetStillDecides(t *testing.T) {
 func TestE2EApprovalDeadlineWhileDecisionInFlight(t *testing.T) {
 	l := newLedger()
 	faults := &approvalFaults{}
-	e := setupE2E(t, l, approvalPolicy(3*time.Second), func(s oncekey.Store) oncekey.Store { faults.Store = s; return faults })
+	e := setupE2E(t, l, approvalPolicy(3*time.Second), func(s oncekeystore.Store) oncekeystore.Store { faults.Store = s; return faults })
 	run := e.start(t, "approval-deadline-inflight", req, 10*time.Second)
 	a := e.pendingApproval(t)
-	faults.beforeDecide = func(p *oncekey.DecideApprovalParams) {
-		if p.Status == oncekey.ApprovalApproved {
+	faults.beforeDecide = func(p *oncekeystore.DecideApprovalParams) {
+		if p.Status == oncekeystore.ApprovalApproved {
 			<-time.After(time.Until(a.Deadline) + 2*time.Second) // the deadline passes meanwhile
 		}
 	}
 	_, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "alice"})
 	var refused *reconcile.DecisionRefusedError
 	require.ErrorAs(t, err, &refused, "a decision that reaches the store after the deadline does not land")
-	require.Contains(t, refused.Reason, string(oncekey.ApprovalTimedOut))
+	require.Contains(t, refused.Reason, string(oncekeystore.ApprovalTimedOut))
 	require.Error(t, run.Get(testCtx(t), nil), "the call is refused as not approved in time")
 	requireRuns(t, l, 0, 0)
-	require.Equal(t, oncekey.ApprovalTimedOut, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, e.approval(t, a.OperationKey).Status)
 }
 
 // TwoArgsWorkflow proposes CreateTicket at one step ID twice at once with different arguments.
@@ -447,7 +448,7 @@ func TestE2EApprovalContinueAsNewFloodKeepsValidDecision(t *testing.T) {
 	require.NoError(t, run.Get(testCtx(t), nil))
 	requireRuns(t, l, 1, 1)
 	stored := e.approval(t, a.OperationKey)
-	require.Equal(t, oncekey.ApprovalApproved, stored.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, stored.Status)
 	require.Equal(t, "valid", stored.DecidedBy)
 	var out reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(ctx, id, "").Get(testCtx(t), &out))
@@ -626,7 +627,7 @@ func TestE2EApprovalLateDecisionForTimedOutEpisodeIsRefused(t *testing.T) {
 		rep, err := reconcile.QueryApproval(context.Background(), e.c, a.OperationKey)
 		return err == nil && rep.LastInvalidRequestID == "late-sig"
 	}, 30*time.Second, 100*time.Millisecond)
-	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status)
 	requireRuns(t, l, 0, 0)
 	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 2, DecidedBy: "alice"})
 	require.NoError(t, err)
@@ -677,8 +678,8 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 	require.Equal(t, "default", a.Namespace)
 	// Approved in the store (as the first namespace's approval workflow would write it); the first
 	// namespace's workflows are then ended so that only the second namespace's call remains.
-	_, err := e.approvals(t).DecideApproval(context.Background(), &oncekey.DecideApprovalParams{
-		Tenant: "default", OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour,
+	_, err := e.approvals(t).DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{
+		Tenant: "default", OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour,
 	})
 	require.NoError(t, err)
 	require.NoError(t, e.c.TerminateWorkflow(context.Background(), "approval-ns-a", "", "test"))
@@ -692,9 +693,9 @@ func TestE2EApprovalOfAnotherNamespaceDoesNotRunTheCall(t *testing.T) {
 	runB, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "approval-ns-b", TaskQueue: tq, WorkflowExecutionTimeout: time.Minute},
 		TicketWorkflow, req, CallOptions{StartToClose: 10 * time.Second})
 	require.NoError(t, err)
-	var asked *oncekey.Approval
+	var asked *oncekeystore.Approval
 	require.Eventually(t, func() bool {
-		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		if err != nil {
 			return false
 		}
@@ -771,7 +772,7 @@ func TestE2EApprovalApprovedStillAuthorized(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeUnauthorized, appErr.Type())
 	requireRuns(t, l, 0, 0)
-	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, e.approval(t, a.OperationKey).Status)
 }
 
 // An operator resets the workflow to its first workflow task after its approved call ran: the

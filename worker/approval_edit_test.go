@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -36,7 +37,7 @@ func TestE2EApprovalEditedArgumentsRunOnce(t *testing.T) {
 
 	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, editDecision(`{"customer":"acme","subject":"printer smoking","request_id":"r-1"}`))
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalReplaced, out.Status)
+	require.Equal(t, oncekeystore.ApprovalReplaced, out.Status)
 	editKey, err := oncekey.EditKey("default", "default", a.OperationKey, a.Episode)
 	require.NoError(t, err)
 	require.Equal(t, editKey, out.EditedAs)
@@ -59,18 +60,18 @@ func TestE2EApprovalEditedArgumentsRunOnce(t *testing.T) {
 	require.Equal(t, "printer smoking", onlyTicket(t, l).Subject, "the edited arguments ran")
 
 	orig, edit := e.approval(t, a.OperationKey), e.approval(t, editKey)
-	require.Equal(t, oncekey.ApprovalReplaced, orig.Status)
+	require.Equal(t, oncekeystore.ApprovalReplaced, orig.Status)
 	require.Equal(t, editKey, orig.EditedAs)
 	require.Equal(t, "ada", orig.DecidedBy)
-	require.Equal(t, oncekey.ApprovalApproved, edit.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, edit.Status)
 	require.Equal(t, a.OperationKey, edit.EditOf)
 	require.Equal(t, "ticket for acme: printer smoking", edit.Summary, "the summary the worker derives from the edit")
 	require.NotEqual(t, orig.Fingerprint, edit.Fingerprint)
-	_, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: a.OperationKey})
-	require.ErrorIs(t, err, oncekey.ErrNotFound, "the original call never claimed")
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: editKey})
+	_, err = e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: a.OperationKey})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound, "the original call never claimed")
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: editKey})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.NoError(t, e.replay(t, true, id, reconcile.ApprovalWorkflowID(a.OperationKey)))
 
 	// The model proposes the original call again: nothing more runs, and it reads that it was
@@ -119,7 +120,7 @@ func TestE2EApprovalEditRefusedLeavesItPending(t *testing.T) {
 	require.Contains(t, appErr.Error(), `"tool"`)
 
 	stored := e.approval(t, a.OperationKey)
-	require.Equal(t, oncekey.ApprovalPending, stored.Status, "nothing was decided")
+	require.Equal(t, oncekeystore.ApprovalPending, stored.Status, "nothing was decided")
 	require.Empty(t, stored.EditedAs)
 	requireRuns(t, l, 0, 0)
 	_, err = reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Deny, Tenant: "default", Reason: "done testing"})
@@ -176,7 +177,7 @@ func TestE2EApprovalForgedEditIsRefused(t *testing.T) {
 		require.Contains(t, detail(err), "nothing was asked and nothing ran")
 	}
 	requireRuns(t, l, 1, 1)
-	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Approvals, 2, "the forged calls asked nothing")
 }

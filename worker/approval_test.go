@@ -20,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 	"github.com/oncekey/oncekey/workflows"
@@ -75,20 +76,20 @@ func approvalPolicy(timeout time.Duration) oncekey.Policy {
 	}}
 }
 
-func (e *e2e) approvals(t *testing.T) oncekey.ApprovalStore {
+func (e *e2e) approvals(t *testing.T) oncekeystore.ApprovalStore {
 	t.Helper()
-	s, ok := e.store.(oncekey.ApprovalStore)
+	s, ok := e.store.(oncekeystore.ApprovalStore)
 	require.True(t, ok, "the store keeps approvals")
 	return s
 }
 
 // pendingApproval waits until exactly one approval is pending and its approval workflow waits for
 // a decision, and returns it.
-func (e *e2e) pendingApproval(t *testing.T) *oncekey.Approval {
+func (e *e2e) pendingApproval(t *testing.T) *oncekeystore.Approval {
 	t.Helper()
-	var a *oncekey.Approval
+	var a *oncekeystore.Approval
 	require.Eventually(t, func() bool {
-		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		if err != nil || len(res.Approvals) != 1 {
 			return false
 		}
@@ -99,9 +100,9 @@ func (e *e2e) pendingApproval(t *testing.T) *oncekey.Approval {
 	return a
 }
 
-func (e *e2e) approval(t *testing.T, key string) *oncekey.Approval {
+func (e *e2e) approval(t *testing.T, key string) *oncekeystore.Approval {
 	t.Helper()
-	a, err := e.approvals(t).GetApproval(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	a, err := e.approvals(t).GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
 	return a
 }
@@ -111,7 +112,7 @@ func (e *e2e) approve(t *testing.T, key, by string) *reconcile.ApprovalOutput {
 	t.Helper()
 	out, err := reconcile.Decide(context.Background(), e.c, key, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: by})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	return out
 }
 
@@ -151,7 +152,7 @@ func TestE2EApprovalApproved(t *testing.T) {
 		Decision: reconcile.Approve, Tenant: "default", Episode: 1, DecidedBy: "alice", RequestID: "approve-1",
 	})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	require.Equal(t, "alice", out.DecidedBy)
 	require.Equal(t, "approve-1", out.RequestID)
 	require.True(t, out.Created, "the request was pending when the approval workflow read it")
@@ -160,7 +161,7 @@ func TestE2EApprovalApproved(t *testing.T) {
 	require.Equal(t, onlyTicket(t, l), got)
 	requireRuns(t, l, 1, 1)
 	stored := e.approval(t, a.OperationKey)
-	require.Equal(t, oncekey.ApprovalApproved, stored.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, stored.Status)
 	require.Equal(t, "alice", stored.DecidedBy)
 	require.False(t, stored.DecidedAt.IsZero())
 
@@ -181,7 +182,7 @@ func TestE2EApprovalDenied(t *testing.T) {
 		Decision: reconcile.Deny, Tenant: "default", DecidedBy: "bob", Reason: "not for this customer",
 	})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalDenied, out.Status)
+	require.Equal(t, oncekeystore.ApprovalDenied, out.Status)
 	var got []oncekey.ToolResult
 	require.NoError(t, run.Get(testCtx(t), &got))
 	require.Len(t, got, 1)
@@ -201,7 +202,7 @@ func TestE2EApprovalDenied(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeRejected, got[0].Status)
 	require.Equal(t, oncekey.NextStop, got[0].NextAction)
 	stored := e.approval(t, a.OperationKey)
-	require.Equal(t, oncekey.ApprovalDenied, stored.Status)
+	require.Equal(t, oncekeystore.ApprovalDenied, stored.Status)
 	require.Equal(t, int64(1), stored.Episode, "the repeat asked nothing new")
 	requireRuns(t, l, 0, 0)
 }
@@ -221,11 +222,11 @@ func TestE2EApprovalTimedOut(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeRejected, tr.Status)
 	require.Equal(t, oncekey.NextAsk, tr.NextAction)
 	requireRuns(t, l, 0, 0)
-	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Approvals, 1)
 	a := res.Approvals[0]
-	require.Equal(t, oncekey.ApprovalTimedOut, a.Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, a.Status)
 	require.Equal(t, workflows.TimeoutDecider, a.DecidedBy)
 	require.NoError(t, e.replay(t, true, "approval-timeout", reconcile.ApprovalWorkflowID(a.OperationKey)))
 }
@@ -266,7 +267,7 @@ func TestE2EApprovalRepeatReplays(t *testing.T) {
 	require.Equal(t, t1, t2)
 	var out reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	// The repeat found the approval and asked nothing: the latest approval workflow run is still
 	// the first call's, which waited for the decision.
 	require.True(t, out.Created, "the repeat started no approval workflow")
@@ -330,7 +331,7 @@ func TestE2EApprovalRefusesWrongTenantAndStaleEpisode(t *testing.T) {
 	_, err = reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", Episode: 2})
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, "episode 2")
-	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status)
 
 	id := reconcile.ApprovalWorkflowID(a.OperationKey)
 	require.NoError(t, e.c.SignalWorkflow(context.Background(), id, "", reconcile.DecideSignalName,
@@ -361,7 +362,7 @@ func TestE2EApprovalCancelledWhileWaiting(t *testing.T) {
 	var canceled *temporal.CanceledError
 	require.ErrorAs(t, run.Get(testCtx(t), nil), &canceled)
 	e.approve(t, a.OperationKey, "gina")
-	require.Equal(t, oncekey.ApprovalApproved, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, e.approval(t, a.OperationKey).Status)
 	requireRuns(t, l, 0, 0)
 	require.NoError(t, e.replay(t, true, "approval-cancelled", reconcile.ApprovalWorkflowID(a.OperationKey)))
 }
@@ -412,7 +413,7 @@ func TestE2EApprovalOtherArgumentsWhilePendingFailsFast(t *testing.T) {
 	require.Equal(t, oncekey.OutcomeConflict, second.Result.Status)
 	require.False(t, second.Result.SafeToRepeat)
 	requireRuns(t, l, 0, 0)
-	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status, "the first call's approval still waits")
+	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status, "the first call's approval still waits")
 	require.NoError(t, e.replay(t, true, "approval-other-args-pending", reconcile.ApprovalWorkflowID(a.OperationKey)))
 	require.NoError(t, e.c.TerminateWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "", "test done"))
 }
@@ -475,15 +476,15 @@ func TestE2EApprovalAddedToARunningWorkflowFailsClosed(t *testing.T) {
 	requireRuns(t, l, 1, 1)
 	// The worker asked (it writes the request for any call that needs approval), but this run
 	// does not wait for it: it keeps its earlier behaviour, and the call is refused.
-	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Approvals, 1)
-	require.Equal(t, oncekey.ApprovalPending, res.Approvals[0].Status)
+	require.Equal(t, oncekeystore.ApprovalPending, res.Approvals[0].Status)
 	require.NotEmpty(t, res.Approvals[0].Token)
 }
 
 // hideApprovals is a store that keeps no approvals.
-type hideApprovals struct{ oncekey.Store }
+type hideApprovals struct{ oncekeystore.Store }
 
 // A worker whose registry asks for approval over a store that keeps none does not start, with
 // an error naming the store and the tool.
@@ -553,7 +554,7 @@ func TestE2EApprovalDecisionWithUnknownMemberIsRefused(t *testing.T) {
 	rep, err := reconcile.QueryApproval(ctx, e.c, a.OperationKey)
 	require.NoError(t, err)
 	require.Contains(t, rep.LastInvalidSignal, `unknown member "decidedBy"`)
-	require.Equal(t, oncekey.ApprovalPending, e.approval(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status)
 	requireRuns(t, l, 0, 0)
 
 	e.approve(t, a.OperationKey, "ada")

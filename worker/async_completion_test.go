@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // expenses is a fake expense system in the shape of Temporal's expense sample: RequestDecision
@@ -155,10 +156,10 @@ func TestE2EAsyncCompletionOfAnEffectfulToolIsRefused(t *testing.T) {
 	err = e.c.CompleteActivity(context.Background(), x.token(t, 1), "APPROVED", nil)
 	require.Error(t, err, "the refused activity cannot be completed from outside")
 
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
-	require.Equal(t, oncekey.StatusFailed, res.Records[0].Status, "the record keeps the refusal")
+	require.Equal(t, oncekeystore.StatusFailed, res.Records[0].Status, "the record keeps the refusal")
 
 	err = e.startExpense(t, id).Get(testCtx(t), nil)
 	require.True(t, errors.As(err, &appErr), "%v", err)
@@ -204,5 +205,5 @@ func TestTransactionalAsyncCompletionIsRefused(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeAsyncCompletion, appErr.Type(), appErr.Error())
 	require.Equal(t, 0, e.effects(t), "the row rolled back")
 	require.Equal(t, int32(1), e.credits.bodies.Load(), "not retried")
-	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+	require.Equal(t, oncekeystore.StatusReleased, e.record(t).Status)
 }

@@ -13,30 +13,31 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // heldClaim signals when the first Claim arrives and holds it until the test releases it; it
 // signals when a Get first finds no record.
 type heldClaim struct {
-	oncekey.Store
+	oncekeystore.Store
 	entered, inspected, release chan struct{}
 	onceEntered, onceInspected  sync.Once
 }
 
-func (s *heldClaim) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+func (s *heldClaim) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	s.onceEntered.Do(func() { close(s.entered) })
 	select {
 	case <-s.release:
 	case <-time.After(time.Minute):
-		return nil, &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("test: claim never released")}
+		return nil, &oncekeystore.StoreUnavailableError{Op: "claim", Err: errors.New("test: claim never released")}
 	}
 	return s.Store.Claim(context.WithoutCancel(ctx), p)
 }
 
-func (s *heldClaim) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+func (s *heldClaim) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	rec, err := s.Store.Get(ctx, p)
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		s.onceInspected.Do(func() { close(s.inspected) })
 	}
 	return rec, err
@@ -50,7 +51,7 @@ func TestE2ECancelledBeforeClaimLands(t *testing.T) {
 	l := newLedger(faultHangAfterCommit)
 	hc := &heldClaim{entered: make(chan struct{}), inspected: make(chan struct{}), release: make(chan struct{})}
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second},
-		func(s oncekey.Store) oncekey.Store { hc.Store = s; return hc })
+		func(s oncekeystore.Store) oncekeystore.Store { hc.Store = s; return hc })
 	ctx := testCtx(t)
 	run := e.start(t, "cancelled-before-claim", req, 5*time.Second)
 	select {
@@ -85,9 +86,9 @@ func TestE2ECancelledBeforeClaimLands(t *testing.T) {
 	// The claim lands, the body commits and hangs; the attempt ends unknown at its timeout and
 	// the reconciliation waits for a person.
 	require.Equal(t, key, e.waitingKey(t))
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 	landed, ok := l.lookup(key)
 	require.True(t, ok, "the effect landed")
 	body, _ := json.Marshal(landed)
@@ -97,9 +98,9 @@ func TestE2ECancelledBeforeClaimLands(t *testing.T) {
 	var out reconcile.Output
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(ctx, &out))
 	require.Equal(t, reconcile.Applied, out.Outcome)
-	rec, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err = e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)

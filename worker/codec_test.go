@@ -18,6 +18,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -115,7 +116,7 @@ func TestPluginStoresResultsWithTheClientsCodec(t *testing.T) {
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
 	require.Equal(t, "secret subject line", got.Subject)
-	res, err := store.List(context.Background(), &oncekey.ListParams{})
+	res, err := store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	require.False(t, bytes.Contains(res.Records[0].Result, []byte("secret subject line")), "the stored result is in plain text")

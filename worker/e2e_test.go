@@ -25,6 +25,7 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -216,7 +217,7 @@ func TicketWorkflow(ctx workflow.Context, in TicketRequest, o CallOptions) (Tick
 
 type e2e struct {
 	c      client.Client
-	store  oncekey.Store
+	store  oncekeystore.Store
 	tq     string
 	l      *ledger
 	plugin *temporal.SimplePlugin
@@ -234,13 +235,13 @@ type e2e struct {
 
 // setupE2E starts a worker on the dev server with the plugin on its client and Postgres as the
 // store. wrap, if given, wraps the store the plugin uses (fault injection at one exact point).
-func setupE2E(t *testing.T, l *ledger, p oncekey.Policy, wrap ...func(oncekey.Store) oncekey.Store) *e2e {
+func setupE2E(t *testing.T, l *ledger, p oncekey.Policy, wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
 	t.Helper()
 	return setupE2EWith(t, l, p, nil, wrap...)
 }
 
 // setupE2EWith is setupE2E with configure, if not nil, changing the interceptor's options.
-func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekey.Store) oncekey.Store) *e2e {
+func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and a Temporal dev server")
@@ -250,11 +251,11 @@ func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*int
 }
 
 // setupE2EOn is setupE2EWith on the Temporal frontend at hostPort (namespace "default").
-func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekey.Store) oncekey.Store) *e2e {
+func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
-	var store oncekey.Store = pgstore.New(pool, nil)
+	var store oncekeystore.Store = pgstore.New(pool, nil)
 	e := &e2e{store: store, l: l, effect: p.Effect}
 	for _, w := range wrap {
 		store = w(store)
@@ -411,7 +412,7 @@ func (e *e2e) waitingKey(t *testing.T) string {
 	t.Helper()
 	var key string
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), e.store, oncekeystore.ListParams{})
 		if err != nil || len(res.Records) != 1 {
 			return false
 		}
@@ -452,10 +453,10 @@ func TestE2EResponseLostAfterCommitReceipt(t *testing.T) {
 	require.Equal(t, 1, bodies)
 	first := onlyTicket(t, l)
 	require.Equal(t, first, got, "the workflow received the original result")
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
-	require.Equal(t, oncekey.StatusApplied, res.Records[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, res.Records[0].Status)
 	require.Equal(t, "receipt:CreateTicket", res.Records[0].ResolvedBy)
 	require.Equal(t, first.ID, res.Records[0].EffectReference)
 	require.NoError(t, e.replay(t, true, "lost-after-commit-receipt", reconcile.WorkflowID(res.Records[0].OperationKey)))
@@ -513,10 +514,10 @@ func TestE2EStartToCloseTimeoutDefaultStep(t *testing.T) {
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
 	require.Equal(t, onlyTicket(t, l), got)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
 	require.NoError(t, err)
 	require.Regexp(t, "^"+run.GetRunID()+"/[0-9]+$", rec.StepID)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.NoError(t, e.replay(t, true, "timeout-default-step", reconcile.WorkflowID(rec.OperationKey)))
 }
 
@@ -531,7 +532,7 @@ func TestE2EResolveApplied(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "CreateTicket", st.Tool)
 	require.Equal(t, "create_ticket", st.StepID)
-	require.Equal(t, oncekey.StatusUnknown, st.RecordStatus)
+	require.Equal(t, oncekeystore.StatusUnknown, st.RecordStatus)
 	require.False(t, st.WaitingSince.IsZero())
 
 	// Invalid resolutions are refused before anything is sent.
@@ -552,9 +553,9 @@ func TestE2EResolveApplied(t *testing.T) {
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "alice", rec.ResolvedBy)
 	require.Equal(t, landed.ID, rec.EffectReference)
 
@@ -584,9 +585,9 @@ func TestE2EResolveNotApplied(t *testing.T) {
 	require.Equal(t, 2, bodies, "the tool ran exactly once more")
 	landed, _ := l.lookup(key)
 	require.Equal(t, landed, got)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.NoError(t, e.replay(t, true, "resolve-not-applied", reconcile.WorkflowID(key)))
 }
 
@@ -647,7 +648,7 @@ func (quiet) Error(string, ...any) {}
 // onlyKey returns the operation key of the one record in the store.
 func (e *e2e) onlyKey(t *testing.T) string {
 	t.Helper()
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	return res.Records[0].OperationKey
@@ -754,10 +755,10 @@ func TestE2EHeartbeatTimeoutAfterCommit(t *testing.T) {
 
 // renewFails is a store whose lease renewals never land: what a claim looks like to the store
 // when its worker is gone.
-type renewFails struct{ oncekey.Store }
+type renewFails struct{ oncekeystore.Store }
 
-func (renewFails) Renew(context.Context, *oncekey.RenewParams) (*oncekey.Record, error) {
-	return nil, &oncekey.StoreUnavailableError{Op: "renew", Err: errors.New("worker gone")}
+func (renewFails) Renew(context.Context, *oncekeystore.RenewParams) (*oncekeystore.Record, error) {
+	return nil, &oncekeystore.StoreUnavailableError{Op: "renew", Err: errors.New("worker gone")}
 }
 
 // The claim's lease lapses while the tool runs (its owner is gone as far as the store can tell):
@@ -766,7 +767,7 @@ func (renewFails) Renew(context.Context, *oncekey.RenewParams) (*oncekey.Record,
 func TestE2EOwnerGoneLeaseLapses(t *testing.T) {
 	l := newLedger(faultHangAfterCommit)
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)},
-		func(s oncekey.Store) oncekey.Store { return renewFails{s} })
+		func(s oncekeystore.Store) oncekeystore.Store { return renewFails{s} })
 	run := e.start(t, "owner-gone", req, 30*time.Second)
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
@@ -774,9 +775,9 @@ func TestE2EOwnerGoneLeaseLapses(t *testing.T) {
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
 	require.Equal(t, onlyTicket(t, l), got)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "receipt:CreateTicket", rec.ResolvedBy)
 	require.Contains(t, e.outcomes(), oncekey.OutcomeUnknown)
 }
@@ -811,7 +812,7 @@ func TestE2EPluginCapturesClientDataConverter(t *testing.T) {
 	require.NoError(t, err)
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
-	res, err := store.List(context.Background(), &oncekey.ListParams{})
+	res, err := store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	ps := &commonpb.Payloads{}
@@ -839,13 +840,13 @@ func TestE2ECancelledWhileEffectfulRuns(t *testing.T) {
 
 	// The attempt ends at its start-to-close timeout, after the workflow is gone: unknown.
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{Status: oncekey.StatusUnknown})
+		res, err := reconcile.List(context.Background(), e.store, oncekeystore.ListParams{Status: oncekeystore.StatusUnknown})
 		return err == nil && len(res.Records) == 1
 	}, 30*time.Second, 100*time.Millisecond, "the record never became unknown")
 	key := e.waitingKey(t)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
 	body, _ := json.Marshal(landed)
@@ -853,9 +854,9 @@ func TestE2ECancelledWhileEffectfulRuns(t *testing.T) {
 		Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
 	}))
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(testCtx(t), nil))
-	rec, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err = e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
@@ -885,9 +886,9 @@ func TestE2ECancelledWhileReconciling(t *testing.T) {
 		Epoch: 1, Outcome: reconcile.Applied, Result: body, EffectReference: landed.ID, ResolvedBy: "alice",
 	}))
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.WorkflowID(key), "").Get(testCtx(t), nil))
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)

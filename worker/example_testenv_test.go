@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -115,7 +116,7 @@ func Example_testEnvironmentUnknown() {
 	env.RegisterWorkflow(Support)
 
 	env.RegisterDelayedCallback(func() {
-		page, err := store.List(context.Background(), &oncekey.ListParams{Status: oncekey.StatusUnknown})
+		page, err := store.List(context.Background(), &oncekeystore.ListParams{Status: oncekeystore.StatusUnknown})
 		if err != nil || len(page.Records) != 1 {
 			panic(fmt.Sprint("no unknown record: ", err))
 		}
@@ -181,7 +182,7 @@ func Example_testEnvironmentApproval() {
 	env.RegisterWorkflow(Refund)
 
 	env.RegisterDelayedCallback(func() {
-		page, err := store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		page, err := store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		if err != nil || len(page.Approvals) != 1 {
 			panic(fmt.Sprint("no pending approval: ", err))
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -45,9 +46,9 @@ func TestTwiceDeliveredDecisionLandsOnce(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "the stale decision was not refused")
 	require.Contains(t, st.LastInvalidSignal, "moved on")
 	require.Equal(t, reconcile.StateWaiting, st.State)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 	require.Equal(t, int64(2), rec.Epoch)
 
 	// Through the Go API the same stale decision is a *RefusedError.

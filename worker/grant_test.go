@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -134,9 +135,9 @@ func (g *grantEnv) start(t *testing.T, id string, in RefundRequest) client.Workf
 
 // grant makes a grant of IssueRefund in namespace "default" and tenant "default" (the tenant the
 // worker derives), changed by change.
-func (g *grantEnv) grant(t *testing.T, rule string, change func(p *oncekey.CreateGrantParams)) *oncekey.Grant {
+func (g *grantEnv) grant(t *testing.T, rule string, change func(p *oncekeystore.CreateGrantParams)) *oncekeystore.Grant {
 	t.Helper()
-	p := &oncekey.CreateGrantParams{Namespace: "default", Tenant: "default", Tool: "IssueRefund", Rule: rule,
+	p := &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: "default", Tool: "IssueRefund", Rule: rule,
 		CreatedBy: "ada", Reason: "refunds up to 500 for the holidays", Duration: time.Hour}
 	if change != nil {
 		change(p)
@@ -148,11 +149,11 @@ func (g *grantEnv) grant(t *testing.T, rule string, change func(p *oncekey.Creat
 
 // pending waits until the approval of the refund workflow id's call is pending, with its approval
 // workflow waiting for a person, and returns it.
-func (g *grantEnv) pending(t *testing.T) *oncekey.Approval {
+func (g *grantEnv) pending(t *testing.T) *oncekeystore.Approval {
 	t.Helper()
-	var a *oncekey.Approval
+	var a *oncekeystore.Approval
 	require.Eventually(t, func() bool {
-		res, err := g.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		res, err := g.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		if err != nil || len(res.Approvals) != 1 {
 			return false
 		}
@@ -163,23 +164,23 @@ func (g *grantEnv) pending(t *testing.T) *oncekey.Approval {
 	return a
 }
 
-func (g *grantEnv) decide(t *testing.T, a *oncekey.Approval, d reconcile.DecisionKind) {
+func (g *grantEnv) decide(t *testing.T, a *oncekeystore.Approval, d reconcile.DecisionKind) {
 	t.Helper()
 	_, err := reconcile.Decide(context.Background(), g.c, a.OperationKey, reconcile.Decision{Decision: d, Tenant: a.Tenant,
 		DecidedBy: "grace", Reason: "checked"})
 	require.NoError(t, err)
 }
 
-func (g *grantEnv) approvalOf(t *testing.T, key string) *oncekey.Approval {
+func (g *grantEnv) approvalOf(t *testing.T, key string) *oncekeystore.Approval {
 	t.Helper()
-	a, err := g.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	a, err := g.store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
 	return a
 }
 
-func (g *grantEnv) onlyApproval(t *testing.T) *oncekey.Approval {
+func (g *grantEnv) onlyApproval(t *testing.T) *oncekeystore.Approval {
 	t.Helper()
-	res, err := g.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := g.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Approvals, 1)
 	return res.Approvals[0]
@@ -200,7 +201,7 @@ func TestE2EConditionalApprovalRefundAboveLimit(t *testing.T) {
 	small := g.start(t, "refund-small", RefundRequest{OrderID: "o-1", AmountCents: 40_00})
 	require.NoError(t, small.Get(testCtx(t), nil))
 	requireRefunds(t, g.r, 1, 1)
-	res, err := g.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{})
+	res, err := g.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{})
 	require.NoError(t, err)
 	require.Empty(t, res.Approvals, "a refund under the limit asks nobody")
 
@@ -223,11 +224,11 @@ func TestE2EGrantApprovesCoveredCall(t *testing.T) {
 	require.NoError(t, covered.Get(testCtx(t), nil))
 	requireRefunds(t, g.r, 1, 1)
 	a := g.onlyApproval(t)
-	require.Equal(t, oncekey.ApprovalApproved, a.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, a.Status)
 	require.Equal(t, "refund on order o-1", a.Summary)
 	require.Equal(t, gr.ID, a.GrantID)
 	require.Equal(t, "ada", a.DecidedBy, "decided by who made the grant")
-	require.Equal(t, oncekey.GrantReason(gr.ID), a.Reason)
+	require.Equal(t, oncekeystore.GrantReason(gr.ID), a.Reason)
 
 	// Another workflow's call the grant covers (the grant names no workflow) runs as well.
 	again := g.start(t, "refund-granted-again", RefundRequest{OrderID: "o-3", AmountCents: 500_00})
@@ -247,19 +248,19 @@ func TestE2EGrantApprovesCoveredCall(t *testing.T) {
 // field the tool's input does not have. The call waits for a person; nothing runs before.
 func TestE2EGrantOutsideItsScopeCoversNothing(t *testing.T) {
 	g := setupGrants(t)
-	g.grant(t, "", func(p *oncekey.CreateGrantParams) { p.Tool = "CreateTicket" })
-	g.grant(t, "", func(p *oncekey.CreateGrantParams) { p.Tenant = "other-tenant" })
-	g.grant(t, "", func(p *oncekey.CreateGrantParams) { p.Namespace = "other-namespace" })
-	g.grant(t, "", func(p *oncekey.CreateGrantParams) { p.WorkflowID = "refund-someone-else" })
+	g.grant(t, "", func(p *oncekeystore.CreateGrantParams) { p.Tool = "CreateTicket" })
+	g.grant(t, "", func(p *oncekeystore.CreateGrantParams) { p.Tenant = "other-tenant" })
+	g.grant(t, "", func(p *oncekeystore.CreateGrantParams) { p.Namespace = "other-namespace" })
+	g.grant(t, "", func(p *oncekeystore.CreateGrantParams) { p.WorkflowID = "refund-someone-else" })
 	g.grant(t, "amount <= 50000", nil) // the input's field is amount_cents
 	g.grant(t, `amount_cents == "300"`, nil)
-	expired := g.grant(t, "", func(p *oncekey.CreateGrantParams) { p.Duration = 200 * time.Millisecond })
+	expired := g.grant(t, "", func(p *oncekeystore.CreateGrantParams) { p.Duration = 200 * time.Millisecond })
 	revoked := g.grant(t, "", nil)
-	_, err := g.store.RevokeGrant(context.Background(), &oncekey.RevokeGrantParams{ID: revoked.ID, RevokedBy: "grace"})
+	_, err := g.store.RevokeGrant(context.Background(), &oncekeystore.RevokeGrantParams{ID: revoked.ID, RevokedBy: "grace"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		gr, err := g.store.GetGrant(context.Background(), expired.ID)
-		return err == nil && gr.Status == oncekey.GrantExpired
+		return err == nil && gr.Status == oncekeystore.GrantExpired
 	}, 10*time.Second, 50*time.Millisecond)
 
 	run := g.start(t, "refund-uncovered", RefundRequest{OrderID: "o-1", AmountCents: 300_00})
@@ -283,7 +284,7 @@ func TestE2EGrantForgottenAsksAPerson(t *testing.T) {
 	requireRefunds(t, g.r, 1, 1)
 	require.Equal(t, gr.ID, g.onlyApproval(t).GrantID)
 
-	res, err := g.store.Forget(context.Background(), &oncekey.ForgetParams{Tenant: "default"})
+	res, err := g.store.Forget(context.Background(), &oncekeystore.ForgetParams{Tenant: "default"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.GrantsDeleted)
 
@@ -309,7 +310,7 @@ func TestE2EGrantRevokedMidFlight(t *testing.T) {
 	<-g.r.entered
 	first := g.onlyApproval(t)
 	require.Equal(t, gr.ID, first.GrantID)
-	_, err := g.store.RevokeGrant(context.Background(), &oncekey.RevokeGrantParams{ID: gr.ID, RevokedBy: "grace"})
+	_, err := g.store.RevokeGrant(context.Background(), &oncekeystore.RevokeGrantParams{ID: gr.ID, RevokedBy: "grace"})
 	require.NoError(t, err)
 	close(hold)
 
@@ -343,7 +344,7 @@ func TestE2EGrantClaimedByUpdateOrSignalRefused(t *testing.T) {
 		rep, err := reconcile.QueryApproval(context.Background(), g.c, a.OperationKey)
 		return err == nil && rep.InvalidSignals == 1
 	}, 30*time.Second, 100*time.Millisecond)
-	require.Equal(t, oncekey.ApprovalPending, g.approvalOf(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, g.approvalOf(t, a.OperationKey).Status)
 	requireRefunds(t, g.r, 0, 0)
 	g.decide(t, a, reconcile.Deny)
 	require.Error(t, run.Get(testCtx(t), nil))
@@ -370,7 +371,7 @@ func TestE2EApprovalEscalatedThenTimedOut(t *testing.T) {
 	require.Equal(t, "nobody decided within 2s", rep.Escalated.Reason)
 	require.False(t, rep.Escalated.At.Before(a.RequestedAt.Add(2*time.Second)))
 	require.Equal(t, reconcile.ApprovalStateWaiting, rep.State, "escalated, it still waits")
-	require.Equal(t, oncekey.ApprovalPending, g.approvalOf(t, a.OperationKey).Status)
+	require.Equal(t, oncekeystore.ApprovalPending, g.approvalOf(t, a.OperationKey).Status)
 	d, err := g.c.DescribeWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "")
 	require.NoError(t, err)
 	require.Contains(t, d.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields(), "oncekey_escalated", "recorded in history")
@@ -378,7 +379,7 @@ func TestE2EApprovalEscalatedThenTimedOut(t *testing.T) {
 	err = run.Get(testCtx(t), nil)
 	require.Contains(t, detail(err), "nobody approved IssueRefund in time")
 	stored := g.approvalOf(t, a.OperationKey)
-	require.Equal(t, oncekey.ApprovalTimedOut, stored.Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, stored.Status)
 	require.Contains(t, stored.Reason, "escalated to finance-leads at ")
 	require.Contains(t, stored.Reason, "nobody decided within 3s more")
 	requireRefunds(t, g.r, 0, 0)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -125,9 +126,9 @@ func TestE2EHTTPRefusedRetriedWithoutOperator(t *testing.T) {
 	_, bodies := l.counts()
 	require.Equal(t, 3, bodies)
 	require.Equal(t, "T-1", got.ID)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: e.onlyKey(t)})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Empty(t, rec.ResolvedBy, "nobody resolved anything")
 	require.Equal(t, []oncekey.Outcome{oncekey.OutcomeFailed, oncekey.OutcomeFailed, oncekey.OutcomeApplied}, e.outcomes())
 	require.NoError(t, e.replay(t, true, "http-refused-retried"))

@@ -23,6 +23,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // History is one recorded workflow history to check with CheckIdentity.
@@ -297,7 +298,7 @@ type IdentityOptions struct {
 	// the result's metadata and the failure's details), so that they are compared too. Without either,
 	// only the call's key is compared: a changed Policy.Version, or an argument change under a
 	// step ID (which keeps the key), is then not seen.
-	Store oncekey.Store
+	Store oncekeystore.Store
 }
 
 // IdentityStatus is what CheckIdentity found for one call.
@@ -571,8 +572,8 @@ func recordedIdentity(ctx context.Context, opts IdentityOptions, c RecordedCall)
 	if opts.Store == nil {
 		return nil, "the history records no fingerprint for the call: key compared only (IdentityOptions.Store compares the record's)", nil
 	}
-	rec, err := opts.Store.Get(ctx, &oncekey.GetParams{Tenant: c.Tenant, OperationKey: c.Key})
-	if errors.Is(err, oncekey.ErrNotFound) {
+	rec, err := opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: c.Tenant, OperationKey: c.Key})
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		return nil, "key matches; no record under it (past retention?), fingerprint not compared", nil
 	}
 	if err != nil {

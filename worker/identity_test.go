@@ -23,6 +23,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -107,7 +108,7 @@ func (p *PaymentRenamedCompat) UnmarshalJSON(b []byte) error {
 // recordHistories runs PayWorkflow and AuditWorkflow on the dev server with oncekey (Pay at
 // Version "1", in store) and writes their histories as `temporal workflow show --output json`
 // does. It returns the Pay history's file and the Audit history's.
-func recordHistories(t *testing.T, store oncekey.Store) (pay, audit string) {
+func recordHistories(t *testing.T, store oncekeystore.Store) (pay, audit string) {
 	t.Helper()
 	ctx := context.Background()
 	p := &payments{}

@@ -22,6 +22,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -206,7 +207,7 @@ func ModelLoopWorkflow(ctx workflow.Context, calls []LoopCall) ([]LoopAnswer, er
 // unclaimable fails every claim of the tool LookupStock as an unreachable store would.
 type unclaimable struct{ *pgstore.Store }
 
-func (u unclaimable) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+func (u unclaimable) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	if p.Tool == "LookupStock" {
 		return nil, errors.New("dial tcp 10.20.30.40:5432: connect: connection refused")
 	}
@@ -295,11 +296,11 @@ func answers(t *testing.T, run client.WorkflowRun) []LoopAnswer {
 
 // unknownOf waits until the tool's outcome is unknown and its reconciliation waits for a person,
 // and returns the record.
-func (e *modelTextEnv) unknownOf(t *testing.T, tool string) *oncekey.Record {
+func (e *modelTextEnv) unknownOf(t *testing.T, tool string) *oncekeystore.Record {
 	t.Helper()
-	var rec *oncekey.Record
+	var rec *oncekeystore.Record
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), e.store, oncekeystore.ListParams{})
 		if err != nil {
 			return false
 		}
@@ -316,11 +317,11 @@ func (e *modelTextEnv) unknownOf(t *testing.T, tool string) *oncekey.Record {
 }
 
 // pendingOf waits until the tool's approval is pending and its workflow waits for a decision.
-func (e *modelTextEnv) pendingOf(t *testing.T, tool string) *oncekey.Approval {
+func (e *modelTextEnv) pendingOf(t *testing.T, tool string) *oncekeystore.Approval {
 	t.Helper()
-	var a *oncekey.Approval
+	var a *oncekeystore.Approval
 	require.Eventually(t, func() bool {
-		res, err := e.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		res, err := e.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		if err != nil {
 			return false
 		}
@@ -363,7 +364,7 @@ func (e *modelTextEnv) assertFitForModel(t *testing.T, name string, a LoopAnswer
 	require.LessOrEqual(t, len(a.Message), oncekey.MaxErrorTextBytes, name)
 	limit := maxModelErrorBytes
 	if strings.Contains(a.Message, "Reviewer's message: ") {
-		limit += oncekey.MaxModelMessageBytes
+		limit += oncekeystore.MaxModelMessageBytes
 	}
 	require.LessOrEqual(t, len(a.Model), limit, "%s: %s", name, a.Model)
 	for _, leak := range []string{e.schema, run.GetID(), run.GetRunID(), "oncekey ", " --", "ok1_", "10.20.30.40", "alice", "ops ticket"} {
@@ -499,10 +500,10 @@ func TestE2EModelReadsUnknownAfterEscalation(t *testing.T) {
 	require.Equal(t, 1, bodies)
 
 	// The operator's account travels in the details: the command that settles it, with the schema.
-	res, err := reconcile.List(context.Background(), e.store, oncekey.ListParams{})
+	res, err := reconcile.List(context.Background(), e.store, oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
-	require.Equal(t, oncekey.StatusUnknown, res.Records[0].Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Records[0].Status)
 	require.Contains(t, out[0].Detail, "oncekey resolve "+res.Records[0].OperationKey+" --direct --schema "+e.schema)
 	require.Contains(t, out[0].Detail, "within the escalation timeout of 2s")
 }
@@ -543,7 +544,7 @@ func TestE2EModelReadsInFlightAndExpired(t *testing.T) {
 	require.Equal(t, "ShipOrder-1", out[0].Result)
 	// Wait for the record to become a tombstone: past its 2 s retention, purged.
 	require.Eventually(t, func() bool {
-		res, err := e.store.Purge(context.Background(), &oncekey.PurgeParams{Rest: -1})
+		res, err := e.store.Purge(context.Background(), &oncekeystore.PurgeParams{Rest: -1})
 		return err == nil && res.Tombstoned == 1
 	}, 30*time.Second, 100*time.Millisecond, "the record never became a tombstone")
 	expired := e.start(t, "modeltext-expired", LoopCall{Tool: "ShipOrder", Args: ShopArgs{OrderID: "S-1"}})

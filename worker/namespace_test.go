@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -29,7 +30,7 @@ func TestReconciliationBoundToTheRecordsNamespace(t *testing.T) {
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful})
 	run := e.start(t, "two-namespaces", req, 10*time.Second)
 	key := e.waitingKey(t)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
 	require.Equal(t, "default", rec.Namespace)
 
@@ -64,9 +65,9 @@ func TestReconciliationBoundToTheRecordsNamespace(t *testing.T) {
 		require.Equal(t, activities.ErrTypeForeignRecord, appErr.Type(), err.Error())
 		require.Contains(t, err.Error(), `belongs to a workflow of namespace "default"`)
 	}
-	after, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	after, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, after.Status, "the record was left as it was")
+	require.Equal(t, oncekeystore.StatusUnknown, after.Status, "the record was left as it was")
 	require.Empty(t, after.ResolvedBy)
 
 	// The first namespace's operator decides; its workflow gets the real ticket.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The Nexus service and its synchronous operation the test's handler serves.
@@ -78,11 +79,11 @@ func TestE2ENexusSyncOperationRetriedByItsCallerReplays(t *testing.T) {
 	require.Equal(t, 1, bodies, "the caller's retry did not run the handler again")
 	require.Contains(t, e.outcomes(), oncekey.OutcomeReplayed, "the caller retried, and the retry was a replay")
 
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	rec := res.Records[0]
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	callerKey, _ := json.Marshal([]string{"default", id, "create_ticket"})
 	require.Equal(t, string(callerKey), rec.WorkflowID, "keyed by the caller's key")
 	require.Equal(t, nexusOperation, rec.StepID)
@@ -116,8 +117,8 @@ func TestE2ENexusSyncOperationUnknownIsNotRetried(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeIndeterminate, appErr.Type(), appErr.Error())
 	require.Equal(t, oncekey.OutcomeUnknown, oncekey.Label(nil, err).Status, "the caller's model reads unknown")
 	requireRuns(t, l, 1, 1)
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
-	require.Equal(t, oncekey.StatusUnknown, res.Records[0].Status)
+	require.Equal(t, oncekeystore.StatusUnknown, res.Records[0].Status)
 }

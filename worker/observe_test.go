@@ -22,6 +22,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -32,7 +33,7 @@ import (
 type observed struct {
 	c      client.Client
 	h      *metricstest.Handler
-	store  oncekey.Store
+	store  oncekeystore.Store
 	tq     string
 	l      *ledger
 	reg    *oncekey.Registry
@@ -86,7 +87,7 @@ func (o *observed) waitingKey(t *testing.T) string {
 	t.Helper()
 	var key string
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(context.Background(), o.store, oncekey.ListParams{Status: oncekey.StatusUnknown})
+		res, err := reconcile.List(context.Background(), o.store, oncekeystore.ListParams{Status: oncekeystore.StatusUnknown})
 		if err != nil || len(res.Records) != 1 {
 			return false
 		}

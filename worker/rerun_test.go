@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -18,7 +19,7 @@ import (
 // out reaches the database after the reconciliation decided NotApplied. Later claims wait until
 // that commit, so the late claim is in the store before any re-run claims.
 type lateClaim struct {
-	oncekey.Store
+	oncekeystore.Store
 	mu        sync.Mutex
 	claims    int
 	inspected chan struct{} // closed when a Get first finds no record
@@ -26,11 +27,11 @@ type lateClaim struct {
 	once      sync.Once
 }
 
-func newLateClaim(s oncekey.Store) *lateClaim {
+func newLateClaim(s oncekeystore.Store) *lateClaim {
 	return &lateClaim{Store: s, inspected: make(chan struct{}), committed: make(chan struct{})}
 }
 
-func (s *lateClaim) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey.ClaimResult, error) {
+func (s *lateClaim) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
 	s.mu.Lock()
 	s.claims++
 	n := s.claims
@@ -40,7 +41,7 @@ func (s *lateClaim) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey
 		case <-ch:
 			return nil
 		case <-time.After(time.Minute):
-			return &oncekey.StoreUnavailableError{Op: "claim", Err: errors.New("test: the late claim never came due")}
+			return &oncekeystore.StoreUnavailableError{Op: "claim", Err: errors.New("test: the late claim never came due")}
 		}
 	}
 	if n == 1 {
@@ -56,9 +57,9 @@ func (s *lateClaim) Claim(ctx context.Context, p *oncekey.ClaimParams) (*oncekey
 	return s.Store.Claim(ctx, p)
 }
 
-func (s *lateClaim) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+func (s *lateClaim) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	rec, err := s.Store.Get(ctx, p)
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		s.once.Do(func() { close(s.inspected) })
 	}
 	return rec, err
@@ -72,7 +73,7 @@ func TestE2ELateClaimAfterReconciledNotAppliedDefaultStep(t *testing.T) {
 	l := newLedger()
 	var lc *lateClaim
 	e := setupE2E(t, l, oncekey.Policy{Effect: oncekey.Effectful, WaitInFlight: 200 * time.Millisecond},
-		func(s oncekey.Store) oncekey.Store { lc = newLateClaim(s); return lc })
+		func(s oncekeystore.Store) oncekeystore.Store { lc = newLateClaim(s); return lc })
 	run := e.startWith(t, "late-claim-default-step", req, CallOptions{StartToClose: 2 * time.Second, NoStepID: true})
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
@@ -81,9 +82,9 @@ func TestE2ELateClaimAfterReconciledNotAppliedDefaultStep(t *testing.T) {
 	require.Equal(t, 1, bodies, "only the late attempt ran the body; the re-runs met its claim")
 	require.Equal(t, onlyTicket(t, l), got, "the workflow received the late attempt's result")
 	key := e.onlyKey(t)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Regexp(t, "^"+run.GetRunID()+"/[0-9]+$", rec.StepID)
 	require.NoError(t, e.replay(t, true, "late-claim-default-step", reconcile.WorkflowID(key)))
 }
@@ -103,9 +104,9 @@ func TestE2ERerunTimesOutDefaultStep(t *testing.T) {
 	require.Equal(t, 2, bodies)
 	require.Equal(t, onlyTicket(t, l), got)
 	key := e.onlyKey(t)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "receipt:CreateTicket", rec.ResolvedBy)
 	require.NoError(t, e.replay(t, true, "rerun-timeout-default-step", reconcile.WorkflowID(key)))
 }

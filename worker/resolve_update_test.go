@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -62,9 +63,9 @@ func TestE2EResolveByUpdate(t *testing.T) {
 	st, err := reconcile.Status(ctx, e.c, key)
 	require.NoError(t, err)
 	require.Contains(t, st.LastInvalidSignal, "does not decode into a resolution")
-	rec, err := e.store.Get(ctx, &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(ctx, &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status, "refusals change nothing")
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status, "refusals change nothing")
 
 	landed, ok := l.lookup(key)
 	require.True(t, ok)
@@ -101,9 +102,9 @@ func TestE2EEscalation(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeIndeterminate, appErr.Type(), "%v", err)
 	require.Contains(t, detail(err), "escalation timeout")
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 	effects, _ := l.counts()
 	require.Equal(t, 1, effects)
 	require.NoError(t, e.replay(t, true, "escalation", reconcile.WorkflowID(key)))
@@ -148,9 +149,9 @@ func TestE2EResolveFallsBackToTheSignalWithUpdatesOff(t *testing.T) {
 	effects, bodies := l.counts()
 	require.Equal(t, 1, effects)
 	require.Equal(t, 1, bodies)
-	rec, err := e.store.Get(ctx, &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := e.store.Get(ctx, &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "alice", rec.ResolvedBy)
 	require.Equal(t, 1, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED), "delivered by the signal")
 	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED))

@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -158,7 +159,7 @@ func TestE2ERouteWithPathsThatDoNotResolve(t *testing.T) {
 				require.Contains(t, r.Detail, "nothing was claimed")
 			}
 			require.Empty(t, b.counts(), "no tool's service got a request: no call ran, none answered for another")
-			res, err := store.List(context.Background(), &oncekey.ListParams{})
+			res, err := store.List(context.Background(), &oncekeystore.ListParams{})
 			require.NoError(t, err)
 			require.Empty(t, res.Records, "nothing was claimed")
 		})
@@ -180,11 +181,11 @@ func TestE2ERouteWithPathsThatDoNotResolve(t *testing.T) {
 		require.Equal(t, "create_ticket 2: map[subject:refund not received]", got[2].Result)
 		require.Equal(t, "refund 1: map[order:o-1]", got[3].Result)
 		require.Equal(t, map[string]int{"get_weather": 1, "create_ticket": 2, "refund": 1}, b.counts())
-		res, err := store.List(context.Background(), &oncekey.ListParams{})
+		res, err := store.List(context.Background(), &oncekeystore.ListParams{})
 		require.NoError(t, err)
 		tools := map[string]int{}
 		for _, rec := range res.Records {
-			require.Equal(t, oncekey.StatusApplied, rec.Status)
+			require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 			tools[rec.Tool]++
 		}
 		require.Equal(t, map[string]int{"create_ticket": 2, "refund": 1}, tools,
@@ -205,7 +206,7 @@ func agentToolsRegistry(t *testing.T) *oncekey.Registry {
 
 // agentToolsWorker starts a worker with the plugin (reg, Postgres as the store) running
 // AgentToolsWorkflow and b's ToolExecutor on a task queue of the test's own.
-func agentToolsWorker(t *testing.T, reg *oncekey.Registry, b *toolbox) (oncekey.Store, client.Client) {
+func agentToolsWorker(t *testing.T, reg *oncekey.Registry, b *toolbox) (oncekeystore.Store, client.Client) {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -65,10 +66,10 @@ func TestE2EIdempotentTimeoutReadsTheRecordNotApplied(t *testing.T) {
 	effects, bodies := l.counts()
 	require.Equal(t, 0, effects)
 	require.Equal(t, 1, bodies, "the check ran nothing")
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
-	require.Equal(t, oncekey.StatusReleased, res.Records[0].Status, "the check gave its claim back")
+	require.Equal(t, oncekeystore.StatusReleased, res.Records[0].Status, "the check gave its claim back")
 	require.NoError(t, e.replay(t, true, "idempotent-timeout-not-applied"))
 }
 
@@ -183,7 +184,7 @@ func TestTransactionalTimeoutReadsTheRecordApplied(t *testing.T) {
 	require.Equal(t, oncekey.ReasonConfirmed, tr.Reason)
 	require.Equal(t, 1, e.effects(t))
 	require.Equal(t, int32(1), e.credits.bodies.Load(), "the check ran nothing")
-	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+	require.Equal(t, oncekeystore.StatusApplied, e.record(t).Status)
 }
 
 // A Transactional body that overruns its start-to-close timeout (2 s) and keeps going, ignoring
@@ -209,7 +210,7 @@ func TestTransactionalTimeoutCheckOutwaitsTheLease(t *testing.T) {
 	require.Equal(t, oncekey.NextPoll, tr.NextAction, "%+v", tr)
 	require.Equal(t, 0, e.effects(t))
 	require.Equal(t, int32(1), e.credits.bodies.Load(), "the check ran nothing")
-	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+	require.Equal(t, oncekeystore.StatusReleased, e.record(t).Status)
 }
 
 // The check header (oncekey.HeaderCheck) can only make the worker do less: a workflow worker

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -105,9 +106,9 @@ func TestE2EStandaloneSameIDReplays(t *testing.T) {
 	require.Equal(t, ticketOf(t, first), ticketOf(t, second), "the caller gets the first result")
 	requireRuns(t, l, 1, 1)
 
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: first.OperationKey})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: first.OperationKey})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Empty(t, rec.WorkflowID)
 	require.Equal(t, "activity/conv-1001/call_1", rec.StepID)
 
@@ -140,7 +141,7 @@ func TestE2EStandaloneLostResponseReconciled(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "CreateTicket", st.Tool)
 	require.Equal(t, "activity/charge-7", st.StepID)
-	require.Equal(t, oncekey.StatusUnknown, st.RecordStatus)
+	require.Equal(t, oncekeystore.StatusUnknown, st.RecordStatus)
 	requireRuns(t, l, 1, 1)
 
 	landed, ok := l.lookup(key)
@@ -194,7 +195,7 @@ func TestE2EStandaloneApproval(t *testing.T) {
 	e.approve(t, a.OperationKey, "carol")
 	var out reconcile.ApprovalOutput
 	require.NoError(t, e.c.GetWorkflow(context.Background(), reconcile.ApprovalWorkflowID(a.OperationKey), "").Get(testCtx(t), &out))
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 
 	ran, err := e.executeStandalone(t, "ticket-9", req)
 	require.NoError(t, err)
@@ -244,7 +245,7 @@ func TestE2EStandaloneHeaderRefused(t *testing.T) {
 	require.Equal(t, oncekey.ErrTypeConfig, appErr.Type())
 	require.Contains(t, detail(err), oncekey.HeaderStepID)
 	requireRuns(t, l, 0, 0)
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Empty(t, res.Records, "nothing was claimed")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -40,7 +41,7 @@ func TestTestEnvironmentApprovalDenied(t *testing.T) {
 
 	var key, tenant string
 	env.RegisterDelayedCallback(func() {
-		page, err := store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		page, err := store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		require.NoError(t, err)
 		require.Len(t, page.Approvals, 1)
 		a := page.Approvals[0]
@@ -59,9 +60,9 @@ func TestTestEnvironmentApprovalDenied(t *testing.T) {
 	require.Equal(t, oncekey.NextStop, tr.NextAction)
 	require.Zero(t, refunds.issued, "a denied call never runs")
 
-	a, err := store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	a, err := store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalDenied, a.Status)
+	require.Equal(t, oncekeystore.ApprovalDenied, a.Status)
 	require.Equal(t, "ines", a.DecidedBy)
 	require.Equal(t, "over the limit", a.Reason)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -110,7 +111,7 @@ type txEnv struct {
 }
 
 // setupTx starts a worker running AddCredit as Transactional over wrap(store) (nil: the store).
-func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Store, *pgxpool.Pool) oncekey.Store) *txEnv {
+func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Store, *pgxpool.Pool) oncekeystore.Store) *txEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and a Temporal dev server")
@@ -122,7 +123,7 @@ func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Sto
     account text NOT NULL, amount bigint NOT NULL)`)
 	require.NoError(t, err)
 	e := &txEnv{pool: pool, store: pgstore.New(pool, nil), credits: cr, events: make(chan interceptor.Event, 64)}
-	var store oncekey.Store = e.store
+	var store oncekeystore.Store = e.store
 	if wrap != nil {
 		store = wrap(e.store, pool)
 	}
@@ -162,9 +163,9 @@ func (e *txEnv) effects(t *testing.T) int {
 	return n
 }
 
-func (e *txEnv) record(t *testing.T) *oncekey.Record {
+func (e *txEnv) record(t *testing.T) *oncekeystore.Record {
 	t.Helper()
-	res, err := e.store.List(context.Background(), &oncekey.ListParams{})
+	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Records, 1)
 	return res.Records[0]
@@ -178,7 +179,7 @@ func TestTransactionalRepeatsReplay(t *testing.T) {
 	require.Equal(t, int32(1), e.credits.bodies.Load())
 	require.Equal(t, out[0], out[1])
 	require.Equal(t, out[0], out[2])
-	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+	require.Equal(t, oncekeystore.StatusApplied, e.record(t).Status)
 }
 
 func TestTransactionalConcurrentAttemptsWriteOnce(t *testing.T) {
@@ -245,7 +246,7 @@ func TestTransactionalZombieRollsBack(t *testing.T) {
 	require.Equal(t, int32(2), cr.bodies.Load())
 	require.Equal(t, 1, e.effects(t))
 	rec := e.record(t)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, int64(2), rec.Epoch)
 }
 
@@ -261,7 +262,7 @@ type faultyCommit struct {
 	fired atomic.Bool
 }
 
-func (f *faultyCommit) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (oncekey.StoreTx, error) {
+func (f *faultyCommit) BeginTx(ctx context.Context, p *oncekeystore.BeginTxParams) (oncekeystore.StoreTx, error) {
 	tx, err := f.Store.BeginTx(ctx, p)
 	if err != nil {
 		return nil, err
@@ -270,11 +271,11 @@ func (f *faultyCommit) BeginTx(ctx context.Context, p *oncekey.BeginTxParams) (o
 }
 
 type faultyTx struct {
-	oncekey.StoreTx
+	oncekeystore.StoreTx
 	f *faultyCommit
 }
 
-func (t *faultyTx) Commit(ctx context.Context, p *oncekey.CompleteParams) (*oncekey.Record, error) {
+func (t *faultyTx) Commit(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
 	if !t.f.fired.CompareAndSwap(false, true) {
 		return t.StoreTx.Commit(ctx, p)
 	}
@@ -302,7 +303,7 @@ func TestTransactionalCommitOutcomeReadBack(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			cr := &credits{}
-			e := setupTx(t, cr, oncekey.Policy{}, func(s *pgstore.Store, pool *pgxpool.Pool) oncekey.Store {
+			e := setupTx(t, cr, oncekey.Policy{}, func(s *pgstore.Store, pool *pgxpool.Pool) oncekeystore.Store {
 				return &faultyCommit{Store: s, pool: pool, cr: cr, mode: tc.mode}
 			})
 			out, err := e.run(t, 2, false)
@@ -310,7 +311,7 @@ func TestTransactionalCommitOutcomeReadBack(t *testing.T) {
 			require.Equal(t, tc.bodies, cr.bodies.Load())
 			require.Equal(t, 1, e.effects(t))
 			require.Equal(t, out[0], out[1], "the repeat did not replay the committed result")
-			require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+			require.Equal(t, oncekeystore.StatusApplied, e.record(t).Status)
 		})
 	}
 }
@@ -333,12 +334,12 @@ func TestTransactionalBodyCommitRefused(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeTxMisuse, appErr.Type())
 	mu.Lock()
-	var misuse *oncekey.TxMisuseError
+	var misuse *oncekeystore.TxMisuseError
 	require.ErrorAs(t, refused, &misuse)
 	mu.Unlock()
 	require.Equal(t, int32(1), cr.bodies.Load(), "a misuse was retried")
 	require.Equal(t, 0, e.effects(t))
-	require.Equal(t, oncekey.StatusReleased, e.record(t).Status)
+	require.Equal(t, oncekeystore.StatusReleased, e.record(t).Status)
 }
 
 // A body that ends its transaction through SQL and then fails: before, the statement committed
@@ -354,12 +355,12 @@ func TestTransactionalBodyEndingItsTransaction(t *testing.T) {
 		conn      bool
 		rows      int
 		bodies    int32
-		status    oncekey.Status
+		status    oncekeystore.Status
 	}{
-		{name: "COMMIT", sql: "COMMIT", rows: 1, bodies: 2, status: oncekey.StatusApplied},
-		{name: "END", sql: "END", rows: 1, bodies: 2, status: oncekey.StatusApplied},
-		{name: "commit; begin", sql: "commit; begin", rows: 1, bodies: 2, status: oncekey.StatusApplied},
-		{name: "Conn COMMIT", sql: "COMMIT", conn: true, rows: 1, bodies: 1, status: oncekey.StatusFailed},
+		{name: "COMMIT", sql: "COMMIT", rows: 1, bodies: 2, status: oncekeystore.StatusApplied},
+		{name: "END", sql: "END", rows: 1, bodies: 2, status: oncekeystore.StatusApplied},
+		{name: "commit; begin", sql: "commit; begin", rows: 1, bodies: 2, status: oncekeystore.StatusApplied},
+		{name: "Conn COMMIT", sql: "COMMIT", conn: true, rows: 1, bodies: 1, status: oncekeystore.StatusFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -392,7 +393,7 @@ func TestTransactionalBodyEndingItsTransaction(t *testing.T) {
 				require.NoError(t, refused)
 			} else {
 				require.NoError(t, err)
-				var misuse *oncekey.TxMisuseError
+				var misuse *oncekeystore.TxMisuseError
 				require.ErrorAs(t, refused, &misuse)
 			}
 			require.Equal(t, tc.bodies, cr.bodies.Load())
@@ -409,9 +410,9 @@ func TestTransactionalWithApproval(t *testing.T) {
 	run, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "tx-" + t.Name(), TaskQueue: e.tq,
 		WorkflowExecutionTimeout: 2 * time.Minute}, CreditWorkflow, CreditRequest{Account: "acme", Amount: 10}, 1, false)
 	require.NoError(t, err)
-	var a *oncekey.Approval
+	var a *oncekeystore.Approval
 	require.Eventually(t, func() bool {
-		res, err := e.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+		res, err := e.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 		if err != nil || len(res.Approvals) != 1 {
 			return false
 		}
@@ -425,13 +426,13 @@ func TestTransactionalWithApproval(t *testing.T) {
 
 	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, reconcile.Decision{Decision: reconcile.Approve, Tenant: a.Tenant, DecidedBy: "alice"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	var got []CreditReceipt
 	require.NoError(t, run.Get(testCtx(t), &got))
 	require.Len(t, got, 1)
 	require.Equal(t, int32(1), cr.bodies.Load())
 	require.Equal(t, 1, e.effects(t))
-	require.Equal(t, oncekey.StatusApplied, e.record(t).Status)
+	require.Equal(t, oncekeystore.StatusApplied, e.record(t).Status)
 }
 
 // memstore (like redisstore, tested in its module) cannot commit a tool's writes with its
@@ -440,7 +441,7 @@ func TestTransactionalRefusedOnMemstore(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set((&credits{}).AddCredit, oncekey.Policy{Effect: oncekey.Transactional}))
 	_, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
-	var refused *oncekey.TransactionalStoreError
+	var refused *oncekeystore.TransactionalStoreError
 	require.ErrorAs(t, err, &refused)
 	require.ErrorIs(t, err, interceptor.ErrConfig)
 	require.Contains(t, err.Error(), "use pgstore")
@@ -453,13 +454,13 @@ type failingWrites struct {
 	markUnknown bool
 }
 
-func (f *failingWrites) Complete(context.Context, *oncekey.CompleteParams) (*oncekey.Record, error) {
-	return nil, &oncekey.StoreUnavailableError{Op: "complete", Err: errors.New("connection refused (the fault)")}
+func (f *failingWrites) Complete(context.Context, *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {
+	return nil, &oncekeystore.StoreUnavailableError{Op: "complete", Err: errors.New("connection refused (the fault)")}
 }
 
-func (f *failingWrites) MarkUnknown(ctx context.Context, p *oncekey.MarkUnknownParams) (*oncekey.Record, error) {
+func (f *failingWrites) MarkUnknown(ctx context.Context, p *oncekeystore.MarkUnknownParams) (*oncekeystore.Record, error) {
 	if f.markUnknown {
-		return nil, &oncekey.StoreUnavailableError{Op: "mark unknown", Err: errors.New("connection refused (the fault)")}
+		return nil, &oncekeystore.StoreUnavailableError{Op: "mark unknown", Err: errors.New("connection refused (the fault)")}
 	}
 	return f.Store.MarkUnknown(ctx, p)
 }
@@ -473,10 +474,10 @@ func TestTransactionalEndedFailureNotRecorded(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		markUnknown bool
-		status      oncekey.Status
+		status      oncekeystore.Status
 	}{
-		{"unknown", false, oncekey.StatusUnknown},
-		{"pending", true, oncekey.StatusPending},
+		{"unknown", false, oncekeystore.StatusUnknown},
+		{"pending", true, oncekeystore.StatusPending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cr := &credits{noOutbox: true, fault: func(ctx context.Context, _ int32) error {
@@ -484,7 +485,7 @@ func TestTransactionalEndedFailureNotRecorded(t *testing.T) {
 				_, err := tx.Conn().Exec(ctx, "COMMIT")
 				return err
 			}}
-			e := setupTx(t, cr, oncekey.Policy{}, func(s *pgstore.Store, _ *pgxpool.Pool) oncekey.Store {
+			e := setupTx(t, cr, oncekey.Policy{}, func(s *pgstore.Store, _ *pgxpool.Pool) oncekeystore.Store {
 				return &failingWrites{Store: s, markUnknown: tc.markUnknown}
 			})
 			_, err := e.run(t, 1, false)
@@ -495,7 +496,7 @@ func TestTransactionalEndedFailureNotRecorded(t *testing.T) {
 			require.Equal(t, 1, e.effects(t), "the row the body committed itself")
 			rec := e.record(t)
 			require.Equal(t, tc.status, rec.Status)
-			if tc.status == oncekey.StatusUnknown {
+			if tc.status == oncekeystore.StatusUnknown {
 				// A repeat of the call does not run the body again.
 				_, err = e.run(t, 1, false)
 				require.Error(t, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -154,8 +155,8 @@ func TestE2EHeaderOfAnApprovedCallWithOtherInputIsRefused(t *testing.T) {
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, detail(err), "without oncekey's interceptor")
 	requireRuns(t, l, 0, 0)
-	_, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: a.OperationKey})
-	require.ErrorIs(t, err, oncekey.ErrNotFound, "nothing was claimed")
+	_, err = e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: a.OperationKey})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound, "nothing was claimed")
 }
 
 // Issue 24, 2: an approval workflow started by hand for a future call's key and fingerprint,
@@ -182,8 +183,8 @@ func TestE2EForgedApprovalWorkflowAuthorisesNothing(t *testing.T) {
 	require.ErrorAs(t, err, &appErr, "the forged approval workflow ends without a decision")
 	require.Equal(t, activities.ErrTypeNoWorkerRequest, appErr.Type(), appErr.Error())
 	require.Contains(t, appErr.Error(), "no worker asked for approval of "+key)
-	_, err = e.approvals(t).GetApproval(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
-	require.ErrorIs(t, err, oncekey.ErrNotFound, "the forged workflow wrote no request")
+	_, err = e.approvals(t).GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound, "the forged workflow wrote no request")
 
 	// The real call: the worker asks, with its own summary; nothing runs before it is approved.
 	run := e.start(t, id, req, 10*time.Second)
@@ -219,13 +220,13 @@ func TestE2ERefusedCallDoesNotBlockTheApprovedCall(t *testing.T) {
 	require.Contains(t, []string{oncekey.ErrTypeApproval, oncekey.ErrTypeApprovalPending}, appErr.Type(), appErr.Error())
 	requireRuns(t, l, 0, 0)
 	key, _ := futureCall(t, approvalPolicy(0), id, req)
-	_, err = e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
-	require.ErrorIs(t, err, oncekey.ErrNotFound, "the refused call left no operation record")
+	_, err = e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound, "the refused call left no operation record")
 	// Its request, if the worker made one, shows what it would have done; a person denies it.
-	if ap, err := e.approvals(t).GetApproval(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key}); err == nil {
+	if ap, err := e.approvals(t).GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key}); err == nil {
 		require.Equal(t, "ticket for mallory: refund 99999 on Y-1", ap.Summary)
-		_, err := e.approvals(t).DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "default", OperationKey: key,
-			Episode: ap.Episode, Token: ap.Token, Status: oncekey.ApprovalDenied, DecidedBy: "alice", Reason: "not ours", Retention: time.Hour})
+		_, err := e.approvals(t).DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "default", OperationKey: key,
+			Episode: ap.Episode, Token: ap.Token, Status: oncekeystore.ApprovalDenied, DecidedBy: "alice", Reason: "not ours", Retention: time.Hour})
 		require.NoError(t, err)
 	}
 
@@ -246,7 +247,7 @@ func TestE2ERefusedCallDoesNotBlockTheApprovedCall(t *testing.T) {
 // is ever started to time it out or to take a denial. Past its deadline (the store's clock) the
 // store reads it as timed out, and the legitimate call asks anew, is approved and runs once.
 func TestE2EAbandonedRequestHoldsTheKeyOnlyUntilItsDeadline(t *testing.T) {
-	require.Equal(t, workflows.TimeoutDecider, oncekey.ApprovalTimeoutDecider, "a timeout reads the same, recorded or read")
+	require.Equal(t, workflows.TimeoutDecider, oncekeystore.ApprovalTimeoutDecider, "a timeout reads the same, recorded or read")
 	l := newLedger()
 	p := approvalPolicy(6 * time.Second) // the legitimate call's request has as long to be approved
 	e := setupE2E(t, l, p)
@@ -264,19 +265,19 @@ func TestE2EAbandonedRequestHoldsTheKeyOnlyUntilItsDeadline(t *testing.T) {
 	key, _ := futureCall(t, p, id, req)
 	_, evilFP := futureCall(t, p, id, evilReq)
 	held := e.approval(t, key)
-	require.Equal(t, oncekey.ApprovalPending, held.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, held.Status)
 	require.Equal(t, evilFP, held.Fingerprint, "the key holds a request for the attacker's arguments")
 	_, err = e.c.DescribeWorkflow(context.Background(), reconcile.ApprovalWorkflowID(key), "")
 	var nf *serviceerror.NotFound
 	require.ErrorAs(t, err, &nf, "no approval workflow waits on it: nothing would ever time it out or take a denial")
 
 	// Its deadline passes with nobody deciding: it reads as timed out.
-	require.Eventually(t, func() bool { return e.approval(t, key).Status == oncekey.ApprovalTimedOut },
+	require.Eventually(t, func() bool { return e.approval(t, key).Status == oncekeystore.ApprovalTimedOut },
 		30*time.Second, 100*time.Millisecond, "the request never timed out after its deadline %s", held.Deadline)
 	out := e.approval(t, key)
-	require.Equal(t, oncekey.ApprovalTimeoutDecider, out.DecidedBy)
+	require.Equal(t, oncekeystore.ApprovalTimeoutDecider, out.DecidedBy)
 	require.True(t, out.DecidedAt.Equal(held.Deadline), "timed out at its deadline")
-	waiting, err := e.approvals(t).ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending})
+	waiting, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending})
 	require.NoError(t, err)
 	require.Empty(t, waiting.Approvals, "nothing is shown as waiting for a person")
 

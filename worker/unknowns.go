@@ -7,8 +7,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // DefaultUnknownsSampleInterval is how often the plugin samples the unknown records for
@@ -27,13 +27,13 @@ type unknownSeries struct{ tool, tenant string }
 // UnknownsSampler records what waits for a person in a store, as gauges tagged with the tool
 // (and the tenant, with WithTenant): how many records are unknown and how long the oldest has
 // waited (metrics.UnknownsWaiting, metrics.UnknownOldestWait, seconds) and, when the store is an
-// oncekey.ApprovalStore, how many approvals are pending and how long the oldest has waited
+// oncekeystore.ApprovalStore, how many approvals are pending and how long the oldest has waited
 // (metrics.ApprovalsWaiting, metrics.ApprovalOldestWait, seconds) and how many are near their
 // deadline (metrics.ApprovalsNearDeadline). A tool whose unknowns or
 // approvals were all settled is set to 0 on the next sample. The zero value is not usable: set
 // Store and Handler.
 type UnknownsSampler struct {
-	Store   oncekey.Store
+	Store   oncekeystore.Store
 	Handler client.MetricsHandler
 	// WithTenant adds the "tenant" tag (interceptor.Options.MetricsTenantTag).
 	WithTenant bool
@@ -67,13 +67,13 @@ func (u *UnknownsSampler) series(tool, tenant string) unknownSeries {
 }
 
 // Sample reads the unknown records (Store.List with status unknown) and, from an
-// oncekey.ApprovalStore, the pending approvals (ListApprovals), at most 100,000 of each, and
+// oncekeystore.ApprovalStore, the pending approvals (ListApprovals), at most 100,000 of each, and
 // updates the gauges. It returns the store's first error, and updates nothing then.
 func (u *UnknownsSampler) Sample(ctx context.Context) error {
 	var unknowns, approvals waiting
 	near := map[unknownSeries]float64{}
 	err := pages(func(cursor string) (int, string, error) {
-		res, err := u.Store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown, Limit: 1000, Cursor: cursor})
+		res, err := u.Store.List(ctx, &oncekeystore.ListParams{Status: oncekeystore.StatusUnknown, Limit: 1000, Cursor: cursor})
 		if err != nil {
 			return 0, "", err
 		}
@@ -85,10 +85,10 @@ func (u *UnknownsSampler) Sample(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	as, sampleApprovals := u.Store.(oncekey.ApprovalStore)
+	as, sampleApprovals := u.Store.(oncekeystore.ApprovalStore)
 	if sampleApprovals {
 		err := pages(func(cursor string) (int, string, error) {
-			res, err := as.ListApprovals(ctx, &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Limit: 1000, Cursor: cursor})
+			res, err := as.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending, Limit: 1000, Cursor: cursor})
 			if err != nil {
 				return 0, "", err
 			}

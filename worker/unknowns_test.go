@@ -11,17 +11,18 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/metricstest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/worker"
 )
 
 // unknownAt claims key for tool and marks it unknown at the store's clock.
-func unknownAt(t *testing.T, s oncekey.Store, tenant, tool, key string) {
+func unknownAt(t *testing.T, s oncekeystore.Store, tenant, tool, key string) {
 	t.Helper()
 	ctx := context.Background()
-	cr, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Fingerprint: "fp", WorkflowID: "wf", StepID: key,
+	cr, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: tenant, OperationKey: key, Tool: tool, Fingerprint: "fp", WorkflowID: "wf", StepID: key,
 		Effect: oncekey.Effectful, Lease: time.Minute, Retention: 24 * time.Hour, Tombstone: time.Hour})
 	require.NoError(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: cr.Record.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: tenant, OperationKey: key, Epoch: cr.Record.Epoch})
 	require.NoError(t, err)
 }
 
@@ -35,7 +36,7 @@ func TestUnknownsSamplerGauges(t *testing.T) {
 	clock = now.Add(-30 * time.Minute)
 	unknownAt(t, s, "globex", "Refund", "ok1_b")
 	unknownAt(t, s, "acme", "CreateTicket", "ok1_c")
-	cr, err := s.Claim(context.Background(), &oncekey.ClaimParams{Tenant: "acme", OperationKey: "ok1_d", Tool: "CreateTicket", Fingerprint: "fp", WorkflowID: "wf", StepID: "d",
+	cr, err := s.Claim(context.Background(), &oncekeystore.ClaimParams{Tenant: "acme", OperationKey: "ok1_d", Tool: "CreateTicket", Fingerprint: "fp", WorkflowID: "wf", StepID: "d",
 		Effect: oncekey.Effectful, Lease: time.Minute, Retention: 24 * time.Hour, Tombstone: time.Hour})
 	require.NoError(t, err)
 	require.True(t, cr.Acquired, "a pending record is not waiting for anyone")
@@ -58,7 +59,7 @@ func TestUnknownsSamplerGauges(t *testing.T) {
 
 	for _, key := range []string{"ok1_a", "ok1_b"} {
 		tenant := map[string]string{"ok1_a": "acme", "ok1_b": "globex"}[key]
-		_, err := s.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: tenant, OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied, ResolvedBy: "gina"})
+		_, err := s.Resolve(context.Background(), &oncekeystore.ResolveParams{Tenant: tenant, OperationKey: key, Epoch: 1, Status: oncekeystore.StatusApplied, ResolvedBy: "gina"})
 		require.NoError(t, err)
 	}
 	require.NoError(t, u.Sample(context.Background()))
@@ -81,7 +82,7 @@ func TestUnknownsSamplerApprovalGauges(t *testing.T) {
 	s := memstore.New(&memstore.Options{Clock: func() time.Time { return clock }})
 	ask := func(tenant, tool, key string) {
 		t.Helper()
-		res, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: tenant, OperationKey: key, Tool: tool,
+		res, err := s.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{Tenant: tenant, OperationKey: key, Tool: tool,
 			Fingerprint: "fp", WorkflowID: "wf", StepID: key, Summary: "refund 120.00 EUR", Timeout: 24 * time.Hour})
 		require.NoError(t, err)
 		require.True(t, res.Created)
@@ -104,11 +105,11 @@ func TestUnknownsSamplerApprovalGauges(t *testing.T) {
 	require.InDelta(t, (3 * time.Hour).Seconds(), gauge(metrics.ApprovalOldestWait, "Refund"), 60)
 	require.InDelta(t, (10 * time.Minute).Seconds(), gauge(metrics.ApprovalOldestWait, "Wire"), 60)
 
-	_, err := s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_a", Episode: 1,
-		Status: oncekey.ApprovalApproved, DecidedBy: "gina", Retention: time.Hour})
+	_, err := s.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_a", Episode: 1,
+		Status: oncekeystore.ApprovalApproved, DecidedBy: "gina", Retention: time.Hour})
 	require.NoError(t, err)
-	_, err = s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_c", Episode: 1,
-		Status: oncekey.ApprovalDenied, DecidedBy: "gina", Reason: "not this one", Retention: time.Hour})
+	_, err = s.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_c", Episode: 1,
+		Status: oncekeystore.ApprovalDenied, DecidedBy: "gina", Reason: "not this one", Retention: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, u.Sample(context.Background()))
 	require.Equal(t, 1.0, gauge(metrics.ApprovalsWaiting, "Refund"))
@@ -127,7 +128,7 @@ func TestUnknownsSamplerNearDeadlineGauge(t *testing.T) {
 	s := memstore.New(&memstore.Options{Clock: func() time.Time { return clock }})
 	ask := func(tool, key string) {
 		t.Helper()
-		_, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: key, Tool: tool,
+		_, err := s.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{Tenant: "acme", OperationKey: key, Tool: tool,
 			Fingerprint: "fp", WorkflowID: "wf", StepID: key, Summary: "refund", Timeout: 4 * time.Hour})
 		require.NoError(t, err)
 	}
@@ -147,8 +148,8 @@ func TestUnknownsSamplerNearDeadlineGauge(t *testing.T) {
 	require.Equal(t, 1.0, near("Refund"))
 	require.Equal(t, 0.0, near("Wire"))
 
-	_, err := s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_old", Episode: 1,
-		Status: oncekey.ApprovalApproved, DecidedBy: "gina", Retention: time.Hour})
+	_, err := s.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: "ok1_old", Episode: 1,
+		Status: oncekeystore.ApprovalApproved, DecidedBy: "gina", Retention: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, u.Sample(context.Background()))
 	require.Equal(t, 0.0, near("Refund"), "decided: back to 0")

@@ -14,6 +14,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -63,7 +64,7 @@ func TestE2EVersionedWorkerRunsReconciliation(t *testing.T) {
 	require.NoError(t, err)
 	var key string
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(context.Background(), store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), store, oncekeystore.ListParams{})
 		if err != nil || len(res.Records) != 1 {
 			return false
 		}

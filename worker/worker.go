@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/workflows"
 )
 
@@ -49,7 +49,7 @@ const PluginName = "oncekey"
 // worker.Options.Interceptors) does not start: worker.New panics with an error saying which to
 // remove.
 //
-// A worker whose Registry has a Policy.Approval and whose Store is not an oncekey.ApprovalStore
+// A worker whose Registry has a Policy.Approval and whose Store is not an oncekeystore.ApprovalStore
 // does not start: Start and Run return an *interceptor.ConfigError naming the store and the tool.
 //
 // It returns a *interceptor.ConfigError for invalid options.
@@ -136,7 +136,7 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 // checkApprovalStore refuses a Registry with a Policy.Approval over a Store that keeps no
 // approvals: the call would wait for an approval nobody can record.
 func checkApprovalStore(opts interceptor.Options) error {
-	if _, ok := opts.Store.(oncekey.ApprovalStore); ok {
+	if _, ok := opts.Store.(oncekeystore.ApprovalStore); ok {
 		return nil
 	}
 	tools := opts.Registry.Tools()
@@ -144,7 +144,7 @@ func checkApprovalStore(opts interceptor.Options) error {
 	for _, tool := range tools {
 		if p, ok := opts.Registry.Policy(tool); ok && p.Approval != nil {
 			return &interceptor.ConfigError{Field: "Store", Reason: fmt.Sprintf(
-				"the policy of %s asks for approval (Policy.Approval), and the store (%T) keeps no approvals (oncekey.ApprovalStore): "+
+				"the policy of %s asks for approval (Policy.Approval), and the store (%T) keeps no approvals (oncekeystore.ApprovalStore): "+
 					"use a store that does (pgstore, memstore, redisstore), or drop Policy.Approval", tool, opts.Store)}
 		}
 	}
@@ -182,7 +182,7 @@ func installOnce(o *sdkworker.Options, ic tinterceptor.WorkerInterceptor, taskQu
 // Every worker on a task queue that runs reconciliation workflows (Options.ReconcileTaskQueue,
 // by default the workflows' own) needs this registration. It returns a *interceptor.ConfigError
 // for invalid options, and for a Registry with a Policy.Approval over a Store that is not an
-// oncekey.ApprovalStore.
+// oncekeystore.ApprovalStore.
 func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	if err := opts.Validate(); err != nil {
 		return err

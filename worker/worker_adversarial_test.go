@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -95,7 +96,7 @@ func TestAdversarialZombieBodyLeaseEndsWithTheAttempt(t *testing.T) {
 
 	var key string
 	require.Eventually(t, func() bool {
-		res, err := reconcile.List(context.Background(), store, oncekey.ListParams{})
+		res, err := reconcile.List(context.Background(), store, oncekeystore.ListParams{})
 		if err != nil || len(res.Records) != 1 {
 			return false
 		}
@@ -116,9 +117,9 @@ func TestAdversarialZombieBodyLeaseEndsWithTheAttempt(t *testing.T) {
 	close(tool.release)
 	released = true
 	<-tool.done
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "default", OperationKey: key})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "default", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "alice", rec.ResolvedBy)
 	tool.mu.Lock()
 	require.Equal(t, 1, tool.effects)

@@ -11,13 +11,14 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // TimeoutDecider is who an approval nobody decided within its timeout is recorded as decided by:
-// the stores' oncekey.ApprovalTimeoutDecider, so a timeout reads the same whether the workflow's
+// the stores' oncekeystore.ApprovalTimeoutDecider, so a timeout reads the same whether the workflow's
 // timer or the store's deadline wrote it.
-const TimeoutDecider = oncekey.ApprovalTimeoutDecider
+const TimeoutDecider = oncekeystore.ApprovalTimeoutDecider
 
 // Approval waits for the decision on the request for approval of in.OperationKey that a worker
 // made. It reads the request from the store (the RequestApproval activity, which writes nothing):
@@ -119,7 +120,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 		hasDeadline: true, deadline: a.report.Deadline,
 		expire: func(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 			a.k.busy = true
-			a.record(ctx, oncekey.ApprovalTimedOut, TimeoutDecider, a.timeoutReason(), "", nil)
+			a.record(ctx, oncekeystore.ApprovalTimedOut, TimeoutDecider, a.timeoutReason(), "", nil)
 			a.k.busy = false
 			return a.k.out, a.k.err
 		},
@@ -178,7 +179,7 @@ func (a *approver) invalid(d reconcile.Decision) string {
 // message for the model and edited arguments go with it (nil for a timeout). It returns why the
 // decision was refused ("" when the run is decided: by this decision, by one found recorded, or
 // ended by an error).
-func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, by, reason, requestID string, d *reconcile.Decision) string {
+func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStatus, by, reason, requestID string, d *reconcile.Decision) string {
 	in := activities.DecideApprovalInput{
 		Tenant: a.in.Tenant, OperationKey: a.in.OperationKey, Tool: a.in.Tool, Episode: a.report.Episode, Token: a.token,
 		Status: status, DecidedBy: by, Reason: reason, Retention: a.in.Retention,
@@ -190,7 +191,7 @@ func (a *approver) record(ctx workflow.Context, status oncekey.ApprovalStatus, b
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)
 	if err != nil {
 		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid && status != oncekey.ApprovalTimedOut {
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid && status != oncekeystore.ApprovalTimedOut {
 			return appErr.Error()
 		}
 		a.k.decide(reconcile.ApprovalOutput{}, err)

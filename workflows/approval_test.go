@@ -16,6 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -43,9 +44,9 @@ func setupApproval(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.
 
 // askAsWorker writes the request for approval of in's key as the worker's interceptor does (with
 // a worker's token): the approval workflow only reads it.
-func askAsWorker(t *testing.T, store *memstore.Store, in reconcile.ApprovalInput) *oncekey.Approval {
+func askAsWorker(t *testing.T, store *memstore.Store, in reconcile.ApprovalInput) *oncekeystore.Approval {
 	t.Helper()
-	res, err := store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{
+	res, err := store.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Namespace: "default-test-namespace", Tool: in.Tool, Fingerprint: in.Fingerprint,
 		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary, Token: "w1_test", Timeout: in.Timeout,
 	})
@@ -53,9 +54,9 @@ func askAsWorker(t *testing.T, store *memstore.Store, in reconcile.ApprovalInput
 	return res.Approval
 }
 
-func approvalOf(t *testing.T, store *memstore.Store) *oncekey.Approval {
+func approvalOf(t *testing.T, store *memstore.Store) *oncekeystore.Approval {
 	t.Helper()
-	a, err := store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
+	a, err := store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_a"})
 	require.NoError(t, err)
 	return a
 }
@@ -111,13 +112,13 @@ func TestApprovalDecideUpdateValidator(t *testing.T) {
 		sendDecision(env, "u3", reconcile.Decision{Decision: reconcile.Deny, Tenant: "t1"}, &noReason)
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		require.Equal(t, oncekey.ApprovalPending, approvalOf(t, store).Status, "refusals write nothing")
+		require.Equal(t, oncekeystore.ApprovalPending, approvalOf(t, store).Status, "refusals write nothing")
 		sendDecision(env, "u4", reconcile.Decision{Decision: reconcile.Deny, Tenant: "t1", Episode: 1, DecidedBy: "bob", Reason: "over budget", RequestID: "u4"}, &ok)
 	}, 2*time.Minute)
 	out := runApproval(t, env, approvalInput)
 
 	require.Equal(t, reconcile.ApprovalStateWaiting, rep.State)
-	require.Equal(t, oncekey.ApprovalPending, rep.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, rep.Status)
 	require.Equal(t, int64(1), rep.Episode)
 	require.Equal(t, approvalInput.Summary, rep.Summary)
 	require.WithinDuration(t, rep.RequestedAt.Add(time.Hour), rep.Deadline, time.Second)
@@ -129,12 +130,12 @@ func TestApprovalDecideUpdateValidator(t *testing.T) {
 		require.ErrorContains(t, c.res.rejected, c.want)
 	}
 	require.True(t, ok.accepted)
-	require.Equal(t, oncekey.ApprovalDenied, ok.out.Status)
+	require.Equal(t, oncekeystore.ApprovalDenied, ok.out.Status)
 	require.Equal(t, "u4", ok.out.RequestID)
 	require.Equal(t, ok.out, out)
 	require.True(t, out.Created)
 	a := approvalOf(t, store)
-	require.Equal(t, oncekey.ApprovalDenied, a.Status)
+	require.Equal(t, oncekeystore.ApprovalDenied, a.Status)
 	require.Equal(t, "bob", a.DecidedBy)
 	require.Equal(t, "over budget", a.Reason)
 }
@@ -144,19 +145,19 @@ func TestApprovalTimesOut(t *testing.T) {
 	env, store := setupApproval(t)
 	start := env.Now()
 	out := runApproval(t, env, approvalInput)
-	require.Equal(t, oncekey.ApprovalTimedOut, out.Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, out.Status)
 	require.Equal(t, workflows.TimeoutDecider, out.DecidedBy)
 	require.Empty(t, out.RequestID)
 	require.WithinDuration(t, start.Add(time.Hour), env.Now(), time.Minute)
-	require.Equal(t, oncekey.ApprovalTimedOut, approvalOf(t, store).Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, approvalOf(t, store).Status)
 }
 
 // approvedBefore stores the tests' approval, for fingerprint fp1, approved by alice.
 func approvedBefore(t *testing.T, store *memstore.Store) {
 	t.Helper()
 	a := approvalOf(t, store) // the worker's request, setupApproval's
-	_, err := store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: a.Episode,
-		Token: a.Token, Status: oncekey.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
+	_, err := store.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "t1", OperationKey: "ok1_a", Episode: a.Episode,
+		Token: a.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: "alice", Retention: time.Hour})
 	require.NoError(t, err)
 }
 
@@ -169,7 +170,7 @@ func TestApprovalFoundDecidedOrOfOtherArguments(t *testing.T) {
 		in := approvalInput
 		in.Fingerprint = fp
 		out := runApproval(t, env, in)
-		require.Equal(t, oncekey.ApprovalApproved, out.Status)
+		require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 		require.Equal(t, "alice", out.DecidedBy)
 		require.False(t, out.Created)
 		require.Equal(t, fp != "fp1", out.FingerprintMismatch, fp)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -23,7 +23,7 @@ func TestLateClaimBeforeClaimDeadlineIsWaitedFor(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&st))
 		epoch := claim(t, store, "ok1_k", time.Minute)
-		_, err = store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch, Status: oncekey.StatusApplied})
+		_, err = store.Complete(context.Background(), &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch, Status: oncekeystore.StatusApplied})
 		require.NoError(t, err)
 	}, 3*time.Minute)
 	env.ExecuteWorkflow(reconcile.WorkflowName, in)

@@ -13,6 +13,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/metricstest"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -61,7 +62,7 @@ func TestReconcileMetrics(t *testing.T) {
 		}}))
 		env, store, h := setupMetrics(t, reg)
 		epoch := claim(t, store, "ok1_k", time.Minute)
-		_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+		_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 		require.NoError(t, err)
 		run(t, env)
 		require.EqualValues(t, 1, h.Sum(metrics.ReconciliationsSettled, tool("outcome", "not_applied", "settled_by", "receipt")))
@@ -70,7 +71,7 @@ func TestReconcileMetrics(t *testing.T) {
 	t.Run("settled by a person", func(t *testing.T) {
 		env, store, h := setupMetrics(t, nil)
 		epoch := claim(t, store, "ok1_k", time.Minute)
-		_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+		_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 		require.NoError(t, err)
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, ResolvedBy: "gina"})
@@ -88,7 +89,7 @@ func TestReconcileMetrics(t *testing.T) {
 	t.Run("escalated, tenant tagged", func(t *testing.T) {
 		env, store, h := setupMetrics(t, nil)
 		epoch := claim(t, store, "ok1_k", time.Minute)
-		_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+		_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 		require.NoError(t, err)
 		in := input
 		in.EscalationTimeout, in.MetricsTenant = time.Hour, true

@@ -12,6 +12,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -187,8 +188,8 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 			return r.done(ctx, reconcile.Output{Outcome: reconcile.NotApplied, ResolvedBy: "oncekey", Note: "no claim was recorded for the key; the tool never ran"})
 		}
 		switch rec.Status {
-		case oncekey.StatusApplied, oncekey.StatusReleased, oncekey.StatusFailed:
-			out := activities.OutputOf(&oncekey.Record{
+		case oncekeystore.StatusApplied, oncekeystore.StatusReleased, oncekeystore.StatusFailed:
+			out := activities.OutputOf(&oncekeystore.Record{
 				Status: rec.Status, Result: rec.Result, Failure: []byte(rec.Failure),
 				EffectReference: rec.EffectReference, ResolvedBy: rec.ResolvedBy, Note: rec.Note,
 			})
@@ -196,12 +197,12 @@ func (r *reconciler) run(ctx workflow.Context) (reconcile.Output, error) {
 				out.ResolvedBy = "oncekey"
 			}
 			return r.done(ctx, out)
-		case oncekey.StatusExpired:
+		case oncekeystore.StatusExpired:
 			// A tombstone keeps no outcome: what happened is unknown, and no decision can be recorded.
 			return reconcile.Output{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("oncekey: the record of %s (key %s) is past its retention (a tombstone): its outcome is unknown and can no longer be resolved", in.Tool, in.OperationKey),
 				oncekey.ErrTypeExpired, nil)
-		case oncekey.StatusPending:
+		case oncekeystore.StatusPending:
 			if !rec.LeaseExpired {
 				r.setState(ctx, reconcile.StateWaitingForLease)
 				if err := workflow.Sleep(ctx, max(rec.LeaseRemaining, minLeaseWait)); err != nil {
@@ -321,17 +322,17 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 // settledStatus is the record's status once a reconciliation settled it with outcome: the status
 // the decision wrote over an unknown (or lease-expired pending) record, else the status last
 // inspected (a settled record, or none).
-func settledStatus(inspected oncekey.Status, outcome reconcile.ResolutionOutcome) oncekey.Status {
-	if inspected != oncekey.StatusUnknown && inspected != oncekey.StatusPending {
+func settledStatus(inspected oncekeystore.Status, outcome reconcile.ResolutionOutcome) oncekeystore.Status {
+	if inspected != oncekeystore.StatusUnknown && inspected != oncekeystore.StatusPending {
 		return inspected
 	}
 	switch outcome {
 	case reconcile.Applied:
-		return oncekey.StatusApplied
+		return oncekeystore.StatusApplied
 	case reconcile.NotApplied:
-		return oncekey.StatusReleased
+		return oncekeystore.StatusReleased
 	}
-	return oncekey.StatusFailed
+	return oncekeystore.StatusFailed
 }
 
 // invalid returns why res cannot settle the operation, or "".
@@ -343,7 +344,7 @@ func (r *reconciler) invalid(res reconcile.Resolution) string {
 		return fmt.Sprintf("the resolution names tenant %q but the operation belongs to another tenant", res.Tenant)
 	}
 	if res.Epoch != r.epoch {
-		return (&oncekey.StaleDecisionError{OperationKey: r.in.OperationKey, Epoch: res.Epoch, Current: r.epoch, Status: oncekey.StatusUnknown}).Error()
+		return (&oncekeystore.StaleDecisionError{OperationKey: r.in.OperationKey, Epoch: res.Epoch, Current: r.epoch, Status: oncekeystore.StatusUnknown}).Error()
 	}
 	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -35,13 +36,13 @@ func setupSkewed(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.St
 }
 
 // unknownRecord claims ok1_k with a one-hour retention and marks it unknown.
-func unknownRecord(t *testing.T, store oncekey.Store) {
+func unknownRecord(t *testing.T, store oncekeystore.Store) {
 	t.Helper()
-	res, err := store.Claim(context.Background(), &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
+	res, err := store.Claim(context.Background(), &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: 24 * time.Hour})
 	require.NoError(t, err)
 	require.True(t, res.Acquired)
-	_, err = store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch})
+	_, err = store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch})
 	require.NoError(t, err)
 }
 
@@ -68,7 +69,7 @@ func TestAdversarialUnknownRecordPastRetentionIsKept(t *testing.T) {
 	env, store, skew := setupSkewed(t)
 	unknownRecord(t, store)
 	*skew = 2 * time.Hour
-	res, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
+	res, err := store.Purge(context.Background(), &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.Zero(t, res.Tombstoned, "an unknown outcome never expires unresolved")
 	require.EqualValues(t, 1, res.Unsettled)
@@ -81,9 +82,9 @@ func TestAdversarialUnknownRecordPastRetentionIsKept(t *testing.T) {
 	var out reconcile.Output
 	require.NoError(t, env.GetWorkflowResult(&out))
 	require.Equal(t, reconcile.Applied, out.Outcome)
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.True(t, rec.ExpiresAt.After(rec.UpdatedAt), "retention counts from the resolution")
 }
 
@@ -92,13 +93,13 @@ func TestAdversarialUnknownRecordPastRetentionIsKept(t *testing.T) {
 // no effect landed), and ends instead of waiting forever for a resolution it can never record.
 func TestAdversarialTombstoneIsNotAFailure(t *testing.T) {
 	env, store, skew := setupSkewed(t)
-	res, err := store.Claim(context.Background(), &oncekey.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
+	res, err := store.Claim(context.Background(), &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: 24 * time.Hour})
 	require.NoError(t, err)
-	_, err = store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch, Status: oncekey.StatusApplied})
+	_, err = store.Complete(context.Background(), &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: res.Record.Epoch, Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
 	*skew = 2 * time.Hour
-	pr, err := store.Purge(context.Background(), &oncekey.PurgeParams{})
+	pr, err := store.Purge(context.Background(), &oncekeystore.PurgeParams{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, pr.Tombstoned)
 	env.ExecuteWorkflow(reconcile.WorkflowName, input)

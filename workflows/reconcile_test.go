@@ -14,6 +14,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -43,9 +44,9 @@ func asReconciliation(env *testsuite.TestWorkflowEnvironment) {
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: reconcile.WorkflowID("ok1_k")})
 }
 
-func claim(t *testing.T, s oncekey.Store, key string, lease time.Duration) int64 {
+func claim(t *testing.T, s oncekeystore.Store, key string, lease time.Duration) int64 {
 	t.Helper()
-	res, err := s.Claim(context.Background(), &oncekey.ClaimParams{Tenant: "t1", OperationKey: key, Tool: "CreateTicket", Fingerprint: "fp",
+	res, err := s.Claim(context.Background(), &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: key, Tool: "CreateTicket", Fingerprint: "fp",
 		WorkflowID: "wf", StepID: "create_ticket", Effect: oncekey.Effectful, Lease: lease, Retention: 24 * time.Hour, Tombstone: 24 * time.Hour})
 	require.NoError(t, err)
 	require.True(t, res.Acquired)
@@ -77,7 +78,7 @@ func TestAppliedRecordSettlesAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	b, err := proto.Marshal(ps)
 	require.NoError(t, err)
-	_, err = store.Complete(context.Background(), &oncekey.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch, Status: oncekey.StatusApplied, Result: b})
+	_, err = store.Complete(context.Background(), &oncekeystore.CompleteParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch, Status: oncekeystore.StatusApplied, Result: b})
 	require.NoError(t, err)
 	out := run(t, env)
 	require.Equal(t, reconcile.Applied, out.Outcome)
@@ -100,18 +101,18 @@ func TestZombieLeaseThenPerson(t *testing.T) {
 	env.RegisterDelayedCallback(query, 5*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		query()
-		rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+		rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.StatusUnknown, rec.Status, "the lease ran out and the record was marked unknown")
+		require.Equal(t, oncekeystore.StatusUnknown, rec.Status, "the lease ran out and the record was marked unknown")
 		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.NotApplied, ResolvedBy: "gina"})
 	}, 20*time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.NotApplied, out.Outcome)
 	require.Equal(t, "gina", out.ResolvedBy)
 	require.Equal(t, []reconcile.State{reconcile.StateWaitingForLease, reconcile.StateWaiting}, states)
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, rec.Status)
+	require.Equal(t, oncekeystore.StatusReleased, rec.Status)
 }
 
 func TestReceiptHookDecides(t *testing.T) {
@@ -123,7 +124,7 @@ func TestReceiptHookDecides(t *testing.T) {
 	}}))
 	env, store := setup(t, reg)
 	epoch := claim(t, store, "ok1_k", time.Minute)
-	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 	out := run(t, env)
 	require.Equal(t, reconcile.NotApplied, out.Outcome)

@@ -15,6 +15,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/workflows"
 )
@@ -42,7 +43,7 @@ func setupUnknownLimit(t *testing.T, reg *oncekey.Registry, maxResultBytes int) 
 	acts.Register(env)
 	workflows.RegisterWithOptions(env, workflows.Options{Registry: reg})
 	epoch := claim(t, store, "ok1_k", time.Minute)
-	_, err = store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	_, err = store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 	return env, store
 }
@@ -56,11 +57,11 @@ func status(t *testing.T, env *testsuite.TestWorkflowEnvironment) reconcile.Stat
 	return st
 }
 
-func requireUnknown(t *testing.T, store oncekey.Store) {
+func requireUnknown(t *testing.T, store oncekeystore.Store) {
 	t.Helper()
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 	require.Empty(t, rec.ResolvedBy)
 }
 
@@ -121,9 +122,9 @@ func TestValidSignalAfterMalformedOneSettles(t *testing.T) {
 	}, 2*time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.NotApplied, out.Outcome)
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusReleased, rec.Status)
+	require.Equal(t, oncekeystore.StatusReleased, rec.Status)
 	require.Equal(t, "gina", rec.ResolvedBy)
 }
 
@@ -164,9 +165,9 @@ func TestTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	require.NoError(t, env2.GetWorkflowError())
 	require.Equal(t, reconcile.MaxInvalidSignals, st.InvalidSignals)
 	require.Equal(t, reconcile.StateWaiting, st.State)
-	rec, err := store2.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store2.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusFailed, rec.Status)
+	require.Equal(t, oncekeystore.StatusFailed, rec.Status)
 }
 
 func payloadData(t *testing.T, can *workflow.ContinueAsNewError) []byte {
@@ -236,9 +237,9 @@ func TestResolveUpdateValidator(t *testing.T) {
 	require.Equal(t, reconcile.Applied, ok.out.Outcome)
 	require.Equal(t, "T-1", ok.out.EffectReference)
 	require.Equal(t, out, ok.out, "the update answers with the workflow's output")
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "ada", rec.ResolvedBy)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -38,7 +39,7 @@ func TestResultOfTheWrongTypeIsRefused(t *testing.T) {
 	require.NoError(t, reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
 	env, store := setup(t, reg)
 	epoch := claim(t, store, "ok1_k", time.Minute)
-	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 
 	var refused string
@@ -52,9 +53,9 @@ func TestResultOfTheWrongTypeIsRefused(t *testing.T) {
 		require.NoError(t, v.Get(&st))
 		require.Equal(t, reconcile.StateWaiting, st.State, "still waiting after the refused signal")
 		refused = st.LastInvalidSignal
-		rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+		rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.StatusUnknown, rec.Status, "the refused resolution changed nothing")
+		require.Equal(t, oncekeystore.StatusUnknown, rec.Status, "the refused resolution changed nothing")
 		require.Empty(t, rec.Result)
 		require.Empty(t, rec.ResolvedBy)
 		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`{"id":"T-1"}`), ResolvedBy: "ada", Tenant: "t1"})
@@ -65,9 +66,9 @@ func TestResultOfTheWrongTypeIsRefused(t *testing.T) {
 	require.Contains(t, refused, activities.ErrTypeInvalid)
 	require.Equal(t, reconcile.Applied, out.Outcome)
 
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	var ps commonpb.Payloads
 	require.NoError(t, proto.Unmarshal(rec.Result, &ps))
 	var got Ticket
@@ -81,16 +82,16 @@ func TestResultOfAToolRegisteredByNameIsNotChecked(t *testing.T) {
 	require.NoError(t, reg.Set("CreateTicket", oncekey.Policy{Effect: oncekey.Effectful}))
 	env, store := setup(t, reg)
 	epoch := claim(t, store, "ok1_k", time.Minute)
-	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada"})
 	}, time.Minute)
 	out := run(t, env)
 	require.Equal(t, reconcile.Applied, out.Outcome)
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 }
 
 // toolExecutor is a routed activity: it carries every tool and answers with a string.
@@ -105,7 +106,7 @@ func TestResultOfARoutedToolIsCheckedAgainstTheActivitys(t *testing.T) {
 	require.NoError(t, oncekey.SetTool[map[string]any](reg, "CreateTicket", oncekey.Policy{Effect: oncekey.Effectful}))
 	env, store := setup(t, reg)
 	epoch := claim(t, store, "ok1_k", time.Minute)
-	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 
 	var refused string
@@ -118,9 +119,9 @@ func TestResultOfARoutedToolIsCheckedAgainstTheActivitys(t *testing.T) {
 		var st reconcile.StatusReport
 		require.NoError(t, v.Get(&st))
 		refused = st.LastInvalidSignal
-		rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+		rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.StatusUnknown, rec.Status, "the refused resolution changed nothing")
+		require.Equal(t, oncekeystore.StatusUnknown, rec.Status, "the refused resolution changed nothing")
 		env.SignalWorkflow(reconcile.SignalName, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`), ResolvedBy: "ada", Tenant: "t1"})
 	}, 2*time.Minute)
 
@@ -134,7 +135,7 @@ func TestResultOfARoutedToolIsCheckedAgainstTheActivitys(t *testing.T) {
 	require.Contains(t, refused, `does not decode into CreateTicket's result type string (json: cannot unmarshal object into Go value of type string); give JSON of that type, e.g. "text"; nothing was recorded`)
 	require.Equal(t, reconcile.Applied, out.Outcome)
 
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
 	var ps commonpb.Payloads
 	require.NoError(t, proto.Unmarshal(rec.Result, &ps))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestStatusAfterResolutionIsTheSettledRecord(t *testing.T) {
 	env, store := setup(t, nil)
 	epoch := claim(t, store, "ok1_k", time.Minute)
-	_, err := store.MarkUnknown(context.Background(), &oncekey.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
+	_, err := store.MarkUnknown(context.Background(), &oncekeystore.MarkUnknownParams{Tenant: "t1", OperationKey: "ok1_k", Epoch: epoch})
 	require.NoError(t, err)
 	status := func() reconcile.StatusReport {
 		v, err := env.QueryWorkflow(reconcile.QueryName)
@@ -37,17 +37,17 @@ func TestStatusAfterResolutionIsTheSettledRecord(t *testing.T) {
 	require.Equal(t, reconcile.NotApplied, out.Outcome)
 
 	require.Equal(t, reconcile.StateWaiting, waiting.State)
-	require.Equal(t, oncekey.StatusUnknown, waiting.RecordStatus)
+	require.Equal(t, oncekeystore.StatusUnknown, waiting.RecordStatus)
 	require.Contains(t, waiting.LastInvalidSignal, "tenant", "the refused signal shows while the workflow waits")
 	require.Equal(t, "r1", waiting.LastInvalidRequestID)
 
 	settled := status()
 	require.Equal(t, reconcile.StateResolved, settled.State)
 	require.Equal(t, reconcile.NotApplied, settled.Outcome)
-	require.Equal(t, oncekey.StatusReleased, settled.RecordStatus, "the record was released by the decision")
+	require.Equal(t, oncekeystore.StatusReleased, settled.RecordStatus, "the record was released by the decision")
 	require.Empty(t, settled.LastInvalidSignal)
 	require.Empty(t, settled.LastInvalidRequestID)
-	rec, err := store.Get(context.Background(), &oncekey.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
+	rec, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)
 	require.Equal(t, settled.RecordStatus, rec.Status, "the query agrees with the store")
 }

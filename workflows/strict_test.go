@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -32,7 +32,7 @@ func TestApprovalDecisionWithUnknownMemberIsRefused(t *testing.T) {
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		rep = queryApproval(t, env)
-		require.Equal(t, oncekey.ApprovalPending, approvalOf(t, store).Status, "refusals write nothing")
+		require.Equal(t, oncekeystore.ApprovalPending, approvalOf(t, store).Status, "refusals write nothing")
 		env.SignalWorkflow(reconcile.DecideSignalName, json.RawMessage(`{"decision":"approve","tenant":"t1","decided_by":"ada"}`))
 	}, 2*time.Minute)
 	out := runApproval(t, env, approvalInput)
@@ -48,7 +48,7 @@ func TestApprovalDecisionWithUnknownMemberIsRefused(t *testing.T) {
 	require.Equal(t, "s-1", rep.LastInvalidRequestID)
 	require.Equal(t, 1, rep.InvalidSignals)
 	require.Equal(t, reconcile.ApprovalStateWaiting, rep.State)
-	require.Equal(t, oncekey.ApprovalApproved, out.Status)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
 	require.Equal(t, "ada", out.DecidedBy)
 	require.Equal(t, "ada", approvalOf(t, store).DecidedBy)
 }

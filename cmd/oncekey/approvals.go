@@ -16,29 +16,29 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // approvalView is an approval as the CLI prints it.
 type approvalView struct {
-	Tenant       string                 `json:"tenant"`
-	OperationKey string                 `json:"operation_key"`
-	Namespace    string                 `json:"namespace,omitempty"`
-	Tool         string                 `json:"tool"`
-	WorkflowID   string                 `json:"workflow_id"`
-	StepID       string                 `json:"step_id"`
-	Summary      string                 `json:"summary"`
-	Status       oncekey.ApprovalStatus `json:"status"`
-	Episode      int64                  `json:"episode"`
-	Fingerprint  string                 `json:"fingerprint"`
-	RequestedAt  time.Time              `json:"requested_at"`
-	Deadline     time.Time              `json:"deadline"`
-	DecidedAt    *time.Time             `json:"decided_at,omitempty"`
-	DecidedBy    string                 `json:"decided_by,omitempty"`
-	Reason       string                 `json:"reason,omitempty"`
-	ExpiresAt    *time.Time             `json:"expires_at,omitempty"`
+	Tenant       string                      `json:"tenant"`
+	OperationKey string                      `json:"operation_key"`
+	Namespace    string                      `json:"namespace,omitempty"`
+	Tool         string                      `json:"tool"`
+	WorkflowID   string                      `json:"workflow_id"`
+	StepID       string                      `json:"step_id"`
+	Summary      string                      `json:"summary"`
+	Status       oncekeystore.ApprovalStatus `json:"status"`
+	Episode      int64                       `json:"episode"`
+	Fingerprint  string                      `json:"fingerprint"`
+	RequestedAt  time.Time                   `json:"requested_at"`
+	Deadline     time.Time                   `json:"deadline"`
+	DecidedAt    *time.Time                  `json:"decided_at,omitempty"`
+	DecidedBy    string                      `json:"decided_by,omitempty"`
+	Reason       string                      `json:"reason,omitempty"`
+	ExpiresAt    *time.Time                  `json:"expires_at,omitempty"`
 	// Delivered is a decision delivered to the pending approval's workflow that no worker has
 	// taken yet (show only, when Temporal can say).
 	Delivered *deliveredView `json:"decision_delivered,omitempty"`
@@ -52,7 +52,7 @@ type approvalView struct {
 	GrantID string `json:"grant_id,omitempty"`
 }
 
-func approvalViewOf(ap *oncekey.Approval) *approvalView {
+func approvalViewOf(ap *oncekeystore.Approval) *approvalView {
 	return &approvalView{
 		Tenant: ap.Tenant, OperationKey: ap.OperationKey, Namespace: ap.Namespace, Tool: ap.Tool,
 		WorkflowID: ap.WorkflowID, StepID: ap.StepID, Summary: ap.Summary, Status: ap.Status,
@@ -64,14 +64,14 @@ func approvalViewOf(ap *oncekey.Approval) *approvalView {
 }
 
 // approvalStatusFlag reads --status of `oncekey approvals`: "" is pending, "all" no filter.
-func approvalStatusFlag(s string) (oncekey.ApprovalStatus, error) {
+func approvalStatusFlag(s string) (oncekeystore.ApprovalStatus, error) {
 	switch v := strings.ToLower(strings.TrimSpace(s)); v {
-	case "", string(oncekey.ApprovalPending):
-		return oncekey.ApprovalPending, nil
+	case "", string(oncekeystore.ApprovalPending):
+		return oncekeystore.ApprovalPending, nil
 	case "all":
 		return "", nil
 	default:
-		if st := oncekey.ApprovalStatus(v); st.Valid() {
+		if st := oncekeystore.ApprovalStatus(v); st.Valid() {
 			return st, nil
 		}
 	}
@@ -80,8 +80,8 @@ func approvalStatusFlag(s string) (oncekey.ApprovalStatus, error) {
 
 // listApprovals pages through ListApprovals until limit approvals or the end; more reports that
 // the limit cut the list.
-func listApprovals(ctx context.Context, s oncekey.ApprovalStore, p oncekey.ListApprovalsParams, limit int) ([]*oncekey.Approval, bool, error) {
-	return listPages(limit, func(n int, cursor string) ([]*oncekey.Approval, string, error) {
+func listApprovals(ctx context.Context, s oncekeystore.ApprovalStore, p oncekeystore.ListApprovalsParams, limit int) ([]*oncekeystore.Approval, bool, error) {
+	return listPages(limit, func(n int, cursor string) ([]*oncekeystore.Approval, string, error) {
 		p.Limit, p.Cursor = n, cursor
 		res, err := s.ListApprovals(ctx, &p)
 		if err != nil {
@@ -113,7 +113,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 				return err
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
-				aps, more, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow}, l.limit)
+				aps, more, err := listApprovals(ctx, s, oncekeystore.ListApprovalsParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow}, l.limit)
 				if err != nil {
 					return a.storeError("approvals", err)
 				}
@@ -131,7 +131,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 				}
 				if len(aps) == 0 {
 					msg := "no approvals match"
-					if st == oncekey.ApprovalPending {
+					if st == oncekeystore.ApprovalPending {
 						msg = "no approvals wait (--status all lists decided ones too)"
 					}
 					if hint := a.approvalToolHint(ctx, s, l.tenant, l.tool); hint != "" {
@@ -140,7 +140,7 @@ func newApprovalsCmd(a *app) *cobra.Command {
 					fmt.Fprintln(a.stdout, msg)
 					return nil
 				}
-				pendingOnly := st == oncekey.ApprovalPending
+				pendingOnly := st == oncekeystore.ApprovalPending
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 				if pendingOnly {
 					fmt.Fprintln(tw, "OPERATION KEY\tEPISODE\tTENANT\tTOOL\tWORKFLOW\tAGE\tTIMES OUT\tSUMMARY")
@@ -179,11 +179,11 @@ func newApprovalsCmd(a *app) *cobra.Command {
 
 // approvalToolHint is toolHint for approvals: the tools of tenant's approvals (the oldest 1000)
 // that differ from tool only in case. "" when tool is "" or none does.
-func (a *app) approvalToolHint(ctx context.Context, s oncekey.ApprovalStore, tenant, tool string) string {
+func (a *app) approvalToolHint(ctx context.Context, s oncekeystore.ApprovalStore, tenant, tool string) string {
 	if tool == "" {
 		return ""
 	}
-	aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, 1000)
+	aps, _, err := listApprovals(ctx, s, oncekeystore.ListApprovalsParams{Tenant: tenant}, 1000)
 	if err != nil {
 		return ""
 	}
@@ -195,8 +195,8 @@ func (a *app) approvalToolHint(ctx context.Context, s oncekey.ApprovalStore, ten
 }
 
 // timesOut is the TIMES OUT cell of a pending approval: until its deadline, marked "(soon)" in the
-// last quarter of its wait (oncekey.Approval.NearDeadline).
-func timesOut(ap *oncekey.Approval) string {
+// last quarter of its wait (oncekeystore.Approval.NearDeadline).
+func timesOut(ap *oncekeystore.Approval) string {
 	if ap.NearDeadline(time.Now()) {
 		return until(ap.Deadline) + " (soon)"
 	}
@@ -237,9 +237,9 @@ func span(d time.Duration) string {
 
 // getApproval reads the approval of (tenant, key) for `oncekey show`: nil when there is none, or
 // when the schema has no approvals table yet (nothing can have asked).
-func getApproval(ctx context.Context, s oncekey.ApprovalStore, tenant, key string) (*oncekey.Approval, error) {
-	ap, err := s.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-	if errors.Is(err, oncekey.ErrNotFound) || noApprovalsTable(err) {
+func getApproval(ctx context.Context, s oncekeystore.ApprovalStore, tenant, key string) (*oncekeystore.Approval, error) {
+	ap, err := s.GetApproval(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
+	if errors.Is(err, oncekeystore.ErrNotFound) || noApprovalsTable(err) {
 		return nil, nil // none, or the schema predates approvals (`oncekey migrate` adds them)
 	}
 	return ap, err
@@ -259,7 +259,7 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	line("approval", cell(string(ap.Status))+", episode "+strconv.FormatInt(ap.Episode, 10))
 	line("approval summary", cell(ap.Summary))
 	line("approval requested", ap.RequestedAt.Format(time.RFC3339))
-	if ap.Status == oncekey.ApprovalPending {
+	if ap.Status == oncekeystore.ApprovalPending {
 		line("approval deadline", ap.Deadline.Format(time.RFC3339)+" ("+until(ap.Deadline)+")")
 		if ap.Delivered != nil {
 			line("approval on its way", deliveredLine(ap.Delivered))
@@ -297,13 +297,13 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 // the call has not claimed its key (it waits, or it was refused).
 func noRecordLine(ap *approvalView) string {
 	switch ap.Status {
-	case oncekey.ApprovalPending:
+	case oncekeystore.ApprovalPending:
 		return "none yet: the call waits for this approval and has not run"
-	case oncekey.ApprovalApproved:
+	case oncekeystore.ApprovalApproved:
 		return "none yet: approved, the call has not claimed its key (it runs when its workflow schedules it)"
-	case oncekey.ApprovalTimedOut:
+	case oncekeystore.ApprovalTimedOut:
 		return "none: nobody decided in time, so the call was refused and never ran; its next call asks again"
-	case oncekey.ApprovalReplaced:
+	case oncekeystore.ApprovalReplaced:
 		return "none: approved with edited arguments, so the call as proposed never ran; the edit runs under its own key (below)"
 	}
 	return "none: the call was refused and never ran"

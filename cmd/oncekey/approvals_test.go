@@ -17,21 +17,22 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/shelltest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // seedApproval asks for approval of the operation (tenant, wf, step) of tool through the store's
 // own protocol, as the approval workflow does, and returns its key.
-func seedApproval(t *testing.T, s oncekey.ApprovalStore, tenant, tool, wf, step, summary string) string {
+func seedApproval(t *testing.T, s oncekeystore.ApprovalStore, tenant, tool, wf, step, summary string) string {
 	t.Helper()
 	return recordtest.Ask(t, s, tenant, wf, step, tool, summary)
 }
 
 // decideApproval records a decision on the pending episode 1 of key, as the approval workflow
 // does.
-func decideApproval(t *testing.T, s oncekey.ApprovalStore, tenant, key string, st oncekey.ApprovalStatus, by, reason string) *oncekey.Approval {
+func decideApproval(t *testing.T, s oncekeystore.ApprovalStore, tenant, key string, st oncekeystore.ApprovalStatus, by, reason string) *oncekeystore.Approval {
 	t.Helper()
-	ap, err := s.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: tenant, OperationKey: key, Episode: 1,
+	ap, err := s.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: tenant, OperationKey: key, Episode: 1,
 		Status: st, DecidedBy: by, Reason: reason, Retention: time.Hour})
 	require.NoError(t, err)
 	return ap
@@ -56,7 +57,7 @@ func TestApprovalsListShowAndDecided(t *testing.T) {
 	mail := seedApproval(t, s, "acme", "SendNewsletter", "wf-2", "send", "newsletter to 12000 customers")
 	other := seedApproval(t, s, "globex", "IssueRefund", "wf-3", "refund", "refund 300.00 EUR on order 7")
 	denied := seedApproval(t, s, "acme", "IssueRefund", "wf-4", "refund", "refund 999.00 EUR on order 9")
-	decideApproval(t, s, "acme", denied, oncekey.ApprovalDenied, "ines", "over the limit")
+	decideApproval(t, s, "acme", denied, oncekeystore.ApprovalDenied, "ines", "over the limit")
 
 	r := cli(t, env, "approvals")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -73,7 +74,7 @@ func TestApprovalsListShowAndDecided(t *testing.T) {
 	views := approvalsJSON(t, env, "--tenant", "acme", "--tool", "IssueRefund")
 	require.Len(t, views, 1)
 	require.Equal(t, refund, views[0].OperationKey)
-	require.Equal(t, oncekey.ApprovalPending, views[0].Status)
+	require.Equal(t, oncekeystore.ApprovalPending, views[0].Status)
 	require.Equal(t, "refund 120.00 EUR on order 42", views[0].Summary)
 	require.Nil(t, views[0].DecidedAt)
 
@@ -127,18 +128,18 @@ func TestApprovalsListShowAndDecided(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
 	require.Empty(t, sv.OperationKey, "no record fields without a record")
 	require.NotNil(t, sv.Approval)
-	require.Equal(t, oncekey.ApprovalDenied, sv.Approval.Status)
+	require.Equal(t, oncekeystore.ApprovalDenied, sv.Approval.Status)
 
 	// Under another tenant there is neither.
 	r = cli(t, env, "show", refund, "--tenant", "globex")
 	require.Equal(t, exitNotFound, r.code, r.stdout)
 
 	// A record and its approval: show prints both.
-	both := seed(t, s, "acme", "IssueRefund", "wf-5", "refund", oncekey.StatusApplied, nil)
-	_, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: both, Namespace: "default",
+	both := seed(t, s, "acme", "IssueRefund", "wf-5", "refund", oncekeystore.StatusApplied, nil)
+	_, err := s.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{Tenant: "acme", OperationKey: both, Namespace: "default",
 		Tool: "IssueRefund", Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-5", StepID: "refund", Summary: "refund 1.00 EUR", Timeout: time.Hour})
 	require.NoError(t, err)
-	decideApproval(t, s, "acme", both, oncekey.ApprovalApproved, "ada", "")
+	decideApproval(t, s, "acme", both, oncekeystore.ApprovalApproved, "ada", "")
 	r = cli(t, env, "show", both, "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `(?m)^status\s+applied$`, r.stdout)
@@ -146,7 +147,7 @@ func TestApprovalsListShowAndDecided(t *testing.T) {
 	require.Regexp(t, `(?m)^approval decided\s+\S+ by ada$`, r.stdout)
 	require.Regexp(t, `(?m)^approval kept until\s+`, r.stdout)
 	v := showJSON(t, env, both, "acme")
-	require.Equal(t, oncekey.StatusApplied, v.Status, "show --json keeps the record's fields where they were")
+	require.Equal(t, oncekeystore.StatusApplied, v.Status, "show --json keeps the record's fields where they were")
 
 	// approve/deny without --episode read the store first: nothing to decide stops there, before
 	// Temporal is dialled (there is none at this address).
@@ -201,7 +202,7 @@ func TestApprovalsEscapeStoredStrings(t *testing.T) {
 	require.Equal(t, []string{"oncekey", "approve", key, "--tenant", tenant, "--episode", "1"}, shelltest.Args(t, hint[0][1]))
 	require.Equal(t, []string{"oncekey", "deny", key, "--tenant", tenant, "--episode", "1", "--reason", "WHY"}, shelltest.Args(t, hint[1][1]))
 
-	decideApproval(t, s, tenant, key, oncekey.ApprovalDenied, by, reason)
+	decideApproval(t, s, tenant, key, oncekeystore.ApprovalDenied, by, reason)
 	r = cli(t, env, "approvals", "--status", "all")
 	require.Equal(t, 0, r.code, r.stderr)
 	requireSafe(t, r.stdout)
@@ -273,8 +274,8 @@ func TestPurgeAndForgetApprovals(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": url}
 	ctx := context.Background()
 	short := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 1 EUR")
-	_, err := s.DecideApproval(ctx, &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: short, Episode: 1,
-		Status: oncekey.ApprovalDenied, DecidedBy: "ines", Reason: "no", Retention: 50 * time.Millisecond})
+	_, err := s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: short, Episode: 1,
+		Status: oncekeystore.ApprovalDenied, DecidedBy: "ines", Reason: "no", Retention: 50 * time.Millisecond})
 	require.NoError(t, err)
 	pending := seedApproval(t, s, "acme", "IssueRefund", "wf-2", "refund", "refund 2 EUR")
 
@@ -307,7 +308,7 @@ func TestTimedOutApproval(t *testing.T) {
 	url, s, _ := migrated(t)
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
 	key := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 120.00 EUR")
-	decideApproval(t, s, "acme", key, oncekey.ApprovalTimedOut, "oncekey (approval timeout)", "")
+	decideApproval(t, s, "acme", key, oncekeystore.ApprovalTimedOut, "oncekey (approval timeout)", "")
 
 	r := cli(t, env, "show", key, "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -319,7 +320,7 @@ func TestTimedOutApproval(t *testing.T) {
 	requireOneLine(t, r, exitFailed, "is already timed out by oncekey (approval timeout) at ", "the next call of the operation asks again, at episode 2")
 	views := approvalsJSON(t, env, "--status", "timed_out")
 	require.Len(t, views, 1)
-	require.Equal(t, oncekey.ApprovalTimedOut, views[0].Status)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, views[0].Status)
 }
 
 // stats says how many calls wait for approval; a schema migrated before approvals (no approvals
@@ -329,7 +330,7 @@ func TestStatsCountApprovalsAndOlderSchema(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": url}
 	seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 1 EUR")
 	seedApproval(t, s, "globex", "IssueRefund", "wf-2", "refund", "refund 2 EUR")
-	key := seed(t, s, "acme", "CreateTicket", "wf-3", "ticket", oncekey.StatusApplied, nil)
+	key := seed(t, s, "acme", "CreateTicket", "wf-3", "ticket", oncekeystore.StatusApplied, nil)
 
 	r := cli(t, env, "stats", "--json")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -338,7 +339,7 @@ func TestStatsCountApprovalsAndOlderSchema(t *testing.T) {
 	require.Equal(t, 2, sv.ApprovalsPending)
 	require.NotNil(t, sv.OldestApproval)
 	require.Equal(t, map[string]int{"IssueRefund": 2}, sv.ApprovalsPendingByTool)
-	require.Zero(t, sv.ByStatus[oncekey.StatusPending], "a call waiting for approval has no record")
+	require.Zero(t, sv.ByStatus[oncekeystore.StatusPending], "a call waiting for approval has no record")
 	r = cli(t, env, "stats", "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "; 1 call(s) wait for approval, the oldest asked ")
@@ -431,9 +432,9 @@ func TestNoStepIDReadsTheSame(t *testing.T) {
 	url, s, _ := migrated(t)
 	env := map[string]string{"DATABASE_URL": url}
 	implicit := "0f8c2a5e-1b7d-4c3e-9a6f-2d4b8e1c7a90/5"
-	rec := seed(t, s, "acme", "RefundOrder", "refund-L", implicit, oncekey.StatusApplied, nil)
+	rec := seed(t, s, "acme", "RefundOrder", "refund-L", implicit, oncekeystore.StatusApplied, nil)
 	ap := seedApproval(t, s, "acme", "RefundOrder", "refund-E", "", "refund 5 EUR")
-	named := seed(t, s, "acme", "RefundOrder", "refund-N", "refund", oncekey.StatusApplied, nil)
+	named := seed(t, s, "acme", "RefundOrder", "refund-N", "refund", oncekeystore.StatusApplied, nil)
 
 	r := cli(t, env, "list", "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)

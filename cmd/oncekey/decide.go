@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/textcheck"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -111,7 +112,7 @@ func (f *decideFlags) decision(a *app, kind reconcile.DecisionKind, keyArg strin
 			return reconcile.Decision{}, "", fail(exitUsage, "give --message with --request-changes: it tells the model what to change")
 		}
 	}
-	if p := oncekey.ModelMessageProblem(f.message); p != "" {
+	if p := oncekeystore.ModelMessageProblem(f.message); p != "" {
 		return reconcile.Decision{}, "", fail(exitUsage, "--message %s; nothing was sent to %s", p, verb)
 	}
 	var args json.RawMessage
@@ -207,16 +208,16 @@ func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, k
 	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
+	ap, err := s.GetApproval(gctx, &oncekeystore.GetParams{Tenant: f.tenant, OperationKey: key})
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		if err := a.otherTenant(gctx, s, kind, key, f); err != nil {
 			return 0, err
 		}
 		return 0, a.approvalNotFound(key, f.tenant, f.tenantGiven)
 	case err != nil:
 		return 0, fmt.Errorf("%w; %s", a.storeError(fmt.Sprintf("read the approval of %s (tenant %s)", key, f.tenant), err), give)
-	case ap.Status != oncekey.ApprovalPending:
+	case ap.Status != oncekeystore.ApprovalPending:
 		return 0, decidedError(a, ap)
 	case ap.Namespace != "" && ap.Namespace != a.ns():
 		return 0, a.otherNamespace(ap, kind, f)
@@ -227,7 +228,7 @@ func (a *app) pendingEpisode(ctx context.Context, kind reconcile.DecisionKind, k
 // otherNamespace is the error of a decision sent to a namespace other than the one whose
 // workflow asked for the approval: its approval workflow runs there. It names the command with
 // --namespace.
-func (a *app) otherNamespace(ap *oncekey.Approval, kind reconcile.DecisionKind, f *decideFlags) error {
+func (a *app) otherNamespace(ap *oncekeystore.Approval, kind reconcile.DecisionKind, f *decideFlags) error {
 	cmd := a.decideCommandWith(kind, ap.OperationKey, ap.Tenant, ap.Episode, ap.Namespace, f)
 	return fail(exitUsage, "the approval of %s was asked by a workflow in namespace %s, and its approval workflow runs there, not in %s; nothing was sent: `%s`",
 		ap.OperationKey, printable(ap.Namespace), printable(a.ns()), cmd)
@@ -248,14 +249,14 @@ func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, k
 	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	ap, err := s.GetApproval(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	ap, err := s.GetApproval(gctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		if err := a.otherTenant(gctx, s, kind, key, f); err != nil {
 			return err
 		}
 	case err != nil:
-	case ap.Status != oncekey.ApprovalPending:
+	case ap.Status != oncekeystore.ApprovalPending:
 		return decidedError(a, ap)
 	case ap.Namespace != "" && ap.Namespace != a.ns():
 		return a.otherNamespace(ap, kind, f)
@@ -265,7 +266,7 @@ func (a *app) alreadyDecided(ctx context.Context, kind reconcile.DecisionKind, k
 }
 
 // decidedError says that ap is decided already, by whom and when: there is nothing to decide.
-func decidedError(a *app, ap *oncekey.Approval) error {
+func decidedError(a *app, ap *oncekeystore.Approval) error {
 	by := ""
 	if ap.DecidedBy != "" {
 		by = " by " + printable(ap.DecidedBy)
@@ -275,7 +276,7 @@ func decidedError(a *app, ap *oncekey.Approval) error {
 		at = " at " + ap.DecidedAt.UTC().Format(time.RFC3339)
 	}
 	next := "nothing was sent"
-	if ap.Status == oncekey.ApprovalTimedOut {
+	if ap.Status == oncekeystore.ApprovalTimedOut {
 		next += "; the next call of the operation asks again, at episode " + strconv.FormatInt(ap.Episode+1, 10)
 	}
 	return fail(exitFailed, "the approval of %s (episode %d) is already %s%s%s: there is nothing to decide; %s; `%s` shows it",
@@ -340,10 +341,10 @@ func (a *app) decideCommandWith(kind reconcile.DecisionKind, key, tenant string,
 // anyway). It returns nil when no tenant has it or the store cannot say. It pages through the
 // approvals of every tenant (ListApprovals has no key filter), which a store keeps only until
 // their retention ends.
-func (a *app) otherTenant(ctx context.Context, s oncekey.ApprovalStore, kind reconcile.DecisionKind, key string, f *decideFlags) error {
-	var found *oncekey.Approval
-	_, _, err := listPages(math.MaxInt, func(n int, cursor string) ([]*oncekey.Approval, string, error) {
-		res, err := s.ListApprovals(ctx, &oncekey.ListApprovalsParams{Cursor: cursor, Limit: n})
+func (a *app) otherTenant(ctx context.Context, s oncekeystore.ApprovalStore, kind reconcile.DecisionKind, key string, f *decideFlags) error {
+	var found *oncekeystore.Approval
+	_, _, err := listPages(math.MaxInt, func(n int, cursor string) ([]*oncekeystore.Approval, string, error) {
+		res, err := s.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{Cursor: cursor, Limit: n})
 		if err != nil {
 			return nil, "", err
 		}
@@ -359,7 +360,7 @@ func (a *app) otherTenant(ctx context.Context, s oncekey.ApprovalStore, kind rec
 		return nil
 	}
 	episode := found.Episode
-	if found.Status != oncekey.ApprovalPending {
+	if found.Status != oncekeystore.ApprovalPending {
 		episode = 0
 	}
 	defaulted := ""

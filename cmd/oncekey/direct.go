@@ -10,6 +10,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -28,9 +29,9 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	}
 	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
-	rec, err := s.Get(gctx, &oncekey.GetParams{Tenant: f.tenant, OperationKey: key})
+	rec, err := s.Get(gctx, &oncekeystore.GetParams{Tenant: f.tenant, OperationKey: key})
 	cancel()
-	if errors.Is(err, oncekey.ErrNotFound) {
+	if errors.Is(err, oncekeystore.ErrNotFound) {
 		return a.recordNotFound(key, f.tenant, f.tenantGiven)
 	}
 	if err != nil {
@@ -40,7 +41,7 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 		return err
 	}
 	if rec.Epoch != r.Epoch {
-		return fail(exitFailed, "resolve --direct %s: %v", key, &oncekey.StaleDecisionError{OperationKey: key, Epoch: r.Epoch, Current: rec.Epoch, Status: rec.Status})
+		return fail(exitFailed, "resolve --direct %s: %v", key, &oncekeystore.StaleDecisionError{OperationKey: key, Epoch: r.Epoch, Current: rec.Epoch, Status: rec.Status})
 	}
 
 	checked := "not checked: whether a reconciliation workflow for the key is running (--no-temporal-check); if one waits, " +
@@ -61,14 +62,14 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 	rec, err = reconcile.Record(wctx, s, nil, f.tenant, key, r)
 	var (
 		inv      *reconcile.InvalidResolutionError
-		conflict *oncekey.StatusConflictError
-		stale    *oncekey.StaleDecisionError
+		conflict *oncekeystore.StatusConflictError
+		stale    *oncekeystore.StaleDecisionError
 	)
 	switch {
 	case err == nil:
 	case errors.As(err, &inv):
 		return fail(exitUsage, "resolve --direct %s: %v; nothing was written", key, oneLine(err))
-	case errors.As(err, &conflict) && conflict.Status == oncekey.StatusExpired:
+	case errors.As(err, &conflict) && conflict.Status == oncekeystore.StatusExpired:
 		return fail(exitFailed, "resolve --direct %s: the record is past its retention (a tombstone) and can no longer be resolved; nothing was written; `%s` shows it", key, a.showCommand(key, f.tenant))
 	case errors.As(err, &stale):
 		return fail(exitFailed, "resolve --direct %s: %v", key, stale)
@@ -104,16 +105,16 @@ func (a *app) resolveDirect(ctx context.Context, f *resolveFlags, key string, r 
 
 // resolvable refuses a record Store.Resolve would refuse, with what to do instead: only an
 // unknown record, or a pending one whose lease has run out, can be resolved.
-func resolvable(rec *oncekey.Record) error {
+func resolvable(rec *oncekeystore.Record) error {
 	switch {
-	case rec.Status == oncekey.StatusUnknown:
+	case rec.Status == oncekeystore.StatusUnknown:
 		return nil
-	case rec.Status == oncekey.StatusPending && rec.LeaseExpired:
+	case rec.Status == oncekeystore.StatusPending && rec.LeaseExpired:
 		return nil
-	case rec.Status == oncekey.StatusPending:
+	case rec.Status == oncekeystore.StatusPending:
 		return fail(exitFailed, "%s is pending: an attempt holds its claim until %s; nothing was written (its outcome is not unknown yet)",
 			rec.OperationKey, rec.LeaseUntil.UTC().Format(time.RFC3339))
-	case rec.Status == oncekey.StatusExpired:
+	case rec.Status == oncekeystore.StatusExpired:
 		return fail(exitFailed, "%s is past its retention (a tombstone): its outcome can no longer be recorded; nothing was written", rec.OperationKey)
 	}
 	by := ""
@@ -161,7 +162,7 @@ func (a *app) noReconciliation(ctx context.Context, key string, f *resolveFlags)
 // (an explicit step ID, or the default step "<run ID>/<activity ID>"): then a reconciliation
 // workflow for it runs in ns. False for other key strategies, whose parts the record does not
 // keep, and for another namespace.
-func derivedIn(rec *oncekey.Record, ns string) bool {
+func derivedIn(rec *oncekeystore.Record, ns string) bool {
 	ops := []oncekey.Operation{{Namespace: ns, Tenant: rec.Tenant, WorkflowID: rec.WorkflowID, StepID: rec.StepID}}
 	if run, act, ok := strings.Cut(rec.StepID, "/"); ok {
 		ops = append(ops, oncekey.Operation{Namespace: ns, Tenant: rec.Tenant, WorkflowID: rec.WorkflowID, RunID: run, ActivityID: act})

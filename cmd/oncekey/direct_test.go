@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -30,14 +31,14 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--applied", "--ref", "BK-R1")
 	requireOneLine(t, r, exitFailed, "the reconciliation workflow "+reconcile.WorkflowID(key)+" is running in namespace default (waiting_for_resolution)",
 		"resolve through it instead, without --direct: `oncekey resolve "+key+" --tenant acme --epoch 1 --address "+env["TEMPORAL_ADDRESS"]+" --applied --ref BK-R1`", "nothing was written")
-	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
+	require.Equal(t, oncekeystore.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
 	// The reconciliation ends without a decision; the caller's workflow fails, the record stays unknown.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, c.TerminateWorkflow(ctx, reconcile.WorkflowID(key), "", "test: the investigation was abandoned"))
 	require.Error(t, run.Get(ctx, nil))
-	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
+	require.Equal(t, oncekeystore.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
 	// The normal form finds nothing waiting and names the --direct form, as the command was run.
 	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found in the booking system")
@@ -61,7 +62,7 @@ func TestResolveDirectSettlesAnUnknownNothingWaitsFor(t *testing.T) {
 	}
 	require.NotContains(t, r.stdout, "not confirmed", "a step key confirms the namespace")
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, oncekeystore.StatusApplied, v.Status)
 	require.Equal(t, "BK-R1", v.EffectReference)
 	require.Equal(t, "ines (oncekey-cli --direct)", v.ResolvedBy)
 	require.Equal(t, "found in the booking system", v.Note)
@@ -90,10 +91,10 @@ func TestResolveDirectSaysWhenTheNamespaceIsUnconfirmed(t *testing.T) {
 	ctx := context.Background()
 	key, err := oncekey.Key(oncekey.Policy{}, oncekey.Operation{Namespace: "prod", Tenant: "acme", WorkflowID: "wf-9", StepID: "charge"})
 	require.NoError(t, err)
-	cr, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: "acme", OperationKey: key, Tool: "Charge", Fingerprint: strings.Repeat("ab", 32),
+	cr, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "acme", OperationKey: key, Tool: "Charge", Fingerprint: strings.Repeat("ab", 32),
 		WorkflowID: "wf-9", StepID: "charge", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
 	require.NoError(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: cr.Record.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: key, Epoch: cr.Record.Epoch})
 	require.NoError(t, err)
 
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--failed", "--note", "declined at the provider")
@@ -102,7 +103,7 @@ func TestResolveDirectSaysWhenTheNamespaceIsUnconfirmed(t *testing.T) {
 	require.Contains(t, r.stdout, "not confirmed: that namespace default is the caller's")
 	require.Contains(t, r.stdout, "fails with oncekey.Failed")
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusFailed, v.Status)
+	require.Equal(t, oncekeystore.StatusFailed, v.Status)
 	require.Equal(t, "oncekey-cli --direct", v.ResolvedBy, "no $USER: the CLI alone")
 }
 
@@ -111,31 +112,31 @@ func TestResolveDirectSaysWhenTheNamespaceIsUnconfirmed(t *testing.T) {
 func TestResolveDirectWithoutTemporal(t *testing.T) {
 	url, s, _ := migrated(t)
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": "127.0.0.1:1"}
-	key := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekey.StatusUnknown, nil)
+	key := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekeystore.StatusUnknown, nil)
 
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--applied", "--timeout", "2s")
 	requireOneLine(t, r, exitUnreachable, "cannot reach Temporal at 127.0.0.1:1",
 		"--direct checks with Temporal that no reconciliation workflow for the key is running before it writes, so nothing was written",
 		"add --no-temporal-check if you know none is running")
-	require.Equal(t, oncekey.StatusUnknown, showJSON(t, env, key, "acme").Status)
+	require.Equal(t, oncekeystore.StatusUnknown, showJSON(t, env, key, "acme").Status)
 
 	r = cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--direct", "--no-temporal-check", "--applied", "--ref", "TCK-7", "--result", `{"id":"TCK-7"}`, "--by", "ops")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "not checked: whether a reconciliation workflow for the key is running (--no-temporal-check)")
 	require.Contains(t, r.stdout, "not checked: the result's type")
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, oncekeystore.StatusApplied, v.Status)
 	require.Equal(t, "ops (oncekey-cli --direct)", v.ResolvedBy)
 
 	// The next claim of the key (a run of the step) finds the decision and its result.
-	cr, err := s.Claim(context.Background(), &oncekey.ClaimParams{
+	cr, err := s.Claim(context.Background(), &oncekeystore.ClaimParams{
 		Tenant: "acme", OperationKey: key, Tool: "CreateTicket", Fingerprint: strings.Repeat("ab", 32),
 		WorkflowID: "wf-1", StepID: "create_ticket", Effect: oncekey.Effectful,
 		Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour,
 	})
 	require.NoError(t, err)
 	require.False(t, cr.Acquired)
-	require.Equal(t, oncekey.StatusApplied, cr.Record.Status)
+	require.Equal(t, oncekeystore.StatusApplied, cr.Record.Status)
 	require.Equal(t, "TCK-7", cr.Record.EffectReference)
 	require.JSONEq(t, `{"id":"TCK-7"}`, string(decodeResult(cr.Record.Result).(json.RawMessage)))
 

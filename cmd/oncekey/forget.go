@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 func newForgetCmd(a *app) *cobra.Command {
@@ -52,11 +52,11 @@ func newForgetCmd(a *app) *cobra.Command {
 					for _, r := range rows {
 						n += r.Count
 					}
-					aps, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
+					aps, _, err := listApprovals(ctx, s, oncekeystore.ListApprovalsParams{Tenant: tenant}, math.MaxInt)
 					if err != nil {
 						return a.storeError("forget", err)
 					}
-					gs, err := allGrants(ctx, s, &oncekey.ListGrantsParams{Tenant: tenant, Limit: grantPage})
+					gs, err := allGrants(ctx, s, &oncekeystore.ListGrantsParams{Tenant: tenant, Limit: grantPage})
 					if err != nil {
 						return a.storeError("forget", err)
 					}
@@ -66,7 +66,7 @@ func newForgetCmd(a *app) *cobra.Command {
 					return fail(exitUsage, "refusing without --yes: this deletes all %d record(s)%s%s of tenant %s, tombstones included, and cannot be undone",
 						n, andApprovals(int64(len(aps))), andGrants(int64(len(gs))), strconv.Quote(tenant))
 				}
-				res, err := s.Forget(ctx, &oncekey.ForgetParams{Tenant: tenant})
+				res, err := s.Forget(ctx, &oncekeystore.ForgetParams{Tenant: tenant})
 				if err != nil {
 					return a.storeError("forget", err)
 				}

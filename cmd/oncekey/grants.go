@@ -10,28 +10,28 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // grantView is a standing grant as the CLI prints it.
 type grantView struct {
-	ID         string              `json:"id"`
-	Namespace  string              `json:"namespace"`
-	Tenant     string              `json:"tenant"`
-	Tool       string              `json:"tool"`
-	WorkflowID string              `json:"workflow_id,omitempty"`
-	Rule       string              `json:"rule,omitempty"`
-	Status     oncekey.GrantStatus `json:"status"`
-	CreatedBy  string              `json:"created_by"`
-	Reason     string              `json:"reason,omitempty"`
-	CreatedAt  time.Time           `json:"created_at"`
-	ExpiresAt  time.Time           `json:"expires_at"`
-	RevokedAt  *time.Time          `json:"revoked_at,omitempty"`
-	RevokedBy  string              `json:"revoked_by,omitempty"`
+	ID         string                   `json:"id"`
+	Namespace  string                   `json:"namespace"`
+	Tenant     string                   `json:"tenant"`
+	Tool       string                   `json:"tool"`
+	WorkflowID string                   `json:"workflow_id,omitempty"`
+	Rule       string                   `json:"rule,omitempty"`
+	Status     oncekeystore.GrantStatus `json:"status"`
+	CreatedBy  string                   `json:"created_by"`
+	Reason     string                   `json:"reason,omitempty"`
+	CreatedAt  time.Time                `json:"created_at"`
+	ExpiresAt  time.Time                `json:"expires_at"`
+	RevokedAt  *time.Time               `json:"revoked_at,omitempty"`
+	RevokedBy  string                   `json:"revoked_by,omitempty"`
 }
 
-func grantViewOf(g *oncekey.Grant) *grantView {
+func grantViewOf(g *oncekeystore.Grant) *grantView {
 	return &grantView{ID: g.ID, Namespace: g.Namespace, Tenant: g.Tenant, Tool: g.Tool, WorkflowID: g.WorkflowID, Rule: g.Rule,
 		Status: g.Status, CreatedBy: g.CreatedBy, Reason: g.Reason, CreatedAt: g.CreatedAt.UTC(), ExpiresAt: g.ExpiresAt.UTC(),
 		RevokedAt: timePtr(g.RevokedAt), RevokedBy: g.RevokedBy}
@@ -50,7 +50,7 @@ func (a *app) by(flag string) string {
 
 // grantScope says what a grant covers, for one line: "IssueRefund of tenant acme (all workflows)
 // where amount_cents <= 10000".
-func grantScope(g *oncekey.Grant) string {
+func grantScope(g *oncekeystore.Grant) string {
 	s := cell(g.Tool) + " of tenant " + cell(g.Tenant) + " in namespace " + cell(g.Namespace)
 	if g.WorkflowID != "" {
 		s += ", workflow " + cell(g.WorkflowID) + " only"
@@ -79,18 +79,18 @@ func newGrantsCmd(a *app) *cobra.Command {
 			"  oncekey grants revoke g1_…",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st oncekey.GrantStatus
+			var st oncekeystore.GrantStatus
 			switch strings.ToLower(strings.TrimSpace(status)) {
 			case "", "active":
-				st = oncekey.GrantActive
+				st = oncekeystore.GrantActive
 			case "all":
 			case "revoked", "expired", "ended":
-				st = oncekey.GrantStatus(strings.ToLower(strings.TrimSpace(status)))
+				st = oncekeystore.GrantStatus(strings.ToLower(strings.TrimSpace(status)))
 			default:
 				return fail(exitUsage, "--status %q is not one of active, revoked, expired, ended, all", status)
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
-				gs, err := allGrants(ctx, s, &oncekey.ListGrantsParams{Namespace: a.ns(), Tenant: tenant, Tool: tool, Status: st, Limit: grantPage})
+				gs, err := allGrants(ctx, s, &oncekeystore.ListGrantsParams{Namespace: a.ns(), Tenant: tenant, Tool: tool, Status: st, Limit: grantPage})
 				if err != nil {
 					return a.storeError("grants", err)
 				}
@@ -117,7 +117,7 @@ func newGrantsCmd(a *app) *cobra.Command {
 						rule = "(every call)"
 					}
 					exp := until(g.ExpiresAt)
-					if g.Status == oncekey.GrantRevoked {
+					if g.Status == oncekeystore.GrantRevoked {
 						exp = "revoked by " + cell(g.RevokedBy) + " " + age(g.RevokedAt)
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Status, cell(g.Tenant), cell(g.Tool), cell(wf), cell(rule),
@@ -156,10 +156,10 @@ func newGrantAddCmd(a *app) *cobra.Command {
 			if tenant == "" {
 				tenant = a.ns()
 			}
-			p := &oncekey.CreateGrantParams{Namespace: a.ns(), Tenant: tenant, Tool: args[0], WorkflowID: workflow, Rule: rule,
+			p := &oncekeystore.CreateGrantParams{Namespace: a.ns(), Tenant: tenant, Tool: args[0], WorkflowID: workflow, Rule: rule,
 				CreatedBy: a.by(by), Reason: reason, Duration: dur}
 			if err := p.Validate(); err != nil {
-				var inv *oncekey.InvalidParamsError
+				var inv *oncekeystore.InvalidParamsError
 				if errors.As(err, &inv) {
 					flag := map[string]string{"Rule": "--rule", "Duration": "--for", "Tool": "TOOL", "Tenant": "--tenant", "WorkflowID": "--workflow",
 						"CreatedBy": "--by", "Reason": "--reason", "Namespace": "--namespace"}[inv.Field]
@@ -200,18 +200,18 @@ func newGrantRevokeCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				g, err := s.GetGrant(ctx, args[0])
-				if err == nil && g.Status == oncekey.GrantActive {
-					g, err = s.RevokeGrant(ctx, &oncekey.RevokeGrantParams{ID: args[0], RevokedBy: a.by(by)})
+				if err == nil && g.Status == oncekeystore.GrantActive {
+					g, err = s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: args[0], RevokedBy: a.by(by)})
 				}
 				switch {
-				case errors.Is(err, oncekey.ErrNotFound):
+				case errors.Is(err, oncekeystore.ErrNotFound):
 					return fail(exitNotFound, "no grant %s in %s; `%s` lists them", cell(args[0]), a.where,
 						a.db(shell.Cmd("oncekey", "grants").Flag("--status", "all")))
 				case err != nil:
 					return a.storeError("grants revoke", err)
-				case g.Status == oncekey.GrantExpired:
+				case g.Status == oncekeystore.GrantExpired:
 					return fail(exitFailed, "the grant %s expired at %s: it covers nothing already; nothing was changed", g.ID, g.ExpiresAt.UTC().Format(time.RFC3339))
-				case g.Status == oncekey.GrantRevoked && g.RevokedBy != a.by(by):
+				case g.Status == oncekeystore.GrantRevoked && g.RevokedBy != a.by(by):
 					// Revoked by someone else, before this command or while it ran.
 					return fail(exitFailed, "the grant %s was already revoked by %s at %s; nothing was changed", g.ID, cell(g.RevokedBy), g.RevokedAt.UTC().Format(time.RFC3339))
 				}
@@ -229,8 +229,8 @@ func newGrantRevokeCmd(a *app) *cobra.Command {
 const grantPage = 1000
 
 // allGrants returns every grant ListGrants lists for p, page after page.
-func allGrants(ctx context.Context, s oncekey.GrantStore, p *oncekey.ListGrantsParams) ([]*oncekey.Grant, error) {
-	var all []*oncekey.Grant
+func allGrants(ctx context.Context, s oncekeystore.GrantStore, p *oncekeystore.ListGrantsParams) ([]*oncekeystore.Grant, error) {
+	var all []*oncekeystore.Grant
 	for {
 		res, err := s.ListGrants(ctx, p)
 		if err != nil {

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/stretchr/testify/require"
-
-	"github.com/oncekey/oncekey"
 )
 
 // grants add makes a grant of the namespace (tenant defaulting to it), checks the rule's syntax
@@ -43,7 +42,7 @@ func TestGrantsAddListRevoke(t *testing.T) {
 	require.Len(t, views, 1)
 	require.Equal(t, id, views[0].ID)
 	require.Equal(t, "ada", views[0].CreatedBy)
-	require.Equal(t, oncekey.GrantActive, views[0].Status)
+	require.Equal(t, oncekeystore.GrantActive, views[0].Status)
 	require.Equal(t, 8*time.Hour, views[0].ExpiresAt.Sub(views[0].CreatedAt))
 	r = cli(t, env, "grants")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -56,9 +55,9 @@ func TestGrantsAddListRevoke(t *testing.T) {
 
 	// A call the grant approved: show names the grant and who made it.
 	key := seedApproval(t, s, "acme", "IssueRefund", "wf-1", "refund", "refund 42.00 EUR on order 7")
-	ap, err := s.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	ap, err := s.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	_, err = s.ApproveByGrant(context.Background(), &oncekey.ApproveByGrantParams{Tenant: "acme", OperationKey: key, Episode: ap.Episode,
+	_, err = s.ApproveByGrant(context.Background(), &oncekeystore.ApproveByGrantParams{Tenant: "acme", OperationKey: key, Episode: ap.Episode,
 		Token: ap.Token, GrantID: id, WorkflowID: "wf-1", Retention: time.Hour})
 	require.NoError(t, err)
 	r = cli(t, env, "show", key, "--tenant", "acme")
@@ -75,7 +74,7 @@ func TestGrantsAddListRevoke(t *testing.T) {
 	r = cli(t, env, "grants", "--status", "revoked", "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "revoked by grace")
-	r = cli(t, env, "grants", "revoke", oncekey.NewGrantID())
+	r = cli(t, env, "grants", "revoke", oncekeystore.NewGrantID())
 	requireOneLine(t, r, exitNotFound, "no grant g1_", "oncekey grants --status all")
 	r = cli(t, env, "grants", "--status", "live")
 	requireOneLine(t, r, exitUsage, `--status "live" is not one of active, revoked, expired, ended, all`)

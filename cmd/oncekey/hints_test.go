@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -98,7 +99,7 @@ func requireOneLine(t *testing.T, r result, code int, want ...string) {
 func TestShowNotFoundSaysWhatToDo(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	env := map[string]string{"DATABASE_URL": url}
-	key := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekey.StatusApplied, nil)
+	key := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekeystore.StatusApplied, nil)
 
 	// A key cut short (the user copied the first few characters).
 	short := key[:8]
@@ -149,7 +150,7 @@ func TestShowNotFoundSaysWhatToDo(t *testing.T) {
 func TestForgetNamesTheSchemaItSearched(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	env := map[string]string{"DATABASE_URL": url}
-	seed(t, s, "acme", "T", "wf", "one", oncekey.StatusApplied, nil)
+	seed(t, s, "acme", "T", "wf", "one", oncekeystore.StatusApplied, nil)
 	where := "in " + dbAt(t) + `, schema ` + schema
 
 	r := cli(t, env, "forget", "--tenant", "acmee", "--schema", schema)
@@ -172,7 +173,7 @@ func TestForgetNamesTheSchemaItSearched(t *testing.T) {
 	r = cli(t, env, "forget", "--tenant", "acme", "--schema", schema, "--yes", "--allow-missing")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `deleted 1 record(s) of tenant "acme" `+where)
-	seed(t, s, "acme", "T", "wf", "one", oncekey.StatusApplied, nil)
+	seed(t, s, "acme", "T", "wf", "one", oncekeystore.StatusApplied, nil)
 
 	r = cli(t, env, "forget", "--tenant", "acme", "--schema", schema)
 	requireOneLine(t, r, exitUsage, "refusing without --yes", "1 record(s)")
@@ -211,7 +212,7 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	testenv.Temporal(t)
 	env := map[string]string{"DATABASE_URL": url, "TEMPORAL_ADDRESS": testenv.TemporalHostPort(t)}
-	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusUnknown, nil)
+	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekeystore.StatusUnknown, nil)
 
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--schema", schema, "--tenant", "acme", "--not-applied")
 	requireOneLine(t, r, exitNotFound, "no reconciliation workflow is waiting for "+key+" in namespace default",
@@ -225,8 +226,8 @@ func TestResolveNothingWaitingSuggestsARunnableShow(t *testing.T) {
 		"the --address this command was given (here TEMPORAL_ADDRESS) is carried")
 
 	// An applied record: resolve says so, and who applied it when, instead of pointing at --direct.
-	applied := seed(t, s, "acme", "Book", "wf-1", "book-2", oncekey.StatusApplied, nil)
-	rec, err := s.Get(t.Context(), &oncekey.GetParams{Tenant: "acme", OperationKey: applied})
+	applied := seed(t, s, "acme", "Book", "wf-1", "book-2", oncekeystore.StatusApplied, nil)
+	rec, err := s.Get(t.Context(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: applied})
 	require.NoError(t, err)
 	r = cli(t, env, "resolve", applied, "--epoch", "1", "--schema", schema, "--tenant", "acme", "--not-applied")
 	requireOneLine(t, r, exitFailed,

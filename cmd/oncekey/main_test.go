@@ -17,6 +17,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -80,7 +81,7 @@ func migratedAt(t *testing.T, url string) (*pgstore.Store, *pgxpool.Pool) {
 // seed writes a record for the operation (tenant, wf, step) of tool through the store's own
 // protocol and leaves it in status st ("applied" with result, "unknown", "pending"); it returns
 // the key.
-func seed(t *testing.T, s oncekey.Store, tenant, tool, wf, step string, st oncekey.Status, result []byte) string {
+func seed(t *testing.T, s oncekeystore.Store, tenant, tool, wf, step string, st oncekeystore.Status, result []byte) string {
 	t.Helper()
 	key, _ := recordtest.Seed(t, s, recordtest.Record{Tenant: tenant, WorkflowID: wf, StepID: step, Tool: tool, Status: st, Result: result})
 	return key
@@ -140,9 +141,9 @@ func TestListShowStats(t *testing.T) {
 	// The stored form of a result: Temporal payloads, as the interceptor writes them.
 	result, err := reconcile.EncodeResult(nil, []byte(`{"id":"TCK-0042"}`))
 	require.NoError(t, err)
-	applied := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekey.StatusApplied, result)
-	unknown := seed(t, s, "acme", "IssueRefund", "wf-1", "issue_refund", oncekey.StatusUnknown, nil)
-	other := seed(t, s, "globex", "CreateTicket", "wf-2", "create_ticket", oncekey.StatusUnknown, nil)
+	applied := seed(t, s, "acme", "CreateTicket", "wf-1", "create_ticket", oncekeystore.StatusApplied, result)
+	unknown := seed(t, s, "acme", "IssueRefund", "wf-1", "issue_refund", oncekeystore.StatusUnknown, nil)
+	other := seed(t, s, "globex", "CreateTicket", "wf-2", "create_ticket", oncekeystore.StatusUnknown, nil)
 
 	r := cli(t, env, "list")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -190,7 +191,7 @@ func TestListShowStats(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	var v recordView
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
-	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, oncekeystore.StatusApplied, v.Status)
 	got, err := json.Marshal(v.Result)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"id":"TCK-0042"}`, string(got))
@@ -208,8 +209,8 @@ func TestListShowStats(t *testing.T) {
 	var sv statsView
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
 	require.Equal(t, 3, sv.Total)
-	require.Equal(t, 2, sv.ByStatus[oncekey.StatusUnknown])
-	require.Equal(t, 1, sv.ByTool["CreateTicket"][oncekey.StatusApplied])
+	require.Equal(t, 2, sv.ByStatus[oncekeystore.StatusUnknown])
+	require.Equal(t, 1, sv.ByTool["CreateTicket"][oncekeystore.StatusApplied])
 	require.Equal(t, map[string]int{"acme": 2, "globex": 1}, sv.ByTenant)
 	require.NotNil(t, sv.OldestUnknown)
 
@@ -228,22 +229,22 @@ func TestPurgeAndForget(t *testing.T) {
 	op := oncekey.Operation{Namespace: "default", Tenant: "acme", WorkflowID: "wf", StepID: "short", Tool: "T"}
 	short, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, op)
 	require.NoError(t, err)
-	cr, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: "acme", OperationKey: short, Tool: "T", Fingerprint: strings.Repeat("cd", 32),
+	cr, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "acme", OperationKey: short, Tool: "T", Fingerprint: strings.Repeat("cd", 32),
 		WorkflowID: "wf", StepID: "short", Effect: oncekey.Effectful, Lease: time.Minute, Retention: 50 * time.Millisecond, Tombstone: 5 * time.Second})
 	require.NoError(t, err)
-	_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "acme", OperationKey: short, Epoch: cr.Record.Epoch, Status: oncekey.StatusApplied})
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "acme", OperationKey: short, Epoch: cr.Record.Epoch, Status: oncekeystore.StatusApplied})
 	require.NoError(t, err)
-	seed(t, s, "acme", "T", "wf", "long", oncekey.StatusApplied, nil)
-	seed(t, s, "globex", "T", "wf", "long", oncekey.StatusApplied, nil)
+	seed(t, s, "acme", "T", "wf", "long", oncekeystore.StatusApplied, nil)
+	seed(t, s, "globex", "T", "wf", "long", oncekeystore.StatusApplied, nil)
 	// An unknown outcome with the same tiny retention: never purged, and reported.
 	opU := op
 	opU.StepID = "unknown"
 	unk, err := oncekey.Key(oncekey.Policy{Effect: oncekey.Effectful}, opU)
 	require.NoError(t, err)
-	cu, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: "acme", OperationKey: unk, Tool: "T", Fingerprint: strings.Repeat("cd", 32),
+	cu, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "acme", OperationKey: unk, Tool: "T", Fingerprint: strings.Repeat("cd", 32),
 		WorkflowID: "wf", StepID: "unknown", Effect: oncekey.Effectful, Lease: time.Minute, Retention: 50 * time.Millisecond, Tombstone: 100 * time.Millisecond})
 	require.NoError(t, err)
-	_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: "acme", OperationKey: unk, Epoch: cu.Record.Epoch})
+	_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: "acme", OperationKey: unk, Epoch: cu.Record.Epoch})
 	require.NoError(t, err)
 
 	r := cli(t, env, "purge", "--batch-size", "0")
@@ -261,20 +262,20 @@ func TestPurgeAndForget(t *testing.T) {
 	require.Contains(t, r.stdout, "1 record(s) tombstoned")
 	require.Contains(t, r.stdout, "left 1 unknown or pending record(s) past their retention, the oldest created ")
 	require.Contains(t, r.stdout, "oncekey list --status unknown")
-	rec, err := s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: short})
+	rec, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: short})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusExpired, rec.Status)
+	require.Equal(t, oncekeystore.StatusExpired, rec.Status)
 
 	// Then, once the tombstone window has passed, purge deletes the tombstone.
 	require.Eventually(t, func() bool {
 		r := cli(t, env, "purge")
 		return r.code == 0 && strings.Contains(r.stdout, "1 tombstone(s) deleted")
 	}, 30*time.Second, 100*time.Millisecond)
-	_, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: short})
-	require.ErrorIs(t, err, oncekey.ErrNotFound)
-	rec, err = s.Get(ctx, &oncekey.GetParams{Tenant: "acme", OperationKey: unk})
+	_, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: short})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+	rec, err = s.Get(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: unk})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status, "past its tombstone window too, the unknown record is kept")
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status, "past its tombstone window too, the unknown record is kept")
 	// show says since when it waits and that it is kept until settled, not a retention date
 	// already past.
 	r = cli(t, env, "show", unk, "--tenant", "acme")

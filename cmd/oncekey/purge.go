@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // printUnsettled says how many unknown or pending records past their retention purge left (or
@@ -53,7 +53,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 					return nil
 				}
 				tty := isTerminal(a.stdout)
-				res, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: batch, Progress: func(p oncekey.PurgeResult) {
+				res, err := s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: batch, Progress: func(p oncekeystore.PurgeResult) {
 					if tty {
 						fmt.Fprintf(a.stdout, "\r%s batch %d: %d tombstoned, %d deleted", spinner(p.Batches), p.Batches, p.Tombstoned, p.Deleted)
 					}
@@ -71,7 +71,7 @@ func newPurgeCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().IntVar(&batch, "batch-size", oncekey.DefaultPurgeBatchSize, "rows per statement")
+	cmd.Flags().IntVar(&batch, "batch-size", oncekeystore.DefaultPurgeBatchSize, "rows per statement")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "count what would be purged, change nothing")
 	return cmd
 }

@@ -19,33 +19,34 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // recordView is a record as the CLI prints it. The stored result is left out unless asked for.
 type recordView struct {
-	Tenant          string          `json:"tenant"`
-	OperationKey    string          `json:"operation_key"`
-	Namespace       string          `json:"namespace,omitempty"`
-	Tool            string          `json:"tool"`
-	Version         string          `json:"version,omitempty"`
-	Effect          string          `json:"effect"`
-	Status          oncekey.Status  `json:"status"`
-	WorkflowID      string          `json:"workflow_id"`
-	StepID          string          `json:"step_id"`
-	Epoch           int64           `json:"epoch"`
-	LeaseUntil      *time.Time      `json:"lease_until,omitempty"`
-	LeaseExpired    bool            `json:"lease_expired,omitempty"`
-	EffectReference string          `json:"effect_reference,omitempty"`
-	ResolvedBy      string          `json:"resolved_by,omitempty"`
-	Note            string          `json:"note,omitempty"`
-	Failure         json.RawMessage `json:"failure,omitempty"`
-	ResultBytes     int             `json:"result_bytes"`
-	Result          any             `json:"result,omitempty"`
-	Fingerprint     string          `json:"fingerprint"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	ExpiresAt       *time.Time      `json:"expires_at,omitempty"`
-	TombstoneUntil  *time.Time      `json:"tombstone_until,omitempty"`
+	Tenant          string              `json:"tenant"`
+	OperationKey    string              `json:"operation_key"`
+	Namespace       string              `json:"namespace,omitempty"`
+	Tool            string              `json:"tool"`
+	Version         string              `json:"version,omitempty"`
+	Effect          string              `json:"effect"`
+	Status          oncekeystore.Status `json:"status"`
+	WorkflowID      string              `json:"workflow_id"`
+	StepID          string              `json:"step_id"`
+	Epoch           int64               `json:"epoch"`
+	LeaseUntil      *time.Time          `json:"lease_until,omitempty"`
+	LeaseExpired    bool                `json:"lease_expired,omitempty"`
+	EffectReference string              `json:"effect_reference,omitempty"`
+	ResolvedBy      string              `json:"resolved_by,omitempty"`
+	Note            string              `json:"note,omitempty"`
+	Failure         json.RawMessage     `json:"failure,omitempty"`
+	ResultBytes     int                 `json:"result_bytes"`
+	Result          any                 `json:"result,omitempty"`
+	Fingerprint     string              `json:"fingerprint"`
+	CreatedAt       time.Time           `json:"created_at"`
+	UpdatedAt       time.Time           `json:"updated_at"`
+	ExpiresAt       *time.Time          `json:"expires_at,omitempty"`
+	TombstoneUntil  *time.Time          `json:"tombstone_until,omitempty"`
 	// KeptUntilSettled: the record is pending or unknown, which never expire: ExpiresAt and
 	// TombstoneUntil are where the windows would end had it settled at its claim, and both move
 	// to the settling when it settles. AgeSeconds is then how long it has waited since its last
@@ -69,7 +70,7 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func view(r *oncekey.Record, showResult bool) recordView {
+func view(r *oncekeystore.Record, showResult bool) recordView {
 	v := recordView{
 		Tenant: r.Tenant, OperationKey: r.OperationKey, Namespace: r.Namespace, Tool: r.Tool, Version: r.Version,
 		Effect: r.Effect.String(), Status: r.Status, WorkflowID: r.WorkflowID, StepID: r.StepID,
@@ -79,7 +80,7 @@ func view(r *oncekey.Record, showResult bool) recordView {
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		ExpiresAt: timePtr(r.ExpiresAt), TombstoneUntil: timePtr(r.TombstoneUntil),
 	}
-	if r.Status == oncekey.StatusPending || r.Status == oncekey.StatusUnknown {
+	if r.Status == oncekeystore.StatusPending || r.Status == oncekeystore.StatusUnknown {
 		v.KeptUntilSettled = true
 		v.AgeSeconds = int64(max(time.Since(r.UpdatedAt), 0) / time.Second)
 	}
@@ -145,11 +146,11 @@ func parseSince(s string) (time.Time, error) {
 	return t, nil
 }
 
-func parseStatus(s string) (oncekey.Status, error) {
+func parseStatus(s string) (oncekeystore.Status, error) {
 	if s == "" {
 		return "", nil
 	}
-	st := oncekey.Status(strings.ToLower(s))
+	st := oncekeystore.Status(strings.ToLower(s))
 	if !st.Valid() {
 		return "", fmt.Errorf("--status %q is not one of pending, applied, failed, unknown, released, expired", s)
 	}
@@ -196,8 +197,8 @@ func (l *listFlags) printMore(a *app, n int, more bool) {
 
 // listAll pages through Store.List until limit records or the end; more reports that the limit
 // cut the list.
-func listAll(ctx context.Context, s oncekey.Store, p oncekey.ListParams, limit int) ([]*oncekey.Record, bool, error) {
-	return listPages(limit, func(n int, cursor string) ([]*oncekey.Record, string, error) {
+func listAll(ctx context.Context, s oncekeystore.Store, p oncekeystore.ListParams, limit int) ([]*oncekeystore.Record, bool, error) {
+	return listPages(limit, func(n int, cursor string) ([]*oncekeystore.Record, string, error) {
 		p.Limit, p.Cursor = n, cursor
 		res, err := s.List(ctx, &p)
 		if err != nil {
@@ -246,7 +247,7 @@ func newListCmd(a *app) *cobra.Command {
 				return err
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
-				recs, more, err := listAll(ctx, s, oncekey.ListParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow, UpdatedSince: sinceT}, l.limit)
+				recs, more, err := listAll(ctx, s, oncekeystore.ListParams{Status: st, Tenant: l.tenant, Tool: l.tool, WorkflowID: l.workflow, UpdatedSince: sinceT}, l.limit)
 				if err != nil {
 					return a.storeError("list", err)
 				}
@@ -295,7 +296,7 @@ func newListCmd(a *app) *cobra.Command {
 // toolHint says which stored tool names differ from tool only in case, for a list --tool that
 // matched nothing: tool names (activity types) match exactly. It returns "" when none does or
 // the store cannot say.
-func (a *app) toolHint(ctx context.Context, s oncekey.StoreInspector, tenant, tool string) string {
+func (a *app) toolHint(ctx context.Context, s oncekeystore.StoreInspector, tenant, tool string) string {
 	rows, err := s.Stats(ctx, tenant)
 	if err != nil {
 		return ""
@@ -348,8 +349,8 @@ func newShowCmd(a *app) *cobra.Command {
 			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				op := fmt.Sprintf("show %s (tenant %s)", key, tenant)
-				r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-				if err != nil && !errors.Is(err, oncekey.ErrNotFound) {
+				r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
+				if err != nil && !errors.Is(err, oncekeystore.ErrNotFound) {
 					return a.storeError(op, err)
 				}
 				ap, aerr := getApproval(ctx, s, tenant, key)
@@ -362,7 +363,7 @@ func newShowCmd(a *app) *cobra.Command {
 				sv := showView{}
 				if ap != nil {
 					sv.Approval = approvalViewOf(ap)
-					if ap.Status == oncekey.ApprovalPending {
+					if ap.Status == oncekeystore.ApprovalPending {
 						sv.Approval.Delivered = a.deliveredDecision(ctx, key, ap.Namespace)
 					}
 				}
@@ -456,10 +457,10 @@ func newShowCmd(a *app) *cobra.Command {
 
 // statsView counts records.
 type statsView struct {
-	Total    int                               `json:"total"`
-	ByStatus map[oncekey.Status]int            `json:"by_status"`
-	ByTool   map[string]map[oncekey.Status]int `json:"by_tool"`
-	ByTenant map[string]int                    `json:"by_tenant"`
+	Total    int                                    `json:"total"`
+	ByStatus map[oncekeystore.Status]int            `json:"by_status"`
+	ByTool   map[string]map[oncekeystore.Status]int `json:"by_tool"`
+	ByTenant map[string]int                         `json:"by_tenant"`
 	// OldestUnknown is the update time of the oldest unknown record.
 	OldestUnknown *time.Time `json:"oldest_unknown,omitempty"`
 	// ApprovalsPending counts the calls waiting for approval; OldestApproval is when the oldest
@@ -486,11 +487,11 @@ func newStatsCmd(a *app) *cobra.Command {
 				if err != nil {
 					return a.storeError("stats", err)
 				}
-				waiting, _, err := listApprovals(ctx, s, oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant}, math.MaxInt)
+				waiting, _, err := listApprovals(ctx, s, oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending, Tenant: tenant}, math.MaxInt)
 				if err != nil && !noApprovalsTable(err) { // a schema before approvals has none
 					return a.storeError("stats: approvals", err)
 				}
-				sv := statsView{ByStatus: map[oncekey.Status]int{}, ByTool: map[string]map[oncekey.Status]int{}, ByTenant: map[string]int{}, ApprovalsPending: len(waiting)}
+				sv := statsView{ByStatus: map[oncekeystore.Status]int{}, ByTool: map[string]map[oncekeystore.Status]int{}, ByTenant: map[string]int{}, ApprovalsPending: len(waiting)}
 				if len(waiting) > 0 {
 					sv.OldestApproval = timePtr(waiting[0].RequestedAt) // oldest first
 					sv.ApprovalsPendingByTool = map[string]int{}
@@ -503,18 +504,18 @@ func newStatsCmd(a *app) *cobra.Command {
 					sv.Total += n
 					sv.ByStatus[r.Status] += n
 					if sv.ByTool[r.Tool] == nil {
-						sv.ByTool[r.Tool] = map[oncekey.Status]int{}
+						sv.ByTool[r.Tool] = map[oncekeystore.Status]int{}
 					}
 					sv.ByTool[r.Tool][r.Status] += n
 					sv.ByTenant[r.Tenant] += n
-					if r.Status == oncekey.StatusUnknown && (sv.OldestUnknown == nil || r.OldestUpdate.Before(*sv.OldestUnknown)) {
+					if r.Status == oncekeystore.StatusUnknown && (sv.OldestUnknown == nil || r.OldestUpdate.Before(*sv.OldestUnknown)) {
 						sv.OldestUnknown = timePtr(r.OldestUpdate)
 					}
 				}
 				if asJSON {
 					return writeJSON(a.stdout, sv)
 				}
-				statuses := []oncekey.Status{oncekey.StatusPending, oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusUnknown, oncekey.StatusReleased, oncekey.StatusExpired}
+				statuses := []oncekeystore.Status{oncekeystore.StatusPending, oncekeystore.StatusApplied, oncekeystore.StatusFailed, oncekeystore.StatusUnknown, oncekeystore.StatusReleased, oncekeystore.StatusExpired}
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 				// A header of two rows: the record columns say they count records, and the calls
 				// that wait for approval (no record yet) have a column of their own, so PENDING 0

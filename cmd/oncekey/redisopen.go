@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 )
 
@@ -95,7 +95,7 @@ func openRedis(ctx context.Context, a *app, u string) (recordStore, func(), erro
 // Redis older than 7).
 func redisConnectError(a *app, t *redisTarget, err error) error {
 	const set = "set --store or " + storeEnv + " to " + redisURLHelp
-	var su *oncekey.StoreUnavailableError
+	var su *oncekeystore.StoreUnavailableError
 	text := strings.TrimPrefix(oneLine(err), "redisstore: check: ")
 	if errors.As(err, &su) {
 		text = oneLine(su.Err)

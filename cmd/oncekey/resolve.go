@@ -16,6 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -143,13 +144,13 @@ func (a *app) alreadySettled(ctx context.Context, key, tenant string) error {
 	defer closeStore()
 	gctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	rec, err := s.Get(gctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	rec, err := s.Get(gctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	if err != nil {
 		a.where = nil
 		return nil
 	}
 	switch rec.Status {
-	case oncekey.StatusApplied, oncekey.StatusFailed, oncekey.StatusReleased:
+	case oncekeystore.StatusApplied, oncekeystore.StatusFailed, oncekeystore.StatusReleased:
 	default:
 		return nil
 	}
@@ -159,7 +160,7 @@ func (a *app) alreadySettled(ctx context.Context, key, tenant string) error {
 
 // settledBy says who settled rec: the person or receipt lookup that resolved it, else the
 // tool's own run.
-func settledBy(rec *oncekey.Record) string {
+func settledBy(rec *oncekeystore.Record) string {
 	if rec.ResolvedBy != "" {
 		return "resolved by " + printable(rec.ResolvedBy)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -177,7 +178,7 @@ func TestResolveAppliedReleasesTheWorkflow(t *testing.T) {
 	require.Equal(t, 1, runs, "the tool was not run again")
 
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, oncekeystore.StatusApplied, v.Status)
 	require.Equal(t, "BK-R1", v.EffectReference)
 	require.Equal(t, "ines", v.ResolvedBy)
 	require.Equal(t, "found in the booking system", v.Note)
@@ -231,7 +232,7 @@ func TestResolveReportsARefusal(t *testing.T) {
 	require.Contains(t, r.stderr, "does not decode into Book's result type main.Booking")
 
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusUnknown, v.Status, "the refused resolutions changed nothing")
+	require.Equal(t, oncekeystore.StatusUnknown, v.Status, "the refused resolutions changed nothing")
 	st, err := reconcile.Status(context.Background(), c, key)
 	require.NoError(t, err)
 	require.Equal(t, reconcile.StateWaiting, st.State)

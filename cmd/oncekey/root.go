@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -336,13 +336,13 @@ func (a *app) noNamespace(err error) error {
 
 // storeError maps a store error to an exit error.
 func (a *app) storeError(op string, err error) error {
-	var su *oncekey.StoreUnavailableError
-	var schemaErr *oncekey.StoreSchemaError
+	var su *oncekeystore.StoreUnavailableError
+	var schemaErr *oncekeystore.StoreSchemaError
 	var pgErr *pgconn.PgError
 	errors.As(err, &pgErr)
 	errors.As(err, &schemaErr)
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		return fail(exitNotFound, "%s: %v", op, err)
 	case noApprovalsTable(err):
 		where := "this database"
@@ -362,7 +362,7 @@ func (a *app) storeError(op string, err error) error {
 // missingTables is the error of a command that found no oncekey tables where it looked: it names
 // the database and schema it looked in (following a suggestion to migrate must create the tables
 // where the command looks), the schemas of that database that hold them, and what to run.
-func (a *app) missingTables(op string, schemaErr *oncekey.StoreSchemaError) error {
+func (a *app) missingTables(op string, schemaErr *oncekeystore.StoreSchemaError) error {
 	where, in := "this database", "this schema"
 	if a.pg != nil {
 		where = a.pg.String()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -135,7 +136,7 @@ func TestRoutedToolRefusesAResultOfTheWrongType(t *testing.T) {
 	unchanged := func(path string) {
 		t.Helper()
 		v := showJSON(t, env, key, "acme")
-		require.Equal(t, oncekey.StatusUnknown, v.Status, "%s: the refused resolution changed nothing", path)
+		require.Equal(t, oncekeystore.StatusUnknown, v.Status, "%s: the refused resolution changed nothing", path)
 		require.Empty(t, v.ResolvedBy, path)
 		st, err := reconcile.Status(ctx, c, key)
 		require.NoError(t, err)
@@ -194,7 +195,7 @@ func TestRoutedToolRefusesAResultOfTheWrongType(t *testing.T) {
 	require.NoError(t, run.Get(ctx2, &got))
 	require.Equal(t, "T-1", got)
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, oncekeystore.StatusApplied, v.Status)
 	effects, runs := d.counts()
 	require.Equal(t, 1, effects, "the ticket was opened once")
 	require.Equal(t, 1, runs, "the tool did not run again")

@@ -11,8 +11,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // browser starts Debian's chromium headless with a fresh profile and returns a chromedp context
@@ -124,8 +124,8 @@ func TestServeInTheBrowser(t *testing.T) {
 	// Two more records waiting in another tenant, as an inbox usually has (written through the
 	// store's own protocol; no workflow waits for them).
 	s, _ := migratedAt(t, url)
-	charge := seed(t, s, "globex", "ChargeCard", "order-7731", "charge", oncekey.StatusUnknown, nil)
-	seed(t, s, "globex", "SendInvoice", "order-7731", "invoice", oncekey.StatusUnknown, nil)
+	charge := seed(t, s, "globex", "ChargeCard", "order-7731", "charge", oncekeystore.StatusUnknown, nil)
+	seed(t, s, "globex", "SendInvoice", "order-7731", "invoice", oncekeystore.StatusUnknown, nil)
 
 	row := `tr.record[data-key="` + key + `"]`
 	run(t, ctx, "the fresh unknown appears", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(row)))
@@ -153,7 +153,7 @@ func TestServeInTheBrowser(t *testing.T) {
 	require.Contains(t, got, "does not decode into Book's result type main.Booking")
 	shot("record-refused.png")
 	v := showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusUnknown, v.Status, "the refused decision changed nothing")
+	require.Equal(t, oncekeystore.StatusUnknown, v.Status, "the refused decision changed nothing")
 
 	// The form kept what was typed; correct the result and send it again.
 	run(t, ctx, "send the right result",
@@ -176,7 +176,7 @@ func TestServeInTheBrowser(t *testing.T) {
 	require.Equal(t, 1, runs, "the tool was not run again")
 
 	v = showJSON(t, env, key, "acme")
-	require.Equal(t, oncekey.StatusApplied, v.Status)
+	require.Equal(t, oncekeystore.StatusApplied, v.Status)
 	require.Equal(t, "BK-R1", v.EffectReference)
 	require.Equal(t, "ines (oncekey-serve)", v.ResolvedBy, "resolved_by is who is signed in, not form text")
 	require.Equal(t, "found in the booking system", v.Note)
@@ -204,8 +204,8 @@ func TestServeSignInInTheBrowser(t *testing.T) {
 	token := "omar-0123456789abcdef0123456789abcdef"
 	env[tokensEnv] = "omar acme " + token
 	s, _ := migratedAt(t, env["DATABASE_URL"])
-	seed(t, s, "acme", "BookAcme", "trip-1", "book", oncekey.StatusUnknown, nil)
-	seed(t, s, "globex", "BookGlobex", "trip-2", "book", oncekey.StatusUnknown, nil)
+	seed(t, s, "acme", "BookAcme", "trip-1", "book", oncekeystore.StatusUnknown, nil)
+	seed(t, s, "globex", "BookGlobex", "trip-2", "book", oncekeystore.StatusUnknown, nil)
 	base := startServe(t, env)
 
 	run(t, ctx, "a browser without a session is sent to sign in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("form.login")))
@@ -257,7 +257,7 @@ func TestServeApprovalInTheBrowser(t *testing.T) {
 	require.Contains(t, text(t, ctx, "#answer"), "a denial needs a reason")
 	views := approvalsJSON(t, env)
 	require.Len(t, views, 1)
-	require.Equal(t, oncekey.ApprovalPending, views[0].Status, "the refused decision changed nothing")
+	require.Equal(t, oncekeystore.ApprovalPending, views[0].Status, "the refused decision changed nothing")
 
 	run(t, ctx, "approve",
 		chromedp.WaitVisible(chromedp.CSS("#decide-form")),

@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -17,10 +17,10 @@ const storeEnv = "ONCEKEY_STORE"
 // the record, approval and inspection interfaces, so each command is written once against them
 // and prints the same, with the same errors and exit codes, on every store.
 type recordStore interface {
-	oncekey.Store
-	oncekey.ApprovalStore
-	oncekey.GrantStore
-	oncekey.StoreInspector
+	oncekeystore.Store
+	oncekeystore.ApprovalStore
+	oncekeystore.GrantStore
+	oncekeystore.StoreInspector
 	// Check tells whether the store is there and ready (pgstore: the tables migrated; redisstore:
 	// Redis 7 or later).
 	Check(ctx context.Context) error

@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 )
 
@@ -91,12 +91,12 @@ func eachStore(t *testing.T, fn func(t *testing.T, st testStore)) {
 func TestStoreCommandsOnEveryStore(t *testing.T) {
 	eachStore(t, func(t *testing.T, st testStore) {
 		s := st.store
-		applied := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusApplied, nil)
-		unknown := seed(t, s, "acme", "Book", "wf-2", "book", oncekey.StatusUnknown, nil)
-		seed(t, s, "globex", "Charge", "wf-3", "charge", oncekey.StatusApplied, nil)
+		applied := seed(t, s, "acme", "Book", "wf-1", "book", oncekeystore.StatusApplied, nil)
+		unknown := seed(t, s, "acme", "Book", "wf-2", "book", oncekeystore.StatusUnknown, nil)
+		seed(t, s, "globex", "Charge", "wf-3", "charge", oncekeystore.StatusApplied, nil)
 		waiting := seedApproval(t, s, "acme", "Refund", "wf-4", "refund", "refund 12.00 EUR")
 		missing := "ok1_" + strings.Repeat("0", 64)
-		grant, err := s.CreateGrant(context.Background(), &oncekey.CreateGrantParams{Namespace: "default", Tenant: "acme", Tool: "Refund",
+		grant, err := s.CreateGrant(context.Background(), &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: "acme", Tool: "Refund",
 			CreatedBy: "ada", Reason: "refunds for Jane Doe", Duration: time.Hour})
 		require.NoError(t, err)
 
@@ -143,8 +143,8 @@ func TestStoreCommandsOnEveryStore(t *testing.T) {
 			}
 		}
 		// The effect of resolve --direct and forget, read from the store itself.
-		rec, err := s.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: unknown})
-		require.ErrorIs(t, err, oncekey.ErrNotFound, "forget deleted the resolved record too: %+v", rec)
+		rec, err := s.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: unknown})
+		require.ErrorIs(t, err, oncekeystore.ErrNotFound, "forget deleted the resolved record too: %+v", rec)
 		r := cli(t, st.env, "list", "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		var views []recordView
@@ -155,20 +155,20 @@ func TestStoreCommandsOnEveryStore(t *testing.T) {
 		// The grant is gone, its reason with it, and a call of the tenant after the forget
 		// waits for a person: the worker's lookup finds no grant, and none approves it.
 		_, err = s.GetGrant(context.Background(), grant.ID)
-		require.ErrorIs(t, err, oncekey.ErrNotFound)
-		found, err := s.ListGrants(context.Background(), &oncekey.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "Refund", Status: oncekey.GrantActive})
+		require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+		found, err := s.ListGrants(context.Background(), &oncekeystore.ListGrantsParams{Namespace: "default", Tenant: "acme", Tool: "Refund", Status: oncekeystore.GrantActive})
 		require.NoError(t, err)
 		require.Empty(t, found.Grants)
 		later := seedApproval(t, s, "acme", "Refund", "wf-5", "refund", "refund 13.00 EUR")
-		ap, err := s.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: later})
+		ap, err := s.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: later})
 		require.NoError(t, err)
-		_, err = s.ApproveByGrant(context.Background(), &oncekey.ApproveByGrantParams{Tenant: "acme", OperationKey: later, Episode: ap.Episode,
+		_, err = s.ApproveByGrant(context.Background(), &oncekeystore.ApproveByGrantParams{Tenant: "acme", OperationKey: later, Episode: ap.Episode,
 			Token: ap.Token, GrantID: grant.ID, WorkflowID: "wf-5", Retention: time.Hour})
-		var na *oncekey.GrantNotActiveError
+		var na *oncekeystore.GrantNotActiveError
 		require.ErrorAs(t, err, &na)
-		ap, err = s.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: later})
+		ap, err = s.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: later})
 		require.NoError(t, err)
-		require.Equal(t, oncekey.ApprovalPending, ap.Status, "the call waits for a person")
+		require.Equal(t, oncekeystore.ApprovalPending, ap.Status, "the call waits for a person")
 		r = cli(t, st.env, "grants", "--status", "all", "--json")
 		require.Equal(t, 0, r.code, r.stderr)
 		require.NotContains(t, r.stdout, "Jane Doe")
@@ -207,7 +207,7 @@ func TestStoreURLErrors(t *testing.T) {
 // serve reads the inbox's queues, records and approvals from either store.
 func TestServeOnEveryStore(t *testing.T) {
 	eachStore(t, func(t *testing.T, st testStore) {
-		unknown := seed(t, st.store, "acme", "Book", "wf-2", "book", oncekey.StatusUnknown, nil)
+		unknown := seed(t, st.store, "acme", "Book", "wf-2", "book", oncekeystore.StatusUnknown, nil)
 		waiting := seedApproval(t, st.store, "acme", "Refund", "wf-4", "refund", "refund 12.00 EUR")
 		env := map[string]string{"TEMPORAL_ADDRESS": testenv.TemporalHostPort(t), "USER": "ines"}
 		maps.Copy(env, st.env)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -54,13 +54,13 @@ func TestHumanOutputEscapesStoredStrings(t *testing.T) {
 		note   = "checked\r\nresolved by: root"
 		by     = "\x1b[2Jops"
 	)
-	key := seed(t, s, tenant, tool, wf, step, oncekey.StatusUnknown, nil)
-	_, err := s.Resolve(ctx, &oncekey.ResolveParams{Tenant: tenant, OperationKey: key, Epoch: 1, Status: oncekey.StatusApplied,
+	key := seed(t, s, tenant, tool, wf, step, oncekeystore.StatusUnknown, nil)
+	_, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: tenant, OperationKey: key, Epoch: 1, Status: oncekeystore.StatusApplied,
 		EffectReference: ref, ResolvedBy: by, Note: note})
 	require.NoError(t, err)
 	result, err := reconcile.EncodeResult(nil, []byte("{\"id\":\"\u202eTCK\"}"))
 	require.NoError(t, err)
-	plain := seed(t, s, "globex", "CreateTicket", "wf-1", "create_ticket", oncekey.StatusApplied, result)
+	plain := seed(t, s, "globex", "CreateTicket", "wf-1", "create_ticket", oncekeystore.StatusApplied, result)
 
 	requireSafe := func(t *testing.T, out string) {
 		t.Helper()

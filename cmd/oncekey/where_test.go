@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // withURL returns the tests' database URL with the role or database replaced.
@@ -103,7 +103,7 @@ func TestMissingTableErrorNamesTheDatabase(t *testing.T) {
 func TestErrorsNameTheDatabase(t *testing.T) {
 	url, schema, s := namedSchema(t)
 	env := map[string]string{"DATABASE_URL": url}
-	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekey.StatusApplied, nil)
+	key := seed(t, s, "acme", "Book", "wf-1", "book", oncekeystore.StatusApplied, nil)
 	r := cli(t, env, "resolve", key, "--epoch", "1", "--tenant", "acme", "--schema", schema, "--direct", "--no-temporal-check", "--failed")
 	requireOneLine(t, r, exitFailed, "is already applied", "("+dbAt(t)+", schema "+schema+")")
 }
@@ -113,7 +113,7 @@ func TestErrorsNameTheDatabase(t *testing.T) {
 func TestListToolHintsAtTheCase(t *testing.T) {
 	url, s, _ := migrated(t)
 	env := map[string]string{"DATABASE_URL": url}
-	seed(t, s, "acme", "CreateTicket", "wf-1", "one", oncekey.StatusApplied, nil)
+	seed(t, s, "acme", "CreateTicket", "wf-1", "one", oncekeystore.StatusApplied, nil)
 
 	r := cli(t, env, "list", "--tool", "createticket")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -80,11 +81,11 @@ func TestAgentLoop(t *testing.T) {
 	// The store: the tickets and the refund applied, nothing left unknown. Both tickets were
 	// settled by the receipt lookup, which gave their effect references; the refund tool
 	// records none.
-	page, err := pgstore.New(pool, nil).List(ctx, &oncekey.ListParams{})
+	page, err := pgstore.New(pool, nil).List(ctx, &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	applied := map[string][]string{}
 	for _, r := range page.Records {
-		require.Equal(t, oncekey.StatusApplied, r.Status, "%s %s", r.Tool, r.OperationKey)
+		require.Equal(t, oncekeystore.StatusApplied, r.Status, "%s %s", r.Tool, r.OperationKey)
 		applied[r.Tool] = append(applied[r.Tool], r.EffectReference)
 	}
 	require.ElementsMatch(t, []string{"T-1", "T-2"}, applied[ToolTicket])

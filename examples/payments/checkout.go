@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	okworker "github.com/oncekey/oncekey/worker"
@@ -131,7 +132,7 @@ type Report struct {
 	// Outcomes counts claimed calls by outcome label (the interceptor's OnEvent hook).
 	Outcomes map[oncekey.Outcome]int
 	// Record is the stored record of the charge.
-	Record *oncekey.Record
+	Record *oncekeystore.Record
 	// UnknownRecords counts this tenant's records with status unknown.
 	UnknownRecords int
 	// ReconciliationStarted is true if a reconciliation workflow exists for the key.
@@ -203,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Outcomes = outcomes
 	mu.Unlock()
 
-	recs, err := store.List(ctx, &oncekey.ListParams{Tenant: tenant, WorkflowID: rep.WorkflowID})
+	recs, err := store.List(ctx, &oncekeystore.ListParams{Tenant: tenant, WorkflowID: rep.WorkflowID})
 	if err != nil {
 		return nil, fmt.Errorf("payments: list records: %w", err)
 	}
@@ -212,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Record = recs.Records[0]
 	rep.OperationKey = rep.Record.OperationKey
-	unknown, err := reconcile.List(ctx, store, oncekey.ListParams{Tenant: tenant})
+	unknown, err := reconcile.List(ctx, store, oncekeystore.ListParams{Tenant: tenant})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -59,11 +60,11 @@ func TestLostResponseRecoveredByProvider(t *testing.T) {
 	// No reconciliation: the record is applied, nothing is unknown, and Temporal has no
 	// reconciliation workflow for the key.
 	store := pgstore.New(pool, nil)
-	rec, err := store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: rep.OperationKey})
+	rec, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: rep.OperationKey})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Empty(t, rec.ResolvedBy)
-	unknown, err := store.List(ctx, &oncekey.ListParams{Status: oncekey.StatusUnknown})
+	unknown, err := store.List(ctx, &oncekeystore.ListParams{Status: oncekeystore.StatusUnknown})
 	require.NoError(t, err)
 	require.Empty(t, unknown.Records)
 	_, err = c.DescribeWorkflow(ctx, reconcile.WorkflowID(rep.OperationKey), "")

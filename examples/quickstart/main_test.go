@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -27,8 +27,8 @@ func TestQuickstartReplays(t *testing.T) {
 	require.NoError(t, run(ctx, copts, pool, "quickstart-"+t.Name(), "welcome-"+t.Name()))
 
 	require.Equal(t, int64(1), sent.Load()-before, "the second run must replay, not send again")
-	page, err := pgstore.New(pool, nil).List(ctx, &oncekey.ListParams{})
+	page, err := pgstore.New(pool, nil).List(ctx, &oncekeystore.ListParams{})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
-	require.Equal(t, oncekey.StatusApplied, page.Records[0].Status)
+	require.Equal(t, oncekeystore.StatusApplied, page.Records[0].Status)
 }

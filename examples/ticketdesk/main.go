@@ -43,10 +43,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/internal/exampleenv"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/desk"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 //go:embed testdata/requests.jsonl testdata/customers.json
@@ -124,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *manual {
 		cfg.Timeout = 30 * time.Minute
-		cfg.LeaveOne = func(rec *oncekey.Record, lookupURL string) {
+		cfg.LeaveOne = func(rec *oncekeystore.Record, lookupURL string) {
 			pr.line(manualInstructions(rec, lookupURL, pg.Schema, tc))
 		}
 	}
@@ -172,7 +172,7 @@ func orDefault(s, d string) string {
 }
 
 // manualInstructions tells the person at the terminal how to settle the operation left to them.
-func manualInstructions(rec *oncekey.Record, lookupURL, schema string, tc *exampleenv.Temporal) string {
+func manualInstructions(rec *oncekeystore.Record, lookupURL, schema string, tc *exampleenv.Temporal) string {
 	flags := fmt.Sprintf("--schema %s --tenant %s", shell.Word(schema), shell.Word(rec.Tenant))
 	temporal := fmt.Sprintf("--address %s", shell.Word(tc.HostPort))
 	if tc.Namespace != "default" {

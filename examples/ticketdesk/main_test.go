@@ -24,6 +24,7 @@ import (
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -267,7 +268,7 @@ func TestDemoLeavesOneForAPerson(t *testing.T) {
 	defer cancel()
 	rep, err := desk.Run(ctx, desk.Config{
 		Client: c, Pool: pool, Requests: requests, Customers: customers, Seed: 1,
-		LeaveOne: func(rec *oncekey.Record, lookupURL string) {
+		LeaveOne: func(rec *oncekeystore.Record, lookupURL string) {
 			left <- rec.OperationKey
 			go func() {
 				body, lerr := fetch(ctx, lookupURL)
@@ -293,9 +294,9 @@ func TestDemoLeavesOneForAPerson(t *testing.T) {
 	require.Equal(t, len(requests), rep.Oncekey.Completed)
 	require.Positive(t, rep.Plain.DoubleEffects)
 
-	rec, err := pgstore.New(pool, nil).Get(ctx, &oncekey.GetParams{Tenant: "ticketdesk", OperationKey: key})
+	rec, err := pgstore.New(pool, nil).Get(ctx, &oncekeystore.GetParams{Tenant: "ticketdesk", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status)
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status)
 	require.Equal(t, "person", rec.ResolvedBy)
 }
 

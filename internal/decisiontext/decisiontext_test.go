@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -31,7 +31,7 @@ func TestMessages(t *testing.T) {
 		{ResolutionAnswer(&reconcile.Output{Outcome: reconcile.Applied, ResolvedBy: "ines", EffectReference: "BK-1", Result: []byte("xy")}, strconv.Quote),
 			`outcome applied, resolved by "ines", effect reference "BK-1", result 2 bytes stored`},
 		{ResolutionAnswer(&reconcile.Output{Outcome: reconcile.Failed, Failure: "gone"}, nil), "outcome failed, failure gone"},
-		{ApprovalAnswer(&reconcile.ApprovalOutput{Status: oncekey.ApprovalDenied, DecidedBy: "ines", DecidedAt: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC), Reason: "too much"}, nil),
+		{ApprovalAnswer(&reconcile.ApprovalOutput{Status: oncekeystore.ApprovalDenied, DecidedBy: "ines", DecidedAt: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC), Reason: "too much"}, nil),
 			"denied, by ines, at 2026-01-02T15:04:05Z, reason: too much"},
 		{ApprovalAnswer(nil, nil), "accepted"},
 	} {

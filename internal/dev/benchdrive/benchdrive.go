@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The workload's constant arguments, the same for every store and for its baseline.
@@ -38,8 +39,8 @@ const (
 )
 
 // ClaimParams returns the workload's claim of key for tenant.
-func ClaimParams(tenant, key string) *oncekey.ClaimParams {
-	return &oncekey.ClaimParams{Tenant: tenant, OperationKey: key, Tool: Tool, Version: Version,
+func ClaimParams(tenant, key string) *oncekeystore.ClaimParams {
+	return &oncekeystore.ClaimParams{Tenant: tenant, OperationKey: key, Tool: Tool, Version: Version,
 		Fingerprint: Fingerprint, WorkflowID: WorkflowID, StepID: StepID, Effect: oncekey.Effectful,
 		Lease: Lease, Retention: Retention, Tombstone: Tombstone}
 }
@@ -119,15 +120,15 @@ func StopServer(cmd *exec.Cmd, sig os.Signal, wait time.Duration, dir string) {
 
 // SeedReplay creates the applied records the replay figures claim again: keys "1".."ReplayKeys"
 // in tenant "replay", each claimed and completed with the workload's result.
-func SeedReplay(ctx context.Context, s oncekey.Store) error {
+func SeedReplay(ctx context.Context, s oncekeystore.Store) error {
 	for i := 1; i <= ReplayKeys; i++ {
 		key := strconv.Itoa(i)
 		c, err := s.Claim(ctx, ClaimParams("replay", key))
 		if err != nil {
 			return err
 		}
-		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: []byte(Result), Failure: []byte{}, EffectReference: EffectRef}); err != nil {
+		if _, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "replay", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: []byte(Result), Failure: []byte{}, EffectReference: EffectRef}); err != nil {
 			return err
 		}
 	}
@@ -175,14 +176,14 @@ func Main(profile string, run func() error) {
 
 // Replay drives clients concurrent replays of the records SeedReplay wrote (random keys of
 // 1..ReplayKeys) for d, each checked to be the applied record, and returns replays per second.
-func Replay(ctx context.Context, s oncekey.Store, clients int, d time.Duration) (float64, error) {
+func Replay(ctx context.Context, s oncekeystore.Store, clients int, d time.Duration) (float64, error) {
 	return Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
 		key := strconv.Itoa(1 + rand.IntN(ReplayKeys))
 		c, err := s.Claim(ctx, ClaimParams("replay", key))
 		if err != nil {
 			return err
 		}
-		if c.Acquired || c.Record.Status != oncekey.StatusApplied || string(c.Record.Result) != Result {
+		if c.Acquired || c.Record.Status != oncekeystore.StatusApplied || string(c.Record.Result) != Result {
 			return fmt.Errorf("replay of %s did not find the applied record: %+v", key, c)
 		}
 		return nil

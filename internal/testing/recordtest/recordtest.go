@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Fingerprint is the fingerprint Seed and Ask store: 64 hex digits.
@@ -27,7 +28,7 @@ const UnknownFailure = `{"message":"connection reset"}`
 type Record struct {
 	Tenant, WorkflowID, StepID, Tool string
 	// Status is applied, unknown or pending (claimed, its one-minute lease running).
-	Status oncekey.Status
+	Status oncekeystore.Status
 	// Result is an applied record's result; its effect reference is "REF-" + StepID.
 	Result []byte
 	// Failure is an unknown record's failure. Defaults to UnknownFailure.
@@ -46,11 +47,11 @@ func operationKey(t testing.TB, tenant, wf, step, tool string) string {
 // Seed claims r's operation in s at a fresh epoch (lease one minute, retention and tombstone one
 // hour) and leaves it in r.Status; it returns the operation key and the epoch. It fails the test
 // on any store error or when the operation was already claimed.
-func Seed(t testing.TB, s oncekey.Store, r Record) (key string, epoch int64) {
+func Seed(t testing.TB, s oncekeystore.Store, r Record) (key string, epoch int64) {
 	t.Helper()
 	ctx := context.Background()
 	k := operationKey(t, r.Tenant, r.WorkflowID, r.StepID, r.Tool)
-	cr, err := s.Claim(ctx, &oncekey.ClaimParams{
+	cr, err := s.Claim(ctx, &oncekeystore.ClaimParams{
 		Tenant: r.Tenant, OperationKey: k, Tool: r.Tool, Fingerprint: Fingerprint,
 		WorkflowID: r.WorkflowID, StepID: r.StepID, Effect: oncekey.Effectful,
 		Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour,
@@ -59,16 +60,16 @@ func Seed(t testing.TB, s oncekey.Store, r Record) (key string, epoch int64) {
 	require.True(t, cr.Acquired, "the operation was not claimed before")
 	epoch = cr.Record.Epoch
 	switch r.Status {
-	case oncekey.StatusApplied:
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: r.Tenant, OperationKey: k, Epoch: epoch,
-			Status: oncekey.StatusApplied, Result: r.Result, EffectReference: "REF-" + r.StepID})
-	case oncekey.StatusUnknown:
+	case oncekeystore.StatusApplied:
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: r.Tenant, OperationKey: k, Epoch: epoch,
+			Status: oncekeystore.StatusApplied, Result: r.Result, EffectReference: "REF-" + r.StepID})
+	case oncekeystore.StatusUnknown:
 		failure := r.Failure
 		if failure == nil {
 			failure = []byte(UnknownFailure)
 		}
-		_, err = s.MarkUnknown(ctx, &oncekey.MarkUnknownParams{Tenant: r.Tenant, OperationKey: k, Epoch: epoch, Failure: failure})
-	case oncekey.StatusPending:
+		_, err = s.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: r.Tenant, OperationKey: k, Epoch: epoch, Failure: failure})
+	case oncekeystore.StatusPending:
 	default:
 		t.Fatalf("recordtest.Seed: status %q is not applied, unknown or pending", r.Status)
 	}
@@ -79,10 +80,10 @@ func Seed(t testing.TB, s oncekey.Store, r Record) (key string, epoch int64) {
 // Ask asks s for approval of the operation (tenant, wf, step, tool) of namespace "default" with
 // summary, as the approval workflow does (timeout one hour), and returns its key. It fails the
 // test on a store error or when an approval was already asked for.
-func Ask(t testing.TB, s oncekey.ApprovalStore, tenant, wf, step, tool, summary string) string {
+func Ask(t testing.TB, s oncekeystore.ApprovalStore, tenant, wf, step, tool, summary string) string {
 	t.Helper()
 	k := operationKey(t, tenant, wf, step, tool)
-	res, err := s.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{
+	res, err := s.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{
 		Tenant: tenant, OperationKey: k, Namespace: "default", Tool: tool, Fingerprint: Fingerprint,
 		WorkflowID: wf, StepID: step, Summary: summary, Timeout: time.Hour,
 	})

@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // ClaimComplete runs clients goroutines that each claim and complete each new keys of tenant
 // on s at once (after a common start), every fifth key also completed first at a stale epoch,
 // which must be lost. It then reads every record back: each must be applied with its own key
 // as its result.
-func ClaimComplete(t *testing.T, s oncekey.Store, tenant string, clients, each int) {
+func ClaimComplete(t *testing.T, s oncekeystore.Store, tenant string, clients, each int) {
 	t.Helper()
 	ctx := context.Background()
 	key := func(c, i int) string { return fmt.Sprintf("ok1_load_%d_%d", c, i) }
@@ -32,20 +33,20 @@ func ClaimComplete(t *testing.T, s oncekey.Store, tenant string, clients, each i
 			<-start
 			for i := range each {
 				k := key(c, i)
-				res, err := s.Claim(ctx, &oncekey.ClaimParams{Tenant: tenant, OperationKey: k, Tool: "t", Fingerprint: "fp",
+				res, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: tenant, OperationKey: k, Tool: "t", Fingerprint: "fp",
 					Effect: oncekey.Effectful, Lease: 30e9, Retention: 3600e9, Tombstone: 3600e9})
 				if err == nil && !res.Acquired {
 					err = fmt.Errorf("claim of new key %s not acquired", k)
 				}
 				if err == nil && i%5 == 0 {
-					if _, lerr := s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: k, Epoch: res.Record.Epoch + 1,
-						Status: oncekey.StatusApplied}); !errors.Is(lerr, oncekey.ErrLostClaim) {
+					if _, lerr := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: k, Epoch: res.Record.Epoch + 1,
+						Status: oncekeystore.StatusApplied}); !errors.Is(lerr, oncekeystore.ErrLostClaim) {
 						err = fmt.Errorf("complete of %s at a stale epoch: %v", k, lerr)
 					}
 				}
 				if err == nil {
-					_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: tenant, OperationKey: k, Epoch: res.Record.Epoch,
-						Status: oncekey.StatusApplied, Result: []byte(k)})
+					_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: tenant, OperationKey: k, Epoch: res.Record.Epoch,
+						Status: oncekeystore.StatusApplied, Result: []byte(k)})
 				}
 				if err != nil {
 					errs <- err
@@ -62,9 +63,9 @@ func ClaimComplete(t *testing.T, s oncekey.Store, tenant string, clients, each i
 	}
 	for c := range clients {
 		for i := range each {
-			r, err := s.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key(c, i)})
+			r, err := s.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key(c, i)})
 			require.NoError(t, err)
-			require.Equal(t, oncekey.StatusApplied, r.Status, key(c, i))
+			require.Equal(t, oncekeystore.StatusApplied, r.Status, key(c, i))
 			require.Equal(t, key(c, i), string(r.Result))
 		}
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -112,8 +112,8 @@ func pairLatencies(ctx context.Context, s *pgstore.Store, d time.Duration) ([]ti
 		if !c.Acquired {
 			return nil, fmt.Errorf("claim of new key %s not acquired", key)
 		}
-		if _, err := s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
+		if _, err := s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef}); err != nil {
 			return nil, err
 		}
 		out = append(out, time.Since(t0))

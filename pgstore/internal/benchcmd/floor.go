@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -60,7 +60,7 @@ func floorConns(ctx context.Context, pool *pgxpool.Pool, clients int) (conns []*
 }
 
 var (
-	floorEffect    = strconv.AppendInt(nil, int64(oncekey.Effectful), 10)
+	floorEffect    = strconv.AppendInt(nil, int64(oncekeystore.Effectful), 10)
 	floorLease     = strconv.AppendInt(nil, benchdrive.Lease.Microseconds(), 10)
 	floorRetention = strconv.AppendInt(nil, benchdrive.Retention.Microseconds(), 10)
 	floorTombstone = strconv.AppendInt(nil, benchdrive.Tombstone.Microseconds(), 10)
@@ -119,7 +119,7 @@ func floorReplay(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Du
 		if res.Err != nil {
 			return fmt.Errorf("floor replay: %w", res.Err)
 		}
-		if st := column(res, "status"); string(st) != string(oncekey.StatusApplied) {
+		if st := column(res, "status"); string(st) != string(oncekeystore.StatusApplied) {
 			return fmt.Errorf("floor replay of %s found status %q", key, st)
 		}
 		return nil

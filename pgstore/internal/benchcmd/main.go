@@ -57,8 +57,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -67,7 +67,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds per figure (ours and pgbench alternate); medians are reported")
 	only := flag.String("only", "", "run only figures whose name matches this regexp")
 	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
-	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, oncekey.DefaultPurgeBatchSize)")
+	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, oncekeystore.DefaultPurgeBatchSize)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every round of the claim and replay figures and print its ratio to pgbench")
 	pinnedCPU := flag.Int("pinned-server-cpu", -1, "run the claim and replay figures against a private Postgres pinned to this CPU (start this process pinned to another: taskset -c 1)")
@@ -368,14 +368,14 @@ func pgbenchSQL(q string, names []string) string {
 }
 
 func runPgbench(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration) (float64, error) {
-	return runPgbenchEffect(ctx, pgbench, url, schema, script, tenant, clients, d, oncekey.Effectful)
+	return runPgbenchEffect(ctx, pgbench, url, schema, script, tenant, clients, d, oncekeystore.Effectful)
 }
 
 // errNoTPS is runPgbench's error when pgbench printed no rate for the run.
 var errNoTPS = errors.New("no tps in pgbench output")
 
 // runPgbenchEffect is runPgbench with the claims' effect class.
-func runPgbenchEffect(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration, effect oncekey.Effect) (float64, error) {
+func runPgbenchEffect(ctx context.Context, pgbench, url, schema, script, tenant string, clients int, d time.Duration, effect oncekeystore.Effect) (float64, error) {
 	threads := clientThreads(clients)
 	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", script,
@@ -505,8 +505,8 @@ func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d tim
 			return fmt.Errorf("claim of new key %s not acquired", key)
 		}
 		t1 := time.Now()
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
 		dbgClaim.Add(int64(t1.Sub(t0)))
 		dbgComplete.Add(int64(time.Since(t1)))
 		dbgN.Add(1)
@@ -606,7 +606,7 @@ FROM generate_series(1, $1::int) AS g`, n, []byte(benchdrive.Result)); err != ni
 		during <- lat{d, err}
 	}()
 	start := time.Now()
-	pr, err := s.Purge(ctx, &oncekey.PurgeParams{BatchSize: purgeBatch})
+	pr, err := s.Purge(ctx, &oncekeystore.PurgeParams{BatchSize: purgeBatch})
 	ours := time.Since(start)
 	close(stop)
 	got := <-during

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -37,9 +37,9 @@ const txClients = 8
 // txLedger is the table the body writes.
 const txLedger = `CREATE TABLE IF NOT EXISTS bench_ledger (op_key text NOT NULL, amount bigint NOT NULL)`
 
-func txParams(tenant, key string) *oncekey.ClaimParams {
+func txParams(tenant, key string) *oncekeystore.ClaimParams {
 	p := benchdrive.ClaimParams(tenant, key)
-	p.Effect = oncekey.Transactional
+	p.Effect = oncekeystore.Transactional
 	return p
 }
 
@@ -54,7 +54,7 @@ func oursTransactional(ctx context.Context, s *pgstore.Store, clients int, d tim
 		if !c.Acquired {
 			return fmt.Errorf("claim of new key %s not acquired", key)
 		}
-		stx, err := s.BeginTx(ctx, &oncekey.BeginTxParams{Tenant: "tx", OperationKey: key, Epoch: c.Record.Epoch, Lease: benchdrive.Lease, Tool: benchdrive.Tool})
+		stx, err := s.BeginTx(ctx, &oncekeystore.BeginTxParams{Tenant: "tx", OperationKey: key, Epoch: c.Record.Epoch, Lease: benchdrive.Lease, Tool: benchdrive.Tool})
 		if err != nil {
 			return err
 		}
@@ -66,8 +66,8 @@ func oursTransactional(ctx context.Context, s *pgstore.Store, clients int, d tim
 		if _, err := tx.Exec(ctx, `INSERT INTO bench_ledger (op_key, amount) VALUES ($1, $2)`, key, 1); err != nil {
 			return err
 		}
-		_, err = stx.Commit(ctx, &oncekey.CompleteParams{Tenant: "tx", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
+		_, err = stx.Commit(ctx, &oncekeystore.CompleteParams{Tenant: "tx", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
 		return err
 	})
 }
@@ -86,8 +86,8 @@ func oursEffectfulInsert(ctx context.Context, s *pgstore.Store, pool *pgxpool.Po
 		if _, err := pool.Exec(ctx, `INSERT INTO bench_ledger (op_key, amount) VALUES ($1, $2)`, key, 1); err != nil {
 			return err
 		}
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "effectful", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "effectful", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
 		return err
 	})
 }
@@ -132,7 +132,7 @@ func transactionalFigure(ctx context.Context, pool *pgxpool.Pool, s *pgstore.Sto
 	// pgbench's effect column is 4 (Transactional) like ours.
 	bench := func(script string) func() (float64, error) {
 		return func() (float64, error) {
-			return runPgbenchEffect(ctx, pgbench, url, schema, filepath.Join(dir, script+".sql"), "pgbench_tx", txClients, duration, oncekey.Transactional)
+			return runPgbenchEffect(ctx, pgbench, url, schema, filepath.Join(dir, script+".sql"), "pgbench_tx", txClients, duration, oncekeystore.Transactional)
 		}
 	}
 	for r := range rounds {

@@ -38,8 +38,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/redisstore/internal/lua"
 )
@@ -168,8 +168,8 @@ func oursClaimComplete(ctx context.Context, s *redisstore.Store, clients int, d 
 		if !c.Acquired {
 			return fmt.Errorf("claim of new key %s not acquired", key)
 		}
-		_, err = s.Complete(ctx, &oncekey.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekey.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
+		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
+			Status: oncekeystore.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
 		return err
 	})
 }
@@ -184,7 +184,7 @@ func oursReplay(ctx context.Context, s *redisstore.Store, clients int, d time.Du
 
 var (
 	layout       = lua.NewLayout(prefix, redisstore.DefaultBuckets)
-	floorEffect  = int(oncekey.Effectful)
+	floorEffect  = int(oncekeystore.Effectful)
 	floorLease   = benchdrive.Lease.Microseconds()
 	floorRetain  = benchdrive.Retention.Microseconds()
 	floorTombWin = benchdrive.Tombstone.Microseconds()

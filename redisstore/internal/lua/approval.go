@@ -11,7 +11,7 @@ import "github.com/redis/go-redis/v9"
 //	ra, dl       requested at and deadline (µs)
 //	da, dby, why decided at (absent while pending), decided by, reason
 //	ea           end of retention (absent while pending)
-//	rq           the worker's request token (oncekey.Approval.Token; absent: asked under the
+//	rq           the worker's request token (oncekeystore.Approval.Token; absent: asked under the
 //	             earlier protocol), which a decision must name
 //	tok          token of the request that asked the current episode (to recognise its repeat)
 //	wt           token of the decision (to recognise its repeat)
@@ -32,7 +32,7 @@ local AMSG, ACHG, AEOF, AEAS, AGID = 18, 19, 20, 21, 22
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
 local function aread(ap, extra) return hfields(ap, AF, extra) end
 -- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
--- past its deadline is timed out (the reply's reader fills in the rest: oncekey.Approval.ReadAsOf).
+-- past its deadline is timed out (the reply's reader fills in the rest: oncekeystore.Approval.ReadAsOf).
 local function astatus(v, now)
   if v[AST] == 'pending' and now >= tonumber(v[ADL]) then return 'timed_out' end
   return v[AST]

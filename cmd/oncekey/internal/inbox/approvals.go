@@ -11,24 +11,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/decisiontext"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
 // approvalQueue lists the pending approvals (Policy.Approval), oldest request first. It is the
 // inbox's second queue when the store keeps approvals.
-func approvalQueue(as oncekey.ApprovalStore) queue {
+func approvalQueue(as oncekeystore.ApprovalStore) queue {
 	return queue{
 		Name:  "approvals",
 		Title: "Waiting for approval",
 		Empty: "Nothing waits: no call is waiting for approval.",
 		list: func(ctx context.Context, s *Server, tenant string) ([]item, bool, error) {
-			res, err := as.ListApprovals(ctx, &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant, Limit: pageLimit})
+			res, err := as.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending, Tenant: tenant, Limit: pageLimit})
 			if err != nil {
 				return nil, false, err
 			}
-			return itemsOf(s.now(), res.Approvals, func(now time.Time, ap *oncekey.Approval) item {
+			return itemsOf(s.now(), res.Approvals, func(now time.Time, ap *oncekeystore.Approval) item {
 				it := row(now, ap.Tenant, ap.OperationKey, ap.Tool, ap.WorkflowID, ap.StepID, ap.RequestedAt)
 				it.Summary, it.TimesOut, it.Episode = ap.Summary, untilText(now, ap.Deadline), ap.Episode
 				if ap.NearDeadline(now) {
@@ -73,7 +73,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		s.message(w, r, http.StatusNotFound, "No approvals here", "This inbox's store keeps no approvals.")
 		return
 	}
-	ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	ap, err := s.approvals.GetApproval(r.Context(), &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	if !s.found(w, r, "approval", tenant, err, "It may have expired", "Check that the store is reachable (and, for Postgres, migrated: oncekey migrate), then reload.") {
 		return
 	}
@@ -91,7 +91,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 	add("Workflow", ap.WorkflowID)
 	add("Step", ap.StepID)
 	add("Requested", ap.RequestedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, ap.RequestedAt)+" ago)")
-	if ap.Status == oncekey.ApprovalPending {
+	if ap.Status == oncekeystore.ApprovalPending {
 		soon := ""
 		if ap.NearDeadline(now) {
 			soon = ": soon, decide it before it is timed out"
@@ -115,11 +115,11 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		d.EditOfLink = approvalLink(ap.Tenant, ap.EditOf)
 	}
 	add("Grant", ap.GrantID)
-	if rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
+	if rec, err := s.opts.Store.Get(r.Context(), &oncekeystore.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
 		d.Record = fmt.Sprintf("%s, epoch %d", rec.Status, rec.Epoch)
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
 	}
-	if ap.Status == oncekey.ApprovalPending {
+	if ap.Status == oncekeystore.ApprovalPending {
 		// A workflow that has closed or never ran: the call that asked was told its approval ended
 		// without a decision, and the next call of the operation asks again.
 		next := "Nothing ran. The next call of the operation (its workflow running the step again) asks anew, with a form here; `" +
@@ -176,8 +176,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 			return true
 		},
 		stored: func(ctx context.Context, episode int64) (*answer, error) {
-			ap, err := s.approvals.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-			if err != nil || (ap.Episode == episode && ap.Status == oncekey.ApprovalPending) {
+			ap, err := s.approvals.GetApproval(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
+			if err != nil || (ap.Episode == episode && ap.Status == oncekeystore.ApprovalPending) {
 				return nil, err
 			}
 			detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
@@ -218,9 +218,9 @@ func (s *Server) decidedFirst(ctx context.Context, tenant, key string, episode i
 	var refused *reconcile.DecisionRefusedError
 	errors.As(err, &refused)
 	const title = "Refused: the approval was already decided"
-	ap, err := s.approvals.GetApproval(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	ap, err := s.approvals.GetApproval(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
-	case err == nil && ap.Episode == episode && ap.Status != oncekey.ApprovalPending:
+	case err == nil && ap.Episode == episode && ap.Status != oncekeystore.ApprovalPending:
 		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the approval was " + decidedText(ap) +
 			". Nothing was recorded for this decision, and nothing waits for one any more."}
 	case err == nil && ap.Episode != episode:
@@ -234,7 +234,7 @@ func (s *Server) decidedFirst(ctx context.Context, tenant, key string, episode i
 }
 
 // approvalLine says in one line how an approval stands: "approved, episode 1, by ines at …".
-func approvalLine(ap *oncekey.Approval) string {
+func approvalLine(ap *oncekeystore.Approval) string {
 	s := fmt.Sprintf("%s, episode %d", ap.Status, ap.Episode)
 	if ap.DecidedBy != "" {
 		s += ", by " + ap.DecidedBy

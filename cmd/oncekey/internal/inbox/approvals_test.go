@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // ask asks for approval of (tenant, tool) as the approval workflow does and returns the key.
@@ -31,8 +32,8 @@ func TestApprovalQueue(t *testing.T) {
 	acme := e.ask("acme", "IssueRefund", "refund 120.00 EUR on order 42 "+evil)
 	globex := e.ask("globex", "DeleteAccount", "delete the account of globex")
 	denied := e.ask("acme", "SendNewsletter", "newsletter to everyone")
-	_, err := e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: denied, Episode: 1,
-		Status: oncekey.ApprovalDenied, DecidedBy: "omar", Reason: "no", Retention: time.Hour})
+	_, err := e.store.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: denied, Episode: 1,
+		Status: oncekeystore.ApprovalDenied, DecidedBy: "omar", Reason: "no", Retention: time.Hour})
 	require.NoError(t, err)
 
 	res, body := e.req("GET", "/", nil, bearer(inesToken))
@@ -98,15 +99,15 @@ func TestDecideFormRefusals(t *testing.T) {
 	require.Contains(t, body, "The form showed episode 2; the approval is now pending at episode 1")
 
 	// Someone else decides; the form shown before is refused although its episode matches.
-	_, err := e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
-		Status: oncekey.ApprovalApproved, DecidedBy: "omar", Retention: time.Hour})
+	_, err := e.store.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+		Status: oncekeystore.ApprovalApproved, DecidedBy: "omar", Retention: time.Hour})
 	require.NoError(t, err)
 	res, body = post("deny", "too much", 1)
 	require.Equal(t, http.StatusConflict, res.StatusCode, body)
 	require.Contains(t, body, "the approval is now approved at episode 1, decided by omar")
-	ap, err := e.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	ap, err := e.store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalApproved, ap.Status, "the earlier decision stands")
+	require.Equal(t, oncekeystore.ApprovalApproved, ap.Status, "the earlier decision stands")
 	require.Equal(t, 5, strings.Count(log.String(), `msg="approval decision" by="ines (oncekey-serve)" tenant=acme key=`+key), log.String())
 }
 
@@ -118,9 +119,9 @@ func TestDecideOtherTenantIsForbidden(t *testing.T) {
 	res, body := e.req("POST", "/decide", url.Values{"tenant": {"globex"}, "key": {key}, "episode": {"1"}, "decision": {"approve"}, "csrf": {tok}},
 		both(bearer(acmeToken), withCookie(cookie)))
 	require.Equal(t, http.StatusForbidden, res.StatusCode, body)
-	ap, err := e.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "globex", OperationKey: key})
+	ap, err := e.store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "globex", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalPending, ap.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, ap.Status)
 }
 
 // approvalLinkHTML is approvalLink as html/template writes it into an href.
@@ -131,20 +132,20 @@ func approvalLinkHTML(tenant, key string) string {
 // A record whose operation had an approval links to it from its page.
 func TestRecordPageLinksItsApproval(t *testing.T) {
 	e := setup(t, nil)
-	key, _ := e.seed("acme", "IssueRefund", oncekey.StatusApplied, nil, "")
-	res, err := e.store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: key, Namespace: "default",
+	key, _ := e.seed("acme", "IssueRefund", oncekeystore.StatusApplied, nil, "")
+	res, err := e.store.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{Tenant: "acme", OperationKey: key, Namespace: "default",
 		Tool: "IssueRefund", Fingerprint: strings.Repeat("ab", 32), WorkflowID: "wf-IssueRefund", StepID: "s1", Summary: "refund", Timeout: time.Hour})
 	require.NoError(t, err)
 	require.True(t, res.Created)
-	_, err = e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
-		Status: oncekey.ApprovalApproved, DecidedBy: "omar <script>", Retention: time.Hour})
+	_, err = e.store.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+		Status: oncekeystore.ApprovalApproved, DecidedBy: "omar <script>", Retention: time.Hour})
 	require.NoError(t, err)
 	_, body := e.req("GET", recordLink("acme", key, false), nil, nil)
 	require.Contains(t, body, `<dd class="v" id="record-approval"><a href="`+approvalLinkHTML("acme", key)+`">approved, episode 1, by omar &lt;script&gt; at `)
 	_, body = e.req("GET", approvalLink("acme", key), nil, nil)
 	require.Contains(t, body, `<dd class="v" id="approval-record"><a href="`+strings.ReplaceAll(recordLink("acme", key, false), "&", "&amp;")+`">applied, epoch 1</a>`)
 
-	other, _ := e.seed("acme", "Book", oncekey.StatusApplied, nil, "")
+	other, _ := e.seed("acme", "Book", oncekeystore.StatusApplied, nil, "")
 	_, body = e.req("GET", recordLink("acme", other, false), nil, nil)
 	require.NotContains(t, body, "record-approval", "no approval, no line")
 }
@@ -171,21 +172,21 @@ func TestDecideFormMessageAndEdit(t *testing.T) {
 		require.Contains(t, body, c.want)
 		require.Contains(t, body, "Nothing was sent")
 	}
-	ap, err := e.store.GetApproval(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	ap, err := e.store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.ApprovalPending, ap.Status)
+	require.Equal(t, oncekeystore.ApprovalPending, ap.Status)
 
 	// Replaced by an edit, as the DecideApproval activity records it.
 	edit, err := oncekey.EditKey(ap.Namespace, "acme", key, 1)
 	require.NoError(t, err)
-	res, err := e.store.RequestApproval(context.Background(), &oncekey.RequestApprovalParams{Tenant: "acme", OperationKey: edit, Namespace: ap.Namespace,
+	res, err := e.store.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{Tenant: "acme", OperationKey: edit, Namespace: ap.Namespace,
 		Tool: ap.Tool, Fingerprint: "fp-edit", Summary: "refund 95.00 EUR", Token: "e1_x", Timeout: time.Hour, EditOf: key})
 	require.NoError(t, err)
-	_, err = e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: edit, Episode: 1,
-		Token: res.Approval.Token, Status: oncekey.ApprovalApproved, DecidedBy: "ines", Retention: time.Hour})
+	_, err = e.store.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: edit, Episode: 1,
+		Token: res.Approval.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: "ines", Retention: time.Hour})
 	require.NoError(t, err)
-	_, err = e.store.DecideApproval(context.Background(), &oncekey.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
-		Token: ap.Token, Status: oncekey.ApprovalReplaced, DecidedBy: "ines", Retention: time.Hour, EditedAs: edit})
+	_, err = e.store.DecideApproval(context.Background(), &oncekeystore.DecideApprovalParams{Tenant: "acme", OperationKey: key, Episode: 1,
+		Token: ap.Token, Status: oncekeystore.ApprovalReplaced, DecidedBy: "ines", Retention: time.Hour, EditedAs: edit})
 	require.NoError(t, err)
 	_, body := e.req("GET", approvalLink("acme", key), nil, withCookie(cookie))
 	require.Contains(t, body, "Replaced by the edit")

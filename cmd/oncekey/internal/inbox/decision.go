@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/decisiontext"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -83,7 +83,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 	// fence, is not decided blind.
 	changed, err := d.stored(r.Context(), fence)
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		s.message(w, r, http.StatusNotFound, "No such "+d.what, "No "+d.what+" has this operation key in tenant "+strconv.Quote(d.tenant)+". Nothing was changed.")
 		return
 	case err != nil:

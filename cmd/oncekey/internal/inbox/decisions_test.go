@@ -14,11 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/testing/shelltest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -102,7 +102,7 @@ type racing struct {
 	beforeGet, beforeApproval func()
 }
 
-func (r *racing) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record, error) {
+func (r *racing) Get(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Record, error) {
 	r.mu.Lock()
 	f := r.beforeGet
 	r.beforeGet = nil
@@ -114,7 +114,7 @@ func (r *racing) Get(ctx context.Context, p *oncekey.GetParams) (*oncekey.Record
 	return rec, err
 }
 
-func (r *racing) GetApproval(ctx context.Context, p *oncekey.GetParams) (*oncekey.Approval, error) {
+func (r *racing) GetApproval(ctx context.Context, p *oncekeystore.GetParams) (*oncekeystore.Approval, error) {
 	r.mu.Lock()
 	f := r.beforeApproval
 	r.beforeApproval = nil
@@ -131,7 +131,7 @@ func (r *racing) GetApproval(ctx context.Context, p *oncekey.GetParams) (*onceke
 // decision stands, and each call lands its effect once.
 func TestSecondDeciderIsToldWhoDecided(t *testing.T) {
 	var rs *racing
-	l := setupLive(t, func(s oncekey.Store) oncekey.Store {
+	l := setupLive(t, func(s oncekeystore.Store) oncekeystore.Store {
 		rs = &racing{Store: s.(*memstore.Store)}
 		return rs
 	})
@@ -151,9 +151,9 @@ func TestSecondDeciderIsToldWhoDecided(t *testing.T) {
 	require.NotContains(t, body, "keeps waiting")
 	require.NotContains(t, body, "--direct")
 	require.Equal(t, "BK-R1", wait(t, run))
-	rec, err := l.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	rec, err := l.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusApplied, rec.Status, "the first decision stands")
+	require.Equal(t, oncekeystore.StatusApplied, rec.Status, "the first decision stands")
 	require.Equal(t, "omar (oncekey-serve)", rec.ResolvedBy)
 
 	key, episode, run := l.waitingApproval(t)
@@ -182,7 +182,7 @@ func TestDirectCommandQuotesTheTenant(t *testing.T) {
 		if v == "" || strings.ContainsRune(v, 0) || !utf8.ValidString(v) {
 			continue // no tenant the store takes; bash cannot hold a NUL (TestWordPrintsNothingActive covers both)
 		}
-		key, epoch := e.seed(v, "Book", oncekey.StatusUnknown, nil, `{}`)
+		key, epoch := e.seed(v, "Book", oncekeystore.StatusUnknown, nil, `{}`)
 		res, body := e.req("GET", recordLink(v, key, false), nil, nil)
 		require.Equal(t, http.StatusOK, res.StatusCode, body)
 		m := span.FindStringSubmatch(html.UnescapeString(body))

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // grantRow is one standing grant on the grants page.
@@ -57,8 +57,8 @@ func grantsLink(tenant string, ended bool, after string) string {
 }
 
 // grantStore returns the store as a GrantStore, or nil.
-func (s *Server) grantStore() oncekey.GrantStore {
-	gs, _ := s.opts.Store.(oncekey.GrantStore)
+func (s *Server) grantStore() oncekeystore.GrantStore {
+	gs, _ := s.opts.Store.(oncekeystore.GrantStore)
 	return gs
 }
 
@@ -87,13 +87,13 @@ func (s *Server) showGrants(w http.ResponseWriter, r *http.Request, id *identity
 	if d.Tenant == "" && id.tenants != nil {
 		tenants, after = id.tenants, ""
 	}
-	st := oncekey.GrantActive
+	st := oncekeystore.GrantActive
 	if d.Ended {
-		st = oncekey.GrantEnded
+		st = oncekeystore.GrantEnded
 	}
 	now := s.now()
 	for _, t := range tenants {
-		res, err := gs.ListGrants(r.Context(), &oncekey.ListGrantsParams{Namespace: s.opts.Namespace, Tenant: t, Status: st, Cursor: after, Limit: grantsPageSize})
+		res, err := gs.ListGrants(r.Context(), &oncekeystore.ListGrantsParams{Namespace: s.opts.Namespace, Tenant: t, Status: st, Cursor: after, Limit: grantsPageSize})
 		if err != nil {
 			if d.Error == "" {
 				d.Error = "The grants could not be read: " + oneLine(err) + ". Check that the store is reachable (and, for Postgres, migrated: oncekey migrate), then reload."
@@ -113,16 +113,16 @@ func (s *Server) showGrants(w http.ResponseWriter, r *http.Request, id *identity
 }
 
 // grantRowOf is g as a row of the grants page, read at now.
-func grantRowOf(now time.Time, g *oncekey.Grant) grantRow {
+func grantRowOf(now time.Time, g *oncekeystore.Grant) grantRow {
 	row := grantRow{ID: g.ID, Tenant: g.Tenant, Tool: g.Tool, Workflow: g.WorkflowID, Rule: g.Rule, By: g.CreatedBy, Reason: g.Reason,
-		Status: string(g.Status), Active: g.Status == oncekey.GrantActive, Expires: g.ExpiresAt.UTC().Format(time.RFC3339) + " (" + untilText(now, g.ExpiresAt) + ")"}
+		Status: string(g.Status), Active: g.Status == oncekeystore.GrantActive, Expires: g.ExpiresAt.UTC().Format(time.RFC3339) + " (" + untilText(now, g.ExpiresAt) + ")"}
 	if row.Workflow == "" {
 		row.Workflow = "every workflow"
 	}
 	if row.Rule == "" {
 		row.Rule = "every call"
 	}
-	if g.Status == oncekey.GrantRevoked {
+	if g.Status == oncekeystore.GrantRevoked {
 		row.Expires = "revoked by " + g.RevokedBy + " at " + g.RevokedAt.UTC().Format(time.RFC3339)
 	}
 	return row
@@ -139,17 +139,17 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, id *identit
 	gid := r.PostFormValue("grant")
 	g, err := gs.GetGrant(r.Context(), gid)
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound) || (err == nil && (g.Namespace != s.opts.Namespace || !id.allows(g.Tenant))):
+	case errors.Is(err, oncekeystore.ErrNotFound) || (err == nil && (g.Namespace != s.opts.Namespace || !id.allows(g.Tenant))):
 		s.showGrants(w, r, id, http.StatusNotFound, grantsData{Error: "No such grant here: nothing was revoked."}, "")
 		return
 	case err != nil:
 		s.showGrants(w, r, id, http.StatusServiceUnavailable, grantsData{Error: "The grant could not be read: " + oneLine(err) + ". Nothing was revoked; try again."}, "")
 		return
-	case g.Status != oncekey.GrantActive:
+	case g.Status != oncekeystore.GrantActive:
 		s.showGrants(w, r, id, http.StatusConflict, grantsData{Error: "The grant " + g.ID + " is " + string(g.Status) + " already: nothing was changed."}, "")
 		return
 	}
-	g, err = gs.RevokeGrant(r.Context(), &oncekey.RevokeGrantParams{ID: gid, RevokedBy: id.resolvedBy()})
+	g, err = gs.RevokeGrant(r.Context(), &oncekeystore.RevokeGrantParams{ID: gid, RevokedBy: id.resolvedBy()})
 	if err != nil {
 		s.showGrants(w, r, id, http.StatusServiceUnavailable, grantsData{Error: "The grant could not be revoked: " + oneLine(err) + ". Try again."}, "")
 		return

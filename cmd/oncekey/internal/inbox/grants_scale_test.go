@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/redisstore"
 )
@@ -31,10 +31,10 @@ import (
 func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		store func(t *testing.T) oncekey.Store
+		store func(t *testing.T) oncekeystore.Store
 	}{
-		{"memstore", func(*testing.T) oncekey.Store { return memstore.New(nil) }},
-		{"postgres", func(t *testing.T) oncekey.Store {
+		{"memstore", func(*testing.T) oncekeystore.Store { return memstore.New(nil) }},
+		{"postgres", func(t *testing.T) oncekeystore.Store {
 			pool := testenv.Postgres(t)
 			require.NoError(t, pgstore.Migrate(context.Background(), pool))
 			return pgstore.New(pool, nil)
@@ -43,11 +43,11 @@ func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.store(t)
-			gs := st.(oncekey.GrantStore)
+			gs := st.(oncekeystore.GrantStore)
 			e := setup(t, func(o *Options) { o.Addr = "0.0.0.0:7780"; o.Store = st; withTokens(o) })
 			ctx := context.Background()
-			mk := func(tenant string, d time.Duration) (*oncekey.Grant, error) {
-				return gs.CreateGrant(ctx, &oncekey.CreateGrantParams{Namespace: "default", Tenant: tenant, Tool: "IssueRefund",
+			mk := func(tenant string, d time.Duration) (*oncekeystore.Grant, error) {
+				return gs.CreateGrant(ctx, &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: tenant, Tool: "IssueRefund",
 					Rule: "amount_cents <= 100", CreatedBy: "ada", Reason: "small refunds", Duration: d})
 			}
 			var wg sync.WaitGroup
@@ -60,9 +60,9 @@ func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 						tenant := []string{"acme", "globex"}[i%2]
 						var err error
 						if i%10 == 0 {
-							var g *oncekey.Grant
+							var g *oncekeystore.Grant
 							if g, err = mk(tenant, time.Hour); err == nil {
-								_, err = gs.RevokeGrant(ctx, &oncekey.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
+								_, err = gs.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: g.ID, RevokedBy: "grace"})
 							}
 						} else {
 							_, err = mk(tenant, time.Microsecond)
@@ -122,14 +122,14 @@ func TestGrantsPageReachesTheActiveGrant(t *testing.T) {
 			require.Equal(t, http.StatusOK, res.StatusCode, body)
 			g, err := gs.GetGrant(ctx, active.ID)
 			require.NoError(t, err)
-			require.Equal(t, oncekey.GrantRevoked, g.Status)
+			require.Equal(t, oncekeystore.GrantRevoked, g.Status)
 		})
 	}
 }
 
 // redisStore is a redisstore (one bucket) on the test Redis under a key prefix of its own, whose
 // keys are deleted in t.Cleanup. A missing Redis skips the test, or fails it when CI is set.
-func redisStore(t *testing.T) oncekey.Store {
+func redisStore(t *testing.T) oncekeystore.Store {
 	addr := os.Getenv("TEST_REDIS_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:6379"

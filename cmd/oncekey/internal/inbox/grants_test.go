@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/stretchr/testify/require"
-
-	"github.com/oncekey/oncekey"
 )
 
 // The grants page lists the namespace's grants of the tenants the identity may act for, and
@@ -18,8 +17,8 @@ import (
 func TestGrantsListedAndRevoked(t *testing.T) {
 	e := setup(t, func(o *Options) { o.Addr = "0.0.0.0:7780"; withTokens(o) })
 	ctx := context.Background()
-	mk := func(ns, tenant, tool string) *oncekey.Grant {
-		g, err := e.store.CreateGrant(ctx, &oncekey.CreateGrantParams{Namespace: ns, Tenant: tenant, Tool: tool, Rule: "amount_cents <= 100",
+	mk := func(ns, tenant, tool string) *oncekeystore.Grant {
+		g, err := e.store.CreateGrant(ctx, &oncekeystore.CreateGrantParams{Namespace: ns, Tenant: tenant, Tool: tool, Rule: "amount_cents <= 100",
 			CreatedBy: "ada", Reason: "small refunds", Duration: time.Hour})
 		require.NoError(t, err)
 		return g
@@ -43,14 +42,14 @@ func TestGrantsListedAndRevoked(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.StatusCode, body)
 	g, err := e.store.GetGrant(ctx, globex.ID)
 	require.NoError(t, err)
-	require.Equal(t, oncekey.GrantActive, g.Status, "another tenant's grant is not revoked")
+	require.Equal(t, oncekeystore.GrantActive, g.Status, "another tenant's grant is not revoked")
 
 	res, body = post(acme.ID)
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
 	require.Contains(t, body, "Revoked "+acme.ID)
 	g, err = e.store.GetGrant(ctx, acme.ID)
 	require.NoError(t, err)
-	require.Equal(t, oncekey.GrantRevoked, g.Status)
+	require.Equal(t, oncekeystore.GrantRevoked, g.Status)
 	require.Equal(t, "omar (oncekey-serve)", g.RevokedBy)
 	res, body = post(acme.ID)
 	require.Equal(t, http.StatusConflict, res.StatusCode, body)

@@ -20,10 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/failuredoc"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -81,7 +81,7 @@ type Server struct {
 	pages   map[string]*template.Template
 	queues  []queue
 	// approvals is Options.Store as an ApprovalStore, nil when it keeps no approvals.
-	approvals oncekey.ApprovalStore
+	approvals oncekeystore.ApprovalStore
 	mu        sync.Mutex
 	sessions  map[string]*session
 }
@@ -110,7 +110,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("inbox: key: %w", err)
 	}
 	s.queues = []queue{unknownQueue()}
-	if as, ok := opts.Store.(oncekey.ApprovalStore); ok {
+	if as, ok := opts.Store.(oncekeystore.ApprovalStore); ok {
 		s.approvals = as
 		s.queues = append(s.queues, approvalQueue(as))
 	}
@@ -400,11 +400,11 @@ func unknownQueue() queue {
 		Title: "Unknown outcomes",
 		Empty: "Nothing waits: no operation has an unknown outcome.",
 		list: func(ctx context.Context, s *Server, tenant string) ([]item, bool, error) {
-			res, err := reconcile.List(ctx, s.opts.Store, oncekey.ListParams{Status: oncekey.StatusUnknown, Tenant: tenant, Limit: pageLimit})
+			res, err := reconcile.List(ctx, s.opts.Store, oncekeystore.ListParams{Status: oncekeystore.StatusUnknown, Tenant: tenant, Limit: pageLimit})
 			if err != nil {
 				return nil, false, err
 			}
-			return itemsOf(s.now(), res.Records, func(now time.Time, rec *oncekey.Record) item {
+			return itemsOf(s.now(), res.Records, func(now time.Time, rec *oncekeystore.Record) item {
 				it := row(now, rec.Tenant, rec.OperationKey, rec.Tool, rec.WorkflowID, rec.StepID, rec.UpdatedAt)
 				it.Failure, it.EffectReference = clip(failuredoc.Text(rec.Failure), 300), rec.EffectReference
 				it.Link = recordLink(rec.Tenant, rec.OperationKey, false)
@@ -503,7 +503,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	if !s.named(w, r, id, "A record", tenant, key) {
 		return
 	}
-	rec, err := s.opts.Store.Get(r.Context(), &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	rec, err := s.opts.Store.Get(r.Context(), &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	if !s.found(w, r, "record", tenant, err, "It may have been purged", "Check that the store is reachable, then reload.") {
 		return
 	}
@@ -534,7 +534,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	add("Updated", rec.UpdatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.UpdatedAt)+" ago)")
 	add("Fingerprint", rec.Fingerprint)
 	if s.approvals != nil {
-		if ap, err := s.approvals.GetApproval(r.Context(), &oncekey.GetParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey}); err == nil {
+		if ap, err := s.approvals.GetApproval(r.Context(), &oncekeystore.GetParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey}); err == nil {
 			d.Approval, d.ApprovalLink = approvalLine(ap), approvalLink(ap.Tenant, ap.OperationKey)
 		}
 	}
@@ -545,7 +545,7 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 		}
 		d.Result = string(b)
 	}
-	if rec.Status == oncekey.StatusUnknown {
+	if rec.Status == oncekeystore.StatusUnknown {
 		// A workflow that has closed or never ran: the command that writes the decision straight
 		// to the store still works.
 		direct := "Write the decision straight to the store with `" + s.directCommand(rec.Tenant, rec.OperationKey, rec.Epoch) +
@@ -605,8 +605,8 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 			return true
 		},
 		stored: func(ctx context.Context, epoch int64) (*answer, error) {
-			rec, err := s.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
-			if err != nil || (rec.Epoch == epoch && rec.Status == oncekey.StatusUnknown) {
+			rec, err := s.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
+			if err != nil || (rec.Epoch == epoch && rec.Status == oncekeystore.StatusUnknown) {
 				return nil, err
 			}
 			return &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
@@ -633,9 +633,9 @@ func (s *Server) settledFirst(ctx context.Context, tenant, key string, epoch int
 	var refused *reconcile.RefusedError
 	errors.As(err, &refused)
 	const title = "Refused: the operation was already settled"
-	rec, err := s.opts.Store.Get(ctx, &oncekey.GetParams{Tenant: tenant, OperationKey: key})
+	rec, err := s.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 	switch {
-	case err == nil && rec.Epoch == epoch && rec.Status != oncekey.StatusUnknown && rec.Status != oncekey.StatusPending:
+	case err == nil && rec.Epoch == epoch && rec.Status != oncekeystore.StatusUnknown && rec.Status != oncekeystore.StatusPending:
 		return &answer{Kind: "refused", Title: title, Detail: "Someone decided first: the operation was " + settledText(rec) +
 			". Nothing was recorded for this decision, and nothing waits for one any more."}
 	case err == nil && rec.Epoch != epoch:

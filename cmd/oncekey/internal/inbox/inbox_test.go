@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/goleak"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -82,7 +82,7 @@ func withTokens(o *Options) {
 
 // seed writes a record for (tenant, tool) and leaves it unknown with failure (st unknown) or
 // applied with result; it returns the key and the epoch.
-func (e *env) seed(tenant, tool string, st oncekey.Status, result []byte, failure string) (string, int64) {
+func (e *env) seed(tenant, tool string, st oncekeystore.Status, result []byte, failure string) (string, int64) {
 	e.t.Helper()
 	return recordtest.Seed(e.t, e.store, recordtest.Record{Tenant: tenant, WorkflowID: "wf-" + tool, StepID: "s1", Tool: tool,
 		Status: st, Result: result, Failure: []byte(failure)})
@@ -180,7 +180,7 @@ func TestOpenOnlyOnLoopback(t *testing.T) {
 // in, anything else gets 401, a wrong token gets 401, and a POST without one changes nothing.
 func TestNonLoopbackRefusesARequestWithoutToken(t *testing.T) {
 	e := setup(t, func(o *Options) { o.Addr = "0.0.0.0:7780"; withTokens(o) })
-	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{"message":"reset"}`)
+	key, epoch := e.seed("acme", "Book", oncekeystore.StatusUnknown, nil, `{"message":"reset"}`)
 
 	res, _ := e.req("GET", "/", nil, nil)
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
@@ -199,9 +199,9 @@ func TestNonLoopbackRefusesARequestWithoutToken(t *testing.T) {
 	require.Contains(t, body, "deciding as <strong>ines</strong>")
 	require.Contains(t, body, shortKey(key))
 
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 }
 
 // Tokens given on a loopback address are required there too.
@@ -260,7 +260,7 @@ func TestSignInWithATokenSetsASession(t *testing.T) {
 // for another person is refused and changes nothing.
 func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
 	e := setup(t, nil)
-	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{"message":"reset"}`)
+	key, epoch := e.seed("acme", "Book", oncekeystore.StatusUnknown, nil, `{"message":"reset"}`)
 	cookie, tok := e.session(recordLink("acme", key, false), nil)
 	form := func(csrf string) url.Values {
 		v := url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(epoch+1, 10)}, "outcome": {"not_applied"}}
@@ -292,15 +292,15 @@ func TestPostWithoutCSRFTokenIsRefused(t *testing.T) {
 	res, body := e.req("POST", "/resolve", form(tok), withCookie(cookie))
 	require.Equal(t, http.StatusConflict, res.StatusCode, body)
 	require.Contains(t, body, "the record changed since this page was loaded")
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 }
 
 // A form posted from another site is refused by the cross-origin check even with a good token.
 func TestCrossOriginPostIsRefused(t *testing.T) {
 	e := setup(t, nil)
-	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
+	key, epoch := e.seed("acme", "Book", oncekeystore.StatusUnknown, nil, `{}`)
 	cookie, tok := e.session("/", nil)
 	v := url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(epoch, 10)}, "outcome": {"not_applied"}, "csrf": {tok}}
 	for _, h := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}} {
@@ -331,8 +331,8 @@ func TestOpenInboxRefusesOtherHostNames(t *testing.T) {
 // A token limited to tenants sees and decides only for those.
 func TestTokenLimitedToTenants(t *testing.T) {
 	e := setup(t, func(o *Options) { o.Addr = "0.0.0.0:7780"; withTokens(o) })
-	acmeKey, _ := e.seed("acme", "BookAcme", oncekey.StatusUnknown, nil, `{}`)
-	globexKey, globexEpoch := e.seed("globex", "BookGlobex", oncekey.StatusUnknown, nil, `{}`)
+	acmeKey, _ := e.seed("acme", "BookAcme", oncekeystore.StatusUnknown, nil, `{}`)
+	globexKey, globexEpoch := e.seed("globex", "BookGlobex", oncekeystore.StatusUnknown, nil, `{}`)
 
 	res, body := e.req("GET", "/", nil, bearer(acmeToken))
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -353,9 +353,9 @@ func TestTokenLimitedToTenants(t *testing.T) {
 	res, body = e.req("POST", "/resolve", url.Values{"tenant": {"globex"}, "key": {globexKey}, "epoch": {strconv.FormatInt(globexEpoch, 10)}, "outcome": {"not_applied"}, "csrf": {tok}},
 		both(bearer(acmeToken), withCookie(cookie)))
 	require.Equal(t, http.StatusForbidden, res.StatusCode, body)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "globex", OperationKey: globexKey})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "globex", OperationKey: globexKey})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 
 	// The unlimited token sees both.
 	_, body = e.req("GET", "/", nil, bearer(inesToken))
@@ -389,7 +389,7 @@ func TestProxyHeaderOnlyFromTheProxy(t *testing.T) {
 
 func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 	e := setup(t, withTokens)
-	key, _ := e.seed("acme", "Book", oncekey.StatusApplied, nil, "")
+	key, _ := e.seed("acme", "Book", oncekeystore.StatusApplied, nil, "")
 	for _, c := range []struct {
 		method, target string
 		mod            func(*http.Request)
@@ -425,7 +425,7 @@ func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
 func TestOutputIsEscaped(t *testing.T) {
 	e := setup(t, nil)
 	evil := `<script>alert(1)</script>`
-	key, _ := e.seed("acme", "Book"+evil, oncekey.StatusUnknown, nil, `{"message":"reset <img src=x onerror=alert(2)>"}`)
+	key, _ := e.seed("acme", "Book"+evil, oncekeystore.StatusUnknown, nil, `{"message":"reset <img src=x onerror=alert(2)>"}`)
 	for _, target := range []string{"/", recordLink("acme", key, false), "/?tenant=" + url.QueryEscape(evil)} {
 		_, body := e.req("GET", target, nil, nil)
 		require.NotContains(t, body, "<script>alert", target)
@@ -441,7 +441,7 @@ func TestStoredResultOnlyOnRequest(t *testing.T) {
 	e := setup(t, nil)
 	res, err := reconcile.EncodeResult(nil, []byte(`{"card":"4111-1111"}`))
 	require.NoError(t, err)
-	key, _ := e.seed("acme", "Charge", oncekey.StatusApplied, res, "")
+	key, _ := e.seed("acme", "Charge", oncekeystore.StatusApplied, res, "")
 	_, body := e.req("GET", recordLink("acme", key, false), nil, nil)
 	require.NotContains(t, body, "4111")
 	require.Contains(t, body, "bytes stored")
@@ -452,7 +452,7 @@ func TestStoredResultOnlyOnRequest(t *testing.T) {
 // A result that is not JSON is refused on the page with the reason, and nothing is sent.
 func TestResultThatIsNotJSONIsRefused(t *testing.T) {
 	e := setup(t, nil)
-	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
+	key, epoch := e.seed("acme", "Book", oncekeystore.StatusUnknown, nil, `{}`)
 	cookie, tok := e.session("/", nil)
 	for _, c := range []struct{ outcome, ref, result, want string }{
 		{"applied", "", `{"id": `, "the result is not valid JSON"},
@@ -466,9 +466,9 @@ func TestResultThatIsNotJSONIsRefused(t *testing.T) {
 		require.Contains(t, body, c.want)
 		require.Contains(t, body, "Nothing was sent")
 	}
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 }
 
 func TestParseTokens(t *testing.T) {
@@ -500,7 +500,7 @@ func TestParseTokens(t *testing.T) {
 func TestStaleFormIsRefused(t *testing.T) {
 	var log recordtest.SyncBuffer
 	e := setup(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&log, nil)) })
-	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
+	key, epoch := e.seed("acme", "Book", oncekeystore.StatusUnknown, nil, `{}`)
 	cookie, tok := e.session("/", nil)
 	post := func(ep int64) (*http.Response, string) {
 		return e.req("POST", "/resolve", url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(ep, 10)},
@@ -511,12 +511,12 @@ func TestStaleFormIsRefused(t *testing.T) {
 	require.Contains(t, body, "The form showed epoch 2; the record is now unknown at epoch 1")
 
 	// Someone else settles it; the form shown before is refused although its epoch matches.
-	_, err := e.store.Resolve(context.Background(), &oncekey.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekey.StatusReleased, ResolvedBy: "omar"})
+	_, err := e.store.Resolve(context.Background(), &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: key, Epoch: 1, Status: oncekeystore.StatusReleased, ResolvedBy: "omar"})
 	require.NoError(t, err)
 	res, body = post(epoch)
 	require.Equal(t, http.StatusConflict, res.StatusCode)
 	require.Contains(t, body, "the record is now released at epoch 1")
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
 	require.Equal(t, "omar", rec.ResolvedBy, "the earlier decision stands")
 	// Each refused decision leaves a line saying who tried what.

@@ -20,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -78,7 +79,7 @@ type live struct {
 	log  *recordtest.SyncBuffer
 }
 
-func setupLive(t *testing.T, wrap func(oncekey.Store) oncekey.Store) *live {
+func setupLive(t *testing.T, wrap func(oncekeystore.Store) oncekeystore.Store) *live {
 	t.Helper()
 	c := testenv.Temporal(t)
 	log := &recordtest.SyncBuffer{}
@@ -125,7 +126,7 @@ func (l *live) waitingUnknown(t *testing.T) (string, int64, client.WorkflowRun) 
 	var key string
 	var epoch int64
 	require.Eventually(t, func() bool {
-		res, err := l.store.List(context.Background(), &oncekey.ListParams{Status: oncekey.StatusUnknown, Tenant: "acme"})
+		res, err := l.store.List(context.Background(), &oncekeystore.ListParams{Status: oncekeystore.StatusUnknown, Tenant: "acme"})
 		if err != nil || len(res.Records) != 1 {
 			return false
 		}
@@ -148,7 +149,7 @@ func (l *live) waitingApproval(t *testing.T) (string, int64, client.WorkflowRun)
 	var key string
 	var episode int64
 	require.Eventually(t, func() bool {
-		res, err := l.store.ListApprovals(context.Background(), &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: "acme"})
+		res, err := l.store.ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending, Tenant: "acme"})
 		if err != nil || len(res.Approvals) != 1 {
 			return false
 		}

@@ -13,8 +13,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/textcheck"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // Options configure the inbox. Store and Temporal are required.
@@ -43,9 +43,9 @@ type Options struct {
 	ProxyHeader string
 	// SessionTTL is how long a browser stays signed in after it gave a token. Defaults to 12h.
 	SessionTTL time.Duration
-	// Store holds the records. Required. When it is also an oncekey.ApprovalStore the inbox
+	// Store holds the records. Required. When it is also an oncekeystore.ApprovalStore the inbox
 	// shows a second queue, the calls waiting for approval, with a form to approve or deny each.
-	Store oncekey.Store
+	Store oncekeystore.Store
 	// Temporal is a client of the namespace the reconciliation and approval workflows run in.
 	// Required.
 	Temporal client.Client

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/stretchr/testify/require"
-
-	"github.com/oncekey/oncekey"
 )
 
 // hostileNexts are sign-in targets that lead, or might lead in some browser, off the site:
@@ -77,7 +76,7 @@ func regexpNext(v string) string {
 // token it carries: for a decision (4 MiB) and for the sign-in (64 KiB).
 func TestOversizedFormIs413(t *testing.T) {
 	e := setup(t, nil)
-	key, epoch := e.seed("acme", "Book", oncekey.StatusUnknown, nil, `{}`)
+	key, epoch := e.seed("acme", "Book", oncekeystore.StatusUnknown, nil, `{}`)
 	cookie, tok := e.session("/", nil)
 	big := `"` + strings.Repeat("x", maxForm) + `"`
 	res, body := e.req("POST", "/resolve", url.Values{"tenant": {"acme"}, "key": {key}, "epoch": {strconv.FormatInt(epoch, 10)},
@@ -88,9 +87,9 @@ func TestOversizedFormIs413(t *testing.T) {
 	require.NotContains(t, body, "CSRF")
 	res, body = e.req("POST", "/decide", url.Values{"reason": {big}, "csrf": {tok}}, withCookie(cookie))
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, body)
-	rec, err := e.store.Get(context.Background(), &oncekey.GetParams{Tenant: "acme", OperationKey: key})
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
 	require.NoError(t, err)
-	require.Equal(t, oncekey.StatusUnknown, rec.Status)
+	require.Equal(t, oncekeystore.StatusUnknown, rec.Status)
 
 	e = setup(t, withTokens)
 	cookie, tok = e.session("/login", nil)

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -30,7 +30,7 @@ func TestUnconfirmedDecisionNamesTheTaskQueue(t *testing.T) {
 		id                         func(key string) string
 	}{
 		{"resolution", "reconciliation workflow", reconcile.WorkflowName, "/resolve", func(e *env, tool string) (string, url.Values) {
-			key, epoch := e.seed("acme", tool, oncekey.StatusUnknown, nil, `{}`)
+			key, epoch := e.seed("acme", tool, oncekeystore.StatusUnknown, nil, `{}`)
 			return key, url.Values{"epoch": {strconv.FormatInt(epoch, 10)}, "outcome": {"not_applied"}}
 		}, reconcile.WorkflowID},
 		{"approval", "approval workflow", reconcile.ApprovalWorkflowName, "/decide", func(e *env, tool string) (string, url.Values) {

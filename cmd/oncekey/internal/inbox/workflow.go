@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // decisionPage is what a record's page and an approval's page share: the lines shown, the
@@ -98,7 +98,7 @@ func (s *Server) named(w http.ResponseWriter, r *http.Request, id *identity, a, 
 // returns true when err is nil.
 func (s *Server) found(w http.ResponseWriter, r *http.Request, what, tenant string, err error, gone, check string) bool {
 	switch {
-	case errors.Is(err, oncekey.ErrNotFound):
+	case errors.Is(err, oncekeystore.ErrNotFound):
 		s.message(w, r, http.StatusNotFound, "No such "+what, "No "+what+" has this operation key in tenant "+strconv.Quote(tenant)+". "+gone+"; go back to the inbox.")
 	case err != nil:
 		s.message(w, r, http.StatusBadGateway, "Could not read the "+what, oneLine(err)+". "+check)
@@ -143,9 +143,9 @@ func showCommand(tenant, key string) string {
 
 // settledText says who settled rec, how and when: "settled as applied by omar (oncekey-serve) at
 // 2025-… (epoch 1)". The record is the store's word, read after the workflow refused a decision.
-func settledText(rec *oncekey.Record) string {
+func settledText(rec *oncekeystore.Record) string {
 	s := "settled as " + string(rec.Status)
-	if rec.Status == oncekey.StatusReleased {
+	if rec.Status == oncekeystore.StatusReleased {
 		s = "settled as not applied (released)"
 	}
 	if rec.ResolvedBy != "" {
@@ -156,7 +156,7 @@ func settledText(rec *oncekey.Record) string {
 
 // decidedText says who decided ap, how and when: "approved by omar (oncekey-serve) at 2025-…
 // (episode 1)", with the reason when there is one.
-func decidedText(ap *oncekey.Approval) string {
+func decidedText(ap *oncekeystore.Approval) string {
 	s := string(ap.Status)
 	if ap.DecidedBy != "" {
 		s += " by " + ap.DecidedBy

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	okworker "github.com/oncekey/oncekey/worker"
@@ -174,7 +175,7 @@ func decideScene(ctx context.Context, cfg Config, store *pgstore.Store, tenant s
 	t := time.NewTicker(150 * time.Millisecond)
 	defer t.Stop()
 	for len(decided) < len(reqs) {
-		page, err := store.ListApprovals(ctx, &oncekey.ListApprovalsParams{Status: oncekey.ApprovalPending, Tenant: tenant})
+		page, err := store.ListApprovals(ctx, &oncekeystore.ListApprovalsParams{Status: oncekeystore.ApprovalPending, Tenant: tenant})
 		if err == nil {
 			for _, ap := range page.Approvals {
 				for _, req := range reqs {
@@ -205,7 +206,7 @@ func decideScene(ctx context.Context, cfg Config, store *pgstore.Store, tenant s
 }
 
 // sceneDecide sends the scene's decision for req's refund approval ap.
-func sceneDecide(ctx context.Context, cfg Config, ap *oncekey.Approval, req Request) error {
+func sceneDecide(ctx context.Context, cfg Config, ap *oncekeystore.Approval, req Request) error {
 	d := reconcile.Decision{Tenant: ap.Tenant, Episode: ap.Episode, DecidedBy: OperatorName}
 	if req.ID == SceneEditRequest {
 		args, err := json.Marshal(RefundInput{RequestID: req.ID, CustomerID: req.CustomerID, OrderID: req.Refund.OrderID,

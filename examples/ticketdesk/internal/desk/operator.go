@@ -11,8 +11,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -25,14 +25,14 @@ const OperatorName = "operator:ticketdesk"
 // system), and resolves it with reconcile.Resolve.
 type operator struct {
 	client   client.Client
-	store    oncekey.Store
+	store    oncekeystore.Store
 	tenant   string
 	services *downstream.Set
 	http     *downstream.Client
 	progress func(string)
 	// leaveOne, if set, is given the first operation waiting for a person, which the operator
 	// then leaves alone.
-	leaveOne func(rec *oncekey.Record, lookupURL string)
+	leaveOne func(rec *oncekeystore.Record, lookupURL string)
 	left     string
 	// awayFor is the request whose ticket operation the operator is away for: it waits until
 	// the reconciliation gives up (EscalationTimeout), and comeBack settles it afterwards.
@@ -69,7 +69,7 @@ func (o *operator) run(ctx context.Context) {
 }
 
 func (o *operator) pass(ctx context.Context) {
-	page, err := reconcile.List(ctx, o.store, oncekey.ListParams{Tenant: o.tenant, Limit: 1000})
+	page, err := reconcile.List(ctx, o.store, oncekeystore.ListParams{Tenant: o.tenant, Limit: 1000})
 	if err != nil {
 		return
 	}
@@ -112,7 +112,7 @@ func (o *operator) pass(ctx context.Context) {
 }
 
 // away reports whether rec is the operation the operator is away for.
-func (o *operator) away(rec *oncekey.Record) bool {
+func (o *operator) away(rec *oncekeystore.Record) bool {
 	return o.awayFor != "" && rec.Tool == ToolCreateTicket && strings.HasSuffix(rec.WorkflowID, "-"+o.awayFor)
 }
 
@@ -120,7 +120,7 @@ func (o *operator) away(rec *oncekey.Record) bool {
 // decision straight to the store (reconcile.Record), as `oncekey resolve --direct` does once no
 // reconciliation workflow waits.
 func (o *operator) comeBack(ctx context.Context) {
-	page, err := reconcile.List(ctx, o.store, oncekey.ListParams{Tenant: o.tenant, Limit: 1000})
+	page, err := reconcile.List(ctx, o.store, oncekeystore.ListParams{Tenant: o.tenant, Limit: 1000})
 	if err != nil {
 		return
 	}
@@ -143,7 +143,7 @@ func (o *operator) comeBack(ctx context.Context) {
 // decide looks the operation up downstream by its key. Found: applied, with the downstream's
 // record as the result. Not found: not applied (every request in the demo finishes well within
 // its timeout, so a missing effect will not land later).
-func (o *operator) decide(ctx context.Context, rec *oncekey.Record) (reconcile.Resolution, bool) {
+func (o *operator) decide(ctx context.Context, rec *oncekeystore.Record) (reconcile.Resolution, bool) {
 	base, path, what, ok := o.lookup(rec.Tool)
 	if !ok {
 		return reconcile.Resolution{}, false

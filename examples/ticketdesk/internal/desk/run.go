@@ -29,6 +29,7 @@ import (
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
 	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )
@@ -90,7 +91,7 @@ type Config struct {
 	// person to someone else, and call LeaveOne with it and the URL where the downstream lists
 	// the effect its key landed. The run goes on when that operation is resolved (for instance
 	// with `oncekey resolve`).
-	LeaveOne func(rec *oncekey.Record, lookupURL string)
+	LeaveOne func(rec *oncekeystore.Record, lookupURL string)
 }
 
 // ModelConfig names the model. With BaseURL and APIKey empty the runner starts the scripted model
@@ -660,10 +661,10 @@ func refundStatus(calls []Call) string {
 }
 
 // countRecords counts the tenant's operation keys and how many were resolved by reconciliation.
-func countRecords(ctx context.Context, store oncekey.Store, tenant string, rep *ModeReport) error {
+func countRecords(ctx context.Context, store oncekeystore.Store, tenant string, rep *ModeReport) error {
 	cursor := ""
 	for {
-		page, err := store.List(ctx, &oncekey.ListParams{Tenant: tenant, Cursor: cursor, Limit: 1000})
+		page, err := store.List(ctx, &oncekeystore.ListParams{Tenant: tenant, Cursor: cursor, Limit: 1000})
 		if err != nil {
 			return fmt.Errorf("desk: list records: %w", err)
 		}
@@ -672,7 +673,7 @@ func countRecords(ctx context.Context, store oncekey.Store, tenant string, rep *
 			if r.Tool == ToolGrantCredit {
 				rep.CreditOperations++
 			}
-			if r.Status == oncekey.StatusUnknown {
+			if r.Status == oncekeystore.StatusUnknown {
 				rep.Unsettled++
 			}
 			switch {

@@ -1,12 +1,15 @@
-package oncekey
+package oncekeystore
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"reflect"
 	"strings"
 	"unicode"
+
+	"github.com/oncekey/oncekey/internal/jsondoc"
 )
 
 // MaxGrantRuleBytes is the longest grant rule: 500 bytes.
@@ -147,12 +150,12 @@ func (r *GrantRule) Match(args []byte) bool {
 	if r == nil {
 		return true
 	}
-	doc, err := decodeDocument(args)
+	doc, err := jsondoc.Decode(args)
 	if err != nil {
 		return false
 	}
 	for _, c := range r.conds {
-		v, ok := lookupPath(doc, c.path)
+		v, ok := jsondoc.Lookup(doc, c.path)
 		if !ok || !c.holds(v) {
 			return false
 		}
@@ -197,26 +200,14 @@ func (c grantCond) holds(v any) bool {
 	return false
 }
 
-// CheckGrantRule parses rule and checks it against the input type of tool: every path names a
-// field of it (as Policy.Exclude paths are checked), and every literal can be a value there (a
-// number for an integer or float field, a string for a string or text-marshalled field, true or
-// false for a bool; null for any). A field whose type has its own MarshalJSON, or is
-// an interface, takes any literal. A tool registered by name only (no input type) checks the
-// syntax alone; an unknown tool is an error.
-func (r *Registry) CheckGrantRule(tool, rule string) error {
-	parsed, err := ParseGrantRule(rule)
-	if err != nil || parsed == nil {
-		return err
-	}
-	if _, ok := r.Policy(tool); !ok {
-		return fmt.Errorf("no policy for the tool %q in the registry", tool)
-	}
-	in, ok := r.InputType(tool)
-	if !ok {
-		return nil
-	}
-	for _, c := range parsed.conds {
-		t, err := walkTypeTo(in, strings.Split(c.path, "."))
+// CheckTypes checks every comparison of r against the type fieldType gives for its path (the
+// path split at dots): every path must name a field (fieldType's error otherwise), and every
+// literal can be a value there (a number for an integer or float field, a string for a string or
+// text-marshalled field, true or false for a bool; null for any). A field whose type has its own
+// MarshalJSON, or is an interface, takes any literal; a nil type takes any literal.
+func (r *GrantRule) CheckTypes(fieldType func(path []string) (reflect.Type, error)) error {
+	for _, c := range r.conds {
+		t, err := fieldType(strings.Split(c.path, "."))
 		if err != nil {
 			return fmt.Errorf("%s: %v", c.path, err)
 		}
@@ -226,6 +217,11 @@ func (r *Registry) CheckGrantRule(tool, rule string) error {
 	}
 	return nil
 }
+
+var (
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
 
 func litText(v any) string {
 	if s, ok := v.(string); ok {
