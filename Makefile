@@ -80,15 +80,15 @@ vet:
 
 lint: vet staticcheck
 
-# The generated gomock mock of oncekey.Store (package oncekeymock) must be current with store.go.
+# The generated gomock mocks (package oncekeystore/storemock) must be current with the store contract.
 MOCKGEN := $(GO) run go.uber.org/mock/mockgen@v0.6.0
 mockcheck:
-	@$(MOCKGEN) -source=store.go -package=oncekeymock -mock_names=Store=Store -write_source_comment=false \
-		-write_command_comment=false -write_package_comment=false | diff -u oncekeymock/store.go - || \
-		{ echo "oncekeymock/store.go is not current with store.go: run go generate ./oncekeymock and commit it"; exit 1; }
-	@$(MOCKGEN) -source=approval.go -package=oncekeymock -mock_names=ApprovalStore=ApprovalStore -write_source_comment=false \
-		-write_command_comment=false -write_package_comment=false | diff -u oncekeymock/approvalstore.go - || \
-		{ echo "oncekeymock/approvalstore.go is not current with approval.go: run go generate ./oncekeymock and commit it"; exit 1; }
+	@$(MOCKGEN) -source=oncekeystore/store.go -package=storemock -mock_names=Store=Store -write_source_comment=false \
+		-write_command_comment=false -write_package_comment=false | diff -u oncekeystore/storemock/store.go - || \
+		{ echo "oncekeystore/storemock/store.go is not current with oncekeystore/store.go: run go generate ./oncekeystore/storemock and commit it"; exit 1; }
+	@$(MOCKGEN) -source=oncekeystore/approval.go -package=storemock -mock_names=ApprovalStore=ApprovalStore -write_source_comment=false \
+		-write_command_comment=false -write_package_comment=false | diff -u oncekeystore/storemock/approvalstore.go - || \
+		{ echo "oncekeystore/storemock/approvalstore.go is not current with oncekeystore/approval.go: run go generate ./oncekeystore/storemock and commit it"; exit 1; }
 
 staticcheck:
 	@echo "staticcheck $(STATICCHECK_VERSION) ./... $(NESTED_MODULES)"; ok=true; $(STATICCHECK) ./... || ok=false; \
@@ -188,4 +188,4 @@ faults-deps:
 	if [ -n "$$pkgs" ]; then echo "installing$$pkgs"; apt-get update -qq && apt-get install -y -qq $$pkgs >/dev/null; fi
 
 faults: temporal faults-deps
-	$(GO) run ./faults/cmd/faults $(FAULTS_ARGS)
+	$(GO) run ./internal/faults/cmd/faults $(FAULTS_ARGS)

@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,14 +21,16 @@ const modulePath = "github.com/oncekey/oncekey"
 // helpers (internal/testing) and the development tools (internal/dev) are not layered: see
 // TestLayering.
 var layers = [][]string{
-	{"canonical", "metrics", "internal/shell", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce", "internal/httpproof"},
+	{"canonical", "metrics", "internal/shell", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce", "internal/httpproof", "internal/jsondoc"},
+	{"oncekeystore"},
+	{"memstore", "pgstore", "redisstore", "oncekeystore/storetest", "oncekeystore/storemock"},
 	{"."},
-	{"memstore", "pgstore", "redisstore", "storetest", "oncekeymock", "agent", "adapters"},
+	{"agent", "adapters"},
 	{"reconcile"},
-	{"activities", "internal/decisiontext"},
-	{"interceptor", "workflows"},
+	{"internal/activities", "internal/decisiontext"},
+	{"internal/interceptor", "internal/workflows"},
 	{"worker", "oncekeyotel"},
-	{"cmd", "faults", "examples"},
+	{"cmd", "internal/faults", "examples"},
 }
 
 // TestLayering checks every non-test Go file's oncekey imports against layers, and that only
@@ -111,4 +114,16 @@ func TestLayering(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Empty(t, bad, "imports against the layering of docs/design.md")
+}
+
+// TestStoresLinkNoTemporal checks what docs/design.md promises store authors: the store contract
+// and the stores build without the Temporal SDK or API (nor anything else of oncekey's engine).
+func TestStoresLinkNoTemporal(t *testing.T) {
+	for _, pkg := range []string{"./oncekeystore", "./memstore", "./pgstore", "./oncekeystore/storetest", "./oncekeystore/storemock"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		require.NoError(t, err, string(out))
+		for _, dep := range strings.Fields(string(out)) {
+			require.False(t, strings.HasPrefix(dep, "go.temporal.io/") || dep == modulePath, "%s links %s", pkg, dep)
+		}
+	}
 }

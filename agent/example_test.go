@@ -15,7 +15,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/worker"
 )

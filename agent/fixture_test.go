@@ -17,7 +17,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/storetest"
+	"github.com/oncekey/oncekey/oncekeystore/storetest"
 )
 
 // fakeClock is a settable clock for the store.

@@ -7,7 +7,7 @@ import (
 	tinterceptor "go.temporal.io/sdk/interceptor"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeyotel"
 	"github.com/oncekey/oncekey/worker"

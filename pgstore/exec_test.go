@@ -9,7 +9,7 @@ import (
 
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
-	"github.com/oncekey/oncekey/storetest"
+	"github.com/oncekey/oncekey/oncekeystore/storetest"
 )
 
 // The store runs its statements as prepared statements through pgconn when the pool uses

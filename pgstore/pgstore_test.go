@@ -18,7 +18,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
-	"github.com/oncekey/oncekey/storetest"
+	"github.com/oncekey/oncekey/oncekeystore/storetest"
 )
 
 func TestMain(m *testing.M) {

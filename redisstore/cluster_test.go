@@ -17,7 +17,7 @@ import (
 
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
-	"github.com/oncekey/oncekey/storetest"
+	"github.com/oncekey/oncekey/oncekeystore/storetest"
 )
 
 // startCluster starts a Redis Cluster of three primaries (redis-server processes of this test,

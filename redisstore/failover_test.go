@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncekey/oncekey/faults"
+	"github.com/oncekey/oncekey/internal/faults"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
 )

@@ -19,7 +19,7 @@ import (
 
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/redisstore"
-	"github.com/oncekey/oncekey/storetest"
+	"github.com/oncekey/oncekey/oncekeystore/storetest"
 )
 
 // redisAddr is the Redis the tests use: TEST_REDIS_ADDR, or the local one.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 

@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"

@@ -17,13 +17,13 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
-	"github.com/oncekey/oncekey/workflows"
+	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // agentRegistry names CreateTicket for agent.Call in AgentTicketWorkflow (agent.Call reads only

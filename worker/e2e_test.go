@@ -22,14 +22,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
-	"github.com/oncekey/oncekey/workflows"
+	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )

@@ -9,7 +9,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )

@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"

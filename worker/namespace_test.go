@@ -12,8 +12,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 

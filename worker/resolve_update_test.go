@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"

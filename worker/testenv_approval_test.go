@@ -12,7 +12,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"

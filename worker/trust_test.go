@@ -17,11 +17,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/activities"
+	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/workflows"
+	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // Tests of the trust rule: everything oncekey decides is derived from what the tool's body

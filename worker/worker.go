@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/oncekey/oncekey/activities"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/workflows"
+	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // PluginName is the name of the plugin NewPlugin returns.

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )

@@ -20,7 +20,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/internal/exampleenv"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )

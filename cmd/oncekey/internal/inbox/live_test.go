@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"

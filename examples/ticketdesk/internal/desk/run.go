@@ -28,7 +28,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
-	"github.com/oncekey/oncekey/interceptor"
+	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
