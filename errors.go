@@ -149,7 +149,7 @@ func (e *FingerprintMismatchError) Error() string {
 	if keyed(e.Stored) != keyed(e.Got) {
 		made := map[bool]string{true: "with a fingerprint secret", false: "without a fingerprint secret"}
 		return fmt.Sprintf("oncekey: key %s was used for %s, and its record's fingerprint was made %s while this worker's is made %s; nothing ran. "+
-			"Every worker must have the same interceptor.Options.FingerprintSecret (changing it turns repeats of earlier records into mismatches)",
+			"Every worker must have the same okworker.Options.FingerprintSecret (changing it turns repeats of earlier records into mismatches)",
 			e.OperationKey, e.Tool, made[keyed(e.Stored)], made[keyed(e.Got)])
 	}
 	return fmt.Sprintf("oncekey: key %s was used for %s with different arguments; nothing ran. "+

@@ -18,7 +18,7 @@ const MaxErrorTextBytes = 300 + oncekeystore.MaxModelMessageBytes + 100
 // ("retry_after_seconds: 3.") and what the person who decided the call's approval said to the model
 // ("Reviewer's message: …", tr.Message). At most MaxErrorTextBytes bytes, with no operator detail:
 // no schema, workflow or run ID, operation key, command or flag. What an operator needs travels in
-// the error's details (interceptor.Details.Message), the logs, the CLI and the inbox.
+// the error's details (oncekey.Details.Message), the logs, the CLI and the inbox.
 func ErrorText(tr ToolResult) string {
 	text := ModelText(tr.Status, tr.NextAction, tr.Reason)
 	if tr.Status == OutcomeInFlight && tr.RetryAfter > 0 {

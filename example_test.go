@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // RefundInput is the input of the IssueRefund tool below.
@@ -86,7 +86,7 @@ func ExampleWithStepID() {
 		panic(err)
 	}
 	store := memstore.New(nil)
-	ic, err := interceptor.New(interceptor.Options{Store: store, Registry: reg})
+	ic, err := okworker.NewInterceptor(okworker.Options{Store: store, Registry: reg})
 	if err != nil {
 		panic(err)
 	}

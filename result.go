@@ -202,7 +202,7 @@ func LabelReplay(result any, operationKey string) ToolResult {
 }
 
 // errorDetails is the part of an oncekey application error's details Label reads: the
-// interceptor's detail payload (interceptor.Details) carries the operation key and whether the
+// interceptor's detail payload (oncekey.Details) carries the operation key and whether the
 // error is a remembered failure given again.
 type errorDetails struct {
 	OperationKey    string  `json:"operation_key"`

@@ -12,7 +12,7 @@ import (
 // ResultSealer seals the results oncekey keeps at rest (Record.Result) to the record they
 // belong to, so that a result copied or moved to another row, tenant or operation key does not
 // open there. A payload codec cannot do this: it encodes payloads without knowing which record
-// will hold them. Install one with interceptor.Options.ResultSealer (the plugin passes it to
+// will hold them. Install one with okworker.Options.ResultSealer (the plugin passes it to
 // oncekey's activities) on every worker of the deployment; examples/encryption has one on
 // AES-256-GCM whose additional data is the tenant and the operation key.
 //
@@ -64,11 +64,11 @@ func (e *ResultSealError) Error() string {
 	case e.Op == "seal":
 		return fmt.Sprintf("oncekey: the result of key %s (tenant %s) could not be sealed: %v", e.OperationKey, shell.Word(e.Tenant), e.Err)
 	case errors.Is(e.Err, ErrNoResultSealer):
-		return "oncekey: " + rec + " is sealed (interceptor.Options.ResultSealer) and this worker has no ResultSealer; " +
+		return "oncekey: " + rec + " is sealed (okworker.Options.ResultSealer) and this worker has no ResultSealer; " +
 			"give every worker of the deployment the ResultSealer that sealed it, with its keys"
 	case errors.Is(e.Err, ErrResultNotSealed):
 		return "oncekey: " + rec + " is not sealed, and this worker's ResultSealer refuses plain results: it was written around the sealer " +
-			"(a worker without interceptor.Options.ResultSealer, a direct write to the store, or a record from before sealing was turned on); " +
+			"(a worker without okworker.Options.ResultSealer, a direct write to the store, or a record from before sealing was turned on); " +
 			"give every worker the same ResultSealer, and resolve through the reconciliation workflow rather than `oncekey resolve --direct --result`"
 	}
 	return fmt.Sprintf("oncekey: %s does not open with this worker's ResultSealer (%v): it was sealed for another record or tenant "+

@@ -15,7 +15,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -101,12 +100,12 @@ func Example_agentLoop() {
 	if err := billingTools.Set(Model, oncekey.Policy{Effect: oncekey.ReadOnly}); err != nil {
 		panic(err)
 	}
-	opts := interceptor.Options{Store: memstore.New(nil), Registry: billingTools}
+	opts := worker.Options{Store: memstore.New(nil), Registry: billingTools}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.Options(opts, sdkworker.Options{})
+	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -305,7 +304,7 @@ type env struct {
 	store oncekeystore.Store
 
 	mu     sync.Mutex
-	events []interceptor.Event
+	events []worker.Event
 }
 
 // setup starts a worker on the dev server with oncekey's plugin on its client and a fresh
@@ -319,9 +318,9 @@ func setup(t *testing.T) *env {
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	e := &env{b: newBooks(), store: pgstore.New(pool, nil)}
-	plugin, err := worker.NewPlugin(interceptor.Options{
+	plugin, err := worker.NewPlugin(worker.Options{
 		Store: e.store, Registry: registry, EscalationTimeout: 2 * time.Second,
-		OnEvent: func(ev interceptor.Event) {
+		OnEvent: func(ev worker.Event) {
 			e.mu.Lock()
 			e.events = append(e.events, ev)
 			e.mu.Unlock()

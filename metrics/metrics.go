@@ -12,7 +12,7 @@ import (
 )
 
 // Names. No metric is ever tagged with an operation key (one series per call would be
-// unbounded); TagTenant is added only when the user opts in (interceptor.Options.MetricsTenantTag).
+// unbounded); TagTenant is added only when the user opts in (okworker.Options.MetricsTenantTag).
 const (
 	// ToolCalls counts claimed tool calls, tagged TagTool and TagOutcome (applied, replayed,
 	// in_flight, rejected, unknown, expired, failed). Recorded by the activity interceptor.

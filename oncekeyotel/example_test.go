@@ -7,7 +7,6 @@ import (
 	tinterceptor "go.temporal.io/sdk/interceptor"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeyotel"
 	"github.com/oncekey/oncekey/worker"
@@ -23,7 +22,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	plugin, err := worker.NewPlugin(interceptor.Options{
+	plugin, err := worker.NewPlugin(worker.Options{
 		Store:    store,
 		Registry: reg,
 		Tracer:   oncekeyotel.NewTracer(oncekeyotel.Options{TracerProvider: otel.GetTracerProvider()}),

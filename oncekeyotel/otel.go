@@ -6,7 +6,7 @@
 //
 // It is a module of its own so that the core module depends on no tracing library; it imports
 // only the OpenTelemetry API (go.opentelemetry.io/otel/trace). Install it with
-// interceptor.Options.Tracer = oncekeyotel.NewTracer(oncekeyotel.Options{}), and put the SDK's
+// okworker.Options.Tracer = oncekeyotel.NewTracer(oncekeyotel.Options{}), and put the SDK's
 // tracing interceptor in client.Options.Interceptors (or before oncekey in
 // worker.Options.Interceptors) so its activity span is the parent.
 package oncekeyotel
@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/oncekey/oncekey/internal/interceptor"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // ScopeName is the instrumentation scope of oncekey's tracer.
@@ -42,8 +42,8 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// NewTracer returns an interceptor.Tracer that records oncekey's spans on OpenTelemetry.
-func NewTracer(opts Options) interceptor.Tracer {
+// NewTracer returns an okworker.Tracer that records oncekey's spans on OpenTelemetry.
+func NewTracer(opts Options) okworker.Tracer {
 	tp := opts.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -53,16 +53,16 @@ func NewTracer(opts Options) interceptor.Tracer {
 
 type tracer struct{ t trace.Tracer }
 
-var _ interceptor.Tracer = (*tracer)(nil)
+var _ okworker.Tracer = (*tracer)(nil)
 
-// Start implements interceptor.Tracer.
-func (t *tracer) Start(ctx context.Context, s interceptor.SpanStart) (context.Context, func(interceptor.SpanEnd)) {
+// Start implements okworker.Tracer.
+func (t *tracer) Start(ctx context.Context, s okworker.SpanStart) (context.Context, func(okworker.SpanEnd)) {
 	ctx, span := t.t.Start(ctx, s.Name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
 		AttrTool.String(s.Tool),
 		AttrKeyPrefix.String(s.KeyPrefix),
 		AttrEffect.String(s.Effect.String()),
 	))
-	return ctx, func(e interceptor.SpanEnd) {
+	return ctx, func(e okworker.SpanEnd) {
 		if e.Outcome != "" {
 			span.SetAttributes(AttrOutcome.String(string(e.Outcome)))
 		}

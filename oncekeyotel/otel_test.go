@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeyotel"
@@ -84,7 +83,7 @@ func TestSpansNestUnderTheSDKsActivitySpans(t *testing.T) {
 	d := &desk{tracer: tp.Tracer("desk")}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(d.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg, Tracer: oncekeyotel.NewTracer(oncekeyotel.Options{TracerProvider: tp})})
+	plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg, Tracer: oncekeyotel.NewTracer(oncekeyotel.Options{TracerProvider: tp})})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default",
 		Interceptors: []tinterceptor.ClientInterceptor{sdkTracing}, Plugins: []client.Plugin{plugin}})
@@ -128,14 +127,14 @@ func TestSpansNestUnderTheSDKsActivitySpans(t *testing.T) {
 			require.True(t, strings.HasPrefix(attrs["oncekey.key_prefix"], oncekey.KeyPrefix))
 			require.Equal(t, "effectful", attrs["oncekey.effect"])
 			switch s.Name {
-			case interceptor.SpanComplete:
+			case worker.SpanComplete:
 				require.Equal(t, "applied", attrs["oncekey.outcome"])
-			case interceptor.SpanReplay:
+			case worker.SpanReplay:
 				require.Equal(t, "replayed", attrs["oncekey.outcome"])
 			}
 		}
 		if s.Name == "desk.create" {
-			require.Equal(t, interceptor.SpanBody, parent(s), "the tool's own span nests under the body")
+			require.Equal(t, worker.SpanBody, parent(s), "the tool's own span nests under the body")
 		}
 	}
 	require.ElementsMatch(t, []string{

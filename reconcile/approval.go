@@ -197,7 +197,7 @@ type ApprovalInput struct {
 	Continued *ApprovalContinued `json:"continued,omitempty"`
 	// SearchAttributes makes the workflow set its typed search attributes (SearchAttributeStatus
 	// with the SearchStatus… values, and the others) on every change of its state
-	// (interceptor.Options.SearchAttributes). Off in every history recorded before it existed, so
+	// (okworker.Options.SearchAttributes). Off in every history recorded before it existed, so
 	// those replay without the upserts.
 	SearchAttributes bool `json:"search_attributes,omitempty"`
 	// EscalateAfter, when positive, escalates the request to EscalateTo once it has waited this

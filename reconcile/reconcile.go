@@ -190,10 +190,10 @@ type Input struct {
 	// invalid signals in one run); callers leave it nil.
 	Continued *Continued `json:"continued,omitempty"`
 	// MetricsTenant adds the tenant as a tag to the workflow's metrics
-	// (interceptor.Options.MetricsTenantTag).
+	// (okworker.Options.MetricsTenantTag).
 	MetricsTenant bool `json:"metrics_tenant,omitempty"`
 	// SearchAttributes makes the workflow set its typed search attributes (SearchAttributeStatus
-	// and the others) on every change of its state (interceptor.Options.SearchAttributes). Off in
+	// and the others) on every change of its state (okworker.Options.SearchAttributes). Off in
 	// every history recorded before it existed, so those replay without the upserts.
 	SearchAttributes bool `json:"search_attributes,omitempty"`
 }

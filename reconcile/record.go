@@ -62,7 +62,7 @@ type RecordOptions struct {
 	// converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
 	// ResultSealer seals an Applied result to the record (oncekey.SealResult), as the workers'
-	// interceptor.Options.ResultSealer does; workers with a sealer refuse a result stored without
+	// okworker.Options.ResultSealer does; workers with a sealer refuse a result stored without
 	// it. Defaults to none.
 	ResultSealer oncekey.ResultSealer
 }

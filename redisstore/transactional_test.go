@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 func AddCredit(context.Context, string) (string, error) { return "", nil }
@@ -19,7 +19,7 @@ func TestTransactionalRefused(t *testing.T) {
 	s, _ := setup(t, nil)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(AddCredit, oncekey.Policy{Effect: oncekeystore.Transactional}))
-	_, err := interceptor.New(interceptor.Options{Store: s, Registry: reg})
+	_, err := okworker.NewInterceptor(okworker.Options{Store: s, Registry: reg})
 	var refused *oncekeystore.TransactionalStoreError
 	require.ErrorAs(t, err, &refused)
 	require.Equal(t, "AddCredit", refused.Tool)

@@ -14,7 +14,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
@@ -95,7 +94,7 @@ func setupTwoCalls(t *testing.T, l *ledger, p oncekey.Policy) (client.Client, st
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, p))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: pgstore.New(pool, nil), Registry: reg})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 	require.NoError(t, err)

@@ -21,7 +21,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -63,7 +62,7 @@ func (e *e2e) pluginFor(t *testing.T, p oncekey.Policy) *temporal.SimplePlugin {
 	t.Helper()
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(e.l.CreateTicket, p))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: e.store, Registry: reg})
 	require.NoError(t, err)
 	return plugin
 }
@@ -241,7 +240,7 @@ func TestE2EApprovalSameDecisionByUpdateAndSignal(t *testing.T) {
 func TestE2EApprovalDecidedWhileWorkflowWorkerDownRunsOnce(t *testing.T) {
 	l := newLedger()
 	tqApprovals := "oncekey-e2e-approvals-" + t.Name()
-	e := setupE2EWith(t, l, approvalPolicy(0), func(o *interceptor.Options) { o.ReconcileTaskQueue = tqApprovals })
+	e := setupE2EWith(t, l, approvalPolicy(0), func(o *worker.Options) { o.ReconcileTaskQueue = tqApprovals })
 	aw := sdkworker.New(e.c, tqApprovals, sdkworker.Options{})
 	require.NoError(t, aw.Start())
 	t.Cleanup(aw.Stop)

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -52,7 +51,7 @@ func listIDs(t *testing.T, c client.Client, query string) []string {
 func TestE2EApprovalFoundBySearchAttributes(t *testing.T) {
 	registerSearchAttributes(t)
 	l := newLedger()
-	e := setupE2EWith(t, l, approvalPolicy(0), func(o *interceptor.Options) { o.SearchAttributes = true })
+	e := setupE2EWith(t, l, approvalPolicy(0), func(o *worker.Options) { o.SearchAttributes = true })
 	wf := "approval-search-attributes"
 	run := e.start(t, wf, req, 10*time.Second)
 	a := e.pendingApproval(t)

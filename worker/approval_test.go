@@ -17,13 +17,12 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/agent"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // agentRegistry names CreateTicket for agent.Call in AgentTicketWorkflow (agent.Call reads only
@@ -441,7 +440,7 @@ func TestE2EApprovalAddedToARunningWorkflowFailsClosed(t *testing.T) {
 	start := func(p oncekey.Policy) {
 		reg := oncekey.NewRegistry()
 		require.NoError(t, reg.Set(l.CreateTicket, p))
-		plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+		plugin, err := worker.NewPlugin(worker.Options{Store: e.store, Registry: reg})
 		require.NoError(t, err)
 		c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 		require.NoError(t, err)
@@ -496,7 +495,7 @@ func TestPluginRefusesApprovalWithoutApprovalStore(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(newLedger().CreateTicket, approvalPolicy(0)))
 	store := hideApprovals{memstore.New(nil)}
-	opts := interceptor.Options{Store: store, Registry: reg}
+	opts := worker.Options{Store: store, Registry: reg}
 	plugin, err := worker.NewPlugin(opts)
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
@@ -506,7 +505,7 @@ func TestPluginRefusesApprovalWithoutApprovalStore(t *testing.T) {
 	w.RegisterWorkflow(TicketWorkflow)
 	err = w.Start()
 	require.Error(t, err)
-	require.ErrorIs(t, err, interceptor.ErrConfig)
+	require.ErrorIs(t, err, worker.ErrConfig)
 	require.Contains(t, err.Error(), "CreateTicket")
 	require.Contains(t, err.Error(), "worker_test.hideApprovals")
 	if err == nil {
@@ -514,8 +513,8 @@ func TestPluginRefusesApprovalWithoutApprovalStore(t *testing.T) {
 	}
 
 	var r registryOnly
-	require.ErrorIs(t, worker.Register(&r, opts), interceptor.ErrConfig)
-	require.NoError(t, worker.Register(&r, interceptor.Options{Store: memstore.New(nil), Registry: reg}))
+	require.ErrorIs(t, worker.Register(&r, opts), worker.ErrConfig)
+	require.NoError(t, worker.Register(&r, worker.Options{Store: memstore.New(nil), Registry: reg}))
 }
 
 // registryOnly is a worker registry that registers nothing.

@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // expenses is a fake expense system in the shape of Temporal's expense sample: RequestDecision
@@ -110,7 +110,7 @@ func ExpenseWorkflow(ctx workflow.Context, in ExpenseRequest) (ExpensePayment, e
 func setupExpenses(t *testing.T, decide oncekey.Effect) (*e2e, *expenses) {
 	t.Helper()
 	x := newExpenses()
-	e := setupE2EWith(t, newLedger(), oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) {
+	e := setupE2EWith(t, newLedger(), oncekey.Policy{Effect: oncekey.Effectful}, func(o *okworker.Options) {
 		require.NoError(t, o.Registry.Set(x.RequestDecision, oncekey.Policy{Effect: decide}))
 		require.NoError(t, o.Registry.Set(x.Pay, oncekey.Policy{Effect: oncekey.Effectful}))
 	})

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
@@ -116,7 +115,7 @@ func TestBenchE2EEffectful(t *testing.T) {
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set("BenchCharge", oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: pgstore.New(pool, nil), Registry: reg})
 	require.NoError(t, err)
 	ours := benchWorker(t, "ours", []client.Plugin{plugin})
 	base := benchWorker(t, "baseline", nil)

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -84,13 +83,13 @@ func TestPluginStoresResultsWithTheClientsCodec(t *testing.T) {
 	plain, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Logger: quiet{}, DataConverter: dc})
 	require.NoError(t, err)
 	t.Cleanup(plain.Close)
-	onWorker, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	onWorker, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	w := sdkworker.New(plain, "oncekey-codec-worker-"+t.Name(), sdkworker.Options{Plugins: []sdkworker.Plugin{onWorker}})
 	w.RegisterWorkflow(TicketWorkflow)
 	w.RegisterActivity(l.CreateTicket)
 	err = w.Start()
-	var ce *interceptor.ConfigError
+	var ce *worker.ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "DataConverter", ce.Field)
 	require.Contains(t, err.Error(), "client.Options.Plugins")
@@ -99,7 +98,7 @@ func TestPluginStoresResultsWithTheClientsCodec(t *testing.T) {
 	}
 
 	// The plugin on the client: the stored result went through the codec.
-	onClient, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	onClient, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Logger: quiet{}, DataConverter: dc, Plugins: []client.Plugin{onClient}})
 	require.NoError(t, err)
@@ -152,7 +151,7 @@ func TestPluginWarnsOfAConverterOtherThanTheClients(t *testing.T) {
 		"none":                       {nil, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: oncekey.NewRegistry(), DataConverter: tc.opts})
+			plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: oncekey.NewRegistry(), DataConverter: tc.opts})
 			require.NoError(t, err)
 			logger := &recordingLogger{}
 			c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: logger, DataConverter: dc, Plugins: []client.Plugin{plugin}})
@@ -164,7 +163,7 @@ func TestPluginWarnsOfAConverterOtherThanTheClients(t *testing.T) {
 			}
 			require.Len(t, logger.warns, 1)
 			require.Contains(t, logger.warns[0], "is not the client's data converter")
-			require.Contains(t, logger.warns[0], "Leave interceptor.Options.DataConverter nil")
+			require.Contains(t, logger.warns[0], "Leave worker.Options.DataConverter nil")
 		})
 	}
 }

@@ -23,13 +23,12 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -226,7 +225,7 @@ type e2e struct {
 	effect oncekey.Effect
 
 	mu     sync.Mutex
-	events []interceptor.Event
+	events []worker.Event
 	// pausedActivity is the activity ID pauseRunningActivity paused.
 	pausedActivity string
 	// register, if set, registers more on every worker startWorkerWith starts.
@@ -241,7 +240,7 @@ func setupE2E(t *testing.T, l *ledger, p oncekey.Policy, wrap ...func(oncekeysto
 }
 
 // setupE2EWith is setupE2E with configure, if not nil, changing the interceptor's options.
-func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
+func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*worker.Options), wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and a Temporal dev server")
@@ -251,7 +250,7 @@ func setupE2EWith(t *testing.T, l *ledger, p oncekey.Policy, configure func(*int
 }
 
 // setupE2EOn is setupE2EWith on the Temporal frontend at hostPort (namespace "default").
-func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, configure func(*interceptor.Options), wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
+func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, configure func(*worker.Options), wrap ...func(oncekeystore.Store) oncekeystore.Store) *e2e {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
@@ -262,7 +261,7 @@ func setupE2EOn(t *testing.T, hostPort string, l *ledger, p oncekey.Policy, conf
 	}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, p))
-	opts := interceptor.Options{Store: store, Registry: reg, OnEvent: func(ev interceptor.Event) {
+	opts := worker.Options{Store: store, Registry: reg, OnEvent: func(ev worker.Event) {
 		e.mu.Lock()
 		e.events = append(e.events, ev)
 		e.mu.Unlock()
@@ -741,7 +740,7 @@ func TestE2EResolveFailed(t *testing.T) {
 func TestE2EHeartbeatTimeoutAfterCommit(t *testing.T) {
 	l := newLedger(faultHangAfterCommit)
 	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful, Lease: time.Second, Reconcile: receiptFrom(l)},
-		func(o *interceptor.Options) { o.DisableBodyHeartbeat = true })
+		func(o *worker.Options) { o.DisableBodyHeartbeat = true })
 	run := e.startWith(t, "heartbeat-timeout", req, CallOptions{StartToClose: 4 * time.Second, Heartbeat: time.Second})
 	var got Ticket
 	require.NoError(t, run.Get(testCtx(t), &got))
@@ -795,7 +794,7 @@ func TestE2EPluginCapturesClientDataConverter(t *testing.T) {
 	l := newLedger()
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), converter.NewZlibCodec(converter.ZlibCodecOptions{AlwaysEncode: true}))
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, DataConverter: dc, Plugins: []client.Plugin{plugin}})

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )
@@ -67,7 +66,7 @@ func Example_approval() {
 		log.Fatal(err)
 	}
 
-	plugin, err := okworker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := okworker.NewPlugin(okworker.Options{Store: store, Registry: reg})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -77,7 +76,7 @@ func Example_nexusOperations() {
 	if err := svc.Register(refund, refundLater); err != nil {
 		log.Fatal(err)
 	}
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
@@ -35,7 +34,7 @@ func ExampleNewPlugin() {
 	if err := reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, RequireStepID: true}); err != nil {
 		log.Fatal(err)
 	}
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: pgstore.New(pool, nil), Registry: reg})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -63,13 +62,13 @@ func ExampleRegister() {
 	if err := reg.Set(CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
 		log.Fatal(err)
 	}
-	opts := interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg}
+	opts := worker.Options{Store: pgstore.New(pool, nil), Registry: reg}
 	c, err := client.Dial(client.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	wo, err := worker.Options(opts, sdkworker.Options{})
+	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

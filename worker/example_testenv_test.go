@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -54,12 +53,12 @@ func Example_testEnvironment() {
 	if err := reg.Set(tickets.OpenTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
 		panic(err)
 	}
-	opts := interceptor.Options{Store: memstore.New(nil), Registry: reg}
+	opts := worker.Options{Store: memstore.New(nil), Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.Options(opts, sdkworker.Options{})
+	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -98,13 +97,13 @@ func Example_testEnvironmentUnknown() {
 	if err := reg.Set(tickets.OpenTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
 		panic(err)
 	}
-	store := memstore.New(nil) // the one in interceptor.Options
-	opts := interceptor.Options{Store: store, Registry: reg}
+	store := memstore.New(nil) // the one in worker.Options
+	opts := worker.Options{Store: store, Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.Options(opts, sdkworker.Options{})
+	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -164,13 +163,13 @@ func Example_testEnvironmentApproval() {
 	}}); err != nil {
 		panic(err)
 	}
-	store := memstore.New(nil) // the one in interceptor.Options; it keeps approvals too
-	opts := interceptor.Options{Store: store, Registry: reg}
+	store := memstore.New(nil) // the one in worker.Options; it keeps approvals too
+	opts := worker.Options{Store: store, Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.Options(opts, sdkworker.Options{})
+	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}

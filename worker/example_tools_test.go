@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 
@@ -143,7 +142,7 @@ func Example_policies() {
 	// Install it on the client: the plugin adds the interceptor to every worker of the client,
 	// registers the reconciliation workflow and oncekey's activities, and stores results with
 	// the client's data converter (its payload codec included).
-	plugin, err := okworker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := okworker.NewPlugin(okworker.Options{Store: store, Registry: reg})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -113,7 +112,7 @@ func setupRefunds(t *testing.T, ap *oncekey.ApprovalPolicy) *grantEnv {
 	g := &grantEnv{store: pgstore.New(pool, nil), r: &refunds{}, tq: "oncekey-grant-" + t.Name()}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(g.r.IssueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: ap}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: g.store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: g.store, Registry: reg})
 	require.NoError(t, err)
 	g.c, err = client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 	require.NoError(t, err)

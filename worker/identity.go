@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -158,7 +157,7 @@ type RecordedCall struct {
 	Key string
 	// Fingerprint and Version are the fingerprint and version the worker derived for the call, as
 	// its result's metadata (oncekey.MetadataFingerprint, MetadataVersion) or its failure's
-	// details (interceptor.Details) record them; Versioned is false when the history does not
+	// details (oncekey.Details) record them; Versioned is false when the history does not
 	// record them (a timeout, a result from before they were recorded), and Fingerprint is then "".
 	Fingerprint string
 	Version     string
@@ -238,7 +237,7 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 			if i, ok := bySchedule[a.GetScheduledEventId()]; ok {
 				calls[i].Ended = "failed"
 				if ps := a.GetFailure().GetApplicationFailureInfo().GetDetails().GetPayloads(); len(ps) > 0 {
-					var d interceptor.Details
+					var d oncekey.Details
 					if dc.FromPayload(ps[0], &d) == nil {
 						calls[i].Key = d.OperationKey
 						calls[i].Fingerprint, calls[i].Version, calls[i].Versioned = d.Fingerprint, d.Version, d.Fingerprint != ""
@@ -287,7 +286,7 @@ type IdentityOptions struct {
 	// DataConverter decodes the histories' payloads: the client's converter, codec included.
 	// Defaults to converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
-	// FingerprintSecret is interceptor.Options.FingerprintSecret of the workers that made the
+	// FingerprintSecret is Options.FingerprintSecret of the workers that made the
 	// records, for comparing fingerprints with Store. Defaults to none.
 	FingerprintSecret []byte
 	// Namespace is the Temporal namespace the histories ran in (part of every operation key).

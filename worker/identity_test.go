@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -114,7 +113,7 @@ func recordHistories(t *testing.T, store oncekeystore.Store) (pay, audit string)
 	p := &payments{}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(p.Pay, oncekey.Policy{Effect: oncekey.Effectful, Version: "1"}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	c := testenv.TemporalIn(t, "default", plugin)
 	tq := "oncekey-identity-" + t.Name()

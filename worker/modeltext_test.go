@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -174,7 +173,7 @@ type LoopAnswer struct {
 	Model   string `json:"model,omitempty"`
 	Message string `json:"message,omitempty"`
 	Type    string `json:"type,omitempty"`
-	// Detail is the operator's account of the error (interceptor.Details.Message).
+	// Detail is the operator's account of the error (oncekey.Details.Message).
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -195,7 +194,7 @@ func ModelLoopWorkflow(ctx workflow.Context, calls []LoopCall) ([]LoopAnswer, er
 			if errors.As(err, &appErr) {
 				a.Message, a.Type = appErr.Message(), appErr.Type()
 			}
-			if d, ok := interceptor.ErrorDetails(err); ok {
+			if d, ok := oncekey.ErrorDetails(err); ok {
 				a.Detail = d.Message
 			}
 		}
@@ -260,7 +259,7 @@ func setupModelText(t *testing.T, escalation time.Duration) *modelTextEnv {
 	} {
 		require.NoError(t, reg.Set(r.fn, r.p))
 	}
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: unclaimable{e.store}, Registry: reg, EscalationTimeout: escalation})
+	plugin, err := worker.NewPlugin(worker.Options{Store: unclaimable{e.store}, Registry: reg, EscalationTimeout: escalation})
 	require.NoError(t, err)
 	e.c, err = client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{},
 		Plugins: []client.Plugin{plugin}})
@@ -508,10 +507,10 @@ func TestE2EModelReadsUnknownAfterEscalation(t *testing.T) {
 	require.Contains(t, out[0].Detail, "within the escalation timeout of 2s")
 }
 
-// detail is the operator's account of an oncekey error (interceptor.Details.Message): the error's
+// detail is the operator's account of an oncekey error (oncekey.Details.Message): the error's
 // own message is the text for a model.
 func detail(err error) string {
-	d, _ := interceptor.ErrorDetails(err)
+	d, _ := oncekey.ErrorDetails(err)
 	return d.Message
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -37,7 +36,7 @@ func TestReconciliationBoundToTheRecordsNamespace(t *testing.T) {
 	// The other namespace's worker shares the store.
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: e.store, Registry: reg})
 	require.NoError(t, err)
 	other := testenv.TemporalIn(t, testenv.SecondNamespace, plugin)
 	tq := "oncekey-other-" + t.Name()

@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // The Nexus service and its synchronous operation the test's handler serves.
@@ -45,7 +45,7 @@ func (e *e2e) createEndpoint(t *testing.T, name string) {
 // served by l's CreateTicket, behind a Nexus endpoint of its own; it returns the endpoint.
 func setupNexus(t *testing.T, l *ledger) (*e2e, string) {
 	t.Helper()
-	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) {
+	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *okworker.Options) {
 		require.NoError(t, oncekey.SetTool[TicketRequest](o.Registry, nexusOperation, oncekey.Policy{Effect: oncekey.Effectful}))
 	})
 	e.w.Stop()

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/metricstest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
@@ -37,11 +36,11 @@ type observed struct {
 	tq     string
 	l      *ledger
 	reg    *oncekey.Registry
-	opts   interceptor.Options
+	opts   worker.Options
 	plugin *temporal.SimplePlugin
 }
 
-func setupObserved(t *testing.T, l *ledger, mutate func(*interceptor.Options)) *observed {
+func setupObserved(t *testing.T, l *ledger, mutate func(*worker.Options)) *observed {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs Postgres and a Temporal dev server")
@@ -50,7 +49,7 @@ func setupObserved(t *testing.T, l *ledger, mutate func(*interceptor.Options)) *
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	o := &observed{h: metricstest.New(), store: pgstore.New(pool, nil), l: l, reg: oncekey.NewRegistry(), tq: "oncekey-observe-" + t.Name()}
 	require.NoError(t, o.reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	o.opts = interceptor.Options{Store: o.store, Registry: o.reg, UnknownsSampleInterval: 100 * time.Millisecond}
+	o.opts = worker.Options{Store: o.store, Registry: o.reg, UnknownsSampleInterval: 100 * time.Millisecond}
 	if mutate != nil {
 		mutate(&o.opts)
 	}
@@ -154,7 +153,7 @@ func TestE2EMetricsThroughTheClientsHandler(t *testing.T) {
 // and once settled it leaves the filter.
 func TestE2EFindWaitingUnknownsBySearchAttributes(t *testing.T) {
 	l := newLedger(faultLostAfterCommit)
-	o := setupObserved(t, l, func(opts *interceptor.Options) { opts.SearchAttributes = true })
+	o := setupObserved(t, l, func(opts *worker.Options) { opts.SearchAttributes = true })
 	ctx := testCtx(t)
 	_, err := worker.RegisterSearchAttributes(ctx, o.c, "default")
 	require.NoError(t, err)
@@ -249,7 +248,7 @@ func TestE2ESearchAttributesCheckedAtWorkerStart(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	l := newLedger()
 	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg, SearchAttributes: true})
+	plugin, err := worker.NewPlugin(worker.Options{Store: pgstore.New(pool, nil), Registry: reg, SearchAttributes: true})
 	require.NoError(t, err)
 	var c client.Client
 	require.Eventually(t, func() bool {
@@ -289,7 +288,7 @@ func TestE2ESearchAttributesNeedThePluginOnTheClient(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	l := newLedger()
 	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg, SearchAttributes: true})
+	plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg, SearchAttributes: true})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}})
 	require.NoError(t, err)

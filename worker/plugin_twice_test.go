@@ -11,7 +11,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -31,7 +30,7 @@ func TestE2EPluginOnClientAndWorkerInstallsOnce(t *testing.T) {
 	l := newLedger()
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful, WaitInFlight: 500 * time.Millisecond}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 	require.NoError(t, err)
@@ -63,7 +62,7 @@ func TestTwoOncekeyPluginsOnOneWorkerAreRefused(t *testing.T) {
 	}
 	reg := oncekey.NewRegistry()
 	mk := func() *sdkworker.Options {
-		p, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
+		p, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg})
 		require.NoError(t, err)
 		return &sdkworker.Options{Plugins: []sdkworker.Plugin{p}}
 	}

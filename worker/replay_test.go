@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -116,7 +115,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 				require.NoError(t, err)
 				reg := oncekey.NewRegistry()
 				require.NoError(t, reg.Set(newLedger().CreateTicket, p))
-				plugin, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
+				plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg})
 				require.NoError(t, err)
 				r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
 				require.NoError(t, err)

@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // countEvents returns how many events of type typ the history of id holds.
@@ -93,7 +93,7 @@ func TestE2EResolveByUpdate(t *testing.T) {
 // call fails unknown, the record stays unknown, and the downstream saw one effect.
 func TestE2EEscalation(t *testing.T) {
 	l := newLedger(faultLostAfterCommit)
-	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *interceptor.Options) { o.EscalationTimeout = 3 * time.Second })
+	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *okworker.Options) { o.EscalationTimeout = 3 * time.Second })
 	run := e.start(t, "escalation", req, 10*time.Second)
 	key := e.waitingKey(t)
 	require.NoError(t, e.c.SignalWorkflow(context.Background(), reconcile.WorkflowID(key), "", reconcile.SignalName, "applied"))

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -74,7 +73,7 @@ type ToolCallResult struct {
 	Error        string
 	ErrType      string
 	NonRetryable bool
-	// Detail is the operator's account in the failure's details (interceptor.Details.Message).
+	// Detail is the operator's account in the failure's details (oncekey.Details.Message).
 	Detail string
 }
 
@@ -95,7 +94,7 @@ func AgentToolsWorkflow(ctx workflow.Context, calls []ToolExecutorInput) ([]Tool
 			if errors.As(err, &ae) {
 				r.ErrType, r.NonRetryable = ae.Type(), ae.NonRetryable()
 			}
-			if d, ok := interceptor.ErrorDetails(err); ok {
+			if d, ok := oncekey.ErrorDetails(err); ok {
 				r.Detail = d.Message
 			}
 		}
@@ -211,7 +210,7 @@ func agentToolsWorker(t *testing.T, reg *oncekey.Registry, b *toolbox) (oncekeys
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	store := pgstore.New(pool, nil)
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{},
 		Plugins: []client.Plugin{plugin}})

@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -184,7 +183,7 @@ func TestE2EStandaloneApproval(t *testing.T) {
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeApprovalPending, appErr.Type())
 	require.Equal(t, oncekey.NextAsk, tr.NextAction)
-	d, ok := interceptor.ErrorDetails(err)
+	d, ok := oncekey.ErrorDetails(err)
 	require.True(t, ok)
 	require.NotNil(t, d.Approval)
 	requireRuns(t, l, 0, 0)

@@ -12,7 +12,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -28,11 +27,11 @@ func TestTestEnvironmentApprovalDenied(t *testing.T) {
 		Summary: func(op oncekey.Operation) string { return "refund " + string(op.ArgsJSON) + " cents" },
 	}}))
 	store := memstore.New(nil)
-	opts := interceptor.Options{Store: store, Registry: reg}
+	opts := worker.Options{Store: store, Registry: reg}
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(quiet{})
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.Options(opts, sdkworker.Options{})
+	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	require.NoError(t, err)
 	env.SetWorkerOptions(wo)
 	require.NoError(t, worker.Register(env, opts))

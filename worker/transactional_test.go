@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -107,7 +106,7 @@ type txEnv struct {
 	c       client.Client
 	tq      string
 	credits *credits
-	events  chan interceptor.Event
+	events  chan worker.Event
 }
 
 // setupTx starts a worker running AddCredit as Transactional over wrap(store) (nil: the store).
@@ -122,7 +121,7 @@ func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Sto
 	_, err := pool.Exec(context.Background(), `CREATE TABLE credit_ledger (entry bigserial PRIMARY KEY, op_key text NOT NULL,
     account text NOT NULL, amount bigint NOT NULL)`)
 	require.NoError(t, err)
-	e := &txEnv{pool: pool, store: pgstore.New(pool, nil), credits: cr, events: make(chan interceptor.Event, 64)}
+	e := &txEnv{pool: pool, store: pgstore.New(pool, nil), credits: cr, events: make(chan worker.Event, 64)}
 	var store oncekeystore.Store = e.store
 	if wrap != nil {
 		store = wrap(e.store, pool)
@@ -130,7 +129,7 @@ func setupTx(t *testing.T, cr *credits, p oncekey.Policy, wrap func(*pgstore.Sto
 	p.Effect = oncekey.Transactional
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(cr.AddCredit, p))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg, OnEvent: func(ev interceptor.Event) { e.events <- ev }})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg, OnEvent: func(ev worker.Event) { e.events <- ev }})
 	require.NoError(t, err)
 	e.c, err = client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 	require.NoError(t, err)
@@ -440,10 +439,10 @@ func TestTransactionalWithApproval(t *testing.T) {
 func TestTransactionalRefusedOnMemstore(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set((&credits{}).AddCredit, oncekey.Policy{Effect: oncekey.Transactional}))
-	_, err := worker.NewPlugin(interceptor.Options{Store: memstore.New(nil), Registry: reg})
+	_, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg})
 	var refused *oncekeystore.TransactionalStoreError
 	require.ErrorAs(t, err, &refused)
-	require.ErrorIs(t, err, interceptor.ErrConfig)
+	require.ErrorIs(t, err, worker.ErrConfig)
 	require.Contains(t, err.Error(), "use pgstore")
 }
 

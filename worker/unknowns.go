@@ -13,7 +13,7 @@ import (
 
 // DefaultUnknownsSampleInterval is how often the plugin samples the unknown records for
 // metrics.UnknownsWaiting and metrics.UnknownOldestWait when
-// interceptor.Options.UnknownsSampleInterval is 0.
+// Options.UnknownsSampleInterval is 0.
 const DefaultUnknownsSampleInterval = time.Minute
 
 // maxSampled bounds how many unknown records one sample reads (in pages of 1000): past it the
@@ -35,7 +35,7 @@ type unknownSeries struct{ tool, tenant string }
 type UnknownsSampler struct {
 	Store   oncekeystore.Store
 	Handler client.MetricsHandler
-	// WithTenant adds the "tenant" tag (interceptor.Options.MetricsTenantTag).
+	// WithTenant adds the "tenant" tag (Options.MetricsTenantTag).
 	WithTenant bool
 
 	mu                  sync.Mutex

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -36,7 +35,7 @@ func TestE2EVersionedWorkerRunsReconciliation(t *testing.T) {
 	l := newLedger(faultLostAfterCommit)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(l.CreateTicket, oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 	require.NoError(t, err)

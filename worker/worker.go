@@ -18,8 +18,8 @@ import (
 
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/interceptor"
-	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/internal/workflows"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // PluginName is the name of the plugin NewPlugin returns.
@@ -34,7 +34,7 @@ const PluginName = "oncekey"
 // stored results. Given to worker.Options.Plugins instead, it cannot see the client's data
 // converter, and would store results with the SDK's default one, past any codec the client has
 // (plain text at rest under an encrypting client): a worker started so, with opts.DataConverter
-// nil, fails to start (Start and Run return an *interceptor.ConfigError naming DataConverter).
+// nil, fails to start (Start and Run return an *ConfigError naming DataConverter).
 // Set opts.DataConverter to the client's converter (converter.GetDefaultDataConverter() for a
 // client without one) to use it there.
 //
@@ -50,16 +50,16 @@ const PluginName = "oncekey"
 // remove.
 //
 // A worker whose Registry has a Policy.Approval and whose Store is not an oncekeystore.ApprovalStore
-// does not start: Start and Run return an *interceptor.ConfigError naming the store and the tool.
+// does not start: Start and Run return an *ConfigError naming the store and the tool.
 //
-// It returns a *interceptor.ConfigError for invalid options.
-func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
+// It returns a *ConfigError for invalid options.
+func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 	var lazy *lazyConverter
 	if opts.DataConverter == nil {
 		lazy = &lazyConverter{}
 		opts.DataConverter = lazy
 	}
-	ic, err := interceptor.New(opts)
+	ic, err := NewInterceptor(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func NewPlugin(opts interceptor.Options) (*temporal.SimplePlugin, error) {
 
 // checkApprovalStore refuses a Registry with a Policy.Approval over a Store that keeps no
 // approvals: the call would wait for an approval nobody can record.
-func checkApprovalStore(opts interceptor.Options) error {
+func checkApprovalStore(opts Options) error {
 	if _, ok := opts.Store.(oncekeystore.ApprovalStore); ok {
 		return nil
 	}
@@ -143,7 +143,7 @@ func checkApprovalStore(opts interceptor.Options) error {
 	slices.Sort(tools)
 	for _, tool := range tools {
 		if p, ok := opts.Registry.Policy(tool); ok && p.Approval != nil {
-			return &interceptor.ConfigError{Field: "Store", Reason: fmt.Sprintf(
+			return &ConfigError{Field: "Store", Reason: fmt.Sprintf(
 				"the policy of %s asks for approval (Policy.Approval), and the store (%T) keeps no approvals (oncekeystore.ApprovalStore): "+
 					"use a store that does (pgstore, memstore, redisstore), or drop Policy.Approval", tool, opts.Store)}
 		}
@@ -178,12 +178,12 @@ func installOnce(o *sdkworker.Options, ic tinterceptor.WorkerInterceptor, taskQu
 
 // Register registers oncekey's reconciliation workflow and activities on w (a worker.Worker).
 // It does not install the interceptor, which Temporal only accepts at worker construction: pass
-// interceptor.New(opts) in worker.Options.Interceptors (or use NewPlugin, which does both).
+// NewInterceptor(opts) in worker.Options.Interceptors (or use NewPlugin, which does both).
 // Every worker on a task queue that runs reconciliation workflows (Options.ReconcileTaskQueue,
-// by default the workflows' own) needs this registration. It returns a *interceptor.ConfigError
+// by default the workflows' own) needs this registration. It returns a *ConfigError
 // for invalid options, and for a Registry with a Policy.Approval over a Store that is not an
 // oncekeystore.ApprovalStore.
-func Register(w sdkworker.Registry, opts interceptor.Options) error {
+func Register(w sdkworker.Registry, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -200,13 +200,13 @@ func Register(w sdkworker.Registry, opts interceptor.Options) error {
 	return nil
 }
 
-// Options returns base with the interceptor appended to its Interceptors, for
+// WorkerOptions returns base with the interceptor appended to its Interceptors, for
 // worker.New(c, taskQueue, opts) when not using the plugin. Call Register on the new worker too,
 // with the same opts. Without the plugin oncekey cannot see the client's data converter: when the
 // client has one (a payload codec, e.g. encryption), set opts.DataConverter to it, or stored
 // results are encoded with the SDK's default converter, past the codec.
-func Options(opts interceptor.Options, base sdkworker.Options) (sdkworker.Options, error) {
-	ic, err := interceptor.New(opts)
+func WorkerOptions(opts Options, base sdkworker.Options) (sdkworker.Options, error) {
+	ic, err := NewInterceptor(opts)
 	if err != nil {
 		return base, err
 	}
@@ -226,9 +226,9 @@ func warnOtherConverter(co *client.Options, dc converter.DataConverter) {
 	if logger == nil {
 		logger = log.NewStructuredLogger(slog.Default())
 	}
-	logger.Warn("oncekey: interceptor.Options.DataConverter is not the client's data converter: oncekey stores results "+
+	logger.Warn("oncekey: Options.DataConverter is not the client's data converter: oncekey stores results "+
 		"with the one in its options, past the client's payload codec (plain text at rest if the client encrypts). "+
-		"Leave interceptor.Options.DataConverter nil (the plugin then uses the client's) or set it to the client's",
+		"Leave Options.DataConverter nil (the plugin then uses the client's) or set it to the client's",
 		"OptionsDataConverter", fmt.Sprintf("%T", dc), "ClientDataConverter", fmt.Sprintf("%T", co.DataConverter))
 }
 
@@ -249,10 +249,10 @@ func sameConverter(a, b converter.DataConverter) (same bool) {
 
 // errWorkerPlugin refuses a worker that got the plugin without its client: it would store
 // results with a converter other than the client's.
-var errWorkerPlugin = &interceptor.ConfigError{Field: "DataConverter", Reason: "the oncekey plugin was given to worker.Options.Plugins, " +
+var errWorkerPlugin = &ConfigError{Field: "DataConverter", Reason: "the oncekey plugin was given to worker.Options.Plugins, " +
 	"where it cannot see the client's data converter: it would store results with the SDK's default converter, " +
 	"past any payload codec the client has (plain text at rest under an encrypting client). Give the plugin to " +
-	"client.Options.Plugins instead (every worker of that client gets it), or set interceptor.Options.DataConverter " +
+	"client.Options.Plugins instead (every worker of that client gets it), or set Options.DataConverter " +
 	"to the client's data converter (converter.GetDefaultDataConverter() for a client without one)"}
 
 // lazyConverter is a data converter whose target is set when the plugin learns the client's; until

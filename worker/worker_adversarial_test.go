@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
@@ -71,7 +70,7 @@ func TestAdversarialZombieBodyLeaseEndsWithTheAttempt(t *testing.T) {
 	tool := &stuckTool{release: make(chan struct{}), done: make(chan struct{})}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set("CreateTicketStuck", oncekey.Policy{Effect: oncekey.Effectful, Lease: 600 * time.Millisecond}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: store, Registry: reg})
+	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{}, Plugins: []client.Plugin{plugin}})
 	require.NoError(t, err)

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -57,7 +56,7 @@ func TestApproveWithEditedArguments(t *testing.T) {
 	r := &refunds{}
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.SetAs("Refund", r.Refund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{}}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, DataConverter: converter.GetDefaultDataConverter()})
+	plugin, err := worker.NewPlugin(worker.Options{Store: s, Registry: reg, DataConverter: converter.GetDefaultDataConverter()})
 	require.NoError(t, err)
 	tq := "cli-edit-" + t.Name()
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -95,7 +94,7 @@ func newWorkerWith(t *testing.T, c client.Client, url string, b *bookings, tenan
 	s, _ := migratedAt(t, url)
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(b.Book, p))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return tenant },
+	plugin, err := worker.NewPlugin(worker.Options{Store: s, Registry: reg, Tenant: func(worker.TenantInfo) string { return tenant },
 		DataConverter: converter.GetDefaultDataConverter()}) // the client's, which the plugin given to the worker cannot see
 	require.NoError(t, err)
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})

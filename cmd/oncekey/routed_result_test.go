@@ -25,7 +25,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -114,7 +113,7 @@ func TestRoutedToolRefusesAResultOfTheWrongType(t *testing.T) {
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Route(d.ToolExecutor, oncekey.Route{Tool: oncekey.ToolAt("tool_name"), Args: "arguments"}))
 	require.NoError(t, oncekey.SetTool[map[string]interface{}](reg, "open_ticket", oncekey.Policy{Effect: oncekey.Effectful}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: s, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return "acme" },
+	plugin, err := worker.NewPlugin(worker.Options{Store: s, Registry: reg, Tenant: func(worker.TenantInfo) string { return "acme" },
 		DataConverter: converter.GetDefaultDataConverter()})
 	require.NoError(t, err)
 	tq := "routed-result-" + t.Name()

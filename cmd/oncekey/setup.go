@@ -24,7 +24,7 @@ func newSetupCmd(a *app) *cobra.Command {
 		Short: "Register the search attributes of oncekey's reconciliation and approval workflows on the namespace (idempotent)",
 		Long: "search-attributes registers OncekeyStatus, OncekeyTool, OncekeyTenant (Keyword) and OncekeyWaitingSince (Datetime)\n" +
 			"on the namespace (--namespace, else TEMPORAL_NAMESPACE, else \"default\"), those it lacks; run it once per namespace before\n" +
-			"turning on interceptor.Options.SearchAttributes, which the workers refuse to start without. Their values (tools,\n" +
+			"turning on worker.Options.SearchAttributes, which the workers refuse to start without. Their values (tools,\n" +
 			"tenants) are stored unencrypted by Temporal.",
 		Example: "  oncekey setup search-attributes --namespace prod",
 		Args:    cobra.NoArgs,
@@ -44,7 +44,7 @@ func newSetupCmd(a *app) *cobra.Command {
 				default:
 					fmt.Fprintf(a.stdout, "registered %s in namespace %s\n", strings.Join(added, ", "), a.ns())
 				}
-				fmt.Fprintf(a.stdout, "turn on interceptor.Options.SearchAttributes in the workers; in the Temporal UI this filter lists every reconciliation waiting for a person:\n  %s\nand this one every call waiting for a person's approval:\n  %s\n", reconcile.WaitingQuery, reconcile.ApprovalWaitingQuery)
+				fmt.Fprintf(a.stdout, "turn on worker.Options.SearchAttributes in the workers; in the Temporal UI this filter lists every reconciliation waiting for a person:\n  %s\nand this one every call waiting for a person's approval:\n  %s\n", reconcile.WaitingQuery, reconcile.ApprovalWaitingQuery)
 				return nil
 			})
 		},

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )
@@ -69,7 +68,7 @@ func orderKey(op oncekey.Operation) (string, error) {
 // NewPlugin returns the oncekey plugin for the worker: the interceptor with store and reg, the
 // reconciliation workflow and its activities.
 func NewPlugin(store *pgstore.Store, reg *oncekey.Registry) (*temporal.SimplePlugin, error) {
-	return okworker.NewPlugin(interceptor.Options{
+	return okworker.NewPlugin(okworker.Options{
 		Store:    store,
 		Registry: reg,
 		// The plugin goes on the worker, where it cannot see the client's data converter: name it.

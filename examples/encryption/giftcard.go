@@ -20,7 +20,6 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/internal/exampleenv"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )
@@ -84,7 +83,7 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Codec encrypts payloads. Nil runs without a codec, for comparison.
 	Codec converter.PayloadCodec
-	// Sealer seals the stored result to its record (interceptor.Options.ResultSealer). Nil
+	// Sealer seals the stored result to its record (okworker.Options.ResultSealer). Nil
 	// stores the result as the data converter encoded it.
 	Sealer oncekey.ResultSealer
 	// Tenant is the tenant of the run's records. Defaults to "encryption".
@@ -139,11 +138,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	// Options.DataConverter is left unset: given to the client, the plugin takes the client's
 	// data converter, codec included, for the results it stores.
-	plugin, err := okworker.NewPlugin(interceptor.Options{
+	plugin, err := okworker.NewPlugin(okworker.Options{
 		Store:        pgstore.New(cfg.Pool, nil),
 		Registry:     reg,
 		ResultSealer: cfg.Sealer,
-		Tenant:       func(interceptor.TenantInfo) string { return ten },
+		Tenant:       func(okworker.TenantInfo) string { return ten },
 	})
 	if err != nil {
 		return nil, err

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 
@@ -236,7 +235,7 @@ func TestSealedResultMovedOrPlainIsRefused(t *testing.T) {
 		_, err := run(cfg)
 		require.Error(t, err)
 		// What the workflow's error says is for a model; the operator's account is in its details.
-		d, ok := interceptor.ErrorDetails(err)
+		d, ok := oncekey.ErrorDetails(err)
 		require.True(t, ok, "oncekey's details on %v", err)
 		for _, w := range want {
 			require.Contains(t, d.Message, w)

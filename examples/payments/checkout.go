@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -161,14 +160,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		mu       sync.Mutex
 		outcomes = map[oncekey.Outcome]int{}
 	)
-	plugin, err := okworker.NewPlugin(interceptor.Options{
+	plugin, err := okworker.NewPlugin(okworker.Options{
 		Store:    store,
 		Registry: reg,
-		Tenant:   func(interceptor.TenantInfo) string { return tenant },
+		Tenant:   func(okworker.TenantInfo) string { return tenant },
 		// The plugin goes on this worker only (not on cfg.Client), where it cannot see the
 		// client's data converter: name it. cfg.Client has the SDK's default one, no codec.
 		DataConverter: converter.GetDefaultDataConverter(),
-		OnEvent: func(ev interceptor.Event) {
+		OnEvent: func(ev okworker.Event) {
 			mu.Lock()
 			outcomes[ev.Outcome]++
 			mu.Unlock()

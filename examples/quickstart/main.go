@@ -24,7 +24,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
 )
@@ -79,7 +78,7 @@ func run(ctx context.Context, copts client.Options, pool *pgxpool.Pool, taskQueu
 	// The plugin installs the interceptor, the reconciliation workflow and oncekey's activities.
 	// It goes on the client: it stores results with the client's data converter (codec
 	// included), and every worker made from the client gets it.
-	plugin, err := okworker.NewPlugin(interceptor.Options{Store: pgstore.New(pool, nil), Registry: reg})
+	plugin, err := okworker.NewPlugin(okworker.Options{Store: pgstore.New(pool, nil), Registry: reg})
 	if err != nil {
 		return err
 	}

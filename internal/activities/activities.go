@@ -52,14 +52,14 @@ type Options struct {
 	// DataConverter encodes results given by people or receipt lookups; it must be the data
 	// converter the workers use. Defaults to converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
-	// FingerprintSecret keys the fingerprints of edited arguments (interceptor.Options.
+	// FingerprintSecret keys the fingerprints of edited arguments (okworker.Options.
 	// FingerprintSecret; the same on every worker). Defaults to none.
 	FingerprintSecret []byte
 	// Registry supplies the tools' Reconcile hooks and result types. Defaults to none: no hooks,
 	// no result type checks.
 	Registry *oncekey.Registry
 	// ResultSealer seals the results the activities store and opens the ones they read
-	// (interceptor.Options.ResultSealer; the same on every worker). Defaults to none.
+	// (okworker.Options.ResultSealer; the same on every worker). Defaults to none.
 	ResultSealer oncekey.ResultSealer
 }
 

@@ -113,7 +113,7 @@ type RandomFaults struct {
 	Seed               uint64
 }
 
-// WorkerEvent is a claimed tool call as a worker's interceptor reported it (interceptor.Event,
+// WorkerEvent is a claimed tool call as a worker's interceptor reported it (okworker.Event,
 // without the error value).
 type WorkerEvent struct {
 	Worker    string `json:"worker"`

@@ -13,7 +13,6 @@ import (
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
@@ -132,14 +131,14 @@ func StartWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if cfg.Hooks {
 		store = &hookStore{Store: store, tools: tools}
 	}
-	opts := interceptor.Options{
+	opts := worker.Options{
 		Store:    store,
 		Registry: reg,
-		OnEvent: func(e interceptor.Event) {
+		OnEvent: func(e worker.Event) {
 			tools.Report(WorkerEvent{Worker: cfg.Name, Tool: e.Tool, KeyPrefix: e.KeyPrefix, Outcome: string(e.Outcome), ErrType: errType(e.Err)})
 		},
 	}
-	ic, err := interceptor.New(opts)
+	ic, err := worker.NewInterceptor(opts)
 	if err != nil {
 		pool.Close()
 		return nil, err

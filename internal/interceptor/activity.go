@@ -1094,8 +1094,8 @@ func (c *call) configError(err error) error {
 	return c.appError(fmt.Sprintf("oncekey: %s: %v", c.tool, err), oncekey.ErrTypeConfig, true, nil, "configuration", false)
 }
 
-func (c *call) details(reason string, replay bool) Details {
-	return Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, EffectReference: c.effectRef,
+func (c *call) details(reason string, replay bool) oncekey.Details {
+	return oncekey.Details{Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Outcome: c.outcome, EffectReference: c.effectRef,
 		Replay: replay, Reason: reason, Fingerprint: c.fp, Version: c.version}
 }
 
@@ -1107,7 +1107,7 @@ func (c *call) appError(msg, typ string, nonRetryable bool, cause error, reason 
 // detailedError is the call's application error of type typ with details d (newError: msg, the
 // operator's account, goes into d.Message), in the benign category when typ is an expected
 // refusal.
-func detailedError(msg, typ string, nonRetryable bool, cause error, d Details) error {
+func detailedError(msg, typ string, nonRetryable bool, cause error, d oncekey.Details) error {
 	opts := temporal.ApplicationErrorOptions{NonRetryable: nonRetryable, Cause: cause}
 	if expectedRefusal(typ) {
 		opts.Category = temporal.ApplicationErrorCategoryBenign
@@ -1147,7 +1147,7 @@ func (c *call) report(ctx context.Context, err error) {
 	if errors.As(err, &appErr) {
 		kv = append(kv, "error_type", appErr.Type())
 	}
-	if d, ok := ErrorDetails(err); ok && d.Message != "" {
+	if d, ok := oncekey.ErrorDetails(err); ok && d.Message != "" {
 		// The error's message is the text for a model; the operator's account is here.
 		kv = append(kv, "detail", d.Message)
 	}

@@ -137,7 +137,7 @@ func pendingRequest(err error) (approvalRequest, bool) {
 	if err == nil || !errors.As(err, &appErr) || appErr.Type() != oncekey.ErrTypeApprovalPending {
 		return approvalRequest{}, false
 	}
-	d, ok := ErrorDetails(err)
+	d, ok := oncekey.ErrorDetails(err)
 	if !ok || d.Approval == nil || d.OperationKey == "" {
 		return approvalRequest{}, false
 	}
@@ -154,7 +154,7 @@ func (a *approvalCall) first(ctx workflow.Context, schedule func(workflow.Contex
 	}
 	if err != nil {
 		return failedFuture(ctx, workflowError(fmt.Sprintf("oncekey: %s was not scheduled: %v", a.name, err),
-			oncekey.ErrTypeConfig, nil, Details{Tenant: a.tenant, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: "approval not asked"}))
+			oncekey.ErrTypeConfig, nil, oncekey.Details{Tenant: a.tenant, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: "approval not asked"}))
 	}
 	if !req.Required {
 		return schedule(ctx)
@@ -310,7 +310,7 @@ func (a *approvalCall) undecided(key string, err error) error {
 			id, a.name, err)
 	}
 	return workflowError(msg, oncekey.ErrTypeApproval, err,
-		Details{Tenant: a.tenant, OperationKey: key, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: reasonNotApproved})
+		oncekey.Details{Tenant: a.tenant, OperationKey: key, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: reasonNotApproved})
 }
 
 // undecidedRefusal returns the type of the application error in err's chain that asking again
@@ -336,7 +336,7 @@ func undecidedRefusal(err error) string {
 // fingerprint mismatch (the key's approval was asked for other arguments) or the approval
 // refused (denied, timed out), both non-retryable.
 func (a *approvalCall) refusal(req approvalRequest, out reconcile.ApprovalOutput) error {
-	d := Details{Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Outcome: oncekey.OutcomeRejected}
+	d := oncekey.Details{Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Outcome: oncekey.OutcomeRejected}
 	if out.FingerprintMismatch || (out.Fingerprint != "" && out.Fingerprint != req.Fingerprint) {
 		e := &oncekey.FingerprintMismatchError{OperationKey: req.Key, Tool: a.name, Stored: out.Fingerprint, Got: req.Fingerprint}
 		d.Reason = "fingerprint mismatch"

@@ -169,7 +169,7 @@ func TestActivityRefusesCallWithoutApproval(t *testing.T) {
 	require.True(t, errors.As(err, &appErr), "%T: %v", err, err)
 	require.Equal(t, oncekey.ErrTypeApprovalPending, appErr.Type())
 	require.True(t, appErr.NonRetryable())
-	d, ok := interceptor.ErrorDetails(err)
+	d, ok := oncekey.ErrorDetails(err)
 	require.True(t, ok)
 	require.Contains(t, d.Message, "is waiting for approval; nothing ran")
 	tr := oncekey.Label(nil, err)

@@ -130,7 +130,7 @@ func (c *call) ask(ctx context.Context, s oncekeystore.ApprovalStore, supersede 
 	}
 	c.outcome = oncekey.OutcomeRejected
 	d := c.details(reasonNotApproved, false)
-	d.Approval = &ApprovalDetails{Status: ap.Status, Episode: ap.Episode, Fingerprint: ap.Fingerprint, Summary: ap.Summary, Created: res.Created}
+	d.Approval = &oncekey.ApprovalDetails{Status: ap.Status, Episode: ap.Episode, Fingerprint: ap.Fingerprint, Summary: ap.Summary, Created: res.Created}
 	switch {
 	case ap.Namespace != c.op.Namespace || ap.Tool != c.tool:
 		d.Reason = "approval of another namespace or tool"
@@ -161,7 +161,7 @@ func (c *call) ask(ctx context.Context, s oncekeystore.ApprovalStore, supersede 
 }
 
 // refusal is the call's non-retryable error of type typ with details d.
-func (c *call) refusal(msg, typ string, d Details) error {
+func (c *call) refusal(msg, typ string, d oncekey.Details) error {
 	return detailedError(msg, typ, true, nil, d)
 }
 

@@ -80,7 +80,7 @@ func (c scheduled) checkAfterTimeout(ctx workflow.Context, f workflow.Future) wo
 		cctx := workflow.WithValue(workflow.WithActivityOptions(gctx, ao), checkKey{}, true)
 		var checked converter.RawValue
 		cerr := workflow.ExecuteActivity(cctx, c.tool, c.args...).Get(gctx, &checked)
-		switch _, answered := ErrorDetails(cerr); {
+		switch _, answered := oncekey.ErrorDetails(cerr); {
 		case cerr == nil:
 			c.settleRaw(s, confirmed(checked))
 		case answered:

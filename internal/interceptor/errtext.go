@@ -16,7 +16,7 @@ import (
 // definite failure, a not-applied refusal: the tool's words, which a workflow sees without
 // oncekey too); any other cause (a store's error, a child workflow's, a body's whose outcome is
 // unknown) is left out of the chain, its text in d.Message.
-func newError(msg, typ string, opts temporal.ApplicationErrorOptions, d Details) error {
+func newError(msg, typ string, opts temporal.ApplicationErrorOptions, d oncekey.Details) error {
 	if d.Message == "" {
 		d.Message = msg
 	}
@@ -48,14 +48,14 @@ func toolCause(err error) error {
 }
 
 // workflowError is the non-retryable error of type typ the workflow side returns (newError).
-func workflowError(msg, typ string, cause error, d Details) error {
+func workflowError(msg, typ string, cause error, d oncekey.Details) error {
 	return newError(msg, typ, temporal.ApplicationErrorOptions{NonRetryable: true, Cause: cause}, d)
 }
 
 // operatorText returns the operator's account of err: the Message of its oncekey details when it
 // has one (the error's own message is the text for a model), else err.Error().
 func operatorText(err error) string {
-	if d, ok := ErrorDetails(err); ok && d.Message != "" {
+	if d, ok := oncekey.ErrorDetails(err); ok && d.Message != "" {
 		return d.Message
 	}
 	if err == nil {

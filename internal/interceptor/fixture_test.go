@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 )
 
 // downstream is a fake downstream service the tests own. It counts its own effects (tickets it
@@ -174,7 +173,7 @@ type callResult struct {
 	Ticket Ticket `json:"ticket"`
 	Text   string `json:"text"`
 	Err    string `json:"err,omitempty"`
-	// Detail is the operator's account of the error (interceptor.Details.Message); Err, what
+	// Detail is the operator's account of the error (oncekey.Details.Message); Err, what
 	// the workflow's err.Error() says, is the text for a model.
 	Detail string `json:"detail,omitempty"`
 	Type   string `json:"type,omitempty"`
@@ -236,7 +235,7 @@ func AgentWorkflow(ctx workflow.Context, in workflowInput) ([]callResult, error)
 		}
 		if err != nil {
 			r.Err = err.Error()
-			if d, ok := interceptor.ErrorDetails(err); ok {
+			if d, ok := oncekey.ErrorDetails(err); ok {
 				r.Detail = d.Message
 			}
 			r.Type = errType(err)

@@ -126,7 +126,7 @@ func TestActivityTenantHookPanicIsConfigError(t *testing.T) {
 	require.True(t, errors.As(err, &appErr), "%T: %v", err, err)
 	require.Equal(t, oncekey.ErrTypeConfig, appErr.Type())
 	require.True(t, appErr.NonRetryable())
-	d, ok := interceptor.ErrorDetails(err)
+	d, ok := oncekey.ErrorDetails(err)
 	require.True(t, ok)
 	for _, want := range []string{"CreateTicket", "Options.Tenant", "panicked", "tenant lookup bug", "did not run"} {
 		require.Contains(t, d.Message, want)

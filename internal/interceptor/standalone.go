@@ -172,7 +172,7 @@ func (c *call) reconcileInput(cause error) (reconcile.Input, string) {
 // comment at the top of this file). A workflow that does not start is logged; the request then
 // waits in the store until its timeout, and the next call under the activity ID starts it.
 func (c *call) startApproval(ctx context.Context, refusal error) error {
-	d, ok := ErrorDetails(refusal)
+	d, ok := oncekey.ErrorDetails(refusal)
 	if !ok || d.Approval == nil {
 		return refusal
 	}

@@ -39,7 +39,7 @@ func TestUndecidedSaysWhatToDo(t *testing.T) {
 		require.ErrorAs(t, err, &appErr)
 		require.Equal(t, oncekey.ErrTypeApproval, appErr.Type())
 		require.True(t, appErr.NonRetryable())
-		d, ok := ErrorDetails(err)
+		d, ok := oncekey.ErrorDetails(err)
 		require.True(t, ok)
 		for _, w := range c.want {
 			require.Contains(t, d.Message, w)

@@ -157,12 +157,12 @@ func (w *workflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityTy
 	r, _, claimed, err := w.resolve(activityType, args)
 	if err != nil {
 		return failedFuture(ctx, workflowError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
+			oncekey.Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	if claimed {
 		return failedFuture(ctx, workflowError(
 			fmt.Sprintf("oncekey: %s is %s and cannot run as a local activity: oncekey cannot turn off local-activity retries or reconcile them; call it with workflow.ExecuteActivity", r.Tool, r.Policy.Effect),
-			oncekey.ErrTypeConfig, nil, Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "local activity"}))
+			oncekey.ErrTypeConfig, nil, oncekey.Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "local activity"}))
 	}
 	return w.Next.ExecuteLocalActivity(ctx, activityType, args...)
 }
@@ -171,21 +171,21 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	r, doc, claimed, err := w.resolve(activityType, args)
 	if err != nil {
 		return failedFuture(ctx, workflowError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
+			oncekey.Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	if !claimed {
 		return w.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	if r, doc, err = w.asReceived(ctx, activityType, args, r, doc); err != nil {
 		return failedFuture(ctx, workflowError(err.Error(), oncekey.ErrTypeConfig, nil,
-			Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
+			oncekey.Details{Tool: activityType, Outcome: oncekey.OutcomeRejected, Reason: resolveReason(err)}))
 	}
 	p := r.Policy
 	stepID, hasStep := oncekey.StepID(ctx)
 	if p.Effect == oncekey.Effectful && p.RequireStepID && !hasStep {
 		return failedFuture(ctx, workflowError(
 			fmt.Sprintf("oncekey: %s requires an explicit step ID (Policy.RequireStepID): schedule it with ctx = oncekey.WithStepID(ctx, \"<stable step name>\")", r.Tool),
-			oncekey.ErrTypeConfig, nil, Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "missing step ID"}))
+			oncekey.ErrTypeConfig, nil, oncekey.Details{Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "missing step ID"}))
 	}
 	tenant := w.workflowTenant(ctx)
 	if h := tinterceptor.WorkflowHeader(ctx); h != nil {
@@ -242,7 +242,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			if r.Tool != activityType || len(args) != 1 {
 				return failedFuture(ctx, workflowError(fmt.Sprintf(
 					"oncekey: %s was approved with edited arguments, but its activity takes its arguments in another shape (a Route, or several arguments); nothing ran", r.Tool),
-					oncekey.ErrTypeConfig, nil, Details{Tenant: tenant, OperationKey: original, Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "edit not schedulable"}))
+					oncekey.ErrTypeConfig, nil, oncekey.Details{Tenant: tenant, OperationKey: original, Tool: r.Tool, Outcome: oncekey.OutcomeRejected, Reason: "edit not schedulable"}))
 			}
 			if h := tinterceptor.WorkflowHeader(ctx); h != nil {
 				dc := w.root.opts.DataConverter
@@ -515,7 +515,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 					if l.verifyRuns > maxVerifyRuns {
 						s.SetError(workflowError(
 							fmt.Sprintf("oncekey: %s was reconciled as applied, but running the step again to check this call against the record did not finish in %d tries: %v", l.tool, maxVerifyRuns, err),
-							oncekey.ErrTypeIndeterminate, err, Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "applied decision not checked"}))
+							oncekey.ErrTypeIndeterminate, err, oncekey.Details{Tenant: l.tenant, Tool: l.tool, Outcome: oncekey.OutcomeUnknown, Reason: "applied decision not checked"}))
 						return
 					}
 					logger.Info("oncekey: reconciled as applied; running the step again so that the claim path replays the record", "tool", l.tool)
@@ -529,7 +529,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				ps, perr := payloadsOf(out.Result)
 				if perr != nil {
 					s.SetError(workflowError("oncekey: resolved result of "+l.name+" does not decode: "+perr.Error(), oncekey.ErrTypeIndeterminate, perr,
-						Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "resolved result not decodable"}))
+						oncekey.Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "resolved result not decodable"}))
 					return
 				}
 				// The effect landed in an earlier attempt of this call: the result carries the outcome
@@ -548,7 +548,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			case reconcile.NotApplied:
 				logger.Info("oncekey: reconciled as not applied; running the tool again", "tool", l.name)
 				err = newError("oncekey: "+l.name+" was reconciled as not applied", oncekey.ErrTypeNotApplied, temporal.ApplicationErrorOptions{},
-					Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as not applied"})
+					oncekey.Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as not applied"})
 				// Run again after the user's backoff, inside the attempt bounds: a tool that keeps
 				// ending unknown and keeps being proven not applied must not loop without a pause.
 				delay = 0
@@ -559,7 +559,7 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 				}
 				s.SetError(workflowError(
 					fmt.Sprintf("oncekey: %s was reconciled as failed: %s", l.name, msg), oncekey.ErrTypeFailed, nil,
-					Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
+					oncekey.Details{Tenant: l.tenant, OperationKey: l.reconciledKey, Tool: l.name, Outcome: oncekey.OutcomeFailed, Reason: "reconciled as failed"}))
 				return
 			}
 		} else if class != classRetry {
@@ -694,7 +694,7 @@ func (l *effectfulLoop) operation(ctx workflow.Context, err error) oncekey.Opera
 // the activity side derives it (a timeout carries no details), recorded in history (see
 // recordedKey).
 func (l *effectfulLoop) operationKey(ctx workflow.Context, err error) (string, error) {
-	if d, ok := ErrorDetails(err); ok && d.OperationKey != "" {
+	if d, ok := oncekey.ErrorDetails(err); ok && d.OperationKey != "" {
 		return d.OperationKey, nil
 	}
 	return l.recordedKey(ctx, func() (string, error) { return oncekey.Key(l.policy, l.operation(ctx, err)) })
@@ -869,7 +869,7 @@ func (l *effectfulLoop) reconcile(ctx workflow.Context, cause error) (reconcile.
 	if err != nil {
 		return reconcile.Output{}, workflowError(
 			fmt.Sprintf("oncekey: the outcome of %s is unknown and its operation key cannot be derived (%v): %s", l.name, err, operatorText(cause)),
-			oncekey.ErrTypeIndeterminate, cause, Details{Tenant: l.tenant, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
+			oncekey.ErrTypeIndeterminate, cause, oncekey.Details{Tenant: l.tenant, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "no key"})
 	}
 	in, tq := l.reconcileInput(ctx, key, cause)
 	id := reconcile.WorkflowID(key)
@@ -960,11 +960,11 @@ func (l *effectfulLoop) reconcileFailed(key string, err error) error {
 		Schema: l.w.root.storeSchema(), Unowned: true,
 		Cause: fmt.Errorf("reconciliation did not decide (%w) and none waits for the key now: run the step again to start a new one", err)}
 	return workflowError(e.Error(), oncekey.ErrTypeIndeterminate, err,
-		Details{Tenant: l.tenant, OperationKey: key, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
+		oncekey.Details{Tenant: l.tenant, OperationKey: key, Tool: l.name, Outcome: oncekey.OutcomeUnknown, Reason: "reconciliation failed"})
 }
 
 // headerDetails are the details of the error of a call of tool whose oncekey header did not
 // encode (the data converter refused the value).
-func headerDetails(tool string) Details {
-	return Details{Tool: tool, Outcome: oncekey.OutcomeRejected, Reason: "header not encodable"}
+func headerDetails(tool string) oncekey.Details {
+	return oncekey.Details{Tool: tool, Outcome: oncekey.OutcomeRejected, Reason: "header not encodable"}
 }

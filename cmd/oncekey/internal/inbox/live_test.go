@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -100,7 +99,7 @@ func setupLive(t *testing.T, wrap func(oncekeystore.Store) oncekeystore.Store) *
 	require.NoError(t, reg.Set(d.Refund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
 		Summary: func(op oncekey.Operation) string { return "refund " + string(op.ArgsJSON) },
 	}}))
-	plugin, err := worker.NewPlugin(interceptor.Options{Store: e.store, Registry: reg, Tenant: func(interceptor.TenantInfo) string { return "acme" },
+	plugin, err := worker.NewPlugin(worker.Options{Store: e.store, Registry: reg, Tenant: func(worker.TenantInfo) string { return "acme" },
 		DataConverter: converter.GetDefaultDataConverter()})
 	require.NoError(t, err)
 	tq := "inbox-live-" + t.Name()

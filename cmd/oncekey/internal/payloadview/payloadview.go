@@ -21,7 +21,7 @@ import (
 // {"sealed": what to know, "bytes": its size}. It never fails.
 func Decode(b []byte) any {
 	if oncekey.IsSealedResult(b) {
-		return map[string]any{"sealed": "sealed to its record by the workers' ResultSealer (interceptor.Options.ResultSealer); not readable here", "bytes": len(b)}
+		return map[string]any{"sealed": "sealed to its record by the workers' ResultSealer (okworker.Options.ResultSealer); not readable here", "bytes": len(b)}
 	}
 	ps := &commonpb.Payloads{}
 	if err := proto.Unmarshal(b, ps); err != nil {

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -111,7 +110,7 @@ func runApprovalScene(ctx context.Context, cfg Config, st *stack, tag string) (*
 	}
 	store := pgstore.New(cfg.Pool, nil)
 	tenant := cfg.Tenant + "-approvals"
-	plugin, err := okworker.NewPlugin(interceptor.Options{
+	plugin, err := okworker.NewPlugin(okworker.Options{
 		Store: store, Registry: reg, Tenant: constTenant(tenant), DataConverter: converter.GetDefaultDataConverter(),
 		EscalationTimeout: cfg.EscalationTimeout,
 	})

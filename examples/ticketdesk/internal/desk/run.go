@@ -28,7 +28,6 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/downstream"
 	"github.com/oncekey/oncekey/examples/ticketdesk/internal/scripted"
-	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 	okworker "github.com/oncekey/oncekey/worker"
@@ -80,7 +79,7 @@ type Config struct {
 	// it in flight, in both runs. Defaults to the first request other than KillRequest whose first
 	// ticket attempt meets no downstream fault; "-" means none.
 	DuplicateRequest string
-	// EscalationTimeout is the interceptor's (interceptor.Options.EscalationTimeout): how long a
+	// EscalationTimeout is the interceptor's (okworker.Options.EscalationTimeout): how long a
 	// reconciliation waits for the operator. Defaults to 15 s, well past the operator's answers,
 	// so that only the operation the operator is away for (KillRequest's ticket call) reaches
 	// its agent as unknown.
@@ -276,7 +275,7 @@ type eventCounter struct {
 	unknownTools map[string]int
 }
 
-func (e *eventCounter) add(ev interceptor.Event) {
+func (e *eventCounter) add(ev okworker.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.by == nil {
@@ -419,7 +418,7 @@ func runOncekey(ctx context.Context, cfg Config, tag string) (*ModeReport, error
 	taskQueue := "ticketdesk-oncekey-" + tag
 	// The plugin installs the interceptor and registers oncekey's reconciliation workflow and
 	// activities on this worker only; the plain run's worker stays untouched.
-	plugin, err := okworker.NewPlugin(interceptor.Options{
+	plugin, err := okworker.NewPlugin(okworker.Options{
 		Store:    store,
 		Registry: st.registry,
 		Tenant:   constTenant(cfg.Tenant),
@@ -538,8 +537,8 @@ func runPlain(ctx context.Context, cfg Config, tag string) (*ModeReport, error) 
 	return rep, nil
 }
 
-func constTenant(t string) func(interceptor.TenantInfo) string {
-	return func(interceptor.TenantInfo) string { return t }
+func constTenant(t string) func(okworker.TenantInfo) string {
+	return func(okworker.TenantInfo) string { return t }
 }
 
 // playAll starts one agent workflow per request and waits for all of them.
