@@ -29,7 +29,8 @@ var layers = [][]string{
 	{"reconcile"},
 	{"internal/activities", "internal/decisiontext"},
 	{"internal/interceptor", "internal/workflows"},
-	{"worker", "oncekeyotel"},
+	{"worker"},
+	{"oncekeyotel"},
 	{"cmd", "internal/faults", "examples"},
 }
 

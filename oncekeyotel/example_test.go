@@ -9,7 +9,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeyotel"
-	"github.com/oncekey/oncekey/worker"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // Spans for oncekey's claim, body and completion or replay, under the SDK's activity spans.
@@ -22,7 +22,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	plugin, err := worker.NewPlugin(worker.Options{
+	plugin, err := okworker.NewPlugin(okworker.Options{
 		Store:    store,
 		Registry: reg,
 		Tracer:   oncekeyotel.NewTracer(oncekeyotel.Options{TracerProvider: otel.GetTracerProvider()}),

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
 )
 
@@ -37,7 +36,7 @@ func (a *Acts) AddCredit(ctx context.Context, in Credit) (Entry, error) {
 func ExampleTx() {
 	acts := &Acts{}
 	reg := oncekey.NewRegistry()
-	if err := reg.Set(acts.AddCredit, oncekey.Policy{Effect: oncekeystore.Transactional}); err != nil {
+	if err := reg.Set(acts.AddCredit, oncekey.Policy{Effect: oncekey.Transactional}); err != nil {
 		panic(err)
 	}
 	// Give reg and a pgstore Store to worker.NewPlugin; register acts.AddCredit on the worker.

@@ -18,7 +18,7 @@ import (
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/worker"
+	okworker "github.com/oncekey/oncekey/worker"
 )
 
 // Tickets is a fake ticket system that counts the tickets it opens.
@@ -45,7 +45,7 @@ func Support(ctx workflow.Context, subject string) ([]string, error) {
 }
 
 // Workflows that use oncekey are tested on the SDK's test environment with the in-memory store:
-// worker.Options puts the interceptor into the environment's worker options and Register adds
+// okworker.Options puts the interceptor into the environment's worker options and Register adds
 // oncekey's reconciliation workflow and activities, as on a real worker.
 func Example_testEnvironment() {
 	tickets := &Tickets{}
@@ -53,17 +53,17 @@ func Example_testEnvironment() {
 	if err := reg.Set(tickets.OpenTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
 		panic(err)
 	}
-	opts := worker.Options{Store: memstore.New(nil), Registry: reg}
+	opts := okworker.Options{Store: memstore.New(nil), Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
+	wo, err := okworker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}
 	env.SetWorkerOptions(wo)
-	if err := worker.Register(env, opts); err != nil {
+	if err := okworker.Register(env, opts); err != nil {
 		panic(err)
 	}
 	env.RegisterActivity(tickets.OpenTicket)
@@ -97,18 +97,18 @@ func Example_testEnvironmentUnknown() {
 	if err := reg.Set(tickets.OpenTicket, oncekey.Policy{Effect: oncekey.Effectful}); err != nil {
 		panic(err)
 	}
-	store := memstore.New(nil) // the one in worker.Options
-	opts := worker.Options{Store: store, Registry: reg}
+	store := memstore.New(nil) // the one in okworker.Options
+	opts := okworker.Options{Store: store, Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
+	wo, err := okworker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}
 	env.SetWorkerOptions(wo)
-	if err := worker.Register(env, opts); err != nil {
+	if err := okworker.Register(env, opts); err != nil {
 		panic(err)
 	}
 	env.RegisterActivity(tickets.OpenTicket)
@@ -163,18 +163,18 @@ func Example_testEnvironmentApproval() {
 	}}); err != nil {
 		panic(err)
 	}
-	store := memstore.New(nil) // the one in worker.Options; it keeps approvals too
-	opts := worker.Options{Store: store, Registry: reg}
+	store := memstore.New(nil) // the one in okworker.Options; it keeps approvals too
+	opts := okworker.Options{Store: store, Registry: reg}
 
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
+	wo, err := okworker.WorkerOptions(opts, sdkworker.Options{})
 	if err != nil {
 		panic(err)
 	}
 	env.SetWorkerOptions(wo)
-	if err := worker.Register(env, opts); err != nil {
+	if err := okworker.Register(env, opts); err != nil {
 		panic(err)
 	}
 	env.RegisterActivity(refunds.IssueRefund)

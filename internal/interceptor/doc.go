@@ -17,5 +17,5 @@
 // default step "<runID>/<first activity ID>").
 //
 // The claim protocol and the workflow side: https://github.com/oncekey/oncekey/blob/main/docs/design.md#the-claim-protocol
-// Options, with defaults: https://github.com/oncekey/oncekey/blob/main/docs/configuration.md#interceptoroptions
+// Options, with defaults: https://github.com/oncekey/oncekey/blob/main/docs/configuration.md#okworkeroptions
 package interceptor

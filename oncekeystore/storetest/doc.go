@@ -4,6 +4,6 @@
 // Every store's own tests call Run. It imports only the root package and testing libraries; it
 // must not import any store implementation.
 //
-// The store contract: https://github.com/oncekey/oncekey/blob/main/docs/stores.md#the-contract-storetest
+// The store contract: https://github.com/oncekey/oncekey/blob/main/docs/stores.md#the-contract-oncekeystorestoretest
 // What it pins: https://github.com/oncekey/oncekey/blob/main/docs/design.md#fencing
 package storetest
