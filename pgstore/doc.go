@@ -25,7 +25,7 @@
 //     statements once per connection (names "oncekey_" + a digest of the text) and runs them
 //     through pgconn; in any other mode (for PgBouncer in transaction mode, say) they go through
 //     pgx.Conn.Query unprepared. A pgx.QueryTracer on the pool sees every statement either way.
-//     Each Store prepares seven statements per connection (eight with Transactional tools: TransactionalClaimSQL) (the server keeps roughly 1 MB of
+//     Each Store prepares seven statements per connection (eight with Transactional tools) (the server keeps roughly 1 MB of
 //     plans per connection for them); the approval statements, off the hot path, go through
 //     pgx's own statement cache (prepared on a connection's first use in the default mode, not
 //     at all in the others). Rows are decoded with pgx's built-in codecs: a codec

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncekey/oncekey/internal/coalesce"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/pgstore/internal/benchsql"
 )
 
 // Defaults of Options.
@@ -128,13 +129,13 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	if opts != nil && opts.Coalesce {
 		s.coalesceSQL()
 	}
-	s.claimSQL = newStmt(ClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
-	s.claimTxSQL = newStmt(TransactionalClaimSQL(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
+	s.claimSQL = newStmt(claimStmt(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
+	s.claimTxSQL = newStmt(transactionalClaimStmt(s.table), text, text, text, text, text, text, text, smallint, bigint, bigint, bigint, bigint, text)
 	r := strings.NewReplacer("{t}", s.table, "{cols}", keyedCols)
 	s.renewSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint, bigint)
-	s.completeSQL = newStmt(CompleteSQL(s.table), text, text, bigint, text, bytea, bytea, text)
+	s.completeSQL = newStmt(completeStmt(s.table), text, text, bigint, text, bytea, bytea, text)
 	s.releaseSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now(), `+settleRetention+`
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint)
@@ -198,8 +199,8 @@ const (
 	settleRetention = `expires_at = now() + (expires_at - created_at), tombstone_until = now() + (tombstone_until - created_at)`
 )
 
-// ClaimSQL returns the claim statement for table (a sanitized, possibly schema-qualified name).
-// It is exported so that benchmarks can run the identical statement through pgbench.
+// claimStmt returns the claim statement for table (a sanitized, possibly schema-qualified name).
+// Benchmarks run the identical statement through pgbench (package internal/benchsql).
 //
 // Parameters: $1 tenant, $2 operation key, $3 tool, $4 version, $5 fingerprint, $6 workflow ID,
 // $7 step ID, $8 effect (smallint), $9 lease, $10 retention, $11 tombstone (all three in
@@ -211,20 +212,20 @@ const (
 // claim's token is the one stored on a pending row (acquired: this claim inserted or took the row
 // over now, or it is the repeat of the claim that did and the lease is still live) and whether the
 // row is past retention.
-func ClaimSQL(table string) string { return claimSQL(table, "$13") }
+func claimStmt(table string) string { return claimSQL(table, "$13") }
 
-// TransactionalClaimSQL returns the claim statement of Transactional tools for table: ClaimSQL
+// transactionalClaimStmt returns the claim statement of Transactional tools for table: claimStmt
 // whose transaction commits without waiting for its WAL flush (synchronous_commit off, set by
 // set_config in the row it inserts). Nothing depends on that commit's durability but the body's
 // transaction, which commits after it, synchronously: WAL is flushed in order, so the body's
 // commit, once durable, makes the claim durable too, and a crash before it loses a claim whose
 // body committed nothing. Each call then waits for one WAL flush (the body's) instead of two.
-// It is exported so that benchmarks can run the identical statement through pgbench.
-func TransactionalClaimSQL(table string) string {
+// Benchmarks run the identical statement through pgbench (package internal/benchsql).
+func transactionalClaimStmt(table string) string {
 	return claimSQL(table, "($13 || left(set_config('synchronous_commit', 'off', true), 0))")
 }
 
-// claimSQL is ClaimSQL with ns as the namespace column's value.
+// claimSQL is claimStmt with ns as the namespace column's value.
 func claimSQL(table, ns string) string {
 	return claimUpsert(table, `VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', 1,
     now() + $9::bigint * interval '1 microsecond', $12, now(), now(),
@@ -236,7 +237,7 @@ func claimSQL(table, ns string) string {
 
 // claimUpsert returns the claim's INSERT ... ON CONFLICT DO UPDATE into table of the rows of
 // source (a VALUES list or a SELECT of the columns in the order of the INSERT's), without its
-// RETURNING: ClaimSQL's and the coalesced claim's (coalesce.go).
+// RETURNING: claimStmt's and the coalesced claim's (coalesce.go).
 func claimUpsert(table, source string) string {
 	// The conditions are evaluated on the existing row (o) and the proposed row (EXCLUDED).
 	const (
@@ -277,9 +278,9 @@ func claimUpsert(table, source string) string {
 // command of an unknown outcome's error.
 func (s *Store) Schema() string { return s.schema }
 
-// CompleteSQL returns the complete statement for table. Parameters: $1 tenant, $2 operation
+// completeStmt returns the complete statement for table. Parameters: $1 tenant, $2 operation
 // key, $3 epoch, $4 status, $5 result, $6 failure, $7 effect reference.
-func CompleteSQL(table string) string {
+func completeStmt(table string) string {
 	return strings.NewReplacer("{t}", table, "{cols}", keyedCols).Replace(
 		`UPDATE {t} SET status = $4, result = $5, failure = $6, effect_ref = $7, lease_until = NULL, updated_at = now(),
     ` + settleRetention + `
@@ -365,7 +366,7 @@ func tokenOr(token int64) int64 {
 	return token
 }
 
-// Claim implements oncekeystore.Store in one statement (ClaimSQL), judged on the database clock.
+// Claim implements oncekeystore.Store in one statement (claimStmt), judged on the database clock.
 // A pending Effectful record whose lease ran out becomes unknown at its current epoch; a
 // released record is acquired only by a claim with its fingerprint.
 func (s *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*oncekeystore.ClaimResult, error) {
@@ -383,7 +384,7 @@ func (s *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*onceke
 		smallintArg(int16(p.Effect)), bigintArg(micros(p.Lease)), bigintArg(micros(p.Retention)),
 		bigintArg(micros(p.Tombstone)), bigintArg(token), textArg(p.Namespace)}
 	if p.Effect == oncekeystore.Transactional {
-		// A Transactional claim commits without waiting for its flush (TransactionalClaimSQL),
+		// A Transactional claim commits without waiting for its flush (transactionalClaimStmt),
 		// so it is never coalesced with claims that do.
 		res.Record, acquired, expired, err = s.claimWith(ctx, s.claimTxSQL, args)
 	} else {
@@ -777,4 +778,8 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekeystore.StatsR
 		return nil, s.wrap(ctx, "stats", "", err)
 	}
 	return out, nil
+}
+
+func init() {
+	benchsql.Claim, benchsql.TransactionalClaim, benchsql.Complete = claimStmt, transactionalClaimStmt, completeStmt
 }

@@ -87,7 +87,7 @@ func (t *storeTx) Context(ctx context.Context) context.Context {
 	return context.WithValue(ctx, txKey{}, t.body)
 }
 
-// Commit implements oncekeystore.StoreTx: the completion (CompleteSQL at p.Epoch) and COMMIT, on the
+// Commit implements oncekeystore.StoreTx: the completion (completeStmt at p.Epoch) and COMMIT, on the
 // transaction's connection. A completion that matches no row rolls everything back and returns
 // ErrLostClaim; an error of COMMIT is returned as it is (wrapped), and the caller reads the
 // outcome back from the record.

@@ -311,7 +311,7 @@ func TestTxAbortedByBodyError(t *testing.T) {
 	require.Equal(t, 0, ledgerRows(t, pool))
 }
 
-// A Transactional claim commits without waiting for its WAL flush (TransactionalClaimSQL); the
+// A Transactional claim commits without waiting for its WAL flush (transactionalClaimStmt); the
 // setting is the claim's transaction's alone, not left on the pooled connection.
 func TestTxClaimAsyncCommitStaysLocal(t *testing.T) {
 	pool := newPool(t, oneConn(pgx.QueryExecModeCacheStatement))

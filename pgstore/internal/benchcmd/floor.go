@@ -11,7 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/pgstore/internal/benchsql"
 )
 
 // The pgx floor: the figures' loops written straight on pgconn, the wire layer under pgx and
@@ -46,9 +46,9 @@ func floorConns(ctx context.Context, pool *pgxpool.Pool, clients int) (conns []*
 		}
 		held = append(held, c)
 		pc := c.Conn().PgConn()
-		_, err = pc.Prepare(ctx, floorClaim, pgstore.ClaimSQL("oncekey_operations"), nil)
+		_, err = pc.Prepare(ctx, floorClaim, benchsql.Claim("oncekey_operations"), nil)
 		if err == nil {
-			_, err = pc.Prepare(ctx, floorComplete, pgstore.CompleteSQL("oncekey_operations"), nil)
+			_, err = pc.Prepare(ctx, floorComplete, benchsql.Complete("oncekey_operations"), nil)
 		}
 		if err != nil {
 			release()

@@ -60,6 +60,7 @@ import (
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/pgstore/internal/benchsql"
 )
 
 func main() {
@@ -156,11 +157,11 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	claimNames := []string{"tenant", "k", "tool", "version", "fp", "wf", "step", "effect", "lease", "retention", "tombstone", "tok", "ns"}
 	completeNames := []string{"tenant", "k", "c_epoch", "status", "result", "c_failure", "ref"}
 	claimComplete := "\\set k random(1, 9000000000000000000)\n\\set tok random(1, 9000000000000000000)\n" +
-		pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), claimNames) + "\n\\gset c_\n" +
-		pgbenchSQL(pgstore.CompleteSQL("oncekey_operations"), completeNames) + "\n"
+		pgbenchSQL(benchsql.Claim("oncekey_operations"), claimNames) + "\n\\gset c_\n" +
+		pgbenchSQL(benchsql.Complete("oncekey_operations"), completeNames) + "\n"
 	replayNames := append([]string{"tenant", "r"}, claimNames[2:]...)
 	replay := "\\set r random(1, " + strconv.Itoa(benchdrive.ReplayKeys) + ")\n\\set tok random(1, 9000000000000000000)\n" +
-		pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), replayNames) + "\n"
+		pgbenchSQL(benchsql.Claim("oncekey_operations"), replayNames) + "\n"
 
 	figures := []figure{
 		{name: "claim_complete_c1", clients: 1, ours: oursClaimComplete, script: claimComplete, tenant: "pgbench", floor: floorClaimComplete},

@@ -14,11 +14,12 @@ import (
 	"github.com/oncekey/oncekey/internal/dev/benchdrive"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/pgstore"
+	"github.com/oncekey/oncekey/pgstore/internal/benchsql"
 )
 
 // The transactional figure, transactional_c8 (transactional_pinned_c8 against the pinned
 // instance): calls of a Transactional tool whose body makes one INSERT, per second, at 8
-// clients: the claim (TransactionalClaimSQL: its commit does not wait for a WAL flush), then
+// clients: the claim (benchsql.TransactionalClaim: its commit does not wait for a WAL flush), then
 // BEGIN, the body's INSERT, the completion and COMMIT in one transaction (two commits per call,
 // one WAL flush waited for). It is printed twice, against two baselines measured in the
 // same rounds:
@@ -101,10 +102,10 @@ func transactionalFigure(ctx context.Context, pool *pgxpool.Pool, s *pgstore.Sto
 	claimNames := []string{"tenant", "k", "tool", "version", "fp", "wf", "step", "effect", "lease", "retention", "tombstone", "tok", "ns"}
 	completeNames := []string{"tenant", "k", "c_epoch", "status", "result", "c_failure", "ref"}
 	head := "\\set k random(1, 9000000000000000000)\n\\set tok random(1, 9000000000000000000)\n"
-	claim := pgbenchSQL(pgstore.TransactionalClaimSQL("oncekey_operations"), claimNames) + "\n\\gset c_\n"
-	claimInTx := pgbenchSQL(pgstore.ClaimSQL("oncekey_operations"), claimNames) + "\n\\gset c_\n"
+	claim := pgbenchSQL(benchsql.TransactionalClaim("oncekey_operations"), claimNames) + "\n\\gset c_\n"
+	claimInTx := pgbenchSQL(benchsql.Claim("oncekey_operations"), claimNames) + "\n\\gset c_\n"
 	insert := "INSERT INTO bench_ledger (op_key, amount) VALUES (:k, 1);\n"
-	complete := pgbenchSQL(pgstore.CompleteSQL("oncekey_operations"), completeNames) + ";\n"
+	complete := pgbenchSQL(benchsql.Complete("oncekey_operations"), completeNames) + ";\n"
 	scripts := map[string]string{
 		"tx":     head + claim + "BEGIN;\n" + insert + complete + "COMMIT;\n",
 		"tx_one": head + "BEGIN;\n" + claimInTx + insert + complete + "COMMIT;\n",
