@@ -162,7 +162,7 @@ bench: temporal bench-deps
 		/^BENCH name=purge_1m / { split($$6, a, "="); printf "  goal: speedup >= 0.33 (a third of one DELETE'"'"'s rate): %s\n", (a[2]+0 >= 0.33 ? "met" : "NOT met") } \
 		/^BENCH name=purge_1m_claim_p99 / { split($$6, a, "="); printf "  goal: speedup >= 0.667 (p99 at most 1.5 x idle): %s\n", (a[2]+0 >= 0.667 ? "met" : "NOT met") }'
 	@echo "bench: 500 Effectful workflows with and without oncekey on a dev server" >&2
-	@ONCEKEY_BENCH=1 $(GO) test -run='^TestBenchE2EEffectful$$' -count=1 -v ./worker/ 2>>$(BENCH_LOG) \
+	@ONCEKEY_BENCH=1 $(GO) test -run='^TestBenchE2EEffectful$$' -count=1 -v ./internal/systemtest/ 2>>$(BENCH_LOG) \
 		| tee -a $(BENCH_LOG) | grep '^BENCH'
 
 # What make bench needs beyond Go: pgbench, taskset, Postgres's initdb (for the private

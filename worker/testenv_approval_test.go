@@ -3,10 +3,12 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -29,7 +31,7 @@ func TestTestEnvironmentApprovalDenied(t *testing.T) {
 	store := memstore.New(nil)
 	opts := worker.Options{Store: store, Registry: reg}
 	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(quiet{})
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()
 	wo, err := worker.WorkerOptions(opts, sdkworker.Options{})
 	require.NoError(t, err)
