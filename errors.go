@@ -43,7 +43,7 @@ const (
 	// ErrTypeApprovalPending: the worker asked a person to approve the call (it wrote the request
 	// to the store) and did not run it; the workflow side waits for the decision and schedules
 	// the call again once approved (ApprovalRequiredError with Status ApprovalPending).
-	ErrTypeApprovalPending = "oncekeystore.ApprovalPending"
+	ErrTypeApprovalPending = "oncekey.ApprovalPending"
 	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
 	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same

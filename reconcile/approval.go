@@ -18,7 +18,7 @@ import (
 // update, signal and query.
 const (
 	// ApprovalWorkflowName is the registered name of the approval workflow.
-	ApprovalWorkflowName = "oncekeystore.Approval"
+	ApprovalWorkflowName = "oncekey.Approval"
 	// ApprovalWorkflowIDPrefix starts every approval workflow ID.
 	ApprovalWorkflowIDPrefix = "oncekey-approval-"
 	// DecideUpdateName is the Workflow Update that carries a Decision to the approval workflow

@@ -32,7 +32,7 @@ func TestWorkflowIDPinned(t *testing.T) {
 // changing them strands every pending approval. This test pins them.
 func TestApprovalNamesPinned(t *testing.T) {
 	require.Equal(t, "oncekey-approval-ok1_abc", reconcile.ApprovalWorkflowID("ok1_abc"))
-	require.Equal(t, "oncekeystore.Approval", reconcile.ApprovalWorkflowName)
+	require.Equal(t, "oncekey.Approval", reconcile.ApprovalWorkflowName)
 	require.Equal(t, "oncekey.decide", reconcile.DecideUpdateName)
 	require.Equal(t, "oncekey.decide", reconcile.DecideSignalName)
 	require.Equal(t, "oncekey.approval", reconcile.ApprovalQueryName)

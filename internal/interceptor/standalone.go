@@ -33,7 +33,7 @@ import (
 //     retry) finds what it decided;
 //   - an approval: the worker writes the request (the approval gate, as for any call), starts the
 //     approval workflow of the key itself and fails the call at once with the non-retryable
-//     oncekeystore.ApprovalPending error whose details name the request; the caller waits for that
+//     oncekey.ApprovalPending error whose details name the request; the caller waits for that
 //     workflow (reconcile.ApprovalWorkflowID) and starts the activity again under the same ID
 //     (startApproval).
 //
