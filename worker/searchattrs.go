@@ -33,7 +33,7 @@ func (e *SearchAttributesError) Error() string {
 	if len(e.WrongType) > 0 {
 		parts = append(parts, "has "+strings.Join(e.WrongType, ", ")+" with another type")
 	}
-	return fmt.Sprintf("oncekey: Options.SearchAttributes is on, but namespace %s %s; register them with `%s` "+
+	return fmt.Sprintf("oncekey: worker.Options.SearchAttributes is on, but namespace %s %s; register them with `%s` "+
 		"(or `temporal operator search-attribute create`), or turn the option off", e.Namespace, strings.Join(parts, " and "),
 		shell.Cmd("oncekey", "setup", "search-attributes").Flag("--namespace", e.Namespace))
 }
@@ -124,7 +124,7 @@ func label(names []string) []string {
 // checks the namespace, and closes it.
 func checkAtStart(ctx context.Context, opts *client.Options) error {
 	if opts == nil {
-		return errors.New("oncekey: Options.SearchAttributes is on, but the plugin cannot check the namespace's search attributes: " +
+		return errors.New("oncekey: worker.Options.SearchAttributes is on, but the plugin cannot check the namespace's search attributes: " +
 			"give the plugin to client.Options.Plugins (not only worker.Options.Plugins), or turn the option off")
 	}
 	o := *opts

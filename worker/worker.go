@@ -226,9 +226,9 @@ func warnOtherConverter(co *client.Options, dc converter.DataConverter) {
 	if logger == nil {
 		logger = log.NewStructuredLogger(slog.Default())
 	}
-	logger.Warn("oncekey: Options.DataConverter is not the client's data converter: oncekey stores results "+
+	logger.Warn("oncekey: worker.Options.DataConverter is not the client's data converter: oncekey stores results "+
 		"with the one in its options, past the client's payload codec (plain text at rest if the client encrypts). "+
-		"Leave Options.DataConverter nil (the plugin then uses the client's) or set it to the client's",
+		"Leave worker.Options.DataConverter nil (the plugin then uses the client's) or set it to the client's",
 		"OptionsDataConverter", fmt.Sprintf("%T", dc), "ClientDataConverter", fmt.Sprintf("%T", co.DataConverter))
 }
 
@@ -252,7 +252,7 @@ func sameConverter(a, b converter.DataConverter) (same bool) {
 var errWorkerPlugin = &ConfigError{Field: "DataConverter", Reason: "the oncekey plugin was given to worker.Options.Plugins, " +
 	"where it cannot see the client's data converter: it would store results with the SDK's default converter, " +
 	"past any payload codec the client has (plain text at rest under an encrypting client). Give the plugin to " +
-	"client.Options.Plugins instead (every worker of that client gets it), or set Options.DataConverter " +
+	"client.Options.Plugins instead (every worker of that client gets it), or set oncekey's worker.Options.DataConverter " +
 	"to the client's data converter (converter.GetDefaultDataConverter() for a client without one)"}
 
 // lazyConverter is a data converter whose target is set when the plugin learns the client's; until
