@@ -70,17 +70,27 @@ func (r *Registry) Set(activity any, p Policy) error {
 // of the activity's type, including those Set refuses (a function literal, an instantiation of a
 // generic function, a typed nil function). It returns a *PolicyError like Set.
 func (r *Registry) SetAs(name string, fn any, p Policy) error {
-	if strings.TrimSpace(name) == "" {
-		return &PolicyError{Field: "activity", Reason: "empty activity name"}
-	}
-	_, fnType, err := activityName(fn, false)
+	fnType, err := namedFunction("SetAs", name, fn)
 	if err != nil {
 		return err
 	}
-	if fnType == nil {
-		return &PolicyError{Tool: name, Field: "activity", Reason: "SetAs needs the activity's function value"}
-	}
 	return r.set(name, fnType, p)
+}
+
+// namedFunction returns the type of fn, the function value of the activity registered under
+// name, for SetAs and RouteAs (method): a *PolicyError when name is blank or fn gives no type.
+func namedFunction(method, name string, fn any) (reflect.Type, error) {
+	if strings.TrimSpace(name) == "" {
+		return nil, &PolicyError{Field: "activity", Reason: "empty activity name"}
+	}
+	_, fnType, err := activityName(fn, false)
+	if err != nil {
+		return nil, err
+	}
+	if fnType == nil {
+		return nil, &PolicyError{Tool: name, Field: "activity", Reason: method + " needs the activity's function value"}
+	}
+	return fnType, nil
 }
 
 func (r *Registry) set(name string, fnType reflect.Type, p Policy) error {
@@ -273,15 +283,9 @@ func (r *Registry) Route(activity any, rt Route) error {
 // the function value fn as Route does. Only fn's type is read (see SetAs). It returns a
 // *PolicyError like Route.
 func (r *Registry) RouteAs(name string, fn any, rt Route) error {
-	if strings.TrimSpace(name) == "" {
-		return &PolicyError{Field: "activity", Reason: "empty activity name"}
-	}
-	_, fnType, err := activityName(fn, false)
+	fnType, err := namedFunction("RouteAs", name, fn)
 	if err != nil {
 		return err
-	}
-	if fnType == nil {
-		return &PolicyError{Tool: name, Field: "activity", Reason: "RouteAs needs the activity's function value"}
 	}
 	return r.route(name, fnType, rt)
 }
