@@ -14,23 +14,6 @@ import (
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
-// HeaderEditOf carries, on the call the workflow side schedules after a person approved a call
-// with edited arguments, the operation key of the original call (a string). The worker runs the
-// call only if the original's approval, read from the store, was replaced by an approval of
-// exactly these arguments (see ApprovalReplaced): the header points at an approval, it grants
-// nothing.
-const HeaderEditOf = "oncekey-edit-of"
-
-// Metadata keys the workflow side adds to the result of a call that ran with edited arguments,
-// beside MetadataOutcome…: MetadataReason is then ReasonEdited.
-const (
-	// MetadataArguments is the arguments document the call ran with (canonical JSON).
-	MetadataArguments = "oncekey-arguments"
-	// MetadataChanged lists the top-level members of the arguments the person changed, added or
-	// removed, comma-separated and sorted ("" when the edit changed a non-object document).
-	MetadataChanged = "oncekey-changed"
-)
-
 // editKey is the key strategy of an edit: the original's operation key (which digests the
 // namespace and tenant already) and the episode its approval was replaced at.
 type editKey struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey/canonical"
 	"github.com/oncekey/oncekey/internal/jsondoc"
+	"github.com/oncekey/oncekey/internal/wire"
 )
 
 // ArgsMismatchError: the arguments document the workflow sent in the HeaderArgs header is not
@@ -30,7 +31,7 @@ func (e *ArgsMismatchError) Error() string {
 		"(header %s, at %s: %s); nothing was claimed. The call was scheduled by a workflow worker without oncekey's interceptor, "+
 		"or a data converter changes values between the workflow and the worker: run the workflow with worker.Plugin "+
 		"(or interceptor.New) and the same data converter as the activity worker",
-		e.Tool, HeaderArgs, e.Path, e.Reason)
+		e.Tool, wire.HeaderArgs, e.Path, e.Reason)
 }
 
 // maxExactFloatInt is 2^53: every integer up to it in magnitude is a float64 exactly.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -111,6 +112,6 @@ func TestRepeatRefusedErrorSaysWhatToDo(t *testing.T) {
 func TestResultMetadataNamesPinned(t *testing.T) {
 	require.Equal(t, []string{"oncekey-outcome", "oncekey-operation-key", "oncekey-effect-reference", "oncekey-reason",
 		"oncekey-fingerprint", "oncekey-version"},
-		[]string{oncekey.MetadataOutcome, oncekey.MetadataOperationKey, oncekey.MetadataEffectReference, oncekey.MetadataReason,
-			oncekey.MetadataFingerprint, oncekey.MetadataVersion})
+		[]string{wire.MetadataOutcome, wire.MetadataOperationKey, wire.MetadataEffectReference, wire.MetadataReason,
+			wire.MetadataFingerprint, wire.MetadataVersion})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/internal/wire"
 )
 
 func baseOp() oncekey.Operation {
@@ -507,12 +508,12 @@ func TestFingerprintMismatchPrintsNoDigits(t *testing.T) {
 func TestWireNamesPinned(t *testing.T) {
 	t.Parallel()
 	for got, want := range map[string]string{
-		oncekey.HeaderStepID:           "oncekey-step-id",
-		oncekey.HeaderTenant:           "oncekey-tenant",
-		oncekey.HeaderFirstActivityID:  "oncekey-first-activity-id",
-		oncekey.HeaderArgs:             "oncekey-args",
-		oncekey.HeaderCheck:            "oncekey-check",
-		oncekey.NexusHeaderKey:         "oncekey-key",
+		wire.HeaderStepID:              "oncekey-step-id",
+		wire.HeaderTenant:              "oncekey-tenant",
+		wire.HeaderFirstActivityID:     "oncekey-first-activity-id",
+		wire.HeaderArgs:                "oncekey-args",
+		wire.HeaderCheck:               "oncekey-check",
+		wire.NexusHeaderKey:            "oncekey-key",
 		oncekey.ErrTypeAsyncCompletion: "oncekey.AsyncCompletion",
 	} {
 		require.Equal(t, want, got)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey/internal/errdetail"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -284,17 +285,17 @@ func label(result any, err error) ToolResult {
 		}
 		if raw != nil && raw.Payload() != nil {
 			md := raw.Payload().GetMetadata()
-			if Outcome(md[MetadataOutcome]) == OutcomeReplayed {
+			if Outcome(md[wire.MetadataOutcome]) == OutcomeReplayed {
 				tr.Status, tr.Replayed = OutcomeReplayed, true
 			}
-			tr.OperationKey = string(md[MetadataOperationKey])
-			tr.EffectReference = string(md[MetadataEffectReference])
-			switch reason := string(md[MetadataReason]); {
+			tr.OperationKey = string(md[wire.MetadataOperationKey])
+			tr.EffectReference = string(md[wire.MetadataEffectReference])
+			switch reason := string(md[wire.MetadataReason]); {
 			case tr.Status == OutcomeApplied && reason == ReasonConfirmed:
 				tr.Reason = ReasonConfirmed
 			case reason == ReasonEdited:
-				tr.Reason, tr.Arguments = ReasonEdited, json.RawMessage(md[MetadataArguments])
-				if c := string(md[MetadataChanged]); c != "" {
+				tr.Reason, tr.Arguments = ReasonEdited, json.RawMessage(md[wire.MetadataArguments])
+				if c := string(md[wire.MetadataChanged]); c != "" {
 					tr.Changed = strings.Split(c, ",")
 				}
 			}

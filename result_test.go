@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -260,9 +261,9 @@ func TestLabelRawValue(t *testing.T) {
 	t.Parallel()
 	p, err := converter.GetDefaultDataConverter().ToPayload(map[string]int{"id": 7})
 	require.NoError(t, err)
-	p.Metadata[oncekey.MetadataOutcome] = []byte("replayed")
-	p.Metadata[oncekey.MetadataOperationKey] = []byte("ok1_k")
-	p.Metadata[oncekey.MetadataEffectReference] = []byte("T-1")
+	p.Metadata[wire.MetadataOutcome] = []byte("replayed")
+	p.Metadata[wire.MetadataOperationKey] = []byte("ok1_k")
+	p.Metadata[wire.MetadataEffectReference] = []byte("T-1")
 	tr := oncekey.Label(converter.NewRawValue(p), nil)
 	require.Equal(t, oncekey.OutcomeReplayed, tr.Status)
 	require.True(t, tr.Replayed)
@@ -271,7 +272,7 @@ func TestLabelRawValue(t *testing.T) {
 	require.JSONEq(t, `{"id":7}`, string(tr.Result.(json.RawMessage)))
 	require.Equal(t, oncekey.ModelText(oncekey.OutcomeReplayed, oncekey.NextNone, ""), tr.Text)
 
-	p.Metadata[oncekey.MetadataOutcome] = []byte("applied")
+	p.Metadata[wire.MetadataOutcome] = []byte("applied")
 	raw := converter.NewRawValue(p)
 	tr = oncekey.Label(&raw, nil)
 	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
@@ -280,7 +281,7 @@ func TestLabelRawValue(t *testing.T) {
 
 	// Settled by reconciliation: applied, confirmed by the check, with its effect reference; not a
 	// replay.
-	p.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonConfirmed)
+	p.Metadata[wire.MetadataReason] = []byte(oncekey.ReasonConfirmed)
 	tr = oncekey.Label(converter.NewRawValue(p), nil)
 	require.Equal(t, oncekey.OutcomeApplied, tr.Status)
 	require.Equal(t, oncekey.ReasonConfirmed, tr.Reason)

@@ -49,7 +49,7 @@ func (e *InvalidArgumentsError) Unwrap() error { return e.Err }
 // unknown, expired or failed, the result as JSON (a json.RawMessage), the operation key, the
 // effect reference, whether repeating is safe, the next action, the reason where a status covers
 // several cases, how long to wait, and Text, a fixed text for the model (oncekey.ModelText). Replayed and applied, the key and the effect reference
-// come with the result itself (oncekey.MetadataOutcome…): no store round trip. The error is the
+// come with the result itself (wire.MetadataOutcome…): no store round trip. The error is the
 // Go error behind a result that is not applied or replayed, for logs and operators; it is never
 // meant for the model. A tool reg does not know gives rejected (next action fix_arguments) with
 // an *UnknownToolError, arguments that are not JSON the same with an *InvalidArgumentsError,

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -146,17 +147,17 @@ type RecordedCall struct {
 	Tenant          string
 	StepID          string
 	FirstActivityID string
-	// Args is the arguments document the workflow side sent (oncekey.HeaderArgs), canonical JSON;
+	// Args is the arguments document the workflow side sent (wire.HeaderArgs), canonical JSON;
 	// for a call recorded before that header, the document of its input.
 	Args json.RawMessage
 	// Input is the activity's input as scheduled.
 	Input *commonpb.Payloads
 	// Key is the operation key the worker recorded: in the metadata of the result
-	// (oncekey.MetadataOperationKey) or in the details of oncekey's failure. "" when the history
+	// (wire.MetadataOperationKey) or in the details of oncekey's failure. "" when the history
 	// holds none (the attempt timed out, was cancelled or has not ended).
 	Key string
 	// Fingerprint and Version are the fingerprint and version the worker derived for the call, as
-	// its result's metadata (oncekey.MetadataFingerprint, MetadataVersion) or its failure's
+	// its result's metadata (wire.MetadataFingerprint, MetadataVersion) or its failure's
 	// details (oncekey.Details) record them; Versioned is false when the history does not
 	// record them (a timeout, a result from before they were recorded), and Fingerprint is then "".
 	Fingerprint string
@@ -168,7 +169,7 @@ type RecordedCall struct {
 }
 
 // RecordedCalls returns the calls in h that oncekey's workflow side scheduled for a protected
-// tool (those whose headers carry oncekey.HeaderTenant), in history order. dc is the client's data
+// tool (those whose headers carry wire.HeaderTenant), in history order. dc is the client's data
 // converter (nil: the SDK's default). It returns a *HistoryError when h has no such call: the
 // history holds no protected activity, or was recorded without oncekey's interceptor on the
 // workflow worker, and checking it would prove nothing.
@@ -191,14 +192,14 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()
 			fields := a.GetHeader().GetFields()
-			if fields[oncekey.HeaderTenant] == nil {
+			if fields[wire.HeaderTenant] == nil {
 				continue
 			}
 			c := RecordedCall{History: h.Name, WorkflowID: wfID, RunID: start.GetOriginalExecutionRunId(), EventID: ev.GetEventId(),
 				ActivityID: a.GetActivityId(), ActivityType: a.GetActivityType().GetName(), Input: a.GetInput(), Ended: "not ended"}
-			if p := fields[oncekey.HeaderArgs]; p != nil {
+			if p := fields[wire.HeaderArgs]; p != nil {
 				if err := dc.FromPayload(p, &c.Args); err != nil || len(c.Args) == 0 {
-					return nil, &HistoryError{Name: h.Name, Reason: fmt.Sprintf("event #%d: header %s does not decode", ev.GetEventId(), oncekey.HeaderArgs), Err: err}
+					return nil, &HistoryError{Name: h.Name, Reason: fmt.Sprintf("event #%d: header %s does not decode", ev.GetEventId(), wire.HeaderArgs), Err: err}
 				}
 			} else {
 				// Recorded before the workflow side sent the arguments document: it is the input's.
@@ -208,8 +209,8 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 				}
 				c.Args = doc
 			}
-			for name, dst := range map[string]*string{oncekey.HeaderTenant: &c.Tenant, oncekey.HeaderStepID: &c.StepID,
-				oncekey.HeaderFirstActivityID: &c.FirstActivityID} {
+			for name, dst := range map[string]*string{wire.HeaderTenant: &c.Tenant, wire.HeaderStepID: &c.StepID,
+				wire.HeaderFirstActivityID: &c.FirstActivityID} {
 				if p := fields[name]; p != nil {
 					if err := dc.FromPayload(p, dst); err != nil {
 						return nil, &HistoryError{Name: h.Name, Reason: fmt.Sprintf("event #%d: header %s does not decode", ev.GetEventId(), name), Err: err}
@@ -226,9 +227,9 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 					var raw converter.RawValue
 					if dc.FromPayload(ps[0], &raw) == nil && raw.Payload() != nil {
 						md := raw.Payload().GetMetadata()
-						calls[i].Key = string(md[oncekey.MetadataOperationKey])
-						v, versioned := md[oncekey.MetadataVersion]
-						calls[i].Fingerprint, calls[i].Version, calls[i].Versioned = string(md[oncekey.MetadataFingerprint]), string(v), versioned
+						calls[i].Key = string(md[wire.MetadataOperationKey])
+						v, versioned := md[wire.MetadataVersion]
+						calls[i].Fingerprint, calls[i].Version, calls[i].Versioned = string(md[wire.MetadataFingerprint]), string(v), versioned
 					}
 				}
 			}
@@ -255,7 +256,7 @@ func RecordedCalls(h History, dc converter.DataConverter) ([]RecordedCall, error
 		}
 	}
 	if len(calls) == 0 {
-		return nil, &HistoryError{Name: h.Name, Reason: "holds no call of a protected tool (no activity carries the " + oncekey.HeaderTenant +
+		return nil, &HistoryError{Name: h.Name, Reason: "holds no call of a protected tool (no activity carries the " + wire.HeaderTenant +
 			" header): it proves nothing about identity. Export a history of a workflow that calls protected tools, " +
 			"run by workers with oncekey's interceptor"}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/worker"
@@ -239,8 +240,8 @@ func TestCheckIdentity(t *testing.T) {
 		require.NoError(t, err)
 		for _, ev := range h.History.GetEvents() {
 			for _, pl := range ev.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads() {
-				delete(pl.Metadata, oncekey.MetadataFingerprint)
-				delete(pl.Metadata, oncekey.MetadataVersion)
+				delete(pl.Metadata, wire.MetadataFingerprint)
+				delete(pl.Metadata, wire.MetadataVersion)
 			}
 			if info := ev.GetActivityTaskFailedEventAttributes().GetFailure().GetApplicationFailureInfo(); info != nil {
 				info.Details = nil // the failed call's key goes with them: unverified

@@ -20,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/httpproof"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -59,7 +60,7 @@ type call struct {
 	// task queue are set.
 	info activity.Info
 	// nexusKey is, for a Nexus operation, the key that names the intended effect (the caller's
-	// oncekey.NexusHeaderKey header, or the Nexus request ID); "" for an activity.
+	// wire.NexusHeaderKey header, or the Nexus request ID); "" for an activity.
 	nexusKey string
 	policy   oncekey.Policy
 	// fallback: policy is the Route's Fallback (a tool nobody classified), which never uses what
@@ -94,7 +95,7 @@ type call struct {
 	needsApproval bool
 	summary       string
 	// editOf is the operation key of the call this one was scheduled to replace, with the
-	// arguments a person approved in its place (oncekey.HeaderEditOf); "" for any other call.
+	// arguments a person approved in its place (wire.HeaderEditOf); "" for any other call.
 	editOf string
 	// hb keeps the attempt's heartbeats, for the ones oncekey sends while the body runs (set by
 	// Init, which the SDK calls before every attempt).
@@ -189,7 +190,7 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 func (c *call) argsDocument(ctx context.Context, args []any) (json.RawMessage, error) {
 	var header json.RawMessage
 	if h := tinterceptor.Header(ctx); h != nil {
-		if p := h[oncekey.HeaderArgs]; p != nil {
+		if p := h[wire.HeaderArgs]; p != nil {
 			if err := c.root.opts.DataConverter.FromPayload(p, &header); err != nil || header == nil {
 				return nil, &oncekey.ArgsMismatchError{Tool: c.tool, Path: ".", Reason: "the header does not decode as a JSON document"}
 			}
@@ -396,19 +397,19 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 			return oncekey.Operation{}, err
 		}
 	} else if h := tinterceptor.Header(ctx); h != nil {
-		if p := h[oncekey.HeaderStepID]; p != nil {
+		if p := h[wire.HeaderStepID]; p != nil {
 			if err := dc.FromPayload(p, &stepID); err != nil {
-				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderStepID, err)
+				return oncekey.Operation{}, fmt.Errorf("header %s: %w", wire.HeaderStepID, err)
 			}
 		}
-		if p := h[oncekey.HeaderFirstActivityID]; p != nil {
+		if p := h[wire.HeaderFirstActivityID]; p != nil {
 			if err := dc.FromPayload(p, &firstActivityID); err != nil {
-				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderFirstActivityID, err)
+				return oncekey.Operation{}, fmt.Errorf("header %s: %w", wire.HeaderFirstActivityID, err)
 			}
 		}
-		if p := h[oncekey.HeaderTenant]; p != nil {
+		if p := h[wire.HeaderTenant]; p != nil {
 			if err := dc.FromPayload(p, &tenant); err != nil {
-				return oncekey.Operation{}, fmt.Errorf("header %s: %w", oncekey.HeaderTenant, err)
+				return oncekey.Operation{}, fmt.Errorf("header %s: %w", wire.HeaderTenant, err)
 			}
 		}
 	}
@@ -508,16 +509,16 @@ func (c *call) claim(ctx context.Context) (*oncekeystore.ClaimResult, error) {
 	return res, nil
 }
 
-// checkOnly reports whether the attempt is a check of the record (oncekey.HeaderCheck): it claims
+// checkOnly reports whether the attempt is a check of the record (wire.HeaderCheck): it claims
 // and answers from the record, and never runs the tool. The header can only make the worker do
 // less, so it is taken as it is; one that does not decode is not a check.
 func (c *call) checkOnly(ctx context.Context) bool {
 	h := tinterceptor.Header(ctx)
-	if h == nil || h[oncekey.HeaderCheck] == nil {
+	if h == nil || h[wire.HeaderCheck] == nil {
 		return false
 	}
 	var check bool
-	return c.root.opts.DataConverter.FromPayload(h[oncekey.HeaderCheck], &check) == nil && check
+	return c.root.opts.DataConverter.FromPayload(h[wire.HeaderCheck], &check) == nil && check
 }
 
 // checked ends a check (checkOnly) whose claim acquired the record at epoch: the record was free,
@@ -838,10 +839,10 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 // resultMeta is what the interceptor writes into the metadata of a claimed tool's result.
 type resultMeta struct {
 	outcome oncekey.Outcome
-	// key, ref and reason: oncekey.MetadataOperationKey, MetadataEffectReference and
+	// key, ref and reason: wire.MetadataOperationKey, MetadataEffectReference and
 	// MetadataReason ("" leaves the last two out).
 	key, ref, reason string
-	// fingerprint and version: oncekey.MetadataFingerprint and MetadataVersion, the identity the
+	// fingerprint and version: wire.MetadataFingerprint and MetadataVersion, the identity the
 	// call was claimed with, for okworker.CheckIdentity ("" leaves them out).
 	fingerprint, version string
 	versioned            bool
@@ -874,10 +875,10 @@ func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, m resultMeta
 	if inner.Metadata == nil {
 		inner.Metadata = map[string][]byte{}
 	}
-	inner.Metadata[oncekey.MetadataOutcome] = []byte(m.outcome)
-	inner.Metadata[oncekey.MetadataOperationKey] = []byte(m.key)
-	for name, v := range map[string]string{oncekey.MetadataEffectReference: m.ref, oncekey.MetadataReason: m.reason,
-		oncekey.MetadataFingerprint: m.fingerprint} {
+	inner.Metadata[wire.MetadataOutcome] = []byte(m.outcome)
+	inner.Metadata[wire.MetadataOperationKey] = []byte(m.key)
+	for name, v := range map[string]string{wire.MetadataEffectReference: m.ref, wire.MetadataReason: m.reason,
+		wire.MetadataFingerprint: m.fingerprint} {
 		if v != "" {
 			inner.Metadata[name] = []byte(v)
 		} else {
@@ -885,9 +886,9 @@ func withOutcome(dc converter.DataConverter, ps *commonpb.Payloads, m resultMeta
 		}
 	}
 	if m.versioned {
-		inner.Metadata[oncekey.MetadataVersion] = []byte(m.version)
+		inner.Metadata[wire.MetadataVersion] = []byte(m.version)
 	} else {
-		delete(inner.Metadata, oncekey.MetadataVersion)
+		delete(inner.Metadata, wire.MetadataVersion)
 	}
 	outer, err := dc.ToPayload(converter.NewRawValue(inner))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -105,7 +106,7 @@ func (a *approvalCall) viaWorker(ctx workflow.Context, schedule func(workflow.Co
 }
 
 // settleEdit settles s with the outcome of fut, the call scheduled with a person's edited
-// arguments doc: its result labelled edited (oncekey.MetadataReason), with the arguments it ran
+// arguments doc: its result labelled edited (wire.MetadataReason), with the arguments it ran
 // with and the members the person changed (but those Policy.Exclude leaves out of the call's
 // identity), or its error as it is.
 func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut workflow.Future, doc json.RawMessage) {
@@ -114,17 +115,17 @@ func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut
 		s.SetError(err)
 		return
 	}
-	if p := raw.Payload(); p != nil && p.GetMetadata()[oncekey.MetadataOutcome] != nil {
+	if p := raw.Payload(); p != nil && p.GetMetadata()[wire.MetadataOutcome] != nil {
 		inner := proto.Clone(p).(*commonpb.Payload)
-		inner.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonEdited)
-		inner.Metadata[oncekey.MetadataArguments] = doc
+		inner.Metadata[wire.MetadataReason] = []byte(oncekey.ReasonEdited)
+		inner.Metadata[wire.MetadataArguments] = doc
 		var changed []string
 		for _, m := range oncekey.ChangedMembers(a.toolArgs, doc) {
 			if !slices.Contains(a.policy.Exclude, m) { // an excluded member is not part of the call
 				changed = append(changed, m)
 			}
 		}
-		inner.Metadata[oncekey.MetadataChanged] = []byte(strings.Join(changed, ","))
+		inner.Metadata[wire.MetadataChanged] = []byte(strings.Join(changed, ","))
 		raw = converter.NewRawValue(inner)
 	}
 	a.settleRaw(s, raw)

@@ -13,6 +13,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -168,15 +169,15 @@ func (c *call) refusal(msg, typ string, d oncekey.Details) error {
 // reasonEditNotApproved is Details.Reason of a call scheduled as an edit that no approval covers.
 const reasonEditNotApproved = "edit not approved"
 
-// editOfHeader returns the oncekey.HeaderEditOf header of the call, "" when it has none.
+// editOfHeader returns the wire.HeaderEditOf header of the call, "" when it has none.
 func (c *call) editOfHeader(ctx context.Context) (string, error) {
 	var orig string
-	if h := tinterceptor.Header(ctx); h != nil && h[oncekey.HeaderEditOf] != nil {
-		if err := c.root.opts.DataConverter.FromPayload(h[oncekey.HeaderEditOf], &orig); err != nil {
-			return "", fmt.Errorf("header %s: %w", oncekey.HeaderEditOf, err)
+	if h := tinterceptor.Header(ctx); h != nil && h[wire.HeaderEditOf] != nil {
+		if err := c.root.opts.DataConverter.FromPayload(h[wire.HeaderEditOf], &orig); err != nil {
+			return "", fmt.Errorf("header %s: %w", wire.HeaderEditOf, err)
 		}
 		if orig == "" {
-			return "", fmt.Errorf("header %s is empty", oncekey.HeaderEditOf)
+			return "", fmt.Errorf("header %s is empty", wire.HeaderEditOf)
 		}
 	}
 	return orig, nil

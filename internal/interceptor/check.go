@@ -30,7 +30,7 @@ func isCheck(ctx workflow.Context) bool {
 // It is f's result and error, except when Temporal's retries of the call end in a timeout after
 // the tool may have started (start-to-close, heartbeat or schedule-to-close): the record, not
 // the timeout, knows whether the effect landed. The step is then scheduled once more as a check
-// (oncekey.HeaderCheck), which the worker answers from the record through the claim path without
+// (wire.HeaderCheck), which the worker answers from the record through the claim path without
 // running the tool, as the Effectful loop's re-run after an Applied decision does
 // (appliedThroughClaimChangeID): an applied record's result reaches the call as applied, reason
 // confirmed; a free record is answered with a retryable NotApplied error (nothing landed,

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	commonpb "go.temporal.io/api/common/v1"
 	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	"go.temporal.io/sdk/activity"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 )
 
 // InterceptNexusOperation wraps a Nexus operation's handler: the claim protocol, for an operation
@@ -36,7 +38,7 @@ var errNexusAsync = errors.New("the operation started asynchronously")
 
 // StartOperation runs a Nexus operation's synchronous handler under the claim protocol, as
 // call.run runs an activity: the operation key is derived from the caller's key
-// (oncekey.NexusHeaderKey) or the Nexus request ID, the operation's name and its material input
+// (wire.NexusHeaderKey) or the Nexus request ID, the operation's name and its material input
 // (see oncekey.StepKey), and a repeat of the operation (the caller retrying a start whose answer it
 // did not get) replays the stored result instead of running the handler again. An operation
 // without a claimed policy runs as it is. A handler that starts an asynchronous operation (one
@@ -49,7 +51,7 @@ func (n *nexusInbound) StartOperation(ctx context.Context, in tinterceptor.Nexus
 	if !ok || !p.Effect.Claimed() {
 		return n.Next.StartOperation(ctx, in)
 	}
-	key := in.Options.Header.Get(oncekey.NexusHeaderKey)
+	key := in.Options.Header.Get(wire.NexusHeaderKey)
 	if key == "" {
 		key = in.Options.RequestID
 	}
@@ -144,7 +146,7 @@ func (c *call) metricsHandler(ctx context.Context) client.MetricsHandler {
 	return activity.GetMetricsHandler(ctx)
 }
 
-// nexusCallerKey is the oncekey.NexusHeaderKey value a workflow's Nexus call made with a step ID
+// nexusCallerKey is the wire.NexusHeaderKey value a workflow's Nexus call made with a step ID
 // carries: the JSON array of the namespace, the workflow ID and the step ID.
 func nexusCallerKey(ctx workflow.Context, stepID string) string {
 	info := workflow.GetInfo(ctx)
@@ -153,13 +155,13 @@ func nexusCallerKey(ctx workflow.Context, stepID string) string {
 }
 
 // ExecuteNexusOperation gives a Nexus call made with oncekey.WithStepID the caller key
-// (oncekey.NexusHeaderKey) its handler keys the operation with, unless the call set one.
+// (wire.NexusHeaderKey) its handler keys the operation with, unless the call set one.
 func (w *workflowOutbound) ExecuteNexusOperation(ctx workflow.Context, in tinterceptor.ExecuteNexusOperationInput) workflow.NexusOperationFuture {
-	if stepID, ok := oncekey.StepID(ctx); ok && in.NexusHeader.Get(oncekey.NexusHeaderKey) == "" {
+	if stepID, ok := oncekey.StepID(ctx); ok && in.NexusHeader.Get(wire.NexusHeaderKey) == "" {
 		if in.NexusHeader == nil {
 			in.NexusHeader = nexus.Header{}
 		}
-		in.NexusHeader.Set(oncekey.NexusHeaderKey, nexusCallerKey(ctx, stepID))
+		in.NexusHeader.Set(wire.NexusHeaderKey, nexusCallerKey(ctx, stepID))
 	}
 	return w.Next.ExecuteNexusOperation(ctx, in)
 }

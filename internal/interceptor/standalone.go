@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -58,7 +59,7 @@ func (c *call) standaloneActivityID() string {
 // started it, and the key and tenant are the worker's to derive.
 func standaloneHeaders(ctx context.Context) error {
 	h := tinterceptor.Header(ctx)
-	for _, name := range []string{oncekey.HeaderStepID, oncekey.HeaderTenant, oncekey.HeaderFirstActivityID} {
+	for _, name := range []string{wire.HeaderStepID, wire.HeaderTenant, wire.HeaderFirstActivityID} {
 		if h[name] != nil {
 			return fmt.Errorf("a standalone activity (client.ExecuteActivity) carries the header %s, which only oncekey's workflow side sets: "+
 				"its operation key comes from its activity ID and its tenant from Options.Tenant; remove the client interceptor that sets the header", name)

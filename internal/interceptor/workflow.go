@@ -19,6 +19,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -192,18 +193,18 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		dc := w.root.opts.DataConverter
 		if hasStep {
 			if pl, err := dc.ToPayload(stepID); err == nil {
-				h[oncekey.HeaderStepID] = pl
+				h[wire.HeaderStepID] = pl
 			} else {
 				return failedFuture(ctx, workflowError("oncekey: encode step ID header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 			}
 		}
 		if pl, err := dc.ToPayload(tenant); err == nil {
-			h[oncekey.HeaderTenant] = pl
+			h[wire.HeaderTenant] = pl
 		} else {
 			return failedFuture(ctx, workflowError("oncekey: encode tenant header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 		}
 		if pl, err := dc.ToPayload(json.RawMessage(doc)); err == nil {
-			h[oncekey.HeaderArgs] = pl
+			h[wire.HeaderArgs] = pl
 		} else {
 			return failedFuture(ctx, workflowError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 		}
@@ -213,7 +214,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			if err != nil {
 				return failedFuture(ctx, workflowError("oncekey: encode check header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 			}
-			h[oncekey.HeaderCheck] = pl
+			h[wire.HeaderCheck] = pl
 			return w.Next.ExecuteActivity(ctx, activityType, args...)
 		}
 	}
@@ -249,7 +250,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 				for _, hv := range []struct {
 					name string
 					v    any
-				}{{oncekey.HeaderArgs, doc}, {oncekey.HeaderEditOf, original}} {
+				}{{wire.HeaderArgs, doc}, {wire.HeaderEditOf, original}} {
 					name := hv.name
 					pl, err := dc.ToPayload(hv.v)
 					if err != nil {
@@ -280,7 +281,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 }
 
 // rerunKeyChangeID is the workflow.GetVersion change ID under which re-runs of a call without a
-// step ID carry the first attempt's activity ID (oncekey.HeaderFirstActivityID). Histories
+// step ID carry the first attempt's activity ID (wire.HeaderFirstActivityID). Histories
 // recorded before it have no marker and replay with the earlier derivation (each re-run keyed by
 // its own activity ID).
 const rerunKeyChangeID = "oncekey-rerun-first-activity-id"
@@ -348,7 +349,7 @@ func (l *effectfulLoop) appliedThroughClaim(ctx workflow.Context) bool {
 
 // confirmedOutcomeChangeID is the workflow.GetVersion change ID under which the result of a call
 // that reconciliation settled as applied reaches the workflow as applied with the reason
-// confirmed (oncekey.MetadataReason) instead of as the replay the re-run through the claim path
+// confirmed (wire.MetadataReason) instead of as the replay the re-run through the claim path
 // made of it: for the call it is its own effect, confirmed by a check. Histories recorded before
 // it replay with the earlier labels.
 const confirmedOutcomeChangeID = "oncekey-confirmed-outcome"
@@ -364,12 +365,12 @@ func (l *effectfulLoop) confirmedOutcome(ctx workflow.Context) bool {
 // and effect reference. A result without oncekey's metadata is returned as it is.
 func confirmed(raw converter.RawValue) converter.RawValue {
 	p := raw.Payload()
-	if p == nil || p.GetMetadata()[oncekey.MetadataOutcome] == nil {
+	if p == nil || p.GetMetadata()[wire.MetadataOutcome] == nil {
 		return raw
 	}
 	inner := proto.Clone(p).(*commonpb.Payload)
-	inner.Metadata[oncekey.MetadataOutcome] = []byte(oncekey.OutcomeApplied)
-	inner.Metadata[oncekey.MetadataReason] = []byte(oncekey.ReasonConfirmed)
+	inner.Metadata[wire.MetadataOutcome] = []byte(oncekey.OutcomeApplied)
+	inner.Metadata[wire.MetadataReason] = []byte(oncekey.ReasonConfirmed)
 	return converter.NewRawValue(inner)
 }
 
@@ -620,7 +621,7 @@ func (l *effectfulLoop) keepFirstKey(ctx workflow.Context) error {
 }
 
 // firstActivityHeader puts the first attempt's activity ID into the next attempt's headers
-// (oncekey.HeaderFirstActivityID).
+// (wire.HeaderFirstActivityID).
 func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 	h := tinterceptor.WorkflowHeader(ctx)
 	if h == nil {
@@ -630,7 +631,7 @@ func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 	if err != nil {
 		return workflowError("oncekey: encode first activity ID header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(l.name))
 	}
-	h[oncekey.HeaderFirstActivityID] = pl
+	h[wire.HeaderFirstActivityID] = pl
 	return nil
 }
 

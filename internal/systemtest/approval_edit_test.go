@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -161,9 +162,9 @@ func TestE2EApprovalForgedEditIsRefused(t *testing.T) {
 
 	dc := converter.GetDefaultDataConverter()
 	fields := map[string]*commonpb.Payload{}
-	fields[oncekey.HeaderTenant], err = dc.ToPayload("default")
+	fields[wire.HeaderTenant], err = dc.ToPayload("default")
 	require.NoError(t, err)
-	fields[oncekey.HeaderEditOf], err = dc.ToPayload(a.OperationKey)
+	fields[wire.HeaderEditOf], err = dc.ToPayload(a.OperationKey)
 	require.NoError(t, err)
 	ac, atq := e.attacker(t, fields)
 	for _, wid := range []string{id, "attacker-wf"} {

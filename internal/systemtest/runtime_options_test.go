@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -213,7 +214,7 @@ func TestTransactionalTimeoutCheckOutwaitsTheLease(t *testing.T) {
 	require.Equal(t, oncekeystore.StatusReleased, e.record(t).Status)
 }
 
-// The check header (oncekey.HeaderCheck) can only make the worker do less: a workflow worker
+// The check header (wire.HeaderCheck) can only make the worker do less: a workflow worker
 // without oncekey's interceptor schedules an Effectful call with it, and the worker answers from
 // the record without running the body (a free record: NotApplied, the claim given back). The real
 // call then runs once.
@@ -223,7 +224,7 @@ func TestE2EForgedCheckHeaderRunsNothing(t *testing.T) {
 	const id = "forged-check"
 	fields := oncekeyHeaders(t, req, true)
 	var err error
-	fields[oncekey.HeaderCheck], err = converter.GetDefaultDataConverter().ToPayload(true)
+	fields[wire.HeaderCheck], err = converter.GetDefaultDataConverter().ToPayload(true)
 	require.NoError(t, err)
 	c, tq := e.attacker(t, fields)
 	forged, err := c.ExecuteWorkflow(context.Background(), clientStart(id, tq), ForgedCallWorkflow, req, e.tq)

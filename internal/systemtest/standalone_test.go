@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -222,7 +223,7 @@ func (o *stepHeaderOut) ExecuteActivity(ctx context.Context, in *tinterceptor.Cl
 	if err != nil {
 		return nil, err
 	}
-	tinterceptor.Header(ctx)[oncekey.HeaderStepID] = p
+	tinterceptor.Header(ctx)[wire.HeaderStepID] = p
 	return o.Next.ExecuteActivity(ctx, in)
 }
 
@@ -242,7 +243,7 @@ func TestE2EStandaloneHeaderRefused(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeConfig, appErr.Type())
-	require.Contains(t, detail(err), oncekey.HeaderStepID)
+	require.Contains(t, detail(err), wire.HeaderStepID)
 	requireRuns(t, l, 0, 0)
 	res, err := e.store.List(context.Background(), &oncekeystore.ListParams{})
 	require.NoError(t, err)

@@ -19,9 +19,10 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/internal/wire"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // Tests of the trust rule: everything oncekey decides is derived from what the tool's body
@@ -97,14 +98,14 @@ func oncekeyHeaders(t *testing.T, in TicketRequest, args bool) map[string]*commo
 	dc := converter.GetDefaultDataConverter()
 	fields := map[string]*commonpb.Payload{}
 	var err error
-	fields[oncekey.HeaderStepID], err = dc.ToPayload("create_ticket")
+	fields[wire.HeaderStepID], err = dc.ToPayload("create_ticket")
 	require.NoError(t, err)
-	fields[oncekey.HeaderTenant], err = dc.ToPayload("default")
+	fields[wire.HeaderTenant], err = dc.ToPayload("default")
 	require.NoError(t, err)
 	if args {
 		doc, err := oncekey.CanonicalArgs([]any{in})
 		require.NoError(t, err)
-		fields[oncekey.HeaderArgs], err = dc.ToPayload(json.RawMessage(doc))
+		fields[wire.HeaderArgs], err = dc.ToPayload(json.RawMessage(doc))
 		require.NoError(t, err)
 	}
 	return fields
