@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"oncekeystore"},
 	{"memstore", "pgstore", "redisstore", "oncekeystore/storetest", "oncekeystore/storemock"},
 	{"."},
-	{"agent", "adapters"},
+	{"agent", "adapters", "internal/approvaledit"},
 	{"reconcile"},
 	{"internal/activities", "internal/decisiontext"},
 	{"internal/interceptor", "internal/workflows"},

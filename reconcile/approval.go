@@ -94,7 +94,7 @@ type Decision struct {
 	Message string `json:"message,omitempty"`
 	// Arguments, with Approve only, approves the call with these arguments instead of the
 	// model's: one JSON object, at most MaxEditBytes, that the worker checks against the tool's
-	// input type before the decision is recorded (oncekey.EditArguments). The call as proposed
+	// input type before the decision is recorded (approvaledit.EditArguments). The call as proposed
 	// is settled as replaced (oncekeystore.ApprovalReplaced), and the edit runs as a new operation
 	// (oncekey.EditKey) in its place. Tool, tenant and namespace are the approval's: an edit
 	// cannot change them.
@@ -155,7 +155,7 @@ func (d Decision) Validate() error {
 
 // ValidateArguments checks the shape of an edit, as Validate does: with Approve only, one JSON
 // object within MaxEditBytes, or an *InvalidDecisionError. Whether it fits the tool is the
-// worker's to check (oncekey.EditArguments).
+// worker's to check (approvaledit.EditArguments).
 func (d Decision) ValidateArguments() error {
 	if len(d.Arguments) == 0 {
 		return nil

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/approvaledit"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -41,7 +42,7 @@ func (e *edit) answer(ans ApprovalAnswer) ApprovalAnswer {
 // set to oncekeystore.ApprovalReplaced). Everything is derived here, on the worker, from the stored
 // approval and the worker's Registry, never from the decision: the edit is of cur's tool, tenant,
 // namespace, workflow and step; its arguments decode into the tool's input type
-// (oncekey.EditArguments); its fingerprint and summary are computed as the worker computes a
+// (approvaledit.EditArguments); its fingerprint and summary are computed as the worker computes a
 // call's; its key is oncekey.EditKey of cur's key and episode. The edit's approval is asked
 // (ApprovalStore.RequestApproval with EditOf, a request token stable across this activity's
 // retries) and approved by the decision's decider. Arguments the tool cannot take, the call's own
@@ -60,7 +61,7 @@ func (a *Activities) approveEdit(ctx context.Context, s oncekeystore.ApprovalSto
 	if !replacedAlready && (cur.Status != oncekeystore.ApprovalPending || cur.Episode != in.Episode || cur.Token != in.Token) {
 		return nil, nil // DecideApproval answers it as stale or decided, without the edit.
 	}
-	doc, val, err := oncekey.EditArguments(a.registry, cur.Tool, in.Arguments)
+	doc, val, err := approvaledit.EditArguments(a.registry, cur.Tool, in.Arguments)
 	if err != nil {
 		return nil, invalid(err.Error())
 	}
@@ -123,7 +124,7 @@ func editFingerprint(p oncekey.Policy, op oncekey.Operation, secret []byte) (fp,
 	if fp, err = oncekey.KeyedFingerprint(p, op, secret); err != nil {
 		return "", "", err
 	}
-	return fp, oncekey.ApprovalSummary(p.Approval, op), nil
+	return fp, approvaledit.ApprovalSummary(p.Approval, op), nil
 }
 
 // editRequestToken is the request token of the edit's approval: the same across this activity's

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/approvaledit"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/httpproof"
 	"github.com/oncekey/oncekey/internal/wire"
@@ -328,7 +329,7 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 				return c.configError(errors.New("approval needs a key that does not depend on the activity ID: give the call a step ID (oncekey.WithStepID)"))
 			}
 			hook = "ApprovalPolicy.Summary"
-			c.summary = oncekey.ApprovalSummary(c.policy.Approval, op)
+			c.summary = approvaledit.ApprovalSummary(c.policy.Approval, op)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/approvaledit"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -120,7 +121,7 @@ func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut
 		inner.Metadata[wire.MetadataReason] = []byte(oncekey.ReasonEdited)
 		inner.Metadata[wire.MetadataArguments] = doc
 		var changed []string
-		for _, m := range oncekey.ChangedMembers(a.toolArgs, doc) {
+		for _, m := range approvaledit.ChangedMembers(a.toolArgs, doc) {
 			if !slices.Contains(a.policy.Exclude, m) { // an excluded member is not part of the call
 				changed = append(changed, m)
 			}
@@ -212,7 +213,7 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 		hook = "ApprovalPolicy.Summary"
 		// The worker derives its summary with the same function (call.prepare): the approval
 		// authorises the call only when the two agree.
-		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: oncekey.ApprovalSummary(a.policy.Approval, op)}
+		return approvalRequest{Required: true, Key: key, Fingerprint: fp, Summary: approvaledit.ApprovalSummary(a.policy.Approval, op)}
 	}
 }
 
