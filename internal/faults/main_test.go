@@ -506,9 +506,9 @@ func binaries(t *testing.T) (worker, cli string) {
 			return
 		}
 		// The CLI is a module of its own (cmd/oncekey/go.mod), built from its directory.
-		out, err = exec.Command(gobin, "build", "-C", filepath.Join("..", "cmd", "oncekey"), "-o", filepath.Join(bins.dir, "oncekey"), ".").CombinedOutput()
+		out, err = exec.Command(gobin, "build", "-C", filepath.Join("..", "..", "cmd", "oncekey"), "-o", filepath.Join(bins.dir, "oncekey"), ".").CombinedOutput()
 		if err != nil {
-			bins.err = fmt.Errorf("go build -C ../cmd/oncekey: %v: %s", err, out)
+			bins.err = fmt.Errorf("go build -C ../../cmd/oncekey: %v: %s", err, out)
 			return
 		}
 		bins.worker, bins.cli = filepath.Join(bins.dir, "worker"), filepath.Join(bins.dir, "oncekey")
