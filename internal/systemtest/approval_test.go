@@ -507,7 +507,7 @@ func TestPluginRefusesApprovalWithoutApprovalStore(t *testing.T) {
 	require.Error(t, err)
 	require.ErrorIs(t, err, worker.ErrConfig)
 	require.Contains(t, err.Error(), "CreateTicket")
-	require.Contains(t, err.Error(), "worker_test.hideApprovals")
+	require.Contains(t, err.Error(), "systemtest_test.hideApprovals")
 	if err == nil {
 		w.Stop()
 	}

@@ -50,7 +50,7 @@ func TestE2EResolveByUpdate(t *testing.T) {
 	require.Contains(t, refused.Reason, "tenant")
 	_, err = reconcile.ResolveOutput(ctx, e.c, "default", key, reconcile.Resolution{Epoch: 1, Outcome: reconcile.Applied, Result: json.RawMessage(`"T-1"`)})
 	require.ErrorAs(t, err, &refused)
-	require.Contains(t, refused.Reason, "does not decode into CreateTicket's result type worker_test.Ticket")
+	require.Contains(t, refused.Reason, "does not decode into CreateTicket's result type systemtest_test.Ticket")
 	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED), "refused updates leave no history")
 	require.Zero(t, e.countEvents(t, id, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED))
 
