@@ -175,11 +175,11 @@ type ConfigError struct {
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("interceptor: Options.%s: %s", e.Field, e.Reason)
+	return fmt.Sprintf("oncekey: worker.Options.%s: %s", e.Field, e.Reason)
 }
 
 // ErrConfig is matched by every *ConfigError (errors.Is).
-var ErrConfig = errors.New("interceptor: invalid options")
+var ErrConfig = errors.New("oncekey: invalid worker options")
 
 // Is makes errors.Is(err, ErrConfig) hold for a *ConfigError.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
