@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/textcheck"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -226,11 +227,11 @@ const (
 	// ErrTypeRefused: the resolution cannot settle this operation (a bad outcome, another tenant,
 	// a result that does not decode into the tool's result type, a store refusal); the workflow
 	// keeps waiting. The message says why.
-	ErrTypeRefused = "oncekey.ResolutionRefused"
+	ErrTypeRefused = failure.TypeRefused
 	// ErrTypeNotWaiting: the workflow is not waiting for a resolution: it is still inspecting the
 	// record or waiting for a live claim's lease, another resolution is being recorded, or it
 	// has decided. The message names its state.
-	ErrTypeNotWaiting = "oncekey.NotWaitingForResolution"
+	ErrTypeNotWaiting = failure.TypeNotWaiting
 )
 
 // Output is the result of the reconciliation workflow.

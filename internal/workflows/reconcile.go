@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -18,7 +19,7 @@ import (
 
 // ErrTypeEscalationTimeout is the application error type of a reconciliation that nobody
 // resolved within its EscalationTimeout.
-const ErrTypeEscalationTimeout = "oncekey.EscalationTimeout"
+const ErrTypeEscalationTimeout = failure.TypeEscalationTimeout
 
 // Registry is the part of a worker (or a plugin's or replayer's registry) Register needs.
 type Registry interface {
