@@ -332,7 +332,7 @@ func (e *DecisionRefusedError) Error() string {
 // decideTarget is the approval workflow of key, as the target of a decision.
 func decideTarget(key string) target {
 	return target{op: "decide", noun: "decision", key: key, id: ApprovalWorkflowID(key), update: DecideUpdateName, signal: DecideSignalName,
-		query: ApprovalQueryName, queryOp: "query approval", notWaiting: ErrTypeNotPending, none: ErrNoApproval, list: "list pending approvals with `oncekey approvals`"}
+		query: ApprovalQueryName, queryOp: "query approval", notWaiting: failure.NotPending, none: ErrNoApproval, list: "list pending approvals with `oncekey approvals`"}
 }
 
 // Decide validates d and gives it to the approval workflow of key as the DecideUpdateName

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -305,8 +304,7 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 	var out reconcile.Output
 	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, ActivityType: r.in.ActivityType, Resolution: res}).Get(ctx, &out)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
+		if row, appErr := failure.Of(err); row.Kind == failure.Invalid {
 			return appErr.Error()
 		}
 		r.k.decide(reconcile.Output{}, err)
