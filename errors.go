@@ -115,7 +115,7 @@ func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
 // differs from the namespace, which is the CLI's default tenant, --schema when schema is set, and
 // --direct when direct; --epoch is the epoch, or the placeholder <epoch> when it is 0.
 func resolveCommand(namespace, tenant, schema, key string, epoch int64, direct bool) string {
-	cmd := shell.Cmd("oncekey", "resolve").Arg(key)
+	cmd := shell.Resolve(key)
 	if direct {
 		cmd.Switch("--direct")
 	}
@@ -177,7 +177,7 @@ type RepeatRefusedError struct {
 func (e *RepeatRefusedError) Error() string {
 	return fmt.Sprintf("oncekey: %s (key %s) is a repeat of an operation that is already %s, and its policy refuses repeats (OnHitFailFast); "+
 		"nothing ran and the record is untouched. Find what scheduled the call twice; `%s` shows the first",
-		e.Tool, e.OperationKey, e.Status, shell.Cmd("oncekey", "show").Arg(e.OperationKey))
+		e.Tool, e.OperationKey, e.Status, shell.Show(e.OperationKey))
 }
 
 // InFlightError: another attempt of the same operation holds a live claim. Retry later with the

@@ -302,7 +302,7 @@ func (a *approvalCall) undecided(key string, err error) error {
 	case failure.ForeignRecord:
 		msg = fmt.Sprintf("oncekey: the approval workflow %s refused to ask for %s (%v); nothing ran, and calling it again is refused the same way. "+
 			"The key's approval is another tool's or namespace's: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `%s`",
-			id, a.name, err, shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", a.tenant))
+			id, a.name, err, shell.Show(key).Flag("--tenant", a.tenant))
 	case failure.Config:
 		msg = fmt.Sprintf("oncekey: the approval workflow %s could not ask for %s (%v); nothing ran, and calling it again fails the same way. "+
 			"Fix what the error names on the workers of the approval workflow's task queue, then call it again",

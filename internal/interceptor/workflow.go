@@ -937,7 +937,7 @@ func awaitWorkflow(ctx workflow.Context, tq, summary string, in activities.Await
 // listUnknownCommand returns the `oncekey list` command that finds tenant's unknown outcomes in
 // the store's schema ("" for the search_path), every value quoted with shell.Word.
 func listUnknownCommand(tenant, schema string) string {
-	return shell.Cmd("oncekey", "list").Flag("--status", "unknown").Flag("--tenant", tenant).FlagIf("--schema", schema).String()
+	return shell.ListUnknown().Flag("--tenant", tenant).FlagIf("--schema", schema).String()
 }
 
 func (l *effectfulLoop) reconcileFailed(key string, err error) error {
