@@ -71,7 +71,7 @@ func (e *ApprovalRequiredError) Error() string {
 			s += " by " + e.DecidedBy
 		}
 		return s + "; the call as proposed does not run: the edit runs as its own operation " + e.EditedAs +
-			" (`" + shell.Cmd("oncekey", "show").Arg(e.EditedAs).Flag("--tenant", e.Tenant).String() + "`)"
+			" (`" + shell.Show(e.EditedAs).Flag("--tenant", e.Tenant).String() + "`)"
 	case oncekeystore.ApprovalDenied:
 		s := "oncekey: " + e.Tool + " was denied approval"
 		if e.DecidedBy != "" {

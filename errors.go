@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -23,49 +24,52 @@ var (
 )
 
 // Application error types carried across the activity/workflow boundary as
-// temporal.ApplicationError types. Workflows and Label recognise oncekey failures by them.
+// temporal.ApplicationError types. Workflows and Label recognise oncekey failures by them. Their
+// values ("oncekey.IndeterminateOutcome", "oncekey.FingerprintMismatch", …) are defined once, in
+// oncekey's table of failures, and pinned by its tests: they are stored and sent, and changing one
+// is a breaking change.
 const (
-	ErrTypeIndeterminate       = "oncekey.IndeterminateOutcome"
-	ErrTypeFingerprintMismatch = "oncekey.FingerprintMismatch"
-	ErrTypeInFlight            = "oncekey.InFlight"
-	ErrTypeExpired             = "oncekey.ExpiredOperation"
-	ErrTypeStoreUnavailable    = "oncekey.StoreUnavailable"
-	ErrTypeNotApplied          = "oncekey.NotApplied"
-	ErrTypeFailed              = "oncekey.Failed"
-	ErrTypeUnauthorized        = "oncekey.Unauthorized"
-	ErrTypeResultTooLarge      = "oncekey.ResultTooLarge"
-	ErrTypeConfig              = "oncekey.Config"
+	ErrTypeIndeterminate       = failure.TypeIndeterminate
+	ErrTypeFingerprintMismatch = failure.TypeFingerprintMismatch
+	ErrTypeInFlight            = failure.TypeInFlight
+	ErrTypeExpired             = failure.TypeExpired
+	ErrTypeStoreUnavailable    = failure.TypeStoreUnavailable
+	ErrTypeNotApplied          = failure.TypeNotApplied
+	ErrTypeFailed              = failure.TypeFailed
+	ErrTypeUnauthorized        = failure.TypeUnauthorized
+	ErrTypeResultTooLarge      = failure.TypeResultTooLarge
+	ErrTypeConfig              = failure.TypeConfig
 	// ErrTypeApproval: the call needs an approval it does not have (ApprovalRequiredError).
-	ErrTypeApproval = "oncekey.ApprovalRequired"
+	ErrTypeApproval = failure.TypeApproval
 	// ErrTypeArgsMismatch: the HeaderArgs document the workflow sent is not the document of the
 	// input the tool's body receives (ArgsMismatchError); nothing was claimed or run.
-	ErrTypeArgsMismatch = "oncekey.ArgsMismatch"
+	ErrTypeArgsMismatch = failure.TypeArgsMismatch
 	// ErrTypeApprovalPending: the worker asked a person to approve the call (it wrote the request
 	// to the store) and did not run it; the workflow side waits for the decision and schedules
 	// the call again once approved (ApprovalRequiredError with Status ApprovalPending).
-	ErrTypeApprovalPending = "oncekey.ApprovalPending"
+	ErrTypeApprovalPending = failure.TypeApprovalPending
 	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
 	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same
 	// state. Effectful tools never fail with it: their unsettled outcomes are unknown.
-	ErrTypeUnsettled = "oncekey.Unsettled"
+	ErrTypeUnsettled = failure.TypeUnsettled
 	// ErrTypeLostClaim (retryable): an Idempotent tool's attempt lost its claim while it ran
 	// (its lease was taken over, or the record was resolved): the store refused its fenced write
 	// (or lease renewal) because the record has a newer epoch. The store answered; the attempt
 	// wrote nothing, and another attempt owns the operation now, so a retry observes that one
 	// (waits for it, or replays its result). An Effectful tool's attempt in that case fails with
 	// ErrTypeIndeterminate instead: its effect may have landed.
-	ErrTypeLostClaim = "oncekey.LostClaim"
+	ErrTypeLostClaim = failure.TypeLostClaim
 	// ErrTypeTxMisuse (non-retryable): a Transactional tool's body misused its transaction
 	// (TxMisuseError); it was rolled back and the claim given back.
-	ErrTypeTxMisuse = "oncekey.TxMisuse"
+	ErrTypeTxMisuse = failure.TypeTxMisuse
 	// ErrTypeRepeatRefused (non-retryable): a repeat of a settled operation of a tool whose policy
 	// says OnHitFailFast (RepeatRefusedError). Nothing ran or was replayed; the record is
 	// untouched.
-	ErrTypeRepeatRefused = "oncekey.RepeatRefused"
+	ErrTypeRepeatRefused = failure.TypeRepeatRefused
 	// ErrTypeAsyncCompletion (non-retryable): an Effectful or Transactional tool's body returned
 	// activity.ErrResultPending (AsyncCompletionError).
-	ErrTypeAsyncCompletion = "oncekey.AsyncCompletion"
+	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,
@@ -111,7 +115,7 @@ func (e *IndeterminateOutcomeError) Unwrap() error { return e.Cause }
 // differs from the namespace, which is the CLI's default tenant, --schema when schema is set, and
 // --direct when direct; --epoch is the epoch, or the placeholder <epoch> when it is 0.
 func resolveCommand(namespace, tenant, schema, key string, epoch int64, direct bool) string {
-	cmd := shell.Cmd("oncekey", "resolve").Arg(key)
+	cmd := shell.Resolve(key)
 	if direct {
 		cmd.Switch("--direct")
 	}
@@ -173,7 +177,7 @@ type RepeatRefusedError struct {
 func (e *RepeatRefusedError) Error() string {
 	return fmt.Sprintf("oncekey: %s (key %s) is a repeat of an operation that is already %s, and its policy refuses repeats (OnHitFailFast); "+
 		"nothing ran and the record is untouched. Find what scheduled the call twice; `%s` shows the first",
-		e.Tool, e.OperationKey, e.Status, shell.Cmd("oncekey", "show").Arg(e.OperationKey))
+		e.Tool, e.OperationKey, e.Status, shell.Show(e.OperationKey))
 }
 
 // InFlightError: another attempt of the same operation holds a live claim. Retry later with the

@@ -3,6 +3,7 @@ package oncekey
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey/internal/errdetail"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -317,14 +319,14 @@ func label(result any, err error) ToolResult {
 		schema   *oncekeystore.StoreSchemaError
 		big      *oncekeystore.ResultTooLargeError
 		approval *ApprovalRequiredError
-		appErr   *temporal.ApplicationError
 		timeout  *temporal.TimeoutError
 		cancel   *temporal.CanceledError
 		details  errorDetails
 	)
-	errType, nonRetryable := "", false
-	if errors.As(err, &appErr) {
-		errType, nonRetryable = appErr.Type(), appErr.NonRetryable()
+	row, appErr := failure.Of(err)
+	nonRetryable := false
+	if appErr != nil {
+		nonRetryable = appErr.NonRetryable()
 		if d, ok := readDetails(appErr); ok {
 			details = d
 			tr.OperationKey = details.OperationKey
@@ -335,27 +337,90 @@ func label(result any, err error) ToolResult {
 			tr.RetryAfter = d
 		}
 	}
+	is := func(kinds ...failure.Kind) bool { return slices.Contains(kinds, row.Kind) }
+	// kind is the row of the failure table whose label the error gets: its type's, or the one
+	// this package's error travels as; None for the cases after.
+	var kind failure.Kind
 	switch {
-	case errors.As(err, &ind) || errType == ErrTypeIndeterminate:
-		tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
+	case errors.As(err, &ind) || is(failure.Indeterminate):
+		kind = failure.Indeterminate
 		if ind != nil {
 			tr.OperationKey = ind.OperationKey
 		}
-	case errors.As(err, &big) || errType == ErrTypeResultTooLarge:
-		// The tool ran and its result could not be stored: the effect may have landed. For an
-		// Idempotent tool the interceptor gave the claim back (its details say failed): running
-		// it again is safe but gives the same oversized result, so stop.
-		tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
-		if details.Outcome == OutcomeFailed {
-			tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextStop, true
-		}
+	case errors.As(err, &big) || is(failure.ResultTooLarge):
+		kind = failure.ResultTooLarge
 		if big != nil {
 			tr.OperationKey = big.OperationKey
 		}
-	case errors.As(err, &approval) || errType == ErrTypeApproval || errType == ErrTypeApprovalPending:
+	case errors.As(err, &approval) || is(failure.Approval, failure.ApprovalPending):
+		kind = failure.Approval
+		if approval != nil {
+			tr.OperationKey = approval.OperationKey
+		}
+	case errors.As(err, &fpm) || is(failure.FingerprintMismatch):
+		// The same operation was made before with other arguments: a conflict (the IETF
+		// idempotency draft's 422). Nothing ran; the record is untouched.
+		kind = failure.FingerprintMismatch
+		if fpm != nil {
+			tr.OperationKey = fpm.OperationKey
+		}
+	case errors.As(err, &repeat) || is(failure.RepeatRefused):
+		// The tool's policy refuses repeats (OnHitFailFast) and this call repeats a settled
+		// operation: nothing ran, and the same call is refused again.
+		kind = failure.RepeatRefused
+		if repeat != nil {
+			tr.OperationKey = repeat.OperationKey
+		}
+	case is(failure.ArgsMismatch):
+		// The arguments the worker received are not the ones the workflow scheduled (a workflow
+		// worker without oncekey's interceptor, or a converter that changes values): nothing
+		// ran, and the same call fails the same way until the deployment is fixed.
+		kind = failure.ArgsMismatch
+	case is(failure.Unauthorized):
+		// Policy.Authorize refused: the same call would be refused again.
+		kind = failure.Unauthorized
+	case errors.As(err, &inf) || is(failure.InFlight, failure.LostClaim):
+		kind = failure.InFlight
+		if inf != nil {
+			tr.OperationKey, tr.RetryAfter = inf.OperationKey, inf.RetryAfter
+		}
+	case errors.As(err, &exp) || is(failure.Expired):
+		kind = failure.Expired
+		if exp != nil {
+			tr.OperationKey = exp.OperationKey
+		}
+	case errors.As(err, &su) || is(failure.StoreUnavailable, failure.Unsettled):
+		kind = failure.StoreUnavailable
+	case IsNotApplied(err) || is(failure.NotApplied):
+		kind = failure.NotApplied
+	case IsFailed(err) || is(failure.Failed, failure.Config) || errors.Is(err, ErrNoKey) || errors.As(err, &schema):
+		kind = failure.Failed
+	case errors.As(err, &timeout):
+		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			// No worker picked the task up: the tool never started.
+			tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextPoll, true
+		} else {
+			tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
+		}
+		return tr
+	case errors.As(err, &cancel):
+		tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
+		return tr
+	default:
+		tr.Status, tr.NextAction = OutcomeFailed, NextStop
+		return tr
+	}
+	r := failure.Get(kind)
+	tr.Status, tr.NextAction, tr.Reason, tr.SafeToRepeat = Outcome(r.Label.Status), r.Label.Next, r.Label.Reason, r.Label.SafeToRepeat
+	switch {
+	case kind == failure.ResultTooLarge && details.Outcome == OutcomeFailed:
+		// The tool ran and its result could not be stored: the effect may have landed. For an
+		// Idempotent tool the interceptor gave the claim back (its details say failed): running
+		// it again is safe but gives the same oversized result, so stop.
+		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextStop, true
+	case kind == failure.Approval:
 		// Nothing ran. A person's denial stands for the operation's repeats; a request nobody
 		// decided in time, or none at all, can be asked again.
-		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextAsk, ReasonNotApproved
 		if (approval != nil && approval.Status == oncekeystore.ApprovalDenied) || details.Reason == approvalDeniedReason {
 			tr.NextAction, tr.Reason = NextStop, ReasonDenied
 		}
@@ -368,62 +433,8 @@ func label(result any, err error) ToolResult {
 		if oncekeystore.ModelMessageProblem(details.ModelMessage) == "" {
 			tr.Message = details.ModelMessage
 		}
-		if approval != nil {
-			tr.OperationKey = approval.OperationKey
-		}
-	case errors.As(err, &fpm) || errType == ErrTypeFingerprintMismatch:
-		// The same operation was made before with other arguments: a conflict (the IETF
-		// idempotency draft's 422). Nothing ran; the record is untouched.
-		tr.Status, tr.NextAction = OutcomeConflict, NextFix
-		if fpm != nil {
-			tr.OperationKey = fpm.OperationKey
-		}
-	case errors.As(err, &repeat) || errType == ErrTypeRepeatRefused:
-		// The tool's policy refuses repeats (OnHitFailFast) and this call repeats a settled
-		// operation: nothing ran, and the same call is refused again.
-		tr.Status, tr.NextAction, tr.Reason = OutcomeConflict, NextStop, ReasonRepeat
-		if repeat != nil {
-			tr.OperationKey = repeat.OperationKey
-		}
-	case errType == ErrTypeArgsMismatch:
-		// The arguments the worker received are not the ones the workflow scheduled (a workflow
-		// worker without oncekey's interceptor, or a converter that changes values): nothing
-		// ran, and the same call fails the same way until the deployment is fixed.
-		tr.Status, tr.NextAction = OutcomeFailed, NextStop
-	case errType == ErrTypeUnauthorized:
-		// Policy.Authorize refused: the same call would be refused again.
-		tr.Status, tr.NextAction, tr.Reason = OutcomeRejected, NextStop, ReasonNotAuthorized
-	case errors.As(err, &inf) || errType == ErrTypeInFlight || errType == ErrTypeLostClaim:
-		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeInFlight, NextPoll, true
-		if inf != nil {
-			tr.OperationKey, tr.RetryAfter = inf.OperationKey, inf.RetryAfter
-		}
-	case errors.As(err, &exp) || errType == ErrTypeExpired:
-		tr.Status, tr.NextAction = OutcomeExpired, NextAsk
-		if exp != nil {
-			tr.OperationKey = exp.OperationKey
-		}
-	case errors.As(err, &su) || errType == ErrTypeStoreUnavailable || errType == ErrTypeUnsettled:
-		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextPoll, true
-	case IsNotApplied(err) || errType == ErrTypeNotApplied:
-		tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextPoll, true
-		if nonRetryable {
-			tr.NextAction = NextStop // nothing happened, but the same call would be refused again
-		}
-	case IsFailed(err) || errType == ErrTypeFailed || errType == ErrTypeConfig || errors.Is(err, ErrNoKey) ||
-		errors.As(err, &schema):
-		tr.Status, tr.NextAction = OutcomeFailed, NextStop
-	case errors.As(err, &timeout):
-		if timeout.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-			// No worker picked the task up: the tool never started.
-			tr.Status, tr.NextAction, tr.SafeToRepeat = OutcomeFailed, NextPoll, true
-		} else {
-			tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
-		}
-	case errors.As(err, &cancel):
-		tr.Status, tr.NextAction = OutcomeUnknown, NextReconcile
-	default:
-		tr.Status, tr.NextAction = OutcomeFailed, NextStop
+	case r.Class == failure.RetryIfRetryable && nonRetryable:
+		tr.NextAction = NextStop // nothing happened, but the same call would be refused again
 	}
 	return tr
 }

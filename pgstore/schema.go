@@ -115,7 +115,7 @@ func (s *Store) schemaError(ctx context.Context, op string, problem schemaProble
 
 	migrate := "pgstore.Migrate / pgstore.MigrateSchema (or `oncekey migrate [--schema S]`)"
 	if s.schema != "" {
-		migrate = fmt.Sprintf("pgstore.MigrateSchema(ctx, pool, %q) (or `%s`)", s.schema, shell.Cmd("oncekey", "migrate").Flag("--schema", s.schema))
+		migrate = fmt.Sprintf("pgstore.MigrateSchema(ctx, pool, %q) (or `%s`)", s.schema, shell.Migrate().Flag("--schema", s.schema))
 	}
 	db := "this database"
 	if known {

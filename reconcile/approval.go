@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/textcheck"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -303,10 +304,10 @@ type ApprovalEscalated struct {
 const (
 	// ErrTypeDecisionRefused: the decision cannot settle this approval (another tenant, another
 	// episode, a denial without a reason, the store's refusal); the workflow keeps waiting.
-	ErrTypeDecisionRefused = "oncekey.DecisionRefused"
+	ErrTypeDecisionRefused = failure.TypeDecisionRefused
 	// ErrTypeNotPending: the workflow is not waiting for a decision: it is still asking the store,
 	// another decision is being recorded, or it has decided. The message names its state.
-	ErrTypeNotPending = "oncekey.ApprovalNotPending"
+	ErrTypeNotPending = failure.TypeNotPending
 )
 
 // ErrNoApproval: no approval workflow is running for the key: nothing asked, or it already
@@ -331,7 +332,7 @@ func (e *DecisionRefusedError) Error() string {
 // decideTarget is the approval workflow of key, as the target of a decision.
 func decideTarget(key string) target {
 	return target{op: "decide", noun: "decision", key: key, id: ApprovalWorkflowID(key), update: DecideUpdateName, signal: DecideSignalName,
-		query: ApprovalQueryName, queryOp: "query approval", notWaiting: ErrTypeNotPending, none: ErrNoApproval, list: "list pending approvals with `oncekey approvals`"}
+		query: ApprovalQueryName, queryOp: "query approval", notWaiting: failure.NotPending, none: ErrNoApproval, list: "list pending approvals with `oncekey approvals`"}
 }
 
 // Decide validates d and gives it to the approval workflow of key as the DecideUpdateName

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/textcheck"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -226,11 +227,11 @@ const (
 	// ErrTypeRefused: the resolution cannot settle this operation (a bad outcome, another tenant,
 	// a result that does not decode into the tool's result type, a store refusal); the workflow
 	// keeps waiting. The message says why.
-	ErrTypeRefused = "oncekey.ResolutionRefused"
+	ErrTypeRefused = failure.TypeRefused
 	// ErrTypeNotWaiting: the workflow is not waiting for a resolution: it is still inspecting the
 	// record or waiting for a live claim's lease, another resolution is being recorded, or it
 	// has decided. The message names its state.
-	ErrTypeNotWaiting = "oncekey.NotWaitingForResolution"
+	ErrTypeNotWaiting = failure.TypeNotWaiting
 )
 
 // Output is the result of the reconciliation workflow.
@@ -416,7 +417,7 @@ func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r R
 // resolveTarget is the reconciliation workflow of key, as the target of a resolution.
 func resolveTarget(key string) target {
 	return target{op: "resolve", noun: "resolution", key: key, id: WorkflowID(key), update: UpdateName, signal: SignalName,
-		query: QueryName, queryOp: "status", notWaiting: ErrTypeNotWaiting, none: ErrNoReconciliation, list: "list open operations with reconcile.List"}
+		query: QueryName, queryOp: "status", notWaiting: failure.NotWaiting, none: ErrNoReconciliation, list: "list open operations with reconcile.List"}
 }
 
 // settledAsSent returns nil when out is the decision r made (its outcome and its RequestID), else a
@@ -444,9 +445,9 @@ type target struct {
 	// its query (whose report says where it stands and which signal it refused last); queryOp
 	// names the query in errors ("status").
 	update, signal, query, queryOp string
-	// notWaiting is the application error type of the update's refusal that means "not yet":
+	// notWaiting is the kind (failure table row) of the update's refusal that means "not yet":
 	// the signal is sent instead, and is taken once the workflow waits.
-	notWaiting string
+	notWaiting failure.Kind
 	// none is the sentinel of a workflow that does not exist (ErrNoReconciliation, ErrNoApproval)
 	// and list says where to find the ones that do.
 	none error
@@ -512,7 +513,7 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 			return true, "", nil // no worker took it in time: the signal is durable
 		case errors.As(err, &unimpl), errors.As(err, &denied), errors.As(err, &precond):
 			return true, "", nil // the server does not take updates (for this workflow)
-		case errors.As(err, &rejected) && rejected.Type() == t.notWaiting:
+		case failure.Is(err, t.notWaiting):
 			return true, "", nil // not waiting yet: the signal is taken once it waits
 		case errors.As(err, &rejected):
 			return false, rejected.Message(), nil
@@ -527,7 +528,7 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 			timeout  *client.WorkflowUpdateServiceTimeoutOrCanceledError
 		)
 		switch {
-		case errors.As(err, &rejected) && rejected.Type() == t.notWaiting:
+		case failure.Is(err, t.notWaiting):
 			return true, "", nil
 		case errors.As(err, &rejected):
 			return false, rejected.Message(), nil

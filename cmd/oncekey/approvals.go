@@ -312,7 +312,7 @@ func noRecordLine(ap *approvalView) string {
 // approvalsCommand is the `oncekey approvals` command for tenant, with the flags it needs to read
 // the table this command was pointed at.
 func (a *app) approvalsCommand(tenant string) string {
-	return a.db(shell.Cmd("oncekey", "approvals").Flag("--tenant", tenant)).String()
+	return a.db(shell.Approvals().Flag("--tenant", tenant)).String()
 }
 
 // deliveredView is a decision delivered to a pending approval's workflow that no worker has

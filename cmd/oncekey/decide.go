@@ -175,7 +175,7 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 					return err // why: another tenant's approval, or one decided already
 				}
 				return fail(exitFailed, "%s; `%s` shows each approval's tenant and episode",
-					decisiontext.Approval.Refused(id, printable(oneLine(errors.New(reason)))), a.db(shell.Cmd("oncekey", "approvals").Flag("--status", "all")))
+					decisiontext.Approval.Refused(id, printable(oneLine(errors.New(reason)))), a.db(shell.Approvals().Flag("--status", "all")))
 			},
 			noNamespace: func(err error) error {
 				if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
@@ -285,7 +285,7 @@ func decidedError(a *app, ap *oncekeystore.Approval) error {
 
 // approvalNotFound is the error of a decision for a key that has no approval under tenant.
 func (a *app) approvalNotFound(key, tenant string, tenantGiven bool) error {
-	list := a.db(shell.Cmd("oncekey", "approvals")).String()
+	list := a.db(shell.Approvals()).String()
 	return a.notFound("approval", key, tenant, tenantGiven, list,
 		"`"+list+"` lists what waits, with each approval's tenant: run again with --tenant set to it")
 }
@@ -314,7 +314,7 @@ func (a *app) decideCommand(kind reconcile.DecisionKind, key, tenant string, epi
 // decideCommandWith is decideCommand in namespace ns, with the --reason and --by of f when f is
 // not nil and they were given.
 func (a *app) decideCommandWith(kind reconcile.DecisionKind, key, tenant string, episode int64, ns string, f *decideFlags) string {
-	c := shell.Cmd("oncekey", string(kind)).Arg(key).Flag("--tenant", tenant)
+	c := shell.Decide(string(kind), key, tenant)
 	if episode > 0 {
 		c.Int("--episode", episode)
 	}

@@ -186,7 +186,7 @@ func (a *app) directCommand(key string, f *resolveFlags) string {
 }
 
 func resolveCommand(a *app, key string, f *resolveFlags, direct bool) string {
-	c := a.withAddress(shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", f.tenant).Int("--epoch", f.epoch))
+	c := a.withAddress(shell.Resolve(key).Flag("--tenant", f.tenant).Int("--epoch", f.epoch))
 	if ns := a.ns(); ns != "default" {
 		c.Flag("--namespace", ns)
 	}

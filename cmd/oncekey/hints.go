@@ -35,17 +35,17 @@ func (a *app) db(c *shell.Command) *shell.Command {
 // showCommand returns the `oncekey show` command for key under tenant, with the flags it needs to
 // read the table this command was pointed at.
 func (a *app) showCommand(key, tenant string) string {
-	return a.db(shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", tenant)).String()
+	return a.db(shell.Show(key).Flag("--tenant", tenant)).String()
 }
 
 // recordNotFound is the error of a command that looked up key under tenant and found no record:
 // it names what was searched and what to run next. tenantGiven is false when the tenant was
 // defaulted to the namespace.
 func (a *app) recordNotFound(key, tenant string, tenantGiven bool) error {
-	list := a.db(shell.Cmd("oncekey", "list")).String()
+	list := a.db(shell.List()).String()
 	return a.notFound("record", key, tenant, tenantGiven, list, fmt.Sprintf(
 		"`%s` shows each record's tenant (`%s` this tenant's records): run again with --tenant set to the record's tenant",
-		list, a.db(shell.Cmd("oncekey", "list").Flag("--tenant", tenant))))
+		list, a.db(shell.List().Flag("--tenant", tenant))))
 }
 
 // notFound is the error of a command that looked up key under tenant and found no what ("record",

@@ -20,7 +20,7 @@ func (a *app) printUnsettled(n int64, oldest time.Time, verb string) {
 		return
 	}
 	fmt.Fprintf(a.stdout, "%s %d unknown or pending record(s) past their retention, the oldest created %s: an unsettled record is kept until it is settled; find them with `%s` and resolve them\n",
-		verb, n, age(oldest), a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")))
+		verb, n, age(oldest), a.db(shell.ListUnknown()))
 }
 
 func newPurgeCmd(a *app) *cobra.Command {

@@ -555,12 +555,12 @@ func newStatsCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "tenants: %d", len(sv.ByTenant))
 				if sv.OldestUnknown != nil {
-					list := a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")).FlagIf("--tenant", tenant)
+					list := a.db(shell.ListUnknown()).FlagIf("--tenant", tenant)
 					fmt.Fprintf(a.stdout, "; oldest unknown updated %s (find them with `%s`; `oncekey resolve --help` says how to settle each)", age(*sv.OldestUnknown), list)
 				}
 				if sv.OldestApproval != nil {
 					fmt.Fprintf(a.stdout, "; %d call(s) wait for approval, the oldest asked %s (`%s` lists them)", sv.ApprovalsPending, age(*sv.OldestApproval),
-						a.db(shell.Cmd("oncekey", "approvals")).FlagIf("--tenant", tenant))
+						a.db(shell.Approvals()).FlagIf("--tenant", tenant))
 				}
 				fmt.Fprintln(a.stdout)
 				return nil

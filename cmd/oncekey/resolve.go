@@ -99,7 +99,7 @@ func newResolveCmd(a *app) *cobra.Command {
 				id := reconcile.WorkflowID(key)
 				if err := a.decisionError(ctx, c, sentDecision{
 					p: decisiontext.Reconciliation, verb: "resolve", noun: decisiontext.Reconciliation.Decision, key: key,
-					show: a.showCommand(key, f.tenant), status: "unknown", list: a.db(shell.Cmd("oncekey", "list").Flag("--status", "unknown")).String(),
+					show: a.showCommand(key, f.tenant), status: "unknown", list: a.db(shell.ListUnknown()).String(),
 					stored: func() error { return a.alreadySettled(ctx, key, f.tenant) },
 					next: fmt.Sprintf("`%s` shows the record's status, and if it is still unknown `%s` writes the decision straight to the store",
 						a.showCommand(key, f.tenant), a.directCommand(key, &f)),
@@ -190,7 +190,7 @@ func (f *resolveFlags) resolution(a *app, keyArg string) (reconcile.Resolution, 
 	}
 	if f.epoch < 1 {
 		return reconcile.Resolution{}, "", fail(exitUsage, "give --epoch: the record's epoch the decision is for, as `%s` prints it; "+
-			"a decision names the episode it was made for, so that it is refused once the operation has moved on", shell.Cmd("oncekey", "show").Arg(key))
+			"a decision names the episode it was made for, so that it is refused once the operation has moved on", shell.Show(key))
 	}
 	by := f.defaults(a)
 	switch {

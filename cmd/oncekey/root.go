@@ -350,7 +350,7 @@ func (a *app) storeError(op string, err error) error {
 			where = a.pg.String()
 		}
 		return fail(exitFailed, "%s: %s has oncekey's records but no approvals table yet (pgstore migration 003_approvals); run `%s` with the same database settings to add it",
-			op, where, a.db(shell.Cmd("oncekey", "migrate")))
+			op, where, a.db(shell.Migrate()))
 	case pgErr != nil && pgErr.Code == "42P01":
 		return a.missingTables(op, schemaErr)
 	case errors.As(err, &su), errors.Is(err, context.DeadlineExceeded):
@@ -377,10 +377,10 @@ func (a *app) missingTables(op string, schemaErr *oncekeystore.StoreSchemaError)
 			pass = "--schema with the one you meant"
 		}
 		return fail(exitFailed, "%s: the oncekey tables are not in %s; that database has them in schema %s: pass %s (or run `%s` to create them in %s)",
-			op, where, strings.Join(schemaErr.Elsewhere, ", "), pass, a.db(shell.Cmd("oncekey", "migrate")), in)
+			op, where, strings.Join(schemaErr.Elsewhere, ", "), pass, a.db(shell.Migrate()), in)
 	}
 	return fail(exitFailed, "%s: the oncekey tables do not exist in %s; run `%s` with the same database settings to create them in %s, or point --database-url and --schema at the database that holds them",
-		op, where, a.db(shell.Cmd("oncekey", "migrate")), in)
+		op, where, a.db(shell.Migrate()), in)
 }
 
 // oneLine flattens an error message onto one line.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -35,7 +36,7 @@ const (
 
 // ErrTypeInvalid is the application error type of a request these activities refuse for good
 // (a malformed resolution, a record in a status that cannot be resolved). Non-retryable.
-const ErrTypeInvalid = "oncekey.InvalidResolution"
+const ErrTypeInvalid = failure.TypeInvalid
 
 // Activities are oncekey's own activities. Build them with New and register them with Register.
 type Activities struct {
@@ -129,7 +130,7 @@ type RecordRef struct {
 // ErrTypeForeignRecord is the application error type (non-retryable) of a request for a record
 // the calling workflow may not act on: the record was claimed by a workflow of another Temporal
 // namespace, or is of another tool than the request names. Nothing was read out or written.
-const ErrTypeForeignRecord = "oncekey.ForeignRecord"
+const ErrTypeForeignRecord = failure.TypeForeignRecord
 
 // bound refuses rec to a caller that may not act on it: an activity of a workflow in another
 // namespace than the one whose claim created rec (records written before the namespace was

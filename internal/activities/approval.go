@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -91,7 +92,7 @@ func boundApproval(ctx context.Context, ap *oncekeystore.Approval, tool string) 
 // no worker asked for approval of the key: the store holds no approval for it, or one asked
 // under the earlier protocol (no Token). A decision sent to the approval workflow then
 // authorises nothing.
-const ErrTypeNoWorkerRequest = "oncekey.NoWorkerRequest"
+const ErrTypeNoWorkerRequest = failure.TypeNoWorkerRequest
 
 // RequestApproval reads the request for approval of in.OperationKey that a worker made (the
 // interceptor writes it, with the summary it derives and a token it mints, when a call that

@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/approvaledit"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/httpproof"
 	"github.com/oncekey/oncekey/internal/wire"
@@ -652,7 +653,7 @@ func (c *call) replayFailure(rec *oncekeystore.Record) error {
 	c.outcome = oncekey.OutcomeFailed
 	msg := failureMessage(rec.Failure)
 	typ := oncekey.ErrTypeFailed
-	if d, _ := failuredoc.Decode(rec.Failure); d.Type == oncekey.ErrTypeAsyncCompletion {
+	if d, _ := failuredoc.Decode(rec.Failure); failure.OfType(d.Type).Kind == failure.AsyncCompletion {
 		typ = oncekey.ErrTypeAsyncCompletion // a refused hand-off is given again under the type it was refused with
 	}
 	return c.appError(fmt.Sprintf("oncekey: %s (key %s) failed before; replaying the remembered failure without running it: %s", c.tool, c.key, msg),
@@ -1122,14 +1123,7 @@ func detailedError(msg, typ string, nonRetryable bool, cause error, d oncekey.De
 // temporal.ApplicationErrorCategoryBenign, so the SDK logs them at Debug rather than as an
 // "Activity error." at Error and counts no failure, and the one line oncekey logs (report) says
 // what happened; `oncekey show` holds the explanation.
-func expectedRefusal(typ string) bool {
-	switch typ {
-	case oncekey.ErrTypeFingerprintMismatch, oncekey.ErrTypeUnauthorized, oncekey.ErrTypeApproval, oncekey.ErrTypeApprovalPending,
-		oncekey.ErrTypeExpired, oncekey.ErrTypeRepeatRefused:
-		return true
-	}
-	return false
-}
+func expectedRefusal(typ string) bool { return failure.OfType(typ).Refusal }
 
 // report emits the metrics, the log line and the OnEvent event for the call.
 func (c *call) report(ctx context.Context, err error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/approvaledit"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -135,8 +136,7 @@ func (a *approvalCall) settleEdit(ctx workflow.Context, s workflow.Settable, fut
 // pendingRequest returns the request a worker made for an attempt it refused with
 // oncekey.ErrTypeApprovalPending (from the error's Details), and whether err is that refusal.
 func pendingRequest(err error) (approvalRequest, bool) {
-	var appErr *temporal.ApplicationError
-	if err == nil || !errors.As(err, &appErr) || appErr.Type() != oncekey.ErrTypeApprovalPending {
+	if !failure.Is(err, failure.ApprovalPending) {
 		return approvalRequest{}, false
 	}
 	d, ok := oncekey.ErrorDetails(err)
@@ -299,11 +299,11 @@ func (a *approvalCall) undecided(key string, err error) error {
 	id := reconcile.ApprovalWorkflowID(key)
 	var msg string
 	switch undecidedRefusal(err) {
-	case activities.ErrTypeForeignRecord:
+	case failure.ForeignRecord:
 		msg = fmt.Sprintf("oncekey: the approval workflow %s refused to ask for %s (%v); nothing ran, and calling it again is refused the same way. "+
 			"The key's approval is another tool's or namespace's: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `%s`",
-			id, a.name, err, shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", a.tenant))
-	case oncekey.ErrTypeConfig:
+			id, a.name, err, shell.Show(key).Flag("--tenant", a.tenant))
+	case failure.Config:
 		msg = fmt.Sprintf("oncekey: the approval workflow %s could not ask for %s (%v); nothing ran, and calling it again fails the same way. "+
 			"Fix what the error names on the workers of the approval workflow's task queue, then call it again",
 			id, a.name, err)
@@ -315,23 +315,23 @@ func (a *approvalCall) undecided(key string, err error) error {
 		oncekey.Details{Tenant: a.tenant, OperationKey: key, Tool: a.name, Outcome: oncekey.OutcomeRejected, Reason: reasonNotApproved})
 }
 
-// undecidedRefusal returns the type of the application error in err's chain that asking again
-// cannot get past: activities.ErrTypeForeignRecord (the key's approval is another namespace's or
-// tool's) or oncekey.ErrTypeConfig (a store without approvals, a request the store refuses as
-// given); "" for anything else.
-func undecidedRefusal(err error) string {
+// undecidedRefusal returns the kind of the application error in err's chain that asking again
+// cannot get past: failure.ForeignRecord (the key's approval is another namespace's or tool's)
+// or failure.Config (a store without approvals, a request the store refuses as given);
+// failure.None for anything else.
+func undecidedRefusal(err error) failure.Kind {
 	for err != nil {
-		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) {
-			return ""
+		row, appErr := failure.Of(err)
+		if appErr == nil {
+			return failure.None
 		}
-		switch appErr.Type() {
-		case activities.ErrTypeForeignRecord, oncekey.ErrTypeConfig:
-			return appErr.Type()
+		switch row.Kind {
+		case failure.ForeignRecord, failure.Config:
+			return row.Kind
 		}
 		err = appErr.Unwrap()
 	}
-	return ""
+	return failure.None
 }
 
 // refusal returns nil for an approved call of req's fingerprint, else the call's error: a

@@ -137,7 +137,7 @@ func (c *call) ask(ctx context.Context, s oncekeystore.ApprovalStore, supersede 
 		d.Reason = "approval of another namespace or tool"
 		return c.refusal(fmt.Sprintf("oncekey: %s did not run: the approval of its key %s is %s's, tool %s, not this call's; nothing was asked and nothing ran, "+
 			"and calling it again is refused the same way: give this call a step ID of its own (oncekey.WithStepID), or see whose it is with `%s`",
-			c.tool, c.key, shell.Word(ap.Namespace), shell.Word(ap.Tool), shell.Cmd("oncekey", "show").Arg(c.key).Flag("--tenant", c.op.Tenant)), activities.ErrTypeForeignRecord, d)
+			c.tool, c.key, shell.Word(ap.Namespace), shell.Word(ap.Tool), shell.Show(c.key).Flag("--tenant", c.op.Tenant)), activities.ErrTypeForeignRecord, d)
 	case ap.Fingerprint != c.fp:
 		d.Reason = "fingerprint mismatch"
 		e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: ap.Fingerprint, Got: c.fp}

@@ -37,7 +37,7 @@ func reconcileChild(key, tq string, in reconcile.Input) child {
 			"This workflow settles it: the record, the tool's receipt lookup, or a person's decision "+
 			"(`%s` with --applied, --not-applied or --failed, or the %s update). "+
 			"Its current details say where it stands.", mdtext.Text(in.Tool), mdtext.Text(in.Tenant), key, mdtext.Text(in.Reason),
-			shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", in.Tenant), reconcile.UpdateName),
+			shell.Resolve(key).Flag("--tenant", in.Tenant), reconcile.UpdateName),
 	}
 	if in.WorkflowID == "" {
 		// A standalone activity's (its step is "activity/<activity ID>").
@@ -72,8 +72,8 @@ func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
 		"approve with `%s`, deny with `%s`, or send the %s update; "+
 		"nobody deciding within %s denies it.",
 		mdtext.Call(in.Tool, in.StepID, in.WorkflowID), mdtext.Text(in.Tenant), key, mdtext.Text(in.Summary),
-		shell.Cmd("oncekey", "approve").Arg(key).Flag("--tenant", in.Tenant),
-		shell.Cmd("oncekey", "deny").Arg(key).Flag("--tenant", in.Tenant).Placeholder("--reason", "<why>"),
+		shell.Decide("approve", key, in.Tenant),
+		shell.Decide("deny", key, in.Tenant).Placeholder("--reason", "<why>"),
 		reconcile.DecideUpdateName, in.Timeout)
 	return summary, details
 }

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failure"
 )
 
 // newError returns the application error of type typ that oncekey returns to a workflow, with
@@ -22,7 +23,7 @@ func newError(msg, typ string, opts temporal.ApplicationErrorOptions, d oncekey.
 	}
 	switch {
 	case opts.Cause == nil:
-	case typ == oncekey.ErrTypeFailed || typ == oncekey.ErrTypeNotApplied:
+	case failure.OfType(typ).ToolCause:
 		opts.Cause = toolCause(opts.Cause)
 	default:
 		if c := operatorText(opts.Cause); !strings.Contains(d.Message, c) {

@@ -2,7 +2,6 @@ package interceptor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/reconcile"
 )
@@ -102,14 +102,13 @@ const standaloneStartTimeout = 15 * time.Second
 // settleStandalone is what follows a standalone call's error err: a reconciliation of an unknown
 // outcome, or the start of an approval workflow; any other error is returned as it is.
 func (c *call) settleStandalone(ctx context.Context, in *tinterceptor.ExecuteActivityInput, err error) (any, error) {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || c.key == "" {
+	if c.key == "" {
 		return nil, err
 	}
-	switch {
-	case appErr.Type() == oncekey.ErrTypeApprovalPending:
+	switch row, _ := failure.Of(err); {
+	case row.Kind == failure.ApprovalPending:
 		return nil, c.startApproval(ctx, err)
-	case appErr.Type() == oncekey.ErrTypeIndeterminate && c.handOver:
+	case row.Class == failure.Reconcile && c.handOver:
 		return c.reconcileStandalone(ctx, in, err)
 	}
 	return nil, err

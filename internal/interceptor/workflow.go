@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/reconcile"
@@ -454,18 +455,15 @@ func classify(err error) (failureClass, time.Duration) {
 		}
 		return classFail, 0
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		switch appErr.Type() {
-		case oncekey.ErrTypeNotApplied:
-			if !appErr.NonRetryable() {
-				return classRetry, appErr.NextRetryDelay()
-			}
-		case oncekey.ErrTypeInFlight, oncekey.ErrTypeStoreUnavailable:
+	switch row, appErr := failure.Of(err); row.Class {
+	case failure.RetryIfRetryable:
+		if !appErr.NonRetryable() {
 			return classRetry, appErr.NextRetryDelay()
-		case oncekey.ErrTypeIndeterminate:
-			return classReconcile, 0
 		}
+	case failure.Retry:
+		return classRetry, appErr.NextRetryDelay()
+	case failure.Reconcile:
+		return classReconcile, 0
 	}
 	return classFail, 0
 }
@@ -636,19 +634,7 @@ func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 }
 
 func (l *effectfulLoop) nonRetryableType(err error) bool {
-	if l.opts.RetryPolicy == nil {
-		return false
-	}
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		return false
-	}
-	for _, t := range l.opts.RetryPolicy.NonRetryableErrorTypes {
-		if t == appErr.Type() {
-			return true
-		}
-	}
-	return false
+	return l.opts.RetryPolicy != nil && failure.TypeIn(err, l.opts.RetryPolicy.NonRetryableErrorTypes)
 }
 
 // settleRaw settles s with the attempt's result payloads, re-encoded through the data converter
@@ -951,7 +937,7 @@ func awaitWorkflow(ctx workflow.Context, tq, summary string, in activities.Await
 // listUnknownCommand returns the `oncekey list` command that finds tenant's unknown outcomes in
 // the store's schema ("" for the search_path), every value quoted with shell.Word.
 func listUnknownCommand(tenant, schema string) string {
-	return shell.Cmd("oncekey", "list").Flag("--status", "unknown").Flag("--tenant", tenant).FlagIf("--schema", schema).String()
+	return shell.ListUnknown().Flag("--tenant", tenant).FlagIf("--schema", schema).String()
 }
 
 func (l *effectfulLoop) reconcileFailed(key string, err error) error {

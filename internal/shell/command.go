@@ -12,7 +12,8 @@ import (
 // repository's code for commands built another way). The zero value is empty; methods append
 // and return c, so calls chain:
 //
-//	shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", tenant).String()
+//	shell.Cmd("temporal", "workflow", "show").Flag("--workflow-id", id).String()
+//	shell.Show(key).Flag("--tenant", tenant).String() // `oncekey` commands start with Resolve, Show, Decide, …
 type Command struct{ words []string }
 
 // Cmd starts a command: the program and its fixed words (subcommands, switches), each quoted

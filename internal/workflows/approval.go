@@ -1,15 +1,14 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -190,8 +189,7 @@ func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStat
 	var ans activities.ApprovalAnswer
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid && status != oncekeystore.ApprovalTimedOut {
+		if row, appErr := failure.Of(err); row.Kind == failure.Invalid && status != oncekeystore.ApprovalTimedOut {
 			return appErr.Error()
 		}
 		a.k.decide(reconcile.ApprovalOutput{}, err)

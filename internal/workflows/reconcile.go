@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -18,7 +18,7 @@ import (
 
 // ErrTypeEscalationTimeout is the application error type of a reconciliation that nobody
 // resolved within its EscalationTimeout.
-const ErrTypeEscalationTimeout = "oncekey.EscalationTimeout"
+const ErrTypeEscalationTimeout = failure.TypeEscalationTimeout
 
 // Registry is the part of a worker (or a plugin's or replayer's registry) Register needs.
 type Registry interface {
@@ -304,8 +304,7 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 	var out reconcile.Output
 	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, ActivityType: r.in.ActivityType, Resolution: res}).Get(ctx, &out)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeInvalid {
+		if row, appErr := failure.Of(err); row.Kind == failure.Invalid {
 			return appErr.Error()
 		}
 		r.k.decide(reconcile.Output{}, err)

@@ -69,7 +69,7 @@ func (r *reconciler) details() string {
 		}
 		fmt.Fprintf(&b, "\n\nNeeded: check downstream whether it landed, then `%s` "+
 			"(or `--not-applied`, `--failed`), or send the %s update.",
-			shell.Cmd("oncekey", "resolve").Arg(in.OperationKey).Flag("--tenant", in.Tenant).Switch("--applied").Placeholder("--ref", "<receipt>"), reconcile.UpdateName)
+			shell.Resolve(in.OperationKey).Flag("--tenant", in.Tenant).Switch("--applied").Placeholder("--ref", "<receipt>"), reconcile.UpdateName)
 		if in.EscalationTimeout > 0 {
 			fmt.Fprintf(&b, " Escalates %s after the wait began.", in.EscalationTimeout)
 		}
@@ -152,8 +152,8 @@ func (a *approver) details() string {
 	case reconcile.ApprovalStateWaiting:
 		fmt.Fprintf(&b, "**Waiting for approval** since %s, until %s (episode %d): %s.\n\nThe approver sees: %s", stamp(r.RequestedAt), stamp(r.Deadline), r.Episode, what, mdtext.Text(r.Summary))
 		fmt.Fprintf(&b, "\n\nNeeded: `%s` or `%s`, or send the %s update.",
-			shell.Cmd("oncekey", "approve").Arg(in.OperationKey).Flag("--tenant", in.Tenant),
-			shell.Cmd("oncekey", "deny").Arg(in.OperationKey).Flag("--tenant", in.Tenant).Placeholder("--reason", "<why>"), reconcile.DecideUpdateName)
+			shell.Decide("approve", in.OperationKey, in.Tenant),
+			shell.Decide("deny", in.OperationKey, in.Tenant).Placeholder("--reason", "<why>"), reconcile.DecideUpdateName)
 		if r.LastInvalidSignal != "" {
 			fmt.Fprintf(&b, "\n\nLast refused decision: %s", mdtext.Text(r.LastInvalidSignal))
 		}

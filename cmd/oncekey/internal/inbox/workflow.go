@@ -129,7 +129,7 @@ func closedText(r workflowrun.Run, now time.Time) string {
 // key) at epoch straight to the store, with --namespace when the inbox's is not "default"; its
 // last word, "…", stands for the decision (--applied --ref R, --not-applied or --failed).
 func (s *Server) directCommand(tenant, key string, epoch int64) string {
-	c := shell.Cmd("oncekey", "resolve").Arg(key).Flag("--tenant", tenant).Int("--epoch", epoch)
+	c := shell.Resolve(key).Flag("--tenant", tenant).Int("--epoch", epoch)
 	if s.opts.Namespace != "default" {
 		c.Flag("--namespace", s.opts.Namespace)
 	}
@@ -138,7 +138,7 @@ func (s *Server) directCommand(tenant, key string, epoch int64) string {
 
 // showCommand is the `oncekey show` command of (tenant, key).
 func showCommand(tenant, key string) string {
-	return shell.Cmd("oncekey", "show").Arg(key).Flag("--tenant", tenant).String()
+	return shell.Show(key).Flag("--tenant", tenant).String()
 }
 
 // settledText says who settled rec, how and when: "settled as applied by omar (oncekey-serve) at
