@@ -27,6 +27,7 @@ var layers = [][]string{
 	{"."},
 	{"agent", "adapters", "internal/approvaledit"},
 	{"reconcile"},
+	{"internal/decision"},
 	{"internal/activities", "internal/decisiontext"},
 	{"internal/interceptor", "internal/workflows"},
 	{"worker"},

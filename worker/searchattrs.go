@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/shell"
-	"github.com/oncekey/oncekey/reconcile"
 )
 
 // SearchAttributesError: Options.SearchAttributes is on, but the namespace lacks
@@ -45,7 +45,7 @@ func typeName(t enumspb.IndexedValueType) string {
 }
 
 // CheckSearchAttributes returns nil when namespace has every search attribute of
-// reconcile.SearchAttributeTypes registered with its type, a *SearchAttributesError when not,
+// decision.SearchAttributeTypes registered with its type, a *SearchAttributesError when not,
 // and the server's error when it cannot be asked (OperatorService.ListSearchAttributes).
 func CheckSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	missing, wrong, err := searchAttributeGaps(ctx, c, namespace)
@@ -58,7 +58,7 @@ func CheckSearchAttributes(ctx context.Context, c client.Client, namespace strin
 	return nil
 }
 
-// RegisterSearchAttributes registers the search attributes of reconcile.SearchAttributeTypes
+// RegisterSearchAttributes registers the search attributes of decision.SearchAttributeTypes
 // that namespace lacks (OperatorService.AddSearchAttributes) and returns their names, sorted;
 // none when all are there. An attribute registered with another type is a
 // *SearchAttributesError: Temporal cannot change a type, so nothing is registered then.
@@ -75,7 +75,7 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 	}
 	add := map[string]enumspb.IndexedValueType{}
 	for _, n := range missing {
-		add[n] = reconcile.SearchAttributeTypes[n]
+		add[n] = decision.SearchAttributeTypes[n]
 	}
 	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: namespace, SearchAttributes: add}); err != nil {
 		return nil, fmt.Errorf("oncekey: register search attributes %s in namespace %s: %w", strings.Join(missing, ", "), namespace, err)
@@ -93,7 +93,7 @@ func searchAttributeGaps(ctx context.Context, c client.Client, namespace string)
 	if err != nil {
 		return nil, nil, fmt.Errorf("oncekey: list the search attributes of namespace %s: %w", namespace, err)
 	}
-	for name, want := range reconcile.SearchAttributeTypes {
+	for name, want := range decision.SearchAttributeTypes {
 		got, ok := res.GetCustomAttributes()[name]
 		if !ok {
 			got, ok = res.GetSystemAttributes()[name]
@@ -114,7 +114,7 @@ func searchAttributeGaps(ctx context.Context, c client.Client, namespace string)
 func label(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = fmt.Sprintf("%s (%s)", n, typeName(reconcile.SearchAttributeTypes[n]))
+		out[i] = fmt.Sprintf("%s (%s)", n, typeName(decision.SearchAttributeTypes[n]))
 	}
 	return out
 }

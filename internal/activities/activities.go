@@ -426,7 +426,7 @@ type RecordInput struct {
 	// Tool is the operation's registered activity name, for checking an Applied result against
 	// its declared result type. Empty: it is read from the record.
 	Tool string `json:"tool,omitempty"`
-	// ActivityType is the activity type a Route named Tool from (reconcile.Input.ActivityType),
+	// ActivityType is the activity type a Route named Tool from (decision.Input.ActivityType),
 	// whose result type then applies. Empty: the tool's own.
 	ActivityType string               `json:"activity_type,omitempty"`
 	Resolution   reconcile.Resolution `json:"resolution"`

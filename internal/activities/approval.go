@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -106,7 +107,7 @@ const ErrTypeNoWorkerRequest = failure.TypeNoWorkerRequest
 //
 // Its name and input are those of the activity that wrote the request from the workflow's input
 // before, so that approval workflows of earlier histories replay and, run on, read instead.
-func (a *Activities) RequestApproval(ctx context.Context, in reconcile.ApprovalInput) (ApprovalAnswer, error) {
+func (a *Activities) RequestApproval(ctx context.Context, in decision.ApprovalInput) (ApprovalAnswer, error) {
 	if err := approvalWorkflow(ctx, RequestApprovalName, in.OperationKey); err != nil {
 		return ApprovalAnswer{}, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -32,7 +33,7 @@ func TestApprovalActivitiesRefuseAnotherCaller(t *testing.T) {
 	require.NoError(t, err)
 	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
 	require.NoError(t, err)
-	request := reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "s", Timeout: time.Hour}
+	request := decision.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "s", Timeout: time.Hour}
 	decide := activities.DecideApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Episode: 1,
 		Status: oncekeystore.ApprovalApproved, DecidedBy: "mallory", Retention: time.Hour}
 	inputs := map[string]any{activities.RequestApprovalName: request, activities.DecideApprovalName: decide}
@@ -87,7 +88,7 @@ func TestRequestApprovalOnlyReadsTheWorkersRequest(t *testing.T) {
 	store := memstore.New(nil)
 	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
 	require.NoError(t, err)
-	in := reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "refund 1", Timeout: time.Hour}
+	in := decision.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp", Summary: "refund 1", Timeout: time.Hour}
 	read := func() (activities.ApprovalAnswer, error) {
 		var s testsuite.WorkflowTestSuite
 		env := s.NewTestWorkflowEnvironment()

@@ -16,6 +16,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/approvaledit"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/wire"
@@ -222,7 +223,7 @@ func (a *approvalCall) request(ctx workflow.Context) func() approvalRequest {
 // (a.refusal), or when it could not be waited for. It is started from a disconnected context, like
 // a reconciliation: cancelling the workflow neither cancels the request nor keeps it from
 // starting, and the approval outlives it.
-func (a *approvalCall) decision(ctx workflow.Context, tq string, in reconcile.ApprovalInput, req approvalRequest) (reconcile.ApprovalOutput, error) {
+func (a *approvalCall) decision(ctx workflow.Context, tq string, in decision.ApprovalInput, req approvalRequest) (reconcile.ApprovalOutput, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	child := a.start(dctx, tq, in)
 	out, err := a.wait(ctx, dctx, child, tq, req)
@@ -234,13 +235,13 @@ func (a *approvalCall) decision(ctx workflow.Context, tq string, in reconcile.Ap
 
 // input returns the approval workflow's input and the task queue it runs on (Options.
 // ReconcileTaskQueue, or the workflow's).
-func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconcile.ApprovalInput, string) {
+func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (decision.ApprovalInput, string) {
 	info := workflow.GetInfo(ctx)
 	tq := a.w.root.opts.ReconcileTaskQueue
 	if tq == "" {
 		tq = info.TaskQueueName
 	}
-	in := reconcile.ApprovalInput{
+	in := decision.ApprovalInput{
 		Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Fingerprint: req.Fingerprint,
 		WorkflowID: info.WorkflowExecution.ID, StepID: a.stepID, Summary: req.Summary,
 		Timeout: a.policy.Approval.RequestTimeout(), Retention: a.policy.Retention, SearchAttributes: a.w.root.opts.SearchAttributes,
@@ -253,7 +254,7 @@ func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (reconci
 
 // start starts the approval workflow of in.OperationKey from ctx; its parent's close leaves it
 // running.
-func (a *approvalCall) start(ctx workflow.Context, tq string, in reconcile.ApprovalInput) workflow.ChildWorkflowFuture {
+func (a *approvalCall) start(ctx workflow.Context, tq string, in decision.ApprovalInput) workflow.ChildWorkflowFuture {
 	return approvalChild(tq, in).start(ctx, in)
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
@@ -29,7 +30,7 @@ type child struct {
 // reconcileChild is the reconciliation workflow of key on task queue tq for input in. What the
 // Temporal UI shows of it before it runs (its summary and details) says what it settles and how
 // a person decides; its current details follow. Values from the workflow go through mdtext.Text.
-func reconcileChild(key, tq string, in reconcile.Input) child {
+func reconcileChild(key, tq string, in decision.Input) child {
 	c := child{
 		name: reconcile.WorkflowName, id: reconcile.WorkflowID(key), tq: tq,
 		summary: fmt.Sprintf("oncekey: did %s's effect land? Step %s of %s", mdtext.Text(in.Tool), mdtext.Text(in.StepID), mdtext.Text(in.WorkflowID)),
@@ -44,18 +45,18 @@ func reconcileChild(key, tq string, in reconcile.Input) child {
 		c.summary = fmt.Sprintf("oncekey: did %s's effect land? %s", mdtext.Text(in.Tool), mdtext.Text(in.StepID))
 	}
 	if in.SearchAttributes {
-		c.attrs = reconcile.SearchAttributes(in, reconcile.StateInspecting, time.Time{})
+		c.attrs = decision.SearchAttributes(in, reconcile.StateInspecting, time.Time{})
 	}
 	return c
 }
 
 // approvalChild is the approval workflow of in.OperationKey on task queue tq, with the summary
 // and details of approvalTexts and, with in.SearchAttributes, its search attributes.
-func approvalChild(tq string, in reconcile.ApprovalInput) child {
+func approvalChild(tq string, in decision.ApprovalInput) child {
 	c := child{name: reconcile.ApprovalWorkflowName, id: reconcile.ApprovalWorkflowID(in.OperationKey), tq: tq}
 	c.summary, c.details = approvalTexts(in)
 	if in.SearchAttributes {
-		c.attrs = reconcile.ApprovalSearchAttributes(in, reconcile.SearchStatusRequestingApproval, time.Time{})
+		c.attrs = decision.ApprovalSearchAttributes(in, decision.SearchStatusRequestingApproval, time.Time{})
 	}
 	return c
 }
@@ -63,7 +64,7 @@ func approvalChild(tq string, in reconcile.ApprovalInput) child {
 // approvalTexts returns the approval workflow's summary and details in the Temporal UI. Every
 // call of the operation starts a run, a repeat of a decided one too, which reads the decision and
 // asks nobody: they say what the run does either way, and its current details say which it did.
-func approvalTexts(in reconcile.ApprovalInput) (summary, details string) {
+func approvalTexts(in decision.ApprovalInput) (summary, details string) {
 	key := in.OperationKey
 	summary = fmt.Sprintf("oncekey: approval of %s: %s", mdtext.Text(in.Tool), mdtext.Text(in.Summary))
 	details = fmt.Sprintf("The approval of %s (tenant %s, operation key %s): %s\n\n"+

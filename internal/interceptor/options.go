@@ -228,7 +228,7 @@ func (o Options) withDefaults() Options {
 	case o.EscalationTimeout == 0:
 		o.EscalationTimeout = DefaultEscalationTimeout
 	case o.EscalationTimeout < 0:
-		o.EscalationTimeout = 0 // reconcile.Input: 0 waits forever
+		o.EscalationTimeout = 0 // decision.Input: 0 waits forever
 	}
 	return o
 }

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/testing/shelltest"
-	"github.com/oncekey/oncekey/reconcile"
 )
 
 // The cancellation path's log names an `oncekey list` command; a hostile tenant or schema is one
@@ -29,7 +29,7 @@ func TestListUnknownCommandQuotesHostileValues(t *testing.T) {
 // The approval workflow's summary and details say it asks for or reads the approval (a repeat's
 // run asks nobody), and a call without a step ID says so instead of a blank step.
 func TestApprovalTextsNoStepIDNoQueue(t *testing.T) {
-	in := reconcile.ApprovalInput{Tenant: "acme", OperationKey: "ok1_k", Tool: "RefundOrder", WorkflowID: "refund-E", Summary: "refund 120.00 EUR", Timeout: time.Hour}
+	in := decision.ApprovalInput{Tenant: "acme", OperationKey: "ok1_k", Tool: "RefundOrder", WorkflowID: "refund-E", Summary: "refund 120.00 EUR", Timeout: time.Hour}
 	summary, details := approvalTexts(in)
 	require.Equal(t, "oncekey: approval of RefundOrder: refund 120.00 EUR", summary)
 	require.Contains(t, details, "The approval of RefundOrder in workflow refund-E (no step ID) (tenant acme, operation key ok1_k): refund 120.00 EUR")

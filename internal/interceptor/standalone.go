@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/reconcile"
@@ -146,12 +147,12 @@ func (c *call) reconcileStandalone(ctx context.Context, in *tinterceptor.Execute
 
 // reconcileInput returns the input of the reconciliation workflow of the call's key and the task
 // queue it runs on (Options.ReconcileTaskQueue, or the activity's).
-func (c *call) reconcileInput(cause error) (reconcile.Input, string) {
+func (c *call) reconcileInput(cause error) (decision.Input, string) {
 	tq := c.root.opts.ReconcileTaskQueue
 	if tq == "" {
 		tq = c.info.TaskQueue
 	}
-	in := reconcile.Input{
+	in := decision.Input{
 		Tenant:            c.op.Tenant,
 		OperationKey:      c.key,
 		Tool:              c.tool,
@@ -181,7 +182,7 @@ func (c *call) startApproval(ctx context.Context, refusal error) error {
 		tq = c.info.TaskQueue
 	}
 	timeout := c.policy.Approval.RequestTimeout()
-	ain := reconcile.ApprovalInput{
+	ain := decision.ApprovalInput{
 		Tenant: c.op.Tenant, OperationKey: c.key, Tool: c.tool, Fingerprint: d.Approval.Fingerprint,
 		StepID: c.op.Step(), Summary: d.Approval.Summary,
 		Timeout: timeout, Retention: c.policy.Retention, SearchAttributes: c.root.opts.SearchAttributes,

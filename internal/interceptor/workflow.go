@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/wire"
@@ -732,13 +733,13 @@ func recorded[T any](ctx workflow.Context, derive func() T) (T, error) {
 
 // reconcileInput returns the input of the reconciliation workflow of the operation key, and
 // the task queue it runs on.
-func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause error) (reconcile.Input, string) {
+func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause error) (decision.Input, string) {
 	info := workflow.GetInfo(ctx)
 	tq := l.w.root.opts.ReconcileTaskQueue
 	if tq == "" {
 		tq = info.TaskQueueName
 	}
-	in := reconcile.Input{
+	in := decision.Input{
 		Tenant:            l.tenant,
 		OperationKey:      key,
 		Tool:              l.name,
@@ -760,7 +761,7 @@ func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause e
 
 // startReconcile starts the reconciliation workflow of key from ctx; its parent's close leaves
 // it running.
-func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in reconcile.Input) workflow.ChildWorkflowFuture {
+func (l *effectfulLoop) startReconcile(ctx workflow.Context, key, tq string, in decision.Input) workflow.ChildWorkflowFuture {
 	return reconcileChild(key, tq, in).start(ctx, in)
 }
 

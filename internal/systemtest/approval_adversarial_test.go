@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -432,8 +433,8 @@ func TestE2EApprovalContinueAsNewFloodKeepsValidDecision(t *testing.T) {
 	a := e.pendingApproval(t)
 	id := reconcile.ApprovalWorkflowID(a.OperationKey)
 	ctx := context.Background()
-	for i := range reconcile.MaxInvalidSignals + 30 {
-		if i == reconcile.MaxInvalidSignals {
+	for i := range decision.MaxInvalidSignals + 30 {
+		if i == decision.MaxInvalidSignals {
 			require.NoError(t, e.c.SignalWorkflow(ctx, id, "", reconcile.DecideSignalName,
 				reconcile.Decision{Decision: reconcile.Approve, Tenant: "default", DecidedBy: "valid", RequestID: "the-one"}))
 			continue
@@ -467,7 +468,7 @@ func TestE2EApprovalContinuedAsNewTakesTheDecision(t *testing.T) {
 	d0, err := e.c.DescribeWorkflow(ctx, id, "")
 	require.NoError(t, err)
 	firstRun := d0.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-	for range reconcile.MaxInvalidSignals {
+	for range decision.MaxInvalidSignals {
 		require.NoError(t, e.c.SignalWorkflow(ctx, id, "", reconcile.DecideSignalName, map[string]any{"decision": "approve", "tenant": "mallory"}))
 	}
 	require.Eventually(t, func() bool {
@@ -476,7 +477,7 @@ func TestE2EApprovalContinuedAsNewTakesTheDecision(t *testing.T) {
 			return false
 		}
 		rep, err := reconcile.QueryApproval(ctx, e.c, a.OperationKey)
-		return err == nil && rep.State == reconcile.ApprovalStateWaiting && rep.InvalidSignals == reconcile.MaxInvalidSignals
+		return err == nil && rep.State == reconcile.ApprovalStateWaiting && rep.InvalidSignals == decision.MaxInvalidSignals
 	}, 30*time.Second, 100*time.Millisecond, "the flood continued the approval as new, and the new run waits")
 	out := e.approve(t, a.OperationKey, "alice")
 	require.Equal(t, int64(1), out.Episode)
@@ -725,7 +726,7 @@ func TestE2EApprovalCannotBeAskedAnewFromAnotherNamespace(t *testing.T) {
 	other, tq := e.otherNamespace(t, approvalPolicy(time.Hour))
 	forged, err := other.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: reconcile.ApprovalWorkflowID(timedOut.OperationKey), TaskQueue: tq, WorkflowExecutionTimeout: time.Minute,
-	}, reconcile.ApprovalWorkflowName, reconcile.ApprovalInput{
+	}, reconcile.ApprovalWorkflowName, decision.ApprovalInput{
 		Tenant: "default", OperationKey: timedOut.OperationKey, Tool: "CreateTicket", Fingerprint: timedOut.Fingerprint,
 		WorkflowID: "forged", Summary: "harmless", Timeout: time.Hour, Retention: time.Hour,
 	})

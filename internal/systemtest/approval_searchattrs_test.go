@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
@@ -66,13 +67,13 @@ func TestE2EApprovalFoundBySearchAttributes(t *testing.T) {
 	desc, err := e.c.DescribeWorkflow(testCtx(t), id, "")
 	require.NoError(t, err)
 	sa := desc.TypedSearchAttributes
-	status, _ := sa.GetKeyword(reconcile.SearchAttributeStatus)
+	status, _ := sa.GetKeyword(decision.SearchAttributeStatus)
 	require.Equal(t, reconcile.SearchStatusWaitingForApproval, status)
-	tool, _ := sa.GetKeyword(reconcile.SearchAttributeTool)
+	tool, _ := sa.GetKeyword(decision.SearchAttributeTool)
 	require.Equal(t, "CreateTicket", tool)
-	tenant, _ := sa.GetKeyword(reconcile.SearchAttributeTenant)
+	tenant, _ := sa.GetKeyword(decision.SearchAttributeTenant)
 	require.Equal(t, "default", tenant)
-	since, ok := sa.GetTime(reconcile.SearchAttributeWaitingSince)
+	since, ok := sa.GetTime(decision.SearchAttributeWaitingSince)
 	require.True(t, ok, "OncekeyWaitingSince is set while it waits")
 	require.WithinDuration(t, a.RequestedAt, since, time.Millisecond, "waiting since it was asked")
 	requireRuns(t, l, 0, 0)

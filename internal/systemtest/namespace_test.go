@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -44,7 +45,7 @@ func TestReconciliationBoundToTheRecordsNamespace(t *testing.T) {
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 
-	for _, in := range []reconcile.Input{
+	for _, in := range []decision.Input{
 		{Tenant: "default", OperationKey: key, Tool: "CreateTicket", WorkflowID: "two-namespaces", StepID: "create_ticket"},
 		{Tenant: "default", OperationKey: key, Tool: "SomethingElse"},
 	} {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/internal/workflows"
@@ -172,7 +173,7 @@ func TestE2EForgedApprovalWorkflowAuthorisesNothing(t *testing.T) {
 	key, fp := futureCall(t, p, id, req)
 	forged, err := e.c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: reconcile.ApprovalWorkflowID(key), TaskQueue: e.tq, WorkflowExecutionTimeout: time.Minute,
-	}, reconcile.ApprovalWorkflowName, reconcile.ApprovalInput{
+	}, reconcile.ApprovalWorkflowName, decision.ApprovalInput{
 		Tenant: "default", OperationKey: key, Tool: "CreateTicket", Fingerprint: fp, WorkflowID: id, StepID: "create_ticket",
 		Summary: "ticket for acme: a spare toner", Timeout: time.Hour, Retention: time.Hour,
 	})

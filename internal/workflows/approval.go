@@ -8,6 +8,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -32,10 +33,10 @@ const TimeoutDecider = oncekeystore.ApprovalTimeoutDecider
 // its deadline (the store's, from the request), which records it timed out, decided by
 // TimeoutDecider. The decision is written to the store (the DecideApproval activity, fenced by the
 // episode; one found already decided is returned as it is). It answers reconcile.ApprovalQueryName
-// meanwhile, and after reconcile.MaxInvalidSignals invalid signals it continues as new.
+// meanwhile, and after decision.MaxInvalidSignals invalid signals it continues as new.
 //
 // Approval is the workflow RegisterWithOptions registers as reconcile.ApprovalWorkflowName.
-func Approval(ctx workflow.Context, in reconcile.ApprovalInput) (reconcile.ApprovalOutput, error) {
+func Approval(ctx workflow.Context, in decision.ApprovalInput) (reconcile.ApprovalOutput, error) {
 	a := &approver{in: in, report: reconcile.ApprovalReport{
 		State: reconcile.ApprovalStateRequesting, Tenant: in.Tenant, OperationKey: in.OperationKey, Tool: in.Tool,
 		WorkflowID: in.WorkflowID, StepID: in.StepID, Summary: in.Summary,
@@ -68,7 +69,7 @@ func Approval(ctx workflow.Context, in reconcile.ApprovalInput) (reconcile.Appro
 // kernel.
 type approver struct {
 	k      decider[reconcile.Decision, reconcile.ApprovalOutput]
-	in     reconcile.ApprovalInput
+	in     decision.ApprovalInput
 	actx   workflow.Context
 	report reconcile.ApprovalReport
 	// created: the episode was pending when this workflow (or the run it continues) read it, so
@@ -125,7 +126,7 @@ func (a *approver) run(ctx workflow.Context) (reconcile.ApprovalOutput, error) {
 		},
 		continueAsNew: func(ctx workflow.Context) error {
 			next := a.in
-			next.Continued = &reconcile.ApprovalContinued{
+			next.Continued = &decision.ApprovalContinued{
 				Created:              a.created,
 				InvalidSignals:       a.report.InvalidSignals,
 				LastInvalidSignal:    a.report.LastInvalidSignal,

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/reconcile"
 )
 
@@ -26,13 +27,13 @@ func recordUpserts(t *testing.T, env *testsuite.TestWorkflowEnvironment) *upsert
 	u := &upserts{}
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
-		status, _ := sa.GetKeyword(reconcile.SearchAttributeStatus)
+		status, _ := sa.GetKeyword(decision.SearchAttributeStatus)
 		u.statuses = append(u.statuses, status)
-		tool, _ := sa.GetKeyword(reconcile.SearchAttributeTool)
-		tenant, _ := sa.GetKeyword(reconcile.SearchAttributeTenant)
+		tool, _ := sa.GetKeyword(decision.SearchAttributeTool)
+		tenant, _ := sa.GetKeyword(decision.SearchAttributeTenant)
 		require.Equal(t, approvalInput.Tool, tool)
 		require.Equal(t, approvalInput.Tenant, tenant)
-		if since, ok := sa.GetTime(reconcile.SearchAttributeWaitingSince); ok {
+		if since, ok := sa.GetTime(decision.SearchAttributeWaitingSince); ok {
 			u.since = append(u.since, since)
 		}
 	}).Return(nil)
@@ -55,7 +56,7 @@ func TestApprovalSearchAttributes(t *testing.T) {
 		env, store := setupApproval(t)
 		u := recordUpserts(t, env)
 		runApproval(t, env, on)
-		require.Equal(t, []string{reconcile.SearchStatusRequestingApproval, reconcile.SearchStatusWaitingForApproval, reconcile.SearchStatusTimedOut}, u.statuses)
+		require.Equal(t, []string{decision.SearchStatusRequestingApproval, reconcile.SearchStatusWaitingForApproval, reconcile.SearchStatusTimedOut}, u.statuses)
 		asked := approvalOf(t, store).RequestedAt
 		require.Len(t, u.since, 2, "set once waiting, kept when decided")
 		for _, s := range u.since {
@@ -71,7 +72,7 @@ func TestApprovalSearchAttributes(t *testing.T) {
 		}, time.Minute)
 		runApproval(t, env, on)
 		require.True(t, res.accepted)
-		require.Equal(t, []string{reconcile.SearchStatusRequestingApproval, reconcile.SearchStatusWaitingForApproval, reconcile.SearchStatusDenied}, u.statuses)
+		require.Equal(t, []string{decision.SearchStatusRequestingApproval, reconcile.SearchStatusWaitingForApproval, reconcile.SearchStatusDenied}, u.statuses)
 	})
 	for fp, want := range map[string]string{"fp1": reconcile.SearchStatusApproved, "fp2": reconcile.SearchStatusOtherArguments} {
 		t.Run("found decided "+fp, func(t *testing.T) {
@@ -81,7 +82,7 @@ func TestApprovalSearchAttributes(t *testing.T) {
 			in := on
 			in.Fingerprint = fp
 			runApproval(t, env, in)
-			require.Equal(t, []string{reconcile.SearchStatusRequestingApproval, want}, u.statuses)
+			require.Equal(t, []string{decision.SearchStatusRequestingApproval, want}, u.statuses)
 			require.Empty(t, u.since, "it never waited")
 		})
 	}

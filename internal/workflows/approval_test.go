@@ -15,13 +15,14 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
-var approvalInput = reconcile.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp1", WorkflowID: "wf",
+var approvalInput = decision.ApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Fingerprint: "fp1", WorkflowID: "wf",
 	StepID: "refund", Summary: "refund 120.00 EUR on order 42", Timeout: time.Hour, Retention: 24 * time.Hour}
 
 // setupApproval returns an environment with the approval workflow and its activities over a
@@ -44,7 +45,7 @@ func setupApproval(t *testing.T) (*testsuite.TestWorkflowEnvironment, *memstore.
 
 // askAsWorker writes the request for approval of in's key as the worker's interceptor does (with
 // a worker's token): the approval workflow only reads it.
-func askAsWorker(t *testing.T, store *memstore.Store, in reconcile.ApprovalInput) *oncekeystore.Approval {
+func askAsWorker(t *testing.T, store *memstore.Store, in decision.ApprovalInput) *oncekeystore.Approval {
 	t.Helper()
 	res, err := store.RequestApproval(context.Background(), &oncekeystore.RequestApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Namespace: "default-test-namespace", Tool: in.Tool, Fingerprint: in.Fingerprint,
@@ -61,7 +62,7 @@ func approvalOf(t *testing.T, store *memstore.Store) *oncekeystore.Approval {
 	return a
 }
 
-func runApproval(t *testing.T, env *testsuite.TestWorkflowEnvironment, in reconcile.ApprovalInput) reconcile.ApprovalOutput {
+func runApproval(t *testing.T, env *testsuite.TestWorkflowEnvironment, in decision.ApprovalInput) reconcile.ApprovalOutput {
 	t.Helper()
 	env.ExecuteWorkflow(reconcile.ApprovalWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
@@ -179,12 +180,12 @@ func TestApprovalFoundDecidedOrOfOtherArguments(t *testing.T) {
 	}
 }
 
-// Past reconcile.MaxInvalidSignals invalid signals the workflow continues as new, carrying the
+// Past decision.MaxInvalidSignals invalid signals the workflow continues as new, carrying the
 // count; a valid signal is still taken.
 func TestApprovalTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	env, _ := setupApproval(t)
 	env.RegisterDelayedCallback(func() {
-		for range reconcile.MaxInvalidSignals {
+		for range decision.MaxInvalidSignals {
 			env.SignalWorkflow(reconcile.DecideSignalName, json.RawMessage(`{"decision":"approve","tenant":"t2"}`))
 		}
 	}, time.Minute)
@@ -193,10 +194,10 @@ func TestApprovalTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "got %v", env.GetWorkflowError())
 	require.Equal(t, reconcile.ApprovalWorkflowName, can.WorkflowType.Name)
-	var next reconcile.ApprovalInput
+	var next decision.ApprovalInput
 	require.NoError(t, json.Unmarshal(payloadData(t, can), &next))
 	require.NotNil(t, next.Continued)
-	require.Equal(t, reconcile.MaxInvalidSignals, next.Continued.InvalidSignals)
+	require.Equal(t, decision.MaxInvalidSignals, next.Continued.InvalidSignals)
 	require.Contains(t, next.Continued.LastInvalidSignal, "another tenant")
 	require.True(t, next.Continued.Created)
 }

@@ -9,14 +9,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/oncekey/oncekey/reconcile"
+	"github.com/oncekey/oncekey/internal/decision"
 )
 
 // decider is the decision kernel the reconciliation and approval workflows share: one run of a
 // child workflow per operation key that waits for a fenced decision D from a person, sent by
 // Update (strictly decoded and validated before it is accepted, answered with the output O) or
 // by signal (strictly decoded by the workflow, a refusal counted in the query's report, at most
-// reconcile.MaxInvalidSignals a run before it continues as new), or for its deadline; a decision
+// decision.MaxInvalidSignals a run before it continues as new), or for its deadline; a decision
 // is written by the protocol's one activity (record) and settles the run once.
 //
 // The protocol fills in its names, texts and hooks; the kernel's order of commands is the one
@@ -187,7 +187,7 @@ func (k *decider[D, O]) wait(ctx workflow.Context, w decisionWait[O]) (O, error)
 		if k.takeSignal(ctx, raw) {
 			return k.out, k.err
 		}
-		if k.invalidThisRun >= reconcile.MaxInvalidSignals && (w.bounded == nil || w.bounded(ctx)) {
+		if k.invalidThisRun >= decision.MaxInvalidSignals && (w.bounded == nil || w.bounded(ctx)) {
 			// Signals already delivered are taken before the run ends; a valid one still decides.
 			if drainSignals(signals, func(raw converter.RawValue) bool { return k.takeSignal(ctx, raw) }) {
 				return k.out, k.err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -50,7 +51,7 @@ func RegisterWithOptions(r Registry, o Options) {
 		o.VersioningBehavior = workflow.VersioningBehaviorAutoUpgrade
 	}
 	reg := o.Registry
-	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
+	r.RegisterWorkflowWithOptions(func(ctx workflow.Context, in decision.Input) (reconcile.Output, error) {
 		return reconcileWith(ctx, in, reg)
 	}, workflow.RegisterOptions{Name: reconcile.WorkflowName, DisableAlreadyRegisteredCheck: true, VersioningBehavior: o.VersioningBehavior})
 	r.RegisterWorkflowWithOptions(Approval, workflow.RegisterOptions{Name: reconcile.ApprovalWorkflowName, DisableAlreadyRegisteredCheck: true, VersioningBehavior: o.VersioningBehavior})
@@ -77,12 +78,12 @@ const (
 // is written to the store and returned. A record past its retention (a tombstone) keeps no
 // outcome: the workflow then fails with a non-retryable application error of type
 // oncekey.ErrTypeExpired. With in.EscalationTimeout set, it fails with an application error of
-// type ErrTypeEscalationTimeout when nobody decides in time. After reconcile.MaxInvalidSignals
+// type ErrTypeEscalationTimeout when nobody decides in time. After decision.MaxInvalidSignals
 // invalid signals it continues as new, keeping its escalation deadline.
 //
 // Reconcile is the workflow registered by Register, without a result-type check in the
 // update's validator (RegisterWithOptions with Options.Registry has one).
-func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, error) {
+func Reconcile(ctx workflow.Context, in decision.Input) (reconcile.Output, error) {
 	return reconcileWith(ctx, in, nil)
 }
 
@@ -90,7 +91,7 @@ func Reconcile(ctx workflow.Context, in reconcile.Input) (reconcile.Output, erro
 // decision kernel.
 type reconciler struct {
 	k      decider[reconcile.Resolution, reconcile.Output]
-	in     reconcile.Input
+	in     decision.Input
 	reg    *oncekey.Registry
 	ref    activities.RecordRef
 	actx   workflow.Context
@@ -106,7 +107,7 @@ type reconciler struct {
 	settledBy string
 }
 
-func reconcileWith(ctx workflow.Context, in reconcile.Input, reg *oncekey.Registry) (reconcile.Output, error) {
+func reconcileWith(ctx workflow.Context, in decision.Input, reg *oncekey.Registry) (reconcile.Output, error) {
 	r := &reconciler{
 		in:  in,
 		reg: reg,
@@ -254,7 +255,7 @@ func (r *reconciler) lookupReceipt(ctx workflow.Context) (reconcile.Output, bool
 }
 
 // boundedInvalidChangeID is the workflow.GetVersion change ID under which a run that took
-// reconcile.MaxInvalidSignals invalid signals continues as new. Histories recorded before it
+// decision.MaxInvalidSignals invalid signals continues as new. Histories recorded before it
 // have no marker and replay without continuing.
 const boundedInvalidChangeID = "oncekey-reconcile-bounded-invalid-signals"
 
@@ -284,7 +285,7 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 		},
 		continueAsNew: func(ctx workflow.Context) error {
 			next := in
-			next.Continued = &reconcile.Continued{
+			next.Continued = &decision.Continued{
 				WaitingSince:         r.status.WaitingSince,
 				EscalationDeadline:   deadline,
 				InvalidSignals:       r.status.InvalidSignals,

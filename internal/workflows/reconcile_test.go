@@ -13,10 +13,11 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // setup returns a test environment running the reconciliation workflow with oncekey's real
@@ -53,7 +54,7 @@ func claim(t *testing.T, s oncekeystore.Store, key string, lease time.Duration) 
 	return res.Record.Epoch
 }
 
-var input = reconcile.Input{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", WorkflowID: "wf", StepID: "create_ticket", Reason: "start-to-close timeout"}
+var input = decision.Input{Tenant: "t1", OperationKey: "ok1_k", Tool: "CreateTicket", WorkflowID: "wf", StepID: "create_ticket", Reason: "start-to-close timeout"}
 
 func run(t *testing.T, env *testsuite.TestWorkflowEnvironment) reconcile.Output {
 	t.Helper()

@@ -14,10 +14,11 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/decision"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // setupUnknown returns an environment whose workflow is registered with reg (RegisterWithOptions),
@@ -128,7 +129,7 @@ func TestValidSignalAfterMalformedOneSettles(t *testing.T) {
 	require.Equal(t, "gina", rec.ResolvedBy)
 }
 
-// Past reconcile.MaxInvalidSignals invalid signals in one run the workflow continues as new,
+// Past decision.MaxInvalidSignals invalid signals in one run the workflow continues as new,
 // carrying its escalation deadline and what the status query showed; the new run still takes a
 // valid resolution.
 func TestTooManyInvalidSignalsContinueAsNew(t *testing.T) {
@@ -137,7 +138,7 @@ func TestTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	in.EscalationTimeout = 10 * time.Hour
 	start := env.Now()
 	env.RegisterDelayedCallback(func() {
-		for i := 0; i < reconcile.MaxInvalidSignals; i++ {
+		for i := 0; i < decision.MaxInvalidSignals; i++ {
 			env.SignalWorkflow(reconcile.SignalName, json.RawMessage(`"junk"`))
 		}
 	}, time.Minute)
@@ -146,10 +147,10 @@ func TestTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "got %v", env.GetWorkflowError())
 	require.Equal(t, reconcile.WorkflowName, can.WorkflowType.Name)
-	var next reconcile.Input
+	var next decision.Input
 	require.NoError(t, json.Unmarshal(payloadData(t, can), &next))
 	require.NotNil(t, next.Continued)
-	require.Equal(t, reconcile.MaxInvalidSignals, next.Continued.InvalidSignals)
+	require.Equal(t, decision.MaxInvalidSignals, next.Continued.InvalidSignals)
 	require.Contains(t, next.Continued.LastInvalidSignal, "does not decode")
 	require.WithinDuration(t, start.Add(10*time.Hour), next.Continued.EscalationDeadline, 2*time.Minute, "the deadline counts from the first wait, not from the new run")
 
@@ -163,7 +164,7 @@ func TestTooManyInvalidSignalsContinueAsNew(t *testing.T) {
 	env2.ExecuteWorkflow(reconcile.WorkflowName, next)
 	require.True(t, env2.IsWorkflowCompleted())
 	require.NoError(t, env2.GetWorkflowError())
-	require.Equal(t, reconcile.MaxInvalidSignals, st.InvalidSignals)
+	require.Equal(t, decision.MaxInvalidSignals, st.InvalidSignals)
 	require.Equal(t, reconcile.StateWaiting, st.State)
 	rec, err := store2.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_k"})
 	require.NoError(t, err)

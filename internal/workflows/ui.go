@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/oncekey/oncekey/internal/decision"
 	"github.com/oncekey/oncekey/internal/mdtext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/reconcile"
@@ -40,7 +41,7 @@ func (r *reconciler) setState(ctx workflow.Context, state reconcile.State) {
 	r.uiSet = true
 	workflow.SetCurrentDetails(ctx, r.details())
 	if r.in.SearchAttributes && changed {
-		if err := workflow.UpsertTypedSearchAttributes(ctx, reconcile.SearchAttributes(r.in, state, r.status.WaitingSince)...); err != nil {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, decision.SearchAttributes(r.in, state, r.status.WaitingSince)...); err != nil {
 			workflow.GetLogger(ctx).Warn("oncekey: could not set the reconciliation's search attributes", "tool", r.in.Tool, "key_prefix", prefix(r.in.OperationKey), "error", err)
 		}
 	}
@@ -121,7 +122,7 @@ func (a *approver) setState(ctx workflow.Context, state reconcile.ApprovalState)
 		return
 	}
 	a.upserted = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx, reconcile.ApprovalSearchAttributes(a.in, status, a.waitingSince)...); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, decision.ApprovalSearchAttributes(a.in, status, a.waitingSince)...); err != nil {
 		workflow.GetLogger(ctx).Warn("oncekey: could not set the approval's search attributes", "tool", a.in.Tool, "key_prefix", prefix(a.in.OperationKey), "error", err)
 	}
 }
@@ -130,7 +131,7 @@ func (a *approver) setState(ctx workflow.Context, state reconcile.ApprovalState)
 func (a *approver) searchStatus() string {
 	switch {
 	case a.report.State == reconcile.ApprovalStateRequesting:
-		return reconcile.SearchStatusRequestingApproval
+		return decision.SearchStatusRequestingApproval
 	case a.report.State == reconcile.ApprovalStateWaiting:
 		return reconcile.SearchStatusWaitingForApproval
 	case a.otherArguments:
