@@ -301,7 +301,7 @@ func label(result any, err error) ToolResult {
 					tr.Changed = strings.Split(c, ",")
 				}
 			}
-			tr.Result = PayloadJSON(raw.Payload(), *raw)
+			tr.Result = payloadJSON(raw.Payload(), *raw)
 		}
 		if tr.OperationKey == "" {
 			tr.Reason = ReasonNotRecorded
@@ -439,9 +439,9 @@ func label(result any, err error) ToolResult {
 	return tr
 }
 
-// PayloadJSON returns the JSON a payload holds, as a json.RawMessage: its data for a "json/plain"
+// payloadJSON returns the JSON a payload holds, as a json.RawMessage: its data for a "json/plain"
 // or "json/protobuf" payload, null for a "binary/null" one; otherwise it returns fallback.
-func PayloadJSON(p *commonpb.Payload, fallback any) any {
+func payloadJSON(p *commonpb.Payload, fallback any) any {
 	switch string(p.GetMetadata()[converter.MetadataEncoding]) {
 	case converter.MetadataEncodingJSON, converter.MetadataEncodingProtoJSON:
 		return json.RawMessage(p.GetData())
