@@ -1,8 +1,10 @@
 // Package oncekey makes side-effecting Temporal activities safe to repeat.
 //
-// It holds the vocabulary shared by every other package: effect classes, Policy and Registry,
-// operation keys and fingerprints, the Store contract, typed errors and outcome labels. It must
-// not import any oncekey store, interceptor or workflow package.
+// It holds what a tool or workflow author writes against: effect classes, Policy and Registry
+// (with Route for one activity that runs many tools), operation keys and step IDs, the errors and
+// failure details a workflow sees, and the labels an agent loop reads (Label, ErrorText). The
+// plugin and its options are package worker; the store contract is package oncekeystore, for
+// store authors.
 //
 // The promise: at most one side effect per operation key within its retention window. An effect
 // whose outcome cannot be proven is reported as unknown and handed to reconciliation, never

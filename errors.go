@@ -29,47 +29,47 @@ var (
 // oncekey's table of failures, and pinned by its tests: they are stored and sent, and changing one
 // is a breaking change.
 const (
-	ErrTypeIndeterminate       = failure.TypeIndeterminate
-	ErrTypeFingerprintMismatch = failure.TypeFingerprintMismatch
-	ErrTypeInFlight            = failure.TypeInFlight
-	ErrTypeExpired             = failure.TypeExpired
-	ErrTypeStoreUnavailable    = failure.TypeStoreUnavailable
-	ErrTypeNotApplied          = failure.TypeNotApplied
-	ErrTypeFailed              = failure.TypeFailed
-	ErrTypeUnauthorized        = failure.TypeUnauthorized
-	ErrTypeResultTooLarge      = failure.TypeResultTooLarge
-	ErrTypeConfig              = failure.TypeConfig
+	ErrTypeIndeterminate       = failure.TypeIndeterminate       // "oncekey.IndeterminateOutcome"
+	ErrTypeFingerprintMismatch = failure.TypeFingerprintMismatch // "oncekey.FingerprintMismatch"
+	ErrTypeInFlight            = failure.TypeInFlight            // "oncekey.InFlight"
+	ErrTypeExpired             = failure.TypeExpired             // "oncekey.ExpiredOperation"
+	ErrTypeStoreUnavailable    = failure.TypeStoreUnavailable    // "oncekey.StoreUnavailable"
+	ErrTypeNotApplied          = failure.TypeNotApplied          // "oncekey.NotApplied"
+	ErrTypeFailed              = failure.TypeFailed              // "oncekey.Failed"
+	ErrTypeUnauthorized        = failure.TypeUnauthorized        // "oncekey.Unauthorized"
+	ErrTypeResultTooLarge      = failure.TypeResultTooLarge      // "oncekey.ResultTooLarge"
+	ErrTypeConfig              = failure.TypeConfig              // "oncekey.Config"
 	// ErrTypeApproval: the call needs an approval it does not have (ApprovalRequiredError).
-	ErrTypeApproval = failure.TypeApproval
+	ErrTypeApproval = failure.TypeApproval // "oncekey.ApprovalRequired"
 	// ErrTypeArgsMismatch: the HeaderArgs document the workflow sent is not the document of the
 	// input the tool's body receives (ArgsMismatchError); nothing was claimed or run.
-	ErrTypeArgsMismatch = failure.TypeArgsMismatch
+	ErrTypeArgsMismatch = failure.TypeArgsMismatch // "oncekey.ArgsMismatch"
 	// ErrTypeApprovalPending: the worker asked a person to approve the call (it wrote the request
 	// to the store) and did not run it; the workflow side waits for the decision and schedules
 	// the call again once approved (ApprovalRequiredError with Status ApprovalPending).
-	ErrTypeApprovalPending = failure.TypeApprovalPending
+	ErrTypeApprovalPending = failure.TypeApprovalPending // "oncekey.ApprovalPending"
 	// ErrTypeUnsettled (retryable): an Idempotent tool's body returned, but its outcome could not
 	// be settled (Policy.Verify rejected the result or panicked, or the result did not encode).
 	// The claim was given back, and Temporal's retry runs the tool again, which lands the same
 	// state. Effectful tools never fail with it: their unsettled outcomes are unknown.
-	ErrTypeUnsettled = failure.TypeUnsettled
+	ErrTypeUnsettled = failure.TypeUnsettled // "oncekey.Unsettled"
 	// ErrTypeLostClaim (retryable): an Idempotent tool's attempt lost its claim while it ran
 	// (its lease was taken over, or the record was resolved): the store refused its fenced write
 	// (or lease renewal) because the record has a newer epoch. The store answered; the attempt
 	// wrote nothing, and another attempt owns the operation now, so a retry observes that one
 	// (waits for it, or replays its result). An Effectful tool's attempt in that case fails with
 	// ErrTypeIndeterminate instead: its effect may have landed.
-	ErrTypeLostClaim = failure.TypeLostClaim
+	ErrTypeLostClaim = failure.TypeLostClaim // "oncekey.LostClaim"
 	// ErrTypeTxMisuse (non-retryable): a Transactional tool's body misused its transaction
 	// (TxMisuseError); it was rolled back and the claim given back.
-	ErrTypeTxMisuse = failure.TypeTxMisuse
+	ErrTypeTxMisuse = failure.TypeTxMisuse // "oncekey.TxMisuse"
 	// ErrTypeRepeatRefused (non-retryable): a repeat of a settled operation of a tool whose policy
 	// says OnHitFailFast (RepeatRefusedError). Nothing ran or was replayed; the record is
 	// untouched.
-	ErrTypeRepeatRefused = failure.TypeRepeatRefused
+	ErrTypeRepeatRefused = failure.TypeRepeatRefused // "oncekey.RepeatRefused"
 	// ErrTypeAsyncCompletion (non-retryable): an Effectful or Transactional tool's body returned
 	// activity.ErrResultPending (AsyncCompletionError).
-	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion
+	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion // "oncekey.AsyncCompletion"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

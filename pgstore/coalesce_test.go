@@ -14,8 +14,8 @@ import (
 
 	"github.com/oncekey/oncekey/internal/testing/storeload"
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/oncekeystore/storetest"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 // The conformance suite with every claim and completion sent through the multi-row statements.

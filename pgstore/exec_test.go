@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/oncekeystore/storetest"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 // The store runs its statements as prepared statements through pgconn when the pool uses

@@ -17,8 +17,8 @@ import (
 
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/oncekeystore/storetest"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 func TestMain(m *testing.M) {

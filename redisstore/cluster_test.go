@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/oncekeystore/storetest"
+	"github.com/oncekey/oncekey/redisstore"
 )
 
 // startCluster starts a Redis Cluster of three primaries (redis-server processes of this test,

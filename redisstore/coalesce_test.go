@@ -7,8 +7,8 @@ import (
 
 	"github.com/oncekey/oncekey/internal/testing/storeload"
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/oncekeystore/storetest"
+	"github.com/oncekey/oncekey/redisstore"
 )
 
 // The conformance suite with every claim and fenced write sent in a pipeline.

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/redisstore"
 	"github.com/oncekey/oncekey/oncekeystore/storetest"
+	"github.com/oncekey/oncekey/redisstore"
 )
 
 // redisAddr is the Redis the tests use: TEST_REDIS_ADDR, or the local one.

@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/internal/faults"
 	"github.com/oncekey/oncekey/internal/dev/privatepg"
+	"github.com/oncekey/oncekey/internal/faults"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 )
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/interceptor"
-	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/reconcile"
 )
 

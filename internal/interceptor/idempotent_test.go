@@ -18,8 +18,8 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/memstore"
-	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/oncekeystore/storemock"
 )
 
 // manualClock is a store clock that moves only when the test moves it, so a lease ends exactly

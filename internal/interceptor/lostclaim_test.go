@@ -12,8 +12,8 @@ import (
 	"go.uber.org/mock/gomock"
 
 	"github.com/oncekey/oncekey"
-	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/reconcile"
 )
 

@@ -55,7 +55,7 @@ type Options struct {
 	// decode. worker.NewPlugin captures the client's automatically when the plugin is given to
 	// client.Options.Plugins (leave this nil then); a plugin given one that is not the client's,
 	// while the client has its own, logs a warning on the client's logger. Without the plugin
-	// (worker.Options, worker.Register, New), nothing can see the client: set it to the client's
+	// (worker.Options, worker.Register, worker.NewInterceptor), nothing can see the client: set it to the client's
 	// converter whenever the client has one (a payload codec, e.g. encryption). Defaults to
 	// converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter

@@ -17,11 +17,11 @@ import (
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
-	"github.com/oncekey/oncekey/memstore"
-	"github.com/oncekey/oncekey/oncekeystore/storemock"
-	"github.com/oncekey/oncekey/oncekeystore"
-	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/internal/workflows"
+	"github.com/oncekey/oncekey/memstore"
+	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/oncekeystore/storemock"
+	"github.com/oncekey/oncekey/pgstore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -11,11 +11,11 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/testing/metricstest"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // setupMetrics is setup with a capturing metrics handler on the test suite.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/workflows"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
-	"github.com/oncekey/oncekey/internal/workflows"
 )
 
 // setupSkewed is setup with a store clock that runs skew ahead of the environment's, so a test

@@ -1,8 +1,8 @@
 package storemock_test
 
 import (
-	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/oncekeystore/storemock"
 )
 
 // The mocks implement their interfaces, and a struct embedding both is a store that keeps
