@@ -744,4 +744,3 @@ func sortedFaults(m map[Fault]int) []Fault {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
-

@@ -271,7 +271,9 @@ func TestApprovals(t *testing.T) {
 		read    string
 	}{
 		{"approve", nil, 1, "R-1"},
-		{"deny", func(context.Context, oncekeystore.Approval) oncekeytest.Decision { return oncekeytest.Deny("Refunds over 100 need a manager.") }, 0,
+		{"deny", func(context.Context, oncekeystore.Approval) oncekeytest.Decision {
+			return oncekeytest.Deny("Refunds over 100 need a manager.")
+		}, 0,
 			"Reviewer's message: Refunds over 100 need a manager."},
 		{"wait", func(context.Context, oncekeystore.Approval) oncekeytest.Decision { return oncekeytest.Wait() }, 0, "Error executing tool: "},
 	} {
