@@ -31,7 +31,7 @@ var layers = [][]string{
 	{"internal/activities", "internal/decisiontext"},
 	{"internal/interceptor", "internal/workflows"},
 	{"worker"},
-	{"oncekeyotel"},
+	{"oncekeyotel", "oncekeytest"},
 	{"cmd", "internal/faults", "examples"},
 }
 

@@ -100,6 +100,8 @@ type Kit struct {
 	cfg Config
 	dc  converter.DataConverter
 	ok  okworker.Options // with Store and Registry set; unused when Disabled
+	// defaultSettle: Config.Settle was nil, so an unknown the kit did not cause fails the test.
+	defaultSettle bool
 
 	mu          sync.Mutex
 	workflows   []registration
@@ -152,7 +154,8 @@ func New(t testing.TB, cfg Config) *Kit {
 		}
 		cfg.Store = memstore.New(nil)
 	}
-	if cfg.Settle == nil {
+	defaultSettle := cfg.Settle == nil
+	if defaultSettle {
 		cfg.Settle = SettleSeen
 	}
 	if cfg.Approve == nil {
@@ -171,7 +174,7 @@ func New(t testing.TB, cfg Config) *Kit {
 		cfg.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
 	k := &Kit{
-		t: t, cfg: cfg,
+		t: t, cfg: cfg, defaultSettle: defaultSettle,
 		passes: map[string]int{}, attempts: map[string]int{}, intents: map[string]map[string]bool{},
 		faults: map[string]map[Fault]int{}, seen: map[string]seenAttempt{}, replays: map[string]int{},
 		unknowns: map[string]int{}, settled: map[string]bool{}, decisions: map[string]map[string]int{},
@@ -519,7 +522,7 @@ func (k *Kit) operate(ctx context.Context, resolve func(string, reconcile.Resolu
 				k.t.Errorf("oncekeytest: Config.Settle answered %s for the unknown outcome of %s (%s): an unknown outcome is Applied, NotApplied or Wait", d, r.Tool, r.OperationKey)
 				d = NotApplied()
 			}
-			if s.fault == NoFault && d.kind == decideWait && isSettleSeen(k.cfg.Settle) {
+			if s.fault == NoFault && d.kind == decideWait && k.defaultSettle {
 				k.t.Errorf("oncekeytest: %s ended unknown (operation %s) and the kit did not cause it: the tool's body returned an error or timed out; "+
 					"give Config.Settle a receipt lookup that says whether its effect landed. Settled as not applied so the run can end.", r.Tool, r.OperationKey)
 				d = NotApplied()
@@ -566,11 +569,6 @@ func (k *Kit) operate(ctx context.Context, resolve func(string, reconcile.Resolu
 		k.decided(a.Tool, d)
 		k.mu.Unlock()
 	}
-}
-
-// isSettleSeen reports whether settle is the default, SettleSeen.
-func isSettleSeen(settle func(context.Context, Unknown) Decision) bool {
-	return fmt.Sprintf("%p", settle) == fmt.Sprintf("%p", SettleSeen)
 }
 
 // decided counts d for tool; k.mu is held.
