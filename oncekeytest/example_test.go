@@ -55,7 +55,7 @@ func Example() {
 		kit := oncekeytest.New(t, oncekeytest.Config{
 			Registry: reg,
 			Effects:  tickets.Opened.Counts,
-			Plan:     oncekeytest.Mix{Seed: 54, AttemptPercent: 60, CallPercent: 30},
+			Plan:     oncekeytest.Mix{Seed: 114, AttemptPercent: 60, CallPercent: 30},
 			Disabled: disabled,
 		})
 		kit.RegisterWorkflow(Triage)

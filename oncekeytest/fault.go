@@ -93,6 +93,9 @@ func (f Fault) attemptFault() bool {
 type Call struct {
 	// WorkflowID is the workflow's ID.
 	WorkflowID string
+	// Execution counts the kit's ExecuteWorkflow calls, from 1: the workflow's place in the test,
+	// which a Mix draws by (a test's workflow IDs carry its name).
+	Execution int
 	// Tool is the tool's name: the activity type, or the name its Route gives it.
 	Tool string
 	// N counts the calls of Tool in the workflow's run, from 1, in the order the workflow
@@ -162,7 +165,7 @@ func (s Script) Fault(c Call) Fault {
 // Mix is a seeded random Plan, like the one `make demo` injects: each first attempt of a call
 // meets a per-attempt fault with AttemptPercent chance, and each call of the first run a per-call
 // fault with CallPercent chance, both drawn evenly from Faults. The draw depends only on (Seed,
-// workflow ID, tool, N, attempt), so two runs of the same test meet the same faults.
+// Call.Execution, tool, N, attempt), so two runs of the same test meet the same faults.
 type Mix struct {
 	// Seed selects the faults.
 	Seed int64
@@ -218,7 +221,7 @@ func (m Mix) Fault(c Call) Fault {
 // length and its bytes, so no two identities hash alike by concatenation.
 func draw(seed int64, c Call) uint64 {
 	h := sha256.New()
-	for _, part := range []string{strconv.FormatInt(seed, 10), c.WorkflowID, c.Tool, strconv.Itoa(c.N), strconv.Itoa(c.Attempt)} {
+	for _, part := range []string{strconv.FormatInt(seed, 10), strconv.Itoa(c.Execution), c.Tool, strconv.Itoa(c.N), strconv.Itoa(c.Attempt)} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 		h.Write(n[:])

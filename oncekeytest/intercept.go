@@ -22,6 +22,7 @@ const callHeader = "oncekeytest-call"
 // callMark is callHeader's value.
 type callMark struct {
 	WorkflowID string `json:"workflow_id"`
+	Execution  int    `json:"execution"`
 	Tool       string `json:"tool"`
 	N          int    `json:"n"`
 	Pass       int    `json:"pass"`
@@ -102,7 +103,8 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		call, repeat = c, true
 	} else {
 		w.n[tool]++
-		call = Call{WorkflowID: info.WorkflowExecution.ID, Tool: tool, N: w.n[tool], Pass: k.pass(info.WorkflowExecution.ID)}
+		id := info.WorkflowExecution.ID
+		call = Call{WorkflowID: id, Execution: k.execution(id), Tool: tool, N: w.n[tool], Pass: k.pass(id)}
 	}
 	fault := NoFault
 	if !repeat {
@@ -119,7 +121,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		}
 	}
 	if h := interceptor.WorkflowHeader(ctx); h != nil {
-		if pl, err := k.dc.ToPayload(callMark{WorkflowID: call.WorkflowID, Tool: tool, N: call.N, Pass: call.Pass, Repeat: repeat}); err == nil {
+		if pl, err := k.dc.ToPayload(callMark{WorkflowID: call.WorkflowID, Execution: call.Execution, Tool: tool, N: call.N, Pass: call.Pass, Repeat: repeat}); err == nil {
 			h[callHeader] = pl
 		}
 	}

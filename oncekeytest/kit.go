@@ -108,6 +108,7 @@ type Kit struct {
 	activities  []registration
 	baseline    map[string]int
 	passes      map[string]int // workflow ID → the run under way
+	executions  map[string]int // workflow ID → its ExecuteWorkflow's number
 	attempts    map[string]int // workflow ID, tool, N → attempts made
 	intents     map[string]map[string]bool
 	toolOrder   []string
@@ -175,7 +176,7 @@ func New(t testing.TB, cfg Config) *Kit {
 	}
 	k := &Kit{
 		t: t, cfg: cfg, defaultSettle: defaultSettle,
-		passes: map[string]int{}, attempts: map[string]int{}, intents: map[string]map[string]bool{},
+		passes: map[string]int{}, executions: map[string]int{}, attempts: map[string]int{}, intents: map[string]map[string]bool{},
 		faults: map[string]map[Fault]int{}, seen: map[string]seenAttempt{}, replays: map[string]int{},
 		unknowns: map[string]int{}, settled: map[string]bool{}, decisions: map[string]map[string]int{},
 		pending: map[string]Call{}, ids: map[string]bool{},
@@ -285,6 +286,9 @@ func (k *Kit) ExecuteWorkflowID(id string, wf any, args ...any) *Run {
 	k.mu.Lock()
 	k.ids[id] = true
 	k.passes[id] = 1
+	if k.executions[id] == 0 {
+		k.executions[id] = len(k.executions) + 1
+	}
 	k.mu.Unlock()
 	run := &Run{WorkflowID: id}
 	var reset func(context.Context, Call) (client.WorkflowRun, error)
@@ -609,6 +613,13 @@ func (k *Kit) pass(workflowID string) int {
 	return 1
 }
 
+// execution is the number of the ExecuteWorkflow that runs workflowID.
+func (k *Kit) execution(workflowID string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.executions[workflowID]
+}
+
 func (k *Kit) callFault(c Call) Fault {
 	if k.cfg.Plan == nil {
 		return NoFault
@@ -636,7 +647,7 @@ func (k *Kit) attempt(m callMark) Call {
 	defer k.mu.Unlock()
 	id := m.WorkflowID + "\x00" + m.Tool + "\x00" + strconv.Itoa(m.N)
 	k.attempts[id]++
-	return Call{WorkflowID: m.WorkflowID, Tool: m.Tool, N: m.N, Pass: m.Pass, Attempt: k.attempts[id]}
+	return Call{WorkflowID: m.WorkflowID, Execution: m.Execution, Tool: m.Tool, N: m.N, Pass: m.Pass, Attempt: k.attempts[id]}
 }
 
 func (k *Kit) intend(c Call, args json.RawMessage, step string, hasStep bool) {
