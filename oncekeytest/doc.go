@@ -51,8 +51,10 @@
 //	Rerun              after the run                  the workflow runs again under     -
 //	                                                  its ID with its input
 //
-// Stall and LoseAnswer end the attempt at once with the timeout failure Temporal reports for
-// it, rather than waiting the activity's StartToCloseTimeout out. A Plan chooses each call's and
+// On the test environment Stall and LoseAnswer end the attempt at once with the timeout failure
+// Temporal reports for it; on a server the attempt waits, and the server times it out after the
+// activity's StartToCloseTimeout (keep it short in tests). The kit records each call's per-call
+// fault in the workflow's history (a SideEffect marker), so a replay makes the same commands. A Plan chooses each call's and
 // each attempt's fault: Script names them, Mix draws them from a seed.
 //
 // # What is counted

@@ -22,15 +22,14 @@ const (
 	FailBeforeBody
 
 	// Stall hangs the attempt before anything of it runs, past its start-to-close timeout: the
-	// workflow sees the activity time out and nothing was claimed or sent. The kit ends the
-	// attempt at once with the timeout failure Temporal reports, rather than waiting the
-	// activity's StartToCloseTimeout out.
+	// workflow sees the activity time out and nothing was claimed or sent. On the test
+	// environment the kit ends the attempt at once with the timeout failure Temporal reports; on a
+	// server it waits, and the server times the attempt out after its StartToCloseTimeout.
 	Stall
 
 	// LoseAnswer runs the call (oncekey's claim, the body, the stored result) and loses its
 	// answer on the way back: the effect happened and the workflow sees the attempt time out, as
-	// when a worker's response never reaches the server. The kit ends the attempt with the
-	// timeout failure at once.
+	// when a worker's response never reaches the server. The attempt ends as for Stall.
 	LoseAnswer
 
 	// CrashMidBody runs the tool's body (its downstream acts) and kills the attempt before the

@@ -36,9 +36,16 @@ var (
 	errCrashed          = errors.New("oncekeytest: injected crash after the tool's body returned; its result is lost (CrashMidBody)")
 )
 
-// timedOut is the failure Temporal reports for an attempt whose start-to-close timeout ran out.
-func timedOut(f Fault) error {
-	return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, errors.New("oncekeytest: injected "+f.String()))
+// timeOut ends an attempt as one whose answer never reaches the server: on the test
+// environment at once, with the failure Temporal reports when the start-to-close timeout runs
+// out; on a server by waiting for the timeout (the attempt's context ends), so that the server
+// times the attempt out itself.
+func (k *Kit) timeOut(ctx context.Context, f Fault) (any, error) {
+	if k.cfg.Client != nil {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, errors.New("oncekeytest: injected "+f.String()))
 }
 
 // outer is the kit's interceptor outside oncekey's on the activity side (the first of the
@@ -86,6 +93,12 @@ type workflowOutbound struct {
 	n map[string]int
 }
 
+// callDecision is what the workflow side records of a call: its per-call fault and its run.
+type callDecision struct {
+	Fault Fault `json:"fault"`
+	Pass  int   `json:"pass"`
+}
+
 // repeatKey marks the context of a call the kit repeats (Repropose): its value is the call.
 type repeatKey struct{}
 
@@ -104,11 +117,20 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 	} else {
 		w.n[tool]++
 		id := info.WorkflowExecution.ID
-		call = Call{WorkflowID: id, Execution: k.execution(id), Tool: tool, N: w.n[tool], Pass: k.pass(id)}
+		call = Call{WorkflowID: id, Execution: k.execution(id), Tool: tool, N: w.n[tool]}
 	}
 	fault := NoFault
 	if !repeat {
-		fault = k.callFault(call)
+		// The plan's decision for the call, and the run it is in, are recorded in the history, so
+		// that a replay (a reset run's, a worker's after a restart) makes the same commands.
+		var d callDecision
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+			c := call
+			c.Pass = k.pass(c.WorkflowID)
+			return callDecision{Fault: k.callFault(c), Pass: c.Pass}
+		}).Get(&d); err == nil {
+			fault, call.Pass = d.Fault, d.Pass
+		}
 		if live {
 			step, hasStep := oncekey.StepID(ctx)
 			k.intend(call, doc, step, hasStep)
@@ -193,10 +215,10 @@ func (a *activityOuter) ExecuteActivity(ctx context.Context, in *interceptor.Exe
 	}
 	switch fault {
 	case Stall:
-		return nil, timedOut(fault)
+		return a.k.timeOut(ctx, fault)
 	case LoseAnswer:
 		_, _ = a.Next.ExecuteActivity(ctx, in)
-		return nil, timedOut(fault)
+		return a.k.timeOut(ctx, fault)
 	case FailBeforeBody, CrashMidBody:
 		ctx = context.WithValue(ctx, attemptKey{}, attemptFault{call: call, fault: fault})
 	}

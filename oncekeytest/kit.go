@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +67,8 @@ type Config struct {
 	// Namespace is Client's namespace, for a Reset. Defaults to "default".
 	Namespace string
 
-	// TaskQueue is the worker's task queue with Client. Defaults to "oncekeytest-" and the test's
-	// name.
+	// TaskQueue is the worker's task queue with Client. Defaults to "oncekeytest-", the test's
+	// name and the kit's number in the test binary, so two kits never share a worker.
 	TaskQueue string
 
 	// Settle decides each unknown outcome of the kit's workflows, as the person on call or a
@@ -100,6 +101,8 @@ type Kit struct {
 	cfg Config
 	dc  converter.DataConverter
 	ok  okworker.Options // with Store and Registry set; unused when Disabled
+	// number tells the kits of one test binary apart: their task queues and workflow IDs.
+	number int64
 	// defaultSettle: Config.Settle was nil, so an unknown the kit did not cause fails the test.
 	defaultSettle bool
 
@@ -168,14 +171,15 @@ func New(t testing.TB, cfg Config) *Kit {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
+	number := kits.Add(1)
 	if cfg.TaskQueue == "" {
-		cfg.TaskQueue = "oncekeytest-" + t.Name()
+		cfg.TaskQueue = fmt.Sprintf("oncekeytest-%s-%d", idSafe.ReplaceAllString(t.Name(), "_"), number)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
 	k := &Kit{
-		t: t, cfg: cfg, defaultSettle: defaultSettle,
+		t: t, cfg: cfg, defaultSettle: defaultSettle, number: number,
 		passes: map[string]int{}, executions: map[string]int{}, attempts: map[string]int{}, intents: map[string]map[string]bool{},
 		faults: map[string]map[Fault]int{}, seen: map[string]seenAttempt{}, replays: map[string]int{},
 		unknowns: map[string]int{}, settled: map[string]bool{}, decisions: map[string]map[string]int{},
@@ -261,19 +265,22 @@ func (r *Run) Get(valuePtr any) error {
 }
 
 // ExecuteWorkflow runs the workflow wf with args under the kit's workflow ID for it (the test's
-// name and a number), to its end; then, when the plan asked for a Reset or a Rerun, runs it
+// name, the kit's number and the run's), to its end; then, when the plan asked for a Reset or a Rerun, runs it
 // again, and so on (at most 3 runs in all). It fails the test when a run cannot start or does
 // not end within Config.Timeout; the workflow's own failure is Run.Err.
 func (k *Kit) ExecuteWorkflow(wf any, args ...any) *Run {
 	k.t.Helper()
 	k.mu.Lock()
 	k.runs++
-	id := fmt.Sprintf("%s-%d", idSafe.ReplaceAllString(k.t.Name(), "_"), k.runs)
+	id := fmt.Sprintf("%s-k%d-%d", idSafe.ReplaceAllString(k.t.Name(), "_"), k.number, k.runs)
 	k.mu.Unlock()
 	return k.ExecuteWorkflowID(id, wf, args...)
 }
 
 var idSafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// kits counts the kits made in the test binary.
+var kits atomic.Int64
 
 // maxPasses bounds the runs of one ExecuteWorkflow.
 const maxPasses = 3

@@ -91,7 +91,14 @@ func deskKit(t *testing.T, disabled bool) (*oncekeytest.Kit, *stack) {
 	for _, r := range requests {
 		var res AgentResult
 		require.NoError(t, kit.ExecuteWorkflow(AgentWorkflow, AgentInput{Request: r, Tenant: "kit", Plain: disabled}).Get(&res))
-		require.NotEmpty(t, res.Answer, "%s: the agent answered", r.ID)
+		if res.Answer == "" {
+			for _, c := range res.Calls {
+				t.Logf("%s turn %d %s %s: %+v", r.ID, c.Turn, c.Tool, c.Arguments, c.Outcome)
+			}
+			t.Logf("turns %d messages %d last %+v", res.Turns, len(res.Messages), res.Messages[len(res.Messages)-1])
+			t.Logf("\n%s", kit.Report())
+		}
+		require.NotEmpty(t, res.Answer, "%s: the agent answered (out of turns: %v)", r.ID, res.OutOfTurns)
 	}
 	t.Logf("oncekey off: %v\n%s", disabled, kit.Report())
 	return kit, st
