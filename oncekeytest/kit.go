@@ -538,15 +538,19 @@ func (k *Kit) operate(ctx context.Context, resolve func(string, reconcile.Resolu
 					"give Config.Settle a receipt lookup that says whether its effect landed. Settled as not applied so the run can end.", r.Tool, r.OperationKey)
 				d = NotApplied()
 			}
-			if d.kind != decideWait {
-				if err := resolve(r.OperationKey, d.resolution(*r)); err != nil {
-					continue // the reconciliation may not wait yet: next time
-				}
-			}
+			// Counted before it is sent: the workflow may end before the sender hears back.
 			k.mu.Lock()
 			k.settled[id] = true
-			k.decided(r.Tool, d)
+			k.decided(r.Tool, d, 1)
 			k.mu.Unlock()
+			if d.kind != decideWait {
+				if err := resolve(r.OperationKey, d.resolution(*r)); err != nil {
+					k.mu.Lock()
+					delete(k.settled, id) // the reconciliation may not wait yet: next time
+					k.decided(r.Tool, d, -1)
+					k.mu.Unlock()
+				}
+			}
 		}
 	}
 	as, ok := k.cfg.Store.(oncekeystore.ApprovalStore)
@@ -570,24 +574,30 @@ func (k *Kit) operate(ctx context.Context, resolve func(string, reconcile.Resolu
 			k.t.Errorf("oncekeytest: Config.Approve answered %s for the approval of %s (%s): an approval is Approve, Deny or Wait", d, a.Tool, a.OperationKey)
 			d = Deny("")
 		}
-		if d.kind != decideWait {
-			if err := decide(a.OperationKey, d.decision(*a)); err != nil {
-				continue
-			}
-		}
 		k.mu.Lock()
 		k.settled[id] = true
-		k.decided(a.Tool, d)
+		k.decided(a.Tool, d, 1)
 		k.mu.Unlock()
+		if d.kind != decideWait {
+			if err := decide(a.OperationKey, d.decision(*a)); err != nil {
+				k.mu.Lock()
+				delete(k.settled, id)
+				k.decided(a.Tool, d, -1)
+				k.mu.Unlock()
+			}
+		}
 	}
 }
 
-// decided counts d for tool; k.mu is held.
-func (k *Kit) decided(tool string, d Decision) {
+// decided adds n to the count of d for tool; k.mu is held.
+func (k *Kit) decided(tool string, d Decision, n int) {
 	if k.decisions[tool] == nil {
 		k.decisions[tool] = map[string]int{}
 	}
-	k.decisions[tool][d.String()]++
+	k.decisions[tool][d.String()] += n
+	if k.decisions[tool][d.String()] == 0 {
+		delete(k.decisions[tool], d.String())
+	}
 }
 
 // --- what the interceptors tell the kit ---
