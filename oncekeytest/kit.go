@@ -127,6 +127,7 @@ type Kit struct {
 	runs        int
 	worker      sdkworker.Worker
 	stopOperate func()
+	sending     sync.WaitGroup // decisions being sent to a server
 }
 
 type registration struct {
@@ -495,7 +496,7 @@ func (k *Kit) startWorker() error {
 	}
 	k.mu.Lock()
 	k.worker = w
-	k.stopOperate = func() { cancel(); <-done }
+	k.stopOperate = func() { cancel(); <-done; k.sending.Wait() }
 	k.mu.Unlock()
 	return nil
 }
@@ -544,12 +545,13 @@ func (k *Kit) operate(ctx context.Context, resolve func(string, reconcile.Resolu
 			k.decided(r.Tool, d, 1)
 			k.mu.Unlock()
 			if d.kind != decideWait {
-				if err := resolve(r.OperationKey, d.resolution(*r)); err != nil {
+				tool, key, res := r.Tool, r.OperationKey, d.resolution(*r)
+				k.send(func() error { return resolve(key, res) }, func() {
 					k.mu.Lock()
 					delete(k.settled, id) // the reconciliation may not wait yet: next time
-					k.decided(r.Tool, d, -1)
+					k.decided(tool, d, -1)
 					k.mu.Unlock()
-				}
+				})
 			}
 		}
 	}
@@ -579,14 +581,34 @@ func (k *Kit) operate(ctx context.Context, resolve func(string, reconcile.Resolu
 		k.decided(a.Tool, d, 1)
 		k.mu.Unlock()
 		if d.kind != decideWait {
-			if err := decide(a.OperationKey, d.decision(*a)); err != nil {
+			tool, key, dec := a.Tool, a.OperationKey, d.decision(*a)
+			k.send(func() error { return decide(key, dec) }, func() {
 				k.mu.Lock()
 				delete(k.settled, id)
-				k.decided(a.Tool, d, -1)
+				k.decided(tool, d, -1)
 				k.mu.Unlock()
-			}
+			})
 		}
 	}
+}
+
+// send sends a decision and calls undo when it did not land: at once on the test environment
+// (a signal, in the environment's own goroutine), in a goroutine of its own on a server, so that
+// one decision waiting for its confirmation holds up no other.
+func (k *Kit) send(f func() error, undo func()) {
+	if k.cfg.Client == nil {
+		if f() != nil {
+			undo()
+		}
+		return
+	}
+	k.sending.Add(1)
+	go func() {
+		defer k.sending.Done()
+		if f() != nil {
+			undo()
+		}
+	}()
 }
 
 // decided adds n to the count of d for tool; k.mu is held.

@@ -186,6 +186,17 @@ func (r Report) Doubles() int {
 	return n
 }
 
+// Faults counts the faults injected across the tools, by kind.
+func (r Report) Faults() map[Fault]int {
+	out := map[Fault]int{}
+	for _, row := range r.Rows {
+		for f, n := range row.Faults {
+			out[f] += n
+		}
+	}
+	return out
+}
+
 // String is the report as a table, like `make demo`'s: tool, intended, landed, doubles,
 // replays, unknowns, the faults injected, the decisions made and what the model read.
 func (r Report) String() string {

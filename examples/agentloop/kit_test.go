@@ -70,12 +70,7 @@ func TestAgentLoopUnderTheKit(t *testing.T) {
 	l := svc.Ledger()
 	require.Len(t, l.Tickets, 2, "one ticket per conversation")
 	require.Len(t, l.Refunds, 1, "one refund for the order across both conversations")
-	faults := map[oncekeytest.Fault]int{}
-	for _, row := range kit.Report().Rows {
-		for f, n := range row.Faults {
-			faults[f] += n
-		}
-	}
+	faults := kit.Report().Faults()
 	for f := oncekeytest.FailBeforeBody; f <= oncekeytest.Rerun; f++ {
 		require.Positive(t, faults[f], "the seed's mix meets %s", f)
 	}

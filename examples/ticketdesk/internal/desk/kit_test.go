@@ -117,12 +117,7 @@ func TestDemoToolsUnderTheKit(t *testing.T) {
 	for _, s := range []*downstream.Service{st.services.Tickets, st.services.Email, st.services.Payments} {
 		require.Zero(t, s.Ledger.Stats().DoubleEffects, "%s: by the service's own identities", s.Name)
 	}
-	faults := map[oncekeytest.Fault]int{}
-	for _, row := range kit.Report().Rows {
-		for f, n := range row.Faults {
-			faults[f] += n
-		}
-	}
+	faults := kit.Report().Faults()
 	for f := oncekeytest.FailBeforeBody; f <= oncekeytest.Rerun; f++ {
 		require.Positive(t, faults[f], "the seed's mix meets %s", f)
 	}
