@@ -181,7 +181,7 @@ func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) err
 	var records bool
 	present := make([]bool, len(beside))
 	if ctx.Err() != nil || s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL`,
+		return s.db().QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, to_regclass($4) IS NOT NULL`,
 			s.table, beside[0].table, beside[1].table, beside[2].table).Scan(&records, &present[0], &present[1], &present[2])
 	}) != nil || !records {
 		return s.wrap(ctx, op, key, err)
@@ -211,7 +211,7 @@ func (s *Store) RequestApproval(ctx context.Context, p *oncekeystore.RequestAppr
 		err error
 	)
 	res.Approval, err = callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Approval, error) {
-		return scanApproval(s.pool.QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
+		return scanApproval(s.db().QueryRow(ctx, s.requestApprovalSQL, p.Tenant, p.OperationKey, p.Namespace,
 			p.Tool, p.Fingerprint, p.WorkflowID, p.StepID, p.Summary, micros(p.Timeout), token, p.Token, p.EditOf, p.SupersedeGrant), &res.Created)
 	})
 	if err != nil {
@@ -232,7 +232,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprov
 	const op = "decide approval"
 	var late bool
 	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekeystore.Approval, error) {
-		return scanApproval(s.pool.QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
+		return scanApproval(s.db().QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
 			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token, p.ModelMessage, p.ChangesRequested, p.EditedAs), &late)
 	}, func() error {
 		cur, gerr := s.getApproval(ctx, op, p.Tenant, p.OperationKey)
@@ -266,7 +266,7 @@ func (s *Store) GetApproval(ctx context.Context, p *oncekeystore.GetParams) (*on
 // Errors are wrapped and name op.
 func (s *Store) getApproval(ctx context.Context, op, tenant, key string) (*oncekeystore.Approval, error) {
 	return queryOne(ctx, s, op, key, s.wrapApproval, func(ctx context.Context) (*oncekeystore.Approval, error) {
-		return scanApproval(s.pool.QueryRow(ctx, s.getApprovalSQL, tenant, key))
+		return scanApproval(s.db().QueryRow(ctx, s.getApprovalSQL, tenant, key))
 	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, key, oncekeystore.ErrNotFound) })
 }
 

@@ -217,7 +217,7 @@ func queryMany[Out any](ctx context.Context, s *Store, sql string, params []any,
 	for _, c := range batch {
 		byKey[c.Key] = c
 	}
-	rows, err := s.pool.Query(ctx, sql, params...)
+	rows, err := s.db().Query(ctx, sql, params...)
 	if err != nil {
 		return err
 	}

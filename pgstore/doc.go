@@ -23,8 +23,11 @@
 //     needs a connection held outside the pool for the life of every worker.
 //   - On a pool in pgx's default mode (QueryExecModeCacheStatement) the store prepares its
 //     statements once per connection (names "oncekey_" + a digest of the text) and runs them
-//     through pgconn; in any other mode (for PgBouncer in transaction mode, say) they go through
-//     pgx.Conn.Query unprepared. A pgx.QueryTracer on the pool sees every statement either way.
+//     through pgconn; in any other mode they go through pgx.Conn.Query unprepared. Behind a
+//     connection pooler (PgBouncer in transaction mode), which the store finds by itself on its
+//     first call (see DetectPooler), it prepares nothing on such a pool: its own statements go
+//     unnamed in one round trip, the others in QueryExecModeExec. A startup parameter the pooler
+//     refuses is a *PoolerError. A pgx.QueryTracer on the pool sees every statement either way.
 //     Each Store prepares seven statements per connection (eight with Transactional tools) (the server keeps roughly 1 MB of
 //     plans per connection for them); the approval statements, off the hot path, go through
 //     pgx's own statement cache (prepared on a connection's first use in the default mode, not

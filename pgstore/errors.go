@@ -52,8 +52,13 @@ func unavailable(err error) bool {
 		errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "closed pool") || strings.Contains(err.Error(), "conn closed")
 }
 
-// wrapErr names the operation and wraps an unreachable database in *oncekeystore.StoreUnavailableError.
+// wrapErr names the operation and wraps an unreachable database in
+// *oncekeystore.StoreUnavailableError; a startup parameter a pooler refuses is a *PoolerError
+// instead, which no retry helps.
 func wrapErr(op, key string, err error) error {
+	if pe := poolerRefusal(err); pe != nil {
+		return named(op, key, pe)
+	}
 	if unavailable(err) {
 		err = &oncekeystore.StoreUnavailableError{Op: op, Err: err}
 	}

@@ -85,27 +85,48 @@ var binaryFormat = []int16{pgtype.BinaryFormatCode}
 // into the Bind message and the row decoded with scanPlans, which saves the client about a
 // fifth of its CPU per call compared with pgx.Conn.Query (BENCH_DEBUG=1 go run
 // ./pgstore/internal/benchcmd prints the client CPU per call). A
-// configured pgx.QueryTracer still sees the statement. In any other mode (a pool set up for
-// PgBouncer with the simple protocol, say) the statement goes through pgx.Conn.Query.
+// configured pgx.QueryTracer still sees the statement. Behind a connection pooler (pooler.go)
+// it is sent without a name, in one round trip, with pgconn the same way (sendUnnamed). In any
+// other mode (a pool set up for PgBouncer with the simple protocol, say) the statement goes
+// through pgx.Conn.Query.
 func (s *Store) queryRecord(ctx context.Context, st *stmt, args []arg, extra ...any) (*oncekeystore.Record, error) {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Release()
-	return s.queryRecordOn(ctx, c.Conn(), s.prepare, st, args, extra...)
+	how := sendQuery
+	switch {
+	case s.pooled():
+		how = sendUnnamed
+	case s.prepare:
+		how = sendPrepared
+	}
+	return s.queryRecordOn(ctx, c.Conn(), how, st, args, extra...)
 }
 
+// sendMode is how queryRecordOn sends a statement.
+type sendMode int
+
+const (
+	sendQuery    sendMode = iota // pgx.Conn.Query, in the connection's mode
+	sendPrepared                 // prepared once per connection under its name, run with pgconn
+	sendUnnamed                  // parsed, bound and run in one round trip without a name, with pgconn
+)
+
 // queryRecordOn is queryRecord on conn (a Transactional call's transaction runs its completion
-// on the transaction's connection), prepared as queryRecord says when prepared is true.
-func (s *Store) queryRecordOn(ctx context.Context, conn *pgx.Conn, prepared bool, st *stmt, args []arg, extra ...any) (*oncekeystore.Record, error) {
+// on the transaction's connection), sent as how says.
+func (s *Store) queryRecordOn(ctx context.Context, conn *pgx.Conn, how sendMode, st *stmt, args []arg, extra ...any) (*oncekeystore.Record, error) {
 	var err error
 	d := new(recordDest)
 	var buf recordDests
 	dest := d.bind(&buf, true, extra...)
-	if !prepared {
+	switch how {
+	case sendQuery:
 		err = queryRow(ctx, conn, st.sql, args, dest)
-	} else {
+	case sendUnnamed:
+		err = execUnnamed(ctx, conn, s.tracer, st, args, dest)
+	default:
 		err = execPrepared(ctx, conn, s.tracer, st, args, dest)
 		if err != nil && retryPrepared(err) {
 			// The statement is not what pgx says was prepared on this connection: a migration
@@ -167,18 +188,33 @@ func execPrepared(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, s
 	return err
 }
 
-// runPrepared prepares st on conn (once per connection, see prepare), runs it
-// and scans the first row, if any, into dest.
-func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest []any) (pgconn.CommandTag, bool, error) {
-	sd, err := prepare(ctx, conn, st)
-	if err != nil {
-		return pgconn.CommandTag{}, false, err
+// execUnnamed runs st on conn in one round trip (Parse, Bind, Describe, Execute, Sync) without
+// a named statement, its parameters typed and encoded as execPrepared's are, and scans the first
+// row into dest: what a pooler in transaction mode passes on whole to one server connection.
+func execUnnamed(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, st *stmt, args []arg, dest []any) error {
+	if tracer != nil {
+		ctx = tracer.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: st.sql, Args: values(args)})
 	}
+	tag, found, err := runUnnamed(ctx, conn, st, args, dest)
+	if tracer != nil {
+		tracer.TraceQueryEnd(ctx, conn, pgx.TraceQueryEndData{CommandTag: tag, Err: err})
+	}
+	if err == nil && !found {
+		return pgx.ErrNoRows
+	}
+	return err
+}
+
+func runUnnamed(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest []any) (pgconn.CommandTag, bool, error) {
 	params, err := encodeParams(st, args)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
-	rr := conn.PgConn().ExecStatement(ctx, sd, params, binaryFormat, binaryFormat)
+	return scanFirst(conn, conn.PgConn().ExecParams(ctx, st.sql, params, st.oids, binaryFormat, binaryFormat), args, dest)
+}
+
+// scanFirst reads rr to its end, scanning the first row, if any, into dest.
+func scanFirst(conn *pgx.Conn, rr *pgconn.ResultReader, args []arg, dest []any) (pgconn.CommandTag, bool, error) {
 	found := false
 	var scanErr error
 	for rr.NextRow() {
@@ -192,6 +228,20 @@ func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest
 		err = scanErr
 	}
 	return tag, found, err
+}
+
+// runPrepared prepares st on conn (once per connection, see prepare), runs it
+// and scans the first row, if any, into dest.
+func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest []any) (pgconn.CommandTag, bool, error) {
+	sd, err := prepare(ctx, conn, st)
+	if err != nil {
+		return pgconn.CommandTag{}, false, err
+	}
+	params, err := encodeParams(st, args)
+	if err != nil {
+		return pgconn.CommandTag{}, false, err
+	}
+	return scanFirst(conn, conn.PgConn().ExecStatement(ctx, sd, params, binaryFormat, binaryFormat), args, dest)
 }
 
 // prepare returns st's description on conn, preparing it on the connection's first use. The

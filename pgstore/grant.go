@@ -91,7 +91,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now() + $9::bigint * interval '1 
     now() + ($9::bigint + $10::bigint) * interval '1 microsecond')
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Grant, error) {
-		return scanGrant(s.pool.QueryRow(ctx, q, oncekeystore.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
+		return scanGrant(s.db().QueryRow(ctx, q, oncekeystore.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
 			p.CreatedBy, p.Reason, micros(p.Duration), micros(p.KeepFor())))
 	})
 	if err != nil {
@@ -118,7 +118,7 @@ UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2, purge_at = clock
 FROM locked WHERE id = locked.locked_id AND revoked_at IS NULL AND expires_at > now()
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Grant, error) {
-		return scanGrant(s.pool.QueryRow(ctx, q, p.ID, p.RevokedBy))
+		return scanGrant(s.db().QueryRow(ctx, q, p.ID, p.RevokedBy))
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -135,7 +135,7 @@ func (s *Store) GetGrant(ctx context.Context, id string) (*oncekeystore.Grant, e
 	const op = "get grant"
 	q := s.grantSQL(`SELECT {cols} FROM {g} WHERE id = $1`)
 	return queryOne(ctx, s, op, id, s.wrapGrant, func(ctx context.Context) (*oncekeystore.Grant, error) {
-		return scanGrant(s.pool.QueryRow(ctx, q, id))
+		return scanGrant(s.db().QueryRow(ctx, q, id))
 	}, func() error { return fmt.Errorf("pgstore: %s %s: %w", op, id, oncekeystore.ErrNotFound) })
 }
 
@@ -151,7 +151,7 @@ func (s *Store) ListGrants(ctx context.Context, p *oncekeystore.ListGrantsParams
 		return nil, err
 	}
 	gs, err := callFor(ctx, s, func(ctx context.Context) ([]*oncekeystore.Grant, error) {
-		rows, err := s.pool.Query(ctx, q, args...)
+		rows, err := s.db().Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +219,8 @@ RETURNING {cols}`)
 	a, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Approval, error) {
 		refused = nil
 		var out *oncekeystore.Approval
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error {
+			tx := s.on(ptx)
 			cur, err := scanApproval(tx.QueryRow(ctx, s.getApprovalSQL, p.Tenant, p.OperationKey))
 			if errors.Is(err, pgx.ErrNoRows) {
 				refused = fmt.Errorf("pgstore: %s %s: %w", op, p.OperationKey, oncekeystore.ErrNotFound)

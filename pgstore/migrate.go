@@ -84,13 +84,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 // search_path. The whole run is one transaction holding a transaction-level advisory lock keyed
 // by the schema, so two processes migrating at once are safe: the second waits, then finds
 // nothing to do. Applied versions are recorded in the table oncekey_migrations; versions newer
-// than this binary knows are left alone. Use the same schema in Options.Schema.
+// than this binary knows are left alone. Use the same schema in Options.Schema. Its statements
+// are never prepared, whatever the pool's mode, and nothing outlives the transaction, so it
+// runs through a connection pooler in transaction mode (PgBouncer) as well.
 func MigrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	migs, err := loadMigrations()
 	if err != nil {
 		return err
 	}
-	err = underMigrationLock(ctx, pool, schema, func(tx pgx.Tx, applied map[int]bool) error {
+	err = underMigrationLock(ctx, pool, schema, func(tx querier, applied map[int]bool) error {
 		for _, m := range migs {
 			if applied[m.version] {
 				continue
@@ -121,7 +123,7 @@ func MigrateDownSchema(ctx context.Context, pool *pgxpool.Pool, schema string, t
 	if to < 0 || to > len(migs) {
 		return fmt.Errorf("pgstore: migrate down: version %d is outside 0..%d", to, len(migs))
 	}
-	err = underMigrationLock(ctx, pool, schema, func(tx pgx.Tx, applied map[int]bool) error {
+	err = underMigrationLock(ctx, pool, schema, func(tx querier, applied map[int]bool) error {
 		for i := len(migs) - 1; i >= 0; i-- {
 			m := migs[i]
 			if m.version <= to || !applied[m.version] {
@@ -143,9 +145,11 @@ func MigrateDownSchema(ctx context.Context, pool *pgxpool.Pool, schema string, t
 }
 
 // underMigrationLock runs fn in one transaction holding the migration lock for schema (see
-// lockSchema), with the migrations table in place and the versions applied so far.
-func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, schema string, fn func(tx pgx.Tx, applied map[int]bool) error) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+// lockSchema), with the migrations table in place and the versions applied so far. Every
+// statement goes in poolerMode (unprepared), so that a pooler in front of the pool does no harm.
+func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, schema string, fn func(tx querier, applied map[int]bool) error) error {
+	return pgx.BeginFunc(ctx, pool, func(ptx pgx.Tx) error {
+		tx := modeQuerier{q: ptx}
 		if err := lockSchema(ctx, tx, schema); err != nil {
 			return err
 		}
@@ -165,7 +169,7 @@ func underMigrationLock(ctx context.Context, pool *pgxpool.Pool, schema string, 
 
 // lockSchema takes the migration advisory lock for schema (held to the end of tx), creates the
 // schema if it is named and missing, and points tx's search_path at it.
-func lockSchema(ctx context.Context, tx pgx.Tx, schema string) error {
+func lockSchema(ctx context.Context, tx querier, schema string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('oncekey.migrate:' || coalesce(nullif($1, ''), current_schema(), ''), 0))`, schema); err != nil {
 		return err
 	}

@@ -179,49 +179,55 @@ type RelayResult struct {
 func (s *Store) RelayOnce(ctx context.Context, deliver func(ctx context.Context, m *OutboxMessage) error, opts *RelayOptions) (RelayResult, error) {
 	o := opts.withDefaults()
 	var res RelayResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT tenant, operation_key, topic, payload, attempts FROM `+s.outboxTable+`
-WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, o.Batch)
-		if err != nil {
-			return err
-		}
-		var msgs []*OutboxMessage
-		for rows.Next() {
-			m := new(OutboxMessage)
-			if err := rows.Scan(&m.Tenant, &m.OperationKey, &m.Topic, &m.Payload, &m.Attempt); err != nil {
-				rows.Close()
-				return err
-			}
-			m.Attempt++
-			msgs = append(msgs, m)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		res.Found = len(msgs)
-		for _, m := range msgs {
-			if derr := deliverOne(ctx, deliver, m); derr != nil {
-				res.Failed++
-				if _, err := tx.Exec(ctx, `UPDATE `+s.outboxTable+` SET attempts = $4, last_error = $5,
-    next_attempt_at = now() + $6::bigint * interval '1 microsecond'
-WHERE tenant = $1 AND operation_key = $2 AND topic = $3`, m.Tenant, m.OperationKey, m.Topic, m.Attempt,
-					truncate(derr.Error(), 2000), o.Backoff(m.Attempt).Microseconds()); err != nil {
-					return err
-				}
-				continue
-			}
-			res.Delivered++
-			if _, err := tx.Exec(ctx, `UPDATE `+s.outboxTable+` SET status = 'delivered', attempts = $4, last_error = '',
-    delivered_at = now() WHERE tenant = $1 AND operation_key = $2 AND topic = $3`, m.Tenant, m.OperationKey, m.Topic, m.Attempt); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.route.detect(ctx)
+	if err == nil {
+		err = pgx.BeginFunc(ctx, s.pool, func(ptx pgx.Tx) error { return s.relay(ctx, s.on(ptx), deliver, o, &res) })
+	}
 	if err != nil {
 		return RelayResult{}, s.wrap(ctx, "relay", "", err)
 	}
 	return res, nil
+}
+
+// relay is RelayOnce's transaction, on tx.
+func (s *Store) relay(ctx context.Context, tx querier, deliver func(ctx context.Context, m *OutboxMessage) error, o RelayOptions, res *RelayResult) error {
+	rows, err := tx.Query(ctx, `SELECT tenant, operation_key, topic, payload, attempts FROM `+s.outboxTable+`
+WHERE status = 'pending' AND next_attempt_at <= now() ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`, o.Batch)
+	if err != nil {
+		return err
+	}
+	var msgs []*OutboxMessage
+	for rows.Next() {
+		m := new(OutboxMessage)
+		if err := rows.Scan(&m.Tenant, &m.OperationKey, &m.Topic, &m.Payload, &m.Attempt); err != nil {
+			rows.Close()
+			return err
+		}
+		m.Attempt++
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	res.Found = len(msgs)
+	for _, m := range msgs {
+		if derr := deliverOne(ctx, deliver, m); derr != nil {
+			res.Failed++
+			if _, err := tx.Exec(ctx, `UPDATE `+s.outboxTable+` SET attempts = $4, last_error = $5,
+    next_attempt_at = now() + $6::bigint * interval '1 microsecond'
+WHERE tenant = $1 AND operation_key = $2 AND topic = $3`, m.Tenant, m.OperationKey, m.Topic, m.Attempt,
+				truncate(derr.Error(), 2000), o.Backoff(m.Attempt).Microseconds()); err != nil {
+				return err
+			}
+			continue
+		}
+		res.Delivered++
+		if _, err := tx.Exec(ctx, `UPDATE `+s.outboxTable+` SET status = 'delivered', attempts = $4, last_error = '',
+    delivered_at = now() WHERE tenant = $1 AND operation_key = $2 AND topic = $3`, m.Tenant, m.OperationKey, m.Topic, m.Attempt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deliverOne calls deliver, turning a panic into an error.
@@ -258,7 +264,7 @@ func (s *Store) OutboxStats(ctx context.Context) (*OutboxStats, error) {
 	var st OutboxStats
 	var oldest *time.Time
 	err := s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'pending'),
+		return s.db().QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'pending'),
     count(*) FILTER (WHERE status = 'pending' AND attempts > 0), count(*) FILTER (WHERE status = 'delivered'),
     min(created_at) FILTER (WHERE status = 'pending'), coalesce(max(attempts) FILTER (WHERE status = 'pending'), 0)
 FROM `+s.outboxTable).Scan(&st.Pending, &st.Failing, &st.Delivered, &oldest, &st.MostAttempts)
@@ -288,7 +294,7 @@ func (s *Store) OutboxFailing(ctx context.Context, limit int) ([]FailingMessage,
 	}
 	var out []FailingMessage
 	err := s.call(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT tenant, operation_key, topic, attempts, last_error, next_attempt_at FROM `+s.outboxTable+`
+		rows, err := s.db().Query(ctx, `SELECT tenant, operation_key, topic, attempts, last_error, next_attempt_at FROM `+s.outboxTable+`
 WHERE status = 'pending' AND attempts > 0 ORDER BY attempts DESC, next_attempt_at LIMIT $1`, limit)
 		if err != nil {
 			return err

@@ -21,7 +21,7 @@ func PendingMigrations(ctx context.Context, pool *pgxpool.Pool, schema string) (
 		table = pgx.Identifier{schema, "oncekey_migrations"}.Sanitize()
 	}
 	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, poolerMode, table).Scan(&exists); err != nil {
 		return nil, wrapErr("pending migrations", schema, err)
 	}
 	applied := map[int]bool{}

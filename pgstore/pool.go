@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,15 +42,19 @@ func ConfigurePool(cfg *pgxpool.Config, opts *Options) {
 }
 
 // NewPool opens a pool for a Store: it parses connString ("" means the libpq environment
-// defaults, PGHOST, PGUSER and so on), applies ConfigurePool with opts, and pings the server
-// once. An unreachable server is an error wrapping *oncekeystore.StoreUnavailableError; the pool is
-// closed then. Pass the same opts to New.
+// defaults, PGHOST, PGUSER and so on), applies ConfigurePool with opts and then DetectPooler,
+// and pings the server once. An unreachable server is an error wrapping
+// *oncekeystore.StoreUnavailableError; a startup parameter of connString that a pooler refuses
+// is a *PoolerError. Pass the same opts to New.
 func NewPool(ctx context.Context, connString string, opts *Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, wrapErr("connect", "", err)
 	}
 	ConfigurePool(cfg, opts)
+	if _, err := DetectPooler(ctx, cfg); err != nil {
+		return nil, wrapErr("connect", "", err)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrapErr("connect", "", err)
@@ -59,4 +64,45 @@ func NewPool(ctx context.Context, connString string, opts *Options) (*pgxpool.Po
 		return nil, wrapErr("connect", "", err)
 	}
 	return pool, nil
+}
+
+// DetectPooler connects once with cfg to find whether a connection pooler (PgBouncer, say)
+// stands between the pool and Postgres, reports it, and fits cfg to it:
+//
+//   - a pooler that refuses the startup parameter statement_timeout (PgBouncer does unless it
+//     is in its ignore_startup_parameters) gets connections without it: the store's own
+//     StatementTimeout still bounds each call, and pgx's cancel request, which PgBouncer
+//     forwards, stops the statement on the server. For a limit the server keeps by itself,
+//     set it on the role (ALTER ROLE … SET statement_timeout = '10s');
+//   - behind a pooler, a pool in pgx's default QueryExecModeCacheStatement (or in
+//     QueryExecModeDescribeExec) is switched to QueryExecModeExec: a pooler in transaction
+//     mode hands named prepared statements, and an unnamed one between round trips, to other
+//     clients. The pool's other users get the switch too; a Store finds the pooler by itself
+//     on a pool built without DetectPooler (see New).
+//
+// A pooler is found by the backend PID: the server's pg_backend_pid() differs from the PID the
+// connection got at startup when something else answered the startup. It closes the connection
+// before it returns. An error is the connection's (wrapped by NewPool); any other startup
+// parameter a pooler refuses is a *PoolerError naming it.
+func DetectPooler(ctx context.Context, cfg *pgxpool.Config) (bool, error) {
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if pe := poolerRefusal(err); pe != nil && pe.Setting == "statement_timeout" && cfg.ConnConfig.RuntimeParams["statement_timeout"] != "" {
+		delete(cfg.ConnConfig.RuntimeParams, "statement_timeout")
+		conn, err = pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	}
+	if pe := poolerRefusal(err); pe != nil {
+		return false, pe
+	}
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	pooled, err := throughPooler(ctx, conn.PgConn())
+	if err != nil {
+		return false, err
+	}
+	if pooled && sessionBound(cfg.ConnConfig.DefaultQueryExecMode) {
+		cfg.ConnConfig.DefaultQueryExecMode = poolerMode
+	}
+	return pooled, nil
 }

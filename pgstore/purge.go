@@ -77,7 +77,7 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekeystore.PurgeParams, pace
 		perPage float64
 	)
 	err := s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, step.plan).Scan(&found, &pages, &perPage)
+		return s.db().QueryRow(ctx, step.plan).Scan(&found, &pages, &perPage)
 	})
 	if err != nil {
 		return s.wrapGrant(ctx, "purge", "", err)
@@ -97,9 +97,9 @@ func (s *Store) purgeWalk(ctx context.Context, p *oncekeystore.PurgeParams, pace
 		start := time.Now()
 		var done int64
 		err := s.call(ctx, func(ctx context.Context) error {
-			tag, err := s.pool.Exec(ctx, step.batch, tid(first), tid(end), n)
+			tag, err := s.db().Exec(ctx, step.batch, tid(first), tid(end), n)
 			if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: a row held longer than purgeLockTimeout
-				tag, err = s.pool.Exec(ctx, step.skipLocked, tid(first), tid(end), n)
+				tag, err = s.db().Exec(ctx, step.skipLocked, tid(first), tid(end), n)
 			}
 			done = tag.RowsAffected()
 			return err

@@ -86,7 +86,7 @@ const schemaSettingSQL = `SELECT current_database()::text, current_setting('sear
 func (s *Store) schemaError(ctx context.Context, op string, problem schemaProblem, detail string, dbErr error) *oncekeystore.StoreSchemaError {
 	var set schemaSetting
 	known := ctx.Err() == nil && s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, schemaSettingSQL, s.schema).Scan(&set.database, &set.searchPath, &set.schemaExists, &set.holders)
+		return s.db().QueryRow(ctx, schemaSettingSQL, s.schema).Scan(&set.database, &set.searchPath, &set.schemaExists, &set.holders)
 	}) == nil
 
 	const table = "oncekey_operations"
@@ -167,7 +167,7 @@ func (s *Store) Check(ctx context.Context) error {
 	)
 	err = s.call(ctx, func(ctx context.Context) error {
 		found, tracked, applied = false, false, map[int]bool{}
-		err := s.pool.QueryRow(ctx, `SELECT n.nspname::text,
+		err := s.db().QueryRow(ctx, `SELECT n.nspname::text,
     to_regclass(quote_ident(n.nspname) || '.oncekey_migrations') IS NOT NULL
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass($1)`, s.table).Scan(&schema, &tracked)

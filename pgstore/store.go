@@ -76,6 +76,9 @@ type Store struct {
 	approvalTable string
 	prepare       bool            // the pool's connections run in QueryExecModeCacheStatement: see queryRecord
 	tracer        pgx.QueryTracer // the pool's tracer, called for prepared statements run with pgconn
+	// route and txRoute say whether pool and txPool reach Postgres through a pooler in front
+	// of which their mode fails (pooler.go); txRoute is route when txPool is pool.
+	route, txRoute *route
 
 	claimSQL, claimTxSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
 	forgetSQL, previewSQL, statsSQL, unsettledSQL                                           string
@@ -124,6 +127,10 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 			s.approvalTable = pgx.Identifier{opts.Schema, "oncekey_approvals"}.Sanitize()
 			s.outboxTable = pgx.Identifier{opts.Schema, "oncekey_outbox"}.Sanitize()
 		}
+	}
+	s.route, s.txRoute = newRoute(s.pool), newRoute(s.txPool)
+	if s.txPool == s.pool {
+		s.txRoute = s.route
 	}
 	s.approvalSQL(s.approvalTable)
 	if opts != nil && opts.Coalesce {
@@ -288,7 +295,8 @@ WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`)
 }
 
-// call runs fn with the statement timeout. A failure pgconn.SafeToRetry says happened before
+// call runs fn with the statement timeout, once the store knows whether a pooler stands in
+// front of its pool (route.detect). A failure pgconn.SafeToRetry says happened before
 // anything reached the server (a pooled connection that died with a restart, for instance) is
 // retried, at most twice; nothing else is.
 func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -299,7 +307,10 @@ func (s *Store) call(ctx context.Context, fn func(ctx context.Context) error) er
 	}
 	var err error
 	for range 3 {
-		if err = fn(ctx); err == nil || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
+		if err = s.route.detect(ctx); err == nil {
+			err = fn(ctx)
+		}
+		if err == nil || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -619,7 +630,7 @@ func readPage[T, C any](ctx context.Context, s *Store, l *listing, limit int, pg
 	}
 	q, args := l.query(pg.cols, pg.table, limit+1), l.args
 	items, err := callFor(ctx, s, func(ctx context.Context) ([]T, error) {
-		rows, err := s.pool.Query(ctx, q, args...)
+		rows, err := s.db().Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -703,7 +714,7 @@ func (s *Store) Purge(ctx context.Context, p *oncekeystore.PurgeParams) (*onceke
 	}
 	var oldest *time.Time
 	err := s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.unsettledSQL).Scan(&res.Unsettled, &oldest)
+		return s.db().QueryRow(ctx, s.unsettledSQL).Scan(&res.Unsettled, &oldest)
 	})
 	if err != nil {
 		return &res, s.wrap(ctx, "purge", "", err)
@@ -723,7 +734,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*once
 	}
 	var res oncekeystore.ForgetResult
 	err := s.call(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, s.forgetSQL, p.Tenant).Scan(&res.Deleted, &res.ApprovalsDeleted, &res.GrantsDeleted)
+		return s.db().QueryRow(ctx, s.forgetSQL, p.Tenant).Scan(&res.Deleted, &res.ApprovalsDeleted, &res.GrantsDeleted)
 	})
 	if err != nil {
 		return nil, s.wrapGrant(ctx, "forget", "", err)
@@ -739,7 +750,7 @@ func (s *Store) PurgePreview(ctx context.Context) (*oncekeystore.PurgePreview, e
 	var pv oncekeystore.PurgePreview
 	err := s.call(ctx, func(ctx context.Context) error {
 		var oldest *time.Time
-		if err := s.pool.QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes, &pv.GrantDeletes); err != nil {
+		if err := s.db().QueryRow(ctx, s.previewSQL).Scan(&pv.Now, &pv.Tombstones, &pv.Deletes, &pv.Unsettled, &oldest, &pv.ApprovalDeletes, &pv.GrantDeletes); err != nil {
 			return err
 		}
 		if oldest != nil {
@@ -759,7 +770,7 @@ func (s *Store) Stats(ctx context.Context, tenant string) ([]oncekeystore.StatsR
 	var out []oncekeystore.StatsRow
 	err := s.call(ctx, func(ctx context.Context) error {
 		out = out[:0]
-		rows, err := s.pool.Query(ctx, s.statsSQL, tenant)
+		rows, err := s.db().Query(ctx, s.statsSQL, tenant)
 		if err != nil {
 			return err
 		}

@@ -57,13 +57,17 @@ func (s *Store) BeginTx(ctx context.Context, p *oncekeystore.BeginTxParams) (onc
 	var tx pgx.Tx
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
+		if err := s.txRoute.detect(ctx); err != nil {
+			return err
+		}
 		tx, err = s.txPool.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 		return err
 	})
 	if err != nil {
 		return nil, s.wrap(ctx, "begin", p.OperationKey, err)
 	}
-	return &storeTx{s: s, tx: tx, key: p.OperationKey, body: &bodyTx{tx: tx, tool: p.Tool, s: s, tenant: p.Tenant, key: p.OperationKey}}, nil
+	return &storeTx{s: s, tx: tx, key: p.OperationKey, body: &bodyTx{tx: tx, tool: p.Tool, s: s, tenant: p.Tenant, key: p.OperationKey,
+		pooled: s.txRoute.pooled()}}, nil
 }
 
 // storeTx is one Transactional call's transaction (oncekeystore.StoreTx).
@@ -121,7 +125,11 @@ func (t *storeTx) Commit(ctx context.Context, p *oncekeystore.CompleteParams) (*
 	var rec *oncekeystore.Record
 	err := func() error {
 		var err error
-		rec, err = t.s.queryRecordOn(ctx, t.tx.Conn(), false, t.s.completeSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
+		how := sendQuery
+		if t.body.pooled {
+			how = sendUnnamed
+		}
+		rec, err = t.s.queryRecordOn(ctx, t.tx.Conn(), how, t.s.completeSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
 			bigintArg(p.Epoch), textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference)})
 		if err != nil {
 			return err
@@ -186,6 +194,9 @@ type bodyTx struct {
 	// s, tenant and key are the store and the record the transaction belongs to (Enqueue).
 	s           *Store
 	tenant, key string
+	// pooled: the transaction's pool is behind a pooler its mode does not suit (pooler.go), so
+	// Exec, Query and QueryRow send their statements in poolerMode.
+	pooled bool
 
 	mu     sync.Mutex
 	busy   bool // a call on the connection is running (a Query's rows are open)
@@ -298,14 +309,14 @@ func (b *bodyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, err
 	}
 	defer b.leave()
-	return b.tx.Exec(ctx, sql, args...)
+	return b.tx.Exec(ctx, sql, b.args(args)...)
 }
 
 func (b *bodyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := b.enter("Query", sql); err != nil {
 		return nil, err
 	}
-	rows, err := b.tx.Query(ctx, sql, args...)
+	rows, err := b.tx.Query(ctx, sql, b.args(args)...)
 	if err != nil {
 		b.leave()
 		return nil, err
@@ -316,6 +327,14 @@ func (b *bodyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 func (b *bodyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	rows, err := b.Query(ctx, sql, args...)
 	return bodyRow{rows: rows, err: err}
+}
+
+// args returns a statement's arguments as the transaction's route needs them (see pooled).
+func (b *bodyTx) args(args []any) []any {
+	if b.pooled {
+		return withPoolerMode(args)
+	}
+	return args
 }
 
 // Conn returns the transaction's connection; statements run on it bypass the checks.

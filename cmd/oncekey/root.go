@@ -129,12 +129,16 @@ func (a *app) poolAt(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pgstore.ConfigurePool(cfg, &pgstore.Options{Schema: a.schema})
 	cc := cfg.ConnConfig
 	t := &pgTarget{host: cc.Host, port: cc.Port, user: cc.User, database: cc.Database}
+	pctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	// Behind PgBouncer: no statement_timeout at startup, no prepared statements.
+	if _, err := pgstore.DetectPooler(pctx, cfg); err != nil {
+		return nil, a.connectError(t, err)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, a.connectError(t, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, a.timeout)
-	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
 		return nil, a.connectError(t, err)
@@ -218,6 +222,10 @@ func (t *pgTarget) schemaText() string {
 // password or the database name (retrying cannot help), else exit 4.
 func (a *app) connectError(t *pgTarget, err error) error {
 	const set = "set --database-url or DATABASE_URL=postgres://user@host:5432/db, or PGHOST/PGUSER/PGDATABASE"
+	var pooler *pgstore.PoolerError
+	if errors.As(err, &pooler) {
+		return fail(exitConfig, "Postgres at %s: %s", t.server(), pooler.Error())
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		text := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)

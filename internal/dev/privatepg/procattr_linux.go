@@ -29,3 +29,14 @@ func procAttr(dir string) (*syscall.SysProcAttr, error) {
 	attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	return attr, nil
 }
+
+// pgbouncerAttr is procAttr for pgbouncer, whose shutdown on SIGINT waits for its clients: it
+// gets SIGTERM (an immediate shutdown) when this process dies.
+func pgbouncerAttr(dir string) (*syscall.SysProcAttr, error) {
+	attr, err := procAttr(dir)
+	if err != nil {
+		return nil, err
+	}
+	attr.Pdeathsig = syscall.SIGTERM
+	return attr, nil
+}

@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -239,4 +242,40 @@ func closeLogged(t testing.TB, what string, pg *privatepg.Instance) {
 		t.Logf("testenv: log of the private %s on port %d:\n%s", what, pg.Port, pg.Log())
 	}
 	pg.Close()
+}
+
+// PgBouncer starts a private PgBouncer in transaction mode (privatepg.StartPgBouncer, four
+// server connections per database and role) in front of the server base names, and returns
+// base with its host and port replaced by PgBouncer's: the same database and role, every
+// transaction (and every statement outside one) on whichever server connection is free.
+// PgBouncer passes on no search_path, so a test names its schema itself (SchemaIn's schema in
+// pgstore.Options.Schema). t.Cleanup stops it, printing its log when the test failed. Without
+// the pgbouncer binary it skips t, or fails it when CI is set (Missing; .ci/run installs it).
+func PgBouncer(t testing.TB, base string) string {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(base)
+	if err != nil {
+		t.Fatalf("testenv: pgbouncer: parse %s: %v", base, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := privatepg.StartPgBouncer(ctx, privatepg.PgBouncerOptions{Host: cfg.Host, Port: int(cfg.Port), Users: []string{cfg.User}})
+	if errors.Is(err, privatepg.ErrNoPgBouncer) {
+		Missing(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatalf("testenv: pgbouncer: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("testenv: log of the private pgbouncer on port %d (%s):\n%s", b.Port, b.Version, b.Log())
+		}
+		b.Close()
+	})
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "" {
+		t.Fatalf("testenv: pgbouncer: %s is not a postgres:// URL", base)
+	}
+	u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
+	return u.String()
 }
