@@ -3,6 +3,7 @@ package oncekeytest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/oncekeytest"
 )
 
@@ -134,4 +136,80 @@ func (t *exampleT) record(format string, args ...any) {
 		}
 	}
 	t.failures += msg + "\n"
+}
+
+// Refunds is a tool that needs a person's approval; Issued counts what it paid out.
+type Refunds struct{ Issued oncekeytest.Counter }
+
+// Refund refunds an order.
+func (r *Refunds) Refund(ctx context.Context, order string) (string, error) {
+	r.Issued.Add("Refund")
+	return "refunded " + order, nil
+}
+
+// AskRefund asks for a refund and returns what a loop would hand its model.
+func AskRefund(ctx workflow.Context, order string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	var r *Refunds
+	var out string
+	if err := workflow.ExecuteActivity(ctx, r.Refund, order).Get(ctx, &out); err != nil {
+		return "Error executing tool: " + err.Error(), nil
+	}
+	return out, nil
+}
+
+// The kit as the approver: a tool whose policy asks a person (Policy.Approval; the kit's default
+// memstore keeps approvals) is denied, with a message the model reads. Approve() approves, and
+// Wait() lets the request time out (at once on the test environment, whose clock skips ahead).
+func ExampleDeny() {
+	t := &exampleT{}
+	refunds := &Refunds{}
+	reg := oncekey.NewRegistry()
+	// A struct's method is registered, and named in reports, by the method's name: "Refund".
+	if err := reg.Set(refunds.Refund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{}}); err != nil {
+		panic(err)
+	}
+	kit := oncekeytest.New(t, oncekeytest.Config{
+		Registry: reg,
+		Effects:  refunds.Issued.Counts,
+		Approve: func(ctx context.Context, a oncekeystore.Approval) oncekeytest.Decision {
+			return oncekeytest.Deny("Refunds over 100 need a manager.")
+		},
+	})
+	kit.RegisterWorkflow(AskRefund)
+	kit.RegisterActivity(refunds)
+	if err := kit.ExecuteWorkflow(AskRefund, "A-1001").Err(); err != nil {
+		panic(err)
+	}
+	read := kit.Reads()[0]
+	fmt.Println("refunds:", refunds.Issued.Counts()["Refund"])
+	fmt.Println("the model read:", read.Label.Status, read.Label.Reason, "|", read.Label.Message)
+	// Output:
+	// refunds: 0
+	// the model read: rejected denied | Refunds over 100 need a manager.
+}
+
+// CheckAtMostOnce returns the failure RequireAtMostOnce reports: here an e-mail tool registered
+// Idempotent, whose attempt crashed after the mail was sent, sends it twice.
+func ExampleKit_CheckAtMostOnce() {
+	t := &exampleT{}
+	tickets := &Tickets{}
+	reg := oncekey.NewRegistry()
+	if err := reg.Set(tickets.Open, oncekey.Policy{Effect: oncekey.Idempotent}); err != nil {
+		panic(err)
+	}
+	kit := oncekeytest.New(t, oncekeytest.Config{
+		Registry: reg,
+		Effects:  tickets.Opened.Counts,
+		Plan:     oncekeytest.Script{{Tool: "Open", Call: 1, Fault: oncekeytest.CrashMidBody}},
+	})
+	kit.RegisterWorkflow(Triage)
+	kit.RegisterActivity(tickets)
+	if err := kit.ExecuteWorkflow(Triage, []string{"printer"}).Err(); err != nil {
+		panic(err)
+	}
+	err := kit.CheckAtMostOnce()
+	fmt.Println(strings.SplitN(err.Error(), "\n", 2)[0])
+	// Output:
+	// oncekeytest: Open landed 2 effects for 1 intended: 1 double effect(s) (its policy is Idempotent: a repeat runs its body again, which only its downstream can deduplicate; register it Effectful if it does not)
 }

@@ -232,12 +232,21 @@ func orDash(s string) string {
 }
 
 // RequireAtMostOnce fails the test when any tool landed more effects than its workflows
-// intended, naming each such tool and printing the Report.
+// intended, with CheckAtMostOnce's error: each such tool named, and the Report.
 func (k *Kit) RequireAtMostOnce() {
 	k.t.Helper()
+	if err := k.CheckAtMostOnce(); err != nil {
+		k.t.Errorf("%v", err)
+	}
+}
+
+// CheckAtMostOnce returns nil when every tool landed at most one effect per intended effect,
+// else an error naming each tool that landed more, how many, and what its policy suggests,
+// followed by the Report's table.
+func (k *Kit) CheckAtMostOnce() error {
 	rep := k.Report()
 	if rep.Doubles() == 0 {
-		return
+		return nil
 	}
 	var lines []string
 	for _, row := range rep.Rows {
@@ -257,5 +266,5 @@ func (k *Kit) RequireAtMostOnce() {
 		}
 		lines = append(lines, line)
 	}
-	k.t.Errorf("oncekeytest: %s\n%s", strings.Join(lines, "\n"), rep)
+	return fmt.Errorf("oncekeytest: %s\n%s", strings.Join(lines, "\n"), rep)
 }
