@@ -13,6 +13,7 @@ require (
 	go.temporal.io/sdk v1.51.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/mock v0.6.0
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/text v0.44.0
 	google.golang.org/protobuf v1.36.11
 )
@@ -32,7 +33,6 @@ require (
 	github.com/robfig/cron v1.2.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/stretchr/objx v0.5.3 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

@@ -15,7 +15,7 @@ import (
 // unbounded); TagTenant is added only when the user opts in (okworker.Options.MetricsTenantTag).
 const (
 	// ToolCalls counts claimed tool calls, tagged TagTool and TagOutcome (applied, replayed,
-	// in_flight, rejected, unknown, expired, failed). Recorded by the activity interceptor.
+	// in_flight, rejected, conflict, unknown, expired, failed). Recorded by the activity interceptor.
 	ToolCalls = "oncekey_tool_calls"
 	// ClaimLatency times the Store.Claim round trips of a call, repeats included, tagged TagTool.
 	ClaimLatency = "oncekey_claim_latency"
