@@ -73,6 +73,9 @@ var kinds = map[string]kind{
 	metrics.ApprovalOldestWait:       gauge,
 	metrics.ApprovalsNearDeadline:    gauge,
 	metrics.ApprovalsEscalated:       counter,
+	metrics.OutboxPending:            gauge,
+	metrics.OutboxFailing:            gauge,
+	metrics.OutboxOldestPending:      gauge,
 }
 
 // sdkTags are the tags the Temporal SDK adds to what an activity or a workflow records, and
@@ -206,6 +209,14 @@ func Desk(ctx workflow.Context) error {
 // interceptor, a reconciliation a person settles, and the plugin's sampler over the store (an
 // unknown record, approvals of which one is near its deadline). It returns the series recorded,
 // under Prometheus naming, and the Prometheus text exposition of them.
+// outboxStore is the test's memstore with an outbox holding one failing message, as
+// pgstore.Store.OutboxStats would count it.
+type outboxStore struct{ *memstore.Store }
+
+func (outboxStore) OutboxStats(context.Context) (*oncekeystore.OutboxStats, error) {
+	return &oncekeystore.OutboxStats{Pending: 1, Failing: 1, OldestPending: time.Now().Add(-time.Hour), MostAttempts: 3}, nil
+}
+
 func exportedSeries(t *testing.T) ([]series, string) {
 	t.Helper()
 	var offset atomic.Int64 // the store's clock, moved back to ask an approval in the past
@@ -239,7 +250,9 @@ func exportedSeries(t *testing.T) ([]series, string) {
 	}
 	ask("ok1_near", 50*time.Minute, time.Hour) // 10 minutes to go: in the last quarter
 	ask("ok1_far", time.Minute, time.Hour)
-	sampler := &okworker.UnknownsSampler{Store: store, Handler: h}
+	// The sampler reads an outbox from a store that has one (pgstore): what such a store answers
+	// is given here, the gauges are the sampler's own.
+	sampler := &okworker.UnknownsSampler{Store: outboxStore{Store: store}, Handler: h}
 	sampled := false
 	env.RegisterDelayedCallback(func() {
 		// While ChargeCard's outcome waits for a person: what the plugin's sampler reports.

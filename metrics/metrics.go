@@ -49,6 +49,17 @@ const (
 	// their wait (oncekeystore.Approval.NearDeadline), tagged TagTool. Sampled with ApprovalsWaiting;
 	// alert on it above 0 to have them decided before they are timed out or escalated.
 	ApprovalsNearDeadline = "oncekey_approvals_near_deadline"
+	// OutboxPending is a gauge: how many messages of the store's transactional outbox are not
+	// delivered yet (oncekeystore.OutboxStats.Pending), untagged. Sampled with UnknownsWaiting
+	// from a store that is an oncekeystore.OutboxInspector (pgstore); aggregate with max.
+	OutboxPending = "oncekey_outbox_pending"
+	// OutboxFailing is a gauge: how many pending outbox messages failed their last delivery
+	// (OutboxStats.Failing), untagged. Sampled with OutboxPending; alert on it staying above 0
+	// (pgstore.Store.OutboxFailing lists them, with their last errors).
+	OutboxFailing = "oncekey_outbox_failing"
+	// OutboxOldestPending is a gauge: in seconds, how long the oldest pending outbox message has
+	// waited since it was written (0 when none waits), untagged. Sampled with OutboxPending.
+	OutboxOldestPending = "oncekey_outbox_oldest_pending_seconds"
 	// ApprovalsEscalated counts approval requests escalated undecided past their policy's Timeout
 	// (ApprovalPolicy.Escalation), tagged TagTool. Recorded by the approval workflow.
 	ApprovalsEscalated = "oncekey_approvals_escalated"

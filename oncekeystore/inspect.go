@@ -44,3 +44,22 @@ type PurgePreview struct {
 	// be deleted (by a store that implements GrantStore).
 	GrantDeletes int64
 }
+
+// OutboxInspector is implemented by a store with a transactional outbox (pgstore): what its
+// outbox holds, for the worker's sampler (worker.UnknownsSampler sets metrics.OutboxPending,
+// metrics.OutboxFailing and metrics.OutboxOldestPending from it) and for operators' tools.
+type OutboxInspector interface {
+	// OutboxStats counts the outbox's messages.
+	OutboxStats(ctx context.Context) (*OutboxStats, error)
+}
+
+// OutboxStats describes a store's outbox (OutboxInspector.OutboxStats).
+type OutboxStats struct {
+	Pending   int64 // messages not delivered yet
+	Failing   int64 // pending messages whose last delivery failed
+	Delivered int64
+	// OldestPending is when the oldest pending message was written; zero when none is.
+	OldestPending time.Time
+	// MostAttempts is the largest number of failed deliveries of a pending message.
+	MostAttempts int64
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // The outbox: a Transactional tool that must reach another system (an e-mail, a webhook) writes
@@ -247,16 +248,9 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// OutboxStats describes the outbox (Store.OutboxStats).
-type OutboxStats struct {
-	Pending   int64 // messages not delivered yet
-	Failing   int64 // pending messages whose last delivery failed
-	Delivered int64
-	// OldestPending is when the oldest pending message was written; zero when none is.
-	OldestPending time.Time
-	// MostAttempts is the largest number of failed deliveries of a pending message.
-	MostAttempts int64
-}
+// OutboxStats describes the outbox (Store.OutboxStats); the Store is an
+// oncekeystore.OutboxInspector, which the worker's sampler reads for the outbox gauges.
+type OutboxStats = oncekeystore.OutboxStats
 
 // OutboxStats counts the outbox's messages, in one statement. Failing messages are listed by
 // OutboxFailing.

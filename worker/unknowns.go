@@ -29,7 +29,9 @@ type unknownSeries struct{ tool, tenant string }
 // waited (metrics.UnknownsWaiting, metrics.UnknownOldestWait, seconds) and, when the store is an
 // oncekeystore.ApprovalStore, how many approvals are pending and how long the oldest has waited
 // (metrics.ApprovalsWaiting, metrics.ApprovalOldestWait, seconds) and how many are near their
-// deadline (metrics.ApprovalsNearDeadline). A tool whose unknowns or
+// deadline (metrics.ApprovalsNearDeadline); and, when the store is an
+// oncekeystore.OutboxInspector (pgstore), what its outbox holds (metrics.OutboxPending,
+// metrics.OutboxFailing, metrics.OutboxOldestPending, untagged). A tool whose unknowns or
 // approvals were all settled is set to 0 on the next sample. The zero value is not usable: set
 // Store and Handler.
 type UnknownsSampler struct {
@@ -68,8 +70,16 @@ func (u *UnknownsSampler) series(tool, tenant string) unknownSeries {
 
 // Sample reads the unknown records (Store.List with status unknown) and, from an
 // oncekeystore.ApprovalStore, the pending approvals (ListApprovals), at most 100,000 of each, and
-// updates the gauges. It returns the store's first error, and updates nothing then.
+// updates the gauges, then the outbox's from an oncekeystore.OutboxInspector. It returns the
+// store's first error, and updates nothing then.
 func (u *UnknownsSampler) Sample(ctx context.Context) error {
+	var outbox *oncekeystore.OutboxStats
+	if oi, ok := u.Store.(oncekeystore.OutboxInspector); ok {
+		var err error
+		if outbox, err = oi.OutboxStats(ctx); err != nil {
+			return err
+		}
+	}
 	var unknowns, approvals waiting
 	near := map[unknownSeries]float64{}
 	err := pages(func(cursor string) (int, string, error) {
@@ -109,6 +119,15 @@ func (u *UnknownsSampler) Sample(ctx context.Context) error {
 	now := time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if outbox != nil {
+		oldest := 0.0
+		if !outbox.OldestPending.IsZero() {
+			oldest = max(now.Sub(outbox.OldestPending).Seconds(), 0)
+		}
+		u.Handler.Gauge(metrics.OutboxPending).Update(float64(outbox.Pending))
+		u.Handler.Gauge(metrics.OutboxFailing).Update(float64(outbox.Failing))
+		u.Handler.Gauge(metrics.OutboxOldestPending).Update(oldest)
+	}
 	u.seen = u.update(u.seen, unknowns, now, metrics.UnknownsWaiting, metrics.UnknownOldestWait)
 	if sampleApprovals {
 		u.seenApprovals = u.update(u.seenApprovals, approvals, now, metrics.ApprovalsWaiting, metrics.ApprovalOldestWait)

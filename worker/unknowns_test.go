@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,9 +10,11 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/testing/metricstest"
+	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -153,4 +156,51 @@ func TestUnknownsSamplerNearDeadlineGauge(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, u.Sample(context.Background()))
 	require.Equal(t, 0.0, near("Refund"), "decided: back to 0")
+}
+
+// The sampler reads a pgstore's outbox: a message whose delivery failed shows in
+// metrics.OutboxFailing, and once delivered the gauges go back to 0.
+func TestUnknownsSamplerOutboxGauges(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	require.NoError(t, pgstore.Migrate(ctx, pool))
+	s := pgstore.New(pool, nil)
+	c, err := s.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "t", OperationKey: "ok1_credit", Tool: "GrantCredit", Fingerprint: "fp",
+		Effect: oncekeystore.Transactional, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
+	require.NoError(t, err)
+	stx, err := s.BeginTx(ctx, &oncekeystore.BeginTxParams{Tenant: "t", OperationKey: "ok1_credit", Epoch: c.Record.Epoch, Tool: "GrantCredit"})
+	require.NoError(t, err)
+	require.NoError(t, pgstore.Enqueue(stx.Context(ctx), "confirmation", []byte(`{"to":"ada@example.com"}`)))
+	_, err = stx.Commit(ctx, &oncekeystore.CompleteParams{Tenant: "t", OperationKey: "ok1_credit", Epoch: c.Record.Epoch, Status: oncekeystore.StatusApplied})
+	require.NoError(t, err)
+	failing := true
+	deliver := func(context.Context, *pgstore.OutboxMessage) error {
+		if failing {
+			return errors.New("smtp: 451 try again later")
+		}
+		return nil
+	}
+	now := &pgstore.RelayOptions{Backoff: func(int) time.Duration { return 0 }}
+	_, err = s.RelayOnce(ctx, deliver, now)
+	require.NoError(t, err)
+
+	h := metricstest.New()
+	u := &worker.UnknownsSampler{Store: s, Handler: h}
+	require.NoError(t, u.Sample(ctx))
+	gauge := func(name string) float64 {
+		v, ok := h.GaugeValue(name, nil)
+		require.True(t, ok, "%s in %v", name, h.Names())
+		return v
+	}
+	require.Equal(t, 1.0, gauge(metrics.OutboxPending))
+	require.Equal(t, 1.0, gauge(metrics.OutboxFailing))
+	require.Positive(t, gauge(metrics.OutboxOldestPending))
+
+	failing = false
+	_, err = s.RelayOnce(ctx, deliver, now)
+	require.NoError(t, err)
+	require.NoError(t, u.Sample(ctx))
+	require.Equal(t, 0.0, gauge(metrics.OutboxPending), "delivered: back to 0")
+	require.Equal(t, 0.0, gauge(metrics.OutboxFailing))
+	require.Equal(t, 0.0, gauge(metrics.OutboxOldestPending))
 }
