@@ -384,9 +384,9 @@ func (c *Cluster) WaitSync(ctx context.Context) (*Node, error) {
 	}
 }
 
-// URL connects, as URL of Node does, through every node: pgx tries the hosts in order and
-// keeps the one that takes writes (target_session_attrs=read-write), as an application behind
-// Patroni would connect.
+// URL connects as Node.URL does, naming every node's Postgres with
+// target_session_attrs=read-write: pgx tries the hosts in order and keeps the first that takes
+// writes, as an application behind Patroni would connect.
 func (c *Cluster) URL() string {
 	hosts := make([]string, len(c.Nodes))
 	for i, n := range c.Nodes {
