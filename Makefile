@@ -179,11 +179,14 @@ bench-deps:
 pgbench: bench-deps
 
 # What the failover rows of make faults need, installed when missing (Debian, as root): the
-# Postgres server's binaries (initdb, pg_basebackup), redis-server and redis-sentinel; and
-# pgbouncer, which the store's tests through a pooler start.
+# Postgres server's binaries (initdb, pg_basebackup), patroni and etcd-server (row
+# pg_failover_patroni), redis-server and redis-sentinel; and pgbouncer, which the store's tests
+# through a pooler start.
 faults-deps:
 	@pkgs=""; \
 	ls /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	command -v patroni >/dev/null || pkgs="$$pkgs patroni"; \
+	command -v etcd >/dev/null || pkgs="$$pkgs etcd-server"; \
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || pkgs="$$pkgs pgbouncer"; \
 	command -v redis-server >/dev/null || pkgs="$$pkgs redis-server"; \
 	command -v redis-sentinel >/dev/null || pkgs="$$pkgs redis-sentinel"; \

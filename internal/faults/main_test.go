@@ -40,7 +40,7 @@ var (
 	flagSoakWorkers = flag.Int("faults.soak-workers", 4, "worker processes in the soak")
 	flagSoakKill    = flag.Duration("faults.soak-kill-every", 5*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one (make faults: 20s)")
 	flagSoakBudget  = flag.Duration("faults.soak-budget", 12*time.Minute, "how long the soak may take before it fails")
-	flagFailoverOps = flag.Int("faults.failover-ops", 100, "operations in each failover scenario's soak (pg_failover_sync, pg_failover_async, temporal_restart; make faults runs 1000)")
+	flagFailoverOps = flag.Int("faults.failover-ops", 100, "operations in each failover scenario's soak (pg_failover_sync, pg_failover_patroni, pg_failover_async, temporal_restart; make faults runs 1000)")
 	flagLinDuration = flag.Duration("faults.lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
 	flagPGRestart   = flag.Bool("faults.pg-restart", true, "run the Postgres restart scenario (on a private Postgres instance it starts; false leaves it out)")
 	flagOut         = flag.String("faults.out", "", "directory for artifacts such as non-linearizable histories (default: a new directory under the system temp dir)")

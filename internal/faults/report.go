@@ -41,6 +41,7 @@ var Scenarios = []Scenario{
 	{"claimers_64", "64 claimers of one key across two worker processes: one body"},
 	{"soak", "soak: operations over worker processes, lost responses, errors, delays, a worker killed every interval"},
 	{"pg_failover_sync", "Postgres primary SIGKILLed mid-soak, its synchronous standby promoted: workers reconnect (target_session_attrs=read-write), nothing lost"},
+	{"pg_failover_patroni", "Patroni cluster (etcd, a primary and its synchronous standby, synchronous_mode_strict): the primary's node SIGKILLed mid-soak, Patroni promotes, workers follow the multi-host URL; time to recover"},
 	{"pg_failover_async", "the same with an asynchronous standby: what the promoted standby lacked, measured (outside the promise)"},
 	{"temporal_restart", "Temporal dev server (--db-filename) SIGKILLed mid-soak and restarted on the same port: workflows resume"},
 	{"redis_failover", "Redis primary SIGKILLed mid-run, Sentinel promotes its replica: acknowledged writes the replica lacked, measured (outside the promise)"},

@@ -87,7 +87,7 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 		return nil, fmt.Errorf("privatepg: %w", err)
 	}
 	b := &PgBouncer{dir: dir, Version: strings.SplitN(strings.TrimSpace(string(version)), "\n", 2)[0]}
-	if b.Port, err = freePort(); err != nil {
+	if b.Port, err = FreePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("privatepg: %w", err)
 	}

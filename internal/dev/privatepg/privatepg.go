@@ -107,7 +107,7 @@ func create(ctx context.Context, opts Options, setup func(bin, data string) []st
 		return nil, fmt.Errorf("privatepg: %w", err)
 	}
 	pg := &Instance{dir: dir}
-	if pg.attr, err = procAttr(dir); err != nil {
+	if pg.attr, err = ProcAttr(dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func create(ctx context.Context, opts Options, setup func(bin, data string) []st
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("privatepg: %s: %v: %s", filepath.Base(setupArgv[0]), err, out)
 	}
-	if pg.Port, err = freePort(); err != nil {
+	if pg.Port, err = FreePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("privatepg: %w", err)
 	}
@@ -270,7 +270,8 @@ func Bin() (string, error) {
 	return "", ErrNoPostgres
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port of 127.0.0.1 that nothing listened on a moment ago.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -8,11 +8,11 @@ import (
 	"syscall"
 )
 
-// procAttr returns the attributes initdb and postgres run with: as root, the postgres user's
-// credentials (dir is handed to that user); and a SIGINT (fast shutdown) when this process
-// dies, so a test binary killed by a timeout leaves no server behind; and a process group of
-// its own, which Kill ends as a whole.
-func procAttr(dir string) (*syscall.SysProcAttr, error) {
+// ProcAttr returns the attributes initdb and postgres run with (and Patroni, in package
+// internal/dev/patroni): as root, the postgres user's credentials (dir is handed to that user);
+// and a SIGINT (fast shutdown) when this process dies, so a test binary killed by a timeout
+// leaves no server behind; and a process group of its own, which Kill ends as a whole.
+func ProcAttr(dir string) (*syscall.SysProcAttr, error) {
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT, Setpgid: true}
 	if os.Geteuid() != 0 {
 		return attr, nil
@@ -30,10 +30,10 @@ func procAttr(dir string) (*syscall.SysProcAttr, error) {
 	return attr, nil
 }
 
-// pgbouncerAttr is procAttr for pgbouncer, whose shutdown on SIGINT waits for its clients: it
+// pgbouncerAttr is ProcAttr for pgbouncer, whose shutdown on SIGINT waits for its clients: it
 // gets SIGTERM (an immediate shutdown) when this process dies.
 func pgbouncerAttr(dir string) (*syscall.SysProcAttr, error) {
-	attr, err := procAttr(dir)
+	attr, err := ProcAttr(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,9 @@ package privatepg
 
 import "syscall"
 
-// procAttr runs initdb and postgres as this process's user (which must not be root), in a
+// ProcAttr runs initdb and postgres as this process's user (which must not be root), in a
 // process group of its own, which Kill ends as a whole.
-func procAttr(string) (*syscall.SysProcAttr, error) { return &syscall.SysProcAttr{Setpgid: true}, nil }
+func ProcAttr(string) (*syscall.SysProcAttr, error) { return &syscall.SysProcAttr{Setpgid: true}, nil }
 
-// pgbouncerAttr is procAttr for pgbouncer.
-func pgbouncerAttr(dir string) (*syscall.SysProcAttr, error) { return procAttr(dir) }
+// pgbouncerAttr is ProcAttr for pgbouncer.
+func pgbouncerAttr(dir string) (*syscall.SysProcAttr, error) { return ProcAttr(dir) }

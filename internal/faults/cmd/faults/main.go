@@ -7,9 +7,9 @@
 // reports what it measured; its counts are printed on a line of their own before the summary,
 // not in it. It exits 0 only when go test passed, every scenario passed and the three counts are
 // 0. A scenario that never reported (a crash, a timeout, a filter) counts as not passed. `make
-// faults` runs it with the full soak (20,000 operations), the Postgres restart and failovers,
-// the Temporal restart, and the Redis failover (TestSentinelFailoverLoss, in the redisstore
-// module, run after package faults).
+// faults` runs it with the full soak (20,000 operations), the Postgres restart and failovers (a
+// standby promoted by hand, and by Patroni), the Temporal restart, and the Redis failover
+// (TestSentinelFailoverLoss, in the redisstore module, run after package faults).
 package main
 
 import (
@@ -34,7 +34,7 @@ func run(args []string) int {
 	soakWorkers := fs.Int("soak-workers", 4, "worker processes in the soak")
 	soakKill := fs.Duration("soak-kill-every", 20*time.Second, "how often the soak SIGKILLs a worker and starts a fresh one")
 	soakBudget := fs.Duration("soak-budget", 30*time.Minute, "how long a soak (the soak, each failover's) may take before it fails")
-	failoverOps := fs.Int("failover-ops", 1000, "operations in the soak of each failover scenario (pg_failover_sync, pg_failover_async, temporal_restart)")
+	failoverOps := fs.Int("failover-ops", 1000, "operations in the soak of each failover scenario (pg_failover_sync, pg_failover_patroni, pg_failover_async, temporal_restart)")
 	redisOps := fs.Int("redis-ops", 20000, "operations in the Redis failover scenario (redis_failover)")
 	lin := fs.Duration("lin-duration", 30*time.Second, "how long the linearizability scenario records histories")
 	pgRestart := fs.Bool("pg-restart", true, "run the Postgres restart and failover scenarios (on private Postgres instances they start, never the shared server)")
