@@ -56,6 +56,16 @@ func (e *StoreSchemaError) Error() string {
 
 func (e *StoreSchemaError) Unwrap() error { return e.Err }
 
+// Is reports whether target is ErrStoreConfig: a store not set up is a configuration mistake.
+func (e *StoreSchemaError) Is(target error) bool { return target == ErrStoreConfig }
+
+// ErrStoreConfig is matched (errors.Is) by the store errors that no retry can fix because the
+// store is set up wrong: a *StoreSchemaError, and a store's own configuration errors (a
+// *pgstore.PoolerError: a connection pooler refuses the pool's settings). The interceptor fails
+// such a call at once, non-retryably, with ErrTypeConfig and the store's error as its cause, and
+// runs nothing; it never reports it as the store unavailable.
+var ErrStoreConfig = errors.New("oncekey: the store is set up wrong")
+
 // ResultTooLargeError: the encoded result is larger than Policy.MaxResultBytes. It is never
 // truncated.
 type ResultTooLargeError struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oncekey/oncekey/oncekeystore"
 )
 
 // A connection pooler in transaction mode (PgBouncer's pool_mode = transaction) hands each
@@ -179,6 +180,10 @@ func (e *PoolerError) Error() string {
 }
 
 func (e *PoolerError) Unwrap() error { return e.Err }
+
+// Is reports whether target is oncekeystore.ErrStoreConfig: no retry gets past a pooler that
+// refuses the pool's settings, so the interceptor fails the call as a configuration error.
+func (e *PoolerError) Is(target error) bool { return target == oncekeystore.ErrStoreConfig }
 
 // poolerFix says what to do about a startup parameter the pooler refuses.
 func poolerFix(setting string) string {

@@ -1058,15 +1058,19 @@ func (c *call) indeterminate(cause error, reason string) error {
 	return c.appError(e.Error(), oncekey.ErrTypeIndeterminate, true, cause, reason, false)
 }
 
-// storeFailed turns a store error met during op into the call's error. A store whose table is
-// missing or not at the expected migration (*oncekeystore.StoreSchemaError) is a configuration
+// storeFailed turns a store error met during op into the call's error. A store set up wrong
+// (errors.Is oncekeystore.ErrStoreConfig: a table missing or not at the expected migration, a
+// *oncekeystore.StoreSchemaError; a pooler refusing the pool's settings) is a configuration
 // mistake that no retry can fix: the call fails non-retryably with ErrTypeConfig and the
 // store's error as the cause (so errors.As finds it on the worker, and its message, which
 // says what to do, reaches the workflow). Any other error is the store unavailable.
 func (c *call) storeFailed(op string, err error) error {
-	var schema *oncekeystore.StoreSchemaError
-	if !errors.As(err, &schema) {
+	if !errors.Is(err, oncekeystore.ErrStoreConfig) {
 		return c.storeUnavailable(op, err)
+	}
+	var schema error = err
+	if se := (*oncekeystore.StoreSchemaError)(nil); errors.As(err, &se) {
+		schema = se
 	}
 	c.outcome = oncekey.OutcomeFailed
 	msg := fmt.Sprintf("oncekey: %s (key %s) did not run", c.tool, c.key)

@@ -14,6 +14,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/interceptor"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
+	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/oncekeystore/storemock"
 	"github.com/oncekey/oncekey/pgstore"
@@ -96,4 +97,29 @@ func TestSuiteStoreNotMigratedFailsAsConfig(t *testing.T) {
 			require.Empty(t, res.Records)
 		})
 	}
+}
+
+// A connection pooler that refuses the pool's settings (*pgstore.PoolerError) is a store set up
+// wrong too (errors.Is oncekeystore.ErrStoreConfig): the call fails at once as a configuration
+// error naming the setting, the body never runs, and it is not reported as the store unavailable
+// (which the workflow would retry for ever).
+func TestSuitePoolerRefusalFailsAsConfig(t *testing.T) {
+	real := memstore.New(nil)
+	cs := faultAt(t, real, func(m *storemock.Store) {
+		m.EXPECT().Claim(gomock.Any(), gomock.Any()).Return(nil, &pgstore.PoolerError{Setting: "statement_timeout",
+			Err: errors.New("unsupported startup parameter: statement_timeout")}).Times(1)
+	}, "Claim")
+	ds := newDownstream()
+	s := setupSuiteWith(t, ds, oncekey.Policy{Effect: oncekey.Effectful}, suiteConfig{
+		store: func(oncekeystore.Store) oncekeystore.Store { return cs },
+	})
+	out := s.run(t, workflowInput{MaxAttempts: 5, Calls: []stepCall{{StepID: "create_ticket", Tool: "CreateTicket", Req: req1}}})
+	require.Equal(t, oncekey.ErrTypeConfig, out[0].Type, out[0].Err)
+	require.Contains(t, out[0].Err, "retryable: false")
+	require.Contains(t, out[0].Detail, "refuses the startup parameter statement_timeout")
+	require.Contains(t, out[0].Detail, "pgstore.NewPool")
+	require.NotContains(t, out[0].Err, oncekey.ErrTypeStoreUnavailable)
+	effects, bodies := ds.counts()
+	require.Zero(t, bodies, "the tool body never ran")
+	require.Zero(t, effects)
 }
