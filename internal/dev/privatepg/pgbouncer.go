@@ -42,8 +42,7 @@ type PgBouncer struct {
 	Version string
 
 	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc *proc
 }
 
 // PgBouncerBin returns the pgbouncer binary (PATH, then /usr/sbin, where Debian puts it), or
@@ -122,14 +121,12 @@ logfile = %s
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	b.cmd = exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	b.cmd.SysProcAttr, b.cmd.Dir = attr, dir
-	if err := b.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
+	cmd.SysProcAttr, cmd.Dir = attr, dir
+	if b.proc, err = startProc(cmd); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("privatepg: start pgbouncer: %w", err)
 	}
-	b.done = make(chan struct{})
-	go func() { _ = b.cmd.Wait(); close(b.done) }()
 
 	deadline := time.Now().Add(startWait)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
@@ -149,27 +146,12 @@ logfile = %s
 }
 
 // Running reports whether the pgbouncer process is running.
-func (b *PgBouncer) Running() bool {
-	select {
-	case <-b.done:
-		return false
-	default:
-		return true
-	}
-}
+func (b *PgBouncer) Running() bool { return b.proc.running() }
 
 // Close stops PgBouncer (SIGTERM: open client connections are closed) and removes its
 // directory. The server behind it is left alone.
 func (b *PgBouncer) Close() {
-	if b.Running() {
-		_ = b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.done:
-		case <-time.After(stopWait):
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-	}
+	b.proc.stop(syscall.SIGTERM)
 	os.RemoveAll(b.dir)
 }
 

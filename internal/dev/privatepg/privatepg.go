@@ -42,8 +42,7 @@ type Instance struct {
 	dir  string // holds data/, postgres.log and the server's Unix socket
 	argv []string
 	attr *syscall.SysProcAttr
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc *proc // the running server, nil before Start
 }
 
 // stopWait is how long Stop waits for a fast shutdown before it kills the server.
@@ -156,11 +155,11 @@ func (pg *Instance) Start(ctx context.Context) error {
 	cmd := exec.Command(pg.argv[0], pg.argv[1:]...)
 	cmd.SysProcAttr, cmd.Dir = pg.attr, pg.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	proc, err := startProc(cmd)
+	if err != nil {
 		return fmt.Errorf("privatepg: start postgres: %w", err)
 	}
-	pg.cmd, pg.done = cmd, make(chan struct{})
-	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(pg.done)
+	pg.proc = proc
 
 	deadline := time.Now().Add(startWait)
 	for {
@@ -178,33 +177,12 @@ func (pg *Instance) Start(ctx context.Context) error {
 }
 
 // Running reports whether the server process is running.
-func (pg *Instance) Running() bool {
-	if pg.done == nil {
-		return false
-	}
-	select {
-	case <-pg.done:
-		return false
-	default:
-		return true
-	}
-}
+func (pg *Instance) Running() bool { return pg.proc.running() }
 
 // Stop shuts the server down (a fast shutdown: open connections are ended) and returns once it
 // has exited, killing it after 30s. The data stays for Start. Stopping a stopped server does
 // nothing.
-func (pg *Instance) Stop() {
-	if !pg.Running() {
-		return
-	}
-	_ = pg.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-pg.done:
-	case <-time.After(stopWait):
-		_ = pg.cmd.Process.Kill()
-		<-pg.done
-	}
-}
+func (pg *Instance) Stop() { pg.proc.stop(syscall.SIGINT) }
 
 // Kill ends the server as a crash would: SIGKILL to the postmaster and every process of its
 // process group (its backends, WAL writer and walsenders), so nothing is flushed, sent to a
@@ -214,8 +192,8 @@ func (pg *Instance) Kill() {
 	if !pg.Running() {
 		return
 	}
-	_ = syscall.Kill(-pg.cmd.Process.Pid, syscall.SIGKILL)
-	<-pg.done
+	_ = syscall.Kill(-pg.proc.cmd.Process.Pid, syscall.SIGKILL)
+	<-pg.proc.done
 }
 
 // Promote ends recovery on a standby (pg_promote, waiting up to 60s) so that it takes writes,
