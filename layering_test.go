@@ -22,7 +22,7 @@ const modulePath = "github.com/oncekey/oncekey"
 // TestLayering.
 var layers = [][]string{
 	{"canonical", "metrics", "internal/shell", "internal/failure", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce", "internal/httpproof", "internal/jsondoc", "internal/wire"},
-	{"oncekeystore"},
+	{"oncekeystore", "decisionsig"},
 	{"memstore", "pgstore", "redisstore", "oncekeystore/storetest", "oncekeystore/storemock"},
 	{"."},
 	{"agent", "adapters", "internal/approvaledit"},
