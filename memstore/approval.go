@@ -10,6 +10,7 @@ import (
 // viewApproval returns a copy of a for a caller, as it reads at now (an overdue one timed out).
 func viewApproval(a *oncekeystore.Approval, now time.Time) *oncekeystore.Approval {
 	c := *a
+	c.Signature = cloneBytes(a.Signature)
 	c.ReadAsOf(now)
 	return &c
 }
@@ -104,6 +105,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprov
 		a.Reason = p.Reason
 		a.ExpiresAt = now.Add(p.Retention)
 		a.ModelMessage, a.ChangesRequested, a.EditedAs = p.ModelMessage, p.ChangesRequested, p.EditedAs
+		a.Signature = cloneBytes(p.Signature)
 		return viewApproval(a, now), nil
 	})
 }

@@ -43,6 +43,9 @@ type Store struct {
 	approvalTokens map[pk]int64
 	// grants holds the standing grants by ID (made on first use).
 	grants map[string]*grant
+	// sigs holds the signed statement of each record's last signed resolution (made on first
+	// use; see ResolutionSignature).
+	sigs map[pk]resolutionSig
 }
 
 type pk struct{ tenant, key string }
@@ -392,6 +395,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*on
 		r.EffectReference = p.EffectReference
 		r.ResolvedBy = p.ResolvedBy
 		r.Note = p.Note
+		s.keepSignature(r, p.Signature)
 		r.UpdatedAt = now
 		settle(r, p.Status, now)
 		return view(r, now), nil
@@ -492,6 +496,7 @@ func (s *Store) purgeBatch(n int, deleting bool) int {
 			}
 			delete(s.recs, k)
 			delete(s.tokens, k)
+			delete(s.sigs, k)
 		case !now.Before(r.ExpiresAt) && r.Status != oncekeystore.StatusExpired:
 			if deleting {
 				return false
@@ -533,7 +538,7 @@ func (s *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*once
 	}
 	return locked(ctx, s, "forget", "", func(time.Time) (*oncekeystore.ForgetResult, error) {
 		return &oncekeystore.ForgetResult{
-			Deleted:          forget(s.recs, s.tokens, p.Tenant),
+			Deleted:          forget(s.recs, s.tokens, p.Tenant, s.sigs),
 			ApprovalsDeleted: forget(s.approvals, s.approvalTokens, p.Tenant),
 			GrantsDeleted:    s.forgetGrants(p.Tenant),
 		}, nil
@@ -541,12 +546,15 @@ func (s *Store) Forget(ctx context.Context, p *oncekeystore.ForgetParams) (*once
 }
 
 // forget deletes the tenant's items of m, and their tokens, and returns how many.
-func forget[T any](m map[pk]T, tokens map[pk]int64, tenant string) int64 {
+func forget[T any](m map[pk]T, tokens map[pk]int64, tenant string, sigs ...map[pk]resolutionSig) int64 {
 	var n int64
 	for k := range m {
 		if k.tenant == tenant {
 			delete(m, k)
 			delete(tokens, k)
+			for _, s := range sigs {
+				delete(s, k)
+			}
 			n++
 		}
 	}

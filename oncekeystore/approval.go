@@ -87,6 +87,10 @@ type Approval struct {
 	// GrantID names the standing grant that approved this episode (GrantStore.ApproveByGrant);
 	// DecidedBy is then who made the grant. "" for a person's decision.
 	GrantID string
+	// Signature is the signed statement of the decision (DecideApprovalParams.Signature), opaque
+	// to the store (decisionsig.Signed's JSON); nil for a decision that was not signed and while
+	// pending. A new episode clears it.
+	Signature []byte
 }
 
 // ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
@@ -221,6 +225,9 @@ type DecideApprovalParams struct {
 	// EditedAs is the operation key of the edit that replaces the call: required with
 	// ApprovalReplaced, and only with it.
 	EditedAs string
+	// Signature is stored as Approval.Signature: the decision's signed statement, opaque to the
+	// store. Optional; not written when the store writes the timeout instead (a late decision).
+	Signature []byte
 }
 
 // ListApprovalsParams are the arguments of ApprovalStore.ListApprovals. Zero fields do not filter.

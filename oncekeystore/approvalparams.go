@@ -55,6 +55,9 @@ func (p *DecideApprovalParams) Validate() error {
 	if (p.Status == ApprovalReplaced) != (p.EditedAs != "") {
 		return &InvalidParamsError{Op: op, Field: "EditedAs", Reason: "names the edit of a replaced approval, and is required with it"}
 	}
+	if err := checkSignature(op, p.Signature); err != nil {
+		return err
+	}
 	return checkPositive(op, "Retention", p.Retention)
 }
 

@@ -178,6 +178,22 @@ type ResolveParams struct {
 	EffectReference string
 	ResolvedBy      string
 	Note            string
+	// Signature is the resolution's signed statement (decisionsig.Signed's JSON), opaque to the
+	// store, at most MaxSignatureBytes. Optional. A store that implements SignatureStore keeps it
+	// with the settlement, for SignatureStore.ResolutionSignature; another ignores it.
+	Signature []byte
+}
+
+// SignatureStore is implemented by stores that keep the signed statements of resolutions
+// (ResolveParams.Signature): pgstore (from migration 010_decision_signatures), memstore and
+// redisstore. The statements are kept apart from the Record, so that the records' statements
+// work on a schema migrated before them; an approval's signed decision is Approval.Signature.
+type SignatureStore interface {
+	// ResolutionSignature returns the signed statement written by the Resolve that settled the
+	// record of (p.Tenant, p.OperationKey) at its current epoch: nil when that resolution was
+	// not signed, when the record was not settled by Resolve at this epoch, or when it is a
+	// tombstone. No record: ErrNotFound.
+	ResolutionSignature(ctx context.Context, p *GetParams) ([]byte, error)
 }
 
 // GetParams are the arguments of Store.Get.

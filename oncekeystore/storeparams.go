@@ -145,7 +145,22 @@ func (p *ResolveParams) Validate() error {
 	default:
 		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not applied, released or failed", p.Status)}
 	}
+	if err := checkSignature(op, p.Signature); err != nil {
+		return err
+	}
 	return checkOptional(op, "EffectReference", p.EffectReference, "ResolvedBy", p.ResolvedBy, "Note", p.Note)
+}
+
+// MaxSignatureBytes is the most a decision's signed statement (ResolveParams.Signature,
+// DecideApprovalParams.Signature) may hold: room for a statement with a resolution's longest note.
+const MaxSignatureBytes = 256 << 10
+
+// checkSignature refuses a signed statement over MaxSignatureBytes.
+func checkSignature(op string, sig []byte) error {
+	if len(sig) > MaxSignatureBytes {
+		return &InvalidParamsError{Op: op, Field: "Signature", Reason: fmt.Sprintf("is %d bytes, more than %d", len(sig), MaxSignatureBytes)}
+	}
+	return nil
 }
 
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.

@@ -22,7 +22,7 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
     CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
     CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
     CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token,
-    model_message, changes_requested, edit_of, edited_as, grant_id`
+    model_message, changes_requested, edit_of, edited_as, grant_id, signature`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
@@ -113,7 +113,8 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     changes_requested = CASE WHEN {anew} THEN false ELSE o.changes_requested END,
     edit_of       = CASE WHEN {anew} THEN EXCLUDED.edit_of ELSE o.edit_of END,
     edited_as     = CASE WHEN {anew} THEN '' ELSE o.edited_as END,
-    grant_id      = CASE WHEN {anew} THEN '' ELSE o.grant_id END
+    grant_id      = CASE WHEN {anew} THEN '' ELSE o.grant_id END,
+    signature     = CASE WHEN {anew} THEN NULL ELSE o.signature END
 RETURNING {cols}, request_token = $10 AS created`)
 	// A person's decision on an overdue approval ({late}) writes the timeout it reads as instead,
 	// and RETURNING says so.
@@ -124,7 +125,8 @@ RETURNING {cols}, request_token = $10 AS created`)
     expires_at = now() + $7::bigint * interval '1 microsecond',
     model_message = CASE WHEN {late} THEN '' ELSE $9 END,
     changes_requested = CASE WHEN {late} THEN false ELSE $10 END,
-    edited_as = CASE WHEN {late} THEN '' ELSE $11 END
+    edited_as = CASE WHEN {late} THEN '' ELSE $11 END,
+    signature = CASE WHEN {late} THEN NULL ELSE $12::bytea END
 WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending'
 RETURNING {cols}, {late} AS late`)
 	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
@@ -140,7 +142,7 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekeystore.Approval, error) {
 	)
 	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
 		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token,
-		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs, &a.GrantID}, extra...)
+		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs, &a.GrantID, &a.Signature}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -162,6 +164,9 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekeystore.Approval, error) {
 // story. It asks the database once more, on this error path only; if that fails, wrap
 // classifies err.
 func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) error {
+	if signatureMissing(err) {
+		return s.wrapSignature(ctx, op, key, err)
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
 		return s.wrap(ctx, op, key, err)
@@ -233,7 +238,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprov
 	var late bool
 	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekeystore.Approval, error) {
 		return scanApproval(s.db().QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
-			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token, p.ModelMessage, p.ChangesRequested, p.EditedAs), &late)
+			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token, p.ModelMessage, p.ChangesRequested, p.EditedAs, p.Signature), &late)
 	}, func() error {
 		cur, gerr := s.getApproval(ctx, op, p.Tenant, p.OperationKey)
 		switch {

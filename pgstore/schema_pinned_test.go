@@ -67,6 +67,8 @@ ORDER BY ordinal_position`)
 		"expires_at timestamp with time zone NOT NULL",
 		"tombstone_until timestamp with time zone NOT NULL",
 		"namespace text NOT NULL DEFAULT ''::text",
+		"signature bytea",
+		"signature_epoch bigint",
 	}, columns, "the columns of oncekey_operations")
 
 	rows, err = pool.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes

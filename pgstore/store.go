@@ -80,9 +80,9 @@ type Store struct {
 	// of which their mode fails (pooler.go); txRoute is route when txPool is pool.
 	route, txRoute *route
 
-	claimSQL, claimTxSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
-	forgetSQL, previewSQL, statsSQL, unsettledSQL                                           string
-	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                          purgeStep
+	claimSQL, claimTxSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, resolveSignedSQL, getSQL *stmt
+	forgetSQL, previewSQL, statsSQL, unsettledSQL                                                             string
+	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                                            purgeStep
 	// The approval statements (approval.go) run through pgx's own statement cache.
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL string
 
@@ -154,6 +154,14 @@ RETURNING {cols}`), text, text, bigint, bytea)
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $9
   AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
 RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint)
+	// A signed resolution also keeps its statement, with the epoch it settles
+	// (ResolutionSignature); an unsigned one leaves the columns alone, so that it works on a
+	// schema migrated before 010_decision_signatures.
+	s.resolveSignedSQL = newStmt(r.Replace(`UPDATE {t} SET status = $3, result = $4, failure = $5, effect_ref = $6, resolved_by = $7,
+    note = $8, signature = $10, signature_epoch = epoch, lease_until = NULL, updated_at = now(), `+settleRetention+`
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $9
+  AND (status = 'unknown' OR (status = 'pending' AND lease_until <= now()))
+RETURNING {cols}`), text, text, text, bytea, bytea, text, text, text, bigint, bytea)
 	s.getSQL = newStmt(r.Replace(`SELECT {cols}, `+pastRetention+` FROM {t} WHERE tenant = $1 AND operation_key = $2`), text, text)
 	// Purge walks the table in ranges of pages (purgeSteps), each batch one statement.
 	r = strings.NewReplacer("{t}", s.table, "{a}", s.approvalTable, "{tombstone}", tombstoneWhere, "{delete}", deleteWhere,
@@ -503,10 +511,14 @@ func (s *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*on
 	if err := s.checkSize("resolve", p.OperationKey, p.Result, p.Failure); err != nil {
 		return nil, err
 	}
-	return queryOne(ctx, s, "resolve", p.OperationKey, s.wrap, func(ctx context.Context) (*oncekeystore.Record, error) {
-		return s.queryRecord(ctx, s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
-			textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference),
-			textArg(p.ResolvedBy), textArg(p.Note), bigintArg(p.Epoch)})
+	stmt, args := s.resolveSQL, []arg{textArg(p.Tenant), textArg(p.OperationKey),
+		textArg(string(p.Status)), byteaArg(p.Result), byteaArg(p.Failure), textArg(p.EffectReference),
+		textArg(p.ResolvedBy), textArg(p.Note), bigintArg(p.Epoch)}
+	if len(p.Signature) > 0 {
+		stmt, args = s.resolveSignedSQL, append(args, byteaArg(p.Signature))
+	}
+	return queryOne(ctx, s, "resolve", p.OperationKey, s.wrapSignature, func(ctx context.Context) (*oncekeystore.Record, error) {
+		return s.queryRecord(ctx, stmt, args)
 	}, func() error {
 		cur, pastRetention, gerr := s.getRetention(ctx, p.Tenant, p.OperationKey)
 		if gerr != nil {

@@ -100,6 +100,11 @@ type Decision struct {
 	// (oncekey.EditKey) in its place. Tool, tenant and namespace are the approval's: an edit
 	// cannot change them.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Signature is the decision's signed statement (decisionsig.Signed's JSON, made by
+	// SignDecision), at most oncekeystore.MaxSignatureBytes. Optional; workers with a trust list
+	// (okworker.Options.TrustList) refuse a decision without a valid one, and store it with the
+	// approval.
+	Signature json.RawMessage `json:"signature,omitempty"`
 }
 
 // InvalidDecisionError: a Decision is malformed. Nothing was sent or written.
@@ -137,6 +142,9 @@ func (d Decision) Validate() error {
 	}
 	if err := d.ValidateArguments(); err != nil {
 		return err
+	}
+	if len(d.Signature) > oncekeystore.MaxSignatureBytes {
+		return &InvalidDecisionError{Field: "Signature", Reason: fmt.Sprintf("%d bytes is more than %d", len(d.Signature), oncekeystore.MaxSignatureBytes)}
 	}
 	for _, f := range []struct {
 		name, v string

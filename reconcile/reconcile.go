@@ -105,6 +105,11 @@ type Resolution struct {
 	// update ID, so a resolution sent twice with one RequestID is taken once. Optional; Resolve
 	// sets a fresh one.
 	RequestID string `json:"request_id,omitempty"`
+	// Signature is the resolution's signed statement (decisionsig.Signed's JSON, made by
+	// SignResolution), at most oncekeystore.MaxSignatureBytes. Optional; workers with a trust list
+	// (okworker.Options.TrustList) refuse a resolution without a valid one, and store it with the
+	// record (oncekeystore.SignatureStore).
+	Signature json.RawMessage `json:"signature,omitempty"`
 }
 
 // Limits on a Resolution's text fields. A resolution travels in a signal and in the
@@ -159,6 +164,9 @@ func (r Resolution) Validate() error {
 		if !json.Valid(r.Result) {
 			return &InvalidResolutionError{Field: "Result", Reason: "is not valid JSON"}
 		}
+	}
+	if len(r.Signature) > oncekeystore.MaxSignatureBytes {
+		return &InvalidResolutionError{Field: "Signature", Reason: fmt.Sprintf("%d bytes is more than %d", len(r.Signature), oncekeystore.MaxSignatureBytes)}
 	}
 	return nil
 }

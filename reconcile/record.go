@@ -82,6 +82,7 @@ func RecordWithOptions(ctx context.Context, s oncekeystore.Store, tenant, key st
 		EffectReference: r.EffectReference,
 		ResolvedBy:      r.ResolvedBy,
 		Note:            r.Note,
+		Signature:       r.Signature,
 	}
 	switch r.Outcome {
 	case Applied:

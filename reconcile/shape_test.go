@@ -27,13 +27,15 @@ func TestResolutionShapePinned(t *testing.T) {
 		ResolvedBy:      "ada",
 		Tenant:          "acme",
 		RequestID:       "ada-1",
+		Signature:       json.RawMessage(`{"key_id":"ed25519:00","signature":"AA==","statement":{}}`),
 	}
 	const pinned = `{"outcome":"applied","epoch":3,"effect_reference":"TCK-0042","result":{"id":"TCK-0042"},` +
-		`"note":"found in the ticket system","resolved_by":"ada","tenant":"acme","request_id":"ada-1"}`
+		`"note":"found in the ticket system","resolved_by":"ada","tenant":"acme","request_id":"ada-1",` +
+		`"signature":{"key_id":"ed25519:00","signature":"AA==","statement":{}}}`
 	b, err := json.Marshal(full)
 	require.NoError(t, err)
 	require.JSONEq(t, pinned, string(b))
-	require.Equal(t, 8, reflect.TypeOf(full).NumField(), "Resolution has a new field: add it to the pinned JSON and to CHANGELOG.md")
+	require.Equal(t, 9, reflect.TypeOf(full).NumField(), "Resolution has a new field: add it to the pinned JSON and to CHANGELOG.md")
 
 	var back reconcile.Resolution
 	require.NoError(t, json.Unmarshal([]byte(pinned), &back))

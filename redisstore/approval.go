@@ -35,6 +35,9 @@ func decodeApproval(f []any, now int64) (*oncekeystore.Approval, error) {
 		ExpiresAt: d.at(15), Token: str(f[16]), ModelMessage: str(f[17]), ChangesRequested: str(f[18]) == "1",
 		EditOf: str(f[19]), EditedAs: str(f[20]), GrantID: str(f[21]),
 	}
+	if sig := str(f[22]); sig != "" {
+		a.Signature = []byte(sig)
+	}
 	a.ReadAsOf(time.UnixMicro(now))
 	return a, d.err(8)
 }
@@ -77,7 +80,7 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprov
 	keys := s.layout.ApprovalKeys(p.Tenant, p.OperationKey)
 	v, err := s.run(ctx, op, p.OperationKey, lua.DecideApproval, []string{keys[0], keys[3]},
 		p.Tenant, p.OperationKey, p.Episode, string(p.Status), p.DecidedBy, p.Reason, p.Retention.Microseconds(), token(), p.Token,
-		oncekeystore.ApprovalTimeoutDecider, oncekeystore.ApprovalOverdueReason, p.ModelMessage, flag(p.ChangesRequested), p.EditedAs)
+		oncekeystore.ApprovalTimeoutDecider, oncekeystore.ApprovalOverdueReason, p.ModelMessage, flag(p.ChangesRequested), p.EditedAs, p.Signature)
 	if err != nil {
 		return nil, err
 	}

@@ -302,7 +302,7 @@ func (s *Store) Resolve(ctx context.Context, p *oncekeystore.ResolveParams) (*on
 		return nil, err
 	}
 	args := append([]any{p.Tenant, p.OperationKey, token(), string(p.Status), p.EffectReference, p.ResolvedBy, p.Note}, blobs...)
-	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true), append(args, p.Epoch)...)
+	v, err := s.run(ctx, "resolve", p.OperationKey, lua.Resolve, s.recordKeys(p.Tenant, p.OperationKey, true), append(args, p.Epoch, p.Signature)...)
 	if err != nil {
 		return nil, err
 	}
@@ -973,4 +973,27 @@ func (s *Store) drain(ctx context.Context, mk func(base string) call) (int64, er
 		todo = again
 	}
 	return deleted, nil
+}
+
+var _ oncekeystore.SignatureStore = (*Store)(nil)
+
+// ResolutionSignature implements oncekeystore.SignatureStore in one script: the signed statement
+// the record keeps (field sig) only when it was written at the record's current epoch (sige)
+// and the record is no tombstone.
+func (s *Store) ResolutionSignature(ctx context.Context, p *oncekeystore.GetParams) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	const op = "resolution signature"
+	v, err := s.run(ctx, op, p.OperationKey, lua.ResolutionSignature, s.recordKeys(p.Tenant, p.OperationKey, false))
+	if err != nil {
+		return nil, err
+	}
+	if str(v[0]) == "N" {
+		return nil, fmt.Errorf("redisstore: %s %s: %w", op, p.OperationKey, oncekeystore.ErrNotFound)
+	}
+	if len(v) < 2 || str(v[1]) == "" {
+		return nil, nil
+	}
+	return []byte(str(v[1])), nil
 }

@@ -183,3 +183,42 @@ func (mr *StoreMockRecorder) Resolve(ctx, p any) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "Resolve", reflect.TypeOf((*Store)(nil).Resolve), ctx, p)
 }
+
+// MockSignatureStore is a mock of SignatureStore interface.
+type MockSignatureStore struct {
+	ctrl     *gomock.Controller
+	recorder *MockSignatureStoreMockRecorder
+	isgomock struct{}
+}
+
+// MockSignatureStoreMockRecorder is the mock recorder for MockSignatureStore.
+type MockSignatureStoreMockRecorder struct {
+	mock *MockSignatureStore
+}
+
+// NewMockSignatureStore creates a new mock instance.
+func NewMockSignatureStore(ctrl *gomock.Controller) *MockSignatureStore {
+	mock := &MockSignatureStore{ctrl: ctrl}
+	mock.recorder = &MockSignatureStoreMockRecorder{mock}
+	return mock
+}
+
+// EXPECT returns an object that allows the caller to indicate expected use.
+func (m *MockSignatureStore) EXPECT() *MockSignatureStoreMockRecorder {
+	return m.recorder
+}
+
+// ResolutionSignature mocks base method.
+func (m *MockSignatureStore) ResolutionSignature(ctx context.Context, p *oncekeystore.GetParams) ([]byte, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ResolutionSignature", ctx, p)
+	ret0, _ := ret[0].([]byte)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ResolutionSignature indicates an expected call of ResolutionSignature.
+func (mr *MockSignatureStoreMockRecorder) ResolutionSignature(ctx, p any) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ResolutionSignature", reflect.TypeOf((*MockSignatureStore)(nil).ResolutionSignature), ctx, p)
+}

@@ -47,6 +47,7 @@ var approvalTests = []struct {
 	{"OverdueAsksAnew", testApprovalOverdueAsksAnew},
 	{"OverdueDecisionDoesNotLand", testApprovalOverdueDecision},
 	{"EditAndMessageKept", testApprovalEditAndMessage},
+	{"SignatureKept", testApprovalSignatureKept},
 }
 
 // RunApprovals runs the approval subtests of the conformance suite against stores made by

@@ -19,6 +19,7 @@ import "github.com/redis/go-redis/v9"
 //	eof, eas     the key of the call an edit replaces, and of the edit a replaced approval's call
 //	             runs as (absent: none)
 //	gid          the standing grant that approved the episode (absent or '': a person's decision)
+//	sig          the decision's signed statement (absent: unsigned, or pending)
 //
 // The approval indexes of a bucket: apall (every approval, score 0, member hex16(requested) ..
 // tenant .. NUL .. key, read BYLEX), apt:… (one tenant's, member hex16(requested) .. key) and
@@ -26,9 +27,9 @@ import "github.com/redis/go-redis/v9"
 const approvalPrelude = `
 -- The approval's fields in the order replies carry them (ApprovalFields).
 local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq',
-  'msg', 'chg', 'eof', 'eas', 'gid'}
+  'msg', 'chg', 'eof', 'eas', 'gid', 'sig'}
 local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA, ARQ = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
-local AMSG, ACHG, AEOF, AEAS, AGID = 18, 19, 20, 21, 22
+local AMSG, ACHG, AEOF, AEAS, AGID, ASIG = 18, 19, 20, 21, 22, 23
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
 local function aread(ap, extra) return hfields(ap, AF, extra) end
 -- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
@@ -70,11 +71,11 @@ if st then
   redis.call('ZREM', all, h .. pk)
   redis.call('ZREM', ten, h .. key)
   redis.call('ZREM', exp, pk)
-  redis.call('HDEL', ap, 'da', 'ea', 'wt', 'msg', 'chg', 'eof', 'eas')
+  redis.call('HDEL', ap, 'da', 'ea', 'wt', 'msg', 'chg', 'eof', 'eas', 'sig')
   ep = tonumber(v[AEP])
 end
 v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(ep + 1), fmt(now),
-  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false, ''}
+  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false, '', false}
 redis.call('HSET', ap, 't', tenant, 'k', key, 'ns', ARGV[3], 'tool', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
   'step', ARGV[7], 'sum', ARGV[8], 'st', 'pending', 'ep', v[AEP], 'ra', v[ARA], 'dl', v[ADL], 'dby', '', 'why', '',
   'tok', ARGV[10], 'rq', ARGV[11], 'eof', ARGV[12], 'gid', '')
@@ -86,7 +87,8 @@ return aout('C', now, v)
 
 // DecideApproval: KEYS ap, apexp. ARGV tenant, key, episode, status, decided by, reason,
 // retention (µs), write token, the request's token, the timeout's decider and reason, the
-// message for the model, "1" when changes are requested ("" not), the edit's key ("": none). Codes: K
+// message for the model, "1" when changes are requested ("" not), the edit's key ("": none), the
+// decision's signed statement ("": none). Codes: K
 // decided (or the repeat of the decision that was: same write token), N no approval, S the
 // approval is at another episode or request, C it is not pending, or it is overdue and the
 // decision a person's: the timeout it reads as is written instead (decided at its deadline by
@@ -106,9 +108,9 @@ if ARGV[4] ~= 'timed_out' and astatus(v, now) == 'timed_out' then
   return aout('C', now, v)
 end
 v[AST], v[ADA], v[ADBY], v[AWHY], v[AEA] = ARGV[4], fmt(now), ARGV[5], ARGV[6], fmt(now + tonumber(ARGV[7]))
-v[AMSG], v[ACHG], v[AEAS] = ARGV[12], ARGV[13], ARGV[14]
+v[AMSG], v[ACHG], v[AEAS], v[ASIG] = ARGV[12], ARGV[13], ARGV[14], ARGV[15]
 redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA], 'wt', ARGV[8],
-  'msg', ARGV[12], 'chg', ARGV[13], 'eas', ARGV[14])
+  'msg', ARGV[12], 'chg', ARGV[13], 'eas', ARGV[14], 'sig', ARGV[15])
 redis.call('ZADD', exp, v[AEA], ARGV[1] .. '\0' .. ARGV[2])
 return aout('K', now, v)
 `)
@@ -171,7 +173,7 @@ return {#ids, rest}
 
 // ApprovalFields is the number of approval fields a reply carries after its code and the
 // server's now, in the order of AF in the approval prelude.
-const ApprovalFields = 22
+const ApprovalFields = 23
 
 // ApprovalKeys returns the keys the approval scripts take for (tenant, key): the approval, the
 // bucket's apall index, the tenant's apt index in the bucket, and the apexp index.

@@ -219,7 +219,8 @@ return out('K', now, v)
 `)
 
 // Resolve: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, write token, status, effect
-// reference, resolved by, note, result flag, result, failure flag, failure, epoch. Codes: K
+// reference, resolved by, note, result flag, result, failure flag, failure, epoch, signed
+// statement ("": unsigned; kept in sig with the epoch it settles in sige). Codes: K
 // resolved (or the repeat of the resolution that was), N no record, C {C, status} not
 // resolvable, S {S, status, epoch} the record is at another epoch (a stale decision). A
 // resolution restarts the record's retention and tombstone windows.
@@ -237,9 +238,20 @@ redis.call('HSET', rec, 'st', ARGV[4], 'ref', ARGV[5], 'rby', ARGV[6], 'note', A
 setBytes(rec, 'res', ARGV[8], ARGV[9])
 setBytes(rec, 'fail', ARGV[10], ARGV[11])
 redis.call('HDEL', rec, 'lu')
+if ARGV[13] ~= '' then redis.call('HSET', rec, 'sig', ARGV[13], 'sige', r[8]) else redis.call('HDEL', rec, 'sig', 'sige') end
 reindex(all, ten, unk, ARGV[1] .. '\0' .. ARGV[2], ARGV[2], tonumber(r[4]), st, now, ARGV[4])
 settle(rec, exp, tomb, ARGV[1] .. '\0' .. ARGV[2], now, r[6], r[2], r[7])
 return reply('K', rec, now)
+`)
+
+// ResolutionSignature: KEYS rec. It returns {N} for no record, else {K, the signed statement of
+// the resolution that settled the record at its current epoch, or false}: none for another
+// epoch's, or for a tombstone or a record past retention.
+var ResolutionSignature = redis.NewScript(prelude + `
+local r = redis.call('HMGET', KEYS[1], 'st', 'ea', 'ep', 'sig', 'sige')
+if not r[1] then return {'N'} end
+if r[1] == 'expired' or (clock() >= tonumber(r[2]) and not unsettled(r[1])) or r[5] ~= r[3] then return {'K'} end
+return {'K', r[4]}
 `)
 
 // Get: KEYS rec. Codes: K found, N no record.

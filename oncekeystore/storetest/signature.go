@@ -1,0 +1,115 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncekey/oncekey/oncekeystore"
+)
+
+// A signed statement as the stores keep it: opaque bytes, returned byte for byte (JSON with a
+// NUL-free binary tail, as a signature's base64 never is, to catch a store that trims or
+// re-encodes).
+var signedStatement = []byte(`{"key_id":"ed25519:00","signature":"AAEC","statement":{"kind":"approve"}}` + "\xff\x00\x01")
+
+// testApprovalSignatureKept: a decision's signed statement is stored with it, returned by
+// DecideApproval, GetApproval and ListApprovals byte for byte, and cleared by a new episode; an
+// unsigned decision keeps none.
+func testApprovalSignatureKept(t *testing.T, s oncekeystore.ApprovalStore) {
+	p := approvalParams()
+	a := requestNew(t, s, p)
+	require.Nil(t, a.Signature)
+	d := decision(a, oncekeystore.ApprovalTimedOut)
+	d.Signature = signedStatement
+	got := do(t, s.DecideApproval, d)
+	require.Equal(t, signedStatement, got.Signature)
+	require.Equal(t, signedStatement, getApproval(t, s, p.Tenant, p.OperationKey).Signature)
+	list := do(t, s.ListApprovals, &oncekeystore.ListApprovalsParams{Tenant: p.Tenant})
+	for _, l := range list.Approvals {
+		if l.OperationKey == p.OperationKey {
+			require.Equal(t, signedStatement, l.Signature)
+		}
+	}
+
+	next := requestNew(t, s, p)
+	require.Equal(t, int64(2), next.Episode)
+	require.Nil(t, next.Signature, "a new episode keeps no earlier decision's signature")
+	require.Nil(t, decide(t, s, next, oncekeystore.ApprovalApproved).Signature)
+	require.Nil(t, getApproval(t, s, p.Tenant, p.OperationKey).Signature)
+
+	big := decision(requestNew(t, s, approvalParams()), oncekeystore.ApprovalApproved)
+	big.Signature = make([]byte, oncekeystore.MaxSignatureBytes+1)
+	_, err := s.DecideApproval(ctxT(t), big)
+	var inv *oncekeystore.InvalidParamsError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "Signature", inv.Field)
+}
+
+// RunSignatures runs the signature subtests of the conformance suite against stores made by
+// newStore (see RunApprovals for what newStore must do). Run calls it for a store that
+// implements oncekeystore.SignatureStore.
+func RunSignatures(t *testing.T, newStore func(t *testing.T) oncekeystore.Store) {
+	t.Helper()
+	t.Run("ResolutionSignatureKept", func(t *testing.T) {
+		t.Parallel()
+		testResolutionSignature(t, newStore(t))
+	})
+}
+
+// runSignaturesIfImplemented runs RunSignatures under the subtest "Signature" when the stores
+// newStore makes implement oncekeystore.SignatureStore, and skips it (saying so) otherwise.
+func runSignaturesIfImplemented(t *testing.T, newStore func(t *testing.T) oncekeystore.Store) {
+	t.Run("Signature", func(t *testing.T) {
+		t.Parallel()
+		if _, ok := newStore(t).(oncekeystore.SignatureStore); !ok {
+			t.Skip("the store does not implement oncekeystore.SignatureStore: no signature subtests")
+		}
+		RunSignatures(t, newStore)
+	})
+}
+
+// testResolutionSignature: a signed resolution's statement is kept for its epoch, byte for byte;
+// an unsigned one, a record settled otherwise and a record at a later epoch answer none; no
+// record is ErrNotFound.
+func testResolutionSignature(t *testing.T, s oncekeystore.Store) {
+	ss := s.(oncekeystore.SignatureStore)
+	ctx := ctxT(t)
+	sigOf := func(p *oncekeystore.ClaimParams) []byte {
+		t.Helper()
+		b, err := ss.ResolutionSignature(ctx, &oncekeystore.GetParams{Tenant: p.Tenant, OperationKey: p.OperationKey})
+		require.NoError(t, err)
+		return b
+	}
+
+	p, m := unknownRecord(t, s)
+	require.Nil(t, sigOf(p), "unknown: nothing resolved it")
+	_, err := s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: m.Epoch,
+		Status: oncekeystore.StatusReleased, ResolvedBy: "alice", Signature: signedStatement})
+	require.NoError(t, err)
+	require.Equal(t, signedStatement, sigOf(p))
+	// The next claim takes the released record over: the signature was of the epoch before.
+	res := claim(t, s, p)
+	require.True(t, res.Acquired)
+	require.Nil(t, sigOf(p), "a later epoch keeps no earlier resolution's signature")
+	do(t, s.MarkUnknown, &oncekeystore.MarkUnknownParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: res.Record.Epoch})
+	_, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: p.Tenant, OperationKey: p.OperationKey, Epoch: res.Record.Epoch,
+		Status: oncekeystore.StatusFailed, ResolvedBy: "bob"})
+	require.NoError(t, err)
+	require.Nil(t, sigOf(p), "an unsigned resolution")
+
+	q := params(oncekeystore.Effectful)
+	r := acquire(t, s, q)
+	do(t, s.Complete, &oncekeystore.CompleteParams{Tenant: q.Tenant, OperationKey: q.OperationKey, Epoch: r.Epoch, Status: oncekeystore.StatusApplied})
+	require.Nil(t, sigOf(q), "settled by its worker")
+
+	_, err = ss.ResolutionSignature(ctx, &oncekeystore.GetParams{Tenant: "acme", OperationKey: newKey()})
+	require.ErrorIs(t, err, oncekeystore.ErrNotFound)
+
+	big, bm := unknownRecord(t, s)
+	_, err = s.Resolve(ctx, &oncekeystore.ResolveParams{Tenant: big.Tenant, OperationKey: big.OperationKey, Epoch: bm.Epoch,
+		Status: oncekeystore.StatusReleased, Signature: make([]byte, oncekeystore.MaxSignatureBytes+1)})
+	var inv *oncekeystore.InvalidParamsError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "Signature", inv.Field)
+}

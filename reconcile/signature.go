@@ -1,0 +1,140 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/oncekey/oncekey/decisionsig"
+	"github.com/oncekey/oncekey/oncekeystore"
+)
+
+// Signed decisions: a Decision or a Resolution may carry a decisionsig.Signed statement of
+// exactly what it decides, which workers with a trust list (okworker.Options.TrustList) verify
+// before they record it and, for an approval, again before they run the call. The statements are
+// built here only, for the signer (SignDecision, SignResolution) and the verifier
+// (DecisionStatement, ResolutionStatement, ApprovalStatement) alike.
+
+// decisionKind is the decisionsig.Kind of a decision of kind k, with edited arguments or not.
+func decisionKind(k DecisionKind, edited bool) (decisionsig.Kind, error) {
+	switch {
+	case k == Approve && edited:
+		return decisionsig.ApproveEdited, nil
+	case k == Approve:
+		return decisionsig.Approve, nil
+	case k == Deny:
+		return decisionsig.Deny, nil
+	case k == RequestChanges:
+		return decisionsig.RequestChanges, nil
+	}
+	return "", fmt.Errorf("reconcile: %q is not a decision that can be signed", k)
+}
+
+// DecisionStatement returns the statement a signature on d must make for the approval ap, as
+// the store holds its pending request: ap's namespace, tenant, operation key, tool, episode,
+// request token and fingerprint, and d's kind (approve_edited with Arguments), the digest of its
+// edited arguments, DecidedBy, Reason and Message. SignedAt is left zero. An error for a d whose
+// kind cannot be signed or whose arguments are not JSON.
+func DecisionStatement(ap *oncekeystore.Approval, d Decision) (decisionsig.Statement, error) {
+	kind, err := decisionKind(d.Decision, len(d.Arguments) > 0)
+	if err != nil {
+		return decisionsig.Statement{}, err
+	}
+	digest, err := decisionsig.Digest(d.Arguments)
+	if err != nil {
+		return decisionsig.Statement{}, fmt.Errorf("reconcile: edited arguments: %w", err)
+	}
+	return decisionsig.Statement{Kind: kind, Namespace: ap.Namespace, Tenant: ap.Tenant, OperationKey: ap.OperationKey, Tool: ap.Tool,
+		Episode: ap.Episode, RequestToken: ap.Token, Fingerprint: ap.Fingerprint, ArgumentsDigest: digest,
+		DecidedBy: d.DecidedBy, Reason: d.Reason, Message: d.Message}, nil
+}
+
+// ApprovalStatement returns the statement the signed decision stored with ap (Approval.Signature)
+// must make: DecisionStatement of the decision ap records (approved, replaced: approve_edited,
+// denied, denied with changes requested). For a replaced approval the arguments' digest is not
+// stored: argsDigest gives it (the signed statement's own, whose edit the worker checked when it
+// recorded the decision). An error for an approval no person's decision made (pending, timed
+// out, or decided under a standing grant).
+func ApprovalStatement(ap *oncekeystore.Approval, argsDigest string) (decisionsig.Statement, error) {
+	var d Decision
+	switch {
+	case ap.GrantID != "":
+		return decisionsig.Statement{}, errors.New("reconcile: the approval was decided under a standing grant, not by a signed decision")
+	case ap.Status == oncekeystore.ApprovalApproved:
+		d.Decision = Approve
+	case ap.Status == oncekeystore.ApprovalReplaced:
+		d.Decision = Approve
+	case ap.Status == oncekeystore.ApprovalDenied && ap.ChangesRequested:
+		d.Decision = RequestChanges
+	case ap.Status == oncekeystore.ApprovalDenied:
+		d.Decision = Deny
+	default:
+		return decisionsig.Statement{}, fmt.Errorf("reconcile: an approval %s was not decided by a signed decision", ap.Status)
+	}
+	d.DecidedBy, d.Reason, d.Message = ap.DecidedBy, ap.Reason, ap.ModelMessage
+	st, err := DecisionStatement(ap, d)
+	if err != nil {
+		return st, err
+	}
+	if ap.Status == oncekeystore.ApprovalReplaced {
+		st.Kind, st.ArgumentsDigest = decisionsig.ApproveEdited, argsDigest
+	}
+	return st, nil
+}
+
+// SignDecision returns d with its Signature: DecisionStatement(ap, d) signed by s. ap is the
+// approval as the store holds its pending request (`oncekey approvals`, ApprovalStore.GetApproval);
+// d.Episode, when set, must be ap's.
+func SignDecision(s decisionsig.Signer, ap *oncekeystore.Approval, d Decision) (Decision, error) {
+	if ap == nil {
+		return d, errors.New("reconcile: sign decision: no approval")
+	}
+	if d.Episode != 0 && d.Episode != ap.Episode {
+		return d, &InvalidDecisionError{Field: "Episode", Reason: fmt.Sprintf("%d is not the approval's episode, %d", d.Episode, ap.Episode)}
+	}
+	st, err := DecisionStatement(ap, d)
+	if err != nil {
+		return d, err
+	}
+	d.Signature, err = encodeSigned(s, st)
+	return d, err
+}
+
+// ResolutionStatement returns the statement a signature on r must make for the record rec
+// (its namespace, tenant, operation key and tool): kind resolve, r's epoch, outcome, the digest
+// of its result, its effect reference, note (as Reason) and ResolvedBy. SignedAt is left zero.
+// An error for a result that is not JSON.
+func ResolutionStatement(rec *oncekeystore.Record, r Resolution) (decisionsig.Statement, error) {
+	digest, err := decisionsig.Digest(r.Result)
+	if err != nil {
+		return decisionsig.Statement{}, fmt.Errorf("reconcile: result: %w", err)
+	}
+	return decisionsig.Statement{Kind: decisionsig.Resolve, Namespace: rec.Namespace, Tenant: rec.Tenant, OperationKey: rec.OperationKey,
+		Tool: rec.Tool, Epoch: r.Epoch, Outcome: string(r.Outcome), ResultDigest: digest, EffectReference: r.EffectReference,
+		Reason: r.Note, DecidedBy: r.ResolvedBy}, nil
+}
+
+// SignResolution returns r with its Signature: ResolutionStatement(rec, r) signed by s. rec is
+// the record as the store holds it (Store.Get); r.Epoch, when zero, is set to rec's.
+func SignResolution(s decisionsig.Signer, rec *oncekeystore.Record, r Resolution) (Resolution, error) {
+	if rec == nil {
+		return r, errors.New("reconcile: sign resolution: no record")
+	}
+	if r.Epoch == 0 {
+		r.Epoch = rec.Epoch
+	}
+	st, err := ResolutionStatement(rec, r)
+	if err != nil {
+		return r, err
+	}
+	r.Signature, err = encodeSigned(s, st)
+	return r, err
+}
+
+func encodeSigned(s decisionsig.Signer, st decisionsig.Statement) (json.RawMessage, error) {
+	signed, err := decisionsig.Sign(s, st)
+	if err != nil {
+		return nil, err
+	}
+	return signed.Encode()
+}
