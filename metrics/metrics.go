@@ -63,6 +63,11 @@ const (
 	// ApprovalsEscalated counts approval requests escalated undecided past their policy's Timeout
 	// (ApprovalPolicy.Escalation), tagged TagTool. Recorded by the approval workflow.
 	ApprovalsEscalated = "oncekey_approvals_escalated"
+	// DecisionsRefused counts decisions and resolutions refused because of their signature
+	// (okworker.Options.TrustList), and approved calls not run because their approval's stored
+	// signature did not verify, tagged TagTool and TagReason (unsigned, bad_signature, untrusted,
+	// mismatch). Recorded by the worker.
+	DecisionsRefused = "oncekey_decisions_refused"
 )
 
 // Tag keys.
@@ -71,6 +76,7 @@ const (
 	TagOutcome   = "outcome"
 	TagSettledBy = "settled_by"
 	TagTenant    = "tenant"
+	TagReason    = "reason"
 )
 
 // Values of TagSettledBy.

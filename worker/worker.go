@@ -64,7 +64,7 @@ func NewPlugin(opts Options) (*temporal.SimplePlugin, error) {
 		return nil, err
 	}
 	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, FingerprintSecret: opts.FingerprintSecret,
-		Registry: opts.Registry, ResultSealer: opts.ResultSealer})
+		Registry: opts.Registry, ResultSealer: opts.ResultSealer, TrustList: opts.TrustList})
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func Register(w sdkworker.Registry, opts Options) error {
 		return err
 	}
 	acts, err := activities.NewWithOptions(opts.Store, activities.Options{DataConverter: opts.DataConverter, FingerprintSecret: opts.FingerprintSecret,
-		Registry: opts.Registry, ResultSealer: opts.ResultSealer})
+		Registry: opts.Registry, ResultSealer: opts.ResultSealer, TrustList: opts.TrustList})
 	if err != nil {
 		return err
 	}

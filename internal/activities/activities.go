@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -45,6 +46,7 @@ type Activities struct {
 	dc       converter.DataConverter
 	sealer   oncekey.ResultSealer
 	secret   []byte
+	trust    *decisionsig.TrustList
 }
 
 // Options configure the activities beyond their store (NewWithOptions). Fields are alphabetical;
@@ -62,6 +64,9 @@ type Options struct {
 	// ResultSealer seals the results the activities store and opens the ones they read
 	// (okworker.Options.ResultSealer; the same on every worker). Defaults to none.
 	ResultSealer oncekey.ResultSealer
+	// TrustList verifies the signatures of decisions and resolutions before they are recorded
+	// (okworker.Options.TrustList). Defaults to none: nothing is verified.
+	TrustList *decisionsig.TrustList
 }
 
 // New returns the activities over store. registry supplies the tools' Reconcile hooks (nil: no
@@ -81,7 +86,7 @@ func NewWithOptions(store oncekeystore.Store, o Options) (*Activities, error) {
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
 	}
-	return &Activities{store: store, registry: o.Registry, dc: o.DataConverter, sealer: o.ResultSealer, secret: o.FingerprintSecret}, nil
+	return &Activities{store: store, registry: o.Registry, dc: o.DataConverter, sealer: o.ResultSealer, secret: o.FingerprintSecret, trust: o.TrustList}, nil
 }
 
 // open returns rec with its result opened by the activities' sealer (oncekey.OpenResult), or a
@@ -462,6 +467,9 @@ func (a *Activities) RecordResolution(ctx context.Context, in RecordInput) (reco
 		}
 	}
 	if err := a.checkResult(ctx, in); err != nil {
+		return reconcile.Output{}, err
+	}
+	if err := a.verifyResolution(ctx, in); err != nil {
 		return reconcile.Output{}, err
 	}
 	rec, err := reconcile.RecordWithOptions(ctx, a.store, in.Tenant, in.OperationKey, in.Resolution,

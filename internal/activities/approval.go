@@ -153,6 +153,9 @@ type DecideApprovalInput struct {
 	// Arguments): DecideApproval checks them against the tool's input type and records the
 	// approval as replaced by their edit (see DecideApproval).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Signature is the decision's signed statement (reconcile.Decision.Signature): verified
+	// against the worker's trust list, when it has one, and stored with the decision.
+	Signature json.RawMessage `json:"signature,omitempty"`
 }
 
 // recordedAs reports whether ap holds this decision as written: its episode, status, decider and
@@ -185,6 +188,9 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	if err := boundApproval(ctx, cur, in.Tool); err != nil {
 		return ApprovalAnswer{}, err
 	}
+	if err := a.verifyDecision(ctx, cur, in); err != nil {
+		return ApprovalAnswer{}, err
+	}
 	var e *edit
 	if len(in.Arguments) > 0 {
 		if e, err = a.approveEdit(ctx, s, cur, &in); err != nil {
@@ -194,7 +200,7 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	ap, err := s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Token: in.Token, Status: in.Status,
 		DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
-		ModelMessage: in.Message, ChangesRequested: in.ChangesRequested, EditedAs: e.key(),
+		ModelMessage: in.Message, ChangesRequested: in.ChangesRequested, EditedAs: e.key(), Signature: in.Signature,
 	})
 	var (
 		conflict *oncekeystore.ApprovalConflictError

@@ -103,7 +103,8 @@ func (a *Activities) approveEdit(ctx context.Context, s oncekeystore.ApprovalSto
 	}
 	if ed.Status == oncekeystore.ApprovalPending {
 		_, err = s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{Tenant: cur.Tenant, OperationKey: key, Episode: ed.Episode,
-			Token: ed.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention})
+			Token: ed.Token, Status: oncekeystore.ApprovalApproved, DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
+			Signature: in.Signature})
 		var conflict *oncekeystore.ApprovalConflictError
 		if err != nil && !(errors.As(err, &conflict) && conflict.Approval != nil && conflict.Approval.Status == oncekeystore.ApprovalApproved) {
 			return nil, fmt.Errorf("activities: approve the edit %s: %w", key, err)

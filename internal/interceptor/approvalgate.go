@@ -65,6 +65,9 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 	}
 	var supersede string
 	if c.authorises(ap) {
+		if err := c.signedApproval(ctx, ap); err != nil {
+			return err
+		}
 		stands, err := c.grantStands(ctx, ap)
 		if err != nil || stands {
 			return err
@@ -125,6 +128,9 @@ func (c *call) ask(ctx context.Context, s oncekeystore.ApprovalStore, supersede 
 		}
 	}
 	if c.authorises(ap) {
+		if err := c.signedApproval(ctx, ap); err != nil {
+			return err
+		}
 		if stands, err := c.grantStands(ctx, ap); err != nil || stands {
 			return err
 		}
@@ -228,5 +234,5 @@ func (c *call) editApproval(ctx context.Context, s oncekeystore.ApprovalStore) e
 	case ed == nil || ed.EditOf != c.editOf || !c.authorises(ed):
 		return refuse("the edit a person approved is of other arguments")
 	}
-	return nil
+	return c.signedApproval(ctx, orig)
 }

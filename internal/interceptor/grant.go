@@ -20,8 +20,12 @@ import (
 // call only while that grant is active: the worker reads the grant again before the claim and
 // under it, right before the effect; revoked or expired, the call is asked anew.
 
-// grantStore returns the worker's store as a GrantStore, or nil when it keeps no grants.
+// grantStore returns the worker's store as a GrantStore, or nil when it keeps no grants or the
+// worker has a trust list (Options.TrustList).
 func (c *call) grantStore() oncekeystore.GrantStore {
+	if c.root.opts.TrustList != nil {
+		return nil // grants are not signed: under a trust list only a signed decision approves
+	}
 	gs, _ := c.root.opts.Store.(oncekeystore.GrantStore)
 	return gs
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
 
@@ -153,6 +154,20 @@ type Options struct {
 	// span in the activity's context. oncekeyotel.NewTracer gives one on OpenTelemetry. Defaults to
 	// none.
 	Tracer Tracer
+
+	// TrustList, if set, turns on signed decisions (docs/approvals.md, "Signed decisions"): every
+	// person's decision on an approval (approve, with edited arguments too, deny, request
+	// changes) and every resolution of an unknown outcome must carry a signature
+	// (reconcile.SignDecision, reconcile.SignResolution, `oncekey approve --sign-key`) by a key
+	// the list trusts for the call's tenant, tool and kind of decision, made for exactly that
+	// request. The workers' oncekey.DecideApproval and oncekey.RecordResolution activities refuse
+	// any other (the decision is refused as invalid, non-retryable, and nothing is written;
+	// logged and counted in metrics.DecisionsRefused), and the worker runs a call that needs
+	// approval only on an approval whose stored signature still verifies, checked before the claim
+	// and under it. Standing grants decide nothing while it is set (they are not signed). Load
+	// it with decisionsig.LoadTrustList, which re-reads its file when it changes. Give every
+	// worker of the namespace the same list. Defaults to none: decisions are not verified.
+	TrustList *decisionsig.TrustList
 
 	// UnknownsSampleInterval is how often worker.NewPlugin samples the store's unknown records
 	// and pending approvals for the gauges metrics.UnknownsWaiting, metrics.UnknownOldestWait,

@@ -185,7 +185,7 @@ func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStat
 		Status: status, DecidedBy: by, Reason: reason, Retention: a.in.Retention,
 	}
 	if d != nil {
-		in.Message, in.ChangesRequested, in.Arguments = d.Message, d.Decision == reconcile.RequestChanges, d.Arguments
+		in.Message, in.ChangesRequested, in.Arguments, in.Signature = d.Message, d.Decision == reconcile.RequestChanges, d.Arguments, d.Signature
 	}
 	var ans activities.ApprovalAnswer
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)

@@ -1,0 +1,109 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncekey/oncekey/decisionsig"
+	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// Signed decisions on the worker (Options.TrustList): DecideApproval and RecordResolution verify
+// a person's decision before they write anything, against the request or the record the store
+// holds, so a decision sent by anyone who can write to the namespace records nothing unless a
+// key the trust list names for the call's tenant, tool and kind signed exactly it.
+
+// verifyDecision checks the signature of the decision in on the approval cur (its request at
+// in's episode and token): nil when the activities have no trust list, for a timeout (which
+// lets nothing happen and no person makes), or when it verifies; otherwise the refusal
+// (refusedSignature).
+func (a *Activities) verifyDecision(ctx context.Context, cur *oncekeystore.Approval, in DecideApprovalInput) error {
+	if a.trust == nil || in.Status == oncekeystore.ApprovalTimedOut {
+		return nil
+	}
+	d := reconcile.Decision{DecidedBy: in.DecidedBy, Reason: in.Reason, Message: in.Message, Arguments: in.Arguments}
+	switch {
+	case in.Status == oncekeystore.ApprovalApproved:
+		d.Decision = reconcile.Approve
+	case in.Status == oncekeystore.ApprovalDenied && in.ChangesRequested:
+		d.Decision = reconcile.RequestChanges
+	case in.Status == oncekeystore.ApprovalDenied:
+		d.Decision = reconcile.Deny
+	}
+	req := *cur
+	req.Episode, req.Token = in.Episode, in.Token
+	want, err := reconcile.DecisionStatement(&req, d)
+	if err == nil {
+		err = a.verify(in.Signature, want)
+	}
+	return a.refusedSignature(ctx, "decision on the approval of", in.OperationKey, cur.Tool, err)
+}
+
+// verifyResolution checks the signature of the resolution in against the record it settles:
+// nil when the activities have no trust list, when the store holds no record (Record reports
+// it), or when it verifies; otherwise the refusal (refusedSignature). A store error is returned
+// retryable.
+func (a *Activities) verifyResolution(ctx context.Context, in RecordInput) error {
+	if a.trust == nil {
+		return nil
+	}
+	rec, err := a.store.Get(ctx, &oncekeystore.GetParams{Tenant: in.Tenant, OperationKey: in.OperationKey})
+	switch {
+	case errors.Is(err, oncekeystore.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("activities: record resolution %s: %w", in.OperationKey, err)
+	}
+	want, err := reconcile.ResolutionStatement(rec, in.Resolution)
+	if err == nil {
+		err = a.verify(in.Resolution.Signature, want)
+	}
+	return a.refusedSignature(ctx, "resolution of", in.OperationKey, rec.Tool, err)
+}
+
+// verify decodes a signed statement and verifies it against the trust list as want.
+func (a *Activities) verify(sig []byte, want decisionsig.Statement) error {
+	signed, err := decisionsig.Decode(sig)
+	if err != nil {
+		return err
+	}
+	_, err = a.trust.Verify(signed, want)
+	return err
+}
+
+// refusedSignature returns nil for a nil err; else, after logging it for the operator and
+// counting it (metrics.DecisionsRefused), the non-retryable ErrTypeInvalid error that refuses
+// the decision: the decision workflow keeps waiting, and the sender reads why. err that is no
+// *decisionsig.Error (a statement that cannot be built: arguments or a result that are not
+// JSON) is refused the same way, as a bad signature.
+func (a *Activities) refusedSignature(ctx context.Context, what, key, tool string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *decisionsig.Error
+	if !errors.As(err, &se) {
+		se = &decisionsig.Error{Reason: decisionsig.ReasonBadSignature, Detail: err.Error()}
+	}
+	activity.GetLogger(ctx).Warn("oncekey: refused a decision whose signature does not verify; nothing was recorded. "+
+		"If a person made it, have them sign it with a key the workers' trust list names for this tenant, tool and kind "+
+		"(`oncekey approve|deny|resolve --sign-key FILE`); otherwise someone without a trusted key tried to decide",
+		"what", what, "key_prefix", keyPrefix(key), "tool", tool, "reason", string(se.Reason), "key_id", se.KeyID, "error", se.Error())
+	activity.GetMetricsHandler(ctx).WithTags(map[string]string{metrics.TagTool: tool, metrics.TagReason: string(se.Reason)}).
+		Counter(metrics.DecisionsRefused).Inc(1)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the %s %s was refused: %s; nothing was recorded", what, key, se.Error()),
+		ErrTypeInvalid, nil)
+}
+
+// keyPrefix is the first 12 characters of an operation key, as logs name it.
+func keyPrefix(key string) string {
+	if len(key) > 12 {
+		return key[:12]
+	}
+	return key
+}

@@ -1,0 +1,64 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/decisionsig"
+	"github.com/oncekey/oncekey/internal/shell"
+	"github.com/oncekey/oncekey/metrics"
+	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/reconcile"
+)
+
+// Signed decisions at the gate (Options.TrustList): an approval that authorises a call lets it
+// run only while the signed decision stored with it verifies against the trust list as it is
+// now (a key revoked since, or no longer trusted for the call's tenant or tool, stops it) and
+// is the statement of exactly that approval (reconcile.ApprovalStatement): its key, tenant,
+// namespace, tool, episode, request token and fingerprint, decision, decider, reason and
+// message. An approval recorded by a worker without the trust list, written to the store by
+// hand, or decided under a standing grant carries none, and authorises nothing.
+
+// signedApproval returns nil when the worker has no trust list or the decision stored with ap
+// verifies; otherwise the call's refusal, logged and counted (metrics.DecisionsRefused). For a
+// call scheduled as an edit, ap is the original's approval, replaced by the edit, whose signed
+// statement (approve_edited) names the edited arguments' digest, checked when it was recorded.
+func (c *call) signedApproval(ctx context.Context, ap *oncekeystore.Approval) error {
+	tl := c.root.opts.TrustList
+	if tl == nil {
+		return nil
+	}
+	signed, err := decisionsig.Decode(ap.Signature)
+	if err == nil {
+		var digest string
+		if signed != nil {
+			digest = signed.Statement.ArgumentsDigest
+		}
+		var want decisionsig.Statement
+		if want, err = reconcile.ApprovalStatement(ap, digest); err != nil {
+			err = &decisionsig.Error{Reason: decisionsig.ReasonUnsigned, Detail: err.Error()}
+		} else {
+			_, err = tl.Verify(signed, want)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var se *decisionsig.Error
+	if !errors.As(err, &se) {
+		se = &decisionsig.Error{Reason: decisionsig.ReasonBadSignature, Detail: err.Error()}
+	}
+	activity.GetLogger(ctx).Warn("oncekey: an approved call did not run: its approval's signature does not verify against the trust list. "+
+		"Nothing ran; see the approval with `oncekey show`, and have a trusted key decide its next request",
+		"tool", c.tool, "key_prefix", keyPrefix(c.key), "reason", string(se.Reason), "key_id", se.KeyID, "error", se.Error())
+	metrics.Tagged(c.metricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag).
+		WithTags(map[string]string{metrics.TagReason: string(se.Reason)}).Counter(metrics.DecisionsRefused).Inc(1)
+	c.outcome = oncekey.OutcomeRejected
+	d := c.details(reasonNotApproved, false)
+	return c.refusal(fmt.Sprintf("oncekey: %s did not run: the approval of %s is not signed by a key the worker trusts for it (%s); nothing ran. "+
+		"See it with `%s`", c.tool, ap.OperationKey, se.Reason, shell.Show(ap.OperationKey).Flag("--tenant", c.op.Tenant)), oncekey.ErrTypeApproval, d)
+}
