@@ -50,6 +50,9 @@ type approvalView struct {
 	EditedAs         string `json:"edited_as,omitempty"`
 	// GrantID names the standing grant that approved the episode (DecidedBy made it).
 	GrantID string `json:"grant_id,omitempty"`
+	// Signature is who signed the decision and whether it verifies (show only; absent when the
+	// decision was not signed).
+	Signature *verdict `json:"signature,omitempty"`
 }
 
 func approvalViewOf(ap *oncekeystore.Approval) *approvalView {
@@ -284,6 +287,9 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	}
 	if ap.EditOf != "" {
 		line("edit of", cell(ap.EditOf)+" (a person approved that call with these arguments instead)")
+	}
+	if ap.Signature != nil {
+		line("approval signed by", ap.Signature.String())
 	}
 	if ap.GrantID != "" {
 		line("approval grant", ap.GrantID+" (made by "+cell(ap.DecidedBy)+"; `oncekey grants --status all` shows it)")

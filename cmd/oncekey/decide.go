@@ -155,6 +155,10 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		d.Episode = ep
 		a.where = nil // the messages that follow are about Temporal, not this database
 	}
+	if d, err = a.signDecision(ctx, f, key, d); err != nil {
+		return err
+	}
+	a.where = nil
 	return a.withTemporal(ctx, func(ctx context.Context, c client.Client) error {
 		dctx, cancel := context.WithTimeout(ctx, a.timeout)
 		defer cancel()

@@ -53,6 +53,9 @@ type recordView struct {
 	// change (the claim, or the outcome becoming unknown).
 	KeptUntilSettled bool  `json:"kept_until_settled,omitempty"`
 	AgeSeconds       int64 `json:"age_seconds,omitempty"`
+	// Signature is who signed the resolution that settled the record and whether it verifies
+	// (show only; absent when it was not signed, or not settled by a resolution).
+	Signature *verdict `json:"signature,omitempty"`
 }
 
 // showView is what `oncekey show --json` prints: the record's fields (none when the call has not
@@ -331,6 +334,7 @@ func newShowCmd(a *app) *cobra.Command {
 		tenant     string
 		showResult bool
 		asJSON     bool
+		trust      string
 	)
 	cmd := &cobra.Command{
 		Use:   "show KEY",
@@ -360,9 +364,14 @@ func newShowCmd(a *app) *cobra.Command {
 				if r == nil && ap == nil {
 					return a.recordNotFound(key, tenant, tenantGiven)
 				}
+				tl, err := a.trustList(trust)
+				if err != nil {
+					return err
+				}
 				sv := showView{}
 				if ap != nil {
 					sv.Approval = approvalViewOf(ap)
+					sv.Approval.Signature = approvalVerdict(tl, ap)
 					if ap.Status == oncekeystore.ApprovalPending {
 						sv.Approval.Delivered = a.deliveredDecision(ctx, key, ap.Namespace)
 					}
@@ -373,6 +382,7 @@ func newShowCmd(a *app) *cobra.Command {
 				field := func(k, val string) { line(k, cell(val)) }
 				if r != nil {
 					v := view(r, showResult)
+					v.Signature = resolutionVerdict(tl, r, resolutionSignature(ctx, s, tenant, key))
 					sv.recordView = &v
 				}
 				if asJSON {
@@ -415,6 +425,9 @@ func newShowCmd(a *app) *cobra.Command {
 				}
 				field("effect reference", v.EffectReference)
 				field("resolved by", v.ResolvedBy)
+				if v.Signature != nil {
+					line("resolution signed by", v.Signature.String())
+				}
 				field("note", v.Note)
 				if len(v.Failure) > 0 {
 					line("failure", printableJSON(v.Failure))
@@ -452,6 +465,7 @@ func newShowCmd(a *app) *cobra.Command {
 	f.StringVar(&tenant, "tenant", "", "the record's tenant (default: the namespace, the interceptor's default tenant)")
 	f.BoolVar(&showResult, "show-result", false, "print the stored result (it may hold personal data)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&trust, "trust", "", "verify the signed decisions against the trust list `FILE` (default: "+trustListEnv+")")
 	return cmd
 }
 

@@ -34,6 +34,8 @@ type resolveFlags struct {
 // (--tenant) and who decides (--by).
 type deciderFlags struct {
 	tenant, by string
+	// signKey is --sign-key: the private key file to sign the decision with.
+	signKey string
 	// tenantGiven is false when --tenant was left out and tenant defaulted to the namespace.
 	tenantGiven bool
 }
@@ -42,6 +44,7 @@ type deciderFlags struct {
 func (f *deciderFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.tenant, "tenant", "", "the operation's tenant (default: the namespace, the interceptor's default tenant)")
 	cmd.Flags().StringVar(&f.by, "by", "", "who decided (default: $USER, else oncekey-cli when $USER is empty)")
+	f.addSignKey(cmd)
 }
 
 // defaults sets the tenant to the namespace when --tenant was left out and returns who decides:
@@ -89,6 +92,9 @@ func newResolveCmd(a *app) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			if r, err = a.signResolution(ctx, &f, key, r); err != nil {
+				return err
+			}
 			if f.direct {
 				return a.resolveDirect(ctx, &f, key, r)
 			}

@@ -82,6 +82,8 @@ func newRootCmd(a *app) *cobra.Command {
 		newSetupCmd(a),
 		newServeCmd(a),
 		newIdentityCmd(a),
+		newKeysCmd(a),
+		newAuditCmd(a),
 	)
 	return root
 }
