@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -98,7 +100,16 @@ func commandArgs(t *testing.T) map[string][]string {
 		"oncekey grants revoke":  {"g1_0"},
 		"oncekey identity fetch": {"--workflow-id", "wf-1", "--out", t.TempDir()},
 		"oncekey identity list":  {"history.json"},
+		"oncekey audit":          {key, "--tenant", "acme", "--trust", emptyTrustList(t)},
 	}
+}
+
+// emptyTrustList writes a trust list file with no keys and returns its path.
+func emptyTrustList(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "trust.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"keys":[]}`), 0o600))
+	return path
 }
 
 // opensNoStore are the commands that talk to Temporal or read files only.
@@ -106,6 +117,7 @@ var opensNoStore = map[string]bool{
 	"oncekey setup search-attributes": true,
 	"oncekey identity fetch":          true,
 	"oncekey identity list":           true,
+	"oncekey keys gen":                true,
 }
 
 // runnableCommands are the paths and arguments of every command of the CLI that runs (its cobra

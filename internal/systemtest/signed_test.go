@@ -350,3 +350,43 @@ func TestE2ESignedApprovalGrantDecidesNothing(t *testing.T) {
 	require.Error(t, run.Get(testCtx(t), nil))
 	requireRuns(t, l, 0, 0)
 }
+
+// Approved with edited arguments under a trust list: signed over other arguments than the ones
+// sent it is refused; signed over these it replaces the call, and the edit runs once, the gate
+// having verified the original's signed approve_edited statement.
+func TestE2ESignedApprovalWithEditedArguments(t *testing.T) {
+	l := newLedger()
+	ada := newSigner(t)
+	e, _, tl := setupSigned(t, l, approvalPolicy(0), trustEntry{s: ada})
+	run := e.startAgent(t, "signed-edit", 1)
+	a := e.pendingApproval(t)
+	const args = `{"customer":"acme","subject":"printer smoking","request_id":"r-1"}`
+
+	d := editDecision(args)
+	signed, err := reconcile.SignDecision(ada, a, d)
+	require.NoError(t, err)
+	swapped := signed
+	swapped.Arguments = json.RawMessage(`{"customer":"acme","subject":"refund everyone","request_id":"r-1"}`)
+	_, err = reconcile.Decide(context.Background(), e.c, a.OperationKey, swapped)
+	e.requireRefused(t, err, a, decisionsig.ReasonMismatch)
+	requireRuns(t, l, 0, 0)
+
+	out, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, signed)
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.ApprovalReplaced, out.Status)
+	var got []oncekey.ToolResult
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, oncekey.OutcomeApplied, got[0].Status, got[0].Text)
+	requireRuns(t, l, 1, 1)
+	require.Equal(t, "printer smoking", onlyTicket(t, l).Subject)
+
+	orig := e.approval(t, a.OperationKey)
+	s, err := decisionsig.Decode(orig.Signature)
+	require.NoError(t, err)
+	require.Equal(t, decisionsig.ApproveEdited, s.Statement.Kind)
+	_, err = tl.Audit(s)
+	require.NoError(t, err)
+	want, err := reconcile.ApprovalStatement(orig, s.Statement.ArgumentsDigest)
+	require.NoError(t, err)
+	require.NoError(t, decisionsig.Mismatch(s, want))
+}
