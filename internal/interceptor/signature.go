@@ -27,9 +27,11 @@ import (
 // verifies; otherwise the call's refusal, logged and counted (metrics.DecisionsRefused). For a
 // call scheduled as an edit, ap is the original's approval, replaced by the edit, whose signed
 // statement (approve_edited) names the edited arguments' digest, checked when it was recorded.
+// An approval decided under a standing grant is left to grantStands, which never lets it stand
+// under a trust list: the worker then asks a person anew (the request supersedes the grant).
 func (c *call) signedApproval(ctx context.Context, ap *oncekeystore.Approval) error {
 	tl := c.root.opts.TrustList
-	if tl == nil {
+	if tl == nil || ap.GrantID != "" {
 		return nil
 	}
 	signed, err := decisionsig.Decode(ap.Signature)
