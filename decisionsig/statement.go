@@ -33,12 +33,15 @@ const (
 	// Resolve settles an unknown outcome (reconcile.Resolution); Statement.Outcome and
 	// ResultDigest bind what it says happened.
 	Resolve Kind = "resolve"
+	// GrantCreate makes a standing grant (oncekeystore.CreateGrantParams): Statement.WorkflowID,
+	// Rule and DurationSeconds bind what it covers and for how long.
+	GrantCreate Kind = "grant_create"
 )
 
 // Valid reports whether k is one of the Kind constants.
 func (k Kind) Valid() bool {
 	switch k {
-	case Approve, ApproveEdited, Deny, RequestChanges, Resolve:
+	case Approve, ApproveEdited, Deny, RequestChanges, Resolve, GrantCreate:
 		return true
 	}
 	return false
@@ -55,11 +58,17 @@ type Statement struct {
 	Version int `json:"v"`
 	// Kind is the decision.
 	Kind Kind `json:"kind"`
-	// Namespace, Tenant, OperationKey and Tool name the operation decided on.
+	// Namespace, Tenant, OperationKey and Tool name the operation decided on (a grant: the
+	// calls it covers, and no operation key).
 	Namespace    string `json:"namespace"`
 	Tenant       string `json:"tenant"`
 	OperationKey string `json:"operation_key"`
 	Tool         string `json:"tool"`
+	// WorkflowID, Rule and DurationSeconds are, for GrantCreate, the grant's workflow (""
+	// for every workflow of the tenant), rule and duration in whole seconds.
+	WorkflowID      string `json:"workflow_id,omitempty"`
+	Rule            string `json:"rule,omitempty"`
+	DurationSeconds int64  `json:"duration_seconds,omitempty"`
 	// Episode and RequestToken name the approval request decided (oncekeystore.Approval.Episode
 	// and Token); empty for a resolution.
 	Episode      int64  `json:"episode,omitempty"`

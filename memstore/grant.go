@@ -64,6 +64,7 @@ func (s *Store) forgetGrants(tenant string) int64 {
 // viewGrant returns a copy of g for a caller, as it reads at now.
 func viewGrant(g *grant, now time.Time) *oncekeystore.Grant {
 	c := g.Grant
+	c.Signature = cloneBytes(g.Signature)
 	c.ReadAsOf(now)
 	return &c
 }
@@ -78,7 +79,8 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekeystore.CreateGrantPara
 			s.grants = make(map[string]*grant)
 		}
 		g := &grant{Grant: oncekeystore.Grant{ID: oncekeystore.NewGrantID(), Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
-			Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, CreatedAt: now, ExpiresAt: now.Add(p.Duration)}, retention: p.KeepFor()}
+			Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, CreatedAt: now, ExpiresAt: now.Add(p.Duration),
+			Signature: cloneBytes(p.Signature)}, retention: p.KeepFor()}
 		s.grants[g.ID] = g
 		return viewGrant(g, now), nil
 	})

@@ -39,6 +39,9 @@ type Grant struct {
 	// Status is the grant's status as the store read it, on its clock: GrantActive, GrantRevoked
 	// or GrantExpired.
 	Status GrantStatus
+	// Signature is the signed statement of the grant's making (CreateGrantParams.Signature),
+	// opaque to the store; nil for a grant made unsigned.
+	Signature []byte
 }
 
 // GrantStatus is the state of a grant as it reads at a time.
@@ -141,6 +144,10 @@ type CreateGrantParams struct {
 	// audit of the approvals it decided; then Purge deletes it. Defaults to
 	// DefaultGrantRetention (30 days).
 	Retention time.Duration
+	// Signature is the signed statement of the grant (decisionsig.Signed's JSON, made by
+	// reconcile.SignGrant), stored as Grant.Signature; at most MaxSignatureBytes. Optional; workers
+	// with a trust list apply only grants whose signature verifies.
+	Signature []byte
 }
 
 // KeepFor returns p.Retention, or DefaultGrantRetention when it is zero.
@@ -181,7 +188,7 @@ func (p *CreateGrantParams) Validate() error {
 	if p.Retention < 0 {
 		return &InvalidParamsError{Op: op, Field: "Retention", Reason: fmt.Sprintf("%s is negative", p.Retention)}
 	}
-	return nil
+	return checkSignature(op, p.Signature)
 }
 
 // RevokeGrantParams are the arguments of GrantStore.RevokeGrant.

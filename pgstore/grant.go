@@ -18,7 +18,7 @@ var _ oncekeystore.GrantStore = (*Store)(nil)
 // grantCols is the select list of a grant, in the order scanGrant scans it, with its status as
 // it reads now.
 const grantCols = `id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at, revoked_at, revoked_by,
-    CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'active' END`
+    CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'active' END, signature`
 
 // grantTable returns the grants table (oncekey_grants, in Options.Schema if set).
 func (s *Store) grantTable() string {
@@ -40,7 +40,7 @@ func scanGrant(row pgx.Row) (*oncekeystore.Grant, error) {
 		status  string
 	)
 	if err := row.Scan(&g.ID, &g.Namespace, &g.Tenant, &g.Tool, &g.WorkflowID, &g.Rule, &g.CreatedBy, &g.Reason,
-		&g.CreatedAt, &g.ExpiresAt, &revoked, &g.RevokedBy, &status); err != nil {
+		&g.CreatedAt, &g.ExpiresAt, &revoked, &g.RevokedBy, &status, &g.Signature); err != nil {
 		return nil, err
 	}
 	if revoked.Valid {
@@ -86,13 +86,13 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekeystore.CreateGrantPara
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	q := s.grantSQL(`INSERT INTO {g} (id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at, purge_at)
+	q := s.grantSQL(`INSERT INTO {g} (id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at, purge_at, signature)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now() + $9::bigint * interval '1 microsecond',
-    now() + ($9::bigint + $10::bigint) * interval '1 microsecond')
+    now() + ($9::bigint + $10::bigint) * interval '1 microsecond', $11::bytea)
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Grant, error) {
 		return scanGrant(s.db().QueryRow(ctx, q, oncekeystore.NewGrantID(), p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule,
-			p.CreatedBy, p.Reason, micros(p.Duration), micros(p.KeepFor())))
+			p.CreatedBy, p.Reason, micros(p.Duration), micros(p.KeepFor()), p.Signature))
 	})
 	if err != nil {
 		return nil, s.wrapGrant(ctx, "create grant", "", err)

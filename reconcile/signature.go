@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -137,4 +138,26 @@ func encodeSigned(s decisionsig.Signer, st decisionsig.Statement) (json.RawMessa
 		return nil, err
 	}
 	return signed.Encode()
+}
+
+// GrantStatement returns the statement a signature on the making of grant g must make: kind
+// grant_create, its namespace, tenant, tool, workflow ID, rule, duration (from its CreatedAt to
+// its ExpiresAt, in whole seconds), CreatedBy and Reason.
+func GrantStatement(g *oncekeystore.Grant) decisionsig.Statement {
+	return decisionsig.Statement{Kind: decisionsig.GrantCreate, Namespace: g.Namespace, Tenant: g.Tenant, Tool: g.Tool,
+		WorkflowID: g.WorkflowID, Rule: g.Rule, DurationSeconds: int64(g.ExpiresAt.Sub(g.CreatedAt).Round(time.Second) / time.Second),
+		DecidedBy: g.CreatedBy, Reason: g.Reason}
+}
+
+// SignGrant returns p with its Signature: GrantStatement of the grant p makes, signed by s. The
+// grant's Duration must be whole seconds.
+func SignGrant(s decisionsig.Signer, p oncekeystore.CreateGrantParams) (oncekeystore.CreateGrantParams, error) {
+	if p.Duration%time.Second != 0 {
+		return p, fmt.Errorf("reconcile: sign grant: its duration %s is not whole seconds", p.Duration)
+	}
+	st := GrantStatement(&oncekeystore.Grant{Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, WorkflowID: p.WorkflowID,
+		Rule: p.Rule, CreatedBy: p.CreatedBy, Reason: p.Reason, ExpiresAt: time.Time{}.Add(p.Duration)})
+	var err error
+	p.Signature, err = encodeSigned(s, st)
+	return p, err
 }

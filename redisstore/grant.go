@@ -34,6 +34,9 @@ func (s *Store) decodeGrants(v []any) ([]*oncekeystore.Grant, error) {
 		d := fields{f: f, what: "grant"}
 		g := &oncekeystore.Grant{ID: str(f[0]), Namespace: str(f[1]), Tenant: str(f[2]), Tool: str(f[3]), WorkflowID: str(f[4]), Rule: str(f[5]),
 			CreatedBy: str(f[6]), Reason: str(f[7]), CreatedAt: d.at(8), ExpiresAt: d.at(9), RevokedAt: d.at(10), RevokedBy: str(f[11])}
+		if sig := str(f[12]); sig != "" {
+			g.Signature = []byte(sig)
+		}
 		if d.bad != nil {
 			return nil, d.bad
 		}
@@ -67,7 +70,7 @@ func (s *Store) CreateGrant(ctx context.Context, p *oncekeystore.CreateGrantPara
 		lua.GrantIndex(s.prefix, "gs", p.Namespace, p.Tenant, p.Tool), lua.GrantIndex(s.prefix, "gn", p.Namespace),
 		lua.GrantIndex(s.prefix, "gt", p.Tenant), lua.GrantIndex(s.prefix, "gpurge"), lua.GrantIndex(s.prefix, "ga", p.Namespace, p.Tenant)}
 	if _, err := s.run(ctx, "create grant", id, lua.CreateGrant, keys,
-		id, p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule, p.CreatedBy, p.Reason, p.Duration.Microseconds(), p.KeepFor().Microseconds()); err != nil {
+		id, p.Namespace, p.Tenant, p.Tool, p.WorkflowID, p.Rule, p.CreatedBy, p.Reason, p.Duration.Microseconds(), p.KeepFor().Microseconds(), p.Signature); err != nil {
 		return nil, err
 	}
 	return s.GetGrant(ctx, id)

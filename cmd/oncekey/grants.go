@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/reconcile"
 )
 
 // grantView is a standing grant as the CLI prints it.
@@ -140,6 +141,7 @@ func newGrantAddCmd(a *app) *cobra.Command {
 	var (
 		tenant, workflow, rule, by, reason string
 		dur                                time.Duration
+		sign                               deciderFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "add TOOL [--tenant T] [--workflow ID] [--rule 'PATH OP VALUE and …'] --for DURATION [--by NAME] [--reason WHY]",
@@ -167,6 +169,17 @@ func newGrantAddCmd(a *app) *cobra.Command {
 				}
 				return fail(exitUsage, "%v", err)
 			}
+			signer, err := a.signer(&sign)
+			if err != nil {
+				return err
+			}
+			if signer != nil {
+				signed, err := reconcile.SignGrant(signer, *p)
+				if err != nil {
+					return fail(exitUsage, "--for: %s; nothing was granted", oneLine(err))
+				}
+				p = &signed
+			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				g, err := s.CreateGrant(ctx, p)
 				if err != nil {
@@ -185,6 +198,7 @@ func newGrantAddCmd(a *app) *cobra.Command {
 	f.DurationVar(&dur, "for", 0, "how long the grant lasts, e.g. 30m or 8h (required; at most 2160h, 90 days)")
 	f.StringVar(&by, "by", "", "who grants (default: $USER, else oncekey-cli); recorded as who decided each call it covers")
 	f.StringVar(&reason, "reason", "", "why; shown with the grant")
+	sign.addSignKey(cmd)
 	return cmd
 }
 

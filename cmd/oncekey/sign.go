@@ -262,7 +262,8 @@ func newKeysCmd(a *app) *cobra.Command {
 				return err
 			}
 			entry := map[string]any{"id": id, "public_key": pub, "tenants": []string{decisionsig.Any}, "tools": []string{decisionsig.Any},
-				"kinds": []decisionsig.Kind{decisionsig.Approve, decisionsig.ApproveEdited, decisionsig.Deny, decisionsig.RequestChanges, decisionsig.Resolve}}
+				"kinds": []decisionsig.Kind{decisionsig.Approve, decisionsig.ApproveEdited, decisionsig.Deny, decisionsig.RequestChanges, decisionsig.Resolve,
+					decisionsig.GrantCreate}}
 			if name != "" {
 				entry["name"] = name
 			}

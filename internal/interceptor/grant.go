@@ -20,21 +20,20 @@ import (
 // call only while that grant is active: the worker reads the grant again before the claim and
 // under it, right before the effect; revoked or expired, the call is asked anew.
 
-// grantStore returns the worker's store as a GrantStore, or nil when it keeps no grants or the
-// worker has a trust list (Options.TrustList).
+// grantStore returns the worker's store as a GrantStore, or nil when it keeps no grants.
 func (c *call) grantStore() oncekeystore.GrantStore {
-	if c.root.opts.TrustList != nil {
-		return nil // grants are not signed: under a trust list only a signed decision approves
-	}
 	gs, _ := c.root.opts.Store.(oncekeystore.GrantStore)
 	return gs
 }
 
 // covers reports whether g, as read, covers this call: active, its scope names the call's
-// namespace, tenant, tool and workflow, and its rule fits the tool's input type and matches the
-// call's arguments.
+// namespace, tenant, tool and workflow, signed by a trusted key when the worker has a trust list
+// (signedGrant), and its rule fits the tool's input type and matches the call's arguments.
 func (c *call) covers(ctx context.Context, g *oncekeystore.Grant) bool {
 	if g == nil || g.Status != oncekeystore.GrantActive || !g.Scope(c.op.Namespace, c.op.Tenant, c.tool, c.op.WorkflowID) {
+		return false
+	}
+	if !c.signedGrant(ctx, g) {
 		return false
 	}
 	if err := c.root.opts.Registry.CheckGrantRule(c.tool, g.Rule); err != nil {

@@ -164,7 +164,8 @@ type Options struct {
 	// any other (the decision is refused as invalid, non-retryable, and nothing is written;
 	// logged and counted in metrics.DecisionsRefused), and the worker runs a call that needs
 	// approval only on an approval whose stored signature still verifies, checked before the claim
-	// and under it. Standing grants decide nothing while it is set (they are not signed). Load
+	// and under it. A standing grant covers calls only while the signature of its making
+	// (reconcile.SignGrant, `oncekey grants add --sign-key`) verifies. Load
 	// it with decisionsig.LoadTrustList, which re-reads its file when it changes. Give every
 	// worker of the namespace the same list. Defaults to none: decisions are not verified.
 	TrustList *decisionsig.TrustList

@@ -64,3 +64,32 @@ func (c *call) signedApproval(ctx context.Context, ap *oncekeystore.Approval) er
 	return c.refusal(fmt.Sprintf("oncekey: %s did not run: the approval of %s is not signed by a key the worker trusts for it (%s); nothing ran. "+
 		"See it with `%s`", c.tool, ap.OperationKey, se.Reason, shell.Show(ap.OperationKey).Flag("--tenant", c.op.Tenant)), oncekey.ErrTypeApproval, d)
 }
+
+// signedGrant reports whether grant g may cover calls as far as signatures go: always without a
+// trust list; with one, only when the signed statement of its making verifies against the list
+// as it is now and is exactly g (reconcile.GrantStatement: scope, rule, duration, maker, reason).
+// An unsigned grant, one by a key revoked since or not trusted for the call's tenant and tool
+// covers nothing, logged and counted (metrics.DecisionsRefused); the call asks a person.
+func (c *call) signedGrant(ctx context.Context, g *oncekeystore.Grant) bool {
+	tl := c.root.opts.TrustList
+	if tl == nil {
+		return true
+	}
+	signed, err := decisionsig.Decode(g.Signature)
+	if err == nil {
+		_, err = tl.Verify(signed, reconcile.GrantStatement(g))
+	}
+	if err == nil {
+		return true
+	}
+	var se *decisionsig.Error
+	if !errors.As(err, &se) {
+		se = &decisionsig.Error{Reason: decisionsig.ReasonBadSignature, Detail: err.Error()}
+	}
+	activity.GetLogger(ctx).Warn("oncekey: a standing grant covers nothing: it is not signed by a key the trust list trusts for it; the call asks a person. "+
+		"Make the grant again with `oncekey grants add --sign-key FILE`, or revoke it",
+		"tool", c.tool, "grant", g.ID, "reason", string(se.Reason), "key_id", se.KeyID, "error", se.Error())
+	metrics.Tagged(c.metricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag).
+		WithTags(map[string]string{metrics.TagReason: string(se.Reason)}).Counter(metrics.DecisionsRefused).Inc(1)
+	return false
+}

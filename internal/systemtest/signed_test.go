@@ -54,7 +54,7 @@ func writeTrust(t *testing.T, path string, entries ...trustEntry) {
 		}
 		keys = append(keys, map[string]any{"public_key": base64.StdEncoding.EncodeToString(e.s.Public()), "tenants": tenants,
 			"tools": []string{"*"}, "kinds": []decisionsig.Kind{decisionsig.Approve, decisionsig.ApproveEdited, decisionsig.Deny,
-				decisionsig.RequestChanges, decisionsig.Resolve}, "revoked": e.revoked})
+				decisionsig.RequestChanges, decisionsig.Resolve, decisionsig.GrantCreate}, "revoked": e.revoked})
 	}
 	b, err := json.Marshal(map[string]any{"keys": keys})
 	require.NoError(t, err)
@@ -330,25 +330,56 @@ func TestE2ESignedResolution(t *testing.T) {
 	require.Equal(t, ada.KeyID(), entry.ID)
 }
 
-// A standing grant is not signed: under a trust list it decides nothing, and a call it covers
-// waits for a person's signed decision.
-func TestE2ESignedApprovalGrantDecidesNothing(t *testing.T) {
+// Standing grants under a trust list: one made unsigned (by anyone who can write the store's
+// grants, or a namespace writer's forged grant) covers nothing and the call waits for a person;
+// one signed by a trusted key approves the call at once; once that key is revoked, the grant
+// covers no new call.
+func TestE2ESignedGrant(t *testing.T) {
 	l := newLedger()
 	ada := newSigner(t)
-	e, _, _ := setupSigned(t, l, approvalPolicy(0), trustEntry{s: ada})
+	e, path, _ := setupSigned(t, l, approvalPolicy(0), trustEntry{s: ada})
 	gs, ok := e.store.(oncekeystore.GrantStore)
 	require.True(t, ok)
-	_, err := gs.CreateGrant(context.Background(), &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: "default", Tool: "CreateTicket",
-		CreatedBy: "mallory", Reason: "forged", Duration: time.Hour})
+	ctx := context.Background()
+	p := oncekeystore.CreateGrantParams{Namespace: "default", Tenant: "default", Tool: "CreateTicket", CreatedBy: "mallory", Reason: "forged", Duration: time.Hour}
+	_, err := gs.CreateGrant(ctx, &p)
 	require.NoError(t, err)
-	run := e.start(t, "signed-grant", req, 10*time.Second)
-	a := e.pendingApproval(t)
+	run := e.start(t, "signed-grant-unsigned", req, 10*time.Second)
+	a := e.pendingOf(t, "signed-grant-unsigned")
 	require.Empty(t, a.GrantID)
 	requireRuns(t, l, 0, 0)
 	_, err = e.decideSigned(t, ada, a, reconcile.Decision{Decision: reconcile.Deny, Tenant: "default", DecidedBy: "ada", Reason: "no"})
 	require.NoError(t, err)
 	require.Error(t, run.Get(testCtx(t), nil))
 	requireRuns(t, l, 0, 0)
+
+	p.CreatedBy, p.Reason = "ada", "signed"
+	signed, err := reconcile.SignGrant(ada, p)
+	require.NoError(t, err)
+	g, err := gs.CreateGrant(ctx, &signed)
+	require.NoError(t, err)
+	require.NoError(t, e.start(t, "signed-grant-1", req, 10*time.Second).Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+	ap := e.approval(t, e.onlyApprovalOf(t, "signed-grant-1").OperationKey)
+	require.Equal(t, g.ID, ap.GrantID, "the signed grant approved the call")
+
+	writeTrust(t, path, trustEntry{s: ada, revoked: true})
+	run = e.start(t, "signed-grant-2", req, 10*time.Second)
+	a = e.pendingOf(t, "signed-grant-2")
+	require.Empty(t, a.GrantID, "a grant by a revoked key covers nothing")
+	requireRuns(t, l, 1, 1)
+	require.NoError(t, e.c.TerminateWorkflow(ctx, reconcile.ApprovalWorkflowID(a.OperationKey), "", "test over"))
+	require.Error(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 1, 1)
+}
+
+// onlyApprovalOf returns the one approval of workflow id's calls.
+func (e *e2e) onlyApprovalOf(t *testing.T, id string) *oncekeystore.Approval {
+	t.Helper()
+	res, err := e.approvals(t).ListApprovals(context.Background(), &oncekeystore.ListApprovalsParams{Status: "", WorkflowID: id})
+	require.NoError(t, err)
+	require.Len(t, res.Approvals, 1)
+	return res.Approvals[0]
 }
 
 // Approved with edited arguments under a trust list: signed over other arguments than the ones

@@ -34,6 +34,7 @@ var grantTests = []struct {
 	{"ListPagesAndEnded", testGrantListPages},
 	{"ForgetEndsGrants", testGrantForget},
 	{"PurgeEndedGrants", testGrantPurge},
+	{"SignatureKept", testGrantSignatureKept},
 }
 
 // RunGrants runs the grant subtests of the conformance suite against stores made by newStore,

@@ -113,3 +113,32 @@ func testResolutionSignature(t *testing.T, s oncekeystore.Store) {
 	require.ErrorAs(t, err, &inv)
 	require.Equal(t, "Signature", inv.Field)
 }
+
+// testGrantSignatureKept: a grant's signed statement is stored with it and returned by
+// CreateGrant, GetGrant and ListGrants byte for byte; an unsigned grant keeps none.
+func testGrantSignatureKept(t *testing.T, s GrantApprovalStore) {
+	ctx := ctxT(t)
+	p := grantParams(t)
+	p.Signature = signedStatement
+	g, err := s.CreateGrant(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, signedStatement, g.Signature)
+	got, err := s.GetGrant(ctx, g.ID)
+	require.NoError(t, err)
+	require.Equal(t, signedStatement, got.Signature)
+	list, err := s.ListGrants(ctx, &oncekeystore.ListGrantsParams{Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, Status: oncekeystore.GrantActive})
+	require.NoError(t, err)
+	require.Len(t, list.Grants, 1)
+	require.Equal(t, signedStatement, list.Grants[0].Signature)
+
+	unsigned, err := s.CreateGrant(ctx, grantParams(t))
+	require.NoError(t, err)
+	require.Nil(t, unsigned.Signature)
+
+	big := grantParams(t)
+	big.Signature = make([]byte, oncekeystore.MaxSignatureBytes+1)
+	_, err = s.CreateGrant(ctx, big)
+	var inv *oncekeystore.InvalidParamsError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "Signature", inv.Field)
+}

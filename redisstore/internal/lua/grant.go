@@ -7,6 +7,7 @@ import "github.com/redis/go-redis/v9"
 //	id, ns, t, tool, wf, rule, by, why
 //	ca, xa       created at, expires at (µs)
 //	ra, rby      revoked at (absent while not revoked), revoked by
+//	sig          the signed statement of its making (absent: unsigned)
 //	ret          retention after the grant ends (µs; absent in a grant made before it: 30 days)
 //
 // and indexes, each a sorted set of grant IDs (GrantIndex names them):
@@ -29,12 +30,12 @@ import "github.com/redis/go-redis/v9"
 // the tenant's grants too, before it deletes them.
 
 // GrantFields are the grant's fields in the order the listing replies carry them.
-var GrantFields = []string{"id", "ns", "t", "tool", "wf", "rule", "by", "why", "ca", "xa", "ra", "rby"}
+var GrantFields = []string{"id", "ns", "t", "tool", "wf", "rule", "by", "why", "ca", "xa", "ra", "rby", "sig"}
 
 // grantPrelude holds what the grant scripts share: the fields, the index keys, the status of a
 // grant at now, and drop, which deletes a grant and takes it out of every index.
 const grantPrelude = `
-local GF = {'id', 'ns', 't', 'tool', 'wf', 'rule', 'by', 'why', 'ca', 'xa', 'ra', 'rby'}
+local GF = {'id', 'ns', 't', 'tool', 'wf', 'rule', 'by', 'why', 'ca', 'xa', 'ra', 'rby', 'sig'}
 local function gscope(base, ns, t, tool) return base .. ':gs:' .. ns .. '\0' .. t .. '\0' .. tool end
 local function gstatus(v, now)
   if v[11] then return 'revoked' end
@@ -65,12 +66,13 @@ end
 
 // CreateGrant: KEYS grant, gall, gact, gs of its scope, gn of its namespace, gt of its tenant,
 // gpurge, ga of its namespace and tenant. ARGV id, namespace, tenant, tool, workflow ID, rule, created by, reason, duration (µs),
-// retention (µs). It returns {now}.
+// retention (µs), signed statement ("": unsigned). It returns {now}.
 var CreateGrant = redis.NewScript(prelude + `
 local now = clock()
 local xa = now + tonumber(ARGV[9])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'ns', ARGV[2], 't', ARGV[3], 'tool', ARGV[4], 'wf', ARGV[5], 'rule', ARGV[6],
   'by', ARGV[7], 'why', ARGV[8], 'ca', fmt(now), 'xa', fmt(xa), 'rby', '', 'ret', ARGV[10])
+if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'sig', ARGV[11]) end
 redis.call('ZADD', KEYS[2], now, ARGV[1])
 redis.call('ZADD', KEYS[3], xa, ARGV[1])
 redis.call('ZADD', KEYS[4], xa, ARGV[1])
