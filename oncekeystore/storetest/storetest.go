@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekeystore.Store) {
 	runApprovalsIfImplemented(t, newStore)
 	runInspectorIfImplemented(t, newStore)
 	runGrantsIfImplemented(t, newStore)
+	runHandOffIfImplemented(t, newStore)
 }
 
 // ---- helpers -------------------------------------------------------------------------------
