@@ -81,8 +81,8 @@ type Store struct {
 	route, txRoute *route
 
 	claimSQL, claimTxSQL, renewSQL, handOffSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, getSQL *stmt
-	forgetSQL, previewSQL, statsSQL, unsettledSQL                                           string
-	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                          purgeStep
+	forgetSQL, previewSQL, statsSQL, unsettledSQL                                                       string
+	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                                      purgeStep
 	// The approval statements (approval.go) run through pgx's own statement cache.
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL string
 
