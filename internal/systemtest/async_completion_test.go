@@ -308,7 +308,7 @@ func TestE2EAsyncCompletionThatNeverComesIsReconciled(t *testing.T) {
 	require.Equal(t, "APPROVED", storedDecision(t, rec))
 
 	var again ExpensePayment
-	require.NoError(t, e.startExpense(t, id).Get(testCtx(t), &again))
+	require.NoError(t, e.startExpenseWith(t, id, ExpenseRequest{Timeout: 3}).Get(testCtx(t), &again))
 	require.Equal(t, paid, again)
 	registrations, payments := x.counts()
 	require.Equal(t, 1, registrations)
@@ -360,7 +360,7 @@ func TestE2EAsyncCompletionWithAFailureIsRemembered(t *testing.T) {
 	err = e.startExpense(t, id).Get(testCtx(t), nil)
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, oncekey.ErrTypeFailed, appErr.Type())
-	require.Contains(t, err.Error(), "the expense report is incomplete")
+	require.Contains(t, detail(err), "the expense report is incomplete", "the operator's account names the remembered failure")
 	registrations, payments := x.counts()
 	require.Equal(t, 1, registrations)
 	require.Equal(t, 0, payments)
