@@ -428,9 +428,11 @@ func (l *effectfulLoop) settleHandOff(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:                "oncekey: record the asynchronous completion of " + l.name,
 		TaskQueue:              tq,
-		StartToCloseTimeout:    time.Minute,
-		ScheduleToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		// Bounded: the workflow has its result, and a worker without oncekey's activities must
+		// not hold it long.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 4},
 	})
 	var out activities.SettleHandOffOutput
 	if err := workflow.ExecuteActivity(actx, activities.SettleHandOffName, activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.name}).Get(ctx, &out); err != nil {
