@@ -325,7 +325,7 @@ func (a *Activities) SettleHandOff(ctx context.Context, ref RecordRef) (SettleHa
 			"activities: %s settles a hand-off only for the workflow run that made it (workflow %s, run %s), and was called by workflow %s, run %s; nothing was read or written",
 			SettleHandOffName, h.WorkflowID, h.RunID, info.WorkflowExecution.ID, info.WorkflowExecution.RunID), ErrTypeForeignRecord, nil)
 	}
-	out, end, err := SettleHandOff(ctx, a.store, a.sealer, activityClient(ctx), rec, h)
+	out, end, err := SettleHandOff(ctx, a.store, a.sealer, ActivityClient(ctx), rec, h)
 	if err != nil {
 		return SettleHandOffOutput{}, fmt.Errorf("activities: settle the hand-off of %s: %w", ref.OperationKey, err)
 	}

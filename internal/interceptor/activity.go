@@ -12,7 +12,6 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tinterceptor "go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
@@ -670,11 +669,7 @@ func (c *call) inFlight(rec *oncekeystore.Record) error {
 // its ending could not be read: the record is then left as it is, and the call answered in
 // flight).
 func (c *call) settleHandOff(ctx context.Context, rec *oncekeystore.Record, h *failuredoc.HandOff) (_ *oncekeystore.Record, open bool) {
-	var tc client.Client
-	if activity.IsActivity(ctx) {
-		tc = activity.GetClient(ctx)
-	}
-	settled, end, err := activities.SettleHandOff(ctx, c.root.opts.Store, c.root.opts.ResultSealer, tc, rec, h)
+	settled, end, err := activities.SettleHandOff(ctx, c.root.opts.Store, c.root.opts.ResultSealer, activities.ActivityClient(ctx), rec, h)
 	if err != nil {
 		c.logger(ctx).Warn("oncekey: could not read how a handed-off activity ended; answering in flight",
 			"tool", c.tool, "key_prefix", keyPrefix(c.key), "workflow_id", h.WorkflowID, "activity_id", h.ActivityID, "error", err)
