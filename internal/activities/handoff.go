@@ -81,8 +81,10 @@ type Ending struct {
 	Why string
 }
 
-// ReadEnding reads how the attempt h names ended: the workflow run's pending activities first (an
-// open attempt is Waiting), then its history. A run Temporal no longer has is NoCompletion.
+// ReadEnding reads how the attempt h names ended, from the workflow run's history: the ending of
+// the activity scheduled at h.Scheduled (a workflow may reuse an activity ID), and for an activity
+// still open, its attempt in the run's pending activities. An activity of a run that has closed
+// without an ending, or of a run Temporal no longer has, is NoCompletion.
 func ReadEnding(ctx context.Context, c client.Client, h *failuredoc.HandOff) (Ending, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
 	var notFound *serviceerror.NotFound
@@ -92,76 +94,96 @@ func ReadEnding(ctx context.Context, c client.Client, h *failuredoc.HandOff) (En
 	if err != nil {
 		return Ending{}, fmt.Errorf("describe workflow %s: %w", h.WorkflowID, err)
 	}
-	for _, pa := range d.GetPendingActivities() {
-		if pa.GetActivityId() != h.ActivityID {
-			continue
-		}
-		if pa.GetAttempt() <= h.Attempt {
-			return Ending{Kind: Waiting}, nil
-		}
-		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("attempt %d of activity %s ended without a completion, and attempt %d runs now", h.Attempt, h.ActivityID, pa.GetAttempt())}, nil
-	}
-	var scheduled int64
-	var started int32
-	var end Ending
-	ended := false
+	var sc scan
 	it := c.GetWorkflowHistory(ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() && !ended {
+	for it.HasNext() && !sc.ended {
 		ev, err := it.Next()
 		if err != nil {
 			return Ending{}, fmt.Errorf("read the history of workflow %s: %w", h.WorkflowID, err)
 		}
-		ended = endingOf(ev, h, &scheduled, &started, &end)
+		sc.read(ev, h)
 	}
 	switch {
-	case !ended && scheduled == 0:
-		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("the history of workflow %s has no activity %s", h.WorkflowID, h.ActivityID)}, nil
-	case !ended && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("workflow %s closed before the activity was completed", h.WorkflowID)}, nil
-	case !ended:
-		return Ending{Kind: Waiting}, nil // scheduled again since the describe; look later
-	case started != 0 && started != h.Attempt:
-		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("attempt %d of activity %s ended without a completion; attempt %d ended the activity", h.Attempt, h.ActivityID, started)}, nil
+	case sc.ended && sc.started != 0 && sc.started != h.Attempt:
+		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("attempt %d of activity %s ended without a completion; attempt %d ended the activity", h.Attempt, h.ActivityID, sc.started)}, nil
+	case sc.ended:
+		return sc.end, nil
+	case sc.scheduled == 0:
+		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("the history of workflow %s has no activity %s scheduled at %s", h.WorkflowID, h.ActivityID, h.Scheduled.Format(time.RFC3339Nano))}, nil
+	case d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		// A closed run still lists the activities it left open; none of them can be completed.
+		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("workflow %s closed (%s) before the activity was completed",
+			h.WorkflowID, d.GetWorkflowExecutionInfo().GetStatus())}, nil
 	}
-	return end, nil
+	for _, pa := range d.GetPendingActivities() {
+		if pa.GetActivityId() == h.ActivityID && pa.GetAttempt() > h.Attempt {
+			return Ending{Kind: NoCompletion, Why: fmt.Sprintf("attempt %d of activity %s ended without a completion, and attempt %d runs now", h.Attempt, h.ActivityID, pa.GetAttempt())}, nil
+		}
+	}
+	return Ending{Kind: Waiting}, nil
 }
 
-// endingOf reads one history event for the attempt h: the scheduling of its activity, its start
-// (the attempt), or its ending, which it writes into end, reporting true.
-func endingOf(ev *historypb.HistoryEvent, h *failuredoc.HandOff, scheduled *int64, started *int32, end *Ending) bool {
+// scan follows one activity through a history: its scheduling, its start (the attempt), its
+// ending.
+type scan struct {
+	scheduled int64
+	started   int32
+	ended     bool
+	end       Ending
+}
+
+// read reads one history event for the attempt h: the scheduling of its activity (the one at
+// h.Scheduled, or without it the last of that ID before h.At), its start, or its ending.
+func (sc *scan) read(ev *historypb.HistoryEvent, h *failuredoc.HandOff) {
 	switch ev.GetEventType() {
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-		if ev.GetActivityTaskScheduledEventAttributes().GetActivityId() == h.ActivityID {
-			*scheduled = ev.GetEventId()
+		if ev.GetActivityTaskScheduledEventAttributes().GetActivityId() != h.ActivityID {
+			return
 		}
+		at := ev.GetEventTime().AsTime()
+		if h.Scheduled.IsZero() && !at.After(h.At) || at.Equal(h.Scheduled) {
+			sc.scheduled, sc.started = ev.GetEventId(), 0
+		}
+		return
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-		if a := ev.GetActivityTaskStartedEventAttributes(); *scheduled != 0 && a.GetScheduledEventId() == *scheduled {
-			*started = a.GetAttempt()
+		if a := ev.GetActivityTaskStartedEventAttributes(); sc.scheduled != 0 && a.GetScheduledEventId() == sc.scheduled {
+			sc.started = a.GetAttempt()
 		}
+		return
+	}
+	var id int64
+	var end Ending
+	switch ev.GetEventType() {
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-		if a := ev.GetActivityTaskCompletedEventAttributes(); *scheduled != 0 && a.GetScheduledEventId() == *scheduled {
-			*end = Ending{Kind: Completed, Result: a.GetResult(), Identity: a.GetIdentity()}
-			return true
-		}
+		a := ev.GetActivityTaskCompletedEventAttributes()
+		id, end = a.GetScheduledEventId(), Ending{Kind: Completed, Result: a.GetResult(), Identity: a.GetIdentity()}
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-		if a := ev.GetActivityTaskFailedEventAttributes(); *scheduled != 0 && a.GetScheduledEventId() == *scheduled {
-			*end = Ending{Kind: FailedEnding, Failure: a.GetFailure(), Identity: a.GetIdentity()}
-			return true
-		}
+		a := ev.GetActivityTaskFailedEventAttributes()
+		id, end = a.GetScheduledEventId(), Ending{Kind: FailedEnding, Failure: a.GetFailure(), Identity: a.GetIdentity()}
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
-		if a := ev.GetActivityTaskCanceledEventAttributes(); *scheduled != 0 && a.GetScheduledEventId() == *scheduled {
-			*end = Ending{Kind: Canceled, Identity: a.GetIdentity()}
-			return true
-		}
+		a := ev.GetActivityTaskCanceledEventAttributes()
+		id, end = a.GetScheduledEventId(), Ending{Kind: Canceled, Identity: a.GetIdentity()}
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-		if a := ev.GetActivityTaskTimedOutEventAttributes(); *scheduled != 0 && a.GetScheduledEventId() == *scheduled {
-			why := "the activity timed out before a completion arrived"
-			if f := a.GetFailure(); f != nil {
-				why += " (" + f.GetMessage() + ")"
-			}
-			*end = Ending{Kind: NoCompletion, Why: why}
-			return true
+		a := ev.GetActivityTaskTimedOutEventAttributes()
+		why := "the activity timed out before a completion arrived"
+		if f := a.GetFailure(); f != nil {
+			why += " (" + f.GetMessage() + ")"
 		}
+		id, end = a.GetScheduledEventId(), Ending{Kind: NoCompletion, Why: why}
+	default:
+		return
+	}
+	if sc.scheduled != 0 && id == sc.scheduled && !(h.Scheduled.IsZero() && sc.endedBefore(ev, h)) {
+		sc.ended, sc.end = true, end
+	}
+}
+
+// endedBefore reports, for a hand-off without its scheduling time, whether ev ended the activity
+// before the hand-off was made (so it is an earlier activity of the same ID).
+func (sc *scan) endedBefore(ev *historypb.HistoryEvent, h *failuredoc.HandOff) bool {
+	if ev.GetEventTime().AsTime().Before(h.At) {
+		sc.scheduled = 0
+		return true
 	}
 	return false
 }
@@ -185,8 +207,11 @@ func SettleHandOff(ctx context.Context, store oncekeystore.Store, sealer oncekey
 		return rec, end, err
 	}
 	pending := rec.Status == oncekeystore.StatusPending
+	// What the body recorded with oncekey.SetEffectReference before it handed off.
+	had, _ := failuredoc.Decode(rec.Failure)
+	ref := had.EffectReference
 	resolve := &oncekeystore.ResolveParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey, Epoch: rec.Epoch,
-		ResolvedBy: ResolvedByCompletion, Note: completionNote(end)}
+		EffectReference: ref, ResolvedBy: ResolvedByCompletion, Note: completionNote(end)}
 	var out *oncekeystore.Record
 	switch end.Kind {
 	case Completed:
@@ -201,7 +226,7 @@ func SettleHandOff(ctx context.Context, store oncekeystore.Store, sealer oncekey
 		}
 		if pending {
 			out, err = store.Complete(ctx, &oncekeystore.CompleteParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey, Epoch: rec.Epoch,
-				Status: oncekeystore.StatusApplied, Result: b})
+				Status: oncekeystore.StatusApplied, Result: b, EffectReference: ref})
 		} else {
 			resolve.Status, resolve.Result = oncekeystore.StatusApplied, b
 			out, err = store.Resolve(ctx, resolve)
@@ -212,9 +237,9 @@ func SettleHandOff(ctx context.Context, store oncekeystore.Store, sealer oncekey
 			return markHandOffUnknown(ctx, store, rec, h, end)
 		}
 	case FailedEnding, Canceled:
-		doc := failuredoc.Doc{Message: "the activity was reported cancelled", Type: "Canceled", NonRetryable: true}
+		doc := failuredoc.Doc{Message: "the activity was reported cancelled", Type: "Canceled", NonRetryable: true, EffectReference: ref}
 		if end.Kind == FailedEnding {
-			doc = failuredoc.Doc{Message: end.Failure.GetMessage(), Type: end.Failure.GetApplicationFailureInfo().GetType(), NonRetryable: true}
+			doc = failuredoc.Doc{Message: end.Failure.GetMessage(), Type: end.Failure.GetApplicationFailureInfo().GetType(), NonRetryable: true, EffectReference: ref}
 		}
 		if !pending {
 			doc.ResolvedBy = ResolvedByCompletion
@@ -227,7 +252,7 @@ func SettleHandOff(ctx context.Context, store oncekeystore.Store, sealer oncekey
 			out, err = store.Resolve(ctx, resolve)
 		case pending:
 			out, err = store.Complete(ctx, &oncekeystore.CompleteParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey, Epoch: rec.Epoch,
-				Status: oncekeystore.StatusFailed, Failure: doc.Bytes()})
+				Status: oncekeystore.StatusFailed, Failure: doc.Bytes(), EffectReference: ref})
 		default:
 			resolve.Status, resolve.Failure = oncekeystore.StatusFailed, doc.Bytes()
 			out, err = store.Resolve(ctx, resolve)
@@ -249,6 +274,9 @@ func markHandOffUnknown(ctx context.Context, store oncekeystore.Store, rec *once
 			h.At.UTC().Format(time.RFC3339), end.Why),
 		Reason:  "no asynchronous completion",
 		HandOff: h,
+	}
+	if had, ok := failuredoc.Decode(rec.Failure); ok {
+		doc.EffectReference = had.EffectReference
 	}
 	out, err := store.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey, Epoch: rec.Epoch, Failure: doc.Bytes()})
 	return settledOr(ctx, store, rec, out, end, err)
@@ -312,6 +340,11 @@ func (a *Activities) SettleHandOff(ctx context.Context, ref RecordRef) (SettleHa
 	}
 	info := activity.GetInfo(ctx)
 	h, ok := HandOffOf(rec)
+	if !ok && rec.Status == oncekeystore.StatusPending && !rec.LeaseExpired {
+		// The completion can reach the workflow before the worker that handed off has written
+		// the hand-off (a fast completer): ask again shortly.
+		return SettleHandOffOutput{}, fmt.Errorf("activities: the record of %s is pending without a hand-off yet; asking again", ref.OperationKey)
+	}
 	if !ok {
 		if rec.ResolvedBy != "" && rec.ResolvedBy != ResolvedByCompletion {
 			activity.GetLogger(ctx).Warn("oncekey: an asynchronous completion reached the workflow after the record was settled by someone else; the record keeps that decision",

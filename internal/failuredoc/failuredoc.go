@@ -39,6 +39,10 @@ type HandOff struct {
 	RunID      string `json:"run_id"`
 	ActivityID string `json:"activity_id"`
 	Attempt    int32  `json:"attempt"`
+	// Scheduled is when the workflow scheduled the activity (its ActivityTaskScheduled event's
+	// time, as the activity's info gives it): a workflow may reuse an activity ID, and this tells
+	// the scheduling the hand-off belongs to.
+	Scheduled time.Time `json:"scheduled,omitzero"`
 	// At is when the body returned (the worker's clock); Deadline is when the attempt times out
 	// (its start-to-close or schedule-to-close deadline), after which no completion can arrive.
 	At       time.Time `json:"at"`

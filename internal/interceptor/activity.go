@@ -1032,7 +1032,7 @@ func (c *call) handOff(ctx context.Context, hs oncekeystore.HandOffStore, epoch 
 	now := time.Now()
 	h := &failuredoc.HandOff{
 		Epoch: epoch, Namespace: c.info.Namespace, WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID,
-		ActivityID: c.info.ActivityID, Attempt: c.info.Attempt, At: now.UTC(), Deadline: c.info.Deadline.UTC(),
+		ActivityID: c.info.ActivityID, Attempt: c.info.Attempt, Scheduled: c.info.ScheduledTime.UTC(), At: now.UTC(), Deadline: c.info.Deadline.UTC(),
 	}
 	lease := time.Until(c.info.Deadline) + handOffGrace
 	if c.info.Deadline.IsZero() || lease < handOffGrace {

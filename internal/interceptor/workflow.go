@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -390,20 +391,24 @@ func (l *effectfulLoop) settlesHandOffs(ctx workflow.Context) bool {
 // completedAsync reports whether raw, an Effectful call's result, was completed from outside the
 // worker: oncekey labels every result its worker returns.
 func completedAsync(raw converter.RawValue) bool {
-	p := raw.Payload()
-	return p != nil && p.GetMetadata()[wire.MetadataOutcome] == nil
+	// No payload at all is a completion without a result (CompleteActivity with nil): the
+	// worker labels even an empty result.
+	return raw.Payload().GetMetadata()[wire.MetadataOutcome] == nil
 }
 
 // failedAsync reports whether err, an Effectful call's failure, may have been completed from
-// outside the worker: a failure of a type that is not oncekey's (the worker gives one of oncekey's
-// types for every failure of an Effectful tool), or a cancellation the workflow did not ask for.
+// outside the worker: an application error whose type is not one of oncekey's (the worker gives
+// an "oncekey."-prefixed type for every failure of an Effectful tool; the prefix, not the table
+// of types, decides, so that a history replays the same under a later table), or a cancellation
+// the workflow did not ask for.
 func failedAsync(err error) bool {
 	var timeout *temporal.TimeoutError
 	if errors.As(err, &timeout) {
 		return false
 	}
-	if row, appErr := failure.Of(err); appErr != nil {
-		return row.Kind == failure.None
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return !strings.HasPrefix(appErr.Type(), "oncekey.")
 	}
 	return temporal.IsCanceledError(err)
 }
