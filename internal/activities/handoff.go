@@ -86,7 +86,7 @@ type Ending struct {
 // still open, its attempt in the run's pending activities. An activity of a run that has closed
 // without an ending, or of a run Temporal no longer has, is NoCompletion.
 func ReadEnding(ctx context.Context, c client.Client, h *failuredoc.HandOff) (Ending, error) {
-	d, err := c.DescribeWorkflowExecution(ctx, h.WorkflowID, h.RunID)
+	desc, err := c.DescribeWorkflow(ctx, h.WorkflowID, h.RunID)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		return Ending{Kind: NoCompletion, Why: fmt.Sprintf("Temporal no longer has run %s of workflow %s", h.RunID, h.WorkflowID)}, nil
@@ -94,6 +94,7 @@ func ReadEnding(ctx context.Context, c client.Client, h *failuredoc.HandOff) (En
 	if err != nil {
 		return Ending{}, fmt.Errorf("describe workflow %s: %w", h.WorkflowID, err)
 	}
+	d := desc.RawResponse
 	var sc scan
 	it := c.GetWorkflowHistory(ctx, h.WorkflowID, h.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() && !sc.ended {
