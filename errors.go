@@ -67,8 +67,8 @@ const (
 	// says OnHitFailFast (RepeatRefusedError). Nothing ran or was replayed; the record is
 	// untouched.
 	ErrTypeRepeatRefused = failure.TypeRepeatRefused // "oncekey.RepeatRefused"
-	// ErrTypeAsyncCompletion (non-retryable): an Effectful or Transactional tool's body returned
-	// activity.ErrResultPending (AsyncCompletionError).
+	// ErrTypeAsyncCompletion (non-retryable): a tool that cannot hand its result off (a
+	// Transactional one; see AsyncCompletionError) returned activity.ErrResultPending.
 	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion // "oncekey.AsyncCompletion"
 )
 
@@ -209,17 +209,18 @@ func (e *ExpiredOperationError) Error() string {
 	return fmt.Sprintf("oncekey: key %s for %s expired at %s; a new effect needs a new step ID", e.OperationKey, e.Tool, e.ExpiredAt.UTC().Format(time.RFC3339))
 }
 
-// AsyncCompletionError: the body of an Effectful or Transactional tool returned
+// AsyncCompletionError: the body of a tool that cannot hand its result off returned
 // activity.ErrResultPending, handing its result to whoever completes the activity later
-// (client.CompleteActivity). That completion goes to the Temporal server and never reaches the
-// worker, so oncekey could not record the result and a repeat could not replay it: the hand-off
-// is refused, the activity fails with ErrTypeAsyncCompletion (non-retryable), and a later
+// (client.CompleteActivity): a Transactional tool (its writes commit with the record and cannot
+// wait outside the transaction), or an Effectful one on a store that is not an
+// oncekeystore.HandOffStore, in a standalone activity or in a Nexus handler. The hand-off is
+// refused, the activity fails with ErrTypeAsyncCompletion (non-retryable), and a later
 // CompleteActivity finds no activity to complete. An Effectful tool's record keeps the refusal as
 // its definite failure (the body ran up to the hand-off, so a repeat gives the refusal again
 // rather than run it twice); a Transactional tool's transaction is rolled back and its claim
 // given back. The message says what to register instead: the waiting part as Idempotent or
-// ReadOnly (an Idempotent tool may return ErrResultPending: its claim is given back, and a repeat
-// runs it again), with the effect that must happen once in an Effectful tool that returns.
+// ReadOnly, with the effect that must happen once in a tool that returns. (An Effectful tool on
+// a HandOffStore may hand off: docs/policies-and-keys.md, "Asynchronous completion".)
 type AsyncCompletionError struct {
 	OperationKey string
 	Tool         string

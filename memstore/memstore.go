@@ -324,6 +324,21 @@ func (s *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*onceke
 	})
 }
 
+// HandOff implements oncekeystore.HandOffStore. A document over Options.MaxResultBytes is
+// refused with *oncekeystore.ResultTooLargeError and changes nothing.
+func (s *Store) HandOff(ctx context.Context, p *oncekeystore.HandOffParams) (*oncekeystore.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("hand off", p.OperationKey, nil, p.HandOff); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "hand off", p.Tenant, p.OperationKey, p.Epoch, func(r *oncekeystore.Record, now time.Time) {
+		r.LeaseUntil = now.Add(p.Lease)
+		r.Failure = cloneBytes(p.HandOff)
+	})
+}
+
 // Complete implements oncekeystore.Store. Result and Failure over Options.MaxResultBytes are refused
 // with *oncekeystore.ResultTooLargeError and change nothing.
 func (s *Store) Complete(ctx context.Context, p *oncekeystore.CompleteParams) (*oncekeystore.Record, error) {

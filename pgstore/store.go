@@ -80,9 +80,9 @@ type Store struct {
 	// of which their mode fails (pooler.go); txRoute is route when txPool is pool.
 	route, txRoute *route
 
-	claimSQL, claimTxSQL, renewSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, resolveSignedSQL, getSQL *stmt
-	forgetSQL, previewSQL, statsSQL, unsettledSQL                                                             string
-	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                                            purgeStep
+	claimSQL, claimTxSQL, renewSQL, handOffSQL, completeSQL, releaseSQL, unknownSQL, resolveSQL, resolveSignedSQL, getSQL *stmt
+	forgetSQL, previewSQL, statsSQL, unsettledSQL                                                                         string
+	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                                                        purgeStep
 	// The approval statements (approval.go) run through pgx's own statement cache.
 	requestApprovalSQL, decideApprovalSQL, getApprovalSQL string
 
@@ -143,6 +143,9 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint, bigint)
 	s.completeSQL = newStmt(completeStmt(s.table), text, text, bigint, text, bytea, bytea, text)
+	s.handOffSQL = newStmt(r.Replace(`UPDATE {t} SET lease_until = now() + $4::bigint * interval '1 microsecond', failure = $5, updated_at = now()
+WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
+RETURNING {cols}`), text, text, bigint, bigint, bytea)
 	s.releaseSQL = newStmt(r.Replace(`UPDATE {t} SET status = 'released', lease_until = NULL, updated_at = now(), `+settleRetention+`
 WHERE tenant = $1 AND operation_key = $2 AND epoch = $3 AND status = 'pending'
 RETURNING {cols}`), text, text, bigint)
@@ -461,6 +464,20 @@ func (s *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*onceke
 	}
 	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, s.renewSQL,
 		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), bigintArg(micros(p.Lease)))
+}
+
+// HandOff implements oncekeystore.HandOffStore: one UPDATE conditional on the epoch and status
+// pending. A document over Options.MaxResultBytes is refused with
+// *oncekeystore.ResultTooLargeError.
+func (s *Store) HandOff(ctx context.Context, p *oncekeystore.HandOffParams) (*oncekeystore.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.checkSize("hand off", p.OperationKey, nil, p.HandOff); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "hand off", p.Tenant, p.OperationKey, s.handOffSQL,
+		textArg(p.Tenant), textArg(p.OperationKey), bigintArg(p.Epoch), bigintArg(micros(p.Lease)), byteaArg(p.HandOff))
 }
 
 // Complete implements oncekeystore.Store: one UPDATE conditional on the epoch and status pending,

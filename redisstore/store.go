@@ -230,8 +230,11 @@ func (s *Store) Claim(ctx context.Context, p *oncekeystore.ClaimParams) (*onceke
 // Options.MaxResultBytes is refused, and nothing is sent).
 func (s *Store) fenced(ctx context.Context, op, tenant, key string, epoch int64, args []any, blobs ...[]byte) (*oncekeystore.Record, error) {
 	name := op
-	if op == "unknown" {
+	switch op {
+	case "unknown":
 		name = "mark unknown"
+	case "handoff":
+		name = "hand off"
 	}
 	b, err := s.blobArgs(name, key, blobs...)
 	if err != nil {
@@ -261,6 +264,15 @@ func (s *Store) Renew(ctx context.Context, p *oncekeystore.RenewParams) (*onceke
 		return nil, err
 	}
 	return s.fenced(ctx, "renew", p.Tenant, p.OperationKey, p.Epoch, []any{p.Lease.Microseconds()})
+}
+
+// HandOff implements oncekeystore.HandOffStore in one script. A document over
+// Options.MaxResultBytes is refused with *oncekeystore.ResultTooLargeError and changes nothing.
+func (s *Store) HandOff(ctx context.Context, p *oncekeystore.HandOffParams) (*oncekeystore.Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.fenced(ctx, "handoff", p.Tenant, p.OperationKey, p.Epoch, []any{p.Lease.Microseconds()}, p.HandOff)
 }
 
 // Complete implements oncekeystore.Store in one script. Result and Failure over

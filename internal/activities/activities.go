@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -119,6 +120,7 @@ func (a *Activities) Register(r Registry) {
 	r.RegisterActivityWithOptions(a.LookupReceipt, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: LookupReceiptName})
 	r.RegisterActivityWithOptions(a.RecordResolution, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: RecordResolutionName})
 	r.RegisterActivityWithOptions(a.AwaitReconciliation, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: AwaitReconciliationName})
+	r.RegisterActivityWithOptions(a.SettleHandOff, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: SettleHandOffName})
 	r.RegisterActivityWithOptions(a.RequestApproval, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: RequestApprovalName})
 	r.RegisterActivityWithOptions(a.DecideApproval, activity.RegisterOptions{DisableAlreadyRegisteredCheck: true, Name: DecideApprovalName})
 }
@@ -289,7 +291,38 @@ func (a *Activities) inspect(ctx context.Context, ref RecordRef) (Inspection, er
 	if err != nil {
 		return Inspection{}, fmt.Errorf("activities: inspect %s: %w", ref.OperationKey, err)
 	}
+	if h, ok := HandOffOf(rec); ok {
+		// The record waits for an asynchronous completion: its ending in the history settles it
+		// (or makes it unknown) before anyone is asked.
+		settled, _, err := SettleHandOff(ctx, a.store, a.sealer, ActivityClient(ctx), rec, h)
+		if err != nil {
+			activity.GetLogger(ctx).Warn("oncekey: could not read how the handed-off activity ended; inspecting the record as it stands",
+				"operation_key", ref.OperationKey, "workflow_id", h.WorkflowID, "activity_id", h.ActivityID, "error", err)
+		} else if rec, err = a.open(ctx, settled); err != nil {
+			return Inspection{}, err
+		}
+	}
 	return inspection(rec), nil
+}
+
+// ActivityClient is the worker's Temporal client in an activity's ctx; nil outside an activity
+// and where the activity has none: a nil one, or the SDK's test environment's, whose service is
+// a gomock mock that fails the test on any call it was not told to expect.
+func ActivityClient(ctx context.Context) client.Client {
+	if !activity.IsActivity(ctx) {
+		return nil
+	}
+	c := activity.GetClient(ctx)
+	if c == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	if strings.Contains(fmt.Sprintf("%T", c.WorkflowService()), "workflowservicemock") {
+		return nil
+	}
+	return c
 }
 
 // MarkUnknownInput names a pending record whose lease has run out, at the epoch it was seen.

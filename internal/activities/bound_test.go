@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
+	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/memstore"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -190,4 +191,29 @@ func TestAwaitRefusesAnotherWorkflow(t *testing.T) {
 		_, err := callFrom(t, acts, caller{id: "blocked", typ: "Agent"}, activities.AwaitReconciliationName, c.in)
 		requireForeign(t, err, c.in.WorkflowID, c.want)
 	}
+}
+
+// SettleHandOff acts only for the workflow run that handed the result off: called from another
+// workflow (one a namespace writer could start with a made-up completion in mind), it refuses,
+// non-retryably, and the record keeps waiting, unchanged.
+func TestSettleHandOffOnlyForTheRunThatHandedOff(t *testing.T) {
+	store := memstore.New(nil)
+	ctx := context.Background()
+	res, err := store.Claim(ctx, &oncekeystore.ClaimParams{Tenant: "t1", OperationKey: "ok1_h", Tool: "Pay", Fingerprint: "fp",
+		WorkflowID: "expense-1", StepID: "pay", Effect: oncekey.Effectful, Lease: time.Minute, Retention: time.Hour, Tombstone: time.Hour})
+	require.NoError(t, err)
+	doc := failuredoc.Doc{Message: "handed off", HandOff: &failuredoc.HandOff{Epoch: res.Record.Epoch, WorkflowID: "expense-1", RunID: "run-1", ActivityID: "5", Attempt: 1}}
+	_, err = store.HandOff(ctx, &oncekeystore.HandOffParams{Tenant: "t1", OperationKey: "ok1_h", Epoch: res.Record.Epoch, Lease: time.Hour, HandOff: doc.Bytes()})
+	require.NoError(t, err)
+	before, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_h"})
+	require.NoError(t, err)
+	acts, err := activities.New(store, oncekey.NewRegistry(), nil)
+	require.NoError(t, err)
+	for _, from := range []caller{{id: "attacker", typ: "AnyWorkflow"}, {id: "expense-1", typ: "ExpenseWorkflow"}} {
+		_, err = callFrom(t, acts, from, activities.SettleHandOffName, activities.RecordRef{Tenant: "t1", OperationKey: "ok1_h", Tool: "Pay"})
+		requireForeign(t, err, from.id, "only for the workflow run that made it")
+	}
+	after, err := store.Get(ctx, &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_h"})
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the record is unchanged")
 }

@@ -7,6 +7,7 @@ package failuredoc
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Doc is the stored form of a failure (Record.Failure). The worker writes Message, Type and
@@ -21,6 +22,31 @@ type Doc struct {
 	Reason          string `json:"reason,omitempty"`
 	EffectReference string `json:"effect_reference,omitempty"`
 	ResolvedBy      string `json:"resolved_by,omitempty"`
+	// HandOff is set while an Effectful tool's result waits for an asynchronous completion (the
+	// body returned activity.ErrResultPending): the pending record's document, kept when the
+	// outcome becomes unknown.
+	HandOff *HandOff `json:"handoff,omitempty"`
+}
+
+// HandOff names the activity attempt whose result was handed off to an asynchronous completion
+// (client.CompleteActivity): what settles the record is that attempt's ending in the workflow's
+// history. It is written by the worker that ran the body, from its own activity info.
+type HandOff struct {
+	// Epoch is the record's epoch the hand-off was made at; a document of another epoch is stale.
+	Epoch      int64  `json:"epoch"`
+	Namespace  string `json:"namespace,omitempty"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	ActivityID string `json:"activity_id"`
+	Attempt    int32  `json:"attempt"`
+	// Scheduled is when the workflow scheduled the activity (its ActivityTaskScheduled event's
+	// time, as the activity's info gives it): a workflow may reuse an activity ID, and this tells
+	// the scheduling the hand-off belongs to.
+	Scheduled time.Time `json:"scheduled,omitzero"`
+	// At is when the body returned (the worker's clock); Deadline is when the attempt times out
+	// (its start-to-close or schedule-to-close deadline), after which no completion can arrive.
+	At       time.Time `json:"at"`
+	Deadline time.Time `json:"deadline"`
 }
 
 // Bytes is d's stored form. A document that does not encode (it always does) is stored as its

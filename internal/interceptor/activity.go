@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/approvaledit"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/failuredoc"
@@ -555,6 +556,23 @@ func (c *call) existing(ctx context.Context, res *oncekeystore.ClaimResult) (out
 			e := &oncekey.FingerprintMismatchError{OperationKey: c.key, Tool: c.tool, Stored: rec.Fingerprint, Got: c.fp}
 			return nil, nil, c.appError(e.Error(), oncekey.ErrTypeFingerprintMismatch, true, nil, "fingerprint mismatch", false)
 		}
+		if h, ok := activities.HandOffOf(rec); ok {
+			// The record waits for an asynchronous completion: settle it from the attempt's
+			// ending, or answer in flight while the attempt is open. Never a second hand-off.
+			var open bool
+			if rec, open = c.settleHandOff(ctx, rec, h); open {
+				return nil, nil, c.inFlight(rec)
+			}
+			if rec.Status == oncekeystore.StatusReleased {
+				if res, err = c.claim(ctx); err != nil {
+					return nil, nil, err
+				}
+				if res.Acquired {
+					return nil, res, nil
+				}
+				continue
+			}
+		}
 		if settled := rec.Status == oncekeystore.StatusApplied || rec.Status == oncekeystore.StatusFailed; settled &&
 			c.policy.OnHit == oncekey.OnHitFailFast && !c.followUp() {
 			return nil, nil, c.refuseRepeat(rec)
@@ -570,17 +588,7 @@ func (c *call) existing(ctx context.Context, res *oncekeystore.ClaimResult) (out
 		}
 		// Pending (another attempt holds a live claim) or released: wait, then look again.
 		if !time.Now().Before(deadline) {
-			c.outcome = oncekey.OutcomeInFlight
-			var untilLease time.Duration
-			if !rec.LeaseUntil.IsZero() {
-				untilLease = time.Until(rec.LeaseUntil)
-			}
-			retry := pollAfter(c.policy, c.root.took.typical(c.tool), untilLease)
-			e := &oncekey.InFlightError{OperationKey: c.key, Tool: c.tool, RetryAfter: retry}
-			return nil, nil, newError(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
-				NextRetryDelay: retry,
-				Category:       temporal.ApplicationErrorCategoryBenign,
-			}, c.details("another attempt holds the claim", false))
+			return nil, nil, c.inFlight(rec)
 		}
 		wait := min(backoff, time.Until(deadline))
 		backoff = min(backoff*2, 2*time.Second)
@@ -636,6 +644,43 @@ func (c *call) replay(ctx context.Context, rec *oncekeystore.Record) (any, error
 	}
 	c.outcome = oncekey.OutcomeReplayed
 	return anyPayloads(withOutcome(c.root.opts.DataConverter, ps, c.meta(oncekey.OutcomeReplayed, rec.EffectReference))), nil
+}
+
+// inFlight answers a call whose record another attempt holds (rec, pending): a retryable
+// oncekey.InFlight error whose next-retry delay follows the tool's typical duration and the
+// holder's lease.
+func (c *call) inFlight(rec *oncekeystore.Record) error {
+	c.outcome = oncekey.OutcomeInFlight
+	var untilLease time.Duration
+	if !rec.LeaseUntil.IsZero() {
+		untilLease = time.Until(rec.LeaseUntil)
+	}
+	retry := pollAfter(c.policy, c.root.took.typical(c.tool), untilLease)
+	e := &oncekey.InFlightError{OperationKey: c.key, Tool: c.tool, RetryAfter: retry}
+	return newError(e.Error(), oncekey.ErrTypeInFlight, temporal.ApplicationErrorOptions{
+		NextRetryDelay: retry,
+		Category:       temporal.ApplicationErrorCategoryBenign,
+	}, c.details("another attempt holds the claim", false))
+}
+
+// settleHandOff settles rec, which waits for the asynchronous completion h, from how that
+// attempt ended in the workflow's history (activities.SettleHandOff, with the worker's client).
+// It returns the record as it then stands, and open when the attempt may still be completed (or
+// its ending could not be read: the record is then left as it is, and the call answered in
+// flight).
+func (c *call) settleHandOff(ctx context.Context, rec *oncekeystore.Record, h *failuredoc.HandOff) (_ *oncekeystore.Record, open bool) {
+	settled, end, err := activities.SettleHandOff(ctx, c.root.opts.Store, c.root.opts.ResultSealer, activities.ActivityClient(ctx), rec, h)
+	if err != nil {
+		c.logger(ctx).Warn("oncekey: could not read how a handed-off activity ended; answering in flight",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "workflow_id", h.WorkflowID, "activity_id", h.ActivityID, "error", err)
+		return rec, true
+	}
+	if end.Kind == activities.Waiting {
+		return rec, true
+	}
+	c.logger(ctx).Info("oncekey: settled a handed-off operation from its asynchronous completion",
+		"tool", c.tool, "key_prefix", keyPrefix(c.key), "status", settled.Status)
+	return settled, false
 }
 
 // anyPayloads returns ps as an activity result: nil (no result) for a nil ps.
@@ -736,6 +781,9 @@ func (c *call) execute(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	}
 	if bodyErr != nil {
 		if errors.Is(bodyErr, activity.ErrResultPending) && c.policy.Effect != oncekey.Idempotent {
+			if hs, ok := c.root.opts.Store.(oncekeystore.HandOffStore); ok && effectful && !c.standalone() && c.nexusKey == "" {
+				return nil, c.handOff(wctx, hs, epoch)
+			}
 			return nil, c.handOffRefused(wctx, epoch)
 		}
 		return nil, c.bodyFailed(wctx, epoch, bodyErr)
@@ -965,6 +1013,48 @@ func (c *call) provenNotApplied(ctx context.Context, epoch int64, bodyErr error)
 		NextRetryDelay: p.RetryAfter,
 		Cause:          bodyErr,
 	}, c.details(p.Reason(), false))
+}
+
+// handOffGrace is how long a hand-off's lease outlasts the attempt's deadline: by then Temporal
+// has timed the attempt out, so its history tells how it ended.
+const handOffGrace = time.Minute
+
+// handOff ends an Effectful call whose body returned activity.ErrResultPending: the result is
+// handed off to whoever completes the activity (client.CompleteActivity). The record stays
+// pending at epoch, its lease running to the attempt's deadline and handOffGrace, with a
+// failuredoc.HandOff naming the attempt, so that whatever reads it next settles it from the
+// attempt's ending in the workflow's history (activities.SettleHandOff): the workflow side when
+// the completion reaches it, a repeat's claim, or the reconciliation after a timeout. The SDK
+// gets activity.ErrResultPending and waits for the completion. A hand-off the store cannot keep
+// marks the record unknown: the completion still reaches the workflow, and a repeat is
+// reconciled instead of run again.
+func (c *call) handOff(ctx context.Context, hs oncekeystore.HandOffStore, epoch int64) error {
+	now := time.Now()
+	h := &failuredoc.HandOff{
+		Epoch: epoch, Namespace: c.info.Namespace, WorkflowID: c.info.WorkflowExecution.ID, RunID: c.info.WorkflowExecution.RunID,
+		ActivityID: c.info.ActivityID, Attempt: c.info.Attempt, Scheduled: c.info.ScheduledTime.UTC(), At: now.UTC(), Deadline: c.info.Deadline.UTC(),
+	}
+	lease := time.Until(c.info.Deadline) + handOffGrace
+	if c.info.Deadline.IsZero() || lease < handOffGrace {
+		lease = handOffGrace
+	}
+	doc := failuredoc.Doc{
+		Message: fmt.Sprintf("the result was handed off to an asynchronous completion at %s; waiting for it until the activity's deadline, %s",
+			h.At.Format(time.RFC3339), h.Deadline.Format(time.RFC3339)),
+		Reason:          "handed off",
+		EffectReference: c.effectRef,
+		HandOff:         h,
+	}
+	if _, err := hs.HandOff(ctx, &oncekeystore.HandOffParams{Tenant: c.op.Tenant, OperationKey: c.key, Epoch: epoch, Lease: lease, HandOff: doc.Bytes()}); err != nil {
+		c.logger(ctx).Error("oncekey: the hand-off to an asynchronous completion could not be recorded; the record is marked unknown",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "error", err)
+		c.markUnknownOnly(ctx, epoch, "the result was handed off to an asynchronous completion, and the hand-off could not be recorded: "+err.Error())
+	} else {
+		c.logger(ctx).Info("oncekey: the result was handed off to an asynchronous completion; the record waits for it",
+			"tool", c.tool, "key_prefix", keyPrefix(c.key), "deadline", h.Deadline)
+	}
+	c.outcome = oncekey.OutcomeInFlight
+	return activity.ErrResultPending
 }
 
 // handOffRefused ends an Effectful or Transactional call whose body returned

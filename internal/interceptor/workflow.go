@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -376,6 +377,77 @@ func confirmed(raw converter.RawValue) converter.RawValue {
 	return converter.NewRawValue(inner)
 }
 
+// handOffChangeID is the workflow.GetVersion change ID under which the asynchronous completion of
+// an Effectful call (a result without oncekey's metadata: it reached Temporal from
+// client.CompleteActivity, not from the worker) makes the workflow run the SettleHandOff activity.
+// It is read only when such a result arrives, which before it could not happen (the worker
+// refused the hand-off), so histories recorded before it replay unchanged.
+const handOffChangeID = "oncekey-settle-hand-off"
+
+func (l *effectfulLoop) settlesHandOffs(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, handOffChangeID, workflow.DefaultVersion, 1) == 1
+}
+
+// completedAsync reports whether raw, an Effectful call's result, was completed from outside the
+// worker: oncekey labels every result its worker returns.
+func completedAsync(raw converter.RawValue) bool {
+	// No payload at all is a completion without a result (CompleteActivity with nil): the
+	// worker labels even an empty result.
+	return raw.Payload().GetMetadata()[wire.MetadataOutcome] == nil
+}
+
+// failedAsync reports whether err, an Effectful call's failure, may have been completed from
+// outside the worker: an application error whose type is not one of oncekey's (the worker gives
+// an "oncekey."-prefixed type for every failure of an Effectful tool; the prefix, not the table
+// of types, decides, so that a history replays the same under a later table), or a cancellation
+// the workflow did not ask for.
+func failedAsync(err error) bool {
+	var timeout *temporal.TimeoutError
+	if errors.As(err, &timeout) {
+		return false
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return !strings.HasPrefix(appErr.Type(), "oncekey.")
+	}
+	return temporal.IsCanceledError(err)
+}
+
+// settleHandOff runs the SettleHandOff activity for the call's record, which waits for the
+// completion (a result, a failure or a cancellation) the workflow just got: a worker reads that completion from the history and settles
+// the record with it, so a repeat replays what the workflow got. It does not fail the call: the
+// workflow has its result, and a record left waiting is settled by the next repeat's claim or,
+// after the activity's deadline, reconciled.
+func (l *effectfulLoop) settleHandOff(ctx workflow.Context) {
+	logger := workflow.GetLogger(ctx)
+	key, err := l.operationKey(ctx, nil)
+	if err != nil {
+		logger.Warn("oncekey: an asynchronous completion reached the workflow, and the call's operation key could not be derived to settle its record; a repeat's claim settles it",
+			"tool", l.name, "error", err)
+		return
+	}
+	tq := l.w.root.opts.ReconcileTaskQueue
+	if tq == "" {
+		tq = workflow.GetInfo(ctx).TaskQueueName
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                "oncekey: record the asynchronous completion of " + l.name,
+		TaskQueue:              tq,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		// Bounded: the workflow has its result, and a worker without oncekey's activities must
+		// not hold it long.
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 4},
+	})
+	var out activities.SettleHandOffOutput
+	if err := workflow.ExecuteActivity(actx, activities.SettleHandOffName, activities.RecordRef{Tenant: l.tenant, OperationKey: key, Tool: l.name}).Get(ctx, &out); err != nil {
+		logger.Warn("oncekey: the record of an asynchronously completed call was not settled; a repeat's claim settles it",
+			"tool", l.name, "operation_key", key, "error", err)
+		return
+	}
+	logger.Info("oncekey: asynchronous completion recorded", "tool", l.name, "operation_key", key, "status", out.Status, "note", out.Note)
+}
+
 // reconcileOnCancelChangeID is the workflow.GetVersion change ID under which the reconciliation
 // child is started from a disconnected context, so that cancelling the workflow neither cancels
 // the child nor keeps it from starting, and under which a workflow cancelled while an Effectful
@@ -477,6 +549,9 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 		var raw converter.RawValue
 		err := fut.Get(ctx, &raw)
 		if err == nil {
+			if completedAsync(raw) && l.settlesHandOffs(ctx) {
+				l.settleHandOff(ctx)
+			}
 			if l.verifyRuns > 0 && l.confirmedOutcome(ctx) {
 				// The re-run after an Applied decision replayed the record reconciliation settled:
 				// for this call that is its own effect, confirmed by the check, not a replay.
@@ -490,6 +565,9 @@ func (l *effectfulLoop) run(ctx workflow.Context, fut workflow.Future, s workflo
 			if errors.As(err, &actErr) {
 				l.firstActivityID = actErr.ActivityID()
 			}
+		}
+		if ctx.Err() == nil && failedAsync(err) && l.settlesHandOffs(ctx) {
+			l.settleHandOff(ctx)
 		}
 		if ctx.Err() != nil && temporal.IsCanceledError(err) && l.ownsOnCancel(ctx) {
 			// The workflow was cancelled while the attempt was scheduled or running: the attempt

@@ -328,6 +328,7 @@ func registerWorkflows(r interface{ RegisterWorkflow(any) }) {
 	r.RegisterWorkflow(SameStepOtherArgumentsWorkflow)
 	r.RegisterWorkflow(LabelledTicketWorkflow)
 	r.RegisterWorkflow(ExpenseWorkflow)
+	r.RegisterWorkflow(ExpenseAskedTwiceWorkflow)
 	r.RegisterWorkflow(NexusTicketWorkflow)
 }
 

@@ -153,7 +153,8 @@ var byOrderID = oncekey.ExplicitKey(func(op oncekey.Operation) (string, error) {
 	return a.OrderID, nil
 })
 
-// AwaitSignature hands its result to a completion from outside the worker, which oncekey refuses.
+// AwaitSignature hands its result to a completion from outside the worker, which oncekey refuses
+// for a Transactional tool (its writes cannot wait outside the transaction).
 func (s *shop) AwaitSignature(ctx context.Context, in ShopArgs) (string, error) {
 	s.body("AwaitSignature")
 	return "", activity.ErrResultPending
@@ -253,7 +254,7 @@ func setupModelText(t *testing.T, escalation time.Duration) *modelTextEnv {
 		{s.OpenTicket, effectful}, {s.BookCourier, effectful}, {s.RefundOrder, byOrder}, {s.CancelOrder, once},
 		{s.ChargeCard, effectful}, {s.SendNotice, ask(0)}, {s.ExportReport, ask(2 * time.Second)}, {s.DeleteAccount, never},
 		{s.ArchiveCase, oncekey.Policy{Effect: oncekey.Effectful, RequireStepID: true}}, {s.LookupStock, effectful},
-		{s.AwaitSignature, effectful},
+		{s.AwaitSignature, oncekey.Policy{Effect: oncekey.Transactional}},
 		{s.HoldOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: byOrderID, Lease: 3 * time.Second, WaitInFlight: -1}},
 		{s.ShipOrder, oncekey.Policy{Effect: oncekey.Effectful, Key: byOrderID, Lease: time.Second, Retention: 2 * time.Second}},
 	} {

@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) oncekeystore.Store) {
 	runInspectorIfImplemented(t, newStore)
 	runGrantsIfImplemented(t, newStore)
 	runSignaturesIfImplemented(t, newStore)
+	runHandOffIfImplemented(t, newStore)
 }
 
 // ---- helpers -------------------------------------------------------------------------------

@@ -178,7 +178,8 @@ return out(code, now, v)
 
 // Fenced: KEYS rec, all, ten, unk, exp, tomb. ARGV tenant, key, epoch, write token, op, then per op:
 // renew: lease (µs); complete: status, effect reference, result flag, result, failure flag,
-// failure; release: none; unknown: failure flag, failure. Codes: K written (or the repeat of
+// failure; release: none; unknown: failure flag, failure; handoff: lease (µs), failure flag,
+// failure (the pending record keeps its status). Codes: K written (or the repeat of
 // the write that was: same write token), N no record, L not pending at that epoch. A write that
 // settles the record (complete, release) restarts its retention and tombstone windows.
 var Fenced = redis.NewScript(prelude + `
@@ -199,6 +200,10 @@ elseif op == 'complete' then
   redis.call('HSET', rec, 'ref', ARGV[7])
   setBytes(rec, 'res', ARGV[8], ARGV[9])
   setBytes(rec, 'fail', ARGV[10], ARGV[11])
+elseif op == 'handoff' then
+  v[LU], v[FAIL] = fmt(now + tonumber(ARGV[6])), bytes(ARGV[7], ARGV[8])
+  redis.call('HSET', rec, 'lu', v[LU])
+  setBytes(rec, 'fail', ARGV[7], ARGV[8])
 elseif op == 'release' then
   v[ST] = 'released'
 elseif op == 'unknown' then
