@@ -235,7 +235,7 @@ func SettleHandOff(ctx context.Context, store oncekeystore.Store, sealer oncekey
 		var tooLarge *oncekeystore.ResultTooLargeError
 		if errors.As(err, &tooLarge) {
 			end = Ending{Kind: NoCompletion, Why: "the activity was completed, but its result is too large to store: " + tooLarge.Error()}
-			return markHandOffUnknown(ctx, store, rec, h, end)
+			return markHandOffUnknown(ctx, store, rec, h, ref, end)
 		}
 	case FailedEnding, Canceled:
 		doc := failuredoc.Doc{Message: "the activity was reported cancelled", Type: "Canceled", NonRetryable: true, EffectReference: ref}
@@ -259,25 +259,24 @@ func SettleHandOff(ctx context.Context, store oncekeystore.Store, sealer oncekey
 			out, err = store.Resolve(ctx, resolve)
 		}
 	default:
-		return markHandOffUnknown(ctx, store, rec, h, end)
+		return markHandOffUnknown(ctx, store, rec, h, ref, end)
 	}
 	return settledOr(ctx, store, rec, out, end, err)
 }
 
 // markHandOffUnknown makes a pending rec unknown because its hand-off ended without a
-// completion (end.Why), keeping h in the reason; an unknown rec stays as it is.
-func markHandOffUnknown(ctx context.Context, store oncekeystore.Store, rec *oncekeystore.Record, h *failuredoc.HandOff, end Ending) (*oncekeystore.Record, Ending, error) {
+// completion (end.Why), keeping h and the effect reference ref in the reason; an unknown rec
+// stays as it is.
+func markHandOffUnknown(ctx context.Context, store oncekeystore.Store, rec *oncekeystore.Record, h *failuredoc.HandOff, ref string, end Ending) (*oncekeystore.Record, Ending, error) {
 	if rec.Status != oncekeystore.StatusPending {
 		return rec, end, nil
 	}
 	doc := failuredoc.Doc{
 		Message: fmt.Sprintf("the result was handed off to an asynchronous completion at %s, and none was recorded: %s",
 			h.At.UTC().Format(time.RFC3339), end.Why),
-		Reason:  "no asynchronous completion",
-		HandOff: h,
-	}
-	if had, ok := failuredoc.Decode(rec.Failure); ok {
-		doc.EffectReference = had.EffectReference
+		Reason:          "no asynchronous completion",
+		EffectReference: ref,
+		HandOff:         h,
 	}
 	out, err := store.MarkUnknown(ctx, &oncekeystore.MarkUnknownParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey, Epoch: rec.Epoch, Failure: doc.Bytes()})
 	return settledOr(ctx, store, rec, out, end, err)

@@ -237,10 +237,7 @@ func (a *approvalCall) decision(ctx workflow.Context, tq string, in decision.App
 // ReconcileTaskQueue, or the workflow's).
 func (a *approvalCall) input(ctx workflow.Context, req approvalRequest) (decision.ApprovalInput, string) {
 	info := workflow.GetInfo(ctx)
-	tq := a.w.root.opts.ReconcileTaskQueue
-	if tq == "" {
-		tq = info.TaskQueueName
-	}
+	tq := a.w.root.decisionTaskQueue(ctx)
 	in := decision.ApprovalInput{
 		Tenant: a.tenant, OperationKey: req.Key, Tool: a.name, Fingerprint: req.Fingerprint,
 		WorkflowID: info.WorkflowExecution.ID, StepID: a.stepID, Summary: req.Summary,

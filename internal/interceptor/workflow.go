@@ -377,6 +377,15 @@ func confirmed(raw converter.RawValue) converter.RawValue {
 	return converter.NewRawValue(inner)
 }
 
+// decisionTaskQueue is the task queue of oncekey's own workflows and activities started from the
+// workflow of ctx: Options.ReconcileTaskQueue, or the workflow's.
+func (r *root) decisionTaskQueue(ctx workflow.Context) string {
+	if tq := r.opts.ReconcileTaskQueue; tq != "" {
+		return tq
+	}
+	return workflow.GetInfo(ctx).TaskQueueName
+}
+
 // handOffChangeID is the workflow.GetVersion change ID under which the asynchronous completion of
 // an Effectful call (a result without oncekey's metadata: it reached Temporal from
 // client.CompleteActivity, not from the worker) makes the workflow run the SettleHandOff activity.
@@ -426,10 +435,7 @@ func (l *effectfulLoop) settleHandOff(ctx workflow.Context) {
 			"tool", l.name, "error", err)
 		return
 	}
-	tq := l.w.root.opts.ReconcileTaskQueue
-	if tq == "" {
-		tq = workflow.GetInfo(ctx).TaskQueueName
-	}
+	tq := l.w.root.decisionTaskQueue(ctx)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:                "oncekey: record the asynchronous completion of " + l.name,
 		TaskQueue:              tq,
@@ -813,10 +819,7 @@ func recorded[T any](ctx workflow.Context, derive func() T) (T, error) {
 // the task queue it runs on.
 func (l *effectfulLoop) reconcileInput(ctx workflow.Context, key string, cause error) (decision.Input, string) {
 	info := workflow.GetInfo(ctx)
-	tq := l.w.root.opts.ReconcileTaskQueue
-	if tq == "" {
-		tq = info.TaskQueueName
-	}
+	tq := l.w.root.decisionTaskQueue(ctx)
 	in := decision.Input{
 		Tenant:            l.tenant,
 		OperationKey:      key,
