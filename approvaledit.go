@@ -12,7 +12,7 @@ type editKey struct {
 	episode  int64
 }
 
-func (k editKey) parts(Operation, []string) ([]keyPart, error) {
+func (k editKey) parts(*callArgs) ([]keyPart, error) {
 	return []keyPart{{"strategy", "edit"}, {"original key", k.original}, {"episode", strconv.FormatInt(k.episode, 10)}}, nil
 }
 func (editKey) fields() []string { return nil }
@@ -27,5 +27,5 @@ func EditKey(namespace, tenant, original string, episode int64) (string, error) 
 	if episode < 1 {
 		return "", fmt.Errorf("%w: the episode of an edit must be at least 1, not %d", ErrNoKey, episode)
 	}
-	return deriveKey(editKey{original, episode}, Operation{Namespace: namespace, Tenant: tenant, Tool: "edit"}, nil)
+	return deriveKey(editKey{original, episode}, newCallArgs(Operation{Namespace: namespace, Tenant: tenant, Tool: "edit"}, nil))
 }

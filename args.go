@@ -48,12 +48,16 @@ const maxExactFloatInt = 1 << 53
 // nor its float64 rounding, a header that is not JSON) is an *ArgsMismatchError naming the
 // first place it differs. An argument that cannot be encoded exactly is CanonicalArgs' error.
 func ExactArgs(tool string, args []any, header []byte) ([]byte, error) {
+	doc, err := CanonicalArgs(args)
+	if err != nil || header == nil || bytes.Equal(header, doc) {
+		// Equal: the header is the decoded document as it is (the workflow side sends canonical
+		// JSON), so nothing is to be made exact and nothing parsed again.
+		return doc, err
+	}
+	// Where the documents differ, which of the decoded numbers were floats decides.
 	doc, floats, err := canonical.MarshalFloats(argsValue(args))
 	if err != nil {
 		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
-	}
-	if header == nil {
-		return doc, nil
 	}
 	mismatch := func(path, reason string) error { return &ArgsMismatchError{Tool: tool, Path: path, Reason: reason} }
 	exact, err := canonical.Transform(header)

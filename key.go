@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/oncekey/oncekey/canonical"
@@ -95,9 +97,9 @@ func (op Operation) firstActivityID() string {
 // ExplicitKey.
 type KeyStrategy interface {
 	// parts returns the ordered, named parts of the key (namespace and tenant are added by the
-	// caller). The first part names the strategy, so two strategies never share a key. exclude is
-	// the policy's Exclude list.
-	parts(op Operation, exclude []string) ([]keyPart, error)
+	// caller). The first part names the strategy, so two strategies never share a key. a holds
+	// the operation and derives its argument documents once (see callArgs).
+	parts(a *callArgs) ([]keyPart, error)
 	// fields returns argument paths the strategy reads, for checking at registration.
 	fields() []string
 	// check reports a strategy that can never produce a key, for Registry.Set.
@@ -138,9 +140,10 @@ func StepKey() KeyStrategy { return stepKey{} }
 // keyPart is one named part of an operation key; the name appears in errors only.
 type keyPart struct{ name, value string }
 
-func (stepKey) parts(op Operation, exclude []string) ([]keyPart, error) {
+func (stepKey) parts(a *callArgs) ([]keyPart, error) {
+	op := a.op
 	if op.NexusKey != "" {
-		material, err := materialArgs(op, exclude)
+		material, err := a.material()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 		}
@@ -151,7 +154,7 @@ func (stepKey) parts(op Operation, exclude []string) ([]keyPart, error) {
 	if op.StepID != "" {
 		return []keyPart{{"strategy", "step"}, {"workflow ID", op.WorkflowID}, {"step ID", op.StepID}}, nil
 	}
-	material, err := materialArgs(op, exclude)
+	material, err := a.material()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
@@ -195,11 +198,12 @@ func (k argsKey) check() error {
 	return nil
 }
 
-func (k argsKey) parts(op Operation, _ []string) ([]keyPart, error) {
+func (k argsKey) parts(a *callArgs) ([]keyPart, error) {
+	op := a.op
 	if err := k.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
 	}
-	doc, err := argsDocument(op)
+	doc, err := a.decoded()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
@@ -245,7 +249,8 @@ func (k explicitKey) check() error {
 	return nil
 }
 
-func (k explicitKey) parts(op Operation, _ []string) ([]keyPart, error) {
+func (k explicitKey) parts(a *callArgs) ([]keyPart, error) {
+	op := a.op
 	if err := k.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoKey, err)
 	}
@@ -259,10 +264,26 @@ func (explicitKey) fields() []string { return nil }
 
 func blank(s string) bool { return strings.TrimFunc(s, unicode.IsSpace) == "" }
 
-// deriveKey returns the printable operation key for op under strategy ks and the policy's
-// exclude list.
-func deriveKey(ks KeyStrategy, op Operation, exclude []string) (string, error) {
-	parts, err := ks.parts(op, exclude)
+// deriveKey returns the printable operation key of the operation a holds under strategy ks.
+func deriveKey(ks KeyStrategy, a *callArgs) (string, error) {
+	op := a.op
+	var parts []keyPart
+	var err error
+	// Calling each strategy's own method rather than the interface's keeps a (and the operation
+	// it points to) on the stack.
+	switch k := ks.(type) {
+	case stepKey:
+		parts, err = k.parts(a)
+	case argsKey:
+		parts, err = k.parts(a)
+	case explicitKey:
+		parts, err = k.parts(a)
+	case editKey:
+		parts, err = k.parts(a)
+	default:
+		// A strategy embedded in a type of another package: through the interface, on a copy.
+		parts, err = ks.parts(newCallArgs(op, a.exclude))
+	}
 	if err != nil {
 		return "", err
 	}
@@ -298,14 +319,68 @@ func appendPart(b []byte, p string) []byte {
 	return append(b, p...)
 }
 
-// argsDocument returns the JSON document that argument paths address (see Operation.ArgsJSON),
-// decoded from its canonical JSON with numbers kept as json.Number.
-func argsDocument(op Operation) (any, error) {
-	b, err := argsJSON(op)
+// callArgs is one operation with the policy's Exclude list, deriving the operation's argument
+// documents the first time its key or fingerprint needs them and keeping them for the other:
+// each call's arguments are encoded once, whatever reads them.
+type callArgs struct {
+	op      Operation
+	exclude []string
+
+	doc, mat       []byte
+	docErr, matErr error
+	haveDoc        bool
+	haveMat        bool
+}
+
+func newCallArgs(op Operation, exclude []string) *callArgs {
+	return &callArgs{op: op, exclude: exclude}
+}
+
+// json returns the canonical JSON of the operation's arguments document: ArgsJSON in canonical
+// form when it is set, else the encoding of Args.
+func (a *callArgs) json() ([]byte, error) {
+	if !a.haveDoc {
+		a.haveDoc = true
+		a.doc, a.docErr = argsJSON(a.op)
+	}
+	return a.doc, a.docErr
+}
+
+// decoded returns the arguments document that argument paths address (see Operation.ArgsJSON),
+// decoded from its canonical JSON with numbers kept as json.Number. Each call decodes anew, so
+// a caller may change what it gets.
+func (a *callArgs) decoded() (any, error) {
+	b, err := a.json()
 	if err != nil {
 		return nil, err
 	}
 	return jsondoc.Decode(b)
+}
+
+// material returns the canonical JSON of the arguments document without the excluded fields:
+// what identifies a call without a step ID, and what its fingerprint digests.
+func (a *callArgs) material() ([]byte, error) {
+	if a.haveMat {
+		return a.mat, a.matErr
+	}
+	a.haveMat = true
+	b, err := a.json()
+	if err != nil || len(a.exclude) == 0 {
+		a.mat, a.matErr = b, err
+		return b, err
+	}
+	doc, err := a.decoded()
+	if err != nil {
+		a.matErr = err
+		return nil, err
+	}
+	for _, p := range a.exclude {
+		deletePath(doc, p)
+	}
+	if a.mat, err = canonical.Marshal(doc); err != nil {
+		a.matErr = fmt.Errorf("oncekey: encode arguments: %w", err)
+	}
+	return a.mat, a.matErr
 }
 
 // argsJSON returns the canonical JSON of op's arguments document: ArgsJSON in canonical form
@@ -319,26 +394,6 @@ func argsJSON(op Operation) ([]byte, error) {
 		return b, nil
 	}
 	return CanonicalArgs(op.Args)
-}
-
-// materialArgs returns the canonical JSON of op's arguments document without the excluded
-// fields: what identifies a call without a step ID, and what its fingerprint digests.
-func materialArgs(op Operation, exclude []string) ([]byte, error) {
-	b, err := argsJSON(op)
-	if err != nil || len(exclude) == 0 {
-		return b, err
-	}
-	doc, err := jsondoc.Decode(b)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range exclude {
-		deletePath(doc, p)
-	}
-	if b, err = canonical.Marshal(doc); err != nil {
-		return nil, fmt.Errorf("oncekey: encode arguments: %w", err)
-	}
-	return b, nil
 }
 
 // CanonicalArgs returns the canonical JSON (package canonical) of the arguments document of args:
@@ -384,38 +439,95 @@ func deletePath(doc any, path string) {
 	}
 }
 
-// fingerprintDoc is what a fingerprint digests.
-type fingerprintDoc struct {
-	Args    json.RawMessage `json:"args"`
-	Tool    string          `json:"tool"`
-	Version string          `json:"version"`
-}
-
 // KeyedFingerprintPrefix starts a fingerprint made with a deployment secret (KeyedFingerprint):
 // "k1_" and 64 lower-case hex digits of an HMAC-SHA-256. A fingerprint without a secret is the 64
 // hex digits alone. The format is persisted in every record: it is pinned by a test.
 const KeyedFingerprintPrefix = "k1_"
 
 // fingerprint returns the hex SHA-256 of canonical JSON {"args":…,"tool":…,"version":…}, where
-// args is the material arguments document (materialArgs: the arguments minus the excluded
+// args is the material arguments document (callArgs.material: the arguments minus the excluded
 // fields), or with secret set KeyedFingerprintPrefix and the hex HMAC-SHA-256 of the same bytes
 // under secret. The encoding is persisted in every record: it is pinned by a test.
-func fingerprint(tool, version string, exclude []string, op Operation, secret []byte) (string, error) {
-	b, err := materialArgs(op, exclude)
+func fingerprint(tool, version string, a *callArgs, secret []byte) (string, error) {
+	material, err := a.material()
 	if err != nil {
 		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
 	}
-	doc, err := canonical.Marshal(fingerprintDoc{Args: b, Tool: tool, Version: version})
+	doc, err := fingerprintDoc(material, tool, version)
 	if err != nil {
 		return "", fmt.Errorf("oncekey: fingerprint %s: %w", tool, err)
 	}
 	if len(secret) > 0 {
-		mac := hmac.New(sha256.New, secret)
+		mac := macs.get(secret)
 		mac.Write(doc)
-		return KeyedFingerprintPrefix + hex.EncodeToString(mac.Sum(nil)), nil
+		var sum [sha256.Size]byte
+		var out [len(KeyedFingerprintPrefix) + 2*sha256.Size]byte
+		copy(out[:], KeyedFingerprintPrefix)
+		hex.Encode(out[len(KeyedFingerprintPrefix):], mac.Sum(sum[:0]))
+		macs.put(secret, mac)
+		return string(out[:]), nil
 	}
-	sum := sha256.Sum256(doc)
-	return hex.EncodeToString(sum[:]), nil
+	s := sha256.Sum256(doc)
+	var hexed [2 * sha256.Size]byte
+	hex.Encode(hexed[:], s[:])
+	return string(hexed[:]), nil
+}
+
+// macs keeps HMAC-SHA-256 states keyed with each deployment secret the process fingerprints
+// with (one, or a few while a secret rotates), for reuse: setting one up costs more than the
+// digest of a small document.
+var macs macPools
+
+type macPools struct{ m sync.Map } // string(secret) → *sync.Pool of hash.Hash
+
+func (p *macPools) pool(secret []byte) *sync.Pool {
+	if v, ok := p.m.Load(string(secret)); ok {
+		return v.(*sync.Pool)
+	}
+	key := string(secret)
+	v, _ := p.m.LoadOrStore(key, &sync.Pool{New: func() any { return hmac.New(sha256.New, []byte(key)) }})
+	return v.(*sync.Pool)
+}
+
+func (p *macPools) get(secret []byte) hash.Hash { return p.pool(secret).Get().(hash.Hash) }
+
+func (p *macPools) put(secret []byte, h hash.Hash) {
+	h.Reset()
+	p.pool(secret).Put(h)
+}
+
+// fingerprintDoc returns the canonical JSON of {"args": material, "tool": tool, "version":
+// version}, material being canonical JSON already: the members are written in their canonical
+// order, material as it is, so nothing is parsed again.
+func fingerprintDoc(material []byte, tool, version string) ([]byte, error) {
+	doc := make([]byte, 0, len(material)+len(tool)+len(version)+len(`{"args":,"tool":"","version":""}`))
+	doc = append(doc, `{"args":`...)
+	doc = append(doc, material...)
+	doc = append(doc, `,"tool":`...)
+	doc, err := appendCanonicalString(doc, tool)
+	if err != nil {
+		return nil, err
+	}
+	doc = append(doc, `,"version":`...)
+	if doc, err = appendCanonicalString(doc, version); err != nil {
+		return nil, err
+	}
+	return append(doc, '}'), nil
+}
+
+// appendCanonicalString appends s as a canonical JSON string: quoted as it is when it is
+// printable ASCII without a quote or backslash (a tool name, a version), else as
+// canonical.Marshal encodes it.
+func appendCanonicalString(dst []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			b, err := canonical.Marshal(s)
+			return append(dst, b...), err
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"'), nil
 }
 
 // Identity is what a record holds about which call made it: the operation key, and the
@@ -433,11 +545,12 @@ type Identity struct {
 // KeyedFingerprint for the current identity; an older version whose mapping or derivation fails
 // is left out (the call cannot be that older operation).
 func Identities(p Policy, op Operation, secret []byte) ([]Identity, error) {
-	key, err := Key(p, op)
+	a := newCallArgs(op, p.Exclude)
+	key, err := deriveKey(p.keyStrategy(), a)
 	if err != nil {
 		return nil, err
 	}
-	fp, err := KeyedFingerprint(p, op, secret)
+	fp, err := fingerprint(op.Tool, p.Version, a, secret)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +558,7 @@ func Identities(p Policy, op Operation, secret []byte) ([]Identity, error) {
 	if len(p.Previous) == 0 {
 		return out, nil
 	}
-	doc, err := argsJSON(op)
+	doc, err := a.json()
 	if err != nil {
 		return nil, err
 	}
@@ -469,12 +582,12 @@ func olderIdentity(p Policy, op Operation, doc json.RawMessage, v PreviousVersio
 		doc = mapped
 	}
 	op.ArgsJSON = doc
-	p.Version = v.Version
-	key, err := Key(p, op)
+	a := newCallArgs(op, p.Exclude)
+	key, err := deriveKey(p.keyStrategy(), a)
 	if err != nil {
 		return Identity{}, false
 	}
-	fp, err := KeyedFingerprint(p, op, secret)
+	fp, err := fingerprint(op.Tool, v.Version, a, secret)
 	if err != nil {
 		return Identity{}, false
 	}

@@ -58,3 +58,43 @@ func BenchmarkFingerprint(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCallIdentity measures what the activity side derives from each claimed call's
+// arguments before its claim: the arguments document made exact by the workflow's header
+// (oncekey.ExactArgs), then the operation key and keyed fingerprint from it (oncekey.Identities),
+// for a model's tool call given to one generic activity as a map, with and without a step ID.
+func BenchmarkCallIdentity(b *testing.B) {
+	var arg map[string]any
+	if err := json.Unmarshal([]byte(`{"tool":"create_ticket","arguments":{"subject":"Printer on fire in building 4, third floor",`+
+		`"priority":2,"assignee":"ops@example.com","tags":["hardware","urgent","fire"],`+
+		`"body":"The printer next to the kitchen is smoking. Please send someone with an extinguisher and a replacement unit."}}`), &arg); err != nil {
+		b.Fatal(err)
+	}
+	args := []any{arg}
+	header, err := oncekey.CanonicalArgs(args)
+	if err != nil {
+		b.Fatal(err)
+	}
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	p := oncekey.Policy{Effect: oncekey.Effectful}
+	for _, step := range []string{"", "turn-3/call-1"} {
+		name := "no_step"
+		if step != "" {
+			name = "step"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				doc, err := oncekey.ExactArgs("ToolExecutor", args, header)
+				if err != nil {
+					b.Fatal(err)
+				}
+				op := oncekey.Operation{Namespace: "default", Tenant: "default", WorkflowID: "agent-1", RunID: "run-1", ActivityID: "5",
+					StepID: step, Tool: "ToolExecutor", Args: args, ArgsJSON: doc}
+				if _, err := oncekey.Identities(p, op, secret); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -438,11 +438,15 @@ func (r *Registry) Tools() []string {
 // the arguments cannot be encoded exactly, an ArgsKey field is absent, null or blank, or an
 // ExplicitKey function fails.
 func Key(p Policy, op Operation) (string, error) {
-	ks := p.Key
-	if ks == nil {
-		ks = StepKey()
+	return deriveKey(p.keyStrategy(), newCallArgs(op, p.Exclude))
+}
+
+// keyStrategy returns p.Key, or StepKey when it is nil.
+func (p Policy) keyStrategy() KeyStrategy {
+	if p.Key == nil {
+		return StepKey()
 	}
-	return deriveKey(ks, op, p.Exclude)
+	return p.Key
 }
 
 // Fingerprint returns the fingerprint of op under policy p: the lower-case hex SHA-256 of the
@@ -455,7 +459,7 @@ func Key(p Policy, op Operation) (string, error) {
 // Without a secret a fingerprint of guessable arguments (an e-mail address and an amount) reveals
 // them to whoever can read it and try candidates: use KeyedFingerprint with a deployment secret.
 func Fingerprint(p Policy, op Operation) (string, error) {
-	return fingerprint(op.Tool, p.Version, p.Exclude, op, nil)
+	return fingerprint(op.Tool, p.Version, newCallArgs(op, p.Exclude), nil)
 }
 
 // KeyedFingerprint is Fingerprint keyed with a deployment secret: KeyedFingerprintPrefix ("k1_")
@@ -464,7 +468,7 @@ func Fingerprint(p Policy, op Operation) (string, error) {
 // gives Fingerprint. Every worker of a deployment must use the same secret: a record made under
 // another secret (or none) does not match, so its repeats are refused as fingerprint mismatches.
 func KeyedFingerprint(p Policy, op Operation, secret []byte) (string, error) {
-	return fingerprint(op.Tool, p.Version, p.Exclude, op, secret)
+	return fingerprint(op.Tool, p.Version, newCallArgs(op, p.Exclude), secret)
 }
 
 var contextType = reflect.TypeOf((*context.Context)(nil)).Elem()

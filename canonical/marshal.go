@@ -50,8 +50,12 @@ func marshal(v any, floats *[]string) ([]byte, error) {
 	e := encoderPool.Get().(*encoder)
 	defer e.release()
 	e.floats = floats
-	if err := e.value(reflect.ValueOf(v), false); err != nil {
+	if handled, err := e.generic(v); err != nil {
 		return nil, err
+	} else if !handled {
+		if err := e.value(reflect.ValueOf(v), false); err != nil {
+			return nil, err
+		}
 	}
 	out, err := Transform(e.buf)
 	if err != nil {
@@ -187,6 +191,109 @@ func (e *encoder) value(v reflect.Value, quoted bool) error {
 	return nil
 }
 
+// generic appends the encoding of x when it is of a type encoding/json decodes JSON into for an
+// interface (map[string]any, []any, string, float64, bool): the shape of a model's tool call
+// decoded into a map. It writes what value writes for it, depth and error paths included, without
+// reflection. handled is false, and nothing is written, for any other type.
+func (e *encoder) generic(x any) (handled bool, err error) {
+	switch x := x.(type) {
+	case map[string]any:
+		return true, e.genericMap(x)
+	case []any:
+		return true, e.genericArray(x)
+	case string:
+		return true, e.enter(func() error { return e.plainString(x) })
+	case float64:
+		return true, e.enter(func() error { return e.float(x, 64, false) })
+	case bool:
+		return true, e.enter(func() error { e.buf = strconv.AppendBool(e.buf, x); return nil })
+	}
+	return false, nil
+}
+
+// enter runs write one level deeper, as value counts levels.
+func (e *encoder) enter(write func() error) error {
+	e.depth++
+	if e.depth > maxEncodeDepth {
+		return e.fail(ErrTooDeep, "value nested too deep, or cyclic", nil)
+	}
+	err := write()
+	e.depth--
+	return err
+}
+
+// element appends the encoding of x, a member of a map[string]any or an element of a []any: as
+// value does for the interface holding it, which counts one level.
+func (e *encoder) element(x any) error {
+	e.depth++
+	if e.depth > maxEncodeDepth {
+		return e.fail(ErrTooDeep, "value nested too deep, or cyclic", nil)
+	}
+	var err error
+	if x == nil {
+		e.buf = append(e.buf, "null"...)
+	} else if handled, gerr := e.generic(x); handled {
+		err = gerr
+	} else {
+		err = e.value(reflect.ValueOf(x), false)
+	}
+	e.depth--
+	return err
+}
+
+// genericMap is mapValue for a map[string]any.
+func (e *encoder) genericMap(m map[string]any) error {
+	return e.enter(func() error {
+		if m == nil {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		e.buf = append(e.buf, '{')
+		first := true
+		for name, x := range m {
+			if !utf8.ValidString(name) {
+				return e.fail(ErrInvalidUTF8, "map key "+strconv.Quote(name)+" is not valid UTF-8", nil)
+			}
+			if !first {
+				e.buf = append(e.buf, ',')
+			}
+			first = false
+			e.member(name)
+			e.path = append(e.path, pathSeg{name: name})
+			if err := e.element(x); err != nil {
+				return err
+			}
+			e.path = e.path[:len(e.path)-1]
+		}
+		e.buf = append(e.buf, '}')
+		return nil
+	})
+}
+
+// genericArray is array for a []any.
+func (e *encoder) genericArray(a []any) error {
+	return e.enter(func() error {
+		if a == nil {
+			e.buf = append(e.buf, "null"...)
+			return nil
+		}
+		e.buf = append(e.buf, '[')
+		e.path = append(e.path, pathSeg{isIdx: true})
+		for i, x := range a {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.path[len(e.path)-1].index = i
+			if err := e.element(x); err != nil {
+				return err
+			}
+		}
+		e.path = e.path[:len(e.path)-1]
+		e.buf = append(e.buf, ']')
+		return nil
+	})
+}
+
 func (e *encoder) quote(quoted bool) {
 	if quoted {
 		e.buf = append(e.buf, '"')
@@ -308,15 +415,23 @@ func (e *encoder) string(v reflect.Value, quoted bool) error {
 		e.quote(quoted)
 		return nil
 	}
+	if !quoted {
+		return e.plainString(s)
+	}
 	if !utf8.ValidString(s) {
 		return e.fail(ErrInvalidUTF8, "string "+strconv.Quote(s)+" is not valid UTF-8", nil)
 	}
-	if quoted {
-		inner := append(append([]byte{'"'}, appendEscaped(nil, []byte(s))...), '"')
-		e.buf = append(e.buf, '"')
-		e.buf = appendEscaped(e.buf, inner)
-		e.buf = append(e.buf, '"')
-		return nil
+	inner := append(append([]byte{'"'}, appendEscaped(nil, []byte(s))...), '"')
+	e.buf = append(e.buf, '"')
+	e.buf = appendEscaped(e.buf, inner)
+	e.buf = append(e.buf, '"')
+	return nil
+}
+
+// plainString appends s as a JSON string.
+func (e *encoder) plainString(s string) error {
+	if !utf8.ValidString(s) {
+		return e.fail(ErrInvalidUTF8, "string "+strconv.Quote(s)+" is not valid UTF-8", nil)
 	}
 	e.buf = append(e.buf, '"')
 	e.buf = appendEscaped(e.buf, []byte(s))

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +282,86 @@ func TestStructFieldOmittable(t *testing.T) {
 		require.Equal(t, want, canonical.StructFieldOmittable(reflect.TypeFor[*in](), name), name)
 	}
 	require.False(t, canonical.StructFieldOmittable(reflect.TypeFor[map[string]any](), "empty"), "not a struct")
+}
+
+// TestMarshalGenericMatchesReflection: Marshal writes the values encoding/json decodes into an
+// interface (map[string]any, []any, string, float64, bool, nil) without reflection; the same
+// values under named types, which go through reflection, give the same bytes, float paths and
+// errors.
+func TestMarshalGenericMatchesReflection(t *testing.T) {
+	t.Parallel()
+	type namedMap map[string]any
+	type namedSlice []any
+	var cyclic map[string]any
+	cyclic = map[string]any{"self": nil}
+	cyclic["self"] = cyclic
+	deep := any("leaf")
+	for range canonical.MaxDepth + 2 {
+		deep = map[string]any{"d": deep}
+	}
+	cases := []any{
+		map[string]any{"subject": "Printer on fire", "priority": 2.0, "tags": []any{"a", true, nil, 1.5, json.Number("12345678901234567890")},
+			"nested": map[string]any{"é": "e\u0301", "z": []any{}, "m": map[string]any{}}, "when": time.Unix(0, 0), "n": nil},
+		[]any{1e21, 0.1, -0.0, "\u2028<&>", map[string]any{"b": 1.0, "a": []any{[]any{2.0}}}},
+		map[string]any{"bad": math.NaN()},
+		map[string]any{"x": []any{1.0, math.Inf(1)}},
+		map[string]any{"ok\xff": 1.0},
+		[]any{"fine", "bad\xfe"},
+		map[string]any{"f": func() {}},
+		cyclic,
+		deep,
+		map[string]any{"é": 1.0, "e\u0301": 2.0},
+		map[string]any(nil),
+		[]any(nil),
+	}
+	// named rewraps every map[string]any and []any in v under a named type, so that Marshal takes
+	// the reflection path for all of it; a cycle is left as it is.
+	var named func(v any, depth int) any
+	named = func(v any, depth int) any {
+		if depth > 3*canonical.MaxDepth {
+			return v
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if x == nil {
+				return namedMap(nil)
+			}
+			out := namedMap{}
+			for k, e := range x {
+				out[k] = named(e, depth+1)
+			}
+			return out
+		case []any:
+			if x == nil {
+				return namedSlice(nil)
+			}
+			out := make(namedSlice, len(x))
+			for i, e := range x {
+				out[i] = named(e, depth+1)
+			}
+			return out
+		}
+		return v
+	}
+	for i, v := range cases {
+		got, gotFloats, gotErr := canonical.MarshalFloats(v)
+		want, wantFloats, wantErr := canonical.MarshalFloats(named(v, 0))
+		if wantErr != nil {
+			require.Error(t, gotErr, "case %d", i)
+			var g, w *canonical.Error
+			require.ErrorAs(t, gotErr, &g)
+			require.ErrorAs(t, wantErr, &w)
+			require.Equal(t, w.Kind, g.Kind, "case %d: %v / %v", i, gotErr, wantErr)
+			if !errors.Is(wantErr, canonical.ErrTooDeep) {
+				// A cycle's path is as long as the depth reached; every other error names the same place.
+				require.Equal(t, wantErr.Error(), gotErr.Error(), "case %d", i)
+			}
+			continue
+		}
+		require.NoError(t, gotErr, "case %d", i)
+		require.Equal(t, string(want), string(got), "case %d", i)
+		slices.Sort(gotFloats)
+		slices.Sort(wantFloats)
+		require.Equal(t, wantFloats, gotFloats, "case %d", i)
+	}
 }

@@ -79,7 +79,10 @@ type call struct {
 	// version is the Policy.Version the call is claimed under: the policy's, or an older one's
 	// (Policy.Previous) when the call repeats an operation of that version.
 	version string
-	start   time.Time
+	// ids are the call's identity under its policy, then under each older version the policy
+	// answers for (oncekey.Identities).
+	ids   []oncekey.Identity
+	start time.Time
 
 	claimLatency time.Duration
 	outcome      oncekey.Outcome
@@ -167,7 +170,15 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if err != nil {
 		return false, c.configError(err)
 	}
-	r, ok, err := c.root.opts.Registry.Resolve(c.info.ActivityType.Name, doc)
+	reg := c.root.opts.Registry
+	if name := c.info.ActivityType.Name; !reg.Routed(name) {
+		// The activity type is its own tool, and doc (canonical already) its arguments: what
+		// Registry.Resolve would give, without encoding the document again.
+		p, ok := reg.Policy(name)
+		c.tool, c.policy, c.args = name, p, doc
+		return ok && p.Effect.Claimed(), nil
+	}
+	r, ok, err := reg.Resolve(c.info.ActivityType.Name, doc)
 	var unrouted *oncekey.RouteError
 	if errors.As(err, &unrouted) {
 		// The Route names no tool for the call, or no arguments: nothing to key it by.
@@ -293,16 +304,14 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 		return c.configError(err)
 	}
 	c.op = op
-	// Key and fingerprint come from the arguments before the body can mutate them.
-	hook = "Policy.Key (the ExplicitKey function, or an argument's MarshalJSON/MarshalText read by ArgsKey)"
-	if c.key, err = oncekey.Key(c.policy, op); err != nil {
+	// Key and fingerprint come from the arguments before the body can mutate them, from one
+	// encoding of them (oncekey.Identities), with the identities of older versions when the
+	// policy answers for them (Policy.Previous; older reads their records).
+	hook = "Policy.Key (the ExplicitKey function, or an argument's MarshalJSON/MarshalText read by ArgsKey or the fingerprint) or a PreviousVersion.Args mapping"
+	if c.ids, err = oncekey.Identities(c.policy, op, c.root.opts.FingerprintSecret); err != nil {
 		return c.configError(err)
 	}
-	hook = "an argument's MarshalJSON/MarshalText (encoding the arguments for the fingerprint)"
-	if c.fp, err = oncekey.KeyedFingerprint(c.policy, op, c.root.opts.FingerprintSecret); err != nil {
-		return c.configError(err)
-	}
-	c.version = c.policy.Version
+	c.key, c.fp, c.version = c.ids[0].Key, c.ids[0].Fingerprint, c.ids[0].Version
 	if c.editOf, err = c.editOfHeader(ctx); err != nil {
 		return c.configError(err)
 	}
@@ -352,11 +361,7 @@ func (c *call) older(ctx context.Context) error {
 	if len(c.policy.Previous) == 0 {
 		return nil
 	}
-	ids, err := oncekey.Identities(c.policy, c.op, c.root.opts.FingerprintSecret)
-	if err != nil {
-		return c.configError(err)
-	}
-	for _, id := range ids[1:] {
+	for _, id := range c.ids[1:] {
 		rec, err := c.root.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: c.op.Tenant, OperationKey: id.Key})
 		if errors.Is(err, oncekeystore.ErrNotFound) {
 			continue
