@@ -79,13 +79,20 @@ func (w *workflowOutbound) resolve(activityType string, args []any) (r oncekey.R
 		}
 	}()
 	reg := w.root.opts.Registry
-	if !reg.Routed(activityType) {
-		if p, ok := reg.Policy(activityType); !ok || !p.Effect.Claimed() {
+	routed := reg.Routed(activityType)
+	var p oncekey.Policy
+	if !routed {
+		if p, ok = reg.Policy(activityType); !ok || !p.Effect.Claimed() {
 			return oncekey.Resolved{}, nil, false, nil
 		}
 	}
 	if doc, err = oncekey.CanonicalArgs(args); err != nil {
 		return oncekey.Resolved{}, nil, false, fmt.Errorf("oncekey: the arguments of %s cannot be encoded exactly, so the call has no key: %w", activityType, err)
+	}
+	if !routed {
+		// The activity type is its own tool, and doc (canonical already) its arguments: what
+		// Registry.Resolve would give, without encoding the document again.
+		return oncekey.Resolved{Tool: activityType, Policy: p, Args: doc}, doc, true, nil
 	}
 	r, ok, err = reg.Resolve(activityType, doc)
 	if err != nil {
