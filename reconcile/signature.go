@@ -161,3 +161,58 @@ func SignGrant(s decisionsig.Signer, p oncekeystore.CreateGrantParams) (oncekeys
 	p.Signature, err = encodeSigned(s, st)
 	return p, err
 }
+
+// AuditApproval re-verifies, from the stored approval alone, the signed decision kept with it
+// (Approval.Signature): the signature, its key's trust at the statement's SignedAt
+// (TrustList.Audit), and that the statement is exactly the decision ap records
+// (ApprovalStatement). It returns the signed statement (nil, with no error, when ap carries
+// none) and the entry of its key (zero when the list does not hold it); the error is a
+// *decisionsig.Error, or ApprovalStatement's for an approval no person decided. `oncekey show`,
+// `oncekey audit` and the inbox show its answer.
+func AuditApproval(tl *decisionsig.TrustList, ap *oncekeystore.Approval) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, ap.Signature, func(s *decisionsig.Signed) (decisionsig.Statement, error) {
+		return ApprovalStatement(ap, s.Statement.ArgumentsDigest)
+	})
+}
+
+// AuditResolution is AuditApproval for the signed resolution sig kept with the record rec
+// (SignatureStore.ResolutionSignature). The stored result is encoded for the workers, so the
+// statement's result digest is taken as signed; every other member must be the record's.
+func AuditResolution(tl *decisionsig.TrustList, rec *oncekeystore.Record, sig []byte) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, sig, func(s *decisionsig.Signed) (decisionsig.Statement, error) {
+		r := Resolution{Epoch: rec.Epoch, Outcome: outcomeOf(rec.Status), EffectReference: rec.EffectReference,
+			Note: rec.Note, ResolvedBy: rec.ResolvedBy}
+		st, err := ResolutionStatement(rec, r)
+		st.ResultDigest = s.Statement.ResultDigest
+		return st, err
+	})
+}
+
+// audit decodes sig, audits it against tl and compares its statement with want's.
+func audit(tl *decisionsig.TrustList, sig []byte, want func(*decisionsig.Signed) (decisionsig.Statement, error)) (*decisionsig.Signed, decisionsig.Entry, error) {
+	s, err := decisionsig.Decode(sig)
+	if err != nil || s == nil {
+		return nil, decisionsig.Entry{}, err
+	}
+	e, err := tl.Audit(s)
+	if err == nil {
+		var st decisionsig.Statement
+		if st, err = want(s); err == nil {
+			err = decisionsig.Mismatch(s, st)
+		}
+	}
+	return s, e, err
+}
+
+// outcomeOf is the resolution outcome a settled record's status records.
+func outcomeOf(st oncekeystore.Status) ResolutionOutcome {
+	switch st {
+	case oncekeystore.StatusApplied:
+		return Applied
+	case oncekeystore.StatusReleased:
+		return NotApplied
+	case oncekeystore.StatusFailed:
+		return Failed
+	}
+	return ResolutionOutcome(st)
+}
