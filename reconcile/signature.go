@@ -216,3 +216,30 @@ func outcomeOf(st oncekeystore.Status) ResolutionOutcome {
 	}
 	return ResolutionOutcome(st)
 }
+
+// RevocationStatement returns the statement a signature on the revocation of grant g by
+// revokedBy must make: kind grant_revoke, the grant's ID, namespace, tenant and tool, and
+// revokedBy as the decider. Bound to the grant's ID, it revokes no other grant.
+func RevocationStatement(g *oncekeystore.Grant, revokedBy string) decisionsig.Statement {
+	return decisionsig.Statement{Kind: decisionsig.GrantRevoke, Namespace: g.Namespace, Tenant: g.Tenant, Tool: g.Tool,
+		GrantID: g.ID, DecidedBy: revokedBy}
+}
+
+// SignRevocation returns p with its Signature: RevocationStatement of g, the grant p revokes as
+// the store holds it (GrantStore.GetGrant), by p.RevokedBy, signed by s.
+func SignRevocation(s decisionsig.Signer, g *oncekeystore.Grant, p oncekeystore.RevokeGrantParams) (oncekeystore.RevokeGrantParams, error) {
+	if g == nil || g.ID != p.ID {
+		return p, fmt.Errorf("reconcile: sign revocation: the grant read is not %s", p.ID)
+	}
+	var err error
+	p.Signature, err = encodeSigned(s, RevocationStatement(g, p.RevokedBy))
+	return p, err
+}
+
+// AuditRevocation is AuditApproval for the signed revocation kept with the revoked grant g
+// (Grant.RevocationSignature): its statement must be RevocationStatement(g, g.RevokedBy).
+func AuditRevocation(tl *decisionsig.TrustList, g *oncekeystore.Grant) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, g.RevocationSignature, func(*decisionsig.Signed) (decisionsig.Statement, error) {
+		return RevocationStatement(g, g.RevokedBy), nil
+	})
+}
