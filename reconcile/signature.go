@@ -243,3 +243,11 @@ func AuditRevocation(tl *decisionsig.TrustList, g *oncekeystore.Grant) (*decisio
 		return RevocationStatement(g, g.RevokedBy), nil
 	})
 }
+
+// AuditGrant is AuditApproval for the signed statement of the making of grant g
+// (Grant.Signature): its statement must be GrantStatement(g).
+func AuditGrant(tl *decisionsig.TrustList, g *oncekeystore.Grant) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, g.Signature, func(*decisionsig.Signed) (decisionsig.Statement, error) {
+		return GrantStatement(g), nil
+	})
+}

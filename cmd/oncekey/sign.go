@@ -242,7 +242,7 @@ func newKeysCmd(a *app) *cobra.Command {
 			}
 			entry := map[string]any{"id": id, "public_key": pub, "tenants": []string{decisionsig.Any}, "tools": []string{decisionsig.Any},
 				"kinds": []decisionsig.Kind{decisionsig.Approve, decisionsig.ApproveEdited, decisionsig.Deny, decisionsig.RequestChanges, decisionsig.Resolve,
-					decisionsig.GrantCreate}}
+					decisionsig.GrantCreate, decisionsig.GrantRevoke}}
 			if name != "" {
 				entry["name"] = name
 			}

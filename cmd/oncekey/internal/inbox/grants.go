@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/reconcile"
 )
 
 // grantRow is one standing grant on the grants page.
@@ -149,7 +151,19 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, id *identit
 		s.showGrants(w, r, id, http.StatusConflict, grantsData{Error: "The grant " + g.ID + " is " + string(g.Status) + " already: nothing was changed."}, "")
 		return
 	}
-	g, err = gs.RevokeGrant(r.Context(), &oncekeystore.RevokeGrantParams{ID: gid, RevokedBy: id.resolvedBy()})
+	p := oncekeystore.RevokeGrantParams{ID: gid, RevokedBy: id.resolvedBy()}
+	signer, why := s.signer(id)
+	switch {
+	case why != "":
+		s.showGrants(w, r, id, http.StatusUnprocessableEntity, grantsData{Error: noKeyTitle + ". " + strings.Replace(why, "Nothing was sent.", "Nothing was revoked.", 1)}, "")
+		return
+	case signer != nil:
+		if p, err = reconcile.SignRevocation(signer, g, p); err != nil {
+			s.showGrants(w, r, id, http.StatusInternalServerError, grantsData{Error: "The revocation could not be signed: " + oneLine(err) + ". Nothing was revoked."}, "")
+			return
+		}
+	}
+	g, err = gs.RevokeGrant(r.Context(), &p)
 	if err != nil {
 		s.showGrants(w, r, id, http.StatusServiceUnavailable, grantsData{Error: "The grant could not be revoked: " + oneLine(err) + ". Try again."}, "")
 		return

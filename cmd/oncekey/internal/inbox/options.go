@@ -45,7 +45,7 @@ type Options struct {
 	// Signers are the keys the inbox signs decisions with, by who is signed in (a token's Name,
 	// the proxy header's value, or LocalUser; see LoadSignKeys). When it is not nil, every
 	// decision the inbox sends (approve, approve with edited arguments, deny, request changes,
-	// resolve) is signed with the key of the signed-in identity, its statement's decider being
+	// resolve, revoke a standing grant) is signed with the key of the signed-in identity, its statement's decider being
 	// that identity (as resolved_by records it), and an identity without a key decides nothing:
 	// the page says how to get one. Defaults to nil: decisions are sent unsigned, which workers
 	// with a trust list refuse.

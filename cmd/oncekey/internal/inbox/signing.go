@@ -15,8 +15,9 @@ import (
 )
 
 // Signed decisions in the inbox (docs/inbox.md, "Signed decisions"): the inbox holds one key per
-// person who signs in (Options.Signers) and signs what that person decides with it, the decider
-// being who is signed in; nothing in the posted form chooses the key or the decider.
+// person who signs in (Options.Signers) and signs what that person decides (approval decisions,
+// resolutions, revocations of standing grants) with it, the decider being who is signed in;
+// nothing in the posted form chooses the key or the decider.
 
 // LoadSignKeys reads the sign-keys file at path: one line per person, NAME KEYFILE, where NAME
 // is who signs in (a token's name, the proxy header's value, or the local user) and KEYFILE the

@@ -95,6 +95,30 @@ func TestSigningInbox(t *testing.T) {
 	_, body = e.req("GET", approvalLink("acme", key), nil, nil)
 	require.Contains(t, body, "<dt>Signed by</dt><dd class=\"v\">"+ada.KeyID()+" (ada), verified</dd>")
 
+	// Revoking a standing grant: refused without a key; signed with ada's, kept with the grant.
+	grant, err := e.store.CreateGrant(context.Background(), &oncekeystore.CreateGrantParams{Namespace: "default", Tenant: "acme", Tool: "IssueRefund",
+		CreatedBy: "ada", Duration: time.Hour})
+	require.NoError(t, err)
+	res, body = e.req("POST", "/grants/revoke", url.Values{"grant": {grant.ID}, "csrf": {tok}}, withCookie(cookie))
+	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, body)
+	require.Contains(t, body, "holds none for ines. Nothing was revoked.")
+	grant, err = e.store.GetGrant(context.Background(), grant.ID)
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.GrantActive, grant.Status, "nothing was revoked")
+	e.srv.opts.Signers["ines"] = ada
+	res, body = e.req("POST", "/grants/revoke", url.Values{"grant": {grant.ID}, "csrf": {tok}}, withCookie(cookie))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	grant, err = e.store.GetGrant(context.Background(), grant.ID)
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.GrantRevoked, grant.Status)
+	entry.Kinds = append(entry.Kinds, decisionsig.GrantRevoke)
+	revokeTrust, err := decisionsig.NewTrustList(entry)
+	require.NoError(t, err)
+	signed, _, err := reconcile.AuditRevocation(revokeTrust, grant)
+	require.NoError(t, err, "the revocation is signed by the signed-in person's key, as ines (oncekey-serve)")
+	require.Equal(t, ada.KeyID(), signed.KeyID)
+	require.Equal(t, "ines (oncekey-serve)", signed.Statement.DecidedBy)
+
 	entry.Revoked = true
 	revoked, err := decisionsig.NewTrustList(entry)
 	require.NoError(t, err)
