@@ -56,6 +56,10 @@ const grantMigration = "008_grants"
 // grantScopeMigration names the migration that adds the grants' purge_at column.
 const grantScopeMigration = "009_grant_scope"
 
+// revocationSignatureMigration names the migration that adds the grants' revocation_signature
+// column.
+const revocationSignatureMigration = "011_grant_revocation_signatures"
+
 // The conditions of ListGrantsParams.Status on the grants table, as of now().
 var grantStatusWhere = map[oncekeystore.GrantStatus]string{
 	oncekeystore.GrantActive:  `revoked_at IS NULL AND expires_at > now()`,
@@ -72,7 +76,8 @@ const grantPurgeWhere = `(purge_at <= now())`
 // 009_grant_scope means a schema migrated before it.
 func (s *Store) wrapGrant(ctx context.Context, op, key string, err error) error {
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" {
-		for col, migration := range map[string]string{"grant_id": grantMigration, "purge_at": grantScopeMigration} {
+		for col, migration := range map[string]string{"grant_id": grantMigration, "purge_at": grantScopeMigration,
+			"revocation_signature": revocationSignatureMigration} {
 			if strings.Contains(pgErr.Message, col) {
 				return s.outdated(ctx, op, key, "the column "+col+" is missing (migration "+migration+" is not applied)", err)
 			}

@@ -242,6 +242,7 @@ func TestStoreBeforeGrantMigrations(t *testing.T) {
 		{5, "there is no table oncekey_outbox beside it (migration 006_outbox is not applied)", []string{"forget", "purge preview"}},
 		{7, "there is no table oncekey_grants beside it (migration 008_grants is not applied)", []string{"forget", "purge preview", "list grants"}},
 		{8, "the column purge_at is missing (migration 009_grant_scope is not applied)", []string{"purge preview"}},
+		{10, "the column revocation_signature is missing (migration 011_grant_revocation_signatures is not applied)", []string{"list grants"}},
 	} {
 		t.Run(fmt.Sprint(c.version), func(t *testing.T) {
 			t.Parallel()
