@@ -16,6 +16,8 @@ import (
 type grantRow struct {
 	ID, Tenant, Tool, Workflow, Rule, By, Reason, Status, Expires string
 	Active                                                        bool
+	// Signed says who signed the grant's making and its revocation, with Options.TrustList.
+	Signed string
 }
 
 // grantsData is what the grants page shows: one page of the namespace's active grants (or,
@@ -31,6 +33,8 @@ type grantsData struct {
 	More   []grantsMore
 	Answer string
 	Error  string
+	// Signed is whether the rows say who signed them (the inbox has a trust list).
+	Signed bool
 }
 
 // grantsMore is a link to the next page of grants (of one tenant, or of all).
@@ -104,13 +108,18 @@ func (s *Server) showGrants(w http.ResponseWriter, r *http.Request, id *identity
 		}
 		for _, g := range res.Grants {
 			if id.allows(g.Tenant) {
-				d.Grants = append(d.Grants, grantRowOf(now, g))
+				row := grantRowOf(now, g)
+				if s.opts.TrustList != nil {
+					row.Signed = s.grantSignedBy(g)
+				}
+				d.Grants = append(d.Grants, row)
 			}
 		}
 		if res.Next != "" {
 			d.More = append(d.More, grantsMore{Tenant: t, Link: grantsLink(t, d.Ended, res.Next)})
 		}
 	}
+	d.Signed = s.opts.TrustList != nil
 	s.render(w, r, status, "grants", id, "Standing grants", d)
 }
 

@@ -128,6 +128,25 @@ func (s *Server) approvalSignedBy(ap *oncekeystore.Approval) string {
 	})
 }
 
+// grantSignedBy says who signed the making of g and, revoked, its revocation.
+func (s *Server) grantSignedBy(g *oncekeystore.Grant) string {
+	or := func(v string) string {
+		if v == "" {
+			return "unsigned"
+		}
+		return v
+	}
+	out := "made: " + or(s.signedBy(g.Signature, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
+		return reconcile.AuditGrant(tl, g)
+	}))
+	if g.Status == oncekeystore.GrantRevoked {
+		out += "; revoked: " + or(s.signedBy(g.RevocationSignature, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
+			return reconcile.AuditRevocation(tl, g)
+		}))
+	}
+	return out
+}
+
 // resolutionSignedBy is signedBy for the resolution stored with rec.
 func (s *Server) resolutionSignedBy(rec *oncekeystore.Record, sig []byte) string {
 	return s.signedBy(sig, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {

@@ -118,6 +118,10 @@ func TestSigningInbox(t *testing.T) {
 	require.NoError(t, err, "the revocation is signed by the signed-in person's key, as ines (oncekey-serve)")
 	require.Equal(t, ada.KeyID(), signed.KeyID)
 	require.Equal(t, "ines (oncekey-serve)", signed.Statement.DecidedBy)
+	e.srv.opts.TrustList = revokeTrust
+	_, body = e.req("GET", "/grants?show=ended", nil, nil)
+	require.Contains(t, body, `<td class="signed">made: unsigned; revoked: `+ada.KeyID()+" (ada), verified</td>")
+	e.srv.opts.TrustList = tl
 
 	entry.Revoked = true
 	revoked, err := decisionsig.NewTrustList(entry)
