@@ -90,3 +90,20 @@ func TestServeSignedApprovalInTheBrowser(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
 	require.Contains(t, r.stdout, "approved by ada (oncekey-serve): signed by "+ada["id"].(string)+" (ada), verified")
 }
+
+// A sign-keys file that does not load stops serve before it listens, naming the line; so does a
+// trust list that does not read.
+func TestServeRefusesABadSignKeysFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sign-keys")
+	require.NoError(t, os.WriteFile(path, []byte("ines missing.pem\n"), 0o600))
+	r := cli(t, nil, "serve", "--sign-keys", path)
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--sign-keys: "+path+" line 1: the key of ines")
+	r = cli(t, map[string]string{signKeysEnv: path}, "serve")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, path+" line 1")
+	r = cli(t, nil, "serve", "--trust", filepath.Join(dir, "no-such-trust.json"))
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--trust: ")
+}
