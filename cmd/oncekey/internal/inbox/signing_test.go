@@ -86,6 +86,17 @@ func TestSigningInbox(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, res.StatusCode, body)
 	require.Contains(t, body, "holds none for ines. Nothing was sent.")
 
+	// A resolution signed with ada's key, recorded as a worker records it: the record page names it.
+	rec, err := e.store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: rk})
+	require.NoError(t, err)
+	res2, err := reconcile.SignResolution(ada, rec, reconcile.Resolution{Outcome: reconcile.NotApplied, ResolvedBy: "ada (oncekey-serve)", Note: "never sent"})
+	require.NoError(t, err)
+	_, err = e.store.Resolve(context.Background(), &oncekeystore.ResolveParams{Tenant: "acme", OperationKey: rk, Epoch: epoch,
+		Status: oncekeystore.StatusReleased, ResolvedBy: res2.ResolvedBy, Note: res2.Note, Signature: res2.Signature})
+	require.NoError(t, err)
+	_, body = e.req("GET", recordLink("acme", rk, false), nil, nil)
+	require.Contains(t, body, "<dt>Resolution signed by</dt><dd class=\"v\">"+ada.KeyID()+" (ada), verified</dd>")
+
 	// ada's signed approval, recorded as a worker records it: the page names her key, verified.
 	d, err := reconcile.SignDecision(ada, ap, reconcile.Decision{Decision: reconcile.Approve, DecidedBy: "ada (oncekey-serve)", Reason: "checked"})
 	require.NoError(t, err)
