@@ -36,12 +36,15 @@ const (
 	// GrantCreate makes a standing grant (oncekeystore.CreateGrantParams): Statement.WorkflowID,
 	// Rule and DurationSeconds bind what it covers and for how long.
 	GrantCreate Kind = "grant_create"
+	// GrantRevoke revokes a standing grant (oncekeystore.RevokeGrantParams): Statement.GrantID
+	// names the grant, with its namespace, tenant and tool.
+	GrantRevoke Kind = "grant_revoke"
 )
 
 // Valid reports whether k is one of the Kind constants.
 func (k Kind) Valid() bool {
 	switch k {
-	case Approve, ApproveEdited, Deny, RequestChanges, Resolve, GrantCreate:
+	case Approve, ApproveEdited, Deny, RequestChanges, Resolve, GrantCreate, GrantRevoke:
 		return true
 	}
 	return false
@@ -69,6 +72,8 @@ type Statement struct {
 	WorkflowID      string `json:"workflow_id,omitempty"`
 	Rule            string `json:"rule,omitempty"`
 	DurationSeconds int64  `json:"duration_seconds,omitempty"`
+	// GrantID is, for GrantRevoke, the ID of the grant revoked (oncekeystore.Grant.ID).
+	GrantID string `json:"grant_id,omitempty"`
 	// Episode and RequestToken name the approval request decided (oncekeystore.Approval.Episode
 	// and Token); empty for a resolution.
 	Episode      int64  `json:"episode,omitempty"`

@@ -65,6 +65,7 @@ func (s *Store) forgetGrants(tenant string) int64 {
 func viewGrant(g *grant, now time.Time) *oncekeystore.Grant {
 	c := g.Grant
 	c.Signature = cloneBytes(g.Signature)
+	c.RevocationSignature = cloneBytes(g.RevocationSignature)
 	c.ReadAsOf(now)
 	return &c
 }
@@ -98,7 +99,7 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekeystore.RevokeGrantPara
 			return nil, wrap(op, p.ID, oncekeystore.ErrNotFound)
 		}
 		if viewGrant(g, now).Status == oncekeystore.GrantActive {
-			g.RevokedAt, g.RevokedBy = now, p.RevokedBy
+			g.RevokedAt, g.RevokedBy, g.RevocationSignature = now, p.RevokedBy, cloneBytes(p.Signature)
 		}
 		return viewGrant(g, now), nil
 	})

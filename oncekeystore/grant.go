@@ -42,6 +42,9 @@ type Grant struct {
 	// Signature is the signed statement of the grant's making (CreateGrantParams.Signature),
 	// opaque to the store; nil for a grant made unsigned.
 	Signature []byte
+	// RevocationSignature is the signed statement of its revocation (RevokeGrantParams.Signature),
+	// opaque to the store; nil while it is not revoked, or for a revocation made unsigned.
+	RevocationSignature []byte
 }
 
 // GrantStatus is the state of a grant as it reads at a time.
@@ -196,6 +199,11 @@ type RevokeGrantParams struct {
 	ID string
 	// RevokedBy is who revokes it. Required.
 	RevokedBy string
+	// Signature is the signed statement of the revocation (decisionsig.Signed's JSON, made by
+	// reconcile.SignRevocation), stored as Grant.RevocationSignature; at most MaxSignatureBytes.
+	// Optional: a revocation always ends the grant; workers with a trust list report one whose
+	// signature does not verify.
+	Signature []byte
 }
 
 // Validate returns an *InvalidParamsError naming the first bad field, or nil.
@@ -203,7 +211,10 @@ func (p *RevokeGrantParams) Validate() error {
 	if err := checkText("revoke grant", "ID", p.ID, true); err != nil {
 		return err
 	}
-	return checkText("revoke grant", "RevokedBy", p.RevokedBy, true)
+	if err := checkText("revoke grant", "RevokedBy", p.RevokedBy, true); err != nil {
+		return err
+	}
+	return checkSignature("revoke grant", p.Signature)
 }
 
 // ListGrantsParams are the arguments of GrantStore.ListGrants. Zero fields do not filter.

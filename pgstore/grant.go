@@ -18,7 +18,7 @@ var _ oncekeystore.GrantStore = (*Store)(nil)
 // grantCols is the select list of a grant, in the order scanGrant scans it, with its status as
 // it reads now.
 const grantCols = `id, namespace, tenant, tool, workflow_id, rule, created_by, reason, created_at, expires_at, revoked_at, revoked_by,
-    CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'active' END, signature`
+    CASE WHEN revoked_at IS NOT NULL THEN 'revoked' WHEN expires_at <= now() THEN 'expired' ELSE 'active' END, signature, revocation_signature`
 
 // grantTable returns the grants table (oncekey_grants, in Options.Schema if set).
 func (s *Store) grantTable() string {
@@ -40,7 +40,7 @@ func scanGrant(row pgx.Row) (*oncekeystore.Grant, error) {
 		status  string
 	)
 	if err := row.Scan(&g.ID, &g.Namespace, &g.Tenant, &g.Tool, &g.WorkflowID, &g.Rule, &g.CreatedBy, &g.Reason,
-		&g.CreatedAt, &g.ExpiresAt, &revoked, &g.RevokedBy, &status, &g.Signature); err != nil {
+		&g.CreatedAt, &g.ExpiresAt, &revoked, &g.RevokedBy, &status, &g.Signature, &g.RevocationSignature); err != nil {
 		return nil, err
 	}
 	if revoked.Valid {
@@ -55,6 +55,10 @@ const grantMigration = "008_grants"
 
 // grantScopeMigration names the migration that adds the grants' purge_at column.
 const grantScopeMigration = "009_grant_scope"
+
+// revocationSignatureMigration names the migration that adds the grants' revocation_signature
+// column.
+const revocationSignatureMigration = "011_grant_revocation_signatures"
 
 // The conditions of ListGrantsParams.Status on the grants table, as of now().
 var grantStatusWhere = map[oncekeystore.GrantStatus]string{
@@ -72,7 +76,8 @@ const grantPurgeWhere = `(purge_at <= now())`
 // 009_grant_scope means a schema migrated before it.
 func (s *Store) wrapGrant(ctx context.Context, op, key string, err error) error {
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" {
-		for col, migration := range map[string]string{"grant_id": grantMigration, "purge_at": grantScopeMigration} {
+		for col, migration := range map[string]string{"grant_id": grantMigration, "purge_at": grantScopeMigration,
+			"revocation_signature": revocationSignatureMigration} {
 			if strings.Contains(pgErr.Message, col) {
 				return s.outdated(ctx, op, key, "the column "+col+" is missing (migration "+migration+" is not applied)", err)
 			}
@@ -114,11 +119,11 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekeystore.RevokeGrantPara
 	// that held the lock. A plain UPDATE would compute its new row, and so the time, before it
 	// waits for the lock.
 	q := s.grantSQL(`WITH locked AS (SELECT id AS locked_id FROM {g} WHERE id = $1 FOR UPDATE)
-UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2, purge_at = clock_timestamp() + (purge_at - expires_at)
+UPDATE {g} SET revoked_at = clock_timestamp(), revoked_by = $2, revocation_signature = $3::bytea, purge_at = clock_timestamp() + (purge_at - expires_at)
 FROM locked WHERE id = locked.locked_id AND revoked_at IS NULL AND expires_at > now()
 RETURNING {cols}`)
 	g, err := callFor(ctx, s, func(ctx context.Context) (*oncekeystore.Grant, error) {
-		return scanGrant(s.db().QueryRow(ctx, q, p.ID, p.RevokedBy))
+		return scanGrant(s.db().QueryRow(ctx, q, p.ID, p.RevokedBy, p.Signature))
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -104,7 +104,7 @@ WHERE conrelid = 'oncekey_operations'::regclass ORDER BY conname`)
 	}, constraints, "the constraints of oncekey_operations")
 }
 
-// TestGrantTablePinned pins the standing grants' table (migrations 008, 009 and 010): its columns and
+// TestGrantTablePinned pins the standing grants' table (migrations 008, 009, 010 and 011): its columns and
 // indexes, as Postgres reports them. The worker's lookup of one scope's active grants depends on
 // oncekey_grants_active_idx, Purge on oncekey_grants_purge_idx.
 //
@@ -137,6 +137,7 @@ FROM information_schema.columns WHERE table_schema = current_schema() AND table_
 		"revoked_by text NOT NULL DEFAULT ''::text",
 		"purge_at timestamp with time zone NOT NULL DEFAULT (now() + '120 days'::interval)",
 		"signature bytea",
+		"revocation_signature bytea",
 	}, columns, "the columns of oncekey_grants")
 
 	rows, err = pool.Query(ctx, `SELECT indexdef FROM pg_indexes

@@ -185,7 +185,7 @@ func TestStoreOnOutdatedSchema(t *testing.T) {
 
 			_, err = pool.Exec(ctx, `DELETE FROM oncekey_migrations`)
 			require.NoError(t, err)
-			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace, 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits, 008_grants, 009_grant_scope, 010_decision_signatures are not applied in schema "`+schema+`"`)
+			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace, 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits, 008_grants, 009_grant_scope, 010_decision_signatures, 011_grant_revocation_signatures are not applied in schema "`+schema+`"`)
 
 			_, err = pool.Exec(ctx, `DROP TABLE oncekey_migrations`)
 			require.NoError(t, err)
@@ -242,6 +242,7 @@ func TestStoreBeforeGrantMigrations(t *testing.T) {
 		{5, "there is no table oncekey_outbox beside it (migration 006_outbox is not applied)", []string{"forget", "purge preview"}},
 		{7, "there is no table oncekey_grants beside it (migration 008_grants is not applied)", []string{"forget", "purge preview", "list grants"}},
 		{8, "the column purge_at is missing (migration 009_grant_scope is not applied)", []string{"purge preview"}},
+		{10, "the column revocation_signature is missing (migration 011_grant_revocation_signatures is not applied)", []string{"list grants"}},
 	} {
 		t.Run(fmt.Sprint(c.version), func(t *testing.T) {
 			t.Parallel()

@@ -161,3 +161,93 @@ func SignGrant(s decisionsig.Signer, p oncekeystore.CreateGrantParams) (oncekeys
 	p.Signature, err = encodeSigned(s, st)
 	return p, err
 }
+
+// AuditApproval re-verifies, from the stored approval alone, the signed decision kept with it
+// (Approval.Signature): the signature, its key's trust at the statement's SignedAt
+// (TrustList.Audit), and that the statement is exactly the decision ap records
+// (ApprovalStatement). It returns the signed statement (nil, with no error, when ap carries
+// none) and the entry of its key (zero when the list does not hold it); the error is a
+// *decisionsig.Error, or ApprovalStatement's for an approval no person decided. `oncekey show`,
+// `oncekey audit` and the inbox show its answer.
+func AuditApproval(tl *decisionsig.TrustList, ap *oncekeystore.Approval) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, ap.Signature, func(s *decisionsig.Signed) (decisionsig.Statement, error) {
+		return ApprovalStatement(ap, s.Statement.ArgumentsDigest)
+	})
+}
+
+// AuditResolution is AuditApproval for the signed resolution sig kept with the record rec
+// (SignatureStore.ResolutionSignature). The stored result is encoded for the workers, so the
+// statement's result digest is taken as signed; every other member must be the record's.
+func AuditResolution(tl *decisionsig.TrustList, rec *oncekeystore.Record, sig []byte) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, sig, func(s *decisionsig.Signed) (decisionsig.Statement, error) {
+		r := Resolution{Epoch: rec.Epoch, Outcome: outcomeOf(rec.Status), EffectReference: rec.EffectReference,
+			Note: rec.Note, ResolvedBy: rec.ResolvedBy}
+		st, err := ResolutionStatement(rec, r)
+		st.ResultDigest = s.Statement.ResultDigest
+		return st, err
+	})
+}
+
+// audit decodes sig, audits it against tl and compares its statement with want's.
+func audit(tl *decisionsig.TrustList, sig []byte, want func(*decisionsig.Signed) (decisionsig.Statement, error)) (*decisionsig.Signed, decisionsig.Entry, error) {
+	s, err := decisionsig.Decode(sig)
+	if err != nil || s == nil {
+		return nil, decisionsig.Entry{}, err
+	}
+	e, err := tl.Audit(s)
+	if err == nil {
+		var st decisionsig.Statement
+		if st, err = want(s); err == nil {
+			err = decisionsig.Mismatch(s, st)
+		}
+	}
+	return s, e, err
+}
+
+// outcomeOf is the resolution outcome a settled record's status records.
+func outcomeOf(st oncekeystore.Status) ResolutionOutcome {
+	switch st {
+	case oncekeystore.StatusApplied:
+		return Applied
+	case oncekeystore.StatusReleased:
+		return NotApplied
+	case oncekeystore.StatusFailed:
+		return Failed
+	}
+	return ResolutionOutcome(st)
+}
+
+// RevocationStatement returns the statement a signature on the revocation of grant g by
+// revokedBy must make: kind grant_revoke, the grant's ID, namespace, tenant and tool, and
+// revokedBy as the decider. Bound to the grant's ID, it revokes no other grant.
+func RevocationStatement(g *oncekeystore.Grant, revokedBy string) decisionsig.Statement {
+	return decisionsig.Statement{Kind: decisionsig.GrantRevoke, Namespace: g.Namespace, Tenant: g.Tenant, Tool: g.Tool,
+		GrantID: g.ID, DecidedBy: revokedBy}
+}
+
+// SignRevocation returns p with its Signature: RevocationStatement of g, the grant p revokes as
+// the store holds it (GrantStore.GetGrant), by p.RevokedBy, signed by s.
+func SignRevocation(s decisionsig.Signer, g *oncekeystore.Grant, p oncekeystore.RevokeGrantParams) (oncekeystore.RevokeGrantParams, error) {
+	if g == nil || g.ID != p.ID {
+		return p, fmt.Errorf("reconcile: sign revocation: the grant read is not %s", p.ID)
+	}
+	var err error
+	p.Signature, err = encodeSigned(s, RevocationStatement(g, p.RevokedBy))
+	return p, err
+}
+
+// AuditRevocation is AuditApproval for the signed revocation kept with the revoked grant g
+// (Grant.RevocationSignature): its statement must be RevocationStatement(g, g.RevokedBy).
+func AuditRevocation(tl *decisionsig.TrustList, g *oncekeystore.Grant) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, g.RevocationSignature, func(*decisionsig.Signed) (decisionsig.Statement, error) {
+		return RevocationStatement(g, g.RevokedBy), nil
+	})
+}
+
+// AuditGrant is AuditApproval for the signed statement of the making of grant g
+// (Grant.Signature): its statement must be GrantStatement(g).
+func AuditGrant(tl *decisionsig.TrustList, g *oncekeystore.Grant) (*decisionsig.Signed, decisionsig.Entry, error) {
+	return audit(tl, g.Signature, func(*decisionsig.Signed) (decisionsig.Statement, error) {
+		return GrantStatement(g), nil
+	})
+}

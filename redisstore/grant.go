@@ -37,6 +37,9 @@ func (s *Store) decodeGrants(v []any) ([]*oncekeystore.Grant, error) {
 		if sig := str(f[12]); sig != "" {
 			g.Signature = []byte(sig)
 		}
+		if sig := str(f[13]); sig != "" {
+			g.RevocationSignature = []byte(sig)
+		}
 		if d.bad != nil {
 			return nil, d.bad
 		}
@@ -172,7 +175,7 @@ func (s *Store) RevokeGrant(ctx context.Context, p *oncekeystore.RevokeGrantPara
 	}
 	keys := []string{lua.GrantKey(s.prefix, p.ID), lua.GrantIndex(s.prefix, "gact"), lua.GrantIndex(s.prefix, "gs", g.Namespace, g.Tenant, g.Tool),
 		lua.GrantIndex(s.prefix, "gpurge"), lua.GrantIndex(s.prefix, "ga", g.Namespace, g.Tenant)}
-	if _, err := s.run(ctx, op, p.ID, lua.RevokeGrant, keys, p.RevokedBy); err != nil {
+	if _, err := s.run(ctx, op, p.ID, lua.RevokeGrant, keys, p.RevokedBy, p.Signature); err != nil {
 		return nil, err
 	}
 	return s.GetGrant(ctx, p.ID)

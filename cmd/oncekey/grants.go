@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -30,6 +31,21 @@ type grantView struct {
 	ExpiresAt  time.Time                `json:"expires_at"`
 	RevokedAt  *time.Time               `json:"revoked_at,omitempty"`
 	RevokedBy  string                   `json:"revoked_by,omitempty"`
+	// Signature and RevocationSignature are, with --trust, who signed the grant's making and its
+	// revocation, verified (sign.go's verdict); absent when unsigned.
+	Signature           *verdict `json:"signature,omitempty"`
+	RevocationSignature *verdict `json:"revocation_signature,omitempty"`
+}
+
+// grantVerdicts re-verifies the signatures kept with g against tl (nil: named, unverified).
+func grantVerdicts(tl *decisionsig.TrustList, g *oncekeystore.Grant) (made, revoked *verdict) {
+	made = verdictOf(tl, g.Signature, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
+		return reconcile.AuditGrant(tl, g)
+	})
+	revoked = verdictOf(tl, g.RevocationSignature, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
+		return reconcile.AuditRevocation(tl, g)
+	})
+	return made, revoked
 }
 
 func grantViewOf(g *oncekeystore.Grant) *grantView {
@@ -64,16 +80,17 @@ func grantScope(g *oncekeystore.Grant) string {
 
 func newGrantsCmd(a *app) *cobra.Command {
 	var (
-		status, tenant, tool string
-		asJSON               bool
+		status, tenant, tool, trust string
+		asJSON                      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "grants [--tenant T] [--tool X] [--status active|revoked|expired|ended|all] [--json]",
+		Use:   "grants [--tenant T] [--tool X] [--status active|revoked|expired|ended|all] [--trust FILE] [--json]",
 		Short: "List standing grants (active ones by default); add and revoke them",
 		Long: "grants lists the standing grants of the namespace, oldest first: a grant approves the calls of one tool ahead of\n" +
 			"time, for one tenant (or one workflow of it), for the arguments its rule matches, until it expires or is revoked.\n" +
 			"A call a grant covers runs without waiting for a person; its approval names the grant and who made it.\n" +
-			"`oncekey grants add` makes one, `oncekey grants revoke ID` ends one.",
+			"`oncekey grants add` makes one, `oncekey grants revoke ID` ends one. With --trust FILE (else " + trustListEnv + ")\n" +
+			"it shows who signed each grant's making and revocation, verified against that trust list.",
 		Example: "  oncekey grants\n" +
 			"  oncekey grants --tenant acme --status all --json\n" +
 			"  oncekey grants add IssueRefund --tenant acme --rule 'amount_cents <= 10000' --for 8h --reason \"holiday returns\"\n" +
@@ -90,6 +107,10 @@ func newGrantsCmd(a *app) *cobra.Command {
 			default:
 				return fail(exitUsage, "--status %q is not one of active, revoked, expired, ended, all", status)
 			}
+			tl, err := a.trustList(trust)
+			if err != nil {
+				return err
+			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				gs, err := allGrants(ctx, s, &oncekeystore.ListGrantsParams{Namespace: a.ns(), Tenant: tenant, Tool: tool, Status: st, Limit: grantPage})
 				if err != nil {
@@ -98,7 +119,11 @@ func newGrantsCmd(a *app) *cobra.Command {
 				if asJSON {
 					views := make([]*grantView, 0, len(gs))
 					for _, g := range gs {
-						views = append(views, grantViewOf(g))
+						v := grantViewOf(g)
+						if tl != nil {
+							v.Signature, v.RevocationSignature = grantVerdicts(tl, g)
+						}
+						views = append(views, v)
 					}
 					return writeJSON(a.stdout, views)
 				}
@@ -124,7 +149,18 @@ func newGrantsCmd(a *app) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Status, cell(g.Tenant), cell(g.Tool), cell(wf), cell(rule),
 						cell(g.CreatedBy), exp, cell(g.Reason))
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil || tl == nil {
+					return err
+				}
+				for _, g := range gs {
+					made, revoked := grantVerdicts(tl, g)
+					line := g.ID + ": made " + signedText(made)
+					if g.Status == oncekeystore.GrantRevoked {
+						line += "; revoked " + signedText(revoked)
+					}
+					fmt.Fprintln(a.stdout, line)
+				}
+				return nil
 			})
 		},
 	}
@@ -133,6 +169,7 @@ func newGrantsCmd(a *app) *cobra.Command {
 	f.StringVar(&tenant, "tenant", "", "only this tenant (default: all)")
 	f.StringVar(&tool, "tool", "", "only this tool (activity type, matched exactly)")
 	f.BoolVar(&asJSON, "json", false, "print the grants as a JSON array")
+	f.StringVar(&trust, "trust", "", "the trust list `FILE` to verify who signed each grant and revocation (default: "+trustListEnv+")")
 	cmd.AddCommand(newGrantAddCmd(a), newGrantRevokeCmd(a))
 	return cmd
 }
@@ -203,19 +240,34 @@ func newGrantAddCmd(a *app) *cobra.Command {
 }
 
 func newGrantRevokeCmd(a *app) *cobra.Command {
-	var by string
+	var (
+		by   string
+		sign deciderFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "revoke GRANT [--by NAME]",
+		Use:   "revoke GRANT [--by NAME] [--sign-key FILE]",
 		Short: "Revoke a standing grant: from now on it covers nothing",
 		Long: "revoke ends a grant at once: no call is approved under it from now on, and a call approved under it that has not\n" +
-			"run yet (a retry) asks a person again. A call whose effect had already started is not stopped.",
+			"run yet (a retry) asks a person again. A call whose effect had already started is not stopped. With --sign-key (else\n" +
+			signKeyEnv + ") the revocation is signed and the signature kept with the grant, so `oncekey grants --trust` proves who\n" +
+			"revoked it; workers with a trust list report a revocation no trusted key signed (the grant covers nothing all the same).",
 		Example: "  oncekey grants revoke g1_0123…",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			signer, err := a.signer(&sign)
+			if err != nil {
+				return err
+			}
 			return a.withStore(cmd.Context(), func(ctx context.Context, s recordStore) error {
 				g, err := s.GetGrant(ctx, args[0])
 				if err == nil && g.Status == oncekeystore.GrantActive {
-					g, err = s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: args[0], RevokedBy: a.by(by)})
+					p := oncekeystore.RevokeGrantParams{ID: args[0], RevokedBy: a.by(by)}
+					if signer != nil {
+						if p, err = reconcile.SignRevocation(signer, g, p); err != nil {
+							return fail(exitUsage, "sign the revocation: %s; nothing was revoked", oneLine(err))
+						}
+					}
+					g, err = s.RevokeGrant(ctx, &p)
 				}
 				switch {
 				case errors.Is(err, oncekeystore.ErrNotFound):
@@ -236,6 +288,7 @@ func newGrantRevokeCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who revokes (default: $USER, else oncekey-cli)")
+	sign.addSignKey(cmd)
 	return cmd
 }
 
@@ -256,4 +309,12 @@ func allGrants(ctx context.Context, s oncekeystore.GrantStore, p *oncekeystore.L
 		}
 		p.Cursor = res.Next
 	}
+}
+
+// signedText is "signed by V" for a verdict, "unsigned" for none.
+func signedText(v *verdict) string {
+	if v == nil {
+		return "unsigned"
+	}
+	return "signed by " + v.String()
 }

@@ -24,11 +24,16 @@ const defaultListen = "127.0.0.1:7780"
 // tokensEnv holds access tokens in the token file's format, for when no --token-file is given.
 const tokensEnv = "ONCEKEY_SERVE_TOKENS"
 
+// signKeysEnv names the sign-keys file (NAME KEYFILE lines) for when no --sign-keys is given.
+const signKeysEnv = "ONCEKEY_SERVE_SIGN_KEYS"
+
 type serveFlags struct {
 	listen      string
 	tokenFile   string
 	proxyHeader string
 	proxyAddrs  []string
+	signKeys    string
+	trust       string
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -46,7 +51,11 @@ func newServeCmd(a *app) *cobra.Command {
 			"needs authentication: access tokens (--token-file, else " + tokensEnv + " holding the same lines: NAME TENANTS TOKEN,\n" +
 			"TENANTS * or a,b,c), sent as Authorization: Bearer TOKEN or entered once on /login; and/or a header set by a\n" +
 			"reverse proxy that authenticated the person (--proxy-header, believed only from --proxy-addr). Tokens given on a\n" +
-			"loopback address are required there too. Every decision records who made it as resolved_by \"NAME (oncekey-serve)\".",
+			"loopback address are required there too. Every decision records who made it as resolved_by \"NAME (oncekey-serve)\".\n\n" +
+			"With --sign-keys FILE (else " + signKeysEnv + "), lines NAME KEYFILE naming each signed-in person's private key (from\n" +
+			"`oncekey keys gen`), the inbox signs every decision with the key of who is signed in, for workers with a trust list;\n" +
+			"a person it holds no key for decides nothing. With --trust FILE (else " + trustListEnv + ") the pages show who signed\n" +
+			"each stored decision and whether it verifies.",
 		Example: "  oncekey serve\n" +
 			"  oncekey serve --listen 0.0.0.0:7780 --token-file /etc/oncekey/tokens\n" +
 			"  oncekey serve --listen 10.0.0.7:7780 --proxy-header X-Forwarded-User --proxy-addr 10.0.0.5",
@@ -64,6 +73,8 @@ func newServeCmd(a *app) *cobra.Command {
 	fl.StringVar(&f.tokenFile, "token-file", "", "access tokens, one a line: NAME TENANTS TOKEN (TENANTS: * or a,b,c) (default: "+tokensEnv+")")
 	fl.StringVar(&f.proxyHeader, "proxy-header", "", "request header naming the person, set by the reverse proxy at --proxy-addr (e.g. X-Forwarded-User)")
 	fl.StringSliceVar(&f.proxyAddrs, "proxy-addr", nil, "IP or CIDR of the reverse proxy that sets --proxy-header (repeatable)")
+	fl.StringVar(&f.signKeys, "sign-keys", "", "sign each decision with the key of who is signed in: `FILE` of lines NAME KEYFILE (default: "+signKeysEnv+")")
+	fl.StringVar(&f.trust, "trust", "", "the workers' trust list `FILE`, to show who signed each stored decision (default: "+trustListEnv+")")
 	return cmd
 }
 
@@ -91,6 +102,25 @@ func (f *serveFlags) options(a *app) (inbox.Options, error) {
 		}
 		opts.Tokens = toks
 	}
+	signKeys := f.signKeys
+	if signKeys == "" {
+		signKeys = a.getenv(signKeysEnv)
+	}
+	if signKeys != "" {
+		if fi, err := os.Stat(signKeys); err == nil && fi.Mode().Perm()&0o022 != 0 {
+			fmt.Fprintf(a.stderr, "oncekey serve: warning: others can write the sign-keys file %s (mode %04o), and so choose whose key signs; make it yours only with `%s`\n", signKeys, fi.Mode().Perm(), shell.Cmd("chmod", "600").Arg(signKeys))
+		}
+		signers, err := inbox.LoadSignKeys(signKeys)
+		if err != nil {
+			return opts, fail(exitUsage, "--sign-keys: %v", err)
+		}
+		opts.Signers = signers
+	}
+	tl, err := a.trustList(f.trust)
+	if err != nil {
+		return opts, err
+	}
+	opts.TrustList = tl
 	for _, s := range f.proxyAddrs {
 		p, err := inbox.ParseProxyAddr(s)
 		if err != nil {
@@ -164,10 +194,14 @@ func authSummary(o inbox.Options) string {
 		}
 		parts = append(parts, fmt.Sprintf("header %s from %s", o.ProxyHeader, strings.Join(addrs, ", ")))
 	}
-	if len(parts) == 0 {
-		return "loopback only, no sign-in: decisions are recorded as " + o.LocalUser
+	signed := ""
+	if o.Signers != nil {
+		signed = fmt.Sprintf("; signing with %d person(s)' keys", len(o.Signers))
 	}
-	return "sign-in required: " + strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		return "loopback only, no sign-in: decisions are recorded as " + o.LocalUser + signed
+	}
+	return "sign-in required: " + strings.Join(parts, ", ") + signed
 }
 
 func prefixString(p netip.Prefix) string {

@@ -133,30 +133,27 @@ type verdict struct {
 	Problem  string `json:"problem,omitempty"`
 }
 
-// verdictOf re-verifies a stored signature from the record alone: its statement must be want(s)
-// and its key trusted by tl at its signing time (Audit). Without tl only the key is named. nil
-// for no signature.
-func verdictOf(tl *decisionsig.TrustList, sig []byte, want func(*decisionsig.Signed) (decisionsig.Statement, error)) *verdict {
+// verdictOf is what audit (reconcile.AuditApproval, AuditResolution) found of a stored
+// signature; without tl only the key is named. nil for no signature.
+func verdictOf(tl *decisionsig.TrustList, sig []byte, audit func(*decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error)) *verdict {
 	if len(sig) == 0 {
 		return nil
 	}
-	s, err := decisionsig.Decode(sig)
-	if err != nil {
+	if tl == nil {
+		s, err := decisionsig.Decode(sig)
+		if err != nil {
+			return &verdict{Problem: err.Error()}
+		}
+		return &verdict{KeyID: s.KeyID, Problem: "not verified: give --trust FILE (or " + trustListEnv + ")"}
+	}
+	s, e, err := audit(tl)
+	if s == nil {
+		if err == nil {
+			return nil
+		}
 		return &verdict{Problem: err.Error()}
 	}
-	v := &verdict{KeyID: s.KeyID}
-	if tl == nil {
-		v.Problem = "not verified: give --trust FILE (or " + trustListEnv + ")"
-		return v
-	}
-	e, err := tl.Audit(s)
-	v.Name = e.Name
-	if err == nil {
-		var st decisionsig.Statement
-		if st, err = want(s); err == nil {
-			err = decisionsig.Mismatch(s, st)
-		}
-	}
+	v := &verdict{KeyID: s.KeyID, Name: e.Name}
 	if err != nil {
 		v.Problem = err.Error()
 		return v
@@ -182,34 +179,16 @@ func (v *verdict) String() string {
 
 // approvalVerdict re-verifies the signed decision stored with ap.
 func approvalVerdict(tl *decisionsig.TrustList, ap *oncekeystore.Approval) *verdict {
-	return verdictOf(tl, ap.Signature, func(s *decisionsig.Signed) (decisionsig.Statement, error) {
-		return reconcile.ApprovalStatement(ap, s.Statement.ArgumentsDigest)
+	return verdictOf(tl, ap.Signature, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
+		return reconcile.AuditApproval(tl, ap)
 	})
 }
 
-// resolutionVerdict re-verifies the signed resolution stored with rec (sig): the stored result is
-// encoded for the workers, so the statement's result digest is taken as signed.
+// resolutionVerdict re-verifies the signed resolution stored with rec (sig).
 func resolutionVerdict(tl *decisionsig.TrustList, rec *oncekeystore.Record, sig []byte) *verdict {
-	return verdictOf(tl, sig, func(s *decisionsig.Signed) (decisionsig.Statement, error) {
-		r := reconcile.Resolution{Epoch: rec.Epoch, Outcome: outcomeOf(rec.Status), EffectReference: rec.EffectReference,
-			Note: rec.Note, ResolvedBy: rec.ResolvedBy}
-		st, err := reconcile.ResolutionStatement(rec, r)
-		st.ResultDigest = s.Statement.ResultDigest
-		return st, err
+	return verdictOf(tl, sig, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
+		return reconcile.AuditResolution(tl, rec, sig)
 	})
-}
-
-// outcomeOf is the resolution outcome a settled record's status records.
-func outcomeOf(st oncekeystore.Status) reconcile.ResolutionOutcome {
-	switch st {
-	case oncekeystore.StatusApplied:
-		return reconcile.Applied
-	case oncekeystore.StatusReleased:
-		return reconcile.NotApplied
-	case oncekeystore.StatusFailed:
-		return reconcile.Failed
-	}
-	return reconcile.ResolutionOutcome(st)
 }
 
 // resolutionSignature reads the signed resolution kept with key's record; nil when the store
@@ -263,7 +242,7 @@ func newKeysCmd(a *app) *cobra.Command {
 			}
 			entry := map[string]any{"id": id, "public_key": pub, "tenants": []string{decisionsig.Any}, "tools": []string{decisionsig.Any},
 				"kinds": []decisionsig.Kind{decisionsig.Approve, decisionsig.ApproveEdited, decisionsig.Deny, decisionsig.RequestChanges, decisionsig.Resolve,
-					decisionsig.GrantCreate}}
+					decisionsig.GrantCreate, decisionsig.GrantRevoke}}
 			if name != "" {
 				entry["name"] = name
 			}

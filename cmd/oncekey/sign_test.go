@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -153,4 +154,53 @@ func TestSignedResolveWithEnvKey(t *testing.T) {
 	require.Regexp(t, `(?m)^resolution signed by\s+`+entry["id"].(string)+` \(ines\), verified$`, r.stdout)
 	r = cli(t, env, "audit", k, "--tenant", "acme")
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+}
+
+// A signed grant and its signed revocation: `oncekey grants --trust` names the verified signer
+// of both; an unsigned revocation is listed as unsigned; a revocation signed by a key not
+// trusted for grant_revoke is listed with why it does not verify.
+func TestSignedGrantRevocation(t *testing.T) {
+	url, _, _ := migrated(t)
+	env := map[string]string{"DATABASE_URL": url, "USER": "ada"}
+	dir := t.TempDir()
+	key, entry := genKey(t, dir, "ada")
+	require.Contains(t, entry["kinds"], string(decisionsig.GrantRevoke), "keys gen's entry may sign revocations")
+	trust := filepath.Join(dir, "trust.json")
+	writeTrustFile(t, trust, "acme", entry)
+	grantID := regexp.MustCompile(`g1_[0-9a-f]{32}`)
+	add := func() string {
+		t.Helper()
+		r := cli(t, env, "grants", "add", "IssueRefund", "--tenant", "acme", "--for", "8h", "--sign-key", key)
+		require.Equal(t, 0, r.code, r.stderr)
+		return grantID.FindString(r.stdout)
+	}
+	signed, unsigned := add(), add()
+	r := cli(t, env, "grants", "revoke", signed, "--sign-key", key)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli(t, env, "grants", "revoke", unsigned)
+	require.Equal(t, 0, r.code, r.stderr)
+
+	id := entry["id"].(string)
+	r = cli(t, env, "grants", "--status", "all", "--trust", trust)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, signed+": made signed by "+id+" (ada), verified; revoked signed by "+id+" (ada), verified")
+	require.Contains(t, r.stdout, unsigned+": made signed by "+id+" (ada), verified; revoked unsigned")
+
+	entry["kinds"] = []string{string(decisionsig.GrantCreate)}
+	writeTrustFile(t, trust, "acme", entry)
+	env[trustListEnv] = trust
+	r = cli(t, env, "grants", "--status", "all", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var views []grantView
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &views))
+	require.Len(t, views, 2)
+	for _, v := range views {
+		require.True(t, v.Signature.Verified, v.ID)
+		if v.ID == signed {
+			require.False(t, v.RevocationSignature.Verified)
+			require.Contains(t, v.RevocationSignature.Problem, "the key is not trusted for grant_revoke decisions")
+		} else {
+			require.Nil(t, v.RevocationSignature)
+		}
+	}
 }

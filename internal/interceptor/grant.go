@@ -61,6 +61,9 @@ func (c *call) grantStands(ctx context.Context, ap *oncekeystore.Approval) (bool
 		return false, nil
 	case err != nil:
 		return false, c.storeFailed("get grant", err)
+	case g.Status == oncekeystore.GrantRevoked:
+		c.signedRevocation(ctx, g)
+		return false, nil
 	}
 	return c.covers(ctx, g), nil
 }

@@ -93,3 +93,33 @@ func (c *call) signedGrant(ctx context.Context, g *oncekeystore.Grant) bool {
 		WithTags(map[string]string{metrics.TagReason: string(se.Reason)}).Counter(metrics.DecisionsRefused).Inc(1)
 	return false
 }
+
+// signedRevocation checks, under a trust list, the signature of the revocation of grant g (a
+// revoked grant an approval was recorded under): a revocation that is unsigned, or not signed
+// by a key trusted for grant_revoke on the grant's tenant and tool, or not the statement of
+// exactly this revocation (reconcile.RevocationStatement: the grant's ID, scope and who
+// revoked it), is refused as a decision: logged and counted (metrics.DecisionsRefused), so an
+// operator learns that someone without a trusted key revoked it. The grant covers nothing all
+// the same: taking authority away never waits for a signature.
+func (c *call) signedRevocation(ctx context.Context, g *oncekeystore.Grant) {
+	tl := c.root.opts.TrustList
+	if tl == nil {
+		return
+	}
+	signed, err := decisionsig.Decode(g.RevocationSignature)
+	if err == nil {
+		_, err = tl.Verify(signed, reconcile.RevocationStatement(g, g.RevokedBy))
+	}
+	if err == nil {
+		return
+	}
+	var se *decisionsig.Error
+	if !errors.As(err, &se) {
+		se = &decisionsig.Error{Reason: decisionsig.ReasonBadSignature, Detail: err.Error()}
+	}
+	activity.GetLogger(ctx).Warn("oncekey: a standing grant was revoked without a signature the trust list trusts; it covers nothing all the same. "+
+		"Revoke grants with `oncekey grants revoke --sign-key FILE`, and find out who revoked this one",
+		"tool", c.tool, "grant", g.ID, "revoked_by", g.RevokedBy, "reason", string(se.Reason), "key_id", se.KeyID, "error", se.Error())
+	metrics.Tagged(c.metricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag).
+		WithTags(map[string]string{metrics.TagReason: string(se.Reason)}).Counter(metrics.DecisionsRefused).Inc(1)
+}

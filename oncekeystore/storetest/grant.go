@@ -35,6 +35,7 @@ var grantTests = []struct {
 	{"ForgetEndsGrants", testGrantForget},
 	{"PurgeEndedGrants", testGrantPurge},
 	{"SignatureKept", testGrantSignatureKept},
+	{"RevocationSignatureKept", testGrantRevocationSignatureKept},
 }
 
 // RunGrants runs the grant subtests of the conformance suite against stores made by newStore,

@@ -142,3 +142,44 @@ func testGrantSignatureKept(t *testing.T, s GrantApprovalStore) {
 	require.ErrorAs(t, err, &inv)
 	require.Equal(t, "Signature", inv.Field)
 }
+
+// testGrantRevocationSignatureKept: the signed statement of a grant's revocation is stored with
+// it and returned by RevokeGrant, GetGrant and ListGrants byte for byte; a grant not revoked, or
+// revoked unsigned, keeps none; a second revoke changes nothing, its signature included.
+func testGrantRevocationSignatureKept(t *testing.T, s GrantApprovalStore) {
+	ctx := ctxT(t)
+	p := grantParams(t)
+	g, err := s.CreateGrant(ctx, p)
+	require.NoError(t, err)
+	require.Nil(t, g.RevocationSignature, "an active grant")
+	g, err = s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: g.ID, RevokedBy: "grace", Signature: signedStatement})
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.GrantRevoked, g.Status)
+	require.Equal(t, signedStatement, g.RevocationSignature)
+	got, err := s.GetGrant(ctx, g.ID)
+	require.NoError(t, err)
+	require.Equal(t, signedStatement, got.RevocationSignature)
+	list, err := s.ListGrants(ctx, &oncekeystore.ListGrantsParams{Namespace: p.Namespace, Tenant: p.Tenant, Tool: p.Tool, Status: oncekeystore.GrantRevoked})
+	require.NoError(t, err)
+	require.Len(t, list.Grants, 1)
+	require.Equal(t, signedStatement, list.Grants[0].RevocationSignature)
+
+	again, err := s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: g.ID, RevokedBy: "mallory", Signature: []byte(`{"other":1}`)})
+	require.NoError(t, err)
+	require.Equal(t, "grace", again.RevokedBy, "a revoked grant is returned as it is")
+	require.Equal(t, signedStatement, again.RevocationSignature)
+
+	unsigned, err := s.CreateGrant(ctx, grantParams(t))
+	require.NoError(t, err)
+	unsigned, err = s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: unsigned.ID, RevokedBy: "grace"})
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.GrantRevoked, unsigned.Status)
+	require.Nil(t, unsigned.RevocationSignature)
+
+	big, err := s.CreateGrant(ctx, grantParams(t))
+	require.NoError(t, err)
+	_, err = s.RevokeGrant(ctx, &oncekeystore.RevokeGrantParams{ID: big.ID, RevokedBy: "grace", Signature: make([]byte, oncekeystore.MaxSignatureBytes+1)})
+	var inv *oncekeystore.InvalidParamsError
+	require.ErrorAs(t, err, &inv)
+	require.Equal(t, "Signature", inv.Field)
+}

@@ -8,6 +8,7 @@ import "github.com/redis/go-redis/v9"
 //	ca, xa       created at, expires at (µs)
 //	ra, rby      revoked at (absent while not revoked), revoked by
 //	sig          the signed statement of its making (absent: unsigned)
+//	rsig         the signed statement of its revocation (absent: not revoked, or unsigned)
 //	ret          retention after the grant ends (µs; absent in a grant made before it: 30 days)
 //
 // and indexes, each a sorted set of grant IDs (GrantIndex names them):
@@ -30,12 +31,12 @@ import "github.com/redis/go-redis/v9"
 // the tenant's grants too, before it deletes them.
 
 // GrantFields are the grant's fields in the order the listing replies carry them.
-var GrantFields = []string{"id", "ns", "t", "tool", "wf", "rule", "by", "why", "ca", "xa", "ra", "rby", "sig"}
+var GrantFields = []string{"id", "ns", "t", "tool", "wf", "rule", "by", "why", "ca", "xa", "ra", "rby", "sig", "rsig"}
 
 // grantPrelude holds what the grant scripts share: the fields, the index keys, the status of a
 // grant at now, and drop, which deletes a grant and takes it out of every index.
 const grantPrelude = `
-local GF = {'id', 'ns', 't', 'tool', 'wf', 'rule', 'by', 'why', 'ca', 'xa', 'ra', 'rby', 'sig'}
+local GF = {'id', 'ns', 't', 'tool', 'wf', 'rule', 'by', 'why', 'ca', 'xa', 'ra', 'rby', 'sig', 'rsig'}
 local function gscope(base, ns, t, tool) return base .. ':gs:' .. ns .. '\0' .. t .. '\0' .. tool end
 local function gstatus(v, now)
   if v[11] then return 'revoked' end
@@ -210,7 +211,7 @@ return {fmt(now)}
 `)
 
 // RevokeGrant: KEYS grant, gact, gs of its scope, gpurge, ga of its namespace and tenant. ARGV
-// revoked by. It writes ra and rby of an active grant (not revoked, not expired), takes it out
+// revoked by, signed statement of the revocation ("": unsigned). It writes ra, rby and rsig of an active grant (not revoked, not expired), takes it out
 // of gact, gs and ga, moves its purge to
 // now plus its retention, and returns {code, now}: K revoked now, U unchanged, N no grant.
 var RevokeGrant = redis.NewScript(prelude + `
@@ -219,6 +220,7 @@ local v = redis.call('HMGET', KEYS[1], 'id', 'xa', 'ra', 'ret')
 if not v[1] then return {'N', fmt(now)} end
 if v[3] or now >= tonumber(v[2]) then return {'U', fmt(now)} end
 redis.call('HSET', KEYS[1], 'ra', fmt(now), 'rby', ARGV[1])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'rsig', ARGV[2]) end
 redis.call('ZREM', KEYS[2], v[1])
 redis.call('ZREM', KEYS[3], v[1])
 redis.call('ZREM', KEYS[5], v[1])

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -115,6 +116,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 		d.EditOfLink = approvalLink(ap.Tenant, ap.EditOf)
 	}
 	add("Grant", ap.GrantID)
+	add("Signed by", s.approvalSignedBy(ap))
 	if rec, err := s.opts.Store.Get(r.Context(), &oncekeystore.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
 		d.Record = fmt.Sprintf("%s, epoch %d", rec.Status, rec.Epoch)
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)
@@ -148,7 +150,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
 	form := decideForm{Decision: r.PostFormValue("decision"), Reason: strings.TrimSpace(r.PostFormValue("reason")),
 		Message: strings.TrimSpace(r.PostFormValue("message")), Arguments: strings.TrimSpace(r.PostFormValue("arguments"))}
-	var d reconcile.Decision
+	var (
+		d      reconcile.Decision
+		signer decisionsig.Signer
+		cur    *oncekeystore.Approval // the request as the store holds it, which a signature names
+	)
 	p := &decisionPost{
 		p: decisiontext.Approval, what: "approval", fence: "episode", logMsg: "approval decision", choiceField: "decision", choice: form.Decision,
 		tenant: tenant, key: key, fenceValue: r.PostFormValue("episode"),
@@ -173,11 +179,17 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 				refuse(decisiontext.Approval.Title(decisiontext.Invalid), oneLine(err)+". Nothing was sent.")
 				return false
 			}
+			var why string
+			if signer, why = s.signer(id); why != "" {
+				refuse(noKeyTitle, why)
+				return false
+			}
 			return true
 		},
 		stored: func(ctx context.Context, episode int64) (*answer, error) {
 			ap, err := s.approvals.GetApproval(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 			if err != nil || (ap.Episode == episode && ap.Status == oncekeystore.ApprovalPending) {
+				cur = ap
 				return nil, err
 			}
 			detail := fmt.Sprintf("The form showed episode %d; the approval is now %s at episode %d", episode, ap.Status, ap.Episode)
@@ -189,6 +201,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 		},
 		send: func(ctx context.Context, requestID string) (string, string, error) {
 			d.RequestID = requestID
+			if signer != nil {
+				var err error
+				if d, err = reconcile.SignDecision(signer, cur, d); err != nil {
+					return "", "", err
+				}
+			}
 			out, err := reconcile.Decide(ctx, s.opts.Temporal, key, d)
 			if err != nil {
 				return "", "", err

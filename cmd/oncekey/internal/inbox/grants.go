@@ -5,15 +5,19 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/reconcile"
 )
 
 // grantRow is one standing grant on the grants page.
 type grantRow struct {
 	ID, Tenant, Tool, Workflow, Rule, By, Reason, Status, Expires string
 	Active                                                        bool
+	// Signed says who signed the grant's making and its revocation, with Options.TrustList.
+	Signed string
 }
 
 // grantsData is what the grants page shows: one page of the namespace's active grants (or,
@@ -29,6 +33,8 @@ type grantsData struct {
 	More   []grantsMore
 	Answer string
 	Error  string
+	// Signed is whether the rows say who signed them (the inbox has a trust list).
+	Signed bool
 }
 
 // grantsMore is a link to the next page of grants (of one tenant, or of all).
@@ -102,13 +108,18 @@ func (s *Server) showGrants(w http.ResponseWriter, r *http.Request, id *identity
 		}
 		for _, g := range res.Grants {
 			if id.allows(g.Tenant) {
-				d.Grants = append(d.Grants, grantRowOf(now, g))
+				row := grantRowOf(now, g)
+				if s.opts.TrustList != nil {
+					row.Signed = s.grantSignedBy(g)
+				}
+				d.Grants = append(d.Grants, row)
 			}
 		}
 		if res.Next != "" {
 			d.More = append(d.More, grantsMore{Tenant: t, Link: grantsLink(t, d.Ended, res.Next)})
 		}
 	}
+	d.Signed = s.opts.TrustList != nil
 	s.render(w, r, status, "grants", id, "Standing grants", d)
 }
 
@@ -149,7 +160,19 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, id *identit
 		s.showGrants(w, r, id, http.StatusConflict, grantsData{Error: "The grant " + g.ID + " is " + string(g.Status) + " already: nothing was changed."}, "")
 		return
 	}
-	g, err = gs.RevokeGrant(r.Context(), &oncekeystore.RevokeGrantParams{ID: gid, RevokedBy: id.resolvedBy()})
+	p := oncekeystore.RevokeGrantParams{ID: gid, RevokedBy: id.resolvedBy()}
+	signer, why := s.signer(id)
+	switch {
+	case why != "":
+		s.showGrants(w, r, id, http.StatusUnprocessableEntity, grantsData{Error: noKeyTitle + ". " + strings.Replace(why, "Nothing was sent.", "Nothing was revoked.", 1)}, "")
+		return
+	case signer != nil:
+		if p, err = reconcile.SignRevocation(signer, g, p); err != nil {
+			s.showGrants(w, r, id, http.StatusInternalServerError, grantsData{Error: "The revocation could not be signed: " + oneLine(err) + ". Nothing was revoked."}, "")
+			return
+		}
+	}
+	g, err = gs.RevokeGrant(r.Context(), &p)
 	if err != nil {
 		s.showGrants(w, r, id, http.StatusServiceUnavailable, grantsData{Error: "The grant could not be revoked: " + oneLine(err) + ". Try again."}, "")
 		return

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/payloadview"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -530,6 +531,11 @@ func (s *Server) showRecord(w http.ResponseWriter, r *http.Request, id *identity
 	add("Effect reference", rec.EffectReference)
 	add("Resolved by", rec.ResolvedBy)
 	add("Note", rec.Note)
+	if ss, ok := s.opts.Store.(oncekeystore.SignatureStore); ok {
+		if sig, err := ss.ResolutionSignature(r.Context(), &oncekeystore.GetParams{Tenant: rec.Tenant, OperationKey: rec.OperationKey}); err == nil {
+			add("Resolution signed by", s.resolutionSignedBy(rec, sig))
+		}
+	}
 	add("Created", rec.CreatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.CreatedAt)+" ago)")
 	add("Updated", rec.UpdatedAt.UTC().Format(time.RFC3339)+" ("+ageText(now, rec.UpdatedAt)+" ago)")
 	add("Fingerprint", rec.Fingerprint)
@@ -573,7 +579,11 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		Outcome: r.PostFormValue("outcome"), EffectReference: strings.TrimSpace(r.PostFormValue("effect_reference")),
 		Result: strings.TrimSpace(r.PostFormValue("result")), Note: strings.TrimSpace(r.PostFormValue("note")),
 	}
-	var res reconcile.Resolution
+	var (
+		res    reconcile.Resolution
+		signer decisionsig.Signer
+		cur    *oncekeystore.Record // the record as the store holds it, which a signature names
+	)
 	s.post(w, r, id, &decisionPost{
 		p: decisiontext.Reconciliation, what: "record", fence: "epoch", logMsg: "decision", choiceField: "outcome", choice: form.Outcome,
 		tenant: tenant, key: key, fenceValue: r.PostFormValue("epoch"),
@@ -602,11 +612,17 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 				refuse(decisiontext.Reconciliation.Title(decisiontext.Invalid), oneLine(err)+". Nothing was sent.")
 				return false
 			}
+			var why string
+			if signer, why = s.signer(id); why != "" {
+				refuse(noKeyTitle, why)
+				return false
+			}
 			return true
 		},
 		stored: func(ctx context.Context, epoch int64) (*answer, error) {
 			rec, err := s.opts.Store.Get(ctx, &oncekeystore.GetParams{Tenant: tenant, OperationKey: key})
 			if err != nil || (rec.Epoch == epoch && rec.Status == oncekeystore.StatusUnknown) {
+				cur = rec
 				return nil, err
 			}
 			return &answer{Kind: "refused", Title: "Refused: the record changed since this page was loaded",
@@ -614,6 +630,12 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request, id *identity) {
 		},
 		send: func(ctx context.Context, requestID string) (string, string, error) {
 			res.RequestID = requestID
+			if signer != nil {
+				var err error
+				if res, err = reconcile.SignResolution(signer, cur, res); err != nil {
+					return "", "", err
+				}
+			}
 			out, err := reconcile.ResolveOutput(ctx, s.opts.Temporal, tenant, key, res)
 			return "recorded as " + string(res.Outcome), decisiontext.ResolutionAnswer(out, nil), err
 		},

@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/textcheck"
 	"github.com/oncekey/oncekey/oncekeystore"
 )
@@ -41,6 +42,14 @@ type Options struct {
 	// (X-Forwarded-User, X-Auth-Request-Email): its value is who decides. Identities from it may
 	// act for every tenant. Defaults to none.
 	ProxyHeader string
+	// Signers are the keys the inbox signs decisions with, by who is signed in (a token's Name,
+	// the proxy header's value, or LocalUser; see LoadSignKeys). When it is not nil, every
+	// decision the inbox sends (approve, approve with edited arguments, deny, request changes,
+	// resolve, revoke a standing grant) is signed with the key of the signed-in identity, its statement's decider being
+	// that identity (as resolved_by records it), and an identity without a key decides nothing:
+	// the page says how to get one. Defaults to nil: decisions are sent unsigned, which workers
+	// with a trust list refuse.
+	Signers map[string]decisionsig.Signer
 	// SessionTTL is how long a browser stays signed in after it gave a token. Defaults to 12h.
 	SessionTTL time.Duration
 	// Store holds the records. Required. When it is also an oncekeystore.ApprovalStore the inbox
@@ -49,6 +58,10 @@ type Options struct {
 	// Temporal is a client of the namespace the reconciliation and approval workflows run in.
 	// Required.
 	Temporal client.Client
+	// TrustList is the workers' trust list (decisionsig.LoadTrustList): with it, the approval and
+	// record pages show who signed the decision stored with them and whether it verifies, as
+	// `oncekey show --trust` does. Defaults to none: the signing key is named, unverified.
+	TrustList *decisionsig.TrustList
 	// Tokens are the access tokens (see ParseTokens); a request carries one as
 	// "Authorization: Bearer TOKEN", or a browser signs in with one on /login.
 	Tokens []Token

@@ -1,0 +1,1 @@
+ALTER TABLE oncekey_grants DROP COLUMN IF EXISTS revocation_signature;
