@@ -14,8 +14,10 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unsafe"
 
 	"github.com/oncekey/oncekey/canonical"
+	"github.com/oncekey/oncekey/internal/argsdoc"
 	"github.com/oncekey/oncekey/internal/jsondoc"
 )
 
@@ -63,6 +65,8 @@ type Operation struct {
 	// fit a float64 (2^53+1) keeps its value even when the activity decodes its input into
 	// map[string]any or any. When it is nil, Key and Fingerprint encode Args instead.
 	ArgsJSON json.RawMessage
+	// canonicalArgs is ArgsJSON when the interceptor made it canonical (argsdoc.MarkCanonical).
+	canonicalArgs []byte
 	// NexusKey is, for a Nexus operation's synchronous handler (which is not an activity), the key
 	// that names the intended effect: the caller's NexusHeaderKey header, or else the Nexus request
 	// ID. It is "" for an activity. For a Nexus operation WorkflowID holds it too (ArgsKey reads
@@ -383,9 +387,20 @@ func (a *callArgs) material() ([]byte, error) {
 	return a.mat, a.matErr
 }
 
+func init() {
+	argsdoc.MarkCanonical = func(op any) {
+		o := op.(*Operation)
+		o.canonicalArgs = o.ArgsJSON
+	}
+}
+
 // argsJSON returns the canonical JSON of op's arguments document: ArgsJSON in canonical form
-// when it is set, else the encoding of Args.
+// when it is set (as it is, when the interceptor made it canonical: argsdoc.MarkCanonical), else
+// the encoding of Args.
 func argsJSON(op Operation) ([]byte, error) {
+	if len(op.ArgsJSON) > 0 && len(op.canonicalArgs) == len(op.ArgsJSON) && unsafe.SliceData(op.canonicalArgs) == unsafe.SliceData(op.ArgsJSON) {
+		return op.ArgsJSON, nil
+	}
 	if op.ArgsJSON != nil {
 		b, err := canonical.Transform(op.ArgsJSON)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/argsdoc"
 )
 
 // BenchmarkKey measures operation key derivation per strategy; allocs/op is the figure to watch
@@ -91,6 +92,7 @@ func BenchmarkCallIdentity(b *testing.B) {
 				}
 				op := oncekey.Operation{Namespace: "default", Tenant: "default", WorkflowID: "agent-1", RunID: "run-1", ActivityID: "5",
 					StepID: step, Tool: "ToolExecutor", Args: args, ArgsJSON: doc}
+				argsdoc.MarkCanonical(&op) // as the interceptor does: doc is canonical
 				if _, err := oncekey.Identities(p, op, secret); err != nil {
 					b.Fatal(err)
 				}

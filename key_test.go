@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/argsdoc"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/internal/wire"
 )
@@ -563,4 +564,31 @@ func TestKeyStandalone(t *testing.T) {
 	empty.ActivityID = " "
 	_, err := oncekey.Key(oncekey.Policy{}, empty)
 	require.ErrorIs(t, err, oncekey.ErrNoKey)
+}
+
+// TestMarkedCanonicalArgs: an operation whose arguments document the interceptor marked canonical
+// (argsdoc.MarkCanonical) has the identity the same operation has unmarked; one whose ArgsJSON is
+// set again after the mark, to a document not in canonical form, is encoded again, so it has the
+// identity of that document's canonical form.
+func TestMarkedCanonicalArgs(t *testing.T) {
+	t.Parallel()
+	p := oncekey.Policy{Version: "v2", Exclude: []string{"trace_id"}}
+	canon, err := oncekey.CanonicalArgs([]any{map[string]any{"subject": "Printer on fire", "priority": 2, "trace_id": "t-1"}})
+	require.NoError(t, err)
+	op := baseOp()
+	op.StepID = ""
+	op.ArgsJSON = canon
+	want, err := oncekey.Identities(p, op, []byte("secret"))
+	require.NoError(t, err)
+
+	marked := op
+	argsdoc.MarkCanonical(&marked)
+	got, err := oncekey.Identities(p, marked, []byte("secret"))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	marked.ArgsJSON = json.RawMessage(` { "trace_id" : "t-1", "subject":"Printer on fire","priority":2.0 }`)
+	got, err = oncekey.Identities(p, marked, []byte("secret"))
+	require.NoError(t, err)
+	require.Equal(t, want, got, "a document set after the mark is encoded again")
 }

@@ -21,7 +21,7 @@ const modulePath = "github.com/oncekey/oncekey"
 // helpers (internal/testing) and the development tools (internal/dev) are not layered: see
 // TestLayering.
 var layers = [][]string{
-	{"canonical", "metrics", "internal/shell", "internal/failure", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce", "internal/httpproof", "internal/jsondoc", "internal/wire"},
+	{"canonical", "metrics", "internal/shell", "internal/failure", "internal/textcheck", "internal/errdetail", "internal/mdtext", "internal/failuredoc", "internal/coalesce", "internal/httpproof", "internal/jsondoc", "internal/wire", "internal/argsdoc"},
 	{"oncekeystore", "decisionsig"},
 	{"memstore", "pgstore", "redisstore", "oncekeystore/storetest", "oncekeystore/storemock"},
 	{"."},

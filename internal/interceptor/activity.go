@@ -20,6 +20,7 @@ import (
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/internal/activities"
 	"github.com/oncekey/oncekey/internal/approvaledit"
+	"github.com/oncekey/oncekey/internal/argsdoc"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/failuredoc"
 	"github.com/oncekey/oncekey/internal/httpproof"
@@ -308,7 +309,11 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	// encoding of them (oncekey.Identities), with the identities of older versions when the
 	// policy answers for them (Policy.Previous; older reads their records).
 	hook = "Policy.Key (the ExplicitKey function, or an argument's MarshalJSON/MarshalText read by ArgsKey or the fingerprint) or a PreviousVersion.Args mapping"
-	if c.ids, err = oncekey.Identities(c.policy, op, c.root.opts.FingerprintSecret); err != nil {
+	// The arguments document is canonical already (argsDocument, or the Route's part of it):
+	// derived from as it is. Only this copy says so; hooks get op as it was built.
+	derive := op
+	argsdoc.MarkCanonical(&derive)
+	if c.ids, err = oncekey.Identities(c.policy, derive, c.root.opts.FingerprintSecret); err != nil {
 		return c.configError(err)
 	}
 	c.key, c.fp, c.version = c.ids[0].Key, c.ids[0].Fingerprint, c.ids[0].Version
