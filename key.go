@@ -558,7 +558,8 @@ type Identity struct {
 // document mapped by its Args, keyed and fingerprinted under its Version with p's Key and
 // Exclude. An older identity equal to one before it is left out. It returns the errors of Key and
 // KeyedFingerprint for the current identity; an older version whose mapping or derivation fails
-// is left out (the call cannot be that older operation).
+// is left out (the call cannot be that older operation). The arguments are encoded once for the
+// key and the fingerprint (Key then KeyedFingerprint encode them twice).
 func Identities(p Policy, op Operation, secret []byte) ([]Identity, error) {
 	a := newCallArgs(op, p.Exclude)
 	key, err := deriveKey(p.keyStrategy(), a)
