@@ -273,8 +273,7 @@ func deriveKey(ks KeyStrategy, a *callArgs) (string, error) {
 	op := a.op
 	var parts []keyPart
 	var err error
-	// Calling each strategy's own method rather than the interface's keeps a (and the operation
-	// it points to) on the stack.
+	// Calling each strategy's own method rather than the interface's keeps a on the stack.
 	switch k := ks.(type) {
 	case stepKey:
 		parts, err = k.parts(a)
