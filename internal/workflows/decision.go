@@ -58,8 +58,8 @@ type decider[D, O any] struct {
 	// the run (a partial approval, which waits for another signer).
 	answered  O
 	hasAnswer bool
-	f       workflow.Future
-	s       workflow.Settable
+	f         workflow.Future
+	s         workflow.Settable
 	// invalidThisRun counts the invalid signals of this run.
 	invalidThisRun int
 }
