@@ -37,9 +37,9 @@ func (e *e2e) requireStillWaiting(t *testing.T, id string, a *oncekeystore.Appro
 	require.NoError(t, err)
 	require.Equal(t, reconcile.ApprovalStateWaiting, rep.State)
 	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status)
-	desc, err := e.c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := e.c.DescribeWorkflow(ctx, id, "")
 	require.NoError(t, err)
-	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.WorkflowExecutionInfo.Status)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.RawResponse.GetWorkflowExecutionInfo().GetStatus())
 }
 
 func TestE2EFourEyesApproval(t *testing.T) {
