@@ -1,6 +1,7 @@
 package oncekey
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/oncekey/oncekey/internal/shell"
@@ -45,7 +46,41 @@ type ApprovalPolicy struct {
 	// out then: it waits Escalation.Timeout more, for Escalation.To (see ApprovalEscalation). Nil:
 	// the request is timed out (denied) at Timeout.
 	Escalation *ApprovalEscalation
+
+	// Signers is how many different people must approve a request before the call runs (2 for
+	// "four eyes"): approvals signed by that many different keys of the worker's trust list
+	// (okworker.Options.TrustList), made by as many different deciders (who decided: the same
+	// key twice, or two keys naming the same decider, count once). Each approval before the last
+	// is recorded with its signature as a partial approval (oncekeystore.Approval.Cosignatures)
+	// and the request keeps waiting; the decision update answers it as recorded and waiting
+	// ("1 of 2"). A denial, or a request for changes, by any trusted signer denies the request.
+	// The worker re-verifies every stored signature, before the claim and under it, and runs the
+	// call only while enough of them verify. Such a request cannot be approved with edited
+	// arguments (the decision is refused: request changes instead) nor by a standing grant (a
+	// grant covers nothing for it, and the call asks people). It needs signed decisions: a worker
+	// without a trust list refuses to start with such a policy (okworker's *ConfigError, Field
+	// TrustList), and a call that meets one all the same fails with ErrTypeConfig. Defaults to 0,
+	// which like 1 means one decision; must not be negative.
+	Signers int
 }
+
+// SignersNeedTrustListError: a policy asks for more than one signer (ApprovalPolicy.Signers) on
+// a worker without a trust list, which could not tell its signers apart. The worker refuses to
+// start (okworker's *ConfigError, Field TrustList, wrapping it); a call or a decision that meets
+// it all the same fails with ErrTypeConfig, and nothing runs or is recorded.
+type SignersNeedTrustListError struct {
+	Tool    string
+	Signers int
+}
+
+func (e *SignersNeedTrustListError) Error() string {
+	return fmt.Sprintf("oncekey: the approval policy of %s asks for %d different signers (ApprovalPolicy.Signers), which needs signed decisions: "+
+		"give every worker the trust list of the signers' keys (okworker.Options.TrustList, decisionsig.LoadTrustList), or drop Signers", e.Tool, e.Signers)
+}
+
+// RequiredSigners returns how many different trusted signers must approve a request of a: Signers,
+// at least 1.
+func (a *ApprovalPolicy) RequiredSigners() int { return max(a.Signers, 1) }
 
 // ApprovalRequiredError: the call needs an approval it does not have (Policy.Approval): a
 // person denied it, nobody decided in time, or the worker found no approved request for the

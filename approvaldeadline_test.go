@@ -34,3 +34,14 @@ func TestApprovalEscalationPolicy(t *testing.T) {
 	}
 	require.NoError(t, reg.SetAs("Refund", issueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: p}))
 }
+
+func TestApprovalSignersPolicy(t *testing.T) {
+	require.Equal(t, 1, (&oncekey.ApprovalPolicy{}).RequiredSigners())
+	require.Equal(t, 2, (&oncekey.ApprovalPolicy{Signers: 2}).RequiredSigners())
+	reg := oncekey.NewRegistry()
+	err := reg.SetAs("Refund", issueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{Signers: -1}})
+	var pe *oncekey.PolicyError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "Approval.Signers", pe.Field)
+	require.NoError(t, reg.SetAs("Refund", issueRefund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{Signers: 2}}))
+}

@@ -217,6 +217,9 @@ func (p Policy) validate(tool string) error {
 		if !p.Effect.Claimed() {
 			return &PolicyError{Tool: tool, Field: "Approval", Reason: "a ReadOnly tool claims nothing, so nothing can wait for its approval: make it Idempotent or Effectful, or drop Approval"}
 		}
+		if p.Approval.Signers < 0 {
+			return &PolicyError{Tool: tool, Field: "Approval.Signers", Reason: "must not be negative (0 or 1 means one decision, 2 four eyes)"}
+		}
 		if p.Approval.Timeout < 0 {
 			return &PolicyError{Tool: tool, Field: "Approval.Timeout", Reason: "must not be negative (0 means DefaultApprovalTimeout, 24h)"}
 		}

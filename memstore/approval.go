@@ -11,6 +11,10 @@ import (
 func viewApproval(a *oncekeystore.Approval, now time.Time) *oncekeystore.Approval {
 	c := *a
 	c.Signature = cloneBytes(a.Signature)
+	c.Cosignatures = nil
+	for _, sig := range a.Cosignatures {
+		c.Cosignatures = append(c.Cosignatures, cloneBytes(sig))
+	}
 	c.ReadAsOf(now)
 	return &c
 }
@@ -90,6 +94,12 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprov
 		case a.Episode != p.Episode, a.Token != p.Token:
 			return nil, wrap(op, p.OperationKey, &oncekeystore.StaleDecisionError{
 				OperationKey: p.OperationKey, Epoch: p.Episode, Current: a.Episode, Status: oncekeystore.Status(viewApproval(a, now).Status)})
+		case p.Status == oncekeystore.ApprovalPending && a.Status == oncekeystore.ApprovalPending && !a.Overdue(now):
+			// A partial approval: one more signer's signed statement; the request keeps waiting.
+			a.Cosignatures = append(a.Cosignatures, cloneBytes(p.Signature))
+			return viewApproval(a, now), nil
+		case p.Status == oncekeystore.ApprovalPending:
+			return nil, wrap(op, p.OperationKey, &oncekeystore.ApprovalConflictError{Approval: viewApproval(a, now)})
 		case a.Overdue(now) && p.Status != oncekeystore.ApprovalTimedOut:
 			// A person's decision after the deadline: the request timed out at it, and that is
 			// what is written (with the decision's retention) and answered.

@@ -91,6 +91,12 @@ type Approval struct {
 	// to the store (decisionsig.Signed's JSON); nil for a decision that was not signed and while
 	// pending. A new episode clears it.
 	Signature []byte
+	// Cosignatures are the signed statements of the approvals recorded while the request waited
+	// for more signers (ApprovalPolicy.Signers; DecideApprovalParams with Status ApprovalPending),
+	// oldest first, opaque to the store; they stay with the approval once it is decided. The
+	// worker counts the distinct trusted signers among them and Signature. A new episode clears
+	// them.
+	Cosignatures [][]byte
 }
 
 // ApprovalTimeoutDecider is Approval.DecidedBy of a request nobody decided before its Deadline
@@ -211,7 +217,13 @@ type DecideApprovalParams struct {
 	// Token is the Token of the request the decision was made for (Approval.Token as read with
 	// the episode); a decision for another request of the key is a *StaleDecisionError.
 	Token string
-	// Status is ApprovalApproved, ApprovalDenied or ApprovalTimedOut.
+	// Status is ApprovalApproved, ApprovalDenied, ApprovalTimedOut or ApprovalReplaced; or
+	// ApprovalPending, which records a partial approval (one signer's, when the policy asks for
+	// more: ApprovalPolicy.Signers): Signature, required then, is appended to
+	// Approval.Cosignatures and nothing else changes (DecidedBy, Reason, ModelMessage,
+	// ChangesRequested and EditedAs must be empty). It is fenced as a decision is; on an overdue
+	// approval it writes nothing and is answered *ApprovalConflictError with the approval as it
+	// reads (timed out).
 	Status    ApprovalStatus
 	DecidedBy string
 	Reason    string

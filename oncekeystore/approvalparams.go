@@ -40,8 +40,11 @@ func (p *DecideApprovalParams) Validate() error {
 	if err := checkTarget(op, p.Tenant, p.OperationKey, "Episode", p.Episode, "is not an episode: give the episode of the approval the decision was made for"); err != nil {
 		return err
 	}
+	if p.Status == ApprovalPending {
+		return p.validatePartial(op)
+	}
 	if !p.Status.Decided() {
-		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not approved, denied, timed_out or replaced", p.Status)}
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: fmt.Sprintf("%q is not pending, approved, denied, timed_out or replaced", p.Status)}
 	}
 	if err := checkOptional(op, "Token", p.Token, "DecidedBy", p.DecidedBy, "Reason", p.Reason, "EditedAs", p.EditedAs); err != nil {
 		return err
@@ -59,6 +62,21 @@ func (p *DecideApprovalParams) Validate() error {
 		return err
 	}
 	return checkPositive(op, "Retention", p.Retention)
+}
+
+// validatePartial checks a partial approval (Status ApprovalPending): a signature and nothing
+// a decision records.
+func (p *DecideApprovalParams) validatePartial(op string) error {
+	switch {
+	case p.DecidedBy != "" || p.Reason != "" || p.ModelMessage != "" || p.ChangesRequested || p.EditedAs != "":
+		return &InvalidParamsError{Op: op, Field: "Status", Reason: "pending records a signature only: DecidedBy, Reason, ModelMessage, ChangesRequested and EditedAs must be empty"}
+	case len(p.Signature) == 0:
+		return &InvalidParamsError{Op: op, Field: "Signature", Reason: "is required with status pending (a partial approval)"}
+	}
+	if err := checkOptional(op, "Token", p.Token); err != nil {
+		return err
+	}
+	return checkSignature(op, p.Signature)
 }
 
 // Validate returns an *InvalidParamsError naming the first bad field, or nil. The cursor is

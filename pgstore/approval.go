@@ -22,7 +22,7 @@ const approvalCols = `tenant, operation_key, namespace, tool, fingerprint, workf
     CASE WHEN {overdue} THEN 'timed_out' ELSE status END, episode, requested_at, deadline,
     CASE WHEN {overdue} THEN deadline ELSE decided_at END, CASE WHEN {overdue} THEN {decider} ELSE decided_by END,
     CASE WHEN {overdue} THEN {overdueReason} ELSE reason END, expires_at, token,
-    model_message, changes_requested, edit_of, edited_as, grant_id, signature`
+    model_message, changes_requested, edit_of, edited_as, grant_id, signature, cosigned`
 
 // The conditions on approvals, named once. approvalAnew is whether a request (EXCLUDED) asks
 // the existing approval (o) anew, at the next episode: not the repeat of the request that asked
@@ -64,6 +64,10 @@ func (l *listing) statusAsRead(status oncekeystore.ApprovalStatus) {
 // approvalMigration names the migration that creates the approvals table, for the error of a
 // store whose schema lacks it.
 const approvalMigration = "003_approvals"
+
+// cosignMigration names the migration that adds the approvals' cosigned column (partial
+// approvals of a request that needs more than one signer).
+const cosignMigration = "012_approval_cosignatures"
 
 // approvalReplacer fills in the approval statements' names for the approvals table a; {late}
 // is whether a decision ($4) is a person's on an overdue approval.
@@ -114,7 +118,8 @@ ON CONFLICT (tenant, operation_key) DO UPDATE SET
     edit_of       = CASE WHEN {anew} THEN EXCLUDED.edit_of ELSE o.edit_of END,
     edited_as     = CASE WHEN {anew} THEN '' ELSE o.edited_as END,
     grant_id      = CASE WHEN {anew} THEN '' ELSE o.grant_id END,
-    signature     = CASE WHEN {anew} THEN NULL ELSE o.signature END
+    signature     = CASE WHEN {anew} THEN NULL ELSE o.signature END,
+    cosigned      = CASE WHEN {anew} THEN '{}' ELSE o.cosigned END
 RETURNING {cols}, request_token = $10 AS created`)
 	// A person's decision on an overdue approval ({late}) writes the timeout it reads as instead,
 	// and RETURNING says so.
@@ -129,6 +134,11 @@ RETURNING {cols}, request_token = $10 AS created`)
     signature = CASE WHEN {late} THEN NULL ELSE $12::bytea END
 WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $8 AND status = 'pending'
 RETURNING {cols}, {late} AS late`)
+	// A partial approval appends one signer's statement to a pending approval within its
+	// deadline; anything else changes nothing, and the second read says why.
+	s.cosignApprovalSQL = r.Replace(`UPDATE {a} SET cosigned = array_append(cosigned, $5::bytea)
+WHERE tenant = $1 AND operation_key = $2 AND episode = $3 AND token = $4 AND status = 'pending' AND deadline > now()
+RETURNING {cols}, false AS late`)
 	s.getApprovalSQL = r.Replace(`SELECT {cols} FROM {a} WHERE tenant = $1 AND operation_key = $2`)
 	s.purgeApprovalsStep = newPurgeStep(a, approvalExpiredWhere, `DELETE FROM {t}`)
 }
@@ -142,9 +152,12 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekeystore.Approval, error) {
 	)
 	dest := append([]any{&a.Tenant, &a.OperationKey, &a.Namespace, &a.Tool, &a.Fingerprint, &a.WorkflowID, &a.StepID,
 		&a.Summary, &status, &a.Episode, &a.RequestedAt, &a.Deadline, &decidedAt, &a.DecidedBy, &a.Reason, &expiresAt, &a.Token,
-		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs, &a.GrantID, &a.Signature}, extra...)
+		&a.ModelMessage, &a.ChangesRequested, &a.EditOf, &a.EditedAs, &a.GrantID, &a.Signature, &a.Cosignatures}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if len(a.Cosignatures) == 0 {
+		a.Cosignatures = nil
 	}
 	a.Status = oncekeystore.ApprovalStatus(status)
 	if decidedAt.Valid {
@@ -164,6 +177,9 @@ func scanApproval(row pgx.Row, extra ...any) (*oncekeystore.Approval, error) {
 // story. It asks the database once more, on this error path only; if that fails, wrap
 // classifies err.
 func (s *Store) wrapApproval(ctx context.Context, op, key string, err error) error {
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42703" && strings.Contains(pgErr.Message, "cosigned") {
+		return s.outdated(ctx, op, key, "the column cosigned is missing (migration "+cosignMigration+" is not applied)", err)
+	}
 	if signatureMissing(err) {
 		return s.wrapSignature(ctx, op, key, err)
 	}
@@ -237,6 +253,9 @@ func (s *Store) DecideApproval(ctx context.Context, p *oncekeystore.DecideApprov
 	const op = "decide approval"
 	var late bool
 	a, err := queryOne(ctx, s, op, p.OperationKey, s.wrapApproval, func(ctx context.Context) (*oncekeystore.Approval, error) {
+		if p.Status == oncekeystore.ApprovalPending {
+			return scanApproval(s.db().QueryRow(ctx, s.cosignApprovalSQL, p.Tenant, p.OperationKey, p.Episode, p.Token, p.Signature), &late)
+		}
 		return scanApproval(s.db().QueryRow(ctx, s.decideApprovalSQL, p.Tenant, p.OperationKey, p.Episode,
 			string(p.Status), p.DecidedBy, p.Reason, micros(p.Retention), p.Token, p.ModelMessage, p.ChangesRequested, p.EditedAs, p.Signature), &late)
 	}, func() error {

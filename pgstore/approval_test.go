@@ -61,7 +61,7 @@ func TestStoreBeforeApprovalMigration(t *testing.T) {
 				se := requireSchemaError(t, err, "42P01", want...)
 				require.Equal(t, op, se.Op)
 			}
-			requireSchemaError(t, s.Check(ctx), "", `migrations 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits, 008_grants, 009_grant_scope, 010_decision_signatures, 011_grant_revocation_signatures are not applied in schema "`+schema+`"`)
+			requireSchemaError(t, s.Check(ctx), "", `migrations 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits, 008_grants, 009_grant_scope, 010_decision_signatures, 011_grant_revocation_signatures, 012_approval_cosignatures are not applied in schema "`+schema+`"`)
 
 			require.NoError(t, pgstore.Migrate(ctx, pool))
 			require.NoError(t, s.Check(ctx))
@@ -220,6 +220,7 @@ ORDER BY ordinal_position`)
 		"edited_as text NOT NULL DEFAULT ''::text",
 		"grant_id text NOT NULL DEFAULT ''::text",
 		"signature bytea",
+		"cosigned ARRAY NOT NULL DEFAULT '{}'::bytea[]",
 	}, columns, "the columns of oncekey_approvals")
 
 	var schema string

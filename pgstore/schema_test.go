@@ -185,7 +185,7 @@ func TestStoreOnOutdatedSchema(t *testing.T) {
 
 			_, err = pool.Exec(ctx, `DELETE FROM oncekey_migrations`)
 			require.NoError(t, err)
-			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace, 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits, 008_grants, 009_grant_scope, 010_decision_signatures, 011_grant_revocation_signatures are not applied in schema "`+schema+`"`)
+			requireSchemaError(t, s.Check(ctx), "", `migrations 001_operations, 002_namespace, 003_approvals, 004_approval_token, 005_transactional, 006_outbox, 007_approval_edits, 008_grants, 009_grant_scope, 010_decision_signatures, 011_grant_revocation_signatures, 012_approval_cosignatures are not applied in schema "`+schema+`"`)
 
 			_, err = pool.Exec(ctx, `DROP TABLE oncekey_migrations`)
 			require.NoError(t, err)

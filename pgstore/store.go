@@ -84,7 +84,7 @@ type Store struct {
 	forgetSQL, previewSQL, statsSQL, unsettledSQL                                                                         string
 	tombstoneStep, deleteStep, purgeApprovalsStep, purgeGrantsStep                                                        purgeStep
 	// The approval statements (approval.go) run through pgx's own statement cache.
-	requestApprovalSQL, decideApprovalSQL, getApprovalSQL string
+	requestApprovalSQL, decideApprovalSQL, cosignApprovalSQL, getApprovalSQL string
 
 	// outboxTable is the outbox (oncekey_outbox, in Options.Schema if set; outbox.go).
 	outboxTable string

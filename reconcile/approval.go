@@ -211,6 +211,24 @@ type ApprovalOutput struct {
 	// answer was read from the store: arguments are never stored).
 	EditedAs  string          `json:"edited_as,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Signers and SignersRequired are, for a request whose policy asks for more than one signer
+	// (oncekey.ApprovalPolicy.Signers), how many different trusted signers have approved it and
+	// how many must. Status pending with them set answers a partial approval: it was recorded,
+	// and the request waits for another signer (SignersText). 0 for a one-signer request.
+	Signers         int `json:"signers,omitempty"`
+	SignersRequired int `json:"signers_required,omitempty"`
+}
+
+// Waiting reports whether o answers a partial approval: recorded, and the request still waits
+// for another signer.
+func (o ApprovalOutput) Waiting() bool {
+	return o.Status == oncekeystore.ApprovalPending && o.SignersRequired > 1
+}
+
+// SignersText is what the CLI, the inbox and the decision update say of a partial approval:
+// "recorded; waiting for another signer (1 of 2)".
+func (o ApprovalOutput) SignersText() string {
+	return fmt.Sprintf("recorded; waiting for another signer (%d of %d)", o.Signers, o.SignersRequired)
 }
 
 // ApprovalState is where an approval workflow stands.
@@ -303,6 +321,9 @@ func decideTarget(key string) target {
 // again with the same RequestID is taken once. The workflow's validator accepts or refuses it
 // before anything is written to its history; an accepted one is written to the store and the
 // workflow's ApprovalOutput is returned. It waits at most ConfirmWait in all, and not past ctx.
+// An approval of a request that needs more signers (oncekey.ApprovalPolicy.Signers) than have
+// approved it is recorded as a partial approval: the output is pending, with Waiting true and
+// the signer counts (SignersText: "recorded; waiting for another signer (1 of 2)").
 //
 // Where the update cannot be used (as for ResolveOutput: the workflow is still asking the store,
 // the server or the running workflow does not take updates, no worker took it in time) it falls
@@ -341,6 +362,10 @@ func decidedAsSent(key string, out *ApprovalOutput, d Decision) error {
 		want = oncekeystore.ApprovalReplaced
 	}
 	if out.Status == want && out.RequestID == d.RequestID {
+		return nil
+	}
+	if want == oncekeystore.ApprovalApproved && out.Waiting() && out.RequestID == d.RequestID {
+		// A partial approval: recorded, and the request waits for another signer (SignersText).
 		return nil
 	}
 	by := out.DecidedBy

@@ -50,3 +50,22 @@ func TestResolutionShapePinned(t *testing.T) {
 	require.Equal(t, reconcile.ResolutionOutcome("failed"), reconcile.Failed)
 	require.Equal(t, reconcile.SignalName, reconcile.UpdateName, "one name for the signal and the update")
 }
+
+// TestPartialApprovalAnswerPinned pins the JSON of the decision update's answer to a partial
+// approval (four eyes, oncekey.ApprovalPolicy.Signers): status pending with signers and
+// signers_required, which the CLI, the inbox and clients in any language read as "recorded;
+// waiting for another signer".
+//
+// CHANGING IT IS A BREAKING CHANGE (docs/compatibility.md): a client that reads the answer would
+// take a partial approval for a decision, or miss that the call still waits.
+func TestPartialApprovalAnswerPinned(t *testing.T) {
+	out := reconcile.ApprovalOutput{Status: "pending", Episode: 1, Created: true, RequestID: "ada-1", Signers: 1, SignersRequired: 2}
+	b, err := json.Marshal(out)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"status":"pending","episode":1,"created":true,"request_id":"ada-1","signers":1,"signers_required":2}`, string(b))
+	require.True(t, out.Waiting())
+	require.Equal(t, "recorded; waiting for another signer (1 of 2)", out.SignersText())
+	b, err = json.Marshal(reconcile.ApprovalOutput{Status: "approved", Episode: 1})
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "signers", "a one-signer answer carries no signer counts")
+}

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -38,6 +40,11 @@ func decodeApproval(f []any, now int64) (*oncekeystore.Approval, error) {
 	if sig := str(f[22]); sig != "" {
 		a.Signature = []byte(sig)
 	}
+	cs, err := decodeCosignatures(str(f[23]))
+	if err != nil {
+		return nil, err
+	}
+	a.Cosignatures = cs
 	a.ReadAsOf(time.UnixMicro(now))
 	return a, d.err(8)
 }
@@ -219,4 +226,20 @@ func (s *Store) purgeApprovals(ctx context.Context, p *oncekeystore.PurgeParams,
 			}
 		}
 	}
+}
+
+// decodeCosignatures reads the csig field of an approval: each signed statement as its length in
+// decimal, ':' and its bytes. "" is none.
+func decodeCosignatures(s string) ([][]byte, error) {
+	var out [][]byte
+	for s != "" {
+		i := strings.IndexByte(s, ':')
+		n, err := strconv.Atoi(s[:max(i, 0)])
+		if i < 0 || err != nil || n < 0 || n > len(s)-i-1 {
+			return nil, fmt.Errorf("approval field csig is malformed")
+		}
+		out = append(out, []byte(s[i+1:i+1+n]))
+		s = s[i+1+n:]
+	}
+	return out, nil
 }

@@ -190,6 +190,13 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 		}, err); err != nil {
 			return err
 		}
+		if out.Waiting() {
+			// A partial approval: the request needs more signers (ApprovalPolicy.Signers).
+			fmt.Fprintf(a.stdout, "approval of %s recorded, episode %d (%s accepted it)\n", key, d.Episode, id)
+			fmt.Fprintf(a.stdout, "the workflow answered: %s; the call does not run until another signer the workers trust approves it\n",
+				decisiontext.ApprovalAnswer(out, printable))
+			return nil
+		}
 		fmt.Fprintf(a.stdout, "%s %s, episode %d (%s accepted it)\n", pastTense(kind), key, d.Episode, id)
 		fmt.Fprintf(a.stdout, "the workflow answered: %s\n", decisiontext.ApprovalAnswer(out, printable))
 		if out.EditedAs != "" {

@@ -61,10 +61,18 @@ func writeTrustFile(t *testing.T, path, tenant string, entries ...map[string]any
 // and whose decisions must be signed by a key of the trust list at trust.
 func signedWorker(t *testing.T, c client.Client, url string, b *bookings, tenant, trust string, noApproval bool) string {
 	t.Helper()
+	return signedWorkerSigners(t, c, url, b, tenant, trust, noApproval, 0)
+}
+
+// signedWorkerSigners is signedWorker whose Book's approval asks for signers different signers
+// (ApprovalPolicy.Signers).
+func signedWorkerSigners(t *testing.T, c client.Client, url string, b *bookings, tenant, trust string, noApproval bool, signers int) string {
+	t.Helper()
 	s, _ := migratedAt(t, url)
 	tl, err := decisionsig.LoadTrustList(trust)
 	require.NoError(t, err)
 	p := oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{Summary: func(op oncekey.Operation) string { return "book " + string(op.ArgsJSON) }}}
+	p.Approval.Signers = signers
 	if noApproval {
 		p.Approval = nil
 	}
@@ -122,6 +130,36 @@ func TestSignedApproveWithKeysGen(t *testing.T) {
 	r = cli(t, env, "audit", ap.OperationKey, "--tenant", "acme")
 	require.Equal(t, exitFailed, r.code, r.stdout)
 	require.Contains(t, r.stdout, "the key is revoked")
+}
+
+// Four eyes: ada's signed approval is recorded and the CLI says the call waits for another
+// signer, with nothing run; bob's runs the call once.
+func TestSignedApproveFourEyes(t *testing.T) {
+	needsServices(t)
+	c, url, env := workerEnv(t, "ada")
+	dir := t.TempDir()
+	adaKey, adaEntry := genKey(t, dir, "ada")
+	bobKey, bobEntry := genKey(t, dir, "bob")
+	trust := filepath.Join(dir, "trust.json")
+	writeTrustFile(t, trust, "acme", adaEntry, bobEntry)
+	b := &bookings{}
+	run := runBooking(t, c, signedWorkerSigners(t, c, url, b, "acme", trust, false, 2))
+	ap := waitingApproval(t, c, env)
+
+	r := cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--sign-key", adaKey, "--by", "ada", "--reason", "checked")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "approval of "+ap.OperationKey+" recorded, episode 1")
+	require.Contains(t, r.stdout, "the workflow answered: recorded; waiting for another signer (1 of 2)")
+	effects, runs := b.counts()
+	require.Zero(t, effects+runs, "one signer's approval runs nothing")
+
+	r = cli(t, env, "approve", ap.OperationKey, "--tenant", "acme", "--sign-key", bobKey, "--by", "bob", "--reason", "agreed")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "approved "+ap.OperationKey)
+	require.Equal(t, "BK-R1", booked(t, run).ID)
+	effects, runs = b.counts()
+	require.Equal(t, 1, effects)
+	require.Equal(t, 1, runs)
 }
 
 // resolve signs with ONCEKEY_SIGN_KEY: unsigned it is refused and the record stays unknown;

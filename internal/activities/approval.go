@@ -191,25 +191,40 @@ func (a *Activities) DecideApproval(ctx context.Context, in DecideApprovalInput)
 	if err := a.verifyDecision(ctx, cur, in); err != nil {
 		return ApprovalAnswer{}, err
 	}
+	signers, err := a.signers(cur, in)
+	if err != nil {
+		return ApprovalAnswer{}, err
+	}
 	var e *edit
 	if len(in.Arguments) > 0 {
 		if e, err = a.approveEdit(ctx, s, cur, &in); err != nil {
 			return ApprovalAnswer{}, err
 		}
 	}
-	ap, err := s.DecideApproval(ctx, &oncekeystore.DecideApprovalParams{
+	p := &oncekeystore.DecideApprovalParams{
 		Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Token: in.Token, Status: in.Status,
 		DecidedBy: in.DecidedBy, Reason: in.Reason, Retention: in.Retention,
 		ModelMessage: in.Message, ChangesRequested: in.ChangesRequested, EditedAs: e.key(), Signature: in.Signature,
-	})
+	}
+	if signers.waiting() {
+		if !signers.counted {
+			// One signer already counted (the same key, or the same decider) adds nothing.
+			return signers.answer(answerOf(cur)), nil
+		}
+		p = &oncekeystore.DecideApprovalParams{Tenant: in.Tenant, OperationKey: in.OperationKey, Episode: in.Episode, Token: in.Token,
+			Status: oncekeystore.ApprovalPending, Retention: in.Retention, Signature: in.Signature}
+	}
+	ap, err := s.DecideApproval(ctx, p)
 	var (
 		conflict *oncekeystore.ApprovalConflictError
 		stale    *oncekeystore.StaleDecisionError
 		inv      *oncekeystore.InvalidParamsError
 	)
 	switch {
+	case err == nil && signers.waiting():
+		return signers.answer(answerOf(ap)), nil
 	case err == nil:
-		return e.answer(answerOf(ap)), nil
+		return signers.answer(e.answer(answerOf(ap))), nil
 	case errors.As(err, &conflict) && conflict.Approval != nil:
 		ans := answerOf(conflict.Approval)
 		ans.Conflict = !in.recordedAs(conflict.Approval)

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -106,4 +107,59 @@ func keyPrefix(key string) string {
 		return key[:12]
 	}
 	return key
+}
+
+// signerCount is where a decision leaves a request whose policy asks for more than one signer
+// (oncekey.ApprovalPolicy.Signers): required signers (0 for a one-signer request), how many
+// different trusted signers approved it with this decision, and whether this decision's signer
+// is one more (counted).
+type signerCount struct {
+	required, with int
+	counted        bool
+}
+
+// waiting reports whether the decision is an approval that leaves the request waiting for
+// another signer: it is recorded as a partial approval.
+func (n signerCount) waiting() bool { return n.required > 1 && n.with < n.required }
+
+// answer sets the signer counts of a four-eyes request on ans.
+func (n signerCount) answer(ans ApprovalAnswer) ApprovalAnswer {
+	if n.required > 1 {
+		ans.Signers, ans.SignersRequired = min(n.with, n.required), n.required
+	}
+	return ans
+}
+
+// signers counts, for a decision in on the approval cur of a tool whose policy asks for more than
+// one signer, the different trusted signers with this decision (reconcile.ApprovalSigners): an
+// approval of a pending request that leaves fewer than required is recorded as a partial
+// approval and the request keeps waiting; a denial decides as any. Such a request needs the
+// trust list (a non-retryable oncekey.ErrTypeConfig error without one) and cannot be approved
+// with edited arguments (refused, ErrTypeInvalid). A one-signer request, a decision found
+// recorded already or another request's: the zero signerCount, and the decision goes on as any.
+func (a *Activities) signers(cur *oncekeystore.Approval, in DecideApprovalInput) (signerCount, error) {
+	var n signerCount
+	if a.registry != nil {
+		if p, ok := a.registry.Policy(cur.Tool); ok && p.Approval != nil {
+			n.required = p.Approval.RequiredSigners()
+		}
+	}
+	if n.required < 2 || in.Status == oncekeystore.ApprovalTimedOut {
+		return signerCount{}, nil
+	}
+	switch {
+	case a.trust == nil:
+		return signerCount{}, temporal.NewNonRetryableApplicationError((&oncekey.SignersNeedTrustListError{Tool: cur.Tool, Signers: n.required}).Error()+"; nothing was recorded",
+			oncekey.ErrTypeConfig, nil)
+	case len(in.Arguments) > 0:
+		return signerCount{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"the approval of %s needs %d different signers, and an approval with edited arguments is not taken for it: nothing was recorded; "+
+				"request changes instead, so the model proposes the call with other arguments", in.OperationKey, n.required), ErrTypeInvalid, nil)
+	case in.Status != oncekeystore.ApprovalApproved || cur.Status != oncekeystore.ApprovalPending || cur.Episode != in.Episode || cur.Token != in.Token:
+		return signerCount{}, nil
+	}
+	have := reconcile.ApprovalSigners(a.trust, cur)
+	n.with = reconcile.ApprovalSigners(a.trust, cur, in.Signature)
+	n.counted = n.with > have
+	return n, nil
 }

@@ -173,6 +173,9 @@ func ApprovalAnswer(out *reconcile.ApprovalOutput, q func(string) string) string
 	if out == nil {
 		return "accepted"
 	}
+	if out.Waiting() {
+		return out.SignersText()
+	}
 	q = orPlain(q)
 	parts := []string{string(out.Status)}
 	if out.DecidedBy != "" {

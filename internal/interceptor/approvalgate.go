@@ -53,6 +53,9 @@ func (c *call) approval(ctx context.Context, afterRecord bool) error {
 	if !ok {
 		return c.configError(fmt.Errorf("Policy.Approval needs a store that keeps approvals (oncekeystore.ApprovalStore), and %T does not", c.root.opts.Store))
 	}
+	if n := c.policy.Approval.RequiredSigners(); n > 1 && c.root.opts.TrustList == nil {
+		return c.configError(&oncekey.SignersNeedTrustListError{Tool: c.tool, Signers: n})
+	}
 	if c.editOf != "" {
 		return c.editApproval(ctx, s)
 	}

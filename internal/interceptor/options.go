@@ -213,6 +213,9 @@ func (o *Options) validate() error {
 	if n := len(o.FingerprintSecret); n > 0 && n < MinFingerprintSecretBytes {
 		return &ConfigError{Field: "FingerprintSecret", Reason: fmt.Sprintf("is %d bytes; give at least %d random bytes", n, MinFingerprintSecretBytes)}
 	}
+	if err := o.checkSigners(); err != nil {
+		return err
+	}
 	if _, ok := o.Store.(oncekeystore.TxStore); !ok {
 		tools := o.Registry.Tools()
 		slices.Sort(tools)
@@ -221,6 +224,24 @@ func (o *Options) validate() error {
 				e := &oncekeystore.TransactionalStoreError{Tool: tool, Store: fmt.Sprintf("%T", o.Store)}
 				return &ConfigError{Field: "Store", Reason: e.Error(), Err: e}
 			}
+		}
+	}
+	return nil
+}
+
+// checkSigners refuses a Registry with an ApprovalPolicy.Signers of 2 or more on a worker
+// without a trust list: nobody could tell its signers apart, and it must never run on one
+// approval.
+func (o *Options) checkSigners() error {
+	if o.TrustList != nil {
+		return nil
+	}
+	tools := o.Registry.Tools()
+	slices.Sort(tools)
+	for _, tool := range tools {
+		if p, ok := o.Registry.Policy(tool); ok && p.Approval != nil && p.Approval.RequiredSigners() > 1 {
+			e := &oncekey.SignersNeedTrustListError{Tool: tool, Signers: p.Approval.RequiredSigners()}
+			return &ConfigError{Field: "TrustList", Reason: e.Error(), Err: e}
 		}
 	}
 	return nil

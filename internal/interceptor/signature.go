@@ -31,6 +31,9 @@ import (
 // under a trust list: the worker then asks a person anew (the request supersedes the grant).
 func (c *call) signedApproval(ctx context.Context, ap *oncekeystore.Approval) error {
 	tl := c.root.opts.TrustList
+	if n := c.policy.Approval.RequiredSigners(); n > 1 {
+		return c.cosignedApproval(ctx, tl, ap, n)
+	}
 	if tl == nil || ap.GrantID != "" {
 		return nil
 	}
@@ -64,6 +67,36 @@ func (c *call) signedApproval(ctx context.Context, ap *oncekeystore.Approval) er
 	return c.refusal(fmt.Sprintf("oncekey: %s did not run: the approval of %s is not signed by a key the worker trusts for it (%s); nothing ran. "+
 		"See it with `%s`", c.tool, ap.OperationKey, se.Reason, shell.Show(ap.OperationKey).Flag("--tenant", c.op.Tenant)), oncekey.ErrTypeApproval, d)
 }
+
+// cosignedApproval is signedApproval for a policy that asks for n > 1 signers
+// (oncekey.ApprovalPolicy.Signers): nil only when the approval's stored signatures, its partial
+// approvals and its decision, re-verified against the trust list as it is now, name n different
+// trusted signers (reconcile.ApprovalSigners); otherwise the call's refusal, logged and counted
+// (metrics.DecisionsRefused, reason too_few_signers). An approval decided under a standing grant,
+// or with edited arguments, counts no signer here. Without a trust list the call fails as a
+// configuration error.
+func (c *call) cosignedApproval(ctx context.Context, tl *decisionsig.TrustList, ap *oncekeystore.Approval, n int) error {
+	if tl == nil {
+		return c.configError(&oncekey.SignersNeedTrustListError{Tool: c.tool, Signers: n})
+	}
+	got := reconcile.ApprovalSigners(tl, ap)
+	if got >= n {
+		return nil
+	}
+	activity.GetLogger(ctx).Warn("oncekey: an approved call did not run: its approval is not signed by enough different trusted signers. "+
+		"Nothing ran; see the approval with `oncekey show`, and have the signers the policy asks for decide its next request",
+		"tool", c.tool, "key_prefix", keyPrefix(c.key), "signers", got, "signers_required", n)
+	metrics.Tagged(c.metricsHandler(ctx), c.tool, c.op.Tenant, c.root.opts.MetricsTenantTag).
+		WithTags(map[string]string{metrics.TagReason: reasonTooFewSigners}).Counter(metrics.DecisionsRefused).Inc(1)
+	c.outcome = oncekey.OutcomeRejected
+	d := c.details(reasonNotApproved, false)
+	return c.refusal(fmt.Sprintf("oncekey: %s did not run: the approval of %s has %d of the %d different signers the worker trusts that its policy asks for; nothing ran. "+
+		"See it with `%s`", c.tool, ap.OperationKey, got, n, shell.Show(ap.OperationKey).Flag("--tenant", c.op.Tenant)), oncekey.ErrTypeApproval, d)
+}
+
+// reasonTooFewSigners is the reason label of metrics.DecisionsRefused for an approval with fewer
+// different trusted signers than its policy asks for.
+const reasonTooFewSigners = "too_few_signers"
 
 // signedGrant reports whether grant g may cover calls as far as signatures go: always without a
 // trust list; with one, only when the signed statement of its making verifies against the list

@@ -196,6 +196,15 @@ func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStat
 		a.k.decide(reconcile.ApprovalOutput{}, err)
 		return ""
 	}
+	if !ans.Conflict && ans.Waiting() {
+		// A partial approval: recorded, and the request waits for another signer.
+		out := ans.ApprovalOutput
+		out.Created, out.RequestID = a.created, requestID
+		a.k.answered, a.k.hasAnswer = out, true
+		workflow.GetLogger(ctx).Info("oncekey: partial approval recorded; waiting for another signer", "tool", a.in.Tool,
+			"key_prefix", prefix(a.in.OperationKey), "signers", out.Signers, "signers_required", out.SignersRequired)
+		return ""
+	}
 	if ans.Conflict {
 		requestID = "" // decided before this decision, by another
 	}

@@ -54,8 +54,12 @@ type decider[D, O any] struct {
 	decided bool
 	out     O
 	err     error
-	f       workflow.Future
-	s       workflow.Settable
+	// answered, when hasAnswer, is the update's answer to a decision recorded without settling
+	// the run (a partial approval, which waits for another signer).
+	answered  O
+	hasAnswer bool
+	f         workflow.Future
+	s         workflow.Settable
 	// invalidThisRun counts the invalid signals of this run.
 	invalidThisRun int
 }
@@ -226,7 +230,9 @@ func (k *decider[D, O]) takeSignal(ctx workflow.Context, raw converter.RawValue)
 	}
 	if reason == "" {
 		if reason = k.recording(ctx, d); reason == "" {
-			return true
+			// Recorded: it settled the run, or, a partial approval, the run waits on.
+			k.hasAnswer = false
+			return k.decided
 		}
 	}
 	*k.lastInvalid, *k.lastInvalidRequestID = reason, k.requestID(d)
@@ -302,6 +308,10 @@ func (k *decider[D, O]) update(ctx workflow.Context, raw json.RawMessage) (O, er
 	}
 	if refused := k.recording(ctx, d); refused != "" {
 		return zero, refuse(refused, k.refusedType)
+	}
+	if !k.decided && k.hasAnswer {
+		k.hasAnswer = false
+		return k.answered, nil
 	}
 	return k.out, k.err
 }

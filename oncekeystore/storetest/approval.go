@@ -48,6 +48,7 @@ var approvalTests = []struct {
 	{"OverdueDecisionDoesNotLand", testApprovalOverdueDecision},
 	{"EditAndMessageKept", testApprovalEditAndMessage},
 	{"SignatureKept", testApprovalSignatureKept},
+	{"PartialApprovals", testApprovalPartialApprovals},
 }
 
 // RunApprovals runs the approval subtests of the conformance suite against stores made by

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,6 +45,78 @@ func testApprovalSignatureKept(t *testing.T, s oncekeystore.ApprovalStore) {
 	var inv *oncekeystore.InvalidParamsError
 	require.ErrorAs(t, err, &inv)
 	require.Equal(t, "Signature", inv.Field)
+}
+
+// partial is a partial approval (status pending) of a with the signed statement sig.
+func partial(a *oncekeystore.Approval, sig []byte) *oncekeystore.DecideApprovalParams {
+	return &oncekeystore.DecideApprovalParams{Tenant: a.Tenant, OperationKey: a.OperationKey, Episode: a.Episode, Token: a.Token,
+		Status: oncekeystore.ApprovalPending, Retention: time.Hour, Signature: sig}
+}
+
+// testApprovalPartialApprovals: a partial approval (DecideApproval with status pending) appends
+// its signed statement to Cosignatures, byte for byte and in order, and leaves the approval
+// pending and otherwise unchanged; it is fenced by episode and token as a decision is, refused
+// without a signature or with a decision's fields, refused on a decided or overdue approval
+// (ApprovalConflictError, nothing written); a decision keeps the cosignatures; a new episode
+// clears them.
+func testApprovalPartialApprovals(t *testing.T, s oncekeystore.ApprovalStore) {
+	p := approvalParams()
+	a := requestNew(t, s, p)
+	require.Nil(t, a.Cosignatures)
+	second := append([]byte("second "), signedStatement...)
+	one := do(t, s.DecideApproval, partial(a, signedStatement))
+	require.Equal(t, oncekeystore.ApprovalPending, one.Status)
+	require.Equal(t, [][]byte{signedStatement}, one.Cosignatures)
+	require.Nil(t, one.Signature)
+	require.Empty(t, one.DecidedBy)
+	require.True(t, one.DecidedAt.IsZero())
+	two := do(t, s.DecideApproval, partial(a, second))
+	require.Equal(t, [][]byte{signedStatement, second}, two.Cosignatures)
+	got := getApproval(t, s, p.Tenant, p.OperationKey)
+	require.Equal(t, oncekeystore.ApprovalPending, got.Status)
+	require.Equal(t, [][]byte{signedStatement, second}, got.Cosignatures)
+	list := do(t, s.ListApprovals, &oncekeystore.ListApprovalsParams{Tenant: p.Tenant})
+	for _, l := range list.Approvals {
+		if l.OperationKey == p.OperationKey {
+			require.Equal(t, [][]byte{signedStatement, second}, l.Cosignatures)
+		}
+	}
+
+	stale := partial(a, signedStatement)
+	stale.Token = "w1_another"
+	var staleErr *oncekeystore.StaleDecisionError
+	require.ErrorAs(t, decideErr(t, s, stale), &staleErr)
+	var inv *oncekeystore.InvalidParamsError
+	require.ErrorAs(t, decideErr(t, s, partial(a, nil)), &inv)
+	require.Equal(t, "Signature", inv.Field)
+	withDecider := partial(a, signedStatement)
+	withDecider.DecidedBy = "alice@example.com"
+	require.ErrorAs(t, decideErr(t, s, withDecider), &inv)
+	require.Len(t, getApproval(t, s, p.Tenant, p.OperationKey).Cosignatures, 2, "a refused partial approval writes nothing")
+
+	d := decision(a, oncekeystore.ApprovalApproved)
+	d.Signature = signedStatement
+	decided := do(t, s.DecideApproval, d)
+	require.Equal(t, oncekeystore.ApprovalApproved, decided.Status)
+	require.Equal(t, [][]byte{signedStatement, second}, decided.Cosignatures, "a decision keeps the partial approvals")
+	var conflict *oncekeystore.ApprovalConflictError
+	require.ErrorAs(t, decideErr(t, s, partial(a, signedStatement)), &conflict)
+	require.Equal(t, oncekeystore.ApprovalApproved, conflict.Approval.Status)
+	require.Len(t, getApproval(t, s, p.Tenant, p.OperationKey).Cosignatures, 2)
+
+	pt := approvalParams()
+	first := requestNew(t, s, pt)
+	do(t, s.DecideApproval, partial(first, signedStatement))
+	require.Len(t, decide(t, s, first, oncekeystore.ApprovalTimedOut).Cosignatures, 1)
+	next := requestNew(t, s, pt)
+	require.Equal(t, int64(2), next.Episode)
+	require.Nil(t, next.Cosignatures, "a new episode keeps no earlier partial approvals")
+
+	po := approvalParams()
+	asked, _ := requestOverdue(t, s, po)
+	require.ErrorAs(t, decideErr(t, s, partial(asked, signedStatement)), &conflict)
+	require.Equal(t, oncekeystore.ApprovalTimedOut, conflict.Approval.Status)
+	require.Nil(t, getApproval(t, s, po.Tenant, po.OperationKey).Cosignatures, "nothing is written on an overdue approval")
 }
 
 // RunSignatures runs the signature subtests of the conformance suite against stores made by

@@ -20,6 +20,8 @@ import "github.com/redis/go-redis/v9"
 //	             runs as (absent: none)
 //	gid          the standing grant that approved the episode (absent or '': a person's decision)
 //	sig          the decision's signed statement (absent: unsigned, or pending)
+//	csig         the partial approvals' signed statements (oncekeystore.Approval.Cosignatures),
+//	             each as its length in decimal, ':' and its bytes, oldest first (absent: none)
 //
 // The approval indexes of a bucket: apall (every approval, score 0, member hex16(requested) ..
 // tenant .. NUL .. key, read BYLEX), apt:… (one tenant's, member hex16(requested) .. key) and
@@ -27,9 +29,9 @@ import "github.com/redis/go-redis/v9"
 const approvalPrelude = `
 -- The approval's fields in the order replies carry them (ApprovalFields).
 local AF = {'t', 'k', 'ns', 'tool', 'fp', 'wf', 'step', 'sum', 'st', 'ep', 'ra', 'dl', 'da', 'dby', 'why', 'ea', 'rq',
-  'msg', 'chg', 'eof', 'eas', 'gid', 'sig'}
+  'msg', 'chg', 'eof', 'eas', 'gid', 'sig', 'csig'}
 local AT, AK, ANS, ATOOL, AFP, AWF, ASTEP, ASUM, AST, AEP, ARA, ADL, ADA, ADBY, AWHY, AEA, ARQ = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
-local AMSG, ACHG, AEOF, AEAS, AGID, ASIG = 18, 19, 20, 21, 22, 23
+local AMSG, ACHG, AEOF, AEAS, AGID, ASIG, ACSIG = 18, 19, 20, 21, 22, 23, 24
 -- aread returns the approval's fields of AF and then extra (an absent field is false).
 local function aread(ap, extra) return hfields(ap, AF, extra) end
 -- astatus returns the status of the approval v (fields of AF) as it reads at now: a pending one
@@ -71,11 +73,11 @@ if st then
   redis.call('ZREM', all, h .. pk)
   redis.call('ZREM', ten, h .. key)
   redis.call('ZREM', exp, pk)
-  redis.call('HDEL', ap, 'da', 'ea', 'wt', 'msg', 'chg', 'eof', 'eas', 'sig')
+  redis.call('HDEL', ap, 'da', 'ea', 'wt', 'msg', 'chg', 'eof', 'eas', 'sig', 'csig')
   ep = tonumber(v[AEP])
 end
 v = {tenant, key, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], 'pending', fmt(ep + 1), fmt(now),
-  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false, '', false}
+  fmt(now + tonumber(ARGV[9])), false, '', '', false, ARGV[11], false, false, ARGV[12], false, '', false, false}
 redis.call('HSET', ap, 't', tenant, 'k', key, 'ns', ARGV[3], 'tool', ARGV[4], 'fp', ARGV[5], 'wf', ARGV[6],
   'step', ARGV[7], 'sum', ARGV[8], 'st', 'pending', 'ep', v[AEP], 'ra', v[ARA], 'dl', v[ADL], 'dby', '', 'why', '',
   'tok', ARGV[10], 'rq', ARGV[11], 'eof', ARGV[12], 'gid', '')
@@ -88,7 +90,9 @@ return aout('C', now, v)
 // DecideApproval: KEYS ap, apexp. ARGV tenant, key, episode, status, decided by, reason,
 // retention (µs), write token, the request's token, the timeout's decider and reason, the
 // message for the model, "1" when changes are requested ("" not), the edit's key ("": none), the
-// decision's signed statement ("": none). Codes: K
+// decision's signed statement ("": none). Status pending records a partial approval: the signed
+// statement is appended to csig, and nothing else changes (an overdue approval: C, nothing
+// written). Codes: K
 // decided (or the repeat of the decision that was: same write token), N no approval, S the
 // approval is at another episode or request, C it is not pending, or it is overdue and the
 // decision a person's: the timeout it reads as is written instead (decided at its deadline by
@@ -101,6 +105,12 @@ if not v[AST] then return {'N'} end
 if v[#AF + 1] == ARGV[8] then return aout('K', now, v) end
 if tonumber(v[AEP]) ~= tonumber(ARGV[3]) or (v[ARQ] or '') ~= ARGV[9] then return aout('S', now, v) end
 if v[AST] ~= 'pending' then return aout('C', now, v) end
+if ARGV[4] == 'pending' then
+  if astatus(v, now) ~= 'pending' then return aout('C', now, v) end
+  v[ACSIG] = (v[ACSIG] or '') .. #ARGV[15] .. ':' .. ARGV[15]
+  redis.call('HSET', ap, 'csig', v[ACSIG], 'wt', ARGV[8])
+  return aout('K', now, v)
+end
 if ARGV[4] ~= 'timed_out' and astatus(v, now) == 'timed_out' then
   v[AST], v[ADA], v[ADBY], v[AWHY], v[AEA] = 'timed_out', v[ADL], ARGV[10], ARGV[11], fmt(now + tonumber(ARGV[7]))
   redis.call('HSET', ap, 'st', v[AST], 'da', v[ADA], 'dby', v[ADBY], 'why', v[AWHY], 'ea', v[AEA])
@@ -173,7 +183,7 @@ return {#ids, rest}
 
 // ApprovalFields is the number of approval fields a reply carries after its code and the
 // server's now, in the order of AF in the approval prelude.
-const ApprovalFields = 23
+const ApprovalFields = 24
 
 // ApprovalKeys returns the keys the approval scripts take for (tenant, key): the approval, the
 // bucket's apall index, the tenant's apt index in the bucket, and the apexp index.

@@ -212,6 +212,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, id *identity) {
 				return "", "", err
 			}
 			ans := decisiontext.ApprovalAnswer(out, nil)
+			if out.Waiting() {
+				return recordedWaiting, ans + ". The call does not run until another signer the workers trust approves it", nil
+			}
 			if out.EditedAs != "" {
 				ans += "; the call runs with the edited arguments as " + out.EditedAs
 			}

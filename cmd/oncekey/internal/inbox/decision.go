@@ -46,6 +46,10 @@ type decisionPost struct {
 	none func(fence int64) string
 }
 
+// recordedWaiting is what a partial approval recorded (an approval of a request whose policy asks
+// for more signers than have approved it): the request keeps waiting for another signer.
+const recordedWaiting = "approval recorded, waiting for another signer"
+
 // post takes a decision from a form: it checks that the form names what it decides and that the
 // identity may decide for its tenant, builds and validates the decision, refuses it when what it
 // is about changed since the page was loaded, sends it, and shows the workflow's answer (each
@@ -100,8 +104,12 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 	title := d.p.Title(o)
 	switch o {
 	case decisiontext.Accepted:
+		released := " " + d.released
+		if recorded == recordedWaiting {
+			released = "" // a partial approval releases nothing
+		}
 		show(http.StatusOK, &answer{Kind: "accepted", Title: "Accepted: " + recorded,
-			Detail: "The " + d.p.Workflow + " " + d.p.WorkflowID(d.key) + " answered: " + answered + ". " + d.released})
+			Detail: "The " + d.p.Workflow + " " + d.p.WorkflowID(d.key) + " answered: " + answered + "." + released})
 	case decisiontext.Invalid:
 		refuse(title, oneLine(err)+". Nothing was sent.")
 	case decisiontext.Refused, decisiontext.NoWorkflow:

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/testing/recordtest"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -80,11 +81,21 @@ type live struct {
 
 func setupLive(t *testing.T, wrap func(oncekeystore.Store) oncekeystore.Store) *live {
 	t.Helper()
+	return setupLiveSigned(t, wrap, nil, nil, 0)
+}
+
+// setupLiveSigned is setupLive whose workers and inbox have the trust list tl (nil: none), whose
+// inbox signs with signers, and whose Refund's approval asks for refundSigners signers
+// (ApprovalPolicy.Signers).
+func setupLiveSigned(t *testing.T, wrap func(oncekeystore.Store) oncekeystore.Store, tl *decisionsig.TrustList,
+	signers map[string]decisionsig.Signer, refundSigners int) *live {
+	t.Helper()
 	c := testenv.Temporal(t)
 	log := &recordtest.SyncBuffer{}
 	e := setup(t, func(o *Options) {
 		o.Temporal = c
 		o.Logger = slog.New(slog.NewTextHandler(log, nil))
+		o.TrustList, o.Signers = tl, signers
 	})
 	if wrap != nil {
 		opts := e.srv.opts
@@ -97,10 +108,10 @@ func setupLive(t *testing.T, wrap func(oncekeystore.Store) oncekeystore.Store) *
 	reg := oncekey.NewRegistry()
 	require.NoError(t, reg.Set(d.Book, oncekey.Policy{Effect: oncekey.Effectful}))
 	require.NoError(t, reg.Set(d.Refund, oncekey.Policy{Effect: oncekey.Effectful, Approval: &oncekey.ApprovalPolicy{
-		Summary: func(op oncekey.Operation) string { return "refund " + string(op.ArgsJSON) },
+		Summary: func(op oncekey.Operation) string { return "refund " + string(op.ArgsJSON) }, Signers: refundSigners,
 	}}))
 	plugin, err := worker.NewPlugin(worker.Options{Store: e.store, Registry: reg, Tenant: func(worker.TenantInfo) string { return "acme" },
-		DataConverter: converter.GetDefaultDataConverter()})
+		DataConverter: converter.GetDefaultDataConverter(), TrustList: tl})
 	require.NoError(t, err)
 	tq := "inbox-live-" + t.Name()
 	w := sdkworker.New(c, tq, sdkworker.Options{Plugins: []sdkworker.Plugin{plugin}})

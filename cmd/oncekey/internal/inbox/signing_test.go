@@ -145,3 +145,35 @@ func TestSigningInbox(t *testing.T) {
 	require.Contains(t, body, ada.KeyID()+" (ada), NOT verified: decisionsig: decision refused (untrusted)")
 	require.Contains(t, body, "the key is revoked")
 }
+
+// Four eyes through the inbox: ines's signed approval is recorded and the page says the call
+// waits for another signer, with nothing run downstream; a second signer's approval runs it once.
+func TestSigningInboxFourEyes(t *testing.T) {
+	dir := t.TempDir()
+	ada, adaEntry := writeKey(t, dir, "ada")
+	bob, bobEntry := writeKey(t, dir, "bob")
+	tl, err := decisionsig.NewTrustList(adaEntry, bobEntry)
+	require.NoError(t, err)
+	l := setupLiveSigned(t, nil, tl, map[string]decisionsig.Signer{"ines": ada}, 2)
+	key, episode, run := l.waitingApproval(t)
+	cookie, tok := l.session("/", nil)
+	res, body := l.req("POST", "/decide", url.Values{"tenant": {"acme"}, "key": {key}, "episode": {strconv.FormatInt(episode, 10)},
+		"decision": {"approve"}, "reason": {"checked"}, "csrf": {tok}}, withCookie(cookie))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, "Accepted: approval recorded, waiting for another signer")
+	require.Contains(t, body, "recorded; waiting for another signer (1 of 2)")
+	require.NotContains(t, body, "continues")
+	require.Zero(t, l.down.count(), "one signer's approval runs nothing")
+	ap, err := l.store.GetApproval(context.Background(), &oncekeystore.GetParams{Tenant: "acme", OperationKey: key})
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.ApprovalPending, ap.Status)
+	require.Len(t, ap.Cosignatures, 1)
+
+	d, err := reconcile.SignDecision(bob, ap, reconcile.Decision{Decision: reconcile.Approve, Tenant: "acme", DecidedBy: "bob", Reason: "agreed"})
+	require.NoError(t, err)
+	out, err := reconcile.Decide(context.Background(), l.c, key, d)
+	require.NoError(t, err)
+	require.Equal(t, oncekeystore.ApprovalApproved, out.Status)
+	wait(t, run)
+	require.Equal(t, 1, l.down.count())
+}

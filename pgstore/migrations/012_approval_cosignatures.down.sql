@@ -1,0 +1,1 @@
+ALTER TABLE oncekey_approvals DROP COLUMN IF EXISTS cosigned;
