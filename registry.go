@@ -326,7 +326,12 @@ func (r *Registry) route(activityType string, fnType reflect.Type, rt Route) err
 
 // Routed reports whether activityType has a Route.
 func (r *Registry) Routed(activityType string) bool {
-	_, ok := lookup(r, func(r *Registry) map[string]Route { return r.routes }, activityType)
+	if r == nil {
+		return false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.routes[activityType] // no copy of the Route: both sides ask this on every call
 	return ok
 }
 
