@@ -118,14 +118,18 @@ func (o *operator) away(rec *oncekeystore.Record) bool {
 
 // comeBack settles the operations left unknown while the operator was away, writing each
 // decision straight to the store (reconcile.Record), as `oncekey resolve --direct` does once no
-// reconciliation workflow waits.
+// reconciliation workflow waits. It is called once every agent workflow has ended, so no
+// reconciliation waits any more: besides the operation the operator was away for, it settles any
+// whose reconciliation gave up before the operator's pass reached it (on a loaded machine a pass
+// can take longer than EscalationTimeout), as the person on call settles what `oncekey list
+// --status unknown` shows. The operation LeaveOne left is left for the user.
 func (o *operator) comeBack(ctx context.Context) {
 	page, err := reconcile.List(ctx, o.store, oncekeystore.ListParams{Tenant: o.tenant, Limit: 1000})
 	if err != nil {
 		return
 	}
 	for _, rec := range page.Records {
-		if !o.away(rec) {
+		if rec.OperationKey == o.left {
 			continue
 		}
 		r, ok := o.decide(ctx, rec)
