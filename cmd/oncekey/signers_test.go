@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"html"
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -102,4 +105,36 @@ func TestShowAndAuditEverySigner(t *testing.T) {
 	require.Equal(t, exitFailed, r.code, r.stdout)
 	require.Contains(t, r.stdout, "approval episode 1, signer 2: signed by "+bob["id"].(string)+" (bob), decisionsig: decision refused (untrusted)")
 	require.Contains(t, r.stderr, "1 stored decision(s) of "+key+" are not signed by a trusted key as stored")
+}
+
+// The inbox over HTTP (oncekey serve --trust): the approval page of a four-eyes approval names
+// both signers in the order they signed, "2 of 2 signers", and the signer whose key was revoked
+// since as NOT verified.
+func TestServeShowsEverySigner(t *testing.T) {
+	needsServices(t)
+	env := servicesEnv(t)
+	url := env["DATABASE_URL"]
+	s, _ := migratedAt(t, url)
+	dir := t.TempDir()
+	adaKey, ada := genKey(t, dir, "ada")
+	bobKey, bob := genKey(t, dir, "bob")
+	trust := filepath.Join(dir, "trust.json")
+	writeTrustFile(t, trust, "acme", ada, bob)
+	key := seedApproval(t, s, "acme", "IssueRefund", "wf-4e-serve", "refund", "refund 120.00 EUR on order 42")
+	cosign(t, s, "acme", key, adaKey, "ada", oncekeystore.ApprovalPending)
+	cosign(t, s, "acme", key, bobKey, "bob", oncekeystore.ApprovalApproved)
+	bob["revoked"] = true
+	writeTrustFile(t, trust, "acme", ada, bob)
+
+	base := startServe(t, env, "--trust", trust)
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Get(base + "/approval?tenant=acme&key=" + key)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	body := html.UnescapeString(string(b))
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, "<dt>Signers</dt><dd class=\"v\">2 of 2 signers; 1 verifies against the trust list now</dd>")
+	require.Regexp(t, `<dt>Signer 1</dt><dd class="v">`+regexp.QuoteMeta(ada["id"].(string))+` \(ada\), verified; approved by ada at \S+Z</dd>`, body)
+	require.Regexp(t, `<dt>Signer 2</dt><dd class="v">`+regexp.QuoteMeta(bob["id"].(string))+` \(bob\), NOT verified: [^<]*the key is revoked; approved by bob at \S+Z</dd>`, body)
 }
