@@ -70,6 +70,13 @@ const (
 	// ErrTypeAsyncCompletion (non-retryable): a tool that cannot hand its result off (a
 	// Transactional one; see AsyncCompletionError) returned activity.ErrResultPending.
 	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion // "oncekey.AsyncCompletion"
+	// ErrTypeSignatureRefused (non-retryable): a worker with a trust list
+	// (okworker.Options.TrustList) refused a person's decision or resolution because of its
+	// signature: unsigned, a signature that does not verify, a key the list does not trust for the
+	// decision's tenant, tool and kind, a statement made for another request, or too few different
+	// signers; nothing was recorded. Before this type such refusals were oncekey.InvalidResolution
+	// (activities.ErrTypeInvalid), which still refuses everything else the activities refuse.
+	ErrTypeSignatureRefused = failure.TypeSignatureRefused // "oncekey.SignatureRefused"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

@@ -28,15 +28,20 @@ func testSigner(t *testing.T) *decisionsig.Ed25519Signer {
 	return s
 }
 
-// requireSignatureRefused checks err is the non-retryable refusal of a decision for reason.
+// requireSignatureRefused checks err is the non-retryable refusal of a decision for reason: of
+// its own type, oncekey.ErrTypeSignatureRefused (oncekey.InvalidResolution before it, which it no
+// longer is), saying what to do.
 func requireSignatureRefused(t *testing.T, err error, reason decisionsig.Reason) {
 	t.Helper()
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
+	require.Equal(t, oncekey.ErrTypeSignatureRefused, appErr.Type())
+	require.NotEqual(t, activities.ErrTypeInvalid, appErr.Type())
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Error(), "decision refused ("+string(reason)+")")
-	require.Contains(t, appErr.Error(), "nothing was recorded")
+	require.Contains(t, appErr.Error(), "nothing was recorded. Sign it with a key the workers' trust list holds for tenant t1, tool ")
+	require.Contains(t, appErr.Error(), " --tenant t1 ")
+	require.Contains(t, appErr.Error(), " --sign-key FILE`")
 }
 
 // With a trust list, oncekey's decision activities called straight from a workflow a namespace

@@ -190,7 +190,7 @@ func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStat
 	var ans activities.ApprovalAnswer
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)
 	if err != nil {
-		if row, appErr := failure.Of(err); row.Kind == failure.Invalid && status != oncekeystore.ApprovalTimedOut {
+		if row, appErr := failure.Of(err); refusedFor(row.Kind) && status != oncekeystore.ApprovalTimedOut {
 			return appErr.Error()
 		}
 		a.k.decide(reconcile.ApprovalOutput{}, err)

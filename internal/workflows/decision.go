@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey/internal/decision"
+	"github.com/oncekey/oncekey/internal/failure"
 )
 
 // decider is the decision kernel the reconciliation and approval workflows share: one run of a
@@ -257,6 +258,14 @@ func (k *decider[D, O]) decide(out O, err error) {
 	}
 	k.decided, k.out, k.err = true, out, err
 	k.s.Set(nil, nil)
+}
+
+// refusedFor reports whether an activity that failed with an error of kind k refused the decision
+// it was given (the decision workflow refuses it and keeps waiting): an invalid decision
+// (activities.ErrTypeInvalid), or one refused for its signature (oncekey.ErrTypeSignatureRefused;
+// workers before it refused those as invalid too).
+func refusedFor(k failure.Kind) bool {
+	return k == failure.Invalid || k == failure.SignatureRefused
 }
 
 // refuse is the validator's and the handler's error of a refused decision.

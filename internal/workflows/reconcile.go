@@ -305,7 +305,7 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 	var out reconcile.Output
 	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, ActivityType: r.in.ActivityType, Resolution: res}).Get(ctx, &out)
 	if err != nil {
-		if row, appErr := failure.Of(err); row.Kind == failure.Invalid {
+		if row, appErr := failure.Of(err); refusedFor(row.Kind) {
 			return appErr.Error()
 		}
 		r.k.decide(reconcile.Output{}, err)
