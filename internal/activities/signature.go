@@ -49,7 +49,7 @@ func (a *Activities) verifyDecision(ctx context.Context, cur *oncekeystore.Appro
 		verb = string(reconcile.Deny)
 	}
 	return a.refusedSignature(ctx, "decision on the approval of", in.OperationKey, cur.Tenant, cur.Tool,
-		shell.Decide(verb, in.OperationKey, cur.Tenant), err)
+		shell.Decide(verb, in.OperationKey, cur.Tenant), in.SignatureRefusedType, err)
 }
 
 // verifyResolution checks the signature of the resolution in against the record it settles:
@@ -72,7 +72,7 @@ func (a *Activities) verifyResolution(ctx context.Context, in RecordInput) error
 		err = a.verify(in.Resolution.Signature, want)
 	}
 	return a.refusedSignature(ctx, "resolution of", in.OperationKey, rec.Tenant, rec.Tool,
-		shell.Resolve(in.OperationKey).Flag("--tenant", rec.Tenant).Int("--epoch", in.Resolution.Epoch), err)
+		shell.Resolve(in.OperationKey).Flag("--tenant", rec.Tenant).Int("--epoch", in.Resolution.Epoch), in.SignatureRefusedType, err)
 }
 
 // verify decodes a signed statement and verifies it against the trust list as want.
@@ -91,8 +91,10 @@ func (a *Activities) verify(sig []byte, want decisionsig.Statement) error {
 // keeps waiting, and the sender reads why and what to do (signatureRefusal). err that is no
 // *decisionsig.Error (a statement that cannot be built: arguments or a result that are not
 // JSON) is refused the same way, as a bad signature. cmd is the command that sends the decision
-// again, to which the message adds --sign-key.
-func (a *Activities) refusedSignature(ctx context.Context, what, key, tenant, tool string, cmd *shell.Command, err error) error {
+// again, to which the message adds --sign-key. Without typed (the input's SignatureRefusedType:
+// a workflow of an earlier worker, which ends on an activity error type it does not know) the
+// error is of type ErrTypeInvalid, as before that type, with the same message.
+func (a *Activities) refusedSignature(ctx context.Context, what, key, tenant, tool string, cmd *shell.Command, typed bool, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -106,7 +108,11 @@ func (a *Activities) refusedSignature(ctx context.Context, what, key, tenant, to
 		"what", what, "key_prefix", keyPrefix(key), "tool", tool, "reason", string(se.Reason), "key_id", se.KeyID, "error", se.Error())
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{metrics.TagTool: tool, metrics.TagReason: string(se.Reason)}).
 		Counter(metrics.DecisionsRefused).Inc(1)
-	return temporal.NewNonRetryableApplicationError(signatureRefusal(what, key, tenant, tool, cmd, se), oncekey.ErrTypeSignatureRefused, nil)
+	typ := oncekey.ErrTypeSignatureRefused
+	if !typed {
+		typ = ErrTypeInvalid
+	}
+	return temporal.NewNonRetryableApplicationError(signatureRefusal(what, key, tenant, tool, cmd, se), typ, nil)
 }
 
 // signatureRefusal is the one text of a decision refused for its signature, which the decision

@@ -68,7 +68,7 @@ func TestDecideApprovalVerifiesTheSignature(t *testing.T) {
 	input := func(d reconcile.Decision) activities.DecideApprovalInput {
 		return activities.DecideApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Episode: 1, Token: "w1_tok",
 			Status: oncekeystore.ApprovalApproved, DecidedBy: d.DecidedBy, Reason: d.Reason, Retention: time.Hour,
-			Arguments: d.Arguments, Signature: d.Signature}
+			Arguments: d.Arguments, Signature: d.Signature, SignatureRefusedType: true}
 	}
 	sign := func(s decisionsig.Signer, a *oncekeystore.Approval, d reconcile.Decision) reconcile.Decision {
 		signed, err := reconcile.SignDecision(s, a, d)
@@ -78,6 +78,13 @@ func TestDecideApprovalVerifiesTheSignature(t *testing.T) {
 
 	_, err = callFrom(t, acts, own, activities.DecideApprovalName, input(approve))
 	requireSignatureRefused(t, err, decisionsig.ReasonUnsigned)
+	older := input(approve)
+	older.SignatureRefusedType = false
+	_, err = callFrom(t, acts, own, activities.DecideApprovalName, older)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrTypeInvalid, appErr.Type(), "a workflow of an earlier worker gets the type it knows, and waits on")
+	require.Contains(t, appErr.Error(), "decision refused (unsigned)")
 	_, err = callFrom(t, acts, own, activities.DecideApprovalName, input(sign(testSigner(t), ap, approve)))
 	requireSignatureRefused(t, err, decisionsig.ReasonUntrusted)
 	_, err = callFrom(t, acts, own, activities.DecideApprovalName, input(sign(otherTenant, ap, approve)))
@@ -145,13 +152,13 @@ func TestRecordResolutionVerifiesTheSignature(t *testing.T) {
 	r := reconcile.Resolution{Epoch: rec.Epoch, Outcome: reconcile.NotApplied, ResolvedBy: "ada", Note: "nothing downstream"}
 	from := reconciliationOf("ok1_r")
 
-	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: r})
+	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: r, SignatureRefusedType: true})
 	requireSignatureRefused(t, err, decisionsig.ReasonUnsigned)
 	signed, err := reconcile.SignResolution(ada, rec, r)
 	require.NoError(t, err)
 	forged := signed
 	forged.Outcome, forged.Result = reconcile.Applied, json.RawMessage(`{"id":"T-1"}`)
-	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: forged})
+	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: forged, SignatureRefusedType: true})
 	requireSignatureRefused(t, err, decisionsig.ReasonMismatch)
 	got, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_r"})
 	require.NoError(t, err)
