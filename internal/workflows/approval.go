@@ -191,7 +191,7 @@ func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStat
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)
 	if err != nil {
 		if row, appErr := failure.Of(err); refusedFor(row.Kind) && status != oncekeystore.ApprovalTimedOut {
-			return appErr.Error()
+			return a.k.refusedBy(row.Kind, appErr)
 		}
 		a.k.decide(reconcile.ApprovalOutput{}, err)
 		return ""

@@ -307,7 +307,7 @@ func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) stri
 		SignatureRefusedType: true}).Get(ctx, &out)
 	if err != nil {
 		if row, appErr := failure.Of(err); refusedFor(row.Kind) {
-			return appErr.Error()
+			return r.k.refusedBy(row.Kind, appErr)
 		}
 		r.k.decide(reconcile.Output{}, err)
 		return ""
