@@ -357,9 +357,11 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 		return nil, err
 	}
 	return deliver(ctx, c, decideTarget(key), d, d.RequestID, delivery[ApprovalOutput, ApprovalReport]{
-		asSent:  func(out *ApprovalOutput) error { return decidedAsSent(key, out, d) },
-		refused: func(r refusal) error { return &DecisionRefusedError{Key: key, Reason: r.reason, Signature: r.signature} },
-		ended:   "the approval workflow ended without a decision: ",
+		asSent: func(out *ApprovalOutput) error { return decidedAsSent(key, out, d) },
+		refused: func(r refusal) error {
+			return &DecisionRefusedError{Key: key, Reason: r.reason, Signature: r.signature}
+		},
+		ended: "the approval workflow ended without a decision: ",
 	})
 }
 
