@@ -107,7 +107,11 @@ func (a *ApprovalSignersAudit) Text(audited bool) string {
 		return ""
 	}
 	if audited && a.Verified < a.Recorded {
-		s += fmt.Sprintf("; %d verifies against the trust list now", a.Verified)
+		verb := "verify"
+		if a.Verified == 1 {
+			verb = "verifies"
+		}
+		s += fmt.Sprintf("; %d %s against the trust list now", a.Verified, verb)
 	}
 	return s
 }
