@@ -272,7 +272,7 @@ func refusedFor(k failure.Kind) bool {
 }
 
 // refusedBy is record's answer to a decision the protocol's activity refused (refusedFor) with
-// appErr of kind k: the reason, which the update's refusal and the query's last refused signal
+// appErr, of kind: the reason, which the update's refusal and the query's last refused signal
 // give; a refusal for the decision's signature is noted for the update's refusal.
 func (k *decider[D, O]) refusedBy(kind failure.Kind, appErr error) string {
 	k.signatureRefused = kind == failure.SignatureRefused
