@@ -70,6 +70,16 @@ const (
 	// ErrTypeAsyncCompletion (non-retryable): a tool that cannot hand its result off (a
 	// Transactional one; see AsyncCompletionError) returned activity.ErrResultPending.
 	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion // "oncekey.AsyncCompletion"
+	// ErrTypeSignatureRefused (non-retryable): a worker with a trust list
+	// (okworker.Options.TrustList) refused a person's decision or resolution because of its
+	// signature: unsigned, a signature that does not verify, a key the list does not trust for the
+	// decision's tenant, tool and kind, or a statement made for another request; nothing was
+	// recorded. Its message says what to sign it with. Before this type such refusals were
+	// oncekey.InvalidResolution, which still refuses everything else oncekey's activities refuse,
+	// and which a workflow of an earlier worker, not asking for this type, still gets. (A call whose
+	// stored approval no longer has enough trusted signers is refused at the gate as
+	// ErrTypeApproval instead: that is a call, not a decision.)
+	ErrTypeSignatureRefused = failure.TypeSignatureRefused // "oncekey.SignatureRefused"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

@@ -304,11 +304,20 @@ type DecisionRefusedError struct {
 	Key       string
 	Reason    string
 	DecidedAs *ApprovalOutput
+	// Signature: the workflow refused the decision because of its signature (a worker with a
+	// trust list; the activity's oncekey.ErrTypeSignatureRefused): sign it with a key the
+	// workers' trust list holds for the call's tenant and tool. errors.Is(err,
+	// decisionsig.ErrRefused) reports it too. Known from the update's refusal only: false for a
+	// refusal read from the query after a signal.
+	Signature bool
 }
 
 func (e *DecisionRefusedError) Error() string {
 	return fmt.Sprintf("reconcile: decide %s: refused: %s", e.Key, e.Reason)
 }
+
+// Unwrap returns decisionsig.ErrRefused for a refusal because of the signature, else nil.
+func (e *DecisionRefusedError) Unwrap() error { return signatureRefused(e.Signature) }
 
 // decideTarget is the approval workflow of key, as the target of a decision.
 func decideTarget(key string) target {
@@ -348,9 +357,11 @@ func Decide(ctx context.Context, c client.Client, key string, d Decision) (*Appr
 		return nil, err
 	}
 	return deliver(ctx, c, decideTarget(key), d, d.RequestID, delivery[ApprovalOutput, ApprovalReport]{
-		asSent:  func(out *ApprovalOutput) error { return decidedAsSent(key, out, d) },
-		refused: func(reason string) error { return &DecisionRefusedError{Key: key, Reason: reason} },
-		ended:   "the approval workflow ended without a decision: ",
+		asSent: func(out *ApprovalOutput) error { return decidedAsSent(key, out, d) },
+		refused: func(r refusal) error {
+			return &DecisionRefusedError{Key: key, Reason: r.reason, Signature: r.signature}
+		},
+		ended: "the approval workflow ended without a decision: ",
 	})
 }
 

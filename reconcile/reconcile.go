@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/failure"
 	"github.com/oncekey/oncekey/internal/textcheck"
 	"github.com/oncekey/oncekey/oncekeystore"
@@ -281,10 +282,28 @@ type RefusedError struct {
 	Key       string
 	Reason    string
 	SettledAs *Output
+	// Signature: the workflow refused the resolution because of its signature (a worker with a
+	// trust list; the activity's oncekey.ErrTypeSignatureRefused): sign it with a key the
+	// workers' trust list holds for the record's tenant and tool. errors.Is(err,
+	// decisionsig.ErrRefused) reports it too. Known from the update's refusal only: false for a
+	// refusal read from the query after a signal.
+	Signature bool
 }
 
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("reconcile: resolve %s: refused: %s", e.Key, e.Reason)
+}
+
+// Unwrap returns decisionsig.ErrRefused for a refusal because of the signature, else nil.
+func (e *RefusedError) Unwrap() error { return signatureRefused(e.Signature) }
+
+// signatureRefused is what a refusal error unwraps to: decisionsig.ErrRefused when it was
+// refused because of its signature.
+func signatureRefused(signature bool) error {
+	if signature {
+		return decisionsig.ErrRefused
+	}
+	return nil
 }
 
 // ConfirmWait bounds how long ResolveOutput and Decide wait in all for the workflow to accept or
@@ -357,7 +376,7 @@ func ResolveOutput(ctx context.Context, c client.Client, tenant, key string, r R
 	}
 	return deliver(ctx, c, resolveTarget(key), r, r.RequestID, delivery[Output, StatusReport]{
 		asSent:  func(out *Output) error { return settledAsSent(key, out, r) },
-		refused: func(reason string) error { return &RefusedError{Key: key, Reason: reason} },
+		refused: func(r refusal) error { return &RefusedError{Key: key, Reason: r.reason, Signature: r.signature} },
 		ended:   "the reconciliation workflow ended without an outcome: ",
 	})
 }
@@ -432,7 +451,7 @@ func query[R any](ctx context.Context, c client.Client, t target) (*R, error) {
 // and the signal should be sent instead: no worker took it in time, the server or the running
 // workflow does not take updates, or the workflow is not waiting yet. refused is the workflow's
 // refusal (its validator's or its handler's), "" when it answered.
-func (t target) send(ctx context.Context, c client.Client, requestID string, arg, out any) (fallback bool, refused string, err error) {
+func (t target) send(ctx context.Context, c client.Client, requestID string, arg, out any) (fallback bool, refused *refusal, err error) {
 	uctx, cancel := ctx, context.CancelFunc(func() {})
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > 2*signalReserve {
 		uctx, cancel = context.WithDeadline(ctx, dl.Add(-signalReserve))
@@ -456,19 +475,19 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 		)
 		switch {
 		case errors.As(err, &nf):
-			return false, "", t.missing(t.op, err)
+			return false, nil, t.missing(t.op, err)
 		case errors.As(err, &timeout) && ctx.Err() == nil:
-			return true, "", nil // no worker took it in time: the signal is durable
+			return true, nil, nil // no worker took it in time: the signal is durable
 		case errors.As(err, &unimpl), errors.As(err, &denied), errors.As(err, &precond):
-			return true, "", nil // the server does not take updates (for this workflow)
+			return true, nil, nil // the server does not take updates (for this workflow)
 		case failure.Is(err, t.notWaiting):
-			return true, "", nil // not waiting yet: the signal is taken once it waits
+			return true, nil, nil // not waiting yet: the signal is taken once it waits
 		case errors.As(err, &rejected):
-			return false, rejected.Message(), nil
+			return false, refusalOf(rejected), nil
 		case strings.Contains(err.Error(), "unknown update"):
-			return true, "", nil // the running workflow predates the update handler
+			return true, nil, nil // the running workflow predates the update handler
 		}
-		return false, "", fmt.Errorf("reconcile: %s %s: %w", t.op, t.key, err)
+		return false, nil, fmt.Errorf("reconcile: %s %s: %w", t.op, t.key, err)
 	}
 	if err := h.Get(uctx, out); err != nil {
 		var (
@@ -477,17 +496,17 @@ func (t target) send(ctx context.Context, c client.Client, requestID string, arg
 		)
 		switch {
 		case failure.Is(err, t.notWaiting):
-			return true, "", nil
+			return true, nil, nil
 		case errors.As(err, &rejected):
-			return false, rejected.Message(), nil
+			return false, refusalOf(rejected), nil
 		case errors.As(err, &timeout), uctx.Err() != nil:
-			return false, "", fmt.Errorf("reconcile: %s %s: %w within %s: the workflow accepted the %s and is still recording it (workflow %s)", t.op, t.key, ErrUnconfirmed, ConfirmWait, t.noun, t.id)
+			return false, nil, fmt.Errorf("reconcile: %s %s: %w within %s: the workflow accepted the %s and is still recording it (workflow %s)", t.op, t.key, ErrUnconfirmed, ConfirmWait, t.noun, t.id)
 		case strings.Contains(err.Error(), "unknown update"):
-			return true, "", nil
+			return true, nil, nil
 		}
-		return false, "", fmt.Errorf("reconcile: %s %s: %w", t.op, t.key, err)
+		return false, nil, fmt.Errorf("reconcile: %s %s: %w", t.op, t.key, err)
 	}
-	return false, "", nil
+	return false, nil, nil
 }
 
 // watch waits, until ctx ends (it carries what is left of the ConfirmWait budget), until a signal
@@ -508,7 +527,7 @@ func (t target) watch(ctx context.Context, finished func(context.Context) (bool,
 		case qerr != nil:
 			last = qerr
 		case reason != "":
-			return &refusal{reason}
+			return &refusal{reason: reason}
 		}
 		select {
 		case <-ctx.Done():
@@ -521,9 +540,25 @@ func (t target) watch(ctx context.Context, finished func(context.Context) (bool,
 	}
 }
 
+// refusalOf is the workflow's refusal of a decision sent as its update: the message, and whether
+// it was refused for its signature (its one detail is oncekey.ErrTypeSignatureRefused).
+func refusalOf(rejected *temporal.ApplicationError) *refusal {
+	r := &refusal{reason: rejected.Message()}
+	var typ any // not a string: details of another shape are no error (nor, made in this process, a panic)
+	if rejected.HasDetails() && rejected.Details(&typ) == nil {
+		r.signature = typ == failure.TypeSignatureRefused
+	}
+	return r
+}
+
 // refusal is what watch returns for a signal the workflow refused; the caller turns it into its
 // own error type.
-type refusal struct{ reason string }
+type refusal struct {
+	reason string
+	// signature: the decision was refused for its signature (the update's refusal names
+	// oncekey.ErrTypeSignatureRefused in its details; a signal's refusal does not say).
+	signature bool
+}
 
 func (r *refusal) Error() string { return r.reason }
 
@@ -564,7 +599,7 @@ func fillRequestID(op, key string, id *string) error {
 // decision. R is the report of the workflow's query, which names its last refused signal.
 type delivery[O, R any] struct {
 	asSent  func(out *O) error
-	refused func(reason string) error
+	refused func(r refusal) error
 	ended   string
 }
 
@@ -588,8 +623,8 @@ func deliver[O, R any, PR report[R]](ctx context.Context, c client.Client, t tar
 	switch {
 	case err != nil:
 		return nil, err
-	case refused != "":
-		return nil, p.refused(refused)
+	case refused != nil:
+		return nil, p.refused(*refused)
 	case !fallback:
 		return &out, p.asSent(&out)
 	}
@@ -604,7 +639,7 @@ func deliver[O, R any, PR report[R]](ctx context.Context, c client.Client, t tar
 		case !closed:
 			return false, nil
 		case failed != nil:
-			return true, p.refused(p.ended + failed.Error())
+			return true, p.refused(refusal{reason: p.ended + failed.Error()})
 		}
 		got = &o
 		return true, p.asSent(got)
@@ -621,7 +656,7 @@ func deliver[O, R any, PR report[R]](ctx context.Context, c client.Client, t tar
 	})
 	var ref *refusal
 	if errors.As(err, &ref) {
-		return nil, p.refused(ref.reason)
+		return nil, p.refused(*ref)
 	}
 	return got, err
 }

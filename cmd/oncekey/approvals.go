@@ -53,6 +53,9 @@ type approvalView struct {
 	// Signature is who signed the decision and whether it verifies (show only; absent when the
 	// decision was not signed).
 	Signature *verdict `json:"signature,omitempty"`
+	// Signers are, for an approval that asked for more than one signer, each signer in the order
+	// they signed, verified or not (show only; absent for one signer).
+	Signers *signersView `json:"signers,omitempty"`
 }
 
 func approvalViewOf(ap *oncekeystore.Approval) *approvalView {
@@ -290,6 +293,14 @@ func printApproval(tw *tabwriter.Writer, ap *approvalView) {
 	}
 	if ap.Signature != nil {
 		line("approval signed by", ap.Signature.String())
+	}
+	if ap.Signers != nil {
+		if ap.Signers.Text != "" {
+			line("approval signers", ap.Signers.Text)
+		}
+		for i := range ap.Signers.Signers {
+			line("approval signer "+strconv.Itoa(i+1), ap.Signers.Signers[i].String())
+		}
 	}
 	if ap.GrantID != "" {
 		line("approval grant", ap.GrantID+" (made by "+cell(ap.DecidedBy)+"; `oncekey grants --status all` shows it)")

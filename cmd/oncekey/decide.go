@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/internal/textcheck"
@@ -174,6 +175,10 @@ func (a *app) decide(ctx context.Context, kind reconcile.DecisionKind, f *decide
 				if errors.As(err, &refused) && refused.DecidedAs != nil {
 					return fail(exitFailed, "the approval of %s was decided before this %s was recorded: the workflow answered %s; nothing was recorded for this one; `%s` shows the approval",
 						key, decisionNoun(kind), decisiontext.ApprovalAnswer(refused.DecidedAs, printable), a.showCommand(key, f.tenant))
+				}
+				if errors.Is(err, decisionsig.ErrRefused) {
+					// Refused for its signature: the reason says what to sign it with.
+					return fail(exitFailed, "%s", decisiontext.Approval.Refused(id, printable(oneLine(errors.New(reason)))))
 				}
 				if err := a.alreadyDecided(ctx, kind, key, f); err != nil {
 					return err // why: another tenant's approval, or one decided already

@@ -372,6 +372,7 @@ func newShowCmd(a *app) *cobra.Command {
 				if ap != nil {
 					sv.Approval = approvalViewOf(ap)
 					sv.Approval.Signature = approvalVerdict(tl, ap)
+					sv.Approval.Signers = approvalSigners(tl, ap)
 					if ap.Status == oncekeystore.ApprovalPending {
 						sv.Approval.Delivered = a.deliveredDecision(ctx, key, ap.Namespace)
 					}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -184,6 +185,78 @@ func approvalVerdict(tl *decisionsig.TrustList, ap *oncekeystore.Approval) *verd
 	})
 }
 
+// signersView is every signer of an approval that asked for more than one
+// (ApprovalPolicy.Signers), in the order they signed, as reconcile.AuditApprovalSigners found
+// them: Text says where they stand ("2 of 2 signers", "1 of 2: waiting for another signer").
+type signersView struct {
+	Text    string       `json:"text,omitempty"`
+	Signers []signerView `json:"signers"`
+}
+
+// signerView is one signer: who (the key, its name in the trust list, the decider), when, what
+// (a partial approval, or the decision that settled the request), and whether it verifies.
+type signerView struct {
+	verdict
+	Kind      decisionsig.Kind `json:"kind,omitempty"`
+	DecidedBy string           `json:"decided_by,omitempty"`
+	SignedAt  time.Time        `json:"signed_at,omitzero"`
+	// Decision: the decision's signature (the last approval, or a denial), not a partial one.
+	Decision bool `json:"decision,omitempty"`
+	// Repeat: a key or a decider an earlier signer has; it counts once.
+	Repeat bool `json:"repeat,omitempty"`
+}
+
+// approvalSigners re-verifies each signer of ap (reconcile.AuditApprovalSigners); nil for an
+// approval without partial approvals.
+func approvalSigners(tl *decisionsig.TrustList, ap *oncekeystore.Approval) *signersView {
+	a := reconcile.AuditApprovalSigners(tl, ap)
+	if a == nil {
+		return nil
+	}
+	out := &signersView{Text: a.Text(tl != nil), Signers: make([]signerView, 0, len(a.Signers))}
+	for _, s := range a.Signers {
+		v := signerView{Decision: s.Decision, Repeat: s.Repeat}
+		switch {
+		case s.Signed == nil:
+			v.Problem = "unreadable: " + fmt.Sprint(s.Err)
+		default:
+			v.KeyID, v.Name, v.Verified = s.Signed.KeyID, s.Entry.Name, s.Verified
+			v.Kind, v.DecidedBy, v.SignedAt = s.Signed.Statement.Kind, s.Signed.Statement.DecidedBy, s.Signed.Statement.SignedAt.UTC()
+			switch {
+			case tl == nil:
+				v.Problem = "not verified: give --trust FILE (or " + trustListEnv + ")"
+			case s.Err != nil:
+				v.Problem = s.Err.Error()
+			}
+		}
+		out.Signers = append(out.Signers, v)
+	}
+	return out
+}
+
+// String is the signer as show and audit print it: "ed25519:… (ada), verified; approved by ada
+// at 2026-12-05T08:00:00Z" (denied, changes requested: the decision that settled it instead).
+func (v *signerView) String() string {
+	if v.KeyID == "" {
+		return v.verdict.String()
+	}
+	what := "approved"
+	switch v.Kind {
+	case decisionsig.Deny:
+		what = "denied"
+	case decisionsig.RequestChanges:
+		what = "changes requested"
+	}
+	s := v.verdict.String() + "; " + what + " by " + cell(v.DecidedBy)
+	if !v.SignedAt.IsZero() {
+		s += " at " + v.SignedAt.Format(time.RFC3339)
+	}
+	if v.Repeat {
+		s += " (a signer already counted: counts once)"
+	}
+	return s
+}
+
 // resolutionVerdict re-verifies the signed resolution stored with rec (sig).
 func resolutionVerdict(tl *decisionsig.TrustList, rec *oncekeystore.Record, sig []byte) *verdict {
 	return verdictOf(tl, sig, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
@@ -314,8 +387,21 @@ func newAuditCmd(a *app) *cobra.Command {
 					}
 				}
 				if ap != nil {
-					person := ap.Status != oncekeystore.ApprovalPending && ap.Status != oncekeystore.ApprovalTimedOut
-					report(fmt.Sprintf("approval episode %d, %s by %s", ap.Episode, ap.Status, cell(ap.DecidedBy)), approvalVerdict(tl, ap), person)
+					if sv := approvalSigners(tl, ap); sv != nil {
+						// Four eyes: each partial approval, in the order signed, then the decision.
+						for i, sg := range sv.Signers {
+							if !sg.Verified {
+								bad++
+							}
+							fmt.Fprintf(a.stdout, "approval episode %d, signer %d: signed by %s\n", ap.Episode, i+1, &sg)
+						}
+						if sv.Text != "" {
+							fmt.Fprintf(a.stdout, "approval episode %d: %s\n", ap.Episode, sv.Text)
+						}
+					} else {
+						person := ap.Status != oncekeystore.ApprovalPending && ap.Status != oncekeystore.ApprovalTimedOut
+						report(fmt.Sprintf("approval episode %d, %s by %s", ap.Episode, ap.Status, cell(ap.DecidedBy)), approvalVerdict(tl, ap), person)
+					}
 				}
 				if r != nil {
 					sig := resolutionSignature(ctx, s, tenant, key)

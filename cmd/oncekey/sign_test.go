@@ -106,6 +106,9 @@ func TestSignedApproveWithKeysGen(t *testing.T) {
 
 	r := cli(t, env, "approve", ap.OperationKey, "--tenant", "acme")
 	requireOneLine(t, r, exitFailed, "decision refused (unsigned)")
+	require.Contains(t, r.stderr, "Sign it with a key the workers' trust list holds for tenant acme, tool Book: `oncekey approve "+
+		ap.OperationKey+" --tenant acme --sign-key FILE`", "the refusal (oncekey.SignatureRefused) says what to do")
+	require.NotContains(t, r.stderr, "shows each approval's tenant and episode", "not the hint of a refusal for what the decision says")
 	effects, runs := b.counts()
 	require.Zero(t, effects+runs, "an unsigned approval runs nothing")
 
@@ -178,6 +181,8 @@ func TestSignedResolveWithEnvKey(t *testing.T) {
 	r := cli(t, env, "resolve", k, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`)
 	require.Equal(t, exitFailed, r.code, r.stdout)
 	require.Contains(t, r.stderr, "decision refused (unsigned)")
+	require.Contains(t, r.stderr, "Sign it with a key the workers' trust list holds for tenant acme, tool Book: `oncekey resolve "+
+		k+" --tenant acme --epoch 1 --sign-key FILE`")
 
 	env[signKeyEnv] = key
 	r = cli(t, env, "resolve", k, "--epoch", "1", "--tenant", "acme", "--applied", "--ref", "BK-R1", "--result", `{"id":"BK-R1"}`, "--note", "found it")

@@ -468,6 +468,10 @@ type RecordInput struct {
 	// whose result type then applies. Empty: the tool's own.
 	ActivityType string               `json:"activity_type,omitempty"`
 	Resolution   reconcile.Resolution `json:"resolution"`
+	// SignatureRefusedType is DecideApprovalInput's: the reconciliation workflow takes a refusal
+	// of type oncekey.ErrTypeSignatureRefused; without it a signature is refused as
+	// ErrTypeInvalid.
+	SignatureRefusedType bool `json:"signature_refused_type,omitempty"`
 }
 
 // RecordResolution writes a Resolution to the store (reconcile.Record) and returns the decision

@@ -156,6 +156,11 @@ type DecideApprovalInput struct {
 	// Signature is the decision's signed statement (reconcile.Decision.Signature): verified
 	// against the worker's trust list, when it has one, and stored with the decision.
 	Signature json.RawMessage `json:"signature,omitempty"`
+	// SignatureRefusedType: the workflow that scheduled the activity takes a refusal of type
+	// oncekey.ErrTypeSignatureRefused (oncekey's approval workflow from the version that made
+	// it). Without it (a workflow of an earlier worker, which would end instead of waiting on a
+	// type it does not know) a signature is refused as ErrTypeInvalid, as before.
+	SignatureRefusedType bool `json:"signature_refused_type,omitempty"`
 }
 
 // recordedAs reports whether ap holds this decision as written: its episode, status, decider and

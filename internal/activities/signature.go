@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/decisionsig"
+	"github.com/oncekey/oncekey/internal/shell"
 	"github.com/oncekey/oncekey/metrics"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -43,7 +44,12 @@ func (a *Activities) verifyDecision(ctx context.Context, cur *oncekeystore.Appro
 	if err == nil {
 		err = a.verify(in.Signature, want)
 	}
-	return a.refusedSignature(ctx, "decision on the approval of", in.OperationKey, cur.Tool, err)
+	verb := string(reconcile.Approve)
+	if d.Decision != reconcile.Approve {
+		verb = string(reconcile.Deny)
+	}
+	return a.refusedSignature(ctx, "decision on the approval of", in.OperationKey, cur.Tenant, cur.Tool,
+		shell.Decide(verb, in.OperationKey, cur.Tenant), in.SignatureRefusedType, err)
 }
 
 // verifyResolution checks the signature of the resolution in against the record it settles:
@@ -65,7 +71,8 @@ func (a *Activities) verifyResolution(ctx context.Context, in RecordInput) error
 	if err == nil {
 		err = a.verify(in.Resolution.Signature, want)
 	}
-	return a.refusedSignature(ctx, "resolution of", in.OperationKey, rec.Tool, err)
+	return a.refusedSignature(ctx, "resolution of", in.OperationKey, rec.Tenant, rec.Tool,
+		shell.Resolve(in.OperationKey).Flag("--tenant", rec.Tenant).Int("--epoch", in.Resolution.Epoch), in.SignatureRefusedType, err)
 }
 
 // verify decodes a signed statement and verifies it against the trust list as want.
@@ -79,11 +86,15 @@ func (a *Activities) verify(sig []byte, want decisionsig.Statement) error {
 }
 
 // refusedSignature returns nil for a nil err; else, after logging it for the operator and
-// counting it (metrics.DecisionsRefused), the non-retryable ErrTypeInvalid error that refuses
-// the decision: the decision workflow keeps waiting, and the sender reads why. err that is no
+// counting it (metrics.DecisionsRefused), the non-retryable oncekey.ErrTypeSignatureRefused error
+// that refuses the decision (its message names the *decisionsig.Error): the decision workflow
+// keeps waiting, and the sender reads why and what to do (signatureRefusal). err that is no
 // *decisionsig.Error (a statement that cannot be built: arguments or a result that are not
-// JSON) is refused the same way, as a bad signature.
-func (a *Activities) refusedSignature(ctx context.Context, what, key, tool string, err error) error {
+// JSON) is refused the same way, as a bad signature. cmd is the command that sends the decision
+// again, to which the message adds --sign-key. Without typed (the input's SignatureRefusedType:
+// a workflow of an earlier worker, which ends on an activity error type it does not know) the
+// error is of type ErrTypeInvalid, as before that type, with the same message.
+func (a *Activities) refusedSignature(ctx context.Context, what, key, tenant, tool string, cmd *shell.Command, typed bool, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -97,8 +108,22 @@ func (a *Activities) refusedSignature(ctx context.Context, what, key, tool strin
 		"what", what, "key_prefix", keyPrefix(key), "tool", tool, "reason", string(se.Reason), "key_id", se.KeyID, "error", se.Error())
 	activity.GetMetricsHandler(ctx).WithTags(map[string]string{metrics.TagTool: tool, metrics.TagReason: string(se.Reason)}).
 		Counter(metrics.DecisionsRefused).Inc(1)
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("the %s %s was refused: %s; nothing was recorded", what, key, se.Error()),
-		ErrTypeInvalid, nil)
+	typ := oncekey.ErrTypeSignatureRefused
+	if !typed {
+		typ = ErrTypeInvalid
+	}
+	return temporal.NewNonRetryableApplicationError(signatureRefusal(what, key, tenant, tool, cmd, se), typ, nil)
+}
+
+// signatureRefusal is the one text of a decision refused for its signature, which the decision
+// update answers, the query's last refused signal names and the CLI and the inbox show: what
+// happened, and what to do, with the command. "the decision on the approval of ok1_… was
+// refused: decisionsig: decision refused (untrusted), key ed25519:…: the key is revoked; nothing
+// was recorded. Sign it with a key the workers' trust list holds for tenant acme, tool
+// IssueRefund: `oncekey approve ok1_… --tenant acme --sign-key FILE`".
+func signatureRefusal(what, key, tenant, tool string, cmd *shell.Command, se *decisionsig.Error) string {
+	return fmt.Sprintf("the %s %s was refused: %s; nothing was recorded. Sign it with a key the workers' trust list holds for tenant %s, tool %s: `%s`",
+		what, key, se.Error(), tenant, tool, cmd.Placeholder("--sign-key", "FILE"))
 }
 
 // keyPrefix is the first 12 characters of an operation key, as logs name it.

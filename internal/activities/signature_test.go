@@ -28,15 +28,20 @@ func testSigner(t *testing.T) *decisionsig.Ed25519Signer {
 	return s
 }
 
-// requireSignatureRefused checks err is the non-retryable refusal of a decision for reason.
+// requireSignatureRefused checks err is the non-retryable refusal of a decision for reason: of
+// its own type, oncekey.ErrTypeSignatureRefused (oncekey.InvalidResolution before it, which it no
+// longer is), saying what to do.
 func requireSignatureRefused(t *testing.T, err error, reason decisionsig.Reason) {
 	t.Helper()
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.Equal(t, activities.ErrTypeInvalid, appErr.Type())
+	require.Equal(t, oncekey.ErrTypeSignatureRefused, appErr.Type())
+	require.NotEqual(t, activities.ErrTypeInvalid, appErr.Type())
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, appErr.Error(), "decision refused ("+string(reason)+")")
-	require.Contains(t, appErr.Error(), "nothing was recorded")
+	require.Contains(t, appErr.Error(), "nothing was recorded. Sign it with a key the workers' trust list holds for tenant t1, tool ")
+	require.Contains(t, appErr.Error(), " --tenant t1 ")
+	require.Contains(t, appErr.Error(), " --sign-key FILE`")
 }
 
 // With a trust list, oncekey's decision activities called straight from a workflow a namespace
@@ -63,7 +68,7 @@ func TestDecideApprovalVerifiesTheSignature(t *testing.T) {
 	input := func(d reconcile.Decision) activities.DecideApprovalInput {
 		return activities.DecideApprovalInput{Tenant: "t1", OperationKey: "ok1_a", Tool: "Refund", Episode: 1, Token: "w1_tok",
 			Status: oncekeystore.ApprovalApproved, DecidedBy: d.DecidedBy, Reason: d.Reason, Retention: time.Hour,
-			Arguments: d.Arguments, Signature: d.Signature}
+			Arguments: d.Arguments, Signature: d.Signature, SignatureRefusedType: true}
 	}
 	sign := func(s decisionsig.Signer, a *oncekeystore.Approval, d reconcile.Decision) reconcile.Decision {
 		signed, err := reconcile.SignDecision(s, a, d)
@@ -73,6 +78,13 @@ func TestDecideApprovalVerifiesTheSignature(t *testing.T) {
 
 	_, err = callFrom(t, acts, own, activities.DecideApprovalName, input(approve))
 	requireSignatureRefused(t, err, decisionsig.ReasonUnsigned)
+	older := input(approve)
+	older.SignatureRefusedType = false
+	_, err = callFrom(t, acts, own, activities.DecideApprovalName, older)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrTypeInvalid, appErr.Type(), "a workflow of an earlier worker gets the type it knows, and waits on")
+	require.Contains(t, appErr.Error(), "decision refused (unsigned)")
 	_, err = callFrom(t, acts, own, activities.DecideApprovalName, input(sign(testSigner(t), ap, approve)))
 	requireSignatureRefused(t, err, decisionsig.ReasonUntrusted)
 	_, err = callFrom(t, acts, own, activities.DecideApprovalName, input(sign(otherTenant, ap, approve)))
@@ -140,13 +152,13 @@ func TestRecordResolutionVerifiesTheSignature(t *testing.T) {
 	r := reconcile.Resolution{Epoch: rec.Epoch, Outcome: reconcile.NotApplied, ResolvedBy: "ada", Note: "nothing downstream"}
 	from := reconciliationOf("ok1_r")
 
-	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: r})
+	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: r, SignatureRefusedType: true})
 	requireSignatureRefused(t, err, decisionsig.ReasonUnsigned)
 	signed, err := reconcile.SignResolution(ada, rec, r)
 	require.NoError(t, err)
 	forged := signed
 	forged.Outcome, forged.Result = reconcile.Applied, json.RawMessage(`{"id":"T-1"}`)
-	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: forged})
+	_, err = callFrom(t, acts, from, activities.RecordResolutionName, activities.RecordInput{RecordRef: ref, Tool: "CreateTicket", Resolution: forged, SignatureRefusedType: true})
 	requireSignatureRefused(t, err, decisionsig.ReasonMismatch)
 	got, err := store.Get(context.Background(), &oncekeystore.GetParams{Tenant: "t1", OperationKey: "ok1_r"})
 	require.NoError(t, err)

@@ -128,6 +128,11 @@ func (p Protocol) Title(o Outcome) string {
 	return "Could not reach the " + p.Workflow
 }
 
+// SignatureTitle is the inbox's heading of the answer to a decision the workers refused because
+// of its signature (errors.Is(err, decisionsig.ErrRefused) on the client's error); the reason
+// that follows says what to sign it with.
+const SignatureTitle = "Refused: the workers do not accept its signature"
+
 // Refused says that workflow id refused a decision, and why: "the approval workflow ID refused
 // the decision; nothing was recorded: REASON".
 func (p Protocol) Refused(id, reason string) string {

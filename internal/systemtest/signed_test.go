@@ -105,6 +105,8 @@ func (e *e2e) requireRefused(t *testing.T, err error, a *oncekeystore.Approval, 
 	var refused *reconcile.DecisionRefusedError
 	require.ErrorAs(t, err, &refused)
 	require.Contains(t, refused.Reason, "decision refused ("+string(reason)+")")
+	require.True(t, refused.Signature, "refused for its signature (oncekey.SignatureRefused), as the update's refusal says")
+	require.ErrorIs(t, err, decisionsig.ErrRefused)
 	require.Equal(t, oncekeystore.ApprovalPending, e.approval(t, a.OperationKey).Status, "a refused decision records nothing")
 }
 

@@ -182,7 +182,7 @@ func (a *approver) invalid(d reconcile.Decision) string {
 func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStatus, by, reason, requestID string, d *reconcile.Decision) string {
 	in := activities.DecideApprovalInput{
 		Tenant: a.in.Tenant, OperationKey: a.in.OperationKey, Tool: a.in.Tool, Episode: a.report.Episode, Token: a.token,
-		Status: status, DecidedBy: by, Reason: reason, Retention: a.in.Retention,
+		Status: status, DecidedBy: by, Reason: reason, Retention: a.in.Retention, SignatureRefusedType: true,
 	}
 	if d != nil {
 		in.Message, in.ChangesRequested, in.Arguments, in.Signature = d.Message, d.Decision == reconcile.RequestChanges, d.Arguments, d.Signature
@@ -190,8 +190,8 @@ func (a *approver) record(ctx workflow.Context, status oncekeystore.ApprovalStat
 	var ans activities.ApprovalAnswer
 	err := workflow.ExecuteActivity(a.actx, activities.DecideApprovalName, in).Get(ctx, &ans)
 	if err != nil {
-		if row, appErr := failure.Of(err); row.Kind == failure.Invalid && status != oncekeystore.ApprovalTimedOut {
-			return appErr.Error()
+		if row, appErr := failure.Of(err); refusedFor(row.Kind) && status != oncekeystore.ApprovalTimedOut {
+			return a.k.refusedBy(row.Kind, appErr)
 		}
 		a.k.decide(reconcile.ApprovalOutput{}, err)
 		return ""

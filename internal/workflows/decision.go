@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey/internal/decision"
+	"github.com/oncekey/oncekey/internal/failure"
 )
 
 // decider is the decision kernel the reconciliation and approval workflows share: one run of a
@@ -62,6 +63,9 @@ type decider[D, O any] struct {
 	s         workflow.Settable
 	// invalidThisRun counts the invalid signals of this run.
 	invalidThisRun int
+	// signatureRefused: the last decision record refused was refused for its signature
+	// (refusedBy), which the update's refusal says in its details.
+	signatureRefused bool
 }
 
 // decisionActivities are the activity options of a decision workflow: a minute each, retried
@@ -245,7 +249,7 @@ func (k *decider[D, O]) takeSignal(ctx workflow.Context, raw converter.RawValue)
 
 // recording runs record with the run marked busy.
 func (k *decider[D, O]) recording(ctx workflow.Context, d D) string {
-	k.busy = true
+	k.busy, k.signatureRefused = true, false
 	defer func() { k.busy = false }()
 	return k.record(ctx, d)
 }
@@ -257,6 +261,32 @@ func (k *decider[D, O]) decide(out O, err error) {
 	}
 	k.decided, k.out, k.err = true, out, err
 	k.s.Set(nil, nil)
+}
+
+// refusedFor reports whether an activity that failed with an error of kind k refused the decision
+// it was given (the decision workflow refuses it and keeps waiting): an invalid decision
+// (activities.ErrTypeInvalid), or one refused for its signature (oncekey.ErrTypeSignatureRefused;
+// workers before it refused those as invalid too).
+func refusedFor(k failure.Kind) bool {
+	return k == failure.Invalid || k == failure.SignatureRefused
+}
+
+// refusedBy is record's answer to a decision the protocol's activity refused (refusedFor) with
+// appErr, of kind: the reason, which the update's refusal and the query's last refused signal
+// give; a refusal for the decision's signature is noted for the update's refusal.
+func (k *decider[D, O]) refusedBy(kind failure.Kind, appErr error) string {
+	k.signatureRefused = kind == failure.SignatureRefused
+	return appErr.Error()
+}
+
+// refuseRecorded is the update handler's error for a decision record refused with reason. A
+// refusal for the decision's signature carries one detail, the activity's error type
+// (oncekey.ErrTypeSignatureRefused), which reconcile's clients read; other refusals carry none.
+func (k *decider[D, O]) refuseRecorded(reason string) error {
+	if k.signatureRefused {
+		return temporal.NewNonRetryableApplicationError(reason, k.refusedType, nil, failure.TypeSignatureRefused)
+	}
+	return refuse(reason, k.refusedType)
 }
 
 // refuse is the validator's and the handler's error of a refused decision.
@@ -307,7 +337,7 @@ func (k *decider[D, O]) update(ctx workflow.Context, raw json.RawMessage) (O, er
 		return zero, refuse("the "+k.noun+" does not decode into "+k.goType+": "+err.Error(), k.refusedType)
 	}
 	if refused := k.recording(ctx, d); refused != "" {
-		return zero, refuse(refused, k.refusedType)
+		return zero, k.refuseRecorded(refused)
 	}
 	if !k.decided && k.hasAnswer {
 		k.hasAnswer = false

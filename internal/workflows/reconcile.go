@@ -303,10 +303,11 @@ func (r *reconciler) wait(ctx workflow.Context) (reconcile.Output, error) {
 // such as a tombstone).
 func (r *reconciler) record(ctx workflow.Context, res reconcile.Resolution) string {
 	var out reconcile.Output
-	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, ActivityType: r.in.ActivityType, Resolution: res}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(r.actx, activities.RecordResolutionName, activities.RecordInput{RecordRef: r.ref, Tool: r.in.Tool, ActivityType: r.in.ActivityType, Resolution: res,
+		SignatureRefusedType: true}).Get(ctx, &out)
 	if err != nil {
-		if row, appErr := failure.Of(err); row.Kind == failure.Invalid {
-			return appErr.Error()
+		if row, appErr := failure.Of(err); refusedFor(row.Kind) {
+			return r.k.refusedBy(row.Kind, appErr)
 		}
 		r.k.decide(reconcile.Output{}, err)
 		return ""

@@ -117,6 +117,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, id *identi
 	}
 	add("Grant", ap.GrantID)
 	add("Signed by", s.approvalSignedBy(ap))
+	d.Fields = append(d.Fields, s.approvalSigners(ap)...)
 	if rec, err := s.opts.Store.Get(r.Context(), &oncekeystore.GetParams{Tenant: ap.Tenant, OperationKey: ap.OperationKey}); err == nil {
 		d.Record = fmt.Sprintf("%s, epoch %d", rec.Status, rec.Epoch)
 		d.RecordLink = recordLink(rec.Tenant, rec.OperationKey, false)

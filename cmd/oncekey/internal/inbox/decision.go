@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oncekey/oncekey/cmd/oncekey/internal/workflowrun"
+	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/decisiontext"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -120,7 +121,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request, id *identity, d *d
 			return
 		}
 		detail := d.none(fence)
-		if o == decisiontext.Refused {
+		switch {
+		case o == decisiontext.Refused && errors.Is(err, decisionsig.ErrRefused):
+			// The reason says what to sign it with.
+			title, detail = decisiontext.SignatureTitle, reason+". Nothing was recorded for this decision; the workflow keeps waiting."
+		case o == decisiontext.Refused:
 			detail = reason + ". Nothing was recorded for this decision; the workflow keeps waiting: correct it and send it again."
 		}
 		show(http.StatusConflict, &answer{Kind: "refused", Title: title, Detail: detail})

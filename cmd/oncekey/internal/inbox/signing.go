@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/internal/shell"
@@ -126,6 +127,60 @@ func (s *Server) approvalSignedBy(ap *oncekeystore.Approval) string {
 	return s.signedBy(ap.Signature, func(tl *decisionsig.TrustList) (*decisionsig.Signed, decisionsig.Entry, error) {
 		return reconcile.AuditApproval(tl, ap)
 	})
+}
+
+// approvalSigners says where the signers of an approval that asked for more than one stand
+// ("2 of 2 signers", "1 of 2: waiting for another signer") and who each is, in the order they
+// signed: "ed25519:… (ada), verified; approved by ada at …", or why it does not verify against
+// Options.TrustList (reconcile.AuditApprovalSigners). nil for an approval without partial
+// approvals.
+func (s *Server) approvalSigners(ap *oncekeystore.Approval) []field {
+	a := reconcile.AuditApprovalSigners(s.opts.TrustList, ap)
+	if a == nil {
+		return nil
+	}
+	var out []field
+	if t := a.Text(s.opts.TrustList != nil); t != "" {
+		out = append(out, field{"Signers", t})
+	}
+	for i, sg := range a.Signers {
+		out = append(out, field{fmt.Sprintf("Signer %d", i+1), s.signerText(sg)})
+	}
+	return out
+}
+
+// signerText is one signer of an approval, as approvalSigners shows it.
+func (s *Server) signerText(sg reconcile.ApprovalSigner) string {
+	if sg.Signed == nil {
+		return "unreadable: " + fmt.Sprint(sg.Err)
+	}
+	who := sg.Signed.KeyID
+	if sg.Entry.Name != "" {
+		who += " (" + sg.Entry.Name + ")"
+	}
+	switch {
+	case s.opts.TrustList == nil:
+		who += ", not verified: the inbox has no trust list (--trust)"
+	case sg.Verified:
+		who += ", verified"
+	default:
+		who += ", NOT verified: " + fmt.Sprint(sg.Err)
+	}
+	what := "approved"
+	switch sg.Signed.Statement.Kind {
+	case decisionsig.Deny:
+		what = "denied"
+	case decisionsig.RequestChanges:
+		what = "changes requested"
+	}
+	who += "; " + what + " by " + sg.Signed.Statement.DecidedBy
+	if at := sg.Signed.Statement.SignedAt; !at.IsZero() {
+		who += " at " + at.UTC().Format(time.RFC3339)
+	}
+	if sg.Repeat {
+		who += " (a signer already counted: counts once)"
+	}
+	return who
 }
 
 // grantSignedBy says who signed the making of g and, revoked, its revocation.
