@@ -70,6 +70,10 @@ const (
 	// ErrTypeAsyncCompletion (non-retryable): a tool that cannot hand its result off (a
 	// Transactional one; see AsyncCompletionError) returned activity.ErrResultPending.
 	ErrTypeAsyncCompletion = failure.TypeAsyncCompletion // "oncekey.AsyncCompletion"
+	// ErrTypeUnboundHeaders (non-retryable): the worker has okworker.Options.HeaderKeys, and the
+	// call's tenant, step ID or first activity ID headers are not bound by a key it lists
+	// (UnboundHeadersError); nothing was claimed or run.
+	ErrTypeUnboundHeaders = failure.TypeUnboundHeaders // "oncekey.UnboundHeaders"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

@@ -37,6 +37,7 @@ const (
 	TypeNotWaiting          = "oncekey.NotWaitingForResolution"
 	TypeDecisionRefused     = "oncekey.DecisionRefused"
 	TypeNotPending          = "oncekey.ApprovalNotPending"
+	TypeUnboundHeaders      = "oncekey.UnboundHeaders"
 )
 
 // Kind names a row of the table: one per application error type. The zero Kind, None, is the row
@@ -72,6 +73,7 @@ const (
 	NotWaiting
 	DecisionRefused
 	NotPending
+	UnboundHeaders
 	kinds // the number of kinds
 )
 
@@ -157,6 +159,7 @@ var rows = [kinds]Row{
 	{NotWaiting, TypeNotWaiting, Fail, false, false, Label{}},
 	{DecisionRefused, TypeDecisionRefused, Fail, false, false, Label{}},
 	{NotPending, TypeNotPending, Fail, false, false, Label{}},
+	{UnboundHeaders, TypeUnboundHeaders, Fail, false, false, stop},
 }
 
 // byType is the table keyed by Type.

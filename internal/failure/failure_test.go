@@ -41,6 +41,7 @@ func TestTypesPinned(t *testing.T) {
 		NotWaiting:          "oncekey.NotWaitingForResolution",
 		DecisionRefused:     "oncekey.DecisionRefused",
 		NotPending:          "oncekey.ApprovalNotPending",
+		UnboundHeaders:      "oncekey.UnboundHeaders",
 	}
 	require.Len(t, Rows(), len(want))
 	for _, r := range Rows() {
