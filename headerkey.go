@@ -3,7 +3,6 @@ package oncekey
 import (
 	"bufio"
 	"bytes"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -11,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 )
 
 // HeaderKey is a deployment key that binds the headers a workflow sets for a claimed call (the
@@ -114,15 +114,23 @@ func (s *HeaderStatement) appendTo(b []byte) []byte {
 
 // mac returns the HMAC-SHA-256 of s under secret.
 func (s *HeaderStatement) mac(secret []byte) [sha256.Size]byte {
-	var buf [512]byte
-	enc := s.appendTo(buf[:0])
+	buf := statementBufs.Get().(*[]byte)
+	*buf = s.appendTo((*buf)[:0])
 	h := macs.get(secret)
-	h.Write(enc)
+	h.Write(*buf)
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	macs.put(secret, h)
+	statementBufs.Put(buf)
 	return sum
 }
+
+// statementBufs keeps the buffers statements are encoded into, for reuse: the verification is
+// on every claimed call's path when HeaderKeys are set.
+var statementBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// macLen is the length of a MAC in a binding: 32 bytes in unpadded base64url.
+var macLen = base64.RawURLEncoding.EncodedLen(sha256.Size)
 
 // BindHeaders returns the oncekey-binding header value of s under k: k.ID, ':', and the
 // HMAC-SHA-256 of s's encoding under k.Secret in unpadded base64url.
@@ -152,20 +160,26 @@ func VerifyHeaderBinding(keys []HeaderKey, s *HeaderStatement, binding string) e
 	if binding == "" {
 		return &UnboundHeadersError{Reason: UnboundNoBinding}
 	}
-	id, enc, ok := strings.Cut(binding, ":")
-	var got [sha256.Size]byte
-	if !ok || base64.RawURLEncoding.DecodedLen(len(enc)) != len(got) {
+	id, got, ok := strings.Cut(binding, ":")
+	if !ok || !validHeaderKeyID(id) {
 		return &UnboundHeadersError{Reason: UnboundUnknownKey}
 	}
 	for i := range keys {
 		if keys[i].ID != id {
 			continue
 		}
-		if n, err := base64.RawURLEncoding.Decode(got[:], []byte(enc)); err != nil || n != len(got) {
+		sum := s.mac(keys[i].Secret)
+		var want [64]byte
+		base64.RawURLEncoding.Encode(want[:macLen], sum[:])
+		if len(got) != macLen {
 			return &UnboundHeadersError{KeyID: id, Reason: UnboundMismatch}
 		}
-		want := s.mac(keys[i].Secret)
-		if !hmac.Equal(got[:], want[:]) {
+		// Compared in constant time, as hmac.Equal does, without converting got to bytes.
+		var diff byte
+		for j := range macLen {
+			diff |= want[j] ^ got[j]
+		}
+		if diff != 0 {
 			return &UnboundHeadersError{KeyID: id, Reason: UnboundMismatch}
 		}
 		return nil

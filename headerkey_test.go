@@ -51,7 +51,9 @@ func TestHeaderBindingCoversEveryMember(t *testing.T) {
 		"tenant":            func(s *oncekey.HeaderStatement) { s.Tenant = "other" },
 		"step ID":           func(s *oncekey.HeaderStatement) { s.StepID = "refund-2" },
 		"first activity ID": func(s *oncekey.HeaderStatement) { s.FirstActivityID = "5" },
-		"arguments":         func(s *oncekey.HeaderStatement) { s.ArgsDigest = sha256.Sum256([]byte(`{"amount":1000,"order":"1001"}`)) },
+		"arguments": func(s *oncekey.HeaderStatement) {
+			s.ArgsDigest = sha256.Sum256([]byte(`{"amount":1000,"order":"1001"}`))
+		},
 		// The encoding is length-prefixed: moving a byte between members changes it.
 		"boundary": func(s *oncekey.HeaderStatement) { s.Tenant, s.StepID = "acmer", "efund" },
 	} {

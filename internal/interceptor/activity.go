@@ -78,8 +78,8 @@ type call struct {
 	// (Options.HeaderKeys); args is the part of it a Route names.
 	doc json.RawMessage
 	op  oncekey.Operation
-	key  string
-	fp   string
+	key string
+	fp  string
 	// version is the Policy.Version the call is claimed under: the policy's, or an older one's
 	// (Policy.Previous) when the call repeats an operation of that version.
 	version string
