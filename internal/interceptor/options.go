@@ -115,7 +115,8 @@ type Options struct {
 	// (oncekey.UnboundHeaders, non-retryable; logged at Warn and counted in
 	// metrics.HeadersRefused). A call without those headers (scheduled by a workflow without
 	// oncekey's interceptor) keeps the tenant Options.Tenant gives, as before: a namespace writer
-	// can still schedule calls in the worker's own default tenant, not choose another.
+	// can still schedule calls in the worker's own default tenant, not choose another (unless
+	// Options.Tenant derives it from the workflow ID, type or task queue, which they choose).
 	// Standalone activities (which refuse these headers) and Nexus operations (keyed from the
 	// caller's oncekey-key header or the request ID) are not covered.
 	//
