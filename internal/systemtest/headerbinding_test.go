@@ -260,13 +260,6 @@ func TestE2EHeaderBindingCopiedBinding(t *testing.T) {
 		in       TicketRequest
 		fields   map[string]*commonpb.Payload
 	}{
-		// The real call's workflow ID (closed, so it may be started again), other arguments and
-		// the arguments header that matches them (without it, the header of the real call's
-		// arguments would be refused as ArgsMismatch).
-		{"args", "real-call", other, copied(func(f map[string]*commonpb.Payload) {
-			f[wire.HeaderArgs], err = dc.ToPayload(json.RawMessage(otherDoc))
-			require.NoError(t, err)
-		})},
 		// The real call's workflow ID and arguments, another tenant.
 		{"tenant", "real-call", req, copied(func(f map[string]*commonpb.Payload) {
 			f[wire.HeaderTenant], err = dc.ToPayload("other")
@@ -274,6 +267,14 @@ func TestE2EHeaderBindingCopiedBinding(t *testing.T) {
 		})},
 		// The headers as they are, from another workflow.
 		{"workflow", "copier", req, copied(func(map[string]*commonpb.Payload) {})},
+		// The real call's workflow ID (closed, so it may be started again), other arguments and
+		// the arguments header that matches them (without it, the header of the real call's
+		// arguments would be refused as ArgsMismatch). Without the binding the claim would refuse
+		// it as a fingerprint mismatch; with it, it is refused before the claim.
+		{"args", "real-call", other, copied(func(f map[string]*commonpb.Payload) {
+			f[wire.HeaderArgs], err = dc.ToPayload(json.RawMessage(otherDoc))
+			require.NoError(t, err)
+		})},
 	} {
 		fc, ftq := e.forger(t, "copy-"+c.name, c.fields)
 		run, err := fc.ExecuteWorkflow(context.Background(), clientStart(c.id, ftq), ForgedCallWorkflow, c.in, e.tq)
