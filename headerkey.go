@@ -3,6 +3,7 @@ package oncekey
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -168,18 +169,15 @@ func VerifyHeaderBinding(keys []HeaderKey, s *HeaderStatement, binding string) e
 		if keys[i].ID != id {
 			continue
 		}
-		sum := s.mac(keys[i].Secret)
-		var want [64]byte
-		base64.RawURLEncoding.Encode(want[:macLen], sum[:])
 		if len(got) != macLen {
 			return &UnboundHeadersError{KeyID: id, Reason: UnboundMismatch}
 		}
-		// Compared in constant time, as hmac.Equal does, without converting got to bytes.
-		var diff byte
-		for j := range macLen {
-			diff |= want[j] ^ got[j]
-		}
-		if diff != 0 {
+		sum := s.mac(keys[i].Secret)
+		// The encodings are compared (in constant time), each in an array on the stack.
+		var want, sent [64]byte
+		base64.RawURLEncoding.Encode(want[:macLen], sum[:])
+		copy(sent[:], got)
+		if !hmac.Equal(want[:macLen], sent[:macLen]) {
 			return &UnboundHeadersError{KeyID: id, Reason: UnboundMismatch}
 		}
 		return nil
