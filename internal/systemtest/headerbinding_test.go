@@ -344,3 +344,17 @@ func TestE2EHeaderBindingReplayAcrossTheSwitch(t *testing.T) {
 	require.Nil(t, e.scheduledHeaders(t, "unbound-history")[wire.HeaderBinding])
 	e.replayWith(t, "unbound-history", keyOld)
 }
+
+// The check after an Idempotent call's last attempt timed out (wire.HeaderCheck) is scheduled
+// with its headers bound too: the record, applied, answers it. One effect, one body.
+func TestE2EHeaderBindingCheckAfterTimeout(t *testing.T) {
+	l := newLedger(faultLateResult)
+	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Idempotent}, withHeaderKeys(keyOld))
+	tr := e.labelled(t, "bound-check")
+	require.Equal(t, oncekey.OutcomeApplied, tr.Status, "%+v", tr)
+	require.Equal(t, oncekey.ReasonConfirmed, tr.Reason)
+	requireRuns(t, l, 1, 1)
+	for _, o := range e.outcomes() {
+		require.NotEqual(t, oncekey.OutcomeRejected, o, "no call was refused")
+	}
+}
