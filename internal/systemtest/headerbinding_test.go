@@ -22,6 +22,7 @@ import (
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/internal/wire"
 	"github.com/oncekey/oncekey/oncekeystore"
+	"github.com/oncekey/oncekey/reconcile"
 	"github.com/oncekey/oncekey/worker"
 )
 
@@ -357,4 +358,21 @@ func TestE2EHeaderBindingCheckAfterTimeout(t *testing.T) {
 	for _, o := range e.outcomes() {
 		require.NotEqual(t, oncekey.OutcomeRejected, o, "no call was refused")
 	}
+}
+
+// A call a person approved with edited arguments is scheduled with the edited arguments' header
+// and bound again over them: the edit runs once.
+func TestE2EHeaderBindingApprovedEdit(t *testing.T) {
+	l := newLedger()
+	e := setupE2EWith(t, l, approvalPolicy(0), withHeaderKeys(keyOld))
+	run := e.startAgent(t, "bound-edit", 1)
+	a := e.pendingApproval(t)
+	_, err := reconcile.Decide(context.Background(), e.c, a.OperationKey, editDecision(`{"customer":"acme","subject":"printer smoking","request_id":"r-1"}`))
+	require.NoError(t, err)
+	var got []oncekey.ToolResult
+	require.NoError(t, run.Get(testCtx(t), &got))
+	require.Equal(t, oncekey.OutcomeApplied, got[0].Status, got[0].Text)
+	require.Equal(t, oncekey.ReasonEdited, got[0].Reason)
+	requireRuns(t, l, 1, 1)
+	require.Equal(t, "printer smoking", onlyTicket(t, l).Subject, "the edited arguments ran")
 }
