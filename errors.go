@@ -80,6 +80,10 @@ const (
 	// stored approval no longer has enough trusted signers is refused at the gate as
 	// ErrTypeApproval instead: that is a call, not a decision.)
 	ErrTypeSignatureRefused = failure.TypeSignatureRefused // "oncekey.SignatureRefused"
+	// ErrTypeUnboundHeaders (non-retryable): the worker has okworker.Options.HeaderKeys, and the
+	// call's tenant, step ID or first activity ID headers are not bound by a key it lists
+	// (UnboundHeadersError); nothing was claimed or run.
+	ErrTypeUnboundHeaders = failure.TypeUnboundHeaders // "oncekey.UnboundHeaders"
 )
 
 // IndeterminateOutcomeError: the effect may or may not have landed (an Effectful body failed,

@@ -1,6 +1,7 @@
 package oncekey_test
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -99,4 +100,38 @@ func BenchmarkCallIdentity(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkHeaderBinding measures what okworker.Options.HeaderKeys adds to a claimed call on
+// the activity worker: the digest of the arguments document and the binding's verification
+// (two keys listed, the second making the binding, as while a key rotates); and on the workflow
+// side, making the binding.
+func BenchmarkHeaderBinding(b *testing.B) {
+	doc := []byte(`{"arguments":{"assignee":"ops@example.com","body":"The printer next to the kitchen is smoking. Please send someone with an extinguisher and a replacement unit.",` +
+		`"priority":2,"subject":"Printer on fire in building 4, third floor","tags":["hardware","urgent","fire"]},"tool":"create_ticket"}`)
+	keys := []oncekey.HeaderKey{
+		{ID: "old", Secret: []byte("0123456789abcdef0123456789abcdef")},
+		{ID: "new", Secret: []byte("fedcba9876543210fedcba9876543210")},
+	}
+	s := oncekey.HeaderStatement{Namespace: "default", WorkflowID: "agent-session-7f3a", ActivityType: "create_ticket",
+		Tenant: "acme", StepID: "turn-3/call-1", ArgsDigest: sha256.Sum256(doc)}
+	binding := oncekey.BindHeaders(keys[1], &s)
+	b.Run("verify", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v := s
+			v.ArgsDigest = sha256.Sum256(doc)
+			if err := oncekey.VerifyHeaderBinding(keys, &v, binding); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bind", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v := s
+			v.ArgsDigest = sha256.Sum256(doc)
+			_ = oncekey.BindHeaders(keys[0], &v)
+		}
+	})
 }

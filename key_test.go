@@ -514,8 +514,10 @@ func TestWireNamesPinned(t *testing.T) {
 		wire.HeaderFirstActivityID:     "oncekey-first-activity-id",
 		wire.HeaderArgs:                "oncekey-args",
 		wire.HeaderCheck:               "oncekey-check",
+		wire.HeaderBinding:             "oncekey-binding",
 		wire.NexusHeaderKey:            "oncekey-key",
 		oncekey.ErrTypeAsyncCompletion: "oncekey.AsyncCompletion",
+		oncekey.ErrTypeUnboundHeaders:  "oncekey.UnboundHeaders",
 	} {
 		require.Equal(t, want, got)
 	}

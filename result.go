@@ -260,7 +260,8 @@ func readDetails(appErr *temporal.ApplicationError) (errorDetails, bool) {
 //	NotApplied (non-retryable)                       failed     yes   stop
 //	Failed, Config, StoreSchemaError (the store's    failed     no    stop
 //	  table missing or not migrated), ErrNoKey,
-//	  AsyncCompletion, anything else
+//	  AsyncCompletion, ArgsMismatch,
+//	  UnboundHeaders, anything else
 //
 // A nil error with a result read as a converter.RawValue (ExecuteActivity(...).Get(ctx, &raw))
 // tells replayed from applied, and carries the operation key and effect reference, from the
@@ -376,6 +377,11 @@ func label(result any, err error) ToolResult {
 		// worker without oncekey's interceptor, or a converter that changes values): nothing
 		// ran, and the same call fails the same way until the deployment is fixed.
 		kind = failure.ArgsMismatch
+	case is(failure.UnboundHeaders):
+		// The call's tenant or step ID headers are not bound by a key the worker lists (a
+		// workflow outside the deployment, or a workflow worker without the key): nothing ran,
+		// and the same call fails the same way until the deployment is fixed.
+		kind = failure.UnboundHeaders
 	case is(failure.Unauthorized):
 		// Policy.Authorize refused: the same call would be refused again.
 		kind = failure.Unauthorized

@@ -92,6 +92,7 @@ func TestLabel(t *testing.T) {
 		{"fingerprint mismatch app error", activityError(appErr(oncekey.ErrTypeFingerprintMismatch, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextFix, key, 0, false, ""},
 		{"repeat refused app error", activityError(appErr(oncekey.ErrTypeRepeatRefused, true, details{OperationKey: key})), oncekey.OutcomeConflict, false, oncekey.NextStop, key, 0, false, ""},
 		{"arguments mismatch app error", activityError(appErr(oncekey.ErrTypeArgsMismatch, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
+		{"unbound headers app error", activityError(appErr(oncekey.ErrTypeUnboundHeaders, true)), oncekey.OutcomeFailed, false, oncekey.NextStop, "", 0, false, ""},
 		{"unauthorized app error", activityError(appErr(oncekey.ErrTypeUnauthorized, true)), oncekey.OutcomeRejected, false, oncekey.NextStop, "", 0, false, ""},
 
 		{"in flight", &oncekey.InFlightError{OperationKey: key, RetryAfter: 3 * time.Second}, oncekey.OutcomeInFlight, true, oncekey.NextPoll, key, 3 * time.Second, false, ""},

@@ -74,6 +74,7 @@ var kinds = map[string]kind{
 	metrics.ApprovalsNearDeadline:    gauge,
 	metrics.ApprovalsEscalated:       counter,
 	metrics.DecisionsRefused:         counter,
+	metrics.HeadersRefused:           counter,
 	metrics.OutboxPending:            gauge,
 	metrics.OutboxFailing:            gauge,
 	metrics.OutboxOldestPending:      gauge,
@@ -481,8 +482,8 @@ func TestDashboardAndAlertsQueryExportedMetrics(t *testing.T) {
 		}
 	}
 	slices.Sort(notRecorded)
-	require.Equal(t, []string{metrics.ApprovalsEscalated, metrics.DecisionsRefused, metrics.ReconciliationsEscalated}, notRecorded,
-		"the run records every metric but the escalations' and the refused decisions'; series:\n%s", text)
+	require.Equal(t, []string{metrics.ApprovalsEscalated, metrics.DecisionsRefused, metrics.HeadersRefused, metrics.ReconciliationsEscalated}, notRecorded,
+		"the run records every metric but the escalations', the refused decisions' and the refused headers'; series:\n%s", text)
 
 	// The exposition passes promtool's lint (naming, types, help).
 	if pt, err := exec.LookPath("promtool"); err == nil {

@@ -68,6 +68,11 @@ const (
 	// signature did not verify, tagged TagTool and TagReason (unsigned, bad_signature, untrusted,
 	// mismatch). Recorded by the worker.
 	DecisionsRefused = "oncekey_decisions_refused"
+	// HeadersRefused counts calls a worker with okworker.Options.HeaderKeys refused because their
+	// tenant, step ID or first activity ID headers were not bound by a key it lists, tagged
+	// TagTool and TagReason (unbound, unknown_key, mismatch). Recorded by the worker; never
+	// tagged with the tenant, which the refused headers chose.
+	HeadersRefused = "oncekey_headers_refused"
 )
 
 // Tag keys.

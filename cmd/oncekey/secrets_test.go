@@ -118,6 +118,7 @@ var opensNoStore = map[string]bool{
 	"oncekey identity fetch":          true,
 	"oncekey identity list":           true,
 	"oncekey keys gen":                true,
+	"oncekey keys header-gen":         true,
 }
 
 // runnableCommands are the paths and arguments of every command of the CLI that runs (its cobra

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncekey/oncekey"
 	"github.com/oncekey/oncekey/decisionsig"
 	"github.com/oncekey/oncekey/oncekeystore"
 	"github.com/oncekey/oncekey/reconcile"
@@ -281,7 +285,7 @@ func resolutionSignature(ctx context.Context, s oncekeystore.Store, tenant, key 
 func newKeysCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
-		Short: "Make the key pair a person signs decisions with",
+		Short: "Make the key pair a person signs decisions with, or the deployment's header key",
 		Args:  cobra.NoArgs,
 	}
 	var out, name string
@@ -330,8 +334,86 @@ func newKeysCmd(a *app) *cobra.Command {
 	}
 	gen.Flags().StringVar(&out, "out", "", "write the private key to `FILE` (created, never overwritten)")
 	gen.Flags().StringVar(&name, "name", "", "who holds the key, for the trust list entry")
-	cmd.AddCommand(gen)
+	cmd.AddCommand(gen, newHeaderGenCmd(a))
 	return cmd
+}
+
+// newHeaderGenCmd is `oncekey keys header-gen`: a new header key (okworker.Options.HeaderKeys)
+// appended to a file of keys.
+func newHeaderGenCmd(a *app) *cobra.Command {
+	var id, out string
+	cmd := &cobra.Command{
+		Use:   "header-gen --id ID --out FILE",
+		Short: "Make a header key (okworker.Options.HeaderKeys): a line \"ID SECRET\" appended to FILE",
+		Long: "header-gen makes a 32-byte random secret and appends the line \"ID BASE64SECRET\" to FILE (created readable by you\n" +
+			"only), which oncekey.LoadHeaderKeys reads: the first key of the file binds a call's tenant and step ID headers on\n" +
+			"the workflow workers, and every key verifies on the activity workers. Give the file to every worker of the\n" +
+			"deployment. To rotate: append the new key (second) everywhere, then move its line first, then drop the old line,\n" +
+			"one rolling deploy each.",
+		Example: "  oncekey keys header-gen --id deploy-2 --out /etc/oncekey/header-keys",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fail(exitUsage, "give --out FILE: the file of header keys to append the new key to")
+			}
+			k := oncekey.HeaderKey{ID: id, Secret: make([]byte, oncekey.MinHeaderKeyBytes)}
+			if _, err := rand.Read(k.Secret); err != nil {
+				return err
+			}
+			if err := k.Check(); err != nil {
+				return fail(exitUsage, "--id: %v; nothing was written", err)
+			}
+			var existing []byte
+			if b, err := os.ReadFile(out); err == nil {
+				keys, perr := oncekey.ParseHeaderKeys(b)
+				if perr != nil && len(bytes.TrimSpace(b)) > 0 && !onlyComments(b) {
+					return fail(exitUsage, "--out: %s does not read as a file of header keys (%v); nothing was written", out, perr)
+				}
+				for _, e := range keys {
+					if e.ID == id {
+						return fail(exitUsage, "--id: %s already has a key %s; nothing was written (give the new key another ID)", out, id)
+					}
+				}
+				existing = b
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return fail(exitUsage, "--out: %v; nothing was written", err)
+			}
+			line := id + " " + base64.StdEncoding.EncodeToString(k.Secret) + "\n"
+			if len(existing) > 0 && existing[len(existing)-1] != '\n' {
+				line = "\n" + line
+			}
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+			if err != nil {
+				return fail(exitUsage, "--out: %v; nothing was written", err)
+			}
+			if _, err := f.WriteString(line); err != nil {
+				_ = f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			where := "last"
+			if len(existing) == 0 || onlyComments(existing) {
+				where = "first: the key workflow workers bind with"
+			}
+			fmt.Fprintf(a.stdout, "appended the header key %s to %s (%s); keep the file to the deployment's workers\n", id, out, where)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&id, "id", "", "the key's `ID`: 1 to 32 characters of A-Z, a-z, 0-9, '.', '_' and '-' (it names the key in bindings)")
+	cmd.Flags().StringVar(&out, "out", "", "append the key to `FILE` (created with mode 0600 when missing)")
+	return cmd
+}
+
+// onlyComments reports whether b holds nothing but blank lines and comments.
+func onlyComments(b []byte) bool {
+	for _, line := range strings.Split(string(b), "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
 }
 
 func newAuditCmd(a *app) *cobra.Command {

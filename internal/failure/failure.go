@@ -38,6 +38,7 @@ const (
 	TypeDecisionRefused     = "oncekey.DecisionRefused"
 	TypeNotPending          = "oncekey.ApprovalNotPending"
 	TypeSignatureRefused    = "oncekey.SignatureRefused"
+	TypeUnboundHeaders      = "oncekey.UnboundHeaders"
 )
 
 // Kind names a row of the table: one per application error type. The zero Kind, None, is the row
@@ -74,6 +75,7 @@ const (
 	DecisionRefused
 	NotPending
 	SignatureRefused
+	UnboundHeaders
 	kinds // the number of kinds
 )
 
@@ -160,6 +162,7 @@ var rows = [kinds]Row{
 	{DecisionRefused, TypeDecisionRefused, Fail, false, false, Label{}},
 	{NotPending, TypeNotPending, Fail, false, false, Label{}},
 	{SignatureRefused, TypeSignatureRefused, Fail, false, false, Label{}},
+	{UnboundHeaders, TypeUnboundHeaders, Fail, false, false, stop},
 }
 
 // byType is the table keyed by Type.

@@ -42,6 +42,7 @@ func TestTypesPinned(t *testing.T) {
 		DecisionRefused:     "oncekey.DecisionRefused",
 		NotPending:          "oncekey.ApprovalNotPending",
 		SignatureRefused:    "oncekey.SignatureRefused",
+		UnboundHeaders:      "oncekey.UnboundHeaders",
 	}
 	require.Len(t, Rows(), len(want))
 	for _, r := range Rows() {

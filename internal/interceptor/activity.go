@@ -74,9 +74,12 @@ type call struct {
 	// document in canonical JSON.
 	tool string
 	args json.RawMessage
-	op   oncekey.Operation
-	key  string
-	fp   string
+	// doc is the call's whole arguments document (argsDocument), which a header binding digests
+	// (Options.HeaderKeys); args is the part of it a Route names.
+	doc json.RawMessage
+	op  oncekey.Operation
+	key string
+	fp  string
 	// version is the Policy.Version the call is claimed under: the policy's, or an older one's
 	// (Policy.Previous) when the call repeats an operation of that version.
 	version string
@@ -171,6 +174,7 @@ func (c *call) resolve(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 	if err != nil {
 		return false, c.configError(err)
 	}
+	c.doc = doc
 	reg := c.root.opts.Registry
 	if name := c.info.ActivityType.Name; !reg.Routed(name) {
 		// The activity type is its own tool, and doc (canonical already) its arguments: what
@@ -301,6 +305,10 @@ func (c *call) prepare(ctx context.Context, in *tinterceptor.ExecuteActivityInpu
 			"(the bug is in that code, not in the tool)", tool, hook, p), oncekey.ErrTypeConfig, true, nil, "hook panicked", false)
 	}()
 	op, err := c.operation(ctx, in.Args)
+	var unbound *oncekey.UnboundHeadersError
+	if errors.As(err, &unbound) {
+		return c.unboundHeaders(ctx, unbound)
+	}
 	if err != nil {
 		return c.configError(err)
 	}
@@ -423,6 +431,13 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 		if p := h[wire.HeaderTenant]; p != nil {
 			if err := dc.FromPayload(p, &tenant); err != nil {
 				return oncekey.Operation{}, fmt.Errorf("header %s: %w", wire.HeaderTenant, err)
+			}
+		}
+		if len(c.root.opts.HeaderKeys) > 0 {
+			// Headers that choose the key space must be bound to this call (Options.HeaderKeys).
+			bound := h[wire.HeaderStepID] != nil || h[wire.HeaderFirstActivityID] != nil || h[wire.HeaderTenant] != nil
+			if err := c.verifyBinding(h, bound, tenant, stepID, firstActivityID); err != nil {
+				return oncekey.Operation{}, err
 			}
 		}
 	}

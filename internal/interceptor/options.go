@@ -96,6 +96,40 @@ type Options struct {
 	// of an opaque identifier (docs/policies-and-keys.md, "Fingerprints").
 	FingerprintSecret []byte
 
+	// HeaderKeys, if set, binds the tenant, step ID and first activity ID headers a workflow sets
+	// for a claimed call (oncekey.WithTenant, Options.Tenant, oncekey.WithStepID, the re-runs of
+	// an Effectful call) to the call, so that someone who can write to the namespace but holds no
+	// key cannot choose another tenant's key space or another call's step ID by scheduling the
+	// tool from a workflow of their own (docs/approvals.md, "The trust rule"). Each key is an ID
+	// (1 to oncekey.MaxHeaderKeyIDLen characters of A-Z, a-z, 0-9, '.', '_', '-') and a secret of
+	// at least oncekey.MinHeaderKeyBytes random bytes; oncekey.LoadHeaderKeys reads them from a
+	// file, `oncekey keys header-gen` makes one. A bad key or an ID listed twice is a
+	// *ConfigError.
+	//
+	// On the workflow side, the first key binds: every claimed call it schedules carries, in the
+	// oncekey-binding header, an HMAC-SHA-256 under it of the call's namespace, workflow ID,
+	// activity type, tenant, step ID, first activity ID and the digest of its arguments document
+	// (oncekey.BindHeaders). On the activity side, every listed key verifies: a call of a
+	// claimed tool whose headers carry a tenant, step ID or first activity ID is refused before
+	// anything is claimed or run unless its binding verifies under one of them
+	// (oncekey.UnboundHeaders, non-retryable; logged at Warn and counted in
+	// metrics.HeadersRefused). A call without those headers (scheduled by a workflow without
+	// oncekey's interceptor) keeps the tenant Options.Tenant gives, as before: a namespace writer
+	// can still schedule calls in the worker's own default tenant, not choose another (unless
+	// Options.Tenant derives it from the workflow ID, type or task queue, which they choose).
+	// Standalone activities (which refuse these headers) and Nexus operations (keyed from the
+	// caller's oncekey-key header or the request ID) are not covered.
+	//
+	// Give every worker of the deployment, workflow and activity workers alike, the same list.
+	// The list is read when the worker starts; rotate by rolling deploys: add the new key second
+	// everywhere, then move it first, then drop the old one. A history recorded before the option
+	// was on replays unchanged (headers are not compared on replay, and the binding is computed
+	// from deterministic inputs); its calls scheduled from then on carry a binding, while calls
+	// scheduled before and still waiting or retried by Temporal carry none and are refused by a
+	// worker that verifies: turn it on where no claimed call is in flight, or let them fail.
+	// Defaults to none: the headers are believed as sent.
+	HeaderKeys []oncekey.HeaderKey
+
 	// MetricsTenantTag adds a "tenant" tag to oncekey's metrics (package metrics), on the
 	// activity side and in the reconciliation workflow. Defaults to false: one series per tenant
 	// can be many series, and metric backends keep tag values in the clear.
@@ -213,6 +247,9 @@ func (o *Options) validate() error {
 	if n := len(o.FingerprintSecret); n > 0 && n < MinFingerprintSecretBytes {
 		return &ConfigError{Field: "FingerprintSecret", Reason: fmt.Sprintf("is %d bytes; give at least %d random bytes", n, MinFingerprintSecretBytes)}
 	}
+	if err := oncekey.CheckHeaderKeys(o.HeaderKeys); err != nil {
+		return &ConfigError{Field: "HeaderKeys", Reason: err.Error(), Err: err}
+	}
 	if err := o.checkSigners(); err != nil {
 		return err
 	}
@@ -258,6 +295,13 @@ const MinFingerprintSecretBytes = 16
 // withDefaults returns o with zero fields set to their defaults.
 func (o Options) withDefaults() Options {
 	o.FingerprintSecret = slices.Clone(o.FingerprintSecret)
+	if o.HeaderKeys != nil {
+		keys := make([]oncekey.HeaderKey, len(o.HeaderKeys))
+		for i, k := range o.HeaderKeys {
+			keys[i] = oncekey.HeaderKey{ID: k.ID, Secret: slices.Clone(k.Secret)}
+		}
+		o.HeaderKeys = keys
+	}
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
 	}

@@ -218,6 +218,9 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 		} else {
 			return failedFuture(ctx, workflowError("oncekey: encode arguments header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
 		}
+		if err := w.root.bindHeaders(ctx, h, activityType, doc); err != nil {
+			return failedFuture(ctx, workflowError("oncekey: encode binding header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
+		}
 		if isCheck(ctx) {
 			// The check after a timeout (checkAfterTimeout): read the record, run nothing.
 			pl, err := dc.ToPayload(true)
@@ -228,7 +231,7 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 			return w.Next.ExecuteActivity(ctx, activityType, args...)
 		}
 	}
-	c := scheduled{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, policy: p, args: args, tenant: tenant, stepID: stepID}
+	c := scheduled{w: w, tool: activityType, name: r.Tool, toolArgs: r.Args, argsDoc: doc, policy: p, args: args, tenant: tenant, stepID: stepID}
 	// schedule schedules the call from ctx: as it is for an Idempotent tool (Temporal retries it,
 	// and the record is read after a last attempt that timed out), through the retry loop for an
 	// Effectful one.
@@ -268,9 +271,12 @@ func (w *workflowOutbound) ExecuteActivity(ctx workflow.Context, activityType st
 					}
 					h[name] = pl
 				}
+				if err := w.root.bindHeaders(ctx, h, activityType, doc); err != nil {
+					return failedFuture(ctx, workflowError("oncekey: encode binding header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(r.Tool)))
+				}
 			}
 			edited := c
-			edited.toolArgs, edited.args = doc, []any{doc}
+			edited.toolArgs, edited.argsDoc, edited.args = doc, doc, []any{doc}
 			if p.Effect != oncekey.Effectful {
 				return w.Next.ExecuteActivity(ctx, activityType, doc)
 			}
@@ -305,10 +311,14 @@ type scheduled struct {
 	tool     string
 	name     string
 	toolArgs json.RawMessage
-	policy   oncekey.Policy
-	args     []any
-	tenant   string
-	stepID   string
+	// argsDoc is the arguments document the wire.HeaderArgs header carries (the whole of the
+	// activity's arguments, where toolArgs is the part a Route names), which a header binding
+	// digests.
+	argsDoc json.RawMessage
+	policy  oncekey.Policy
+	args    []any
+	tenant  string
+	stepID  string
 }
 
 // effectfulLoop runs an Effectful tool's retries in workflow code, with the user's RetryPolicy,
@@ -711,7 +721,7 @@ func (l *effectfulLoop) keepFirstKey(ctx workflow.Context) error {
 }
 
 // firstActivityHeader puts the first attempt's activity ID into the next attempt's headers
-// (wire.HeaderFirstActivityID).
+// (wire.HeaderFirstActivityID), and binds them again (Options.HeaderKeys).
 func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 	h := tinterceptor.WorkflowHeader(ctx)
 	if h == nil {
@@ -722,6 +732,9 @@ func (l *effectfulLoop) firstActivityHeader(ctx workflow.Context) error {
 		return workflowError("oncekey: encode first activity ID header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(l.name))
 	}
 	h[wire.HeaderFirstActivityID] = pl
+	if err := l.w.root.bindHeaders(ctx, h, l.tool, l.argsDoc); err != nil {
+		return workflowError("oncekey: encode binding header: "+err.Error(), oncekey.ErrTypeConfig, err, headerDetails(l.name))
+	}
 	return nil
 }
 

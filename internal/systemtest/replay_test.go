@@ -110,12 +110,12 @@ func TestReplayRecordedHistories(t *testing.T) {
 			}
 			require.NotZero(t, effect, "unknown effect class %q", parts[2])
 			approval := strings.HasPrefix(parts[0], "TestE2EApproval")
-			replay := func(p oncekey.Policy) error {
+			replay := func(p oncekey.Policy, keys ...oncekey.HeaderKey) error {
 				h, err := client.HistoryFromJSON(mustOpen(t, f), client.HistoryJSONOptions{})
 				require.NoError(t, err)
 				reg := oncekey.NewRegistry()
 				require.NoError(t, reg.Set(newLedger().CreateTicket, p))
-				plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg})
+				plugin, err := worker.NewPlugin(worker.Options{Store: memstore.New(nil), Registry: reg, HeaderKeys: keys})
 				require.NoError(t, err)
 				r, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{Plugins: []sdkworker.Plugin{plugin}})
 				require.NoError(t, err)
@@ -125,11 +125,15 @@ func TestReplayRecordedHistories(t *testing.T) {
 			// Whether a call needs approval, and what it asks, are read from the history: the
 			// policy only has to have an Approval.
 			withApproval := oncekey.Policy{Effect: effect, Approval: &oncekey.ApprovalPolicy{}}
+			// Histories recorded before header keys were turned on replay with them on (the
+			// binding only adds a header, and headers are not compared on replay).
 			if approval {
 				require.NoError(t, replay(withApproval))
+				require.NoError(t, replay(withApproval, keyOld), "with HeaderKeys")
 				return
 			}
 			require.NoError(t, replay(oncekey.Policy{Effect: effect}))
+			require.NoError(t, replay(oncekey.Policy{Effect: effect}, keyOld), "with HeaderKeys")
 			// A tool given an approval policy while its workflows run: their histories replay
 			// (their calls were made without the marker, so no approval is asked for them).
 			require.NoError(t, replay(withApproval), "with Policy.Approval added")

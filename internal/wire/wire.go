@@ -74,3 +74,11 @@ const (
 	// removed, comma-separated and sorted ("" when the edit changed a non-object document).
 	MetadataChanged = "oncekey-changed"
 )
+
+// HeaderBinding carries, with okworker.Options.HeaderKeys, the binding of the call's
+// HeaderTenant, HeaderStepID and HeaderFirstActivityID to the call (a string): the ID of the
+// key that made it, ':', and the HMAC-SHA-256 under that key of the statement of the call's
+// namespace, workflow ID, activity type, those headers and the SHA-256 of HeaderArgs' document,
+// in unpadded base64url (oncekey.BindHeaders). An activity worker with HeaderKeys refuses a call
+// whose headers carry a tenant, step ID or first activity ID without a binding that verifies.
+const HeaderBinding = "oncekey-binding"
