@@ -376,3 +376,36 @@ func TestE2EHeaderBindingApprovedEdit(t *testing.T) {
 	requireRuns(t, l, 1, 1)
 	require.Equal(t, "printer smoking", onlyTicket(t, l).Subject, "the edited arguments ran")
 }
+
+// The default path with header keys on: one generic ToolExecutor activity with map arguments and a
+// Route, no step IDs, the plugin given HeaderKeys. The workflow side binds the whole input document
+// it sends (the Route's arguments are a part of it) and the worker verifies the same: every call
+// runs once, a repeat of a ticket replays, and each Effectful call has one record.
+func TestE2EHeaderBindingToolExecutor(t *testing.T) {
+	t.Parallel()
+	b := &toolbox{requests: map[string]int{}}
+	reg := agentToolsRegistry(t)
+	require.NoError(t, reg.Route(b.ToolExecutor, oncekey.Route{ToolPaths: []string{"tool_name"}, Args: "arguments"}))
+	keys := []oncekey.HeaderKey{{ID: "deploy-1", Secret: bytes.Repeat([]byte{9}, 32)}}
+	store, c := agentToolsWorker(t, reg, b, func(o *worker.Options) { o.HeaderKeys = keys })
+	ticket := ToolExecutorInput{ToolName: "create_ticket", Arguments: map[string]interface{}{"subject": "printer on fire", "priority": 2}}
+	got := runAgentTools(t, c, []ToolExecutorInput{
+		{ToolName: "get_weather", Arguments: map[string]interface{}{"city": "Lyon"}},
+		ticket,
+		{ToolName: "refund", Arguments: map[string]interface{}{"order": "o-1", "amount_cents": 1250}},
+		ticket,
+	})
+	for i, r := range got {
+		require.Empty(t, r.Error, "call %d: %s", i, r.Detail)
+	}
+	require.Equal(t, got[1].Result, got[3].Result, "the repeated ticket replays the first one's result")
+	require.Equal(t, map[string]int{"get_weather": 1, "create_ticket": 1, "refund": 1}, b.counts())
+	res, err := store.List(context.Background(), &oncekeystore.ListParams{})
+	require.NoError(t, err)
+	tools := map[string]int{}
+	for _, rec := range res.Records {
+		require.Equal(t, oncekeystore.StatusApplied, rec.Status)
+		tools[rec.Tool]++
+	}
+	require.Equal(t, map[string]int{"create_ticket": 1, "refund": 1}, tools)
+}

@@ -205,12 +205,17 @@ func agentToolsRegistry(t *testing.T) *oncekey.Registry {
 
 // agentToolsWorker starts a worker with the plugin (reg, Postgres as the store) running
 // AgentToolsWorkflow and b's ToolExecutor on a task queue of the test's own.
-func agentToolsWorker(t *testing.T, reg *oncekey.Registry, b *toolbox) (oncekeystore.Store, client.Client) {
+// opts, when given, change the plugin's options.
+func agentToolsWorker(t *testing.T, reg *oncekey.Registry, b *toolbox, opts ...func(*worker.Options)) (oncekeystore.Store, client.Client) {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	require.NoError(t, pgstore.Migrate(context.Background(), pool))
 	store := pgstore.New(pool, nil)
-	plugin, err := worker.NewPlugin(worker.Options{Store: store, Registry: reg})
+	o := worker.Options{Store: store, Registry: reg}
+	for _, f := range opts {
+		f(&o)
+	}
+	plugin, err := worker.NewPlugin(o)
 	require.NoError(t, err)
 	c, err := client.Dial(client.Options{HostPort: testenv.TemporalHostPort(t), Namespace: "default", Logger: quiet{},
 		Plugins: []client.Plugin{plugin}})
