@@ -70,8 +70,9 @@ const (
 	DecisionsRefused = "oncekey_decisions_refused"
 	// HeadersRefused counts calls a worker with okworker.Options.HeaderKeys refused because their
 	// tenant, step ID or first activity ID headers were not bound by a key it lists, tagged
-	// TagTool and TagReason (unbound, unknown_key, mismatch). Recorded by the worker; never
-	// tagged with the tenant, which the refused headers chose.
+	// TagTool, TagReason (unbound, unknown_key, mismatch) and TagEnforced ("true"; "false" for a
+	// call okworker.Options.HeaderKeysReportOnly let run). Recorded by the worker; never tagged
+	// with the tenant, which the refused headers chose.
 	HeadersRefused = "oncekey_headers_refused"
 )
 
@@ -82,6 +83,9 @@ const (
 	TagSettledBy = "settled_by"
 	TagTenant    = "tenant"
 	TagReason    = "reason"
+	// TagEnforced is "true" or "false" on HeadersRefused: whether the worker refused the call or,
+	// under okworker.Options.HeaderKeysReportOnly, only reported it.
+	TagEnforced = "enforced"
 )
 
 // Values of TagSettledBy.

@@ -397,7 +397,7 @@ func newHeaderGenCmd(a *app) *cobra.Command {
 			if len(existing) == 0 || onlyComments(existing) {
 				where = "first: the key workflow workers bind with"
 			}
-			fmt.Fprintf(a.stdout, "appended the header key %s to %s (%s); keep the file to the deployment's workers\n", id, out, where)
+			fmt.Fprintf(a.stdout, "appended the header key %s to %s (%s); give every worker of the deployment the same file (okworker.Options.HeaderKeys, oncekey.LoadHeaderKeys) and no one else\n", id, out, where)
 			return nil
 		},
 	}

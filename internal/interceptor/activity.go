@@ -437,7 +437,10 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 			// Headers that choose the key space must be bound to this call (Options.HeaderKeys).
 			bound := h[wire.HeaderStepID] != nil || h[wire.HeaderFirstActivityID] != nil || h[wire.HeaderTenant] != nil
 			if err := c.verifyBinding(h, bound, tenant, stepID, firstActivityID); err != nil {
-				return oncekey.Operation{}, err
+				if !c.root.opts.HeaderKeysReportOnly {
+					return oncekey.Operation{}, err
+				}
+				c.reportUnbound(ctx, err.(*oncekey.UnboundHeadersError))
 			}
 		}
 	}

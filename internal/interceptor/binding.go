@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strconv"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -92,10 +93,27 @@ func (c *call) unboundHeaders(ctx context.Context, e *oncekey.UnboundHeadersErro
 	c.logger(ctx).Warn("oncekey: a call's tenant or step ID headers are not bound by a key this worker lists; nothing was claimed or run. "+
 		"The workflow worker that scheduled it lacks okworker.Options.HeaderKeys or holds a key this worker does not list, or the call was scheduled by a workflow outside the deployment",
 		"tool", c.tool, "workflow_id", e.WorkflowID, "key_id", e.KeyID, "reason", e.Reason)
-	metrics.Tagged(c.metricsHandler(ctx), c.tool, "", false).
-		WithTags(map[string]string{metrics.TagReason: e.Reason}).Counter(metrics.HeadersRefused).Inc(1)
+	c.countUnbound(ctx, e, true)
 	c.outcome = oncekey.OutcomeRejected
 	return c.appError(e.Error(), oncekey.ErrTypeUnboundHeaders, true, nil, reasonHeadersUnbound, false)
+}
+
+// reportUnbound reports, under Options.HeaderKeysReportOnly, a call whose headers verifyBinding
+// did not accept and which runs all the same: logged at Warn, counted with TagEnforced "false".
+func (c *call) reportUnbound(ctx context.Context, e *oncekey.UnboundHeadersError) {
+	c.logger(ctx).Warn("oncekey: a call's tenant or step ID headers are not bound by a key this worker lists; it runs because of okworker.Options.HeaderKeysReportOnly, "+
+		"and without it would be refused. The workflow worker that scheduled it lacks okworker.Options.HeaderKeys or holds a key this worker does not list, "+
+		"or the call was scheduled before the keys were given, or by a workflow outside the deployment",
+		"tool", c.tool, "workflow_id", e.WorkflowID, "key_id", e.KeyID, "reason", e.Reason)
+	c.countUnbound(ctx, e, false)
+}
+
+// countUnbound counts a call whose headers were not bound (metrics.HeadersRefused), enforced or
+// only reported.
+func (c *call) countUnbound(ctx context.Context, e *oncekey.UnboundHeadersError, enforced bool) {
+	metrics.Tagged(c.metricsHandler(ctx), c.tool, "", false).
+		WithTags(map[string]string{metrics.TagReason: e.Reason, metrics.TagEnforced: strconv.FormatBool(enforced)}).
+		Counter(metrics.HeadersRefused).Inc(1)
 }
 
 // reasonHeadersUnbound is the Details.Reason of a call refused by unboundHeaders.

@@ -49,3 +49,10 @@ func TestHeaderKeysInvalid(t *testing.T) {
 		require.Equal(t, "HeaderKeys", ce.Field, name)
 	}
 }
+
+func TestHeaderKeysReportOnlyNeedsKeys(t *testing.T) {
+	_, err := interceptor.New(interceptor.Options{Store: memstore.New(nil), Registry: oncekey.NewRegistry(), HeaderKeysReportOnly: true})
+	var ce *interceptor.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "HeaderKeysReportOnly", ce.Field)
+}

@@ -126,9 +126,22 @@ type Options struct {
 	// was on replays unchanged (headers are not compared on replay, and the binding is computed
 	// from deterministic inputs); its calls scheduled from then on carry a binding, while calls
 	// scheduled before and still waiting or retried by Temporal carry none and are refused by a
-	// worker that verifies: turn it on where no claimed call is in flight, or let them fail.
+	// worker that verifies: turn it on in a running deployment with HeaderKeysReportOnly first.
+	// oncekey's workflow side sends the tenant header on every claimed call, so a workflow worker
+	// with oncekey's interceptor and without the keys has every such call refused by a worker
+	// that has them.
 	// Defaults to none: the headers are believed as sent.
 	HeaderKeys []oncekey.HeaderKey
+
+	// HeaderKeysReportOnly, with HeaderKeys, binds the headers on the workflow side and checks
+	// them on the activity side as HeaderKeys does, but runs a call whose headers are not bound as
+	// it would run without header keys (the headers believed as sent), logged at Warn and counted
+	// in metrics.HeadersRefused with metrics.TagEnforced "false". It is for turning header keys
+	// on in a deployment that runs: deploy every worker with HeaderKeys and HeaderKeysReportOnly,
+	// wait until the calls scheduled before have ended and the count stays flat, then deploy them
+	// without HeaderKeysReportOnly (docs/approvals.md, "Turning header keys on"). Without
+	// HeaderKeys it is a *ConfigError. Defaults to false: unbound headers are refused.
+	HeaderKeysReportOnly bool
 
 	// MetricsTenantTag adds a "tenant" tag to oncekey's metrics (package metrics), on the
 	// activity side and in the reconciliation workflow. Defaults to false: one series per tenant
@@ -249,6 +262,9 @@ func (o *Options) validate() error {
 	}
 	if err := oncekey.CheckHeaderKeys(o.HeaderKeys); err != nil {
 		return &ConfigError{Field: "HeaderKeys", Reason: err.Error(), Err: err}
+	}
+	if o.HeaderKeysReportOnly && len(o.HeaderKeys) == 0 {
+		return &ConfigError{Field: "HeaderKeysReportOnly", Reason: "is set without HeaderKeys: there is nothing to check; give HeaderKeys too, or leave it false"}
 	}
 	if err := o.checkSigners(); err != nil {
 		return err

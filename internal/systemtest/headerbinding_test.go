@@ -409,3 +409,25 @@ func TestE2EHeaderBindingToolExecutor(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"create_ticket": 1, "refund": 1}, tools)
 }
+
+// Turning header keys on in a deployment that runs (okworker.Options.HeaderKeysReportOnly): an
+// activity worker that checks the bindings without refusing runs a call from a workflow worker not
+// yet given the keys (its tenant header, which oncekey's workflow side always sends, unbound) in
+// the tenant it names, as without header keys, beside a call from a workflow worker that binds.
+// Once report-only is off, the keyless worker's calls are refused (TestE2EHeaderBindingRefusesAttacker).
+func TestE2EHeaderBindingReportOnly(t *testing.T) {
+	l := newLedger()
+	e := setupE2EWith(t, l, oncekey.Policy{Effect: oncekey.Effectful}, func(o *worker.Options) {
+		o.HeaderKeys, o.HeaderKeysReportOnly = []oncekey.HeaderKey{keyOld}, true
+	})
+	wc, wtq := e.workflowWorker(t, "keyless")
+	run, err := wc.ExecuteWorkflow(context.Background(), clientStart("report-only-keyless", wtq), RemoteTicketWorkflow, req, e.tq, "acme")
+	require.NoError(t, err)
+	require.NoError(t, run.Get(testCtx(t), nil), "an unbound call runs under report-only")
+	kc, ktq := e.workflowWorker(t, "keyed", keyOld)
+	run, err = kc.ExecuteWorkflow(context.Background(), clientStart("report-only-keyed", ktq), RemoteTicketWorkflow, req, e.tq, "acme")
+	require.NoError(t, err)
+	require.NoError(t, run.Get(testCtx(t), nil))
+	requireRuns(t, l, 2, 2)
+	require.Len(t, e.records(t, "acme"), 2, "both calls ran in the tenant their workflows named")
+}
