@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -206,11 +208,13 @@ func execUnnamed(ctx context.Context, conn *pgx.Conn, tracer pgx.QueryTracer, st
 }
 
 func runUnnamed(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest []any) (pgconn.CommandTag, bool, error) {
-	params, err := encodeParams(st, args)
+	p, err := encodeParams(st, args)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
-	return scanFirst(conn, conn.PgConn().ExecParams(ctx, st.sql, params, st.oids, binaryFormat, binaryFormat), args, dest)
+	rr := conn.PgConn().ExecParams(ctx, st.sql, p.out, st.oids, binaryFormat, binaryFormat)
+	p.release()
+	return scanFirst(conn, rr, args, dest)
 }
 
 // scanFirst reads rr to its end, scanning the first row, if any, into dest.
@@ -237,11 +241,13 @@ func runPrepared(ctx context.Context, conn *pgx.Conn, st *stmt, args []arg, dest
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
-	params, err := encodeParams(st, args)
+	p, err := encodeParams(st, args)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
-	return scanFirst(conn, conn.PgConn().ExecStatement(ctx, sd, params, binaryFormat, binaryFormat), args, dest)
+	rr := conn.PgConn().ExecStatement(ctx, sd, p.out, binaryFormat, binaryFormat)
+	p.release()
+	return scanFirst(conn, rr, args, dest)
 }
 
 // prepare returns st's description on conn, preparing it on the connection's first use. The
@@ -274,9 +280,36 @@ func prepare(ctx context.Context, conn *pgx.Conn, st *stmt) (*pgconn.StatementDe
 	return sd, nil
 }
 
+// params is one statement's encoded parameters: out[i] is $i+1, a slice of buf (a bytea
+// argument's own bytes, or nil for NULL). They come from a pool: pgconn copies them into its
+// Bind message before ExecStatement or ExecParams returns, so the call releases them then, and
+// the next statement reuses the two buffers instead of allocating its own.
+type params struct {
+	buf []byte
+	out [][]byte
+}
+
+var paramsPool = sync.Pool{New: func() any { return new(params) }}
+
+// maxPooledParams is the largest text buffer kept for reuse, in bytes: a statement with larger
+// text arguments (a long failure, say) does not keep its buffer alive in the pool.
+const maxPooledParams = 4 << 10
+
+// release returns p to the pool, without the references it held to the call's arguments.
+func (p *params) release() {
+	clear(p.out)
+	p.out = p.out[:0]
+	if cap(p.buf) > maxPooledParams {
+		p.buf = nil
+	}
+	p.buf = p.buf[:0]
+	paramsPool.Put(p)
+}
+
 // encodeParams encodes args, which must have st's parameter types, in the binary format (text
-// and bytea as their bytes, integers big-endian) into one buffer. A nil bytea is NULL.
-func encodeParams(st *stmt, args []arg) ([][]byte, error) {
+// and bytea as their bytes, integers big-endian) into one buffer. A nil bytea is NULL. Release
+// the result once the statement has been sent.
+func encodeParams(st *stmt, args []arg) (*params, error) {
 	if len(args) != len(st.oids) {
 		return nil, fmt.Errorf("pgstore: statement %s takes %d parameters, got %d", st.name, len(st.oids), len(args))
 	}
@@ -294,8 +327,9 @@ func encodeParams(st *stmt, args []arg) ([][]byte, error) {
 			size += 2
 		}
 	}
-	buf := make([]byte, 0, size)
-	out := make([][]byte, len(args))
+	p := paramsPool.Get().(*params)
+	buf := slices.Grow(p.buf[:0], size)
+	out := slices.Grow(p.out[:0], len(args))[:len(args)]
 	for i, a := range args {
 		start := len(buf)
 		switch a.oid {
@@ -311,5 +345,6 @@ func encodeParams(st *stmt, args []arg) ([][]byte, error) {
 		}
 		out[i] = buf[start:len(buf):len(buf)]
 	}
-	return out, nil
+	p.buf, p.out = buf, out
+	return p, nil
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -16,9 +17,22 @@ import (
 func TestEncodeParams(t *testing.T) {
 	st := newStmt("SELECT $1::text, $2::bigint, $3::smallint, $4::bytea", text, bigint, smallint, bytea)
 
-	got, err := encodeParams(st, []arg{textArg("é\\'x"), bigintArg(-2), smallintArg(258), byteaArg(nil)})
+	for range 2 { // the second time with the first call's buffers, from the pool
+		got, err := encodeParams(st, []arg{textArg("é\\'x"), bigintArg(-2), smallintArg(258), byteaArg(nil)})
+		require.NoError(t, err)
+		assert.Equal(t, [][]byte{[]byte("é\\'x"), {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe}, {0x01, 0x02}, nil}, got.out)
+		got.release()
+	}
+	// A bytea argument is passed as it is; a short text after a long one gets its own bytes.
+	long, err := encodeParams(st, []arg{textArg(strings.Repeat("x", maxPooledParams+1)), bigintArg(1), smallintArg(1), byteaArg([]byte{7})})
 	require.NoError(t, err)
-	assert.Equal(t, [][]byte{[]byte("é\\'x"), {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe}, {0x01, 0x02}, nil}, got)
+	assert.Equal(t, []byte{7}, long.out[3])
+	long.release()
+	short, err := encodeParams(st, []arg{textArg("y"), bigintArg(1), smallintArg(1), byteaArg(nil)})
+	require.NoError(t, err)
+	assert.Equal(t, []byte("y"), short.out[0])
+	assert.Nil(t, short.out[3])
+	short.release()
 
 	_, err = encodeParams(st, []arg{textArg("a"), textArg("2"), smallintArg(1), byteaArg(nil)})
 	assert.ErrorContains(t, err, "parameter $2 has type 20, got 25")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncekey/oncekey"
+	"github.com/oncekey/oncekey/internal/dev/benchdrive"
+	"github.com/oncekey/oncekey/internal/dev/devserver"
 	"github.com/oncekey/oncekey/internal/testing/testenv"
 	"github.com/oncekey/oncekey/pgstore"
 	"github.com/oncekey/oncekey/worker"
@@ -148,19 +151,23 @@ func TestBenchE2EEffectful(t *testing.T) {
 
 	var oursLat, baseLat []time.Duration
 	var oursRate, baseRate []float64
+	var oursCPU, baseCPU cpuUse
 	for r := range rounds {
 		// Alternate which side goes first.
 		sides := []struct {
 			s    *benchSide
 			lat  *[]time.Duration
 			rate *[]float64
+			cpu  *cpuUse
 			name string
-		}{{ours, &oursLat, &oursRate, "ours"}, {base, &baseLat, &baseRate, "base"}}
+		}{{ours, &oursLat, &oursRate, &oursCPU, "ours"}, {base, &baseLat, &baseRate, &baseCPU, "base"}}
 		if r%2 == 1 {
 			sides[0], sides[1] = sides[1], sides[0]
 		}
 		for _, sd := range sides {
+			before := readCPU()
 			l, w := sd.s.round(t, fmt.Sprintf("%s-r%d", sd.name, r), per, conc)
+			sd.cpu.add(readCPU(), before)
 			*sd.lat = append(*sd.lat, l...)
 			*sd.rate = append(*sd.rate, float64(per)/w.Seconds())
 		}
@@ -173,6 +180,9 @@ func TestBenchE2EEffectful(t *testing.T) {
 		len(calls), p50(calls).Round(time.Microsecond), p50(claims).Round(time.Microsecond))
 	mu.Unlock()
 	fmt.Fprintf(os.Stderr, "# rounds' rates (workflows/s), ours: %s; baseline: %s\n", rates(oursRate), rates(baseRate))
+	n := float64(rounds * per)
+	fmt.Fprintf(os.Stderr, "# CPU per workflow (ms; this test process, which runs both workers and clients / the dev server / every postgres process), ours: %s; baseline: %s\n",
+		oursCPU.per(n), baseCPU.per(n))
 	fmt.Fprintf(os.Stderr, "# history events per workflow, ours: %s; baseline: %s\n",
 		historyEvents(t, ours.c, "ours-r0-0"), historyEvents(t, base.c, "base-r0-0"))
 	op50, bp50 := p50(oursLat), p50(baseLat)
@@ -181,6 +191,27 @@ func TestBenchE2EEffectful(t *testing.T) {
 		op50.Seconds(), bp50.Seconds(), bp50.Seconds()/op50.Seconds(), "same_workflow_without_oncekey")
 	fmt.Printf("BENCH name=e2e_effectful_throughput unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=%s\n",
 		othr, bthr, othr/bthr, "same_workflow_without_oncekey")
+}
+
+// cpuUse is CPU time spent during a side's rounds: by this process (both workers and both
+// clients; the other side's are idle then), by the dev server and by every postgres process.
+type cpuUse struct{ self, temporal, postgres time.Duration }
+
+// readCPU returns the CPU time spent so far (benchdrive.ProcessCPU: Linux only, 10 ms ticks,
+// summed over 12 rounds of seconds each).
+func readCPU() cpuUse {
+	return cpuUse{self: benchdrive.SelfCPU(), temporal: benchdrive.ProcessCPU(filepath.Base(devserver.Binary())), postgres: benchdrive.ProcessCPU("postgres")}
+}
+
+func (c *cpuUse) add(after, before cpuUse) {
+	c.self += after.self - before.self
+	c.temporal += after.temporal - before.temporal
+	c.postgres += after.postgres - before.postgres
+}
+
+func (c cpuUse) per(n float64) string {
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 / n }
+	return fmt.Sprintf("%.2f / %.2f / %.2f (%.2f in all)", ms(c.self), ms(c.temporal), ms(c.postgres), ms(c.self+c.temporal+c.postgres))
 }
 
 // median returns the median of xs (the mean of the middle two for an even count).

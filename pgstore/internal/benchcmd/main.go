@@ -24,6 +24,9 @@
 // per operation (the postgres processes', when the server runs on this machine) and the
 // machine's idle time. With -floor it also runs the pgx floor (see floor.go) in every round of
 // the claim and replay figures and prints, on standard error, its ratio to pgbench beside ours.
+// With -activity-context ours and the floor run under a context that can be canceled and has a
+// deadline, as every call in a Temporal activity does, instead of context.Background (whose
+// statements pgconn does not watch, while the store's, with their statement timeout, it does).
 //
 // With -pinned-server-cpu N it runs the claim and replay figures against a private Postgres
 // instance of its own pinned to CPU N (pinned.go), and names them claim_complete_pinned_c1, …,
@@ -33,7 +36,7 @@
 // it, the figures share the machine's cores with the server and are informational: their
 // baseline_is ends in _shared_cores_informational.
 //
-// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n] [-floor] [-pinned-server-cpu n]
+// Run: go run ./pgstore/internal/benchcmd [-duration 5s] [-rounds 3] [-only regexp] [-purge-rows n] [-floor] [-activity-context] [-pinned-server-cpu n]
 package main
 
 import (
@@ -70,6 +73,7 @@ func main() {
 	purgeRows := flag.Int("purge-rows", 1_000_000, "records purged by the purge_1m figures")
 	flag.IntVar(&purgeBatch, "purge-batch", 0, "PurgeParams.BatchSize for purge_1m (0: the default, oncekeystore.DefaultPurgeBatchSize)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
+	flag.BoolVar(&activityContext, "activity-context", false, "run ours and the floor under a cancelable context with a deadline an hour away, as a call in a Temporal activity runs (default: context.Background)")
 	flag.BoolVar(&floor, "floor", false, "also run the pgx floor (floor.go) in every round of the claim and replay figures and print its ratio to pgbench")
 	pinnedCPU := flag.Int("pinned-server-cpu", -1, "run the claim and replay figures against a private Postgres pinned to this CPU (start this process pinned to another: taskset -c 1)")
 	flag.Parse()
@@ -123,6 +127,13 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 	}
 	filter := regexp.MustCompile(only)
 	ctx := context.Background()
+	if activityContext {
+		// As inside a Temporal activity, whose context can always be canceled: pgconn watches
+		// every statement's context, the floor's too (the store's always has a deadline).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+	}
 
 	schema, drop, err := newSchema(ctx, url, "oncekey_bench_")
 	if err != nil {
@@ -441,6 +452,7 @@ func pinnedName(name string) string {
 var (
 	pinned                      bool // -pinned-server-cpu given
 	floor                       bool // -floor
+	activityContext             bool // -activity-context
 	dbgClaim, dbgComplete, dbgN atomic.Int64
 	pgbenchCPU                  atomic.Int64 // user+system time of the last pgbench run, ns
 )
@@ -461,36 +473,9 @@ func idleCPU() time.Duration {
 }
 
 // serverCPU returns the user+system CPU time so far of every process on this machine named
-// postgres and of their exited children (Linux /proc): the server's side of a run when it runs here, 0 otherwise.
-func serverCPU() time.Duration {
-	ents, _ := os.ReadDir("/proc")
-	var ticks int64
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: utime and stime are the 14th and 15th fields.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 || !strings.Contains(string(b[:i]), "(postgres") {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 15 {
-			continue
-		}
-		// utime, stime, and cutime, cstime: the time of exited children (pgbench's
-		// backends, once pgbench disconnects) is the postmaster's.
-		for _, v := range f[11:15] {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			ticks += n
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
-}
+// postgres and of their exited children (pgbench's backends, once pgbench disconnects, are the
+// postmaster's): the server's side of a run when it runs here, 0 otherwise.
+func serverCPU() time.Duration { return benchdrive.ProcessCPU("postgres") }
 
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
 	res := []byte(benchdrive.Result)
