@@ -154,7 +154,7 @@ bench: temporal bench-deps
 	echo "bench: store vs pgbench, a private Postgres on CPU $(BENCH_SERVER_CPU), clients on CPU $(BENCH_CLIENT_CPU) (about 5 minutes)" >&2; \
 	taskset -c $(BENCH_CLIENT_CPU) "$$bin/pg-store" -pinned-server-cpu $(BENCH_SERVER_CPU) -duration 3s -rounds 5 \
 		-only '^(claim_complete|replay|transactional)_c' 2>>$(BENCH_LOG) | tee "$$bin/pg.txt"; \
-	grep -h "pgx floor:\|worker CPU per claim" $(BENCH_LOG) | tail -n 5 >&2 || true; \
+	grep -h "pgx floor:\|worker CPU per claim\|as in an activity" $(BENCH_LOG) | tail -n 7 >&2 || true; \
 	pgreplay=$$(sed -n 's/^BENCH name=replay_pinned_c8 unit=ops\/s ours=\([0-9.]*\) .*/\1/p' "$$bin/pg.txt"); \
 	echo "bench: redisstore vs the same scripts on bare go-redis, a private redis-server on CPU $(BENCH_SERVER_CPU), clients on CPU $(BENCH_CLIENT_CPU) (about 3 minutes)" >&2; \
 	taskset -c $(BENCH_CLIENT_CPU) "$$bin/redis-store" -server-cpu $(BENCH_SERVER_CPU) -duration 3s -rounds 5 \

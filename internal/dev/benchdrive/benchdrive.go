@@ -50,6 +50,15 @@ func ClaimParams(tenant, key string) *oncekeystore.ClaimParams {
 // Drive runs op from clients goroutines (client is 0..clients-1) for d and returns completed ops
 // per second, with the first error an op returned (its goroutine stops there).
 func Drive(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (float64, error) {
+	start := time.Now()
+	n, err := Count(ctx, clients, d, op)
+	return float64(n) / time.Since(start).Seconds(), err
+}
+
+// Count runs op as Drive does and returns the number of ops completed, with the first error.
+// Each goroutine starts no op after d has passed, so the run ends when the last op started in
+// time does.
+func Count(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client int) error) (int64, error) {
 	var (
 		n     atomic.Int64
 		wg    sync.WaitGroup
@@ -57,7 +66,6 @@ func Drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 		once  sync.Once
 	)
 	deadline := time.Now().Add(d)
-	start := time.Now()
 	for client := range clients {
 		wg.Add(1)
 		go func() {
@@ -72,7 +80,7 @@ func Drive(ctx context.Context, clients int, d time.Duration, op func(ctx contex
 		}()
 	}
 	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds(), first
+	return n.Load(), first
 }
 
 // Median returns the median of xs (0 for none).

@@ -88,26 +88,29 @@ func floorDrive(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Dur
 // floorClaimComplete runs the claim_complete loop of ours on pgconn and returns claim+complete
 // pairs per second.
 func floorClaimComplete(ctx context.Context, pool *pgxpool.Pool, clients int, d time.Duration) (float64, error) {
-	return floorDrive(ctx, pool, clients, d, func(ctx context.Context, pc *pgconn.PgConn) error {
-		key := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
-		res := floorClaimSend(ctx, pc, "floor", key)
-		if res.Err != nil {
-			return fmt.Errorf("floor claim: %w", res.Err)
-		}
-		epoch := column(res, "epoch")
-		if epoch == nil {
-			return fmt.Errorf("floor claim of new key %s: %d rows", key, len(res.Rows))
-		}
-		res = pc.ExecPrepared(ctx, floorComplete, [][]byte{[]byte("floor"), key, epoch, []byte("applied"),
-			[]byte(benchdrive.Result), {}, []byte(benchdrive.EffectRef)}, nil, nil).Read()
-		if res.Err != nil {
-			return fmt.Errorf("floor complete: %w", res.Err)
-		}
-		if len(res.Rows) != 1 {
-			return fmt.Errorf("floor complete of %s: %d rows", key, len(res.Rows))
-		}
-		return nil
-	})
+	return floorDrive(ctx, pool, clients, d, floorPair)
+}
+
+// floorPair claims a new key on pc and completes it, as oursPair does through the store.
+func floorPair(ctx context.Context, pc *pgconn.PgConn) error {
+	key := strconv.AppendUint(nil, 1+randUint64()%9000000000000000000, 10)
+	res := floorClaimSend(ctx, pc, "floor", key)
+	if res.Err != nil {
+		return fmt.Errorf("floor claim: %w", res.Err)
+	}
+	epoch := column(res, "epoch")
+	if epoch == nil {
+		return fmt.Errorf("floor claim of new key %s: %d rows", key, len(res.Rows))
+	}
+	res = pc.ExecPrepared(ctx, floorComplete, [][]byte{[]byte("floor"), key, epoch, []byte("applied"),
+		[]byte(benchdrive.Result), {}, []byte(benchdrive.EffectRef)}, nil, nil).Read()
+	if res.Err != nil {
+		return fmt.Errorf("floor complete: %w", res.Err)
+	}
+	if len(res.Rows) != 1 {
+		return fmt.Errorf("floor complete of %s: %d rows", key, len(res.Rows))
+	}
+	return nil
 }
 
 // floorReplay runs the replay loop of ours on pgconn (claims of the keys seedReplay applied)

@@ -32,7 +32,9 @@
 // instance of its own pinned to CPU N (pinned.go), and names them claim_complete_pinned_c1, …,
 // replay_pinned_c8; start it pinned to another CPU (taskset -c 1). It then also prints
 // worker_cpu_claim_complete: this process's CPU time per claim+complete at 8 clients, in µs,
-// against the pgx floor's (speedup = floor / ours), with pgbench's on standard error. Without
+// against the pgx floor's (speedup = floor / ours), measured in 40 alternating slices of 250 ms a
+// side after the claim_complete_c8 rounds (workercpu.go), with the rounds' figures and pgbench's
+// on standard error. Without
 // it, the figures share the machine's cores with the server and are informational: their
 // baseline_is ends in _shared_cores_informational.
 //
@@ -318,8 +320,29 @@ func run(url string, duration time.Duration, rounds int, only string, purgeRows 
 		fmt.Printf("BENCH name=%s unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=%s\n", name, o, p, o/p, baselineIs)
 		if pinned && f.name == "claim_complete_c8" {
 			oc, fc, pc := benchdrive.Median(oursCPUs), benchdrive.Median(floorCPUs), benchdrive.Median(pgbenchCPUs)
-			fmt.Fprintf(os.Stderr, "# worker CPU per claim+complete at 8 clients: ours %.1f µs, pgx floor %.1f µs, pgbench %.1f µs (medians of %d rounds)\n",
+			fmt.Fprintf(os.Stderr, "# worker CPU per claim+complete at 8 clients over the rounds: ours %.1f µs, pgx floor %.1f µs, pgbench %.1f µs (medians of %d rounds)\n",
 				oc, fc, pc, len(oursCPUs))
+			if err := settle(ctx, pool); err != nil {
+				return err
+			}
+			oc, fc, ratio, err := workerCPU(ctx, pool, s, f.clients, workerSlices, workerSlice)
+			if err != nil {
+				return fmt.Errorf("worker_cpu_claim_complete: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "# worker CPU per claim+complete at 8 clients in %d alternating slices of %v a side: ours %.1f µs, pgx floor %.1f µs (medians); "+
+				"median of the pairs' floor / ours %.3f\n", workerSlices, workerSlice, oc, fc, ratio)
+			if !activityContext {
+				// Informational: the same under a context like an activity's, which pgconn
+				// watches for the floor too (see -activity-context).
+				actx, cancel := context.WithTimeout(ctx, time.Hour)
+				aoc, afc, aratio, err := workerCPU(actx, pool, s, f.clients, workerSlices, workerSlice)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("worker_cpu_claim_complete under an activity's context: %w", err)
+				}
+				fmt.Fprintf(os.Stderr, "# the same under a cancelable context with a deadline, as in an activity (informational): ours %.1f µs, pgx floor %.1f µs (medians); "+
+					"median of the pairs' floor / ours %.3f\n", aoc, afc, aratio)
+			}
 			fmt.Printf("BENCH name=worker_cpu_claim_complete unit=µs ours=%.1f baseline=%.1f speedup=%.3f baseline_is=pgx_floor_client_cpu_per_claim_complete_c8\n",
 				oc, fc, fc/oc)
 		}
@@ -478,26 +501,30 @@ func idleCPU() time.Duration {
 func serverCPU() time.Duration { return benchdrive.ProcessCPU("postgres") }
 
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
-	res := []byte(benchdrive.Result)
-	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error {
-		// A random key in the range pgbench draws from, so both insert at random places in the index.
-		key := strconv.FormatUint(1+randUint64()%9000000000000000000, 10)
-		t0 := time.Now()
-		c, err := s.Claim(ctx, benchdrive.ClaimParams("ours", key))
-		if err != nil {
-			return err
-		}
-		if !c.Acquired {
-			return fmt.Errorf("claim of new key %s not acquired", key)
-		}
-		t1 := time.Now()
-		_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
-			Status: oncekeystore.StatusApplied, Result: res, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
-		dbgClaim.Add(int64(t1.Sub(t0)))
-		dbgComplete.Add(int64(time.Since(t1)))
-		dbgN.Add(1)
+	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error { return oursPair(ctx, s) })
+}
+
+var benchResult = []byte(benchdrive.Result)
+
+// oursPair claims a new key on s and completes it.
+func oursPair(ctx context.Context, s *pgstore.Store) error {
+	// A random key in the range pgbench draws from, so both insert at random places in the index.
+	key := strconv.FormatUint(1+randUint64()%9000000000000000000, 10)
+	t0 := time.Now()
+	c, err := s.Claim(ctx, benchdrive.ClaimParams("ours", key))
+	if err != nil {
 		return err
-	})
+	}
+	if !c.Acquired {
+		return fmt.Errorf("claim of new key %s not acquired", key)
+	}
+	t1 := time.Now()
+	_, err = s.Complete(ctx, &oncekeystore.CompleteParams{Tenant: "ours", OperationKey: key, Epoch: c.Record.Epoch,
+		Status: oncekeystore.StatusApplied, Result: benchResult, Failure: []byte{}, EffectReference: benchdrive.EffectRef})
+	dbgClaim.Add(int64(t1.Sub(t0)))
+	dbgComplete.Add(int64(time.Since(t1)))
+	dbgN.Add(1)
+	return err
 }
 
 func oursReplay(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
