@@ -436,11 +436,11 @@ func (c *call) operation(ctx context.Context, args []any) (oncekey.Operation, er
 		if len(c.root.opts.HeaderKeys) > 0 {
 			// Headers that choose the key space must be bound to this call (Options.HeaderKeys).
 			bound := h[wire.HeaderStepID] != nil || h[wire.HeaderFirstActivityID] != nil || h[wire.HeaderTenant] != nil
-			if err := c.verifyBinding(h, bound, tenant, stepID, firstActivityID); err != nil {
+			if e := c.verifyBinding(h, bound, tenant, stepID, firstActivityID); e != nil {
 				if !c.root.opts.HeaderKeysReportOnly {
-					return oncekey.Operation{}, err
+					return oncekey.Operation{}, e
 				}
-				c.reportUnbound(ctx, err.(*oncekey.UnboundHeadersError))
+				c.reportUnbound(ctx, e)
 			}
 		}
 	}

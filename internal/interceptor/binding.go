@@ -64,8 +64,9 @@ func boundHeaders(dc converter.DataConverter, h map[string]*commonpb.Payload, s 
 // reporting whether any was present), or when the call's wire.HeaderBinding verifies under one
 // of the keys over them, the call's namespace, workflow ID and activity type, and the arguments
 // document the worker accepted (c.doc: the input the body receives, which the HeaderArgs header
-// could only make exact). Otherwise it returns the *oncekey.UnboundHeadersError.
-func (c *call) verifyBinding(h map[string]*commonpb.Payload, bound bool, tenant, stepID, firstActivityID string) error {
+// could only make exact). Otherwise it returns the error oncekey.VerifyHeaderBinding gave, which
+// is always an *oncekey.UnboundHeadersError.
+func (c *call) verifyBinding(h map[string]*commonpb.Payload, bound bool, tenant, stepID, firstActivityID string) *oncekey.UnboundHeadersError {
 	keys := c.root.opts.HeaderKeys
 	if len(keys) == 0 || !bound {
 		return nil

@@ -186,7 +186,7 @@ func TestBenchE2EEffectful(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "# history events per workflow, ours: %s; baseline: %s\n",
 		historyEvents(t, ours.c, "ours-r0-0"), historyEvents(t, base.c, "base-r0-0"))
 	op50, bp50 := p50(oursLat), p50(baseLat)
-	othr, bthr := median(oursRate), median(baseRate)
+	othr, bthr := benchdrive.Median(oursRate), benchdrive.Median(baseRate)
 	fmt.Printf("BENCH name=e2e_effectful_latency_p50 unit=s ours=%.4f baseline=%.4f speedup=%.3f baseline_is=%s\n",
 		op50.Seconds(), bp50.Seconds(), bp50.Seconds()/op50.Seconds(), "same_workflow_without_oncekey")
 	fmt.Printf("BENCH name=e2e_effectful_throughput unit=ops/s ours=%.1f baseline=%.1f speedup=%.3f baseline_is=%s\n",
@@ -206,7 +206,8 @@ func readCPU(selfFirst bool) cpuUse {
 	if selfFirst {
 		c.self = benchdrive.SelfCPU()
 	}
-	c.temporal, c.postgres = benchdrive.ProcessCPU(filepath.Base(devserver.Binary())), benchdrive.ProcessCPU("postgres")
+	cpu := benchdrive.ProcessCPU(filepath.Base(devserver.Binary()), "postgres")
+	c.temporal, c.postgres = cpu[0], cpu[1]
 	if !selfFirst {
 		c.self = benchdrive.SelfCPU()
 	}
@@ -222,16 +223,6 @@ func (c *cpuUse) add(after, before cpuUse) {
 func (c cpuUse) per(n float64) string {
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 / n }
 	return fmt.Sprintf("%.2f / %.2f / %.2f (%.2f in all)", ms(c.self), ms(c.temporal), ms(c.postgres), ms(c.self+c.temporal+c.postgres))
-}
-
-// median returns the median of xs (the mean of the middle two for an even count).
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 func rates(xs []float64) string {

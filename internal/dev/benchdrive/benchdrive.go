@@ -200,13 +200,13 @@ func Replay(ctx context.Context, s oncekeystore.Store, clients int, d time.Durat
 	})
 }
 
-// ProcessCPU returns the user+system CPU time so far of every process on this machine whose
-// command name is one of names (the kernel's comm: the executable's name, at most 15 bytes), with
-// the time of their exited children (Linux /proc; 0 elsewhere). Its resolution is the kernel's
-// clock tick, 10 ms: read it around work that takes seconds.
-func ProcessCPU(names ...string) time.Duration {
+// ProcessCPU returns, for each of names, the user+system CPU time so far of every process on this
+// machine whose command name is that name (the kernel's comm: the executable's name, at most 15
+// bytes), with the time of their exited children (Linux /proc, read once; zeros elsewhere). Its
+// resolution is the kernel's clock tick, 10 ms: read it around work that takes seconds.
+func ProcessCPU(names ...string) []time.Duration {
+	cpu := make([]time.Duration, len(names))
 	ents, _ := os.ReadDir("/proc")
-	var ticks int64
 	for _, e := range ents {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
 			continue
@@ -218,7 +218,11 @@ func ProcessCPU(names ...string) time.Duration {
 		// pid (comm) state ppid ...: utime and stime are the 14th and 15th fields, cutime and
 		// cstime the 16th and 17th.
 		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if open < 0 || end < open || !slices.Contains(names, string(b[open+1:end])) {
+		if open < 0 || end < open {
+			continue
+		}
+		i := slices.Index(names, string(b[open+1:end]))
+		if i < 0 {
 			continue
 		}
 		f := strings.Fields(string(b[end+1:]))
@@ -227,8 +231,8 @@ func ProcessCPU(names ...string) time.Duration {
 		}
 		for _, v := range f[11:15] {
 			n, _ := strconv.ParseInt(v, 10, 64)
-			ticks += n
+			cpu[i] += time.Duration(n) * 10 * time.Millisecond // USER_HZ = 100
 		}
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+	return cpu
 }

@@ -498,7 +498,7 @@ func idleCPU() time.Duration {
 // serverCPU returns the user+system CPU time so far of every process on this machine named
 // postgres and of their exited children (pgbench's backends, once pgbench disconnects, are the
 // postmaster's): the server's side of a run when it runs here, 0 otherwise.
-func serverCPU() time.Duration { return benchdrive.ProcessCPU("postgres") }
+func serverCPU() time.Duration { return benchdrive.ProcessCPU("postgres")[0] }
 
 func oursClaimComplete(ctx context.Context, s *pgstore.Store, clients int, d time.Duration) (float64, error) {
 	return benchdrive.Drive(ctx, clients, d, func(ctx context.Context, _ int) error { return oursPair(ctx, s) })
